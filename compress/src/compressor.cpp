@@ -10,13 +10,28 @@
 namespace gs::compress {
 
 std::string_view to_string(Exchange e) {
-  return e == Exchange::allgather ? "allgather" : "allreduce";
+  switch (e) {
+    case Exchange::allgather: return "allgather";
+    case Exchange::allreduce: return "allreduce";
+    case Exchange::collective: return "collective";
+  }
+  return "?";
 }
 
 Compressor::Compressor(double ratio) : ratio_(ratio) {
   if (!(ratio > 0.0 && ratio <= 1.0))
     throw Error("compression ratio " + std::to_string(ratio) +
                 " is outside (0, 1]: give the fraction of elements to keep, e.g. 0.01");
+}
+
+Compressor::Exchanged Compressor::exchange(std::span<const float>, std::string_view, Collectives&,
+                                           std::span<float>, std::span<float>) {
+  throw Error("compressor '" + std::string(name()) + "' exchanges by " +
+              std::string(to_string(exchange())) + ", not by its own collective protocol");
+}
+
+void Compressor::add_gradient_variance(std::string_view, std::span<const float>) {
+  throw Error("compressor '" + std::string(name()) + "' does not use gradient variances");
 }
 
 void Compressor::decompress(const Payload& p, std::span<float> out) const {

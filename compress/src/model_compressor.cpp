@@ -6,6 +6,42 @@
 #include "gs/error.hpp"
 
 namespace gs::compress {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Passes every call through to `inner` and adds up the time spent inside collectives.
+class TimedCollectives final : public Collectives {
+ public:
+  explicit TimedCollectives(Collectives& inner) : inner_(inner) {}
+  double seconds = 0.0;
+  int world_size() const override { return inner_.world_size(); }
+  int rank() const override { return inner_.rank(); }
+  void allreduce_max(std::span<float> v) override { timed([&] { inner_.allreduce_max(v); }); }
+  void allreduce_min(std::span<std::int8_t> v) override { timed([&] { inner_.allreduce_min(v); }); }
+  void allreduce_sum(std::span<std::int8_t> v) override { timed([&] { inner_.allreduce_sum(v); }); }
+  void allreduce_sum(std::span<std::int32_t> v) override { timed([&] { inner_.allreduce_sum(v); }); }
+  void allreduce_sum(std::span<float> v) override { timed([&] { inner_.allreduce_sum(v); }); }
+  std::vector<std::vector<std::byte>> allgather(std::span<const std::byte> mine) override {
+    std::vector<std::vector<std::byte>> r;
+    timed([&] { r = inner_.allgather(mine); });
+    return r;
+  }
+
+ private:
+  template <class F>
+  void timed(F f) {
+    const auto t0 = Clock::now();
+    f();
+    seconds += seconds_since(t0);
+  }
+  Collectives& inner_;
+};
+
+}  // namespace
 
 ModelCompressor::ModelCompressor(std::vector<TensorSpec> tensors, Granularity granularity,
                                  std::uint64_t bucket_size, std::unique_ptr<Compressor> compressor)
@@ -17,10 +53,99 @@ ModelCompressor::ModelCompressor(std::vector<TensorSpec> tensors, Granularity gr
                 " elements exceed the int32 index space of sparse payloads");
 }
 
+void ModelCompressor::set_gradient_variance(std::span<const float> flat_v) {
+  if (!compressor_->needs_gradient_variance())
+    throw Error("model compressor: '" + std::string(compressor_->name()) +
+                "' does not use gradient variances");
+  if (flat_v.size() != numel_)
+    throw Error("model compressor: gradient variance has " + std::to_string(flat_v.size()) +
+                " elements, the model " + std::to_string(numel_));
+  variance_.assign(flat_v.begin(), flat_v.end());
+}
+
+void ModelCompressor::feed_variance(const Group& g) {
+  if (!compressor_->needs_gradient_variance()) return;
+  if (variance_.size() != numel_)
+    throw Error("model compressor: '" + std::string(compressor_->name()) +
+                "' needs the gradient variance of every step (set_gradient_variance)");
+  compressor_->add_gradient_variance(
+      g.name, std::span<const float>(variance_).subspan(g.offset, g.size));
+}
+
+std::span<const float> ModelCompressor::accumulate(const Group& g, std::span<const float> flat) {
+  const auto grad = flat.subspan(g.offset, g.size);
+  return compressor_->error_feedback() ? residual_.accumulate(g.name, grad) : grad;
+}
+
+void ModelCompressor::step(std::span<const float> flat, Collectives& comm, std::span<float> out,
+                           StepStats* stats) {
+  if (flat.size() != numel_ || out.size() != numel_)
+    throw Error("model compressor: gradient has " + std::to_string(flat.size()) +
+                " elements and the update " + std::to_string(out.size()) + ", the model " +
+                std::to_string(numel_));
+  const auto t0 = Clock::now();
+  TimedCollectives timed(comm);
+  StepStats s;
+  switch (compressor_->exchange()) {
+    case Exchange::collective:
+      step_collective(flat, timed, out, s);
+      break;
+    case Exchange::allgather: {
+      const Payload mine = compress(flat, &s);
+      const auto bytes = encode(mine);
+      const auto all = timed.allgather(bytes);
+      std::vector<Payload> payloads;
+      payloads.reserve(all.size());
+      for (std::size_t r = 0; r < all.size(); ++r) {
+        payloads.push_back(decode(all[r]));
+        if (payloads.back().n != numel_)
+          throw Error("model compressor: worker " + std::to_string(r) +
+                      " sent a payload for another model size");
+      }
+      aggregate(payloads, out);
+      break;
+    }
+    case Exchange::allreduce: {
+      Payload sum = compress(flat, &s);
+      timed.allreduce_sum(std::span<float>(sum.values));
+      decode_sum(sum, comm.world_size(), out);
+      break;
+    }
+  }
+  s.comm_seconds = timed.seconds;
+  s.compress_seconds = seconds_since(t0) - timed.seconds;
+  if (stats) *stats = std::move(s);
+}
+
+void ModelCompressor::step_collective(std::span<const float> flat, Collectives& comm,
+                                      std::span<float> out, StepStats& s) {
+  s = StepStats{};
+  s.n = numel_;
+  s.target_density = compressor_->ratio();
+  s.dense_bytes = numel_ * 4;
+  std::vector<float> sent;
+  for (const Group& g : groups_) {
+    feed_variance(g);
+    const auto acc = accumulate(g, flat);
+    sent.resize(g.size);
+    const auto r = compressor_->exchange(acc, g.name, comm, sent, out.subspan(g.offset, g.size));
+    if (compressor_->error_feedback()) residual_.commit_decoded(g.name, sent);
+    s.selected += r.info.selected;
+    s.bytes_sent += r.wire_bytes;
+    s.group_quality.push_back(r.info.quality());
+    s.stages = std::max(s.stages, r.info.stages);
+  }
+  compressor_->end_step();
+  variance_.clear();
+}
+
 Payload ModelCompressor::compress(std::span<const float> flat, StepStats* stats) {
   if (flat.size() != numel_)
     throw Error("model compressor: gradient has " + std::to_string(flat.size()) +
                 " elements, the model " + std::to_string(numel_));
+  if (compressor_->exchange() == Exchange::collective)
+    throw Error("model compressor: '" + std::string(compressor_->name()) +
+                "' runs its own exchange protocol: use step() with the workers' collectives");
   const auto t0 = std::chrono::steady_clock::now();
   Payload out;
   out.n = numel_;
@@ -32,12 +157,13 @@ Payload ModelCompressor::compress(std::span<const float> flat, StepStats* stats)
   s.target_density = dense ? 1.0 : compressor_->ratio();
   s.dense_bytes = numel_ * 4;
   for (const Group& g : groups_) {
-    auto acc = residual_.accumulate(g.name, flat.subspan(g.offset, g.size));
+    feed_variance(g);
+    const auto acc = accumulate(g, flat);
     Compressed c = compressor_->compress(acc, g.name);
     if (c.payload.n != g.size || c.payload.kind != out.kind)
       throw Error("model compressor: '" + std::string(compressor_->name()) +
                   "' returned a payload of the wrong size or kind");
-    residual_.commit(g.name, c.payload, *compressor_);
+    if (compressor_->error_feedback()) residual_.commit(g.name, c.payload, *compressor_);
     if (dense) {
       out.values.insert(out.values.end(), c.payload.values.begin(), c.payload.values.end());
       out.scale = c.payload.scale;
@@ -53,6 +179,7 @@ Payload ModelCompressor::compress(std::span<const float> flat, StepStats* stats)
     s.stages = std::max(s.stages, c.info.stages);
   }
   compressor_->end_step();
+  variance_.clear();
   s.bytes_sent = out.wire_bytes();
   s.compress_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -48,6 +48,18 @@ void ResidualMemory::commit(std::string_view name, const Payload& p, const Compr
   s.pending = false;
 }
 
+void ResidualMemory::commit_decoded(std::string_view name, std::span<const float> sent) {
+  Slot& s = slot(name);
+  if (!s.pending)
+    throw Error("residual memory: commit('" + std::string(name) + "') without accumulate()");
+  if (sent.size() != s.acc.size())
+    throw Error("residual memory: decoded contribution for '" + std::string(name) + "' has " +
+                std::to_string(sent.size()) + " elements, the vector " +
+                std::to_string(s.acc.size()));
+  for (std::size_t i = 0; i < sent.size(); ++i) s.e[i] = s.acc[i] - sent[i];
+  s.pending = false;
+}
+
 bool ResidualMemory::contains(std::string_view name) const { return slots_.count(name) != 0; }
 
 std::span<const float> ResidualMemory::residual(std::string_view name) const {

@@ -4,6 +4,7 @@
 #include <random>
 
 #include "gs/compress/model_compressor.hpp"
+#include "gs/compress/thread_collectives.hpp"
 #include "gs/error.hpp"
 
 using namespace gs::compress;
@@ -90,4 +91,55 @@ TEST(ModelCompressor, DensePathAndErrors) {
   const std::vector<float> wrong(10);
   EXPECT_THROW(mc.compress(wrong), gs::Error);
   EXPECT_THROW(ModelCompressor(kModel, Granularity::layer, 0, nullptr), gs::Error);
+}
+
+// step() over in-process workers gives what compress() + the matching exchange gives.
+TEST(ModelCompressorStep, MatchesCompressAndAggregateForEveryExchangeKind) {
+  for (const char* name : {"topk", "none"}) {
+    const int workers = 3;
+    std::vector<std::vector<float>> grads, stepped(workers);
+    for (int r = 0; r < workers; ++r) grads.push_back(normal(4530, 100 + std::uint64_t(r)));
+    run_workers(workers, [&](Collectives& comm) {
+      ModelCompressor mc(kModel, Granularity::layer, 0, make_compressor(name, 0.05));
+      auto& out = stepped[std::size_t(comm.rank())];
+      out.assign(mc.numel(), 0.0f);
+      StepStats st;
+      mc.step(grads[std::size_t(comm.rank())], comm, out, &st);
+      EXPECT_GT(st.bytes_sent, 0u);
+      EXPECT_GE(st.comm_seconds, 0.0);
+    });
+    // Reference: the same workers one by one, combined by aggregate/decode_sum.
+    std::vector<Payload> payloads;
+    std::unique_ptr<ModelCompressor> last;
+    for (int r = 0; r < workers; ++r) {
+      last = std::make_unique<ModelCompressor>(kModel, Granularity::layer, 0,
+                                               make_compressor(name, 0.05));
+      payloads.push_back(last->compress(grads[std::size_t(r)]));
+    }
+    std::vector<float> ref(4530);
+    if (std::string(name) == "none") {
+      Payload sum = payloads[0];
+      for (int r = 1; r < workers; ++r)
+        for (std::size_t i = 0; i < sum.values.size(); ++i) sum.values[i] += payloads[std::size_t(r)].values[i];
+      last->decode_sum(sum, workers, ref);
+    } else {
+      last->aggregate(payloads, ref);
+    }
+    for (int r = 0; r < workers; ++r)
+      for (std::size_t i = 0; i < ref.size(); ++i)
+        ASSERT_NEAR(stepped[std::size_t(r)][i], ref[i], 1e-7f) << name << " worker " << r << " at " << i;
+  }
+}
+
+TEST(ModelCompressorStep, AFailingWorkerStopsTheOthersWithAnError) {
+  EXPECT_THROW(run_workers(
+                   2,
+                   [&](Collectives& comm) {
+                     if (comm.rank() == 1) throw gs::Error("worker 1 broke");
+                     ModelCompressor mc(kModel, Granularity::model, 0, make_compressor("topk", 0.1));
+                     std::vector<float> out(mc.numel());
+                     mc.step(normal(4530, 7), comm, out);
+                   },
+                   std::chrono::milliseconds(5000)),
+               gs::Error);
 }

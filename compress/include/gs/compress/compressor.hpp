@@ -11,13 +11,15 @@
 #include <string_view>
 #include <vector>
 
+#include "gs/compress/collectives.hpp"
 #include "gs/compress/payload.hpp"
 
 namespace gs::compress {
 
-// How payloads of several workers are combined: all-gather of variable-size sparse payloads, or an
-// element-wise sum of equal-size dense codes by all-reduce.
-enum class Exchange { allgather, allreduce };
+// How payloads of several workers are combined: all-gather of variable-size sparse payloads, an
+// element-wise sum of equal-size dense codes by all-reduce, or the compressor's own protocol over
+// Collectives (several rounds: e.g. all-reduce MAX of a scale, then SUM of codes).
+enum class Exchange { allgather, allreduce, collective };
 std::string_view to_string(Exchange e);
 
 // What one compress() call did (the "context" of the payload).
@@ -54,11 +56,31 @@ class Compressor {
   virtual std::string_view name() const = 0;
   double ratio() const { return ratio_; }
   virtual Exchange exchange() const { return Exchange::allgather; }
+  // Whether the residual memory feeds what was not sent back into the next step (error feedback).
+  // Unbiased quantizers send an unbiased estimate of acc instead and keep no residual.
+  virtual bool error_feedback() const { return true; }
 
   // Selects what to send from acc. tensor names the vector (per-tensor state, messages). Sparse
   // payloads hold acc's values exactly, at distinct indices; that is what keeps the residual
   // invariant exact.
   virtual Compressed compress(std::span<const float> acc, std::string_view tensor) = 0;
+
+  // Exchange::collective only: the whole exchange of one vector. Every worker calls it with its own
+  // acc (same size everywhere). sent (acc.size()) receives what this worker's contribution decodes
+  // to (the residual keeps acc - sent); mean receives the decoded mean over workers. info.selected
+  // counts the elements sent; the returned bytes are what this worker put on the wire in all rounds.
+  struct Exchanged {
+    CompressInfo info;
+    std::uint64_t wire_bytes = 0;
+  };
+  virtual Exchanged exchange(std::span<const float> acc, std::string_view tensor, Collectives& comm,
+                             std::span<float> sent, std::span<float> mean);
+
+  // Compressors that weigh each element by the variance of its mini-batch gradient (variance-based
+  // sparsification) need, before each compress() of a vector, the per-element sum over the batch of
+  // squared per-sample gradients divided by B^2.
+  virtual bool needs_gradient_variance() const { return false; }
+  virtual void add_gradient_variance(std::string_view tensor, std::span<const float> v);
 
   // Once per training step, after every vector of the model went through compress().
   virtual void end_step() {}

@@ -23,7 +23,8 @@ struct StepStats {
   int stages = 0;                     // SIDCo stages in use this step (0 otherwise)
   std::uint64_t bytes_sent = 0;       // this worker's payload on the wire
   std::uint64_t dense_bytes = 0;      // 4 n: what sending the gradient uncompressed costs
-  double compress_seconds = 0.0;      // residual + selection + packing
+  double compress_seconds = 0.0;      // residual + selection + packing (+ decoding, in step())
+  double comm_seconds = 0.0;          // step() only: time inside collectives
 
   double density() const { return n ? double(selected) / double(n) : 0.0; }
   double quality() const { return target_density > 0 ? density() / target_density : 0.0; }
@@ -39,8 +40,20 @@ class ModelCompressor {
   const Compressor& compressor() const { return *compressor_; }
   const ResidualMemory& residual() const { return residual_; }
 
-  // flat_grad: the model's gradient, numel() floats. Returns this worker's payload for the step
-  // and ends the compressor's step (adaptive controllers advance).
+  // One whole step of one worker, for every Exchange kind: error feedback, compression, exchange
+  // through comm and decoding; out (numel() floats) = the mean update over workers. Every worker
+  // calls it once per step.
+  void step(std::span<const float> flat_grad, Collectives& comm, std::span<float> out,
+            StepStats* stats = nullptr);
+
+  // For compressors that needs_gradient_variance(): the model's per-element sum over the batch of
+  // squared per-sample gradients / B^2, numel() floats laid out like the gradient; used by the next
+  // step() or compress().
+  void set_gradient_variance(std::span<const float> flat_v);
+
+  // allgather and allreduce kinds only. flat_grad: the model's gradient, numel() floats. Returns
+  // this worker's payload for the step and ends the compressor's step (adaptive controllers
+  // advance).
   Payload compress(std::span<const float> flat_grad, StepStats* stats = nullptr);
   // out (numel() floats) = mean over workers of their payloads (all-gather path).
   void aggregate(std::span<const Payload> payloads, std::span<float> out) const;
@@ -54,6 +67,13 @@ class ModelCompressor {
   std::uint64_t numel_ = 0;
   std::unique_ptr<Compressor> compressor_;
   ResidualMemory residual_;
+  std::vector<float> variance_;  // set_gradient_variance()'s input, until used
+
+  // acc for group g: g + e with error feedback, else g itself.
+  std::span<const float> accumulate(const Group& g, std::span<const float> flat);
+  void feed_variance(const Group& g);
+  void step_collective(std::span<const float> flat, Collectives& comm, std::span<float> out,
+                       StepStats& s);
 };
 
 }  // namespace gs::compress

@@ -23,6 +23,8 @@ class ResidualMemory {
   // After sending p (computed from the last accumulate() of name): e = acc, sent entries zeroed
   // (sparse) or e = acc - decoded (dense, decoded through c).
   void commit(std::string_view name, const Payload& p, const Compressor& c);
+  // Same, for compressors that decode their own contribution: e = acc - sent.
+  void commit_decoded(std::string_view name, std::span<const float> sent);
 
   bool contains(std::string_view name) const;
   std::span<const float> residual(std::string_view name) const;  // gs::Error if unknown

@@ -1,0 +1,46 @@
+#pragma once
+// Collectives: the operations a compressor with its own exchange protocol (Exchange::collective:
+// quantizers that agree on a scale by all-reduce MAX before summing codes, frequency-domain methods
+// that all-gather their own byte encoding) may call. Every worker calls the same operations in the
+// same order with equal-sized buffers. Implementations: SoloCollectives (one worker, here),
+// ThreadCollectives (workers as threads of one process, for tests and benchmarks) and the Gloo
+// communicator of train/dist.
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace gs::compress {
+
+class Collectives {
+ public:
+  virtual ~Collectives() = default;
+  virtual int world_size() const = 0;
+  virtual int rank() const = 0;
+
+  // Element-wise, in place, over every worker.
+  virtual void allreduce_max(std::span<float> values) = 0;
+  virtual void allreduce_min(std::span<std::int8_t> values) = 0;
+  virtual void allreduce_sum(std::span<std::int8_t> values) = 0;
+  virtual void allreduce_sum(std::span<std::int32_t> values) = 0;
+  virtual void allreduce_sum(std::span<float> values) = 0;
+  // Every worker's bytes, in rank order (sizes may differ between workers).
+  virtual std::vector<std::vector<std::byte>> allgather(std::span<const std::byte> mine) = 0;
+};
+
+// One worker: every reduction is the identity, the all-gather returns the caller's bytes.
+class SoloCollectives final : public Collectives {
+ public:
+  int world_size() const override { return 1; }
+  int rank() const override { return 0; }
+  void allreduce_max(std::span<float>) override {}
+  void allreduce_min(std::span<std::int8_t>) override {}
+  void allreduce_sum(std::span<std::int8_t>) override {}
+  void allreduce_sum(std::span<std::int32_t>) override {}
+  void allreduce_sum(std::span<float>) override {}
+  std::vector<std::vector<std::byte>> allgather(std::span<const std::byte> mine) override {
+    return {std::vector<std::byte>(mine.begin(), mine.end())};
+  }
+};
+
+}  // namespace gs::compress
