@@ -163,14 +163,17 @@ std::vector<KernelBenchRow> run_kernel_bench(const KernelBenchConfig& config,
         emit({"sidco-e", n, delta, m, t.first, t.second, read_ms, 0, m});
         if (config.backend == BackendKind::cpu) {
           const std::span<const float> s(g);
-          for (const auto route : {cpu::SidcoRoute::full_passes, cpu::SidcoRoute::candidates}) {
+          for (const auto route : {cpu::SidcoRoute::full_passes, cpu::SidcoRoute::candidates,
+                                   cpu::SidcoRoute::predicted}) {
             cpu::SidcoSelectResult r;
             t = time_ms(repeats, [&] {
               r = cpu::sidco_select(s, delta, gs::SidcoVariant::exponential, m, false, std::span(idx),
                                     std::span(val), route, &workspace);
             });
-            const bool cand = r.route == cpu::SidcoRoute::candidates;
-            emit({cand ? "sidco-e+compact:candidates" : "sidco-e+compact:full", n, delta,
+            const char* label = r.route == cpu::SidcoRoute::candidates  ? "sidco-e+compact:candidates"
+                                 : r.route == cpu::SidcoRoute::predicted ? "sidco-e+compact:predicted"
+                                                                         : "sidco-e+compact:full";
+            emit({label, n, delta,
                   r.full_reads, t.first, t.second, read_ms, r.selected, m});
           }
         } else {

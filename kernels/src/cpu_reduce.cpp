@@ -132,13 +132,39 @@ MagnitudeStats above_chunk_any_shift(const float* g, std::size_t n, float t, dou
 }
 
 #if defined(__GNUC__) && defined(__x86_64__)
-// The light passes (no ln x) in AVX2 intrinsics: GCC 12 will not vectorize the generic loop
-// above (it reports control flow), and these are the passes SIDCo-E runs, so they must run at
-// memory speed. Per 8 floats: compares give the masks, popcounts the counts, masked values are
-// widened to two 4-lane double accumulators, min/max run over the keys in integer lanes.
-template <bool shifted, bool squares>
+// fast_log_parts (gs/kernels/elementwise.hpp) on 8 lanes, the same operations in the same order:
+// x > 0 finite; e in integer lanes, p in float lanes.
+__attribute__((target("avx2"))) inline void log_parts_avx2(__m256 x, __m256i& e, __m256& p) {
+  const __m256 tiny = _mm256_cmp_ps(x, _mm256_set1_ps(1.17549435e-38f), _CMP_LT_OQ);
+  const __m256 xs = _mm256_blendv_ps(x, _mm256_mul_ps(x, _mm256_set1_ps(16777216.0f)), tiny);
+  const __m256i bits = _mm256_castps_si256(xs);
+  e = _mm256_sub_epi32(_mm256_and_si256(_mm256_srli_epi32(bits, 23), _mm256_set1_epi32(0xff)),
+                       _mm256_set1_epi32(127));
+  __m256 m = _mm256_castsi256_ps(_mm256_or_si256(_mm256_and_si256(bits, _mm256_set1_epi32(0x007fffff)),
+                                                 _mm256_set1_epi32(0x3f800000)));
+  const __m256 fold = _mm256_cmp_ps(m, _mm256_set1_ps(1.41421356f), _CMP_GT_OQ);
+  m = _mm256_blendv_ps(m, _mm256_mul_ps(m, _mm256_set1_ps(0.5f)), fold);
+  e = _mm256_sub_epi32(e, _mm256_castps_si256(fold));  // all-ones mask = -1: e + 1 where folded
+  e = _mm256_add_epi32(e, _mm256_and_si256(_mm256_castps_si256(tiny), _mm256_set1_epi32(-24)));
+  const __m256 one = _mm256_set1_ps(1.0f);
+  const __m256 sv = _mm256_div_ps(_mm256_sub_ps(m, one), _mm256_add_ps(m, one));
+  const __m256 s2 = _mm256_mul_ps(sv, sv);
+  __m256 poly = _mm256_add_ps(_mm256_set1_ps(0.285714286f), _mm256_mul_ps(s2, _mm256_set1_ps(0.222222222f)));
+  poly = _mm256_add_ps(_mm256_set1_ps(0.4f), _mm256_mul_ps(s2, poly));
+  poly = _mm256_add_ps(_mm256_set1_ps(0.666666667f), _mm256_mul_ps(s2, poly));
+  poly = _mm256_add_ps(_mm256_set1_ps(2.0f), _mm256_mul_ps(s2, poly));
+  p = _mm256_mul_ps(sv, poly);
+}
+
+// The statistics passes in AVX2 intrinsics: GCC 12 will not vectorize the generic loop above (it
+// reports control flow), and SIDCo and the fits run these passes, so they must run near memory
+// speed. Per 8 floats: compares give the masks, popcounts the counts, masked values are widened to
+// two 4-lane double accumulators, min/max run over the keys in integer lanes; with logs, ln y is
+// fast_log's split (exponents summed exactly in integer lanes, remainders widened to double).
+template <bool shifted, bool squares, bool logs = false>
 __attribute__((target("avx2"))) MagnitudeStats light_chunk_avx2(const float* g, std::size_t n, float t,
                                                                 double shift) {
+  static_assert(!logs || squares, "the full pass fills every sum");
   const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   const __m256 fmax = _mm256_set1_ps(kFloatMax);
   const __m256 lo_bound = _mm256_set1_ps(shifted ? t : 0.0f);
@@ -147,10 +173,14 @@ __attribute__((target("avx2"))) MagnitudeStats light_chunk_avx2(const float* g, 
   __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd(), q0 = _mm256_setzero_pd(),
           q1 = _mm256_setzero_pd();
   __m256i kmn = none_min, kmx = _mm256_setzero_si256();
+  __m256i esum = _mm256_setzero_si256();  // |e| <= 150 per element: no overflow within a chunk
+  __m256d p0 = _mm256_setzero_pd(), p1 = _mm256_setzero_pd(), g0 = _mm256_setzero_pd(),
+          g1 = _mm256_setzero_pd();
   std::uint64_t count = 0, zeros = 0, nonfinite = 0;
   std::size_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    const __m256 x = _mm256_and_ps(_mm256_loadu_ps(g + i), absmask);
+    const __m256 raw = _mm256_loadu_ps(g + i);
+    const __m256 x = _mm256_and_ps(raw, absmask);
     const __m256 finite = _mm256_cmp_ps(x, fmax, _CMP_LE_OQ);
     const __m256 use = _mm256_and_ps(_mm256_cmp_ps(x, lo_bound, _CMP_GT_OQ), finite);
     const unsigned mu = static_cast<unsigned>(_mm256_movemask_ps(use));
@@ -175,7 +205,34 @@ __attribute__((target("avx2"))) MagnitudeStats light_chunk_avx2(const float* g, 
       q0 = _mm256_add_pd(q0, _mm256_mul_pd(y0, y0));
       q1 = _mm256_add_pd(q1, _mm256_mul_pd(y1, y1));
     }
+    if constexpr (logs) {
+      // ln of a safe stand-in where the lane is unused (1.0: e = 0, p = 0), as the generic loop.
+      __m256 yl = shifted ? _mm256_set_m128(_mm256_cvtpd_ps(y1), _mm256_cvtpd_ps(y0)) : x;
+      yl = _mm256_max_ps(yl, _mm256_set1_ps(std::numeric_limits<float>::denorm_min()));
+      yl = _mm256_blendv_ps(_mm256_set1_ps(1.0f), yl, use);
+      __m256i e;
+      __m256 pl;
+      log_parts_avx2(yl, e, pl);
+      esum = _mm256_add_epi32(esum, e);
+      p0 = _mm256_add_pd(p0, _mm256_cvtps_pd(_mm256_castps256_ps128(pl)));
+      p1 = _mm256_add_pd(p1, _mm256_cvtps_pd(_mm256_extractf128_ps(pl, 1)));
+      if constexpr (shifted) {
+        g0 = _mm256_add_pd(g0, y0);
+        g1 = _mm256_add_pd(g1, y1);
+      } else {
+        g0 = _mm256_add_pd(g0, _mm256_and_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(raw)), m0));
+        g1 = _mm256_add_pd(g1, _mm256_and_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(raw, 1)), m1));
+      }
+    }
   }
+  alignas(32) double pa[4], ga[4];
+  alignas(32) std::int32_t ea[8];
+  _mm256_store_pd(pa, _mm256_add_pd(p0, p1));
+  _mm256_store_pd(ga, _mm256_add_pd(g0, g1));
+  _mm256_store_si256(reinterpret_cast<__m256i*>(ea), esum);
+  double sum_p = (pa[0] + pa[1]) + (pa[2] + pa[3]), sum_signed = (ga[0] + ga[1]) + (ga[2] + ga[3]);
+  std::int64_t sum_e = 0;
+  for (int l = 0; l < 8; ++l) sum_e += ea[l];
   alignas(32) double sa[4], qa[4];
   alignas(32) std::uint32_t mn[8], mx[8];
   _mm256_store_pd(sa, _mm256_add_pd(s0, s1));
@@ -201,6 +258,14 @@ __attribute__((target("avx2"))) MagnitudeStats light_chunk_avx2(const float* g, 
     const double y = static_cast<double>(x) - (shifted ? shift : 0.0);
     sum += y;
     sum_sq += y * y;
+    if constexpr (logs) {
+      float yl = shifted ? static_cast<float>(y) : x;
+      yl = yl > 0.0f ? yl : std::numeric_limits<float>::denorm_min();
+      const kernels::detail::LogParts lp = fast_log_parts(yl);
+      sum_e += lp.e;
+      sum_p += static_cast<double>(lp.p);
+      sum_signed += shifted ? y : static_cast<double>(g[i]);
+    }
     const std::uint32_t key = kernels::detail::magnitude_key(x);
     kn = std::min(kn, key);
     kx = std::max(kx, key);
@@ -212,7 +277,8 @@ __attribute__((target("avx2"))) MagnitudeStats light_chunk_avx2(const float* g, 
   s.nonfinite = nonfinite;
   s.sum = sum;
   s.sum_sq = squares ? sum_sq : kNaN;
-  s.sum_log = s.sum_signed = kNaN;
+  s.sum_log = logs ? static_cast<double>(sum_e) * 0.69314718055994531 + sum_p : kNaN;
+  s.sum_signed = logs ? sum_signed : kNaN;
   if (count) {
     const double off = shifted ? shift : 0.0;
     s.min = static_cast<double>(kernels::detail::key_to_float(kn)) - off;
@@ -250,13 +316,15 @@ GS_CPU_CLONES MagnitudeStats above_chunk_basic(const float* g, std::size_t n, fl
 using StatsChunkFn = MagnitudeStats (*)(const float*, std::size_t, float, double);
 
 StatsChunkFn pick(StatsFields f, bool shifted) {
-  if (f.sum_log || f.sum_signed) return shifted ? above_chunk_all : stats_chunk_all;
 #if defined(GS_LIGHT_AVX2)
   if (has_avx2()) {
+    if (f.sum_log || f.sum_signed)
+      return shifted ? light_chunk_avx2<true, true, true> : light_chunk_avx2<false, true, true>;
     if (f.sum_sq) return shifted ? light_chunk_avx2<true, true> : light_chunk_avx2<false, true>;
     return shifted ? light_chunk_avx2<true, false> : light_chunk_avx2<false, false>;
   }
 #endif
+  if (f.sum_log || f.sum_signed) return shifted ? above_chunk_all : stats_chunk_all;
   if (f.sum_sq) return shifted ? above_chunk_sq : stats_chunk_sq;
   return shifted ? above_chunk_basic : stats_chunk_basic;
 }

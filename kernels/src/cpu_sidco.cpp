@@ -1,6 +1,7 @@
 // CPU backend: SIDCo threshold plus compaction as one pipeline (see cpu.hpp, sidco_select). The
 // stage logic is fitting's SidcoStages; this file only decides which bytes each stage reads.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -48,9 +49,13 @@ MagnitudeStats merge_in_order(const std::vector<MagnitudeStats>& parts) {
 
 // One read of g: the candidates x > t into the workspace, and the statistics of y = x - shift
 // over them (taken right after each chunk is packed, while it is in cache).
+// With pack_above > threshold the statistics (of x > threshold) are taken from g's chunk and only
+// the x > pack_above are packed (the predicted route).
 MagnitudeStats collect_candidates(std::span<const float> g, double threshold, double shift,
-                                  StatsFields f, SidcoWorkspace::Impl& w) {
-  const float t = threshold_as_float(threshold);
+                                  StatsFields f, SidcoWorkspace::Impl& w,
+                                  double pack_above = -1.0) {
+  const bool same = !(pack_above > threshold);
+  const float t = threshold_as_float(same ? threshold : pack_above);
   const std::size_t chunks = detail::chunk_count(g.size());
   w.parts.resize(range_count(chunks));
   w.seg_begin.assign(chunks, 0);
@@ -63,13 +68,16 @@ MagnitudeStats collect_candidates(std::span<const float> g, double threshold, do
       const std::size_t ce = std::min(end, c + kChunk);
       p.ensure(p.size + (ce - c));  // room for a whole chunk: the packed stores need it
       const std::size_t before = p.size;
+      const std::size_t ci = c / kChunk;
+      // Statistics first when they cover more than the packed: the chunk is then still in cache.
+      if (!same) w.chunk_stats[ci] = detail::stats_above_block(g.data() + c, ce - c, threshold, shift, f);
       p.size = detail::compact_range(g.data(), static_cast<const std::int32_t*>(nullptr), c, ce, t,
                                      p.idx.get(), p.val.get(), p.size);
-      const std::size_t ci = c / kChunk;
       w.seg_begin[ci] = before;
       w.seg_len[ci] = p.size - before;
-      w.chunk_stats[ci] =
-          detail::stats_above_block(p.val.get() + before, p.size - before, threshold, shift, f);
+      if (same)
+        w.chunk_stats[ci] =
+            detail::stats_above_block(p.val.get() + before, p.size - before, threshold, shift, f);
     }
   });
   return merge_in_order(w.chunk_stats);
@@ -121,6 +129,40 @@ Pipeline run_stages(std::span<const float> g, double delta, SidcoVariant variant
   // automatic: the candidates (about 8 bytes per element above eta1, ~2n bytes) pay off only
   // while they stay in a cache-sized buffer and several stages reread them (measured on the
   // reference 2-core EPYC, 32 MiB L3: a win at n = 1e7 with M >= 3, a loss at n = 1e8).
+  // The predicted route packs only the x above a bound the stage-2 threshold will very likely
+  // pass: the exponential quantile of the stage-1 fit at kGuessMargin times stage 2's density
+  // (gradients have heavier tails than that law, so their stage-2 threshold lies higher). Its
+  // candidates are then a few times the final selection and cost little to write; when a stage's
+  // threshold comes out below the bound after all, that stage and the selection read g again.
+  constexpr double kGuessMargin = 2.0;
+  double bound = -1.0;
+  if (more && (route == SidcoRoute::automatic || route == SidcoRoute::predicted)) {
+    const double d = kGuessMargin * plan.tail_density();
+    if (d < 1.0) bound = plan.threshold() + first.mean() * std::log(1.0 / d);
+    else if (route == SidcoRoute::predicted) bound = plan.threshold();  // no room: pack at eta1
+  }
+  if (more && bound >= plan.threshold()) {
+    out.result.route = SidcoRoute::predicted;
+    double floor = bound;  // the candidates hold every x > floor
+    more = plan.tail(collect_candidates(g, plan.threshold(), plan.threshold(), plan.tail_fields(), w, bound));
+    ++out.result.full_reads;
+    for (const auto& p : w.parts) out.result.candidates += p.size;
+    while (more) {
+      const double eta = plan.threshold();
+      if (eta >= floor) {
+        more = plan.tail(narrow_candidates(eta, eta, plan.tail_fields(), true, w));
+        floor = eta;
+      } else {
+        more = plan.tail(cpu::stats_above(g, eta, eta, plan.tail_fields()));
+        ++out.result.full_reads;
+      }
+    }
+    out.in_workspace = plan.threshold() >= floor;
+    if (out.in_workspace && plan.threshold() != floor) narrow_candidates(plan.threshold(), 0.0, {}, false, w);
+    out.result.threshold = plan.threshold();
+    out.result.stages = plan.stages_run();
+    return out;
+  }
   constexpr std::size_t kCandidateMaxN = std::size_t{16} << 20;
   const bool automatic_candidates = stages >= 3 && g.size() <= kCandidateMaxN;
   const bool candidates = more && (route == SidcoRoute::candidates ||

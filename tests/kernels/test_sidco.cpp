@@ -81,7 +81,7 @@ std::vector<std::int64_t> reference_indices(std::span<const float> g, double t) 
   return out;
 }
 
-TEST(SidcoSelect, BothRoutesMatchFittingAndCompactExactly) {
+TEST(SidcoSelect, EveryRouteMatchesFittingAndCompactExactly) {
   std::uint64_t seed = 8200;
   cpu::SidcoWorkspace ws;
   for (Shape shape : {Shape::laplace, Shape::specials})
@@ -96,7 +96,8 @@ TEST(SidcoSelect, BothRoutesMatchFittingAndCompactExactly) {
                          std::to_string(delta) + " M=" + std::to_string(m) + " " +
                          std::string(method_name(variant)));
             const ThresholdResult ref = gs::sidco_threshold(naive, delta, variant, m);
-            for (auto route : {cpu::SidcoRoute::full_passes, cpu::SidcoRoute::candidates}) {
+            for (auto route : {cpu::SidcoRoute::full_passes, cpu::SidcoRoute::candidates,
+                               cpu::SidcoRoute::predicted, cpu::SidcoRoute::automatic}) {
               std::vector<std::int32_t> idx(n, -1);
               std::vector<float> val(n, 0.0f);
               const auto r = cpu::sidco_select(g, delta, variant, m, false, std::span(idx),
@@ -119,6 +120,19 @@ TEST(SidcoSelect, BothRoutesMatchFittingAndCompactExactly) {
               }
               if (route == cpu::SidcoRoute::full_passes) {
                 EXPECT_EQ(r.full_reads, r.stages + 1);
+              }
+              // The bound needs 4x stage 2's density below 1.
+              const bool bound = m > 1 && 4.0 * std::pow(delta / 0.25, 1.0 / (m - 1)) < 1.0;
+              if ((route == cpu::SidcoRoute::predicted || (route == cpu::SidcoRoute::automatic && bound)) && tail) {
+                EXPECT_EQ(r.route, cpu::SidcoRoute::predicted);
+                // Laplace data (|x| exponential) keeps every stage above the predicted bound:
+                // two reads of g whatever M, with candidates about 4x stage 2's count.
+                if (shape == Shape::laplace && n > 100000 && bound) {
+                  const double stage2 = 0.25 * std::pow(delta / 0.25, 1.0 / (m - 1)) * double(n);
+                  EXPECT_EQ(r.full_reads, 2);
+                  EXPECT_GE(r.candidates, r.selected);
+                  EXPECT_LT(double(r.candidates), 6.0 * stage2);
+                }
               }
               // The Selection form returns the same.
               cpu::Selection<std::int32_t> sel;
@@ -152,7 +166,8 @@ TEST(SidcoSelect, BadArgumentsThrowBeforeWriting) {
   const auto g = make_data(Shape::laplace, 50000, 5);
   std::vector<std::int32_t> idx(10, -7);
   std::vector<float> val(10, 3.0f);
-  for (auto route : {cpu::SidcoRoute::full_passes, cpu::SidcoRoute::candidates}) {
+  for (auto route : {cpu::SidcoRoute::full_passes, cpu::SidcoRoute::candidates,
+                     cpu::SidcoRoute::predicted}) {
     EXPECT_THROW(cpu::sidco_select(g, 0.01, SidcoVariant::exponential, 2, false, std::span(idx),
                                    std::span(val), route),
                  gs::Error);  // ~500 selected, room for 10

@@ -83,6 +83,8 @@ class SidcoStages {
   double threshold() const { return eta_; }
   int stages_run() const { return run_; }
   double delta() const { return delta_; }
+  // Density each tail stage aims at (after first() returned true); backends use it to plan.
+  double tail_density() const { return di_; }
   std::string_view name() const { return method_name(variant_); }
 
  private:

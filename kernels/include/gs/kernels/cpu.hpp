@@ -68,12 +68,16 @@ Selection<std::int64_t> select_above64(std::span<const float> g, double threshol
 //     each later stage re-compacts the candidates in place at its threshold while taking the
 //     next statistics, and the final selection comes from the candidates: 2 reads of g plus
 //     passes over the shrinking candidates (about 8 bytes written per candidate once).
-//   automatic: candidates for M >= 3 and n <= 16 Mi elements (the candidates, ~2n bytes, then
-//     stay cache-sized), full_passes otherwise (measured: docs/BENCHMARKS.md).
+//   predicted: as candidates, but the first tail stage packs only the x above a predicted bound
+//     (the stage-1 exponential fit's quantile at 4x stage 2's density; gradients' heavier tails put
+//     the stage-2 threshold above it): the candidates are a few times the selection, so every M
+//     costs 2 reads of g plus small passes. A stage whose threshold falls below the bound reads g
+//     instead (full_reads says how often), and so does the selection then.
+//   automatic: predicted whenever a tail stage runs (full_passes otherwise).
 // The threshold equals gs::sidco_threshold's up to the rounding of its sums (blocks differ).
-enum class SidcoRoute { automatic, full_passes, candidates };
+enum class SidcoRoute { automatic, full_passes, candidates, predicted };
 
-// Memory the candidates route reuses between calls (one per caller, e.g. per compressor): about
+// Memory the candidates and predicted routes reuse between calls (one per caller, e.g. per compressor): about
 // 8 bytes per candidate, kept until the workspace is destroyed.
 class SidcoWorkspace {
  public:
@@ -95,7 +99,7 @@ struct SidcoSelectResult {
   std::uint64_t selected = 0;   // elements written
   SidcoRoute route = SidcoRoute::automatic;  // the route taken
   int full_reads = 0;           // reads of all of g
-  std::uint64_t candidates = 0; // candidates route: exceedances of stage 1 (0 otherwise)
+  std::uint64_t candidates = 0; // candidates/predicted routes: elements packed by the first tail stage
   std::uint64_t nonfinite = 0;  // NaN/Inf in g, counted by stage 1's pass (no extra read)
 };
 
