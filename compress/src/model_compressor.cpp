@@ -72,8 +72,25 @@ void ModelCompressor::feed_variance(const Group& g) {
       g.name, std::span<const float>(variance_).subspan(g.offset, g.size));
 }
 
+void ModelCompressor::set_momentum_correction(double momentum) {
+  if (!(momentum >= 0.0 && momentum < 1.0))
+    throw Error("model compressor: momentum correction needs a momentum in [0, 1), got " +
+                std::to_string(momentum));
+  if (momentum > 0.0 && (compressor_->exchange() != Exchange::allgather || !compressor_->error_feedback()))
+    throw Error("model compressor: momentum correction masks the coordinates a sparse compressor "
+                "sends; '" + std::string(compressor_->name()) + "' is not one (use plain momentum)");
+  momentum_ = momentum;
+  velocity_.assign(momentum > 0.0 ? numel_ : 0, 0.0f);
+}
+
 std::span<const float> ModelCompressor::accumulate(const Group& g, std::span<const float> flat) {
-  const auto grad = flat.subspan(g.offset, g.size);
+  auto grad = flat.subspan(g.offset, g.size);
+  if (momentum_ > 0.0) {
+    float* u = velocity_.data() + g.offset;
+    const float m = static_cast<float>(momentum_);
+    for (std::size_t i = 0; i < g.size; ++i) u[i] = m * u[i] + grad[i];
+    grad = std::span<const float>(u, g.size);
+  }
   return compressor_->error_feedback() ? residual_.accumulate(g.name, grad) : grad;
 }
 
@@ -164,6 +181,8 @@ Payload ModelCompressor::compress(std::span<const float> flat, StepStats* stats)
       throw Error("model compressor: '" + std::string(compressor_->name()) +
                   "' returned a payload of the wrong size or kind");
     if (compressor_->error_feedback()) residual_.commit(g.name, c.payload, *compressor_);
+    if (momentum_ > 0.0)  // momentum factor masking: what was sent carries no velocity on
+      for (std::int32_t i : c.payload.indices) velocity_[g.offset + std::uint64_t(i)] = 0.0f;
     if (dense) {
       out.values.insert(out.values.end(), c.payload.values.begin(), c.payload.values.end());
       out.scale = c.payload.scale;

@@ -143,3 +143,39 @@ TEST(ModelCompressorStep, AFailingWorkerStopsTheOthersWithAnError) {
                    std::chrono::milliseconds(5000)),
                gs::Error);
 }
+
+TEST(ModelCompressorMomentumCorrection, VelocityIsErrorFedAndMaskedWhereSent) {
+  const double m = 0.9;
+  ModelCompressor mc(kModel, Granularity::model, 0, make_compressor("topk", 0.01));
+  mc.set_momentum_correction(m);
+  std::vector<float> u(4530, 0.0f), e(4530, 0.0f);
+  for (int step = 0; step < 4; ++step) {
+    const auto g = normal(4530, 300 + std::uint64_t(step));
+    const Payload p = mc.compress(g);
+    // Reference: u = m u + g; acc = e + u; sent entries leave e and u at zero.
+    std::vector<float> acc(4530);
+    for (std::size_t i = 0; i < acc.size(); ++i) {
+      u[i] = float(m) * u[i] + g[i];
+      acc[i] = e[i] + u[i];
+    }
+    e = acc;
+    ASSERT_EQ(p.count(), target_count(4530, 0.01));
+    for (std::size_t j = 0; j < p.count(); ++j) {
+      const auto i = std::size_t(p.indices[j]);
+      ASSERT_EQ(p.values[j], acc[i]) << "step " << step;
+      e[i] = 0.0f;
+      u[i] = 0.0f;
+    }
+    const auto r = mc.flat_residual();
+    for (std::size_t i = 0; i < r.size(); ++i) ASSERT_EQ(r[i], e[i]) << "step " << step << " at " << i;
+  }
+}
+
+TEST(ModelCompressorMomentumCorrection, RefusedWhereNothingIsMasked) {
+  ModelCompressor dense(kModel, Granularity::model, 0, make_compressor("none", 1.0));
+  EXPECT_THROW(dense.set_momentum_correction(0.9), gs::Error);
+  EXPECT_NO_THROW(dense.set_momentum_correction(0.0));
+  ModelCompressor sparse(kModel, Granularity::model, 0, make_compressor("topk", 0.1));
+  EXPECT_THROW(sparse.set_momentum_correction(1.0), gs::Error);
+  EXPECT_THROW(sparse.set_momentum_correction(-0.1), gs::Error);
+}

@@ -51,6 +51,13 @@ class ModelCompressor {
   // step() or compress().
   void set_gradient_variance(std::span<const float> flat_v);
 
+  // Momentum correction with momentum factor masking (Lin et al., DGC, 2018): each worker keeps a
+  // local velocity u = m u + g and error-feeds u instead of g; coordinates it sends get u = 0. The
+  // optimizer then applies the mean update without momentum of its own. Sparse compressors with
+  // error feedback only (gs::Error otherwise); m in [0, 1), 0 turns it off.
+  void set_momentum_correction(double momentum);
+  double momentum_correction() const { return momentum_; }
+
   // allgather and allreduce kinds only. flat_grad: the model's gradient, numel() floats. Returns
   // this worker's payload for the step and ends the compressor's step (adaptive controllers
   // advance).
@@ -68,6 +75,8 @@ class ModelCompressor {
   std::unique_ptr<Compressor> compressor_;
   ResidualMemory residual_;
   std::vector<float> variance_;  // set_gradient_variance()'s input, until used
+  double momentum_ = 0.0;        // momentum correction (0: off)
+  std::vector<float> velocity_;  // its local velocity u, numel() floats
 
   // acc for group g: g + e with error feedback, else g itself.
   std::span<const float> accumulate(const Group& g, std::span<const float> flat);
