@@ -8,6 +8,9 @@
 #include "command.hpp"
 #include "gs/analyzer/analyze.hpp"
 #include "progress.hpp"
+#ifdef GS_HAVE_PLOTS
+#include "gs/analyzer/plots/report_plots.hpp"
+#endif
 
 namespace gs::cli {
 namespace {
@@ -36,7 +39,17 @@ int run_analyze(AnalyzeArgs& a) {
   if (bar) bar->finish(std::to_string(r.steps_analyzed) + " steps, " + std::to_string(r.vectors_analyzed) +
                        " vectors analysed");
   const analyzer::AnalysisReader reader(c.output);
-  analyzer::export_outputs(c, reader);
+  // Plots are drawn by the Qt build's renderer (analyzer/plots/); without it the report holds
+  // the tables and says why there are no plots.
+  analyzer::PlotHook plots;
+#ifdef GS_HAVE_PLOTS
+  plots = analyzer::plots::render_report_plots;
+#else
+  if (!c.report_dir.empty())
+    std::cerr << "gradscope: note: the report has no plots: this build has no Qt 6 and "
+                 "QCustomPlot to draw them (rebuild with -DGS_ENABLE_GUI=ON)\n";
+#endif
+  analyzer::export_outputs(c, reader, plots);
   const analyzer::AnalysisSummary summary = analyzer::summarize(reader);
 
   if (c.json) {
@@ -80,7 +93,8 @@ Runner setup(CLI::App& sub) {
                  "Largest sample for KS/AD (a uniform subsample beyond it)")->capture_default_str();
   sub.add_option("--seed", c.seed, "Seed of the KS subsample and DGC's sample")->capture_default_str();
   sub.add_option("--csv", a->csv_dir, "Also write fits.csv, thresholds.csv, tails.csv, vectors.csv here");
-  sub.add_option("--report", a->report_dir, "Also write a Markdown report (report.md) here");
+  sub.add_option("--report", a->report_dir,
+                 "Also write a Markdown report (report.md) with PNG plots (Qt build) here");
   sub.add_flag("--json", c.json, "Print a JSON summary on stdout instead of the text summary");
   sub.add_flag("--force", c.force, "Recompute from scratch, replacing the output, CSV and report files");
   sub.add_flag("--quiet,-q", c.quiet, "No progress and no text summary");

@@ -206,7 +206,9 @@ void export_outputs(const AnalyzeConfig& config, const AnalysisReader& reader, c
     fs::create_directories(config.report_dir, ec);
     if (ec) throw Error(config.report_dir.string() + ": cannot create the folder: " + ec.message());
     const AnalysisSummary s = summarize(reader);
-    const std::vector<PlotImage> images = plots ? plots(reader, config.report_dir) : std::vector<PlotImage>{};
+    // The hook refuses to replace its own files unless forced, before it draws any.
+    const ReportPlots images =
+        plots ? plots(reader, config.report_dir, config.force) : ReportPlots{{}, {kNoPlotsNote}};
     std::ofstream out(file);
     out << markdown_report(reader, s, images);
     if (!out) throw Error(file.string() + ": cannot write the report");

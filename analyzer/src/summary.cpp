@@ -218,7 +218,7 @@ nlohmann::json summary_json(const AnalysisSummary& s) {
 }
 
 std::string markdown_report(const AnalysisReader& reader, const AnalysisSummary& s,
-                            const std::vector<PlotImage>& images) {
+                            const ReportPlots& plots) {
   std::ostringstream md;
   const auto& src = reader.source();
   md << "# Gradient analysis: " << (src.model.empty() ? "snapshot" : src.model) << "\n\n";
@@ -252,9 +252,13 @@ std::string markdown_report(const AnalysisReader& reader, const AnalysisSummary&
         "|---|---:|---:|\n";
   for (const auto& o : s.overhead)
     md << "| " << o.method << " | " << ms(o.median_seconds) << " | " << ms(o.median_model_seconds) << " |\n";
-  if (!images.empty()) {
+  if (!plots.images.empty() || !plots.notes.empty()) {
     md << "\n## Plots\n\n";
-    for (const auto& im : images) md << "![" << im.title << "](" << im.file << ")\n\n";
+    for (const auto& im : plots.images) {
+      md << "![" << im.title << "](" << im.file << ")\n\n";
+      if (!im.caption.empty()) md << "*" << im.caption << "*\n\n";
+    }
+    for (const auto& note : plots.notes) md << "- " << note << "\n";
   }
   return md.str();
 }

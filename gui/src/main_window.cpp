@@ -26,7 +26,7 @@
 #include <qcustomplot.h>
 
 #include "gs/error.hpp"
-#include "plots.hpp"
+#include "gs/analyzer/plots/charts.hpp"
 
 namespace gs::gui {
 

@@ -18,7 +18,6 @@
 
 #include "gs/data/snapshot.hpp"
 #include "training_source.hpp"
-#include "vector_view.hpp"
 
 class QComboBox;
 class QCustomPlot;

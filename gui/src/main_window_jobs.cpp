@@ -12,7 +12,7 @@
 
 #include "gs/error.hpp"
 #include "main_window.hpp"
-#include "plots.hpp"
+#include "gs/analyzer/plots/charts.hpp"
 
 namespace gs::gui {
 

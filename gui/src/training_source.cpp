@@ -2,12 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <set>
 
 #include "gs/analyzer/store.hpp"
 #include "gs/error.hpp"
 #include "gs/kernels/backend.hpp"
-#include "vector_view.hpp"
 
 namespace gs::gui {
 
@@ -104,30 +102,17 @@ TrainingSeries AnalysisTrainingSource::load(const std::string& scope,
                                             const SeriesProgress& progress,
                                             const std::atomic<bool>& cancel) {
   TrainingSeries out;
-  out.scope = scope;
-  out.origin = describe();
-  std::set<std::int64_t> steps;
   {
     std::lock_guard lock(hdf5_mutex());
     analyzer::AnalysisReader reader(path_);
-    for (const auto& f : reader.fits()) {
-      if (f.scope != scope) continue;
-      steps.insert(f.step);
-      out.ks.push_back({f.step, f.dist, f.error.empty() ? f.ks_D : std::nan("")});
-    }
-    for (const auto& t : reader.thresholds()) {
-      if (t.scope != scope) continue;
-      steps.insert(t.step);
-      out.methods.push_back({t.step, t.method, t.ratio,
-                             t.error.empty() ? t.quality : std::nan(""), t.stages});
-    }
+    out = series_from_rows(reader.fits(), reader.thresholds(), scope);
   }
-  if (steps.empty() && fallback_) {
+  out.origin = describe();
+  if (out.steps.empty() && fallback_) {
     TrainingSeries fb = fallback_->load(scope, progress, cancel);
     fb.origin += " (" + path_.filename().string() + " has no rows for " + scope + ")";
     return fb;
   }
-  out.steps.assign(steps.begin(), steps.end());
   if (progress) progress(1, 1);
   return out;
 }

@@ -13,34 +13,21 @@
 #include <string>
 #include <vector>
 
+#include "gs/analyzer/plots/series.hpp"
+#include "gs/analyzer/plots/vector_view.hpp"
+#include "gs/analyzer/vectors.hpp"
 #include "gs/data/snapshot.hpp"
 #include "gs/fitting/report.hpp"
 
 namespace gs::gui {
 
+// The window draws with the charts and data types shared with the report's plots.
+using namespace gs::analyzer::plots;
+using analyzer::kModelScope;
+
 // HDF5 is not built thread-safe on Debian: every HDF5 call in the GUI (snapshot reads, refresh,
 // analysis reads) holds this lock, whichever thread makes it.
 std::mutex& hdf5_mutex();
-
-struct KsPoint {
-  std::int64_t step = 0;
-  std::string dist;
-  double ks_D = 0.0;  // NaN: the fit failed
-};
-struct MethodPoint {
-  std::int64_t step = 0;
-  std::string method;
-  double ratio = 0.0;
-  double quality = 0.0;  // (selected/n)/ratio; NaN: the method failed
-  int stages = 0;
-};
-struct TrainingSeries {
-  std::string scope;
-  std::string origin;  // where the numbers came from, for the status bar
-  std::vector<std::int64_t> steps;  // training steps present, ascending
-  std::vector<KsPoint> ks;
-  std::vector<MethodPoint> methods;
-};
 
 using SeriesProgress = std::function<void(int done, int total)>;
 

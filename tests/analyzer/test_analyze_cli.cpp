@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gs/analyzer/store.hpp"
+#include "gs/analyzer/summary.hpp"
 #include "synthetic_snapshot.hpp"
 #include "common/temp_dir.hpp"
 
@@ -66,6 +67,18 @@ TEST(AnalyzeCli, JsonCsvReportAndAppend) {
   std::string first;
   std::getline(md, first);
   EXPECT_EQ(first, "# Gradient analysis: synthetic");
+  const std::string report((std::istreambuf_iterator<char>(md)), std::istreambuf_iterator<char>());
+#ifdef GS_HAVE_PLOTS
+  // The Qt build draws the plots beside report.md (tests/analyzer/test_report_plots.cpp checks them).
+  for (const char* png : {"ks-whole-model.png", "quality-0.01.png", "histogram.png", "qq.png"}) {
+    EXPECT_GT(fs::file_size(dir / "rep" / png), 1000u) << png;
+    EXPECT_NE(report.find(std::string("](") + png + ")"), std::string::npos) << png;
+  }
+  EXPECT_EQ(r.err.find("no plots"), std::string::npos) << r.err;
+#else
+  EXPECT_NE(report.find(kNoPlotsNote), std::string::npos) << report;
+  EXPECT_NE(r.err.find("the report has no plots"), std::string::npos) << r.err;
+#endif
 
   // The CSV exists: refused without --force, with one clear line and exit 1.
   r = run(base + exports + " --quiet", dir);

@@ -163,6 +163,11 @@ TEST(Store, NothingIsOverwrittenWithoutForce) {
   export_outputs(c, reader);
   EXPECT_TRUE(fs::exists(dir / "csv" / "thresholds.csv"));
   EXPECT_TRUE(fs::exists(dir / "report" / "report.md"));
+  {  // No plot hook (the build without Qt): the report says why it has no plots.
+    std::ifstream md(dir / "report" / "report.md");
+    const std::string text((std::istreambuf_iterator<char>(md)), std::istreambuf_iterator<char>());
+    EXPECT_NE(text.find(std::string("## Plots\n\n- ") + kNoPlotsNote), std::string::npos) << text;
+  }
   const std::string e3 = error_of([&] { export_outputs(c, reader); });
   EXPECT_NE(e3.find("fits.csv: already exists; pass --force"), std::string::npos) << e3;
   c.csv_dir.clear();

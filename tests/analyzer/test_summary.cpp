@@ -154,9 +154,11 @@ TEST(Summary, CountsWinsAndQuantilesByHand) {
   std::ostringstream text;
   print_summary(text, s);
   EXPECT_NE(text.str().find("best by AIC gamma"), std::string::npos) << text.str();
-  const std::string md = markdown_report(reader, s, {{"KS D over training", "ks.png"}});
+  const std::string md = markdown_report(
+      reader, s, {{{"KS D over training", "ks.png", "KS D per SID."}}, {"QQ plot skipped."}});
   EXPECT_NE(md.find("| conv weight | gamma | 2 | 1 |"), std::string::npos) << md;
-  EXPECT_NE(md.find("![KS D over training](ks.png)"), std::string::npos);
+  EXPECT_NE(md.find("![KS D over training](ks.png)\n\n*KS D per SID.*\n\n- QQ plot skipped.\n"),
+            std::string::npos) << md;
 }
 
 TEST(Summary, QuantileMatchesNumpy) {

@@ -13,9 +13,9 @@
 #include <QTableWidget>
 #include <qcustomplot.h>
 
+#include "gs/analyzer/plots/charts.hpp"
 #include "gs/kernels/cpu.hpp"
 #include "gui/gui_fixtures.hpp"
-#include "plots.hpp"
 
 namespace gs::gui {
 namespace {

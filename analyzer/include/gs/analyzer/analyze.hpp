@@ -42,7 +42,8 @@ void analyze_vector(MagnitudePasses& passes, const FitReportOptions& options,
 AnalyzeResult analyze(const AnalyzeConfig& config, const ProgressFn& progress = {});
 
 // Writes what config asks for besides the store: CSV tables (csv_dir) and the Markdown report
-// (report_dir). Refuses to replace existing files unless config.force.
+// (report_dir) with the images plots draws there (none: the report says kNoPlotsNote). Refuses to
+// replace existing files unless config.force.
 void export_outputs(const AnalyzeConfig& config, const AnalysisReader& reader,
                     const PlotHook& plots = {});
 

@@ -68,18 +68,28 @@ double quantile_of(std::vector<double> values, double q);
 void print_summary(std::ostream& out, const AnalysisSummary& s);
 nlohmann::json summary_json(const AnalysisSummary& s);
 
-// Hook for plots in the Markdown report: given the analysis and the report folder, writes images
-// there and returns (title, file name relative to the folder) for each; the report embeds them.
-// The GUI side provides one (QCustomPlot can render PNGs off-screen); none by default.
+// Plots in the Markdown report. A PlotHook, given the analysis, the report folder and whether it
+// may replace files there, writes images into the folder and returns each one's title (the alt
+// text), file name relative to the folder and one-line caption, plus notes on plots it skipped.
+// analyzer/plots/ provides one (QCustomPlot renders PNGs off-screen) in builds with Qt; without a
+// hook the report says kNoPlotsNote.
 struct PlotImage {
   std::string title;
   std::string file;
+  std::string caption;
 };
-using PlotHook =
-    std::function<std::vector<PlotImage>(const AnalysisReader&, const std::filesystem::path& dir)>;
+struct ReportPlots {
+  std::vector<PlotImage> images;
+  std::vector<std::string> notes;
+};
+using PlotHook = std::function<ReportPlots(const AnalysisReader&, const std::filesystem::path& dir,
+                                           bool replace)>;
+inline constexpr const char* kNoPlotsNote =
+    "No plots: this gradscope was built without Qt 6 and QCustomPlot, which render them "
+    "(rebuild with -DGS_ENABLE_GUI=ON); the tables above hold the same numbers.";
 
 std::string markdown_report(const AnalysisReader& reader, const AnalysisSummary& s,
-                            const std::vector<PlotImage>& images = {});
+                            const ReportPlots& plots = {});
 
 // CSV files of the tables into dir (created when missing): fits.csv, thresholds.csv, tails.csv,
 // vectors.csv. Refuses (gs::Error) to replace any existing one unless force. Returns the paths.

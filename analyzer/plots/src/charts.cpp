@@ -1,4 +1,4 @@
-#include "plots.hpp"
+#include "gs/analyzer/plots/charts.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -6,16 +6,17 @@
 #include <map>
 #include <set>
 
+#include <QFileDialog>
 #include <QFileInfo>
 #include <QMenu>
+#include <QMessageBox>
 #include <QToolTip>
 #include <qcustomplot.h>
 
-#include "training_source.hpp"
-#include "vector_view.hpp"
+#include "gs/analyzer/plots/series.hpp"
+#include "gs/analyzer/plots/vector_view.hpp"
 
-namespace gs::gui {
-namespace {
+namespace gs::analyzer::plots {
 
 QColor dist_color(const std::string& dist) {
   static const std::map<std::string, QColor> colors = {
@@ -24,8 +25,6 @@ QColor dist_color(const std::string& dist) {
   auto it = colors.find(dist);
   return it == colors.end() ? QColor(Qt::darkGray) : it->second;
 }
-
-}  // namespace
 
 QColor method_color(const std::string& method) {
   static const std::map<std::string, QColor> colors = {
@@ -55,7 +54,7 @@ void set_log_axis(QCPAxis* axis, bool log) {
 
 // Clears data and items, keeps title, legend and interactions.
 void clear_plot(QCustomPlot* plot) {
-  plot->clearGraphs();
+  plot->clearPlottables();
   plot->clearItems();
   plot->legend->setVisible(false);
 }
@@ -66,10 +65,11 @@ void remember_view(QCustomPlot* plot) {
                                             plot->yAxis->range().upper});
 }
 
-void mark_step(QCustomPlot* plot, std::int64_t step) {
+void mark_step(QCustomPlot* plot, std::optional<std::int64_t> step) {
+  if (!step) return;
   auto* line = new QCPItemStraightLine(plot);
-  line->point1->setCoords(double(step), 1.0);
-  line->point2->setCoords(double(step), 2.0);
+  line->point1->setCoords(double(*step), 1.0);
+  line->point2->setCoords(double(*step), 2.0);
   line->setPen(QPen(QColor(120, 120, 120), 1, Qt::DotLine));
 }
 
@@ -328,7 +328,8 @@ void plot_qq(QCustomPlot* plot, const VectorView& view, const std::string& dist)
   plot->replot();
 }
 
-void plot_ks(QCustomPlot* plot, const TrainingSeries& series, std::int64_t current_step) {
+void plot_ks(QCustomPlot* plot, const TrainingSeries& series,
+             std::optional<std::int64_t> current_step) {
   clear_plot(plot);
   if (series.ks.empty()) {
     show_plot_message(plot, "no fits over training");
@@ -361,7 +362,7 @@ void plot_ks(QCustomPlot* plot, const TrainingSeries& series, std::int64_t curre
 }
 
 void plot_quality(QCustomPlot* plot, const TrainingSeries& series, double ratio,
-                  std::int64_t current_step) {
+                  std::optional<std::int64_t> current_step) {
   clear_plot(plot);
   std::map<std::string, std::pair<QVector<double>, QVector<double>>> by_method;
   double lo = 0.7, hi = 1.4;
@@ -384,7 +385,7 @@ void plot_quality(QCustomPlot* plot, const TrainingSeries& series, double ratio,
   set_quality_ticks(plot->yAxis, lo, hi);
   set_step_axis(plot->xAxis);
   plot->xAxis->setLabel("step");
-  plot->yAxis->setLabel(QString("achieved / target density at %1").arg(format_number(ratio)));
+  plot->yAxis->setLabel(QString("achieved / target density at ratio %1").arg(ratio, 0, 'g', 6));
   const QCPRange xr = step_range(series);
   const QVector<double> band_x{xr.lower - 1e9, xr.upper + 1e9};
   QCPGraph* band_lo = add_graph(plot, "-20%", band_x, {0.8, 0.8}, QPen(Qt::NoPen));
@@ -407,7 +408,7 @@ void plot_quality(QCustomPlot* plot, const TrainingSeries& series, double ratio,
 }
 
 void plot_stages(QCustomPlot* plot, const TrainingSeries& series, double ratio,
-                 std::int64_t current_step) {
+                 std::optional<std::int64_t> current_step) {
   clear_plot(plot);
   std::map<std::string, std::pair<QVector<double>, QVector<double>>> by_method;
   int most = 1;
@@ -448,4 +449,66 @@ void plot_stages(QCustomPlot* plot, const TrainingSeries& series, double ratio,
   plot->replot();
 }
 
-}  // namespace gs::gui
+void plot_threshold_error(QCustomPlot* plot, const std::vector<ErrorBar>& bars) {
+  clear_plot(plot);
+  std::vector<std::string> methods;
+  std::vector<double> ratios;
+  double lo = std::numeric_limits<double>::infinity(), hi = 0.0;
+  for (const auto& b : bars) {
+    if (std::find(methods.begin(), methods.end(), b.method) == methods.end())
+      methods.push_back(b.method);
+    if (std::find(ratios.begin(), ratios.end(), b.ratio) == ratios.end()) ratios.push_back(b.ratio);
+    for (double v : {b.p5, b.median, b.p95})
+      if (std::isfinite(v) && v > 0) lo = std::min(lo, v), hi = std::max(hi, v);
+  }
+  if (!(hi > 0)) {
+    show_plot_message(plot, "no threshold errors to show (exact matches, or no vectors)");
+    return;
+  }
+  lo /= 2.0;
+  hi *= 2.0;
+  set_log_axis(plot->yAxis, true);
+  plot->yAxis->setLabel("|threshold - top-k threshold| / top-k threshold");
+  QSharedPointer<QCPAxisTickerText> names(new QCPAxisTickerText);
+  for (std::size_t m = 0; m < methods.size(); ++m)
+    names->addTick(double(m + 1), QString::fromStdString(methods[m]));
+  plot->xAxis->setScaleType(QCPAxis::stLinear);
+  plot->xAxis->setTicker(names);
+  plot->xAxis->setLabel("method (bar: median over vectors, whisker: 5th to 95th percentile)");
+  // Ratios side by side within a method's slot; zero errors sit on the floor (log axis).
+  static const QColor palette[] = {QColor(31, 119, 180), QColor(255, 127, 14), QColor(44, 160, 44),
+                                   QColor(214, 39, 40), QColor(148, 103, 189)};
+  const double width = 0.8 / double(ratios.size());
+  for (std::size_t r = 0; r < ratios.size(); ++r) {
+    auto* b = new QCPBars(plot->xAxis, plot->yAxis);
+    b->setName(QString("ratio %1").arg(ratios[r], 0, 'g', 6));
+    b->setWidth(width);
+    b->setBaseValue(lo);
+    const QColor c = palette[r % std::size(palette)];
+    b->setPen(QPen(c.darker(130)));
+    b->setBrush(QColor(c.red(), c.green(), c.blue(), 190));
+    auto* whiskers = new QCPErrorBars(plot->xAxis, plot->yAxis);
+    whiskers->removeFromLegend();
+    whiskers->setPen(QPen(QColor(40, 40, 40), 1.2));
+    QVector<double> keys, values, minus, plus;
+    for (const auto& e : bars) {
+      if (e.ratio != ratios[r] || !std::isfinite(e.median)) continue;
+      const auto m = std::find(methods.begin(), methods.end(), e.method) - methods.begin();
+      const double value = std::max(e.median, lo);
+      keys.push_back(double(m + 1) + (double(r) - 0.5 * double(ratios.size() - 1)) * width);
+      values.push_back(value);
+      minus.push_back(value - std::max(std::isfinite(e.p5) ? e.p5 : value, lo));
+      plus.push_back(std::max((std::isfinite(e.p95) ? e.p95 : value) - value, 0.0));
+    }
+    b->setData(keys, values, true);
+    whiskers->setDataPlottable(b);
+    whiskers->setData(minus, plus);
+  }
+  plot->xAxis->setRange(0.4, double(methods.size()) + 0.6);
+  plot->yAxis->setRange(lo, hi);
+  place_legend(plot, Qt::AlignLeft | Qt::AlignTop);
+  remember_view(plot);
+  plot->replot();
+}
+
+}  // namespace gs::analyzer::plots

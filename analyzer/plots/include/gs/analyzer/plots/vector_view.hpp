@@ -1,20 +1,20 @@
 #pragma once
-// What the GUI shows for one vector (a layer, or the whole model) at one step, computed without Qt
-// so tests can check it: the log-spaced histogram of x = |g| as a density, the fitted density of
-// every SID from fit_report's parameters, and every threshold method at every ratio.
+// What the charts show for one vector (a layer, or the whole model) at one step, computed without
+// Qt so tests can check it: the log-spaced histogram of x = |g| as a density, the fitted density of
+// every SID from fit_report's parameters, and every threshold method at every ratio. The GUI fills
+// it from the snapshot; the report fills its fits and thresholds from an analysis file's rows.
 #include <cstdint>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "gs/analyzer/store.hpp"
+#include "gs/analyzer/vectors.hpp"
 #include "gs/fitting/distributions.hpp"
 #include "gs/fitting/report.hpp"
 #include "gs/kernels/types.hpp"
 
-namespace gs::gui {
-
-// The scope name of the whole model, as the analysis file spells it.
-inline constexpr const char* kModelScope = "(model)";
+namespace gs::analyzer::plots {
 
 struct ViewOptions {
   FitReportOptions report;    // ratios, dists, methods, stages, KS sample size
@@ -50,6 +50,8 @@ VectorView histogram_view(std::span<const float> g, const std::string& scope, st
                           const ViewOptions& options);
 // Adds fit_report and the density curves to a histogram_view of the same g.
 void add_fits(VectorView& view, std::span<const float> g, const ViewOptions& options);
+// The density curve of every fit in view.report over the histogram's range (curve_points >= 2).
+void add_curves(VectorView& view, int curve_points);
 // Both.
 VectorView analyse_vector(std::span<const float> g, const std::string& scope, std::int64_t step,
                           const ViewOptions& options);
@@ -63,4 +65,11 @@ const ThresholdEntry* find_threshold(const FitReport& report, const std::string&
                                      double ratio);
 const DistFit* find_fit(const FitReport& report, const std::string& dist);
 
-}  // namespace gs::gui
+// The fitting report an analysis file stores for (step, scope): fits with their parameters under
+// fit_report's names, goodness of fit and QQ points, and every method at every ratio. Empty fits
+// and thresholds when the file has no rows for it.
+FitReport report_from_rows(const std::vector<FitRow>& fits, const std::vector<QQRow>& qq,
+                           const std::vector<ThresholdRow>& thresholds, std::int64_t step,
+                           const std::string& scope);
+
+}  // namespace gs::analyzer::plots

@@ -1,14 +1,15 @@
-#include "vector_view.hpp"
+#include "gs/analyzer/plots/vector_view.hpp"
 
 #include <chrono>
 #include <cmath>
+#include <map>
 #include <variant>
 
 #include "gs/error.hpp"
 #include "gs/kernels/backend.hpp"
 #include "gs/kernels/cpu.hpp"
 
-namespace gs::gui {
+namespace gs::analyzer::plots {
 namespace {
 
 double param(const DistFit& fit, const char* name) {
@@ -90,11 +91,17 @@ VectorView histogram_view(std::span<const float> g, const std::string& scope, st
 
 void add_fits(VectorView& view, std::span<const float> g, const ViewOptions& options) {
   const auto start = std::chrono::steady_clock::now();
-  const auto& h = view.histogram;
-
   auto passes = kernels::make_passes(g, kernels::resolve_backend(options.backend));
   view.report = fit_report(*passes, options.report);
+  add_curves(view, options.curve_points);
+  view.seconds +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
 
+void add_curves(VectorView& view, int curve_points) {
+  if (curve_points < 2) throw Error("curve points must be >= 2");
+  const auto& h = view.histogram;
+  view.curves.clear();
   for (const auto& fit : view.report.fits) {
     DensityCurve curve;
     curve.dist = fit.dist;
@@ -103,8 +110,8 @@ void add_fits(VectorView& view, std::span<const float> g, const ViewOptions& opt
     } else {
       const Sid law = sid_from_fit(fit);
       const double ratio = h.hi / h.lo;
-      for (int j = 0; j < options.curve_points; ++j) {
-        const double x = h.lo * std::pow(ratio, double(j) / double(options.curve_points - 1));
+      for (int j = 0; j < curve_points; ++j) {
+        const double x = h.lo * std::pow(ratio, double(j) / double(curve_points - 1));
         const double y = pdf(law, x);
         if (y > 0.0 && std::isfinite(y)) {
           curve.x.push_back(x);
@@ -114,8 +121,54 @@ void add_fits(VectorView& view, std::span<const float> g, const ViewOptions& opt
     }
     view.curves.push_back(std::move(curve));
   }
-  view.seconds +=
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-}  // namespace gs::gui
+FitReport report_from_rows(const std::vector<FitRow>& fits, const std::vector<QQRow>& qq,
+                           const std::vector<ThresholdRow>& thresholds, std::int64_t step,
+                           const std::string& scope) {
+  // Parameter names in the store's order (store.hpp: param1, param2).
+  static const std::map<std::string, std::pair<const char*, const char*>> names = {
+      {"exponential", {"beta", nullptr}},
+      {"gamma", {"alpha", "beta"}},
+      {"gpareto", {"xi", "sigma"}},
+      {"normal", {"mu", "sigma"}}};
+  FitReport report;
+  for (const auto& f : fits) {
+    if (f.step != step || f.scope != scope) continue;
+    DistFit fit;
+    fit.dist = f.dist;
+    fit.error = f.error;
+    if (f.error.empty()) {
+      const auto it = names.find(f.dist);
+      if (it == names.end()) throw Error("analysis file holds an unknown distribution '" + f.dist + "'");
+      fit.params.emplace_back(it->second.first, f.param1);
+      if (it->second.second) fit.params.emplace_back(it->second.second, f.param2);
+      fit.loglik = f.loglik;
+      fit.aic = f.aic;
+      fit.ks_D = f.ks_D;
+      fit.ks_p = f.ks_p;
+      fit.ad_A2 = f.ad_A2;
+      fit.ks_n = f.ks_n;
+      fit.ks_subsampled = f.ks_subsampled;
+      for (const auto& q : qq)
+        if (q.step == step && q.scope == scope && q.dist == f.dist)
+          fit.qq.push_back({q.probability, q.fitted, q.sample});
+    }
+    report.fits.push_back(std::move(fit));
+  }
+  for (const auto& t : thresholds) {
+    if (t.step != step || t.scope != scope) continue;
+    ThresholdEntry entry;
+    entry.result.method = t.method;
+    entry.result.ratio = t.ratio;
+    entry.result.threshold = t.threshold;
+    entry.result.stages = t.stages;
+    entry.result.selected = t.selected;
+    entry.result.quality = t.quality;
+    entry.error = t.error;
+    report.thresholds.push_back(std::move(entry));
+  }
+  return report;
+}
+
+}  // namespace gs::analyzer::plots

@@ -1,0 +1,65 @@
+#pragma once
+// The charts of gradscope-gui and of the `gradscope analyze --report` plots, each a QCustomPlot
+// filled from a VectorView, a TrainingSeries or error bars. Every plot has a title, a legend, zoom
+// (wheel) and pan (drag), a tooltip with the value under the cursor, a context menu to export it
+// (PNG or PDF) or reset its view, and names its graphs so tests can find them: the histogram is
+// "histogram", curves are named by SID ("gamma"), threshold lines by method ("sidco-e"),
+// over-training series by SID or method, error bars by ratio ("0.01").
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <QColor>
+#include <QString>
+
+class QCustomPlot;
+class QCPGraph;
+
+namespace gs::analyzer::plots {
+
+struct VectorView;
+struct TrainingSeries;
+
+// Where a plot's legend sits: inside the axes, in a column right of them, or in rows above them.
+enum class LegendPlace { inside, right, top };
+// Axes, fonts, interactions, tooltip and context menu. Call once per plot.
+void setup_plot(QCustomPlot* plot, const QString& title, LegendPlace legend = LegendPlace::inside);
+// Saves by suffix (.png or .pdf); false with *error set when the file cannot be written.
+bool export_plot(QCustomPlot* plot, const QString& path, QString* error);
+// Restores the ranges set when the plot was last filled.
+void reset_view(QCustomPlot* plot);
+// The graph called name, or nullptr.
+QCPGraph* find_graph(QCustomPlot* plot, const QString& name);
+// Shows a centred message in an emptied plot (no data, or an error).
+void show_plot_message(QCustomPlot* plot, const QString& message);
+
+// Density histogram on log-log axes, the fitted density of every SID, and a vertical line at the
+// threshold of every method at ratio (legend: threshold and elements selected).
+void plot_histogram(QCustomPlot* plot, const VectorView& view, double ratio);
+// Sample quantiles against the chosen SID's quantiles (with the identity line).
+void plot_qq(QCustomPlot* plot, const VectorView& view, const std::string& dist);
+// Over training; current_step, when given, is marked with a vertical line.
+void plot_ks(QCustomPlot* plot, const TrainingSeries& series,
+             std::optional<std::int64_t> current_step = std::nullopt);
+void plot_quality(QCustomPlot* plot, const TrainingSeries& series, double ratio,
+                  std::optional<std::int64_t> current_step = std::nullopt);
+void plot_stages(QCustomPlot* plot, const TrainingSeries& series, double ratio,
+                 std::optional<std::int64_t> current_step = std::nullopt);
+
+// |relative error| of a method's threshold against exact top-k's at one ratio, over many vectors.
+struct ErrorBar {
+  std::string method;
+  double ratio = 0.0;
+  std::uint64_t count = 0;            // vectors behind the numbers
+  double median = 0.0, p5 = 0.0, p95 = 0.0;  // of |rel err|
+};
+// Bars at the median per method (one bar per ratio, side by side) with p5-p95 whiskers, on a log
+// axis; methods keep the order of their first bar.
+void plot_threshold_error(QCustomPlot* plot, const std::vector<ErrorBar>& bars);
+
+QString format_number(double v);  // 3 significant digits, scientific when small or large
+QColor method_color(const std::string& method);  // the colour of a method's line
+QColor dist_color(const std::string& dist);      // the colour of a SID's curve
+
+}  // namespace gs::analyzer::plots
