@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Reproduces docs/RESULTS.md: Fashion-MNIST CNN, 4 workers (processes on this machine, c10d Gloo on
-# loopback), one epoch, densities 0.01 and 0.001, every compressor (none once).
+# loopback), one epoch, densities 0.01 and 0.001, every compressor (none once), the rival methods,
+# and seeds 1-3 for the rows the accuracy goal is about (none, SIDCo and top-k at 0.01).
 #   scripts/results.sh [BUILD_DIR] [OUT_DIR]
 # Each run's JSON lands in OUT_DIR (default results/compressors); the table is printed on stdout
 # and written to OUT_DIR/RESULTS.table.md. Runs already present in OUT_DIR are reused.
@@ -10,30 +11,55 @@ OUT=${2:-results/compressors}
 BIN="$BUILD/cli/gradscope"
 [ -x "$BIN" ] || { echo "results.sh: $BIN not found; build the gradscope target first" >&2; exit 1; }
 mkdir -p "$OUT"
-COMMON=(--model cnn --workers 4 --epochs 1 --batch 64 --lr 0.05 --seed 1 --granularity model
+COMMON=(--model cnn --workers 4 --epochs 1 --batch 64 --lr 0.05 --granularity model
         --timeout 300 --json --quiet)
-run() {  # name ratio
-  local f="$OUT/$1-$2.json"
+run() {  # name ratio seed [extra flags...]
+  local name=$1 ratio=$2 seed=$3
+  shift 3
+  local f="$OUT/$name-$ratio-s$seed.json"
   if [ -s "$f" ]; then return; fi
-  echo "results.sh: $1 at $2" >&2
-  "$BIN" train "${COMMON[@]}" --compressor "$1" --ratio "$2" > "$f.tmp"
+  echo "results.sh: $name at $ratio, seed $seed $*" >&2
+  "$BIN" train "${COMMON[@]}" --seed "$seed" --compressor "$name" --ratio "$ratio" "$@" > "$f.tmp"
   mv "$f.tmp" "$f"
 }
-run none 1
-for ratio in 0.01 0.001; do
-  for c in sidco-e sidco-p sidco-gp topk dgc redsync gaussianksgd randomk; do run "$c" "$ratio"; done
+for seed in 1 2 3; do
+  run none 1 "$seed"
+  for c in sidco-e sidco-p sidco-gp topk; do run "$c" 0.01 "$seed"; done
 done
+for ratio in 0.01 0.001; do
+  for c in dgc redsync gaussianksgd randomk; do run "$c" "$ratio" 1; done
+  for c in sidco-e sidco-p sidco-gp topk; do run "$c" "$ratio" 1; done
+  run fft "$ratio" 1
+done
+# Rival methods whose ratio is not a density: quantizers send every element (ratio 1), the
+# variance method sends what passes its test (its ratio is only the nominal reference).
+run qsgd-mn 1 1
+run qsgd-mn-ts 1 1
+run qsgd-mn-ms 1 1
+run variance 0.01 1
 /usr/bin/python3 - "$OUT" <<'PY' | tee "$OUT/RESULTS.table.md"
-import json, sys, glob, os
+import glob, json, os, statistics, sys
 out = sys.argv[1]
-rows = [json.load(open(f)) for f in sorted(glob.glob(os.path.join(out, "*.json")))]
-order = ["none", "sidco-e", "sidco-p", "sidco-gp", "topk", "dgc", "redsync", "gaussianksgd", "randomk"]
-rows.sort(key=lambda r: (-r["config"]["ratio"], order.index(r["config"]["compressor"])))
-print("| compressor | density | test acc. | quality mean | p5 | p95 | sent/step/worker | vs dense | compress ms/step | comm ms/step | step ms | wall s |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|")
-for r in rows:
+order = ["none", "sidco-e", "sidco-p", "sidco-gp", "topk", "dgc", "redsync", "gaussianksgd",
+         "randomk", "fft", "variance", "qsgd-mn", "qsgd-mn-ts", "qsgd-mn-ms"]
+groups = {}
+for f in glob.glob(os.path.join(out, "*.json")):
+    r = json.load(open(f))
+    c = r["config"]
+    groups.setdefault((c["compressor"], c["ratio"]), []).append(r)
+def key(k):
+    name, ratio = k
+    return (name not in order[:9], -ratio if name in order[:9] else 0, order.index(name) if name in order else 99)
+print("| compressor | density | test acc. | seeds | quality mean | p5 | p95 | sent/step/worker | vs dense | compress ms/step | comm ms/step | step ms | wall s |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+for k in sorted(groups, key=key):
+    runs = sorted(groups[k], key=lambda r: r["config"]["seed"])
+    accs = [100 * r["test_accuracy"] for r in runs]
+    acc = f"{accs[0]:.2f}" if len(accs) == 1 else f"{statistics.mean(accs):.2f} ± {statistics.stdev(accs):.2f}"
+    seeds = ",".join(str(r["config"]["seed"]) for r in runs)
+    r = runs[0]  # the other columns: seed 1
     c, s = r["config"], r["summary"]
-    print(f"| {c['compressor']} | {c['ratio']:g} | {100*r['test_accuracy']:.2f} | {s['quality_mean']:.3f} | "
+    print(f"| {c['compressor']} | {c['ratio']:g} | {acc} | {seeds} | {s['quality_mean']:.3f} | "
           f"{s['quality_p5']:.3f} | {s['quality_p95']:.3f} | {s['bytes_per_step']/1024:.1f} KiB | "
           f"{s['bytes_per_step']/s['dense_bytes_per_step']:.4f} | {s['compress_ms_per_step']:.2f} | "
           f"{s['comm_ms_per_step']:.2f} | {s['step_ms']:.1f} | {r['wall_s']:.0f} |")

@@ -6,6 +6,8 @@
 
 #include "command.hpp"
 #include "gs/compress/compressor.hpp"
+#include "gs/compress/model_compressor.hpp"
+#include "gs/error.hpp"
 #include "gs/dist/config.hpp"
 #include "gs/dist/launcher.hpp"
 #include "gs/dist/trainer.hpp"
@@ -22,7 +24,11 @@ std::string human_bytes(double b) {
 
 int run(const gs::dist::TrainConfig& cfg) {
   cfg.validate();
-  (void)gs::compress::make_compressor(cfg.compressor, cfg.ratio);  // name/ratio errors up front
+  // Name, ratio and option errors up front, before any worker starts.
+  const auto probe = gs::compress::make_compressor(cfg.compressor, cfg.ratio, cfg.compressor_options(0));
+  if (cfg.momentum_correction && !gs::compress::supports_momentum_correction(*probe))
+    throw gs::Error("--momentum-correction masks what a sparse compressor sends; '" + cfg.compressor +
+                    "' is not one: drop the flag (its momentum stays in the optimizer)");
   if (cfg.workers > 1 && cfg.rank < 0) return gs::dist::launch_workers(cfg);
   const bool print_steps = !cfg.quiet && !cfg.json;
   auto on_step = [&](const gs::dist::StepReport& s, std::int64_t total) {
@@ -78,9 +84,22 @@ gs::cli::Runner setup(CLI::App& sub) {
   sub.add_option("--batch", cfg->batch, "examples per worker per step");
   sub.add_option("--lr", cfg->lr, "SGD learning rate");
   sub.add_option("--momentum", cfg->momentum, "SGD momentum");
+  sub.add_flag("--momentum-correction", cfg->momentum_correction,
+               "keep the momentum per worker before sparsification, masked where sent (DGC)");
   sub.add_option("--seed", cfg->seed, "seed of the model, the data order and the sampling");
   sub.add_option("--stages", cfg->stages, "SIDCo stages: 0 adaptive, else fixed");
   sub.add_option("--backend", cfg->backend, "threshold fits on auto, cpu or cuda");
+  sub.add_option("--bits", cfg->bits,
+                 "qsgd-mn*: bits per scale, ascending, e.g. 4 (qsgd-mn), 6,10 (-ts), 4,6,8,10 (-ms)")
+      ->delimiter(',');
+  sub.add_option("--variance-alpha", cfg->variance_alpha,
+                 "variance: send an element when r^2 > alpha * v");
+  sub.add_option("--variance-zeta", cfg->variance_zeta, "variance: decay of v for elements not sent");
+  sub.add_option("--fft-exponent-bits", cfg->fft_exponent_bits,
+                 "fft: exponent bits of the kept coefficients' float layout");
+  sub.add_option("--fft-mantissa-bits", cfg->fft_mantissa_bits,
+                 "fft: mantissa bits of the kept coefficients' float layout");
+  sub.add_option("--fft-chunk", cfg->fft_chunk, "fft: real FFT length (0: the method's default)");
   sub.add_option("--record", cfg->record, "record rank 0's raw gradients to this snapshot (.h5)");
   sub.add_flag("--force", cfg->force, "overwrite the --record file");
   sub.add_option("--timeout", cfg->timeout, "seconds a worker waits on its peers before failing");

@@ -13,8 +13,13 @@ namespace gs::compress::detail {
 std::unique_ptr<Compressor> make_none();
 std::unique_ptr<Compressor> make_topk(double ratio, const CompressorOptions& o);
 std::unique_ptr<Compressor> make_randomk(double ratio, const CompressorOptions& o);
+std::unique_ptr<Compressor> make_variance(double ratio, const CompressorOptions& o);
+// fft (fft_compressor.cpp): gs::Error when the build lacks FFTW3 or for bad fft_* options.
+std::unique_ptr<Compressor> make_fft(double ratio, const CompressorOptions& o);
 std::unique_ptr<Compressor> make_threshold_compressor(std::string_view name, double ratio,
                                                       const CompressorOptions& o);
+// qsgd-mn, qsgd-mn-ts, qsgd-mn-ms (quantizers.cpp): gs::Error for bad options.quant_bits.
+std::unique_ptr<Compressor> make_quantizer(std::string_view name, const CompressorOptions& o);
 
 // Sparse payload of acc's finite elements with |acc| > threshold, ascending indices.
 Payload select_above(std::span<const float> acc, double threshold);

@@ -72,11 +72,15 @@ void ModelCompressor::feed_variance(const Group& g) {
       g.name, std::span<const float>(variance_).subspan(g.offset, g.size));
 }
 
+bool supports_momentum_correction(const Compressor& c) {
+  return c.exchange() == Exchange::allgather && c.error_feedback();
+}
+
 void ModelCompressor::set_momentum_correction(double momentum) {
   if (!(momentum >= 0.0 && momentum < 1.0))
     throw Error("model compressor: momentum correction needs a momentum in [0, 1), got " +
                 std::to_string(momentum));
-  if (momentum > 0.0 && (compressor_->exchange() != Exchange::allgather || !compressor_->error_feedback()))
+  if (momentum > 0.0 && !supports_momentum_correction(*compressor_))
     throw Error("model compressor: momentum correction masks the coordinates a sparse compressor "
                 "sends; '" + std::string(compressor_->name()) + "' is not one (use plain momentum)");
   momentum_ = momentum;

@@ -40,7 +40,10 @@ class Hub {
       throw Error(std::string("in-process collective '") + what +
                   "': timed out waiting for the other workers");
     }
-    if (aborted_) throw Error(std::string("in-process collective '") + what + "': a worker failed");
+    // The barrier completed even if a worker failed right after leaving it: only an abort that
+    // came before everyone arrived is this collective's failure.
+    if (generation_ == gen)
+      throw Error(std::string("in-process collective '") + what + "': a worker failed");
   }
 
   void abort() {

@@ -4,12 +4,15 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "gs/data/snapshot.hpp"
 #include "gs/dist/comm.hpp"
@@ -97,7 +100,9 @@ double mean_loss(const nlohmann::json& steps, std::size_t from, std::size_t to) 
 }  // namespace
 
 TEST(DistTraining, TwoWorkersStayEqualAndLossFalls) {
-  for (const std::string comp : {"topk", "none", "sidco-e"}) {
+  // Sparse and dense exchanges, the variance method (per-sample variances from the model) and
+  // momentum correction (the velocity in the compressor, masked where sent).
+  for (const std::string comp : {"topk", "none", "sidco-e", "variance", "sidco-e --momentum-correction"}) {
     const ProcResult r = gradscope(kShort + " --compressor " + comp +
                             " --ratio 0.01 --workers 2 --steps 40 --json --timeout 30");
     ASSERT_EQ(r.rc, 0) << comp << ": " << r.err;
@@ -114,6 +119,48 @@ TEST(DistTraining, TwoWorkersStayEqualAndLossFalls) {
       EXPECT_EQ(steps[0]["dense_bytes"].get<double>(), 4 * n);
     }
   }
+}
+
+// Compressors with their own exchange protocol (Exchange::collective): quantizers summed by
+// all-reduce, and any method that all-gathers its own encoding. Append new names here.
+// Each with the ratio it runs at (quantizers send every element; fft keeps a fraction of its bins).
+const std::vector<std::pair<std::string, std::string>> kCollectiveCompressors = {
+    {"qsgd-mn", "1"}, {"qsgd-mn-ts", "1"}, {"qsgd-mn-ms", "1"}, {"fft", "0.1"}};
+
+TEST(DistTraining, CollectiveCompressorsTrainTwoWorkers) {
+  for (const auto& [comp, ratio] : kCollectiveCompressors) {
+    const ProcResult r = gradscope(kShort + " --compressor " + comp + " --ratio " + ratio +
+                                   " --workers 2 --steps 40 --json --timeout 30");
+    ASSERT_EQ(r.rc, 0) << comp << ": " << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["replica_max_diff"].get<double>(), 0.0) << comp;
+    EXPECT_EQ(j["steps_run"].get<int>(), 40) << comp;
+    EXPECT_EQ(j["skipped_steps"].get<int>(), 0) << comp;
+    const auto& steps = j["per_step"];
+    for (const auto& st : steps) {
+      ASSERT_TRUE(std::isfinite(st["loss"].get<double>())) << comp;
+      ASSERT_GT(st["bytes_sent"].get<double>(), 0.0) << comp;
+      ASSERT_LT(st["bytes_sent"].get<double>(), st["dense_bytes"].get<double>()) << comp;
+    }
+    EXPECT_LT(mean_loss(steps, 30, 40), 0.8 * mean_loss(steps, 0, 5)) << comp;
+    EXPECT_GT(j["test_accuracy"].get<double>(), 0.3) << comp;  // chance is 0.1
+  }
+}
+
+// --bits reaches every worker: 4-bit codes of 2 workers sum in int8 (4 + n bytes: the scale, then
+// one byte a code), 8-bit codes need int32 (4 + 4 n); a bad list is refused before training.
+TEST(DistTraining, QuantizerBitsAreForwardedAndChecked) {
+  for (const auto& [bits, per_code] : {std::pair<std::string, double>{"4", 1.0}, {"8", 4.0}}) {
+    const ProcResult r = gradscope(kShort + " --compressor qsgd-mn --bits " + bits +
+                                   " --workers 2 --steps 3 --json --timeout 30");
+    ASSERT_EQ(r.rc, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    const double n = j["parameters"].get<double>();
+    EXPECT_EQ(j["per_step"][0]["bytes_sent"].get<double>(), 4 + per_code * n) << bits;
+  }
+  const ProcResult bad = gradscope(kShort + " --compressor qsgd-mn-ts --bits 10,6 --steps 1");
+  EXPECT_NE(bad.rc, 0);
+  EXPECT_NE(bad.err.find("ascending"), std::string::npos) << bad.err;
 }
 
 TEST(DistTraining, ManualPlacementMatchesTheLauncher) {
@@ -154,7 +201,9 @@ TEST(DistTraining, PeerThatDiesOrHangsMakesTheOtherFail) {
     // hung rank 1 only ends by its 20 s kill.
     EXPECT_EQ(r0.rc, 1) << action << ": " << r0.err;
     EXPECT_NE(r0.err.find("failed"), std::string::npos) << r0.err;
-    if (action == "exit") EXPECT_EQ(r1.rc, 7);
+    if (action == "exit") {
+      EXPECT_EQ(r1.rc, 7);
+    }
   }
 }
 
@@ -173,6 +222,10 @@ TEST(DistTraining, BadOptionsAreRefused) {
   const ProcResult unknown = gradscope("--compressor sidco-z --ratio 0.01 --steps 1");
   EXPECT_NE(unknown.rc, 0);
   EXPECT_NE(unknown.err.find("sidco-gp"), std::string::npos) << unknown.err;
+  const ProcResult mc = gradscope("--compressor none --ratio 1 --momentum-correction --steps 1");
+  EXPECT_NE(mc.rc, 0);
+  EXPECT_NE(mc.err.find("--momentum-correction"), std::string::npos) << mc.err;
+  EXPECT_NE(gradscope("--compressor topk --ratio 0.1 --momentum 1 --steps 1").rc, 0);
 }
 
 TEST(DistTraining, RecordCapturesRawGradientsWhileTraining) {

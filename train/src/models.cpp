@@ -18,9 +18,9 @@ Mlp::Mlp() {
 
 torch::Tensor Mlp::forward(torch::Tensor images) {
   auto x = images.flatten(1);
-  x = torch::relu(fc1_(x));
-  x = torch::relu(fc2_(x));
-  return fc3_(x);
+  x = torch::relu(tapped(fc1_, x));
+  x = torch::relu(tapped(fc2_, x));
+  return tapped(fc3_, x);
 }
 
 Cnn::Cnn() {
@@ -31,10 +31,10 @@ Cnn::Cnn() {
 }
 
 torch::Tensor Cnn::forward(torch::Tensor images) {
-  auto x = torch::max_pool2d(torch::relu(conv1_(images)), 2);  // 16 x 14 x 14
-  x = torch::max_pool2d(torch::relu(conv2_(x)), 2);            // 32 x 7 x 7
-  x = torch::relu(fc1_(x.flatten(1)));
-  return fc2_(x);
+  auto x = torch::max_pool2d(torch::relu(tapped(conv1_, images)), 2);  // 16 x 14 x 14
+  x = torch::max_pool2d(torch::relu(tapped(conv2_, x)), 2);            // 32 x 7 x 7
+  x = torch::relu(tapped(fc1_, x.flatten(1)));
+  return tapped(fc2_, x);
 }
 
 Lstm::Lstm() {

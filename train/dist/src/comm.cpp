@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <type_traits>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -105,70 +106,84 @@ void Communicator::broadcast(std::vector<float>& values) {
   impl_->wait(impl_->pg->broadcast(t, bo), "broadcast");
 }
 
-void Communicator::allreduce_sum(std::vector<float>& values) {
-  std::vector<at::Tensor> t = {torch::from_blob(values.data(), {std::int64_t(values.size())},
-                                                torch::kFloat32)};
-  impl_->wait(impl_->pg->allreduce(t), "all-reduce");
+namespace {
+
+// An in-place c10d view of a host buffer.
+template <class T>
+at::Tensor view(std::span<T> v, torch::Dtype type) {
+  return torch::from_blob(v.data(), {std::int64_t(v.size())}, type);
 }
 
-void Communicator::allreduce_sum(std::vector<double>& values) {
-  std::vector<at::Tensor> t = {torch::from_blob(values.data(), {std::int64_t(values.size())},
-                                                torch::kFloat64)};
-  impl_->wait(impl_->pg->allreduce(t), "all-reduce");
+}  // namespace
+
+template <class T>
+void Communicator::reduce(std::span<T> values, int op, const char* what) {
+  if (values.empty()) return;  // every worker passes the same size, so all skip together
+  constexpr torch::Dtype type = std::is_same_v<T, float>          ? torch::kFloat32
+                                : std::is_same_v<T, double>       ? torch::kFloat64
+                                : std::is_same_v<T, std::int32_t> ? torch::kInt32
+                                                                  : torch::kInt8;
+  std::vector<at::Tensor> t = {view(values, type)};
+  c10d::AllreduceOptions o;
+  o.reduceOp = c10d::ReduceOp(c10d::ReduceOp::RedOpType(op));
+  o.timeout = impl_->opt.timeout;
+  impl_->wait(impl_->pg->allreduce(t, o), what);
 }
 
-std::vector<compress::Payload> Communicator::allgather(const compress::Payload& mine) {
-  if (mine.kind != compress::PayloadKind::sparse)
-    throw Error("allgather: dense payloads travel by all-reduce");
+void Communicator::allreduce_max(std::span<float> v) {
+  reduce(v, c10d::ReduceOp::MAX, "all-reduce max");
+}
+void Communicator::allreduce_min(std::span<std::int8_t> v) {
+  reduce(v, c10d::ReduceOp::MIN, "all-reduce min");
+}
+void Communicator::allreduce_sum(std::span<std::int8_t> v) {
+  reduce(v, c10d::ReduceOp::SUM, "all-reduce sum");
+}
+void Communicator::allreduce_sum(std::span<std::int32_t> v) {
+  reduce(v, c10d::ReduceOp::SUM, "all-reduce sum");
+}
+void Communicator::allreduce_sum(std::span<float> v) {
+  reduce(v, c10d::ReduceOp::SUM, "all-reduce sum");
+}
+void Communicator::allreduce_sum(std::span<double> v) {
+  reduce(v, c10d::ReduceOp::SUM, "all-reduce sum");
+}
+
+std::vector<std::vector<std::byte>> Communicator::allgather(std::span<const std::byte> mine) {
   const int w = world_size();
-  // 1. counts (and n, so a mismatch is caught rather than scattered out of range)
-  std::vector<at::Tensor> in = {torch::tensor({std::int64_t(mine.count()), std::int64_t(mine.n)},
-                                              torch::kInt64)};
+  c10d::AllgatherOptions o;
+  o.timeout = impl_->opt.timeout;
+  // 1. every worker's size
+  std::vector<at::Tensor> in = {torch::tensor({std::int64_t(mine.size())}, torch::kInt64)};
   std::vector<std::vector<at::Tensor>> out(1);
-  for (int r = 0; r < w; ++r) out[0].push_back(torch::empty({2}, torch::kInt64));
-  impl_->wait(impl_->pg->allgather(out, in), "all-gather of counts");
-  std::int64_t max_count = 0;
+  for (int r = 0; r < w; ++r) out[0].push_back(torch::empty({1}, torch::kInt64));
+  impl_->wait(impl_->pg->allgather(out, in, o), "all-gather of sizes");
+  std::int64_t largest = 0;
+  std::vector<std::int64_t> sizes(static_cast<std::size_t>(w));
   for (int r = 0; r < w; ++r) {
-    max_count = std::max(max_count, out[0][r][0].item<std::int64_t>());
-    if (out[0][r][1].item<std::int64_t>() != std::int64_t(mine.n))
-      throw Error("allgather: worker " + std::to_string(r) + " sends a payload of another size");
+    sizes[std::size_t(r)] = out[0][r].item<std::int64_t>();
+    largest = std::max(largest, sizes[std::size_t(r)]);
   }
-  // 2. (index, value) pairs padded to the largest count, as one int32 buffer: indices, then the
-  //    values' bit patterns.
-  const std::int64_t m = std::max<std::int64_t>(max_count, 1);
-  auto packed = torch::zeros({2 * m}, torch::kInt32);
-  auto* p = packed.data_ptr<std::int32_t>();
-  std::memcpy(p, mine.indices.data(), mine.count() * 4);
-  std::memcpy(p + m, mine.values.data(), mine.count() * 4);
-  std::vector<at::Tensor> in2 = {packed};
+  // 2. the bytes, padded to the largest size (at least one byte: Gloo wants non-empty buffers)
+  const std::int64_t m = std::max<std::int64_t>(largest, 1);
+  auto padded = torch::zeros({m}, torch::kUInt8);
+  if (!mine.empty()) std::memcpy(padded.data_ptr<std::uint8_t>(), mine.data(), mine.size());
+  std::vector<at::Tensor> in2 = {padded};
   std::vector<std::vector<at::Tensor>> out2(1);
-  for (int r = 0; r < w; ++r) out2[0].push_back(torch::empty({2 * m}, torch::kInt32));
-  impl_->wait(impl_->pg->allgather(out2, in2), "all-gather of payloads");
-  std::vector<compress::Payload> all(static_cast<std::size_t>(w));
+  for (int r = 0; r < w; ++r) out2[0].push_back(torch::empty({m}, torch::kUInt8));
+  impl_->wait(impl_->pg->allgather(out2, in2, o), "all-gather of payloads");
+  std::vector<std::vector<std::byte>> all(static_cast<std::size_t>(w));
   for (int r = 0; r < w; ++r) {
-    const auto c = std::size_t(out[0][r][0].item<std::int64_t>());
-    const auto* q = out2[0][r].data_ptr<std::int32_t>();
-    auto& pr = all[std::size_t(r)];
-    pr.n = mine.n;
-    pr.indices.assign(q, q + c);
-    pr.values.resize(c);
-    std::memcpy(pr.values.data(), q + m, c * 4);
+    const auto* p = reinterpret_cast<const std::byte*>(out2[0][r].data_ptr<std::uint8_t>());
+    all[std::size_t(r)].assign(p, p + sizes[std::size_t(r)]);
   }
   return all;
-}
-
-compress::Payload Communicator::allreduce(const compress::Payload& mine) {
-  if (mine.kind != compress::PayloadKind::dense)
-    throw Error("allreduce: sparse payloads travel by all-gather");
-  compress::Payload sum = mine;
-  allreduce_sum(sum.values);
-  return sum;
 }
 
 void Communicator::barrier() {
   // A one-element all-reduce: Gloo's barrier takes no timeout of its own in every version.
   std::vector<float> one = {1.0f};
-  allreduce_sum(one);
+  allreduce_sum(std::span<float>(one));
 }
 
 int free_loopback_port() {

@@ -15,9 +15,33 @@ void TrainConfig::validate() const {
   if (epochs < 1) throw Error("--epochs must be at least 1");
   if (batch < 1) throw Error("--batch must be at least 1");
   if (!(lr > 0.0) || !std::isfinite(lr)) throw Error("--lr must be a positive number");
+  if (!(momentum >= 0.0 && momentum < 1.0)) throw Error("--momentum must be in [0, 1)");
   if (!(timeout > 0.0)) throw Error("--timeout must be positive (seconds)");
   if (granularity == "bucket" && bucket_size < 1) throw Error("--bucket-size must be at least 1");
   if (rank >= workers) throw Error("--rank must be below --workers (world size)");
+}
+
+std::string TrainConfig::bits_list() const {
+  std::string s;
+  for (int b : bits) {
+    if (!s.empty()) s += ',';
+    s += std::to_string(b);
+  }
+  return s;
+}
+
+compress::CompressorOptions TrainConfig::compressor_options(int r) const {
+  compress::CompressorOptions o;
+  o.seed = seed * 1000003ull + std::uint64_t(r);
+  o.backend = backend;
+  o.stages = stages;
+  o.quant_bits = bits;
+  o.variance_alpha = variance_alpha;
+  o.variance_zeta = variance_zeta;
+  o.fft_exponent_bits = fft_exponent_bits;
+  o.fft_mantissa_bits = fft_mantissa_bits;
+  o.fft_chunk = fft_chunk;
+  return o;
 }
 
 std::string TrainConfig::shared_description() const {
@@ -26,7 +50,11 @@ std::string TrainConfig::shared_description() const {
   s << "model=" << model << " compressor=" << compressor << " ratio=" << ratio
     << " workers=" << workers << " steps=" << steps << " epochs=" << epochs
     << " granularity=" << granularity << " bucket=" << bucket_size << " batch=" << batch
-    << " lr=" << lr << " momentum=" << momentum << " seed=" << seed << " stages=" << stages;
+    << " lr=" << lr << " momentum=" << momentum
+    << " momentum_correction=" << momentum_correction << " seed=" << seed << " stages=" << stages
+    << " bits=" << bits_list() << " variance_alpha=" << variance_alpha
+    << " variance_zeta=" << variance_zeta << " fft_exponent_bits=" << fft_exponent_bits
+    << " fft_mantissa_bits=" << fft_mantissa_bits << " fft_chunk=" << fft_chunk;
   return s.str();
 }
 
@@ -44,8 +72,14 @@ std::vector<std::string> TrainConfig::worker_args(int r, int port) const {
       "--bucket-size", std::to_string(bucket_size), "--batch", std::to_string(batch),
       "--lr", num(lr), "--momentum", num(momentum), "--seed", std::to_string(seed),
       "--stages", std::to_string(stages), "--backend", backend, "--timeout", num(timeout),
+      "--variance-alpha", num(variance_alpha), "--variance-zeta", num(variance_zeta),
+      "--fft-exponent-bits", std::to_string(fft_exponent_bits),
+      "--fft-mantissa-bits", std::to_string(fft_mantissa_bits),
+      "--fft-chunk", std::to_string(fft_chunk),
       "--rank", std::to_string(r), "--master-addr", "127.0.0.1",
       "--master-port", std::to_string(port)};
+  if (!bits.empty()) a.insert(a.end(), {"--bits", bits_list()});
+  if (momentum_correction) a.push_back("--momentum-correction");
   if (r == 0) {
     if (!record.empty()) a.insert(a.end(), {"--record", record});
     if (force) a.push_back("--force");

@@ -14,6 +14,7 @@
 #include "gs/error.hpp"
 #include "gs/train/dataset.hpp"
 #include "gs/train/models.hpp"
+#include "gs/train/per_sample.hpp"
 #include "gs/train/recorder.hpp"
 
 namespace gs::dist {
@@ -127,15 +128,18 @@ TrainResult train_worker(const TrainConfig& config, const StepCallback& on_step)
     comm->broadcast(flat);
     assign_params(*model, flat);
   }
-  compress::CompressorOptions copt;
-  copt.seed = config.seed * 1000003ull + std::uint64_t(rank);
-  copt.backend = config.backend;
-  copt.stages = config.stages;
-  compress::ModelCompressor mc(tensor_specs(*model), compress::parse_granularity(config.granularity),
-                               config.bucket_size,
-                               compress::make_compressor(config.compressor, config.ratio, copt));
-  torch::optim::SGD opt(model->parameters(),
-                        torch::optim::SGDOptions(config.lr).momentum(config.momentum));
+  compress::ModelCompressor mc(
+      tensor_specs(*model), compress::parse_granularity(config.granularity), config.bucket_size,
+      compress::make_compressor(config.compressor, config.ratio, config.compressor_options(rank)));
+  // Variance-based compression weighs each element by its per-sample gradient variance, which the
+  // model's forward/backward yields when a GradientVariance is attached (gs/train/per_sample.hpp).
+  std::optional<train::GradientVariance> grad_variance;
+  if (mc.compressor().needs_gradient_variance()) grad_variance.emplace(*model);
+  // With momentum correction the velocity lives in the compressor, before sparsification; the
+  // optimizer then applies the mean update as it is.
+  if (config.momentum_correction) mc.set_momentum_correction(config.momentum);
+  torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(config.lr).momentum(
+                                                 config.momentum_correction ? 0.0 : config.momentum));
 
   // Data: a fixed permutation of the training set, cut into `world` equal shards.
   const auto train_set = train::fashion_mnist_tensors("train");
@@ -216,22 +220,13 @@ TrainResult train_worker(const TrainConfig& config, const StepCallback& on_step)
                       "); lower --lr or check the data");
       } else {
         skipped_in_a_row = 0;
+        // Every exchange kind (all-gather, all-reduce, the compressor's own collectives) in one call.
+        compress::SoloCollectives solo;
+        compress::Collectives& collectives = comm ? static_cast<compress::Collectives&>(*comm) : solo;
+        if (grad_variance) mc.set_gradient_variance(grad_variance->compute());
         compress::StepStats st;
-        const compress::Payload mine = mc.compress(grad, &st);
-        const auto t_comm = Clock::now();
-        if (mc.compressor().exchange() == compress::Exchange::allgather) {
-          if (comm) {
-            const auto all = comm->allgather(mine);
-            rep.comm_seconds += seconds_since(t_comm);
-            mc.aggregate(all, update);
-          } else {
-            mc.aggregate(std::span<const compress::Payload>(&mine, 1), update);
-          }
-        } else {
-          const compress::Payload sum = comm ? comm->allreduce(mine) : mine;
-          rep.comm_seconds += seconds_since(t_comm);
-          mc.decode_sum(sum, world, update);
-        }
+        mc.step(grad, collectives, update, &st);
+        rep.comm_seconds += st.comm_seconds;
         assign_grads(*model, update);
         opt.step();
         rep.density = st.density();

@@ -45,6 +45,14 @@ struct CompressorOptions {
   std::uint64_t seed = 1;       // random-k and DGC sampling
   std::string backend = "cpu";  // kernels backend: cpu, cuda or auto
   int stages = 0;               // SIDCo: 0 = adaptive (controller), else a fixed number >= 1
+
+  // Rival methods (algorithms.md sections 6 to 8).
+  double variance_alpha = 1.0;    // variance: send r_i when r_i^2 > alpha * v_i
+  double variance_zeta = 0.999;   // variance: v_i decay for elements not sent
+  int fft_exponent_bits = 4;      // fft: range-based float layout of kept coefficients
+  int fft_mantissa_bits = 10;
+  std::uint64_t fft_chunk = 0;    // fft: real FFT length (0 = the method's default)
+  std::vector<int> quant_bits{};  // qsgd-mn*: bits per scale, ascending (empty = the defaults)
 };
 
 class Compressor {

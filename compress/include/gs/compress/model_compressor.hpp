@@ -30,6 +30,9 @@ struct StepStats {
   double quality() const { return target_density > 0 ? density() / target_density : 0.0; }
 };
 
+// Whether momentum correction applies: it masks the coordinates a sparse, error-fed compressor sends.
+bool supports_momentum_correction(const Compressor& c);
+
 class ModelCompressor {
  public:
   ModelCompressor(std::vector<TensorSpec> tensors, Granularity granularity,

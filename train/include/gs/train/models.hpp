@@ -13,9 +13,33 @@
 
 namespace gs::train {
 
+// Shown each Linear/Conv2d layer's input and output while forward() runs; per_sample.hpp uses it
+// for per-sample gradient statistics (libtorch's C++ modules have no forward hooks).
+class LayerTap {
+ public:
+  virtual ~LayerTap() = default;
+  virtual void record(const torch::nn::Module& layer, const torch::Tensor& input,
+                      const torch::Tensor& output) = 0;
+};
+
 class Classifier : public torch::nn::Module {
  public:
   virtual torch::Tensor forward(torch::Tensor images) = 0;
+  // At most one tap at a time; nullptr detaches. The tap must stay alive while attached.
+  void attach_tap(LayerTap* tap) { tap_ = tap; }
+  LayerTap* tap() const { return tap_; }
+
+ protected:
+  // layer(x), shown to the attached tap.
+  template <class Layer>
+  torch::Tensor tapped(Layer& layer, const torch::Tensor& x) {
+    auto y = layer(x);
+    if (tap_) tap_->record(*layer, x, y);
+    return y;
+  }
+
+ private:
+  LayerTap* tap_ = nullptr;
 };
 
 // 784-256-128-10 with ReLU: fc1, fc2, fc3.

@@ -1,14 +1,16 @@
 #pragma once
 // Communicator: the collectives compressed training needs, over libtorch's c10d ProcessGroupGloo
 // joined through a c10d TCPStore. Every call waits at most the configured timeout and then throws
-// gs::Error (a dead or hung peer never hangs the others). Sparse payloads travel by all-gather of
-// counts, then of (index, value) pairs padded to the largest count; dense ones by all-reduce.
+// gs::Error (a dead or hung peer never hangs the others). It is the workers' compress::Collectives:
+// ModelCompressor::step() exchanges every kind of payload through it (all-reduce of floats and
+// integer codes, all-gather of variable-size bytes as counts first, then buffers padded to the
+// largest count).
 #include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "gs/compress/payload.hpp"
+#include "gs/compress/collectives.hpp"
 
 namespace gs::dist {
 
@@ -22,33 +24,38 @@ struct CommOptions {
   std::chrono::milliseconds timeout{60000};
 };
 
-class Communicator {
+class Communicator final : public compress::Collectives {
  public:
   explicit Communicator(const CommOptions& options);
-  ~Communicator();
+  ~Communicator() override;
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
 
-  int rank() const;
-  int world_size() const;
+  int rank() const override;
+  int world_size() const override;
 
   // Every worker publishes `description`; gs::Error on any worker whose line differs from rank
   // 0's (naming the worker and both lines).
   void check_same_config(const std::string& description);
   // Overwrites every worker's buffers with rank 0's (float32 host buffers of equal sizes).
   void broadcast(std::vector<float>& values);
-  // Element-wise sum over workers, in place.
-  void allreduce_sum(std::vector<float>& values);
-  void allreduce_sum(std::vector<double>& values);
-  // Every worker's sparse payload (in rank order); all must share n.
-  std::vector<compress::Payload> allgather(const compress::Payload& mine);
-  // Dense payloads: the element-wise sum of every worker's codes (scale/bits taken from mine).
-  compress::Payload allreduce(const compress::Payload& mine);
+  // Element-wise over workers, in place (c10d MAX/MIN/SUM on float32, int8, int32, float64).
+  void allreduce_max(std::span<float> values) override;
+  void allreduce_min(std::span<std::int8_t> values) override;
+  void allreduce_sum(std::span<std::int8_t> values) override;
+  void allreduce_sum(std::span<std::int32_t> values) override;
+  void allreduce_sum(std::span<float> values) override;
+  void allreduce_sum(std::span<double> values);
+  // Every worker's bytes in rank order; sizes may differ.
+  std::vector<std::vector<std::byte>> allgather(std::span<const std::byte> mine) override;
   void barrier();
 
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
+  // All-reduce of a host buffer with c10d's reduce op `op` (a ReduceOp::RedOpType).
+  template <class T>
+  void reduce(std::span<T> values, int op, const char* what);
 };
 
 // A free TCP port on 127.0.0.1 at the time of the call (tests use it for manual placement).

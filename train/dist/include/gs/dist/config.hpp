@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "gs/compress/compressor.hpp"
+
 namespace gs::dist {
 
 struct TrainConfig {
@@ -19,8 +21,18 @@ struct TrainConfig {
   std::int64_t batch = 64;
   double lr = 0.05;
   double momentum = 0.9;
+  // Momentum correction with momentum factor masking (DGC): the momentum moves from the optimizer
+  // into each worker's compressor (sparse compressors with error feedback only).
+  bool momentum_correction = false;
   std::uint64_t seed = 1;
   int stages = 0;                 // SIDCo: 0 adaptive, else fixed
+  // Options of the rival methods, passed to compress::CompressorOptions (same defaults).
+  std::vector<int> bits;          // qsgd-mn*: bits per scale (empty: the method's defaults)
+  double variance_alpha = compress::CompressorOptions{}.variance_alpha;
+  double variance_zeta = compress::CompressorOptions{}.variance_zeta;
+  int fft_exponent_bits = compress::CompressorOptions{}.fft_exponent_bits;
+  int fft_mantissa_bits = compress::CompressorOptions{}.fft_mantissa_bits;
+  std::uint64_t fft_chunk = compress::CompressorOptions{}.fft_chunk;
   std::string backend = "cpu";    // kernels backend for the threshold fits
   std::string record;             // snapshot of rank 0's raw gradients, when set
   bool force = false;             // overwrite --record
@@ -38,6 +50,10 @@ struct TrainConfig {
   std::string shared_description() const;
   // Arguments after "gradscope train" that reproduce this config for worker `rank`.
   std::vector<std::string> worker_args(int rank, int port) const;
+  // The compressor's options for worker `rank` (its sampling seed differs per worker).
+  compress::CompressorOptions compressor_options(int rank) const;
+  // bits as "6,10" (empty when unset).
+  std::string bits_list() const;
 };
 
 }  // namespace gs::dist

@@ -1,7 +1,8 @@
 #pragma once
 // Compressed data-parallel training of a Fashion-MNIST model: each worker trains on its own shard,
 // compresses its gradient with error feedback (gs::compress::ModelCompressor), exchanges payloads
-// (all-gather or all-reduce, as the compressor declares) and applies the workers' mean.
+// (all-gather, all-reduce or the compressor's own collectives, as it declares) and applies the
+// workers' mean.
 //
 // Non-finite gradients: when any worker's gradient holds NaN or Inf, every worker skips the step
 // (no residual update, no optimizer step) and counts it; 10 skipped steps in a row are an error.

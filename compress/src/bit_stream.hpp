@@ -1,0 +1,87 @@
+#pragma once
+// Internal: LSB-first bit packing for the compact wire formats (range-based floats, Rice-coded
+// indices). Bits fill each byte from its least significant bit; a stream ends on a byte boundary.
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "gs/error.hpp"
+
+namespace gs::compress::detail {
+
+class BitWriter {
+ public:
+  explicit BitWriter(std::vector<std::byte>& out) : out_(out) {}
+  // The low `bits` bits of v (bits <= 32).
+  void put(std::uint32_t v, int bits) {
+    if (bits == 0) return;
+    acc_ |= std::uint64_t(v & mask(bits)) << fill_;
+    fill_ += bits;
+    while (fill_ >= 8) {
+      out_.push_back(std::byte(acc_ & 0xffu));
+      acc_ >>= 8;
+      fill_ -= 8;
+    }
+  }
+  // Rice code of d with parameter b: d >> b in unary (ones, then a zero), then the low b bits.
+  void put_rice(std::uint64_t d, int b) {
+    for (std::uint64_t q = d >> b; q > 0;) {
+      const int ones = q >= 32 ? 32 : int(q);
+      put(std::uint32_t(mask(ones)), ones);
+      q -= std::uint64_t(ones);
+    }
+    put(0, 1);
+    put(std::uint32_t(d & mask(b)), b);
+  }
+  // Pads the last byte with zeros.
+  void finish() {
+    if (fill_ > 0) out_.push_back(std::byte(acc_ & 0xffu));
+    acc_ = 0;
+    fill_ = 0;
+  }
+
+  static std::uint64_t mask(int bits) { return bits >= 64 ? ~0ull : (1ull << bits) - 1; }
+
+ private:
+  std::vector<std::byte>& out_;
+  std::uint64_t acc_ = 0;
+  int fill_ = 0;
+};
+
+class BitReader {
+ public:
+  BitReader(std::span<const std::byte> in, const char* what) : in_(in), what_(what) {}
+  std::uint32_t get(int bits) {
+    if (bits == 0) return 0;
+    while (fill_ < bits) {
+      if (pos_ >= in_.size())
+        throw Error(std::string(what_) + ": the encoding ends early (truncated or corrupt bytes)");
+      acc_ |= std::uint64_t(in_[pos_++]) << fill_;
+      fill_ += 8;
+    }
+    const auto v = std::uint32_t(acc_ & BitWriter::mask(bits));
+    acc_ >>= bits;
+    fill_ -= bits;
+    return v;
+  }
+  // limit bounds the quotient so that corrupt input cannot spin for long.
+  std::uint64_t get_rice(int b, std::uint64_t limit) {
+    std::uint64_t q = 0;
+    while (get(1) == 1)
+      if (++q > limit) throw Error(std::string(what_) + ": a Rice code is out of range (corrupt bytes)");
+    return (q << b) | get(b);
+  }
+  // Bytes read so far, the partly used last byte included.
+  std::size_t bytes_used() const { return pos_; }
+
+ private:
+  std::span<const std::byte> in_;
+  const char* what_;
+  std::size_t pos_ = 0;
+  std::uint64_t acc_ = 0;
+  int fill_ = 0;
+};
+
+}  // namespace gs::compress::detail

@@ -1,0 +1,403 @@
+// fft: frequency-domain sparsification with range-based floats (algorithms.md section 7). Each
+// chunk of the vector goes through a real FFT; the largest coefficients by |X_k| (a fraction theta
+// of each chunk's bins) are sent as Rice-coded bin gaps plus range-based floats; every worker
+// all-gathers the byte encodings, sums the decoded spectra, and one inverse FFT per chunk gives the
+// mean. Wire format, schedule and measured error: docs/compressors.md.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <new>
+#include <numeric>
+#include <string>
+
+#include "bit_stream.hpp"
+#include "compressors.hpp"
+#include "gs/compress/range_float.hpp"
+#include "gs/error.hpp"
+
+#if GS_HAVE_FFTW3
+#include <fftw3.h>
+#endif
+
+namespace gs::compress::detail {
+
+#if !GS_HAVE_FFTW3
+
+std::unique_ptr<Compressor> make_fft(double, const CompressorOptions&) {
+  throw Error("compressor 'fft': this build lacks FFTW3 (single precision, pkg-config fftw3f); "
+              "install libfftw3-dev (scripts/setup.sh) and configure the build again");
+}
+
+#else
+
+namespace {
+
+constexpr std::uint64_t kDefaultChunk = 4096;
+constexpr std::uint64_t kMaxChunk = std::uint64_t(1) << 30;  // FFTW takes int lengths
+constexpr int kWarmupSteps = 200;                             // theta reaches the ratio here
+constexpr std::uint8_t kVersion = 1;
+constexpr std::size_t kHeaderBytes = 32;
+
+// Chunks of a vector of n: `full` chunks of `chunk` elements, then a shorter tail chunk if n is not
+// a multiple. Chunk c owns bins(length(c)) spectrum bins, laid out one chunk after the other.
+struct Layout {
+  std::uint64_t n = 0, chunk = 0, full = 0, tail = 0;
+
+  Layout(std::uint64_t n_, std::uint64_t chunk_)
+      : n(n_), chunk(chunk_), full(n_ / chunk_), tail(n_ % chunk_) {}
+  static std::uint64_t bins(std::uint64_t len) { return len / 2 + 1; }
+  std::uint64_t chunks() const { return full + (tail ? 1 : 0); }
+  std::uint64_t length(std::uint64_t c) const { return c < full ? chunk : tail; }
+  std::uint64_t offset(std::uint64_t c) const { return c * chunk; }
+  std::uint64_t bin_offset(std::uint64_t c) const { return c * bins(chunk); }
+  std::uint64_t total_bins() const { return full * bins(chunk) + (tail ? bins(tail) : 0); }
+};
+
+// DC, and Nyquist for even lengths, are real: their imaginary part is not sent.
+bool has_imag(std::uint64_t bin, std::uint64_t len) {
+  return bin != 0 && !(len % 2 == 0 && bin == len / 2);
+}
+
+std::uint64_t kept_bins(std::uint64_t len, double theta) {
+  const std::uint64_t m = Layout::bins(len);
+  const auto k = std::uint64_t(std::floor(theta * double(m) + 1e-9));
+  return std::clamp<std::uint64_t>(k, 1, m);
+}
+
+// 64-byte aligned storage: FFTW's new-array execute needs arrays aligned like the planning ones.
+template <class T>
+class Aligned {
+ public:
+  Aligned() = default;
+  explicit Aligned(std::size_t count) { resize(count); }
+  ~Aligned() { release(); }
+  Aligned(const Aligned&) = delete;
+  Aligned& operator=(const Aligned&) = delete;
+  void resize(std::size_t count) {
+    if (count <= size_) return;
+    release();
+    data_ = static_cast<T*>(::operator new[](count * sizeof(T), std::align_val_t(64)));
+    size_ = count;
+  }
+  T* data() const { return data_; }
+
+ private:
+  void release() {
+    if (data_) ::operator delete[](data_, std::align_val_t(64));
+    data_ = nullptr;
+    size_ = 0;
+  }
+  T* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+struct Plans {
+  fftwf_plan forward = nullptr;   // r2c
+  fftwf_plan backward = nullptr;  // c2r (unnormalized: c2r(r2c(x)) = len * x)
+};
+
+// One plan pair per chunk length, shared by every fft compressor of the process. Making and
+// destroying FFTW plans is not thread-safe (executing them is), and workers run as threads.
+class PlanCache {
+ public:
+  ~PlanCache() {
+    std::lock_guard lock(mu_);
+    for (auto& [len, p] : plans_) {
+      fftwf_destroy_plan(p.forward);
+      fftwf_destroy_plan(p.backward);
+    }
+  }
+  Plans get(std::uint64_t len) {
+    std::lock_guard lock(mu_);
+    if (auto it = plans_.find(len); it != plans_.end()) return it->second;
+    Aligned<float> real(len);
+    Aligned<fftwf_complex> spec(Layout::bins(len));
+    Plans p;
+    p.forward = fftwf_plan_dft_r2c_1d(int(len), real.data(), spec.data(), FFTW_ESTIMATE);
+    p.backward = fftwf_plan_dft_c2r_1d(int(len), spec.data(), real.data(), FFTW_ESTIMATE);
+    if (!p.forward || !p.backward)
+      throw Error("compressor 'fft': FFTW could not plan a transform of length " +
+                  std::to_string(len));
+    plans_.emplace(len, p);
+    return p;
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<std::uint64_t, Plans> plans_;
+};
+
+PlanCache& plan_cache() {
+  static PlanCache cache;
+  return cache;
+}
+
+template <class T>
+void put(std::vector<std::byte>& out, T v) {
+  const auto* b = reinterpret_cast<const std::byte*>(&v);
+  out.insert(out.end(), b, b + sizeof(T));
+}
+template <class T>
+T get(std::span<const std::byte> in, std::size_t at) {
+  T v;
+  std::memcpy(&v, in.data() + at, sizeof(T));
+  return v;
+}
+
+// Rice parameter with the fewest bits for these gaps (searched near log2 of their mean).
+int rice_parameter(const std::vector<std::uint64_t>& gaps) {
+  if (gaps.empty()) return 0;
+  const double mean = double(std::accumulate(gaps.begin(), gaps.end(), std::uint64_t(0))) /
+                      double(gaps.size());
+  const int guess = mean >= 1.0 ? int(std::floor(std::log2(mean))) : 0;
+  int best = 0;
+  std::uint64_t best_bits = std::numeric_limits<std::uint64_t>::max();
+  for (int b = std::max(0, guess - 1); b <= std::min(31, guess + 2); ++b) {
+    std::uint64_t bits = gaps.size() * std::uint64_t(1 + b);
+    for (std::uint64_t d : gaps) bits += d >> b;
+    if (bits < best_bits) best_bits = bits, best = b;
+  }
+  return best;
+}
+
+class FftCompressor final : public Compressor {
+ public:
+  FftCompressor(double ratio, const CompressorOptions& o)
+      : Compressor(ratio),
+        exponent_bits_(o.fft_exponent_bits),
+        mantissa_bits_(o.fft_mantissa_bits),
+        chunk_(o.fft_chunk) {
+    if (exponent_bits_ < 1 || exponent_bits_ > 8)
+      throw Error("compressor 'fft': fft_exponent_bits must be 1..8, got " +
+                  std::to_string(exponent_bits_));
+    if (mantissa_bits_ < 1 || mantissa_bits_ > 23)
+      throw Error("compressor 'fft': fft_mantissa_bits must be 1..23, got " +
+                  std::to_string(mantissa_bits_));
+    if (chunk_ > kMaxChunk)
+      throw Error("compressor 'fft': fft_chunk " + std::to_string(chunk_) + " exceeds 2^30; use 0 " +
+                  "for the default (" + std::to_string(kDefaultChunk) + ")");
+  }
+
+  std::string_view name() const override { return "fft"; }
+  Exchange exchange() const override { return Exchange::collective; }
+
+  Compressed compress(std::span<const float>, std::string_view) override {
+    throw Error("compressor 'fft' runs its own exchange protocol (all-gather of encoded spectra): "
+                "use ModelCompressor::step or Compressor::exchange with the workers' collectives");
+  }
+
+  // Diminishing kept fraction: geometric from min(1, 4 ratio) at step 0 to ratio at kWarmupSteps.
+  double theta() const {
+    const double r = ratio();
+    const double start = std::min(1.0, 4.0 * r);
+    if (step_ == 0) return start;
+    if (step_ >= std::uint64_t(kWarmupSteps)) return r;
+    return r * std::pow(start / r, 1.0 - double(step_) / double(kWarmupSteps));
+  }
+
+  void end_step() override { ++step_; }
+
+  Exchanged exchange(std::span<const float> acc, std::string_view tensor, Collectives& comm,
+                     std::span<float> sent, std::span<float> mean) override;
+
+ private:
+  int exponent_bits_, mantissa_bits_;
+  std::uint64_t chunk_;
+  std::uint64_t step_ = 0;
+  Aligned<float> real_;
+  Aligned<fftwf_complex> spec_;
+
+  Layout layout_for(std::uint64_t n, std::string_view tensor) const;
+  std::vector<std::byte> encode(std::span<const float> acc, const Layout& L, double theta,
+                                std::uint64_t& selected);
+  // Calls add(global bin, re, im) for every coefficient of one worker's encoding.
+  template <class F>
+  void decode(std::span<const std::byte> in, const Layout& L, int rank, F add) const;
+};
+
+Layout FftCompressor::layout_for(std::uint64_t n, std::string_view tensor) const {
+  const std::string who = "compressor 'fft', tensor '" + std::string(tensor) + "': ";
+  if (n == 0) throw Error(who + "the vector is empty; there is nothing to transform");
+  if (chunk_ == 0) return Layout(n, std::min(n, kDefaultChunk));
+  if (n < chunk_)
+    throw Error(who + "has " + std::to_string(n) + " elements, fewer than fft_chunk = " +
+                std::to_string(chunk_) + "; lower fft_chunk, or set it to 0 (chunks of min(n, " +
+                std::to_string(kDefaultChunk) + "))");
+  return Layout(n, chunk_);
+}
+
+std::vector<std::byte> FftCompressor::encode(std::span<const float> acc, const Layout& L,
+                                             double theta, std::uint64_t& selected) {
+  real_.resize(L.chunk);
+  spec_.resize(Layout::bins(L.chunk));
+  std::vector<std::uint64_t> gaps;
+  std::vector<float> values;
+  std::vector<std::uint32_t> order;
+  std::vector<float> power;
+  for (std::uint64_t c = 0; c < L.chunks(); ++c) {
+    const std::uint64_t len = L.length(c), m = Layout::bins(len);
+    const Plans plans = plan_cache().get(len);
+    std::copy_n(acc.data() + L.offset(c), len, real_.data());
+    fftwf_execute_dft_r2c(plans.forward, real_.data(), spec_.data());
+    const fftwf_complex* X = spec_.data();
+    power.resize(m);
+    for (std::uint64_t j = 0; j < m; ++j) power[j] = X[j][0] * X[j][0] + X[j][1] * X[j][1];
+    // The k largest |X_j| (ties to the lower bin), then in bin order for gap coding.
+    const std::uint64_t k = kept_bins(len, theta);
+    order.resize(m);
+    std::iota(order.begin(), order.end(), 0u);
+    if (k < m) {
+      std::nth_element(order.begin(), order.begin() + std::ptrdiff_t(k - 1), order.end(),
+                       [&](std::uint32_t a, std::uint32_t b) {
+                         return power[a] > power[b] || (power[a] == power[b] && a < b);
+                       });
+      order.resize(k);
+      std::sort(order.begin(), order.end());
+    }
+    std::uint64_t prev = 0;
+    for (std::uint64_t i = 0; i < k; ++i) {
+      const std::uint32_t j = order[i];
+      gaps.push_back(i == 0 ? j : j - prev - 1);
+      prev = j;
+      values.push_back(X[j][0]);
+      if (has_imag(j, len)) values.push_back(X[j][1]);
+    }
+  }
+  selected = values.size();
+
+  std::vector<std::byte> out;
+  out.reserve(kHeaderBytes + gaps.size() + values.size() * 4);
+  const int b = rice_parameter(gaps);
+  put(out, kVersion);
+  put(out, std::uint8_t(b));
+  put(out, std::uint16_t(0));
+  put(out, std::uint64_t(L.n));
+  put(out, std::uint32_t(L.chunk));
+  put(out, std::uint32_t(L.full ? kept_bins(L.chunk, theta) : 0));
+  put(out, std::uint32_t(L.tail ? kept_bins(L.tail, theta) : 0));
+  put(out, std::uint64_t(0));  // index bytes, filled in below
+  BitWriter w(out);
+  for (std::uint64_t d : gaps) w.put_rice(d, b);
+  w.finish();
+  const std::uint64_t index_bytes = out.size() - kHeaderBytes;
+  std::memcpy(out.data() + 24, &index_bytes, 8);
+  encode_range_floats(values, exponent_bits_, mantissa_bits_, out);
+  return out;
+}
+
+template <class F>
+void FftCompressor::decode(std::span<const std::byte> in, const Layout& L, int rank, F add) const {
+  const std::string who = "compressor 'fft': worker " + std::to_string(rank) + "'s encoding ";
+  if (in.size() < kHeaderBytes || get<std::uint8_t>(in, 0) != kVersion)
+    throw Error(who + "is not an fft spectrum of this version (truncated or corrupt bytes)");
+  const int b = get<std::uint8_t>(in, 1);
+  if (get<std::uint64_t>(in, 4) != L.n || get<std::uint32_t>(in, 12) != L.chunk)
+    throw Error(who + "is for n = " + std::to_string(get<std::uint64_t>(in, 4)) + ", chunk " +
+                std::to_string(get<std::uint32_t>(in, 12)) + "; this worker has n = " +
+                std::to_string(L.n) + ", chunk " + std::to_string(L.chunk) +
+                ": every worker must pass the same tensors with the same options");
+  // Kept counts come from the sender: a worker whose schedule differs still decodes.
+  const std::uint64_t k_full = get<std::uint32_t>(in, 16), k_tail = get<std::uint32_t>(in, 20);
+  const std::uint64_t index_bytes = get<std::uint64_t>(in, 24);
+  if (b > 31 || (L.full && (k_full < 1 || k_full > Layout::bins(L.chunk))) ||
+      (L.tail && (k_tail < 1 || k_tail > Layout::bins(L.tail))) ||
+      index_bytes > in.size() - kHeaderBytes)
+    throw Error(who + "has a corrupt header");
+
+  BitReader r(in.subspan(kHeaderBytes, std::size_t(index_bytes)), "compressor 'fft' indices");
+  std::vector<std::uint64_t> bins;  // global bin of each kept coefficient
+  std::uint64_t expect_values = 0;
+  for (std::uint64_t c = 0; c < L.chunks(); ++c) {
+    const std::uint64_t len = L.length(c), m = Layout::bins(len);
+    const std::uint64_t k = c < L.full ? k_full : k_tail;
+    std::uint64_t j = 0;
+    for (std::uint64_t i = 0; i < k; ++i) {
+      j = (i == 0 ? 0 : j + 1) + r.get_rice(b, m);
+      if (j >= m) throw Error(who + "has a bin index out of range (corrupt bytes)");
+      bins.push_back(L.bin_offset(c) + j);
+      expect_values += has_imag(j, len) ? 2 : 1;
+    }
+  }
+  std::vector<float> values;
+  decode_range_floats(in.subspan(kHeaderBytes + std::size_t(index_bytes)), values);
+  if (values.size() != expect_values)
+    throw Error(who + "carries " + std::to_string(values.size()) + " values for " +
+                std::to_string(expect_values) + " expected (corrupt bytes)");
+  std::size_t v = 0;
+  for (std::uint64_t c = 0, i = 0; c < L.chunks(); ++c) {
+    const std::uint64_t len = L.length(c);
+    const std::uint64_t k = c < L.full ? k_full : k_tail;
+    for (std::uint64_t e = 0; e < k; ++e, ++i) {
+      const std::uint64_t j = bins[i] - L.bin_offset(c);
+      const float re = values[v++];
+      const float im = has_imag(j, len) ? values[v++] : 0.0f;
+      add(bins[i], re, im);
+    }
+  }
+}
+
+Compressor::Exchanged FftCompressor::exchange(std::span<const float> acc, std::string_view tensor,
+                                              Collectives& comm, std::span<float> sent,
+                                              std::span<float> mean) {
+  const Layout L = layout_for(acc.size(), tensor);
+  if (sent.size() != acc.size() || mean.size() != acc.size())
+    throw Error("compressor 'fft', tensor '" + std::string(tensor) + "': sent and mean need " +
+                std::to_string(acc.size()) + " elements, got " + std::to_string(sent.size()) +
+                " and " + std::to_string(mean.size()));
+  const std::uint64_t bad = count_nonfinite(acc);
+  if (bad)
+    throw Error("compressor 'fft', tensor '" + std::string(tensor) + "': " + std::to_string(bad) +
+                " non-finite values (NaN/Inf); a transform would spread them over their whole "
+                "chunk: fix the gradient (lower the learning rate, clip) or skip the step");
+
+  const double keep = theta();
+  Exchanged r;
+  r.info.n = acc.size();
+  r.info.target_density = keep;
+  const std::vector<std::byte> mine = encode(acc, L, keep, r.info.selected);
+  r.wire_bytes = mine.size();
+  const auto all = comm.allgather(mine);
+
+  // Sum of every worker's spectrum, in rank order (the same floats on every worker), and this
+  // worker's own as the others decode it.
+  const std::size_t total = std::size_t(L.total_bins());
+  std::vector<float> sum(2 * total, 0.0f), own(2 * total, 0.0f);
+  for (std::size_t w = 0; w < all.size(); ++w) {
+    const bool me = int(w) == comm.rank();
+    decode(all[w], L, int(w), [&](std::uint64_t bin, float re, float im) {
+      sum[2 * bin] += re;
+      sum[2 * bin + 1] += im;
+      if (me) own[2 * bin] = re, own[2 * bin + 1] = im;
+    });
+  }
+
+  // One inverse transform per chunk for the mean, one for this worker's contribution.
+  const double workers = double(all.size());
+  for (std::uint64_t c = 0; c < L.chunks(); ++c) {
+    const std::uint64_t len = L.length(c), m = Layout::bins(len);
+    const Plans plans = plan_cache().get(len);
+    const std::size_t at = std::size_t(L.bin_offset(c)) * 2;
+    for (int pass = 0; pass < 2; ++pass) {
+      const std::vector<float>& spectrum = pass == 0 ? sum : own;
+      std::memcpy(spec_.data(), spectrum.data() + at, m * sizeof(fftwf_complex));
+      fftwf_execute_dft_c2r(plans.backward, spec_.data(), real_.data());
+      const auto scale = float(1.0 / (double(len) * (pass == 0 ? workers : 1.0)));
+      float* dst = (pass == 0 ? mean : sent).data() + L.offset(c);
+      for (std::uint64_t i = 0; i < len; ++i) dst[i] = real_.data()[i] * scale;
+    }
+  }
+  return r;
+}
+
+}  // namespace
+
+std::unique_ptr<Compressor> make_fft(double ratio, const CompressorOptions& o) {
+  return std::make_unique<FftCompressor>(ratio, o);
+}
+
+#endif  // GS_HAVE_FFTW3
+
+}  // namespace gs::compress::detail

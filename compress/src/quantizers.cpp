@@ -1,0 +1,207 @@
+// Unbiased stochastic quantizers whose codes add up by all-reduce (algorithms.md section 8):
+// qsgd-mn (one scale), qsgd-mn-ts (two scales) and qsgd-mn-ms (L scales). Each exchange of a vector
+// runs up to three rounds over Collectives:
+//   1. all-reduce MAX of max|g| (one float): every worker quantizes against the same M;
+//   2. multi-scale only: each worker picks, per element, the finest level whose codes still fit in
+//      the coarsest level's range (a deterministic rule, so the estimate stays unbiased), then
+//      all-reduce MIN of the level index (int8) so every worker uses the same level;
+//   3. all-reduce SUM of the integer codes, in int8 when workers * max|code| <= 127, else int32.
+// Every code is bounded by s_1 = 2^b_1 - 1 (the coarsest level): at level k a worker's code is at
+// most ceil(|g|/M * s_k), which the level rule keeps <= s_1, and the MIN only moves to coarser
+// levels. So the sum type depends on the smallest bit width, and two workers at (6,10) bits sum in
+// int8. No error feedback: E[decoded] = g, the residual stays empty (error_feedback() is false).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "compressors.hpp"
+#include "gs/error.hpp"
+
+namespace gs::compress::detail {
+namespace {
+
+// SplitMix64: small, fast and well mixed; one stream per compressor, seeded per worker.
+class SplitMix64 {
+ public:
+  explicit SplitMix64(std::uint64_t seed) : state_(seed) {}
+  // Uniform in [0, 1) with 53 random bits.
+  double uniform() {
+    std::uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return double(z >> 11) * 0x1.0p-53;
+  }
+
+ private:
+  std::uint64_t state_;
+};
+
+std::string bits_text(const std::vector<int>& bits) {
+  std::string s;
+  for (int b : bits) {
+    if (!s.empty()) s += ',';
+    s += std::to_string(b);
+  }
+  return s;
+}
+
+class QsgdMnCompressor final : public Compressor {
+ public:
+  QsgdMnCompressor(std::string_view name, std::vector<int> bits, std::uint64_t seed)
+      : Compressor(1.0), name_(name), bits_(std::move(bits)), rng_(seed) {
+    for (int b : bits_) scales_.push_back(double((std::int64_t(1) << b) - 1));
+  }
+
+  std::string_view name() const override { return name_; }
+  Exchange exchange() const override { return Exchange::collective; }
+  // Unbiased: what is not sent is noise with mean zero, not a residual to carry forward.
+  bool error_feedback() const override { return false; }
+
+  Compressed compress(std::span<const float>, std::string_view tensor) override {
+    throw Error("compressor '" + name_ + "' (tensor '" + std::string(tensor) +
+                "') quantizes against a scale all workers agree on: exchange it with exchange() "
+                "or ModelCompressor::step(), not compress()");
+  }
+
+  Exchanged exchange(std::span<const float> acc, std::string_view tensor, Collectives& comm,
+                     std::span<float> sent, std::span<float> mean) override;
+
+ private:
+  template <class Code>
+  void quantize_and_sum(std::span<const float> acc, double m, Collectives& comm,
+                        std::span<float> sent, std::span<float> mean);
+
+  std::string name_;
+  std::vector<int> bits_;       // ascending, in [1, 16]
+  std::vector<double> scales_;  // s_k = 2^b_k - 1
+  SplitMix64 rng_;
+  std::vector<std::int8_t> level_;  // per element: index into scales_ (multi-scale)
+};
+
+Compressor::Exchanged QsgdMnCompressor::exchange(std::span<const float> acc,
+                                                 std::string_view tensor, Collectives& comm,
+                                                 std::span<float> sent, std::span<float> mean) {
+  const std::size_t n = acc.size();
+  if (sent.size() != n || mean.size() != n)
+    throw Error("compressor '" + name_ + "': tensor '" + std::string(tensor) + "' has " +
+                std::to_string(n) + " elements but the output spans have " +
+                std::to_string(sent.size()) + " and " + std::to_string(mean.size()));
+  Exchanged r;
+  r.info.n = n;
+  r.info.selected = n;  // every element is sent (as a code); density 1 by construction
+  r.info.target_density = 1.0;
+  if (n == 0) return r;  // every worker has the same size, so all skip the rounds together
+
+  const int workers = comm.world_size();
+  const auto max_code = std::int64_t(scales_.front());
+  if (std::int64_t(workers) * max_code > std::numeric_limits<std::int32_t>::max())
+    throw Error("compressor '" + name_ + "': " + std::to_string(workers) + " workers times codes up to " +
+                std::to_string(max_code) + " overflow an int32 sum; use fewer --bits");
+
+  // Round 1: the common scale. A non-finite element makes this worker's max +Inf, so every
+  // worker sees it and fails together instead of leaving the others waiting in a later round.
+  float local[1] = {0.0f};
+  bool finite = true;
+  for (float v : acc) {
+    if (!std::isfinite(v)) {
+      finite = false;
+      break;
+    }
+    local[0] = std::max(local[0], std::fabs(v));
+  }
+  if (!finite) local[0] = std::numeric_limits<float>::infinity();
+  comm.allreduce_max(local);
+  r.wire_bytes += sizeof(float);
+  if (!std::isfinite(local[0]))
+    throw Error("compressor '" + name_ + "': tensor '" + std::string(tensor) + "' holds NaN or Inf " +
+                (finite ? "on another worker" : "on worker " + std::to_string(comm.rank())) +
+                "; quantizers need finite gradients (lower the learning rate or check the data)");
+  const double m = local[0];
+  if (m == 0.0) {  // every worker's vector is zero: nothing to quantize, no division by zero
+    std::fill(sent.begin(), sent.end(), 0.0f);
+    std::fill(mean.begin(), mean.end(), 0.0f);
+    return r;
+  }
+
+  // Round 2 (two or more scales): the finest level whose code still fits in [0, s_1], agreed by MIN.
+  if (scales_.size() > 1) {
+    level_.assign(n, 0);
+    const double s1 = scales_.front();
+    for (std::size_t i = 0; i < n; ++i) {
+      const double a = double(std::fabs(acc[i])) / m;
+      std::size_t k = 0;
+      while (k + 1 < scales_.size() && std::ceil(a * scales_[k + 1]) <= s1) ++k;
+      level_[i] = std::int8_t(k);
+    }
+    comm.allreduce_min(level_);
+    r.wire_bytes += n * sizeof(std::int8_t);
+  }
+
+  // Round 3: codes summed in a type that cannot overflow.
+  if (std::int64_t(workers) * max_code <= std::numeric_limits<std::int8_t>::max()) {
+    quantize_and_sum<std::int8_t>(acc, m, comm, sent, mean);
+    r.wire_bytes += n * sizeof(std::int8_t);
+  } else {
+    quantize_and_sum<std::int32_t>(acc, m, comm, sent, mean);
+    r.wire_bytes += n * sizeof(std::int32_t);
+  }
+  return r;
+}
+
+template <class Code>
+void QsgdMnCompressor::quantize_and_sum(std::span<const float> acc, double m, Collectives& comm,
+                                        std::span<float> sent, std::span<float> mean) {
+  const std::size_t n = acc.size();
+  const bool multi = scales_.size() > 1;
+  std::vector<Code> codes(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const double s = scales_[multi ? std::size_t(level_[i]) : 0];
+    // Same a as the level rule used, so the code stays within ceil(a * s) <= s_1.
+    const double l = double(std::fabs(acc[i])) / m * s;
+    const double fl = std::floor(l);
+    const double xi = fl + (rng_.uniform() < l - fl ? 1.0 : 0.0);  // E[xi] = l
+    const double q = std::signbit(acc[i]) ? -xi : xi;
+    codes[i] = Code(q);
+    sent[i] = float(q * (m / s));
+  }
+  comm.allreduce_sum(std::span<Code>(codes));
+  const double w = comm.world_size();
+  for (std::size_t i = 0; i < n; ++i) {
+    const double s = scales_[multi ? std::size_t(level_[i]) : 0];
+    mean[i] = float(double(codes[i]) * (m / s) / w);
+  }
+}
+
+// Bits per scale: the defaults when empty, else exactly `count` values (or at least `count` when
+// `at_least`), each in [1, 16], strictly ascending.
+std::vector<int> checked_bits(std::string_view name, const std::vector<int>& given,
+                              std::vector<int> defaults, std::size_t count, bool at_least) {
+  if (given.empty()) return defaults;
+  const std::string who = "compressor '" + std::string(name) + "': --bits " + bits_text(given);
+  if (at_least ? given.size() < count : given.size() != count)
+    throw Error(who + " gives " + std::to_string(given.size()) + " value(s); it takes " +
+                (at_least ? "at least " : "") + std::to_string(count) + " (e.g. " +
+                bits_text(defaults) + ")");
+  for (std::size_t k = 0; k < given.size(); ++k) {
+    if (given[k] < 1 || given[k] > 16)
+      throw Error(who + ": " + std::to_string(given[k]) + " bits is outside [1, 16]");
+    if (k > 0 && given[k] <= given[k - 1])
+      throw Error(who + ": the bit widths must be strictly ascending (e.g. " + bits_text(defaults) +
+                  ")");
+  }
+  return given;
+}
+
+}  // namespace
+
+std::unique_ptr<Compressor> make_quantizer(std::string_view name, const CompressorOptions& o) {
+  std::vector<int> bits;
+  if (name == "qsgd-mn") bits = checked_bits(name, o.quant_bits, {4}, 1, false);
+  else if (name == "qsgd-mn-ts") bits = checked_bits(name, o.quant_bits, {6, 10}, 2, false);
+  else if (name == "qsgd-mn-ms") bits = checked_bits(name, o.quant_bits, {4, 6, 8, 10}, 2, true);
+  else throw Error("make_quantizer: unknown quantizer '" + std::string(name) + "'");
+  return std::make_unique<QsgdMnCompressor>(name, std::move(bits), o.seed);
+}
+
+}  // namespace gs::compress::detail

@@ -1,0 +1,361 @@
+// Unbiased all-reduce quantizers (qsgd-mn, -ts, -ms): error bound, unbiasedness, agreement between
+// workers (same scale, same level, identical mean), the int8/int32 sum choice, bad inputs, and
+// ModelCompressor::step with a collective compressor.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <mutex>
+#include <random>
+
+#include "gs/compress/model_compressor.hpp"
+#include "gs/compress/thread_collectives.hpp"
+#include "gs/error.hpp"
+
+using namespace gs::compress;
+
+namespace {
+
+const std::vector<std::string_view> kQuantizers = {"qsgd-mn", "qsgd-mn-ts", "qsgd-mn-ms"};
+
+// The scales each quantizer uses with default options (s_k = 2^b_k - 1).
+std::vector<double> default_scales(std::string_view name) {
+  const std::vector<int> bits = name == "qsgd-mn"      ? std::vector<int>{4}
+                                : name == "qsgd-mn-ts" ? std::vector<int>{6, 10}
+                                                       : std::vector<int>{4, 6, 8, 10};
+  std::vector<double> s;
+  for (int b : bits) s.push_back(double((1 << b) - 1));
+  return s;
+}
+
+std::vector<float> laplace(std::size_t n, std::uint64_t seed, float scale = 1e-2f) {
+  std::mt19937_64 rng(seed);
+  std::exponential_distribution<float> e(1.0f / scale);
+  std::bernoulli_distribution sign(0.5);
+  std::vector<float> g(n);
+  for (auto& v : g) v = sign(rng) ? e(rng) : -e(rng);
+  return g;
+}
+
+float max_abs(std::span<const float> g) {
+  float m = 0.0f;
+  for (float v : g) m = std::max(m, std::fabs(v));
+  return m;
+}
+
+// The level rule of algorithms.md section 8 for one worker: the finest k with ceil(a s_k) <= s_1.
+std::size_t own_level(float g, double m, const std::vector<double>& s) {
+  const double a = double(std::fabs(g)) / m;
+  std::size_t k = 0;
+  while (k + 1 < s.size() && std::ceil(a * s[k + 1]) <= s[0]) ++k;
+  return k;
+}
+
+bool is_multiple(double x, double step) {
+  const double c = x / step;
+  return std::fabs(c - std::round(c)) < 1e-3;
+}
+
+std::uint64_t sum_bytes(int workers, double s1) { return workers * s1 <= 127 ? 1 : 4; }
+
+}  // namespace
+
+TEST(Quantizers, RegisteredAsCollectiveWithoutErrorFeedback) {
+  for (auto name : kQuantizers) {
+    auto c = make_compressor(name, 0.01);  // the ratio is checked but unused
+    EXPECT_EQ(c->name(), name);
+    EXPECT_EQ(c->exchange(), Exchange::collective);
+    EXPECT_FALSE(c->error_feedback());
+    EXPECT_EQ(c->ratio(), 1.0);
+    const std::vector<float> g = {1.0f, 2.0f};
+    EXPECT_THROW(c->compress(g, "w"), gs::Error);  // only exchange() makes sense
+  }
+}
+
+// One worker: each decoded element is within one step of g (M/s at its level, <= M/s_1); elements
+// small enough for the finest level get its step; codes are integers at that step; mean == sent.
+TEST(Quantizers, OneWorkerErrorWithinOneStep) {
+  const auto g = laplace(20000, 3);
+  const double m = max_abs(g);
+  for (auto name : kQuantizers) {
+    const auto s = default_scales(name);
+    auto c = make_compressor(name, 1.0, {.seed = 11});
+    SoloCollectives solo;
+    std::vector<float> sent(g.size()), mean(g.size());
+    const auto r = c->exchange(g, "fc1.weight", solo, sent, mean);
+    EXPECT_EQ(r.info.n, g.size());
+    EXPECT_EQ(r.info.selected, g.size());
+    EXPECT_EQ(r.info.density(), 1.0);
+    EXPECT_EQ(r.info.quality(), 1.0);
+    // Rounds: MAX (4 bytes), MIN of levels (n int8) when several scales, SUM (n int8: 15, 63 <= 127).
+    EXPECT_EQ(r.wire_bytes, 4 + g.size() * (s.size() > 1 ? 2 : 1)) << name;
+    std::size_t finer = 0;
+    for (std::size_t i = 0; i < g.size(); ++i) {
+      const std::size_t k = own_level(g[i], m, s);
+      finer += k > 0;
+      const double step = m / s[k];
+      ASSERT_LE(std::fabs(double(sent[i]) - g[i]), step * (1 + 1e-6)) << name << " i " << i;
+      ASSERT_TRUE(is_multiple(sent[i], step)) << name << " i " << i;
+      ASSERT_EQ(sent[i], mean[i]);
+    }
+    if (s.size() > 1) {
+      EXPECT_GT(finer, g.size() / 4) << name << ": Laplace data is mostly small";
+    }
+  }
+}
+
+// E[decoded] = g: the mean of K independent draws is within Hoeffding's bound of g. Each draw lies
+// in an interval of length step (step = M/s_1 at most), so P(|avg - g_i| >= t) <= 2 exp(-2 K t^2 /
+// step^2); t = step sqrt(ln(2n/1e-6) / (2K)) keeps the chance of any false failure below 1e-6.
+TEST(Quantizers, OneWorkerIsUnbiased) {
+  const std::size_t n = 200, draws = 4000;
+  const auto g = laplace(n, 21);
+  const double m = max_abs(g);
+  for (auto name : kQuantizers) {
+    const auto s = default_scales(name);
+    auto c = make_compressor(name, 1.0, {.seed = 5});
+    SoloCollectives solo;
+    std::vector<double> sum(n, 0.0);
+    std::vector<float> sent(n), mean(n);
+    for (std::size_t d = 0; d < draws; ++d) {
+      c->exchange(g, "w", solo, sent, mean);
+      for (std::size_t i = 0; i < n; ++i) sum[i] += sent[i];
+    }
+    const double t = m / s[0] * std::sqrt(std::log(2.0 * n / 1e-6) / (2.0 * draws));
+    double worst = 0.0;
+    for (std::size_t i = 0; i < n; ++i) worst = std::max(worst, std::fabs(sum[i] / draws - g[i]));
+    EXPECT_LE(worst, t) << name;
+    // Deterministic rounding to nearest would be off by up to step/2 = 10+ times t.
+    EXPECT_LT(t, 0.1 * m / s[0]);
+  }
+}
+
+// Two workers: the mean over draws of the all-reduced mean converges to the mean of the workers'
+// g. Each draw's mean is (X_0 + X_1)/2 with each X_w in an interval of length step, so Hoeffding
+// gives P(|avg - mu_i| >= t) <= 2 exp(-4 K t^2 / step^2).
+TEST(Quantizers, TwoWorkersAreUnbiased) {
+  const std::size_t n = 150, draws = 1500;
+  const auto g0 = laplace(n, 31), g1 = laplace(n, 32, 3e-3f);
+  const double m = std::max(max_abs(g0), max_abs(g1));
+  for (auto name : kQuantizers) {
+    const double s1 = default_scales(name)[0];
+    std::vector<double> sum(n, 0.0);
+    run_workers(2, [&](Collectives& comm) {
+      auto c = make_compressor(name, 1.0, {.seed = 100 + std::uint64_t(comm.rank())});
+      const auto& g = comm.rank() == 0 ? g0 : g1;
+      std::vector<float> sent(n), mean(n);
+      for (std::size_t d = 0; d < draws; ++d) {
+        c->exchange(g, "w", comm, sent, mean);
+        if (comm.rank() == 0)
+          for (std::size_t i = 0; i < n; ++i) sum[i] += mean[i];
+      }
+    });
+    const double t = m / s1 * std::sqrt(std::log(2.0 * n / 1e-6) / (4.0 * draws));
+    for (std::size_t i = 0; i < n; ++i)
+      ASSERT_LE(std::fabs(sum[i] / draws - 0.5 * (double(g0[i]) + g1[i])), t) << name << " i " << i;
+  }
+}
+
+// 2..5 workers with different magnitudes (so their own levels differ): every worker ends with the
+// same mean bit for bit, the mean is the sum of what each worker sent / W, each worker quantized at
+// the level the MIN agreed on (the coarsest own level), and the wire bytes follow the sum type.
+TEST(Quantizers, AllReduceCompatibleAcrossWorkers) {
+  const std::size_t n = 3000;
+  for (int workers = 2; workers <= 5; ++workers)
+    for (auto name : kQuantizers) {
+      const auto s = default_scales(name);
+      std::vector<std::vector<float>> g(workers), sent(workers, std::vector<float>(n)),
+          mean(workers, std::vector<float>(n));
+      for (int w = 0; w < workers; ++w) g[w] = laplace(n, 1000 * workers + w, 1e-2f / (1 + 3 * w));
+      std::vector<std::uint64_t> bytes(workers);
+      run_workers(workers, [&](Collectives& comm) {
+        const int w = comm.rank();
+        auto c = make_compressor(name, 1.0, {.seed = 7 + std::uint64_t(w)});
+        bytes[w] = c->exchange(g[w], "conv.weight", comm, sent[w], mean[w]).wire_bytes;
+      });
+      double m = 0.0;
+      for (const auto& gw : g) m = std::max<double>(m, max_abs(gw));
+      const std::uint64_t expect =
+          4 + (s.size() > 1 ? n : 0) + n * sum_bytes(workers, s[0]);
+      std::size_t moved = 0;  // elements where some worker's own level was finer than the agreed one
+      for (std::size_t i = 0; i < n; ++i) {
+        std::size_t agreed = s.size(), finest = 0;
+        for (int w = 0; w < workers; ++w) {
+          agreed = std::min(agreed, own_level(g[w][i], m, s));
+          finest = std::max(finest, own_level(g[w][i], m, s));
+        }
+        moved += finest > agreed;
+        const double step = m / s[agreed];
+        double total = 0.0, truth = 0.0;
+        for (int w = 0; w < workers; ++w) {
+          ASSERT_TRUE(is_multiple(sent[w][i], step)) << name << " W " << workers << " worker " << w;
+          ASSERT_LE(std::fabs(double(sent[w][i]) - g[w][i]), step * (1 + 1e-6));
+          total += sent[w][i];
+          truth += g[w][i];
+        }
+        ASSERT_NEAR(mean[0][i], total / workers, 1e-6 * m) << name << " W " << workers;
+        ASSERT_LE(std::fabs(mean[0][i] - truth / workers), step * (1 + 1e-6));
+      }
+      if (s.size() > 1) {
+        EXPECT_GT(moved, n / 20) << name << ": the test must exercise the MIN";
+      }
+      for (int w = 0; w < workers; ++w) {
+        EXPECT_EQ(std::memcmp(mean[w].data(), mean[0].data(), n * sizeof(float)), 0)
+            << name << " W " << workers << " worker " << w;
+        EXPECT_EQ(bytes[w], expect) << name << " W " << workers;
+      }
+    }
+}
+
+// workers * max code > 127 sums in int32 (4 bytes a code) and stays right where int8 would wrap:
+// every worker sends the top code at element 0 (|g| = M gives exactly s).
+TEST(Quantizers, WideSumWhenInt8WouldOverflow) {
+  const std::size_t n = 500;
+  struct Case {
+    std::string_view name;
+    int workers;
+    std::uint64_t bytes;
+  };
+  for (const Case& k : {Case{"qsgd-mn", 8, 4 + n}, Case{"qsgd-mn", 9, 4 + 4 * n},
+                        Case{"qsgd-mn-ts", 2, 4 + 2 * n}, Case{"qsgd-mn-ts", 3, 4 + 5 * n}}) {
+    std::vector<std::vector<float>> mean(k.workers, std::vector<float>(n));
+    std::vector<std::uint64_t> bytes(k.workers);
+    run_workers(k.workers, [&](Collectives& comm) {
+      auto g = laplace(n, 50 + comm.rank(), 1e-3f);
+      g[0] = 1.0f;
+      g[1] = -1.0f;
+      auto c = make_compressor(k.name, 1.0, {.seed = 3 + std::uint64_t(comm.rank())});
+      std::vector<float> sent(n);
+      bytes[comm.rank()] = c->exchange(g, "w", comm, sent, mean[comm.rank()]).wire_bytes;
+    });
+    for (int w = 0; w < k.workers; ++w) {
+      EXPECT_EQ(bytes[w], k.bytes) << k.name << " x " << k.workers;
+      EXPECT_FLOAT_EQ(mean[w][0], 1.0f) << k.name << " x " << k.workers;
+      EXPECT_FLOAT_EQ(mean[w][1], -1.0f) << k.name << " x " << k.workers;
+    }
+  }
+}
+
+TEST(Quantizers, CustomBitsAndSixteenBits) {
+  const auto g = laplace(1000, 8);
+  const double m = max_abs(g);
+  auto c = make_compressor("qsgd-mn", 1.0, {.quant_bits = {16}});
+  SoloCollectives solo;
+  std::vector<float> sent(g.size()), mean(g.size());
+  // 65535 per code needs int32 even for one worker.
+  EXPECT_EQ(c->exchange(g, "w", solo, sent, mean).wire_bytes, 4 + 4 * g.size());
+  for (std::size_t i = 0; i < g.size(); ++i) ASSERT_LE(std::fabs(sent[i] - g[i]), m / 65535 * 1.001);
+  auto ms = make_compressor("qsgd-mn-ms", 1.0, {.quant_bits = {2, 4, 6, 8}});
+  EXPECT_EQ(ms->exchange(g, "w", solo, sent, mean).wire_bytes, 4 + 2 * g.size());
+  for (std::size_t i = 0; i < g.size(); ++i) ASSERT_LE(std::fabs(sent[i] - g[i]), m / 3 * 1.001);
+}
+
+TEST(Quantizers, ZeroAndEmptyVectors) {
+  for (auto name : kQuantizers) {
+    auto c = make_compressor(name, 1.0);
+    std::vector<float> zeros(100, 0.0f), sent(100, 5.0f), mean(100, 5.0f);
+    run_workers(3, [&](Collectives& comm) {
+      std::vector<float> my_sent(100, 5.0f), my_mean(100, 5.0f);
+      auto cw = make_compressor(name, 1.0);
+      const auto r = cw->exchange(zeros, "w", comm, my_sent, my_mean);
+      EXPECT_EQ(r.wire_bytes, 4u);  // only the MAX round: M = 0 ends the exchange
+      for (std::size_t i = 0; i < 100; ++i) {
+        ASSERT_EQ(my_sent[i], 0.0f);
+        ASSERT_EQ(my_mean[i], 0.0f);
+      }
+    });
+    SoloCollectives solo;
+    const auto r = c->exchange({}, "w", solo, {}, {});
+    EXPECT_EQ(r.wire_bytes, 0u);
+    EXPECT_EQ(r.info.n, 0u);
+  }
+}
+
+TEST(Quantizers, NonFiniteInputFailsOnEveryWorkerNamingTheTensor) {
+  for (auto name : kQuantizers)
+    for (float bad : {std::nanf(""), INFINITY, -INFINITY}) {
+      std::vector<std::string> messages(2);
+      std::mutex mu;
+      EXPECT_THROW(run_workers(2,
+                               [&](Collectives& comm) {
+                                 auto g = laplace(50, 9);
+                                 if (comm.rank() == 1) g[7] = bad;
+                                 auto c = make_compressor(name, 1.0);
+                                 std::vector<float> sent(50), mean(50);
+                                 try {
+                                   c->exchange(g, "fc2.bias", comm, sent, mean);
+                                 } catch (const gs::Error& e) {
+                                   std::lock_guard lock(mu);
+                                   messages[comm.rank()] = e.what();
+                                   throw;
+                                 }
+                               }),
+                   gs::Error);
+      // Both fail on their own (not by the other's abort), and both name the tensor.
+      for (const auto& msg : messages) {
+        EXPECT_NE(msg.find("fc2.bias"), std::string::npos) << msg;
+        EXPECT_NE(msg.find("NaN or Inf"), std::string::npos) << msg;
+      }
+    }
+}
+
+TEST(Quantizers, BadOptionsThrow) {
+  const std::vector<std::pair<std::string_view, std::vector<int>>> bad = {
+      {"qsgd-mn", {0}},        {"qsgd-mn", {17}},         {"qsgd-mn", {4, 6}},
+      {"qsgd-mn-ts", {6}},     {"qsgd-mn-ts", {10, 6}},   {"qsgd-mn-ts", {6, 6}},
+      {"qsgd-mn-ts", {6, 17}}, {"qsgd-mn-ms", {4}},       {"qsgd-mn-ms", {2, 4, 4, 8}},
+      {"qsgd-mn-ms", {-1, 4}}};
+  for (const auto& [name, bits] : bad)
+    EXPECT_THROW(make_compressor(name, 1.0, {.quant_bits = bits}), gs::Error) << name;
+  EXPECT_NO_THROW(make_compressor("qsgd-mn-ts", 1.0, {.quant_bits = {1, 16}}));
+  auto c = make_compressor("qsgd-mn", 1.0);
+  SoloCollectives solo;
+  std::vector<float> g(10, 1.0f), small(9);
+  EXPECT_THROW(c->exchange(g, "w", solo, small, small), gs::Error);
+}
+
+// A collective compressor through ModelCompressor::step at layer granularity: identical updates on
+// every worker, wire bytes summed over the layers (int32 sums for 3 workers at 6 bits), no
+// residual, and each layer's update within one coarse step of the workers' mean gradient.
+TEST(ModelCompressorStep, CollectiveQuantizerPerLayer) {
+  const std::vector<TensorSpec> model = {{"fc1.weight", 3000}, {"fc1.bias", 30}, {"fc2.weight", 1500}};
+  const int workers = 3;
+  std::vector<std::vector<float>> grads(workers), outs(workers);
+  std::vector<StepStats> stats(workers);
+  std::vector<std::vector<float>> residuals(workers);
+  for (int step = 0; step < 2; ++step) {
+    for (int w = 0; w < workers; ++w) grads[w] = laplace(4530, 300 * step + w, 1e-3f * (w + 1));
+    run_workers(workers, [&](Collectives& comm) {
+      const int w = comm.rank();
+      ModelCompressor mc(model, Granularity::layer, 0,
+                         make_compressor("qsgd-mn-ts", 1.0, {.seed = 40 + std::uint64_t(w)}));
+      outs[w].assign(mc.numel(), 0.0f);
+      mc.step(grads[w], comm, outs[w], &stats[w]);
+      residuals[w] = mc.flat_residual();
+    });
+    for (int w = 0; w < workers; ++w) {
+      EXPECT_EQ(outs[w], outs[0]) << "worker " << w;
+      EXPECT_EQ(stats[w].n, 4530u);
+      EXPECT_EQ(stats[w].selected, 4530u);
+      EXPECT_EQ(stats[w].quality(), 1.0);
+      EXPECT_EQ(stats[w].group_quality.size(), 3u);
+      EXPECT_EQ(stats[w].bytes_sent, 3 * 4 + 4530u * (1 + 4));
+      EXPECT_EQ(stats[w].dense_bytes, 4 * 4530u);
+      for (float e : residuals[w]) ASSERT_EQ(e, 0.0f);
+    }
+    std::uint64_t offset = 0;
+    for (const auto& t : model) {
+      double m = 0.0;
+      for (int w = 0; w < workers; ++w)
+        for (std::uint64_t i = offset; i < offset + t.numel; ++i)
+          m = std::max(m, double(std::fabs(grads[w][i])));
+      for (std::uint64_t i = offset; i < offset + t.numel; ++i) {
+        double truth = 0.0;
+        for (int w = 0; w < workers; ++w) truth += grads[w][i];
+        ASSERT_LE(std::fabs(outs[0][i] - truth / workers), m / 63 * (1 + 1e-6)) << t.name;
+      }
+      offset += t.numel;
+    }
+  }
+}
