@@ -5,20 +5,14 @@
 #include <random>
 #include <set>
 
+#include "common/random_data.hpp"
 #include "gs/compress/compressor.hpp"
 #include "gs/error.hpp"
 
 using namespace gs::compress;
 
 namespace {
-std::vector<float> laplace(std::size_t n, std::uint64_t seed, float scale = 1e-3f) {
-  std::mt19937_64 rng(seed);
-  std::exponential_distribution<float> e(1.0f / scale);
-  std::bernoulli_distribution sign;
-  std::vector<float> g(n);
-  for (auto& v : g) v = sign(rng) ? e(rng) : -e(rng);
-  return g;
-}
+using gs::testing::laplace;
 std::vector<float> double_gamma(std::size_t n, std::uint64_t seed, float shape) {
   std::mt19937_64 rng(seed);
   std::gamma_distribution<float> d(shape, 1e-3f);

@@ -9,6 +9,7 @@
 #include <numbers>
 #include <random>
 
+#include "common/random_data.hpp"
 #include "gs/compress/compressor.hpp"
 #include "gs/compress/model_compressor.hpp"
 #include "gs/compress/range_float.hpp"
@@ -19,14 +20,7 @@ using namespace gs::compress;
 
 namespace {
 
-std::vector<float> laplace(std::size_t n, std::uint64_t seed, float scale = 1e-3f) {
-  std::mt19937_64 rng(seed);
-  std::exponential_distribution<float> e(1.0f / scale);
-  std::bernoulli_distribution sign;
-  std::vector<float> g(n);
-  for (auto& v : g) v = sign(rng) ? e(rng) : -e(rng);
-  return g;
-}
+using gs::testing::laplace;
 
 // Laplace innovations through an AR(1) filter: a gradient-like vector whose spectrum is not flat.
 std::vector<float> correlated(std::size_t n, std::uint64_t seed, float rho = 0.9f) {

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <random>
 
+#include "common/random_data.hpp"
 #include "gs/compress/model_compressor.hpp"
 #include "gs/compress/thread_collectives.hpp"
 #include "gs/error.hpp"
@@ -30,12 +31,7 @@ std::vector<double> default_scales(std::string_view name) {
 }
 
 std::vector<float> laplace(std::size_t n, std::uint64_t seed, float scale = 1e-2f) {
-  std::mt19937_64 rng(seed);
-  std::exponential_distribution<float> e(1.0f / scale);
-  std::bernoulli_distribution sign(0.5);
-  std::vector<float> g(n);
-  for (auto& v : g) v = sign(rng) ? e(rng) : -e(rng);
-  return g;
+  return gs::testing::laplace(n, seed, scale);
 }
 
 float max_abs(std::span<const float> g) {

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <random>
 
+#include "common/random_data.hpp"
 #include "gs/compress/compressor.hpp"
 #include "gs/compress/residual.hpp"
 #include "gs/error.hpp"
@@ -12,14 +13,7 @@
 using namespace gs::compress;
 
 namespace {
-std::vector<float> laplace(std::size_t n, std::uint64_t seed, float scale) {
-  std::mt19937_64 rng(seed);
-  std::exponential_distribution<float> e(1.0f / scale);
-  std::bernoulli_distribution sign;
-  std::vector<float> g(n);
-  for (auto& v : g) v = sign(rng) ? e(rng) : -e(rng);
-  return g;
-}
+using gs::testing::laplace;
 }  // namespace
 
 class ResidualInvariant : public ::testing::TestWithParam<std::string_view> {};
