@@ -16,20 +16,20 @@
 
 #include "compressors.hpp"
 #include "gs/error.hpp"
+#include "gs/kernels/elementwise.hpp"
 
 namespace gs::compress::detail {
 namespace {
 
-// SplitMix64: small, fast and well mixed; one stream per compressor, seeded per worker.
+// SplitMix64 (the kernels' mix64 over a Weyl sequence): small, fast and well mixed; one stream
+// per compressor, seeded per worker.
 class SplitMix64 {
  public:
   explicit SplitMix64(std::uint64_t seed) : state_(seed) {}
   // Uniform in [0, 1) with 53 random bits.
   double uniform() {
-    std::uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
+    const std::uint64_t z = kernels::detail::mix64(state_);
+    state_ += 0x9E3779B97F4A7C15ull;
     return double(z >> 11) * 0x1.0p-53;
   }
 
