@@ -1,28 +1,46 @@
 // gradscope bench kernels: times every heavy pass of the kernels backend against one plain read
-// pass over the same vector (see docs/BENCHMARKS.md for the recorded figures).
+// pass over the same vector; gradscope bench compressors: one training step of every compressor
+// on in-process workers (see docs/BENCHMARKS.md for the recorded figures).
 #include <cstdio>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "gs/error.hpp"
+
 #include "command.hpp"
+#include "gs/compress/bench.hpp"
 #include "gs/kernels/bench.hpp"
 
 namespace {
 
 struct BenchCliConfig {
   gs::kernels::KernelBenchConfig kernels;
+  gs::compress::CompressorBenchConfig compressors;
+  double compressor_n = double(1u << 20);
+  bool run_compressors = false;  // `bench compressors` was chosen
   std::string backend = "cpu";
   std::vector<double> sizes{1e6, 1e7, 1e8};  // doubles so that 1e7 parses
   bool json = false;
   bool quiet = false;
 };
 
-GS_COMMAND("bench", "Benchmarks: `bench kernels` times the heavy passes against one read pass", 60,
+GS_COMMAND("bench", "Benchmarks: `bench kernels` (heavy passes), `bench compressors` (one training step)", 60,
            [](CLI::App& sub) -> gs::cli::Runner {
              auto cfg = std::make_shared<BenchCliConfig>();
              sub.require_subcommand(1);
+             CLI::App* c = sub.add_subcommand(
+                 "compressors", "Every compressor: step time vs a read pass, bytes vs dense, error of the mean");
+             c->add_option("--n", cfg->compressor_n, "Elements per worker's vector (default 2^20)");
+             c->add_option("--ratios", cfg->compressors.ratios, "Densities (default 0.01,0.001)")->delimiter(',');
+             c->add_option("--compressors", cfg->compressors.names, "Names (default: all)")->delimiter(',');
+             c->add_option("--workers", cfg->compressors.workers, "In-process workers (threads)")
+                 ->capture_default_str();
+             c->add_option("--repeats", cfg->compressors.repeats, "Timed steps per row")->capture_default_str();
+             c->add_flag("--json", cfg->json, "One JSON object on stdout");
+             c->add_flag("--quiet", cfg->quiet, "No progress lines");
+             c->callback([cfg] { cfg->run_compressors = true; });
              CLI::App* k = sub.add_subcommand("kernels", "Stats, compaction, SIDCo-E and exact top-k vs a read pass");
              k->add_option("--sizes", cfg->sizes, "Vector lengths (default 1e6,1e7,1e8)")
                  ->delimiter(',');
@@ -36,6 +54,19 @@ GS_COMMAND("bench", "Benchmarks: `bench kernels` times the heavy passes against 
              k->add_flag("--json", cfg->json, "One JSON object on stdout");
              k->add_flag("--quiet", cfg->quiet, "No progress lines");
              return [cfg]() {
+               if (cfg->run_compressors) {
+                 if (!(cfg->compressor_n >= 1)) throw gs::Error("--n must be at least 1");
+                 cfg->compressors.n = static_cast<std::uint64_t>(cfg->compressor_n);
+                 const bool show = !cfg->quiet;
+                 const auto rows = gs::compress::run_compressor_bench(cfg->compressors, [show](const auto& r) {
+                   if (show)
+                     std::fprintf(stderr, "bench: %s ratio=%g: %.3f ms\n", r.name.c_str(), r.ratio, r.median_ms);
+                 });
+                 const std::string out = cfg->json ? gs::compress::compressor_bench_json(rows)
+                                                   : gs::compress::compressor_bench_table(rows);
+                 std::puts(out.c_str());
+                 return 0;
+               }
                cfg->kernels.sizes.clear();
                for (double n : cfg->sizes) cfg->kernels.sizes.push_back(static_cast<std::uint64_t>(n));
                cfg->kernels.backend = gs::kernels::resolve_backend(cfg->backend);
