@@ -134,11 +134,16 @@ Pipeline run_stages(std::span<const float> g, double delta, SidcoVariant variant
   // (gradients have heavier tails than that law, so their stage-2 threshold lies higher). Its
   // candidates are then a few times the final selection and cost little to write; when a stage's
   // threshold comes out below the bound after all, that stage and the selection read g again.
+  // automatic takes it only while the expected candidates (about kGuessMargin x stage 2's count,
+  // stage 1 keeping a quarter) stay within 1% of g: beyond that, writing and re-reading them costs
+  // more than the read they save (measured: docs/BENCHMARKS.md).
   constexpr double kGuessMargin = 2.0;
+  constexpr double kFirstStageShare = 0.25, kAutomaticMaxCandidates = 0.01;
   double bound = -1.0;
   if (more && (route == SidcoRoute::automatic || route == SidcoRoute::predicted)) {
     const double d = kGuessMargin * plan.tail_density();
-    if (d < 1.0) bound = plan.threshold() + first.mean() * std::log(1.0 / d);
+    const bool worth = route == SidcoRoute::predicted || kFirstStageShare * d <= kAutomaticMaxCandidates;
+    if (d < 1.0 && worth) bound = plan.threshold() + first.mean() * std::log(1.0 / d);
     else if (route == SidcoRoute::predicted) bound = plan.threshold();  // no room: pack at eta1
   }
   if (more && bound >= plan.threshold()) {
