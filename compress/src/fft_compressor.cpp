@@ -221,12 +221,8 @@ class FftCompressor final : public Compressor {
 Layout FftCompressor::layout_for(std::uint64_t n, std::string_view tensor) const {
   const std::string who = "compressor 'fft', tensor '" + std::string(tensor) + "': ";
   if (n == 0) throw Error(who + "the vector is empty; there is nothing to transform");
-  if (chunk_ == 0) return Layout(n, std::min(n, kDefaultChunk));
-  if (n < chunk_)
-    throw Error(who + "has " + std::to_string(n) + " elements, fewer than fft_chunk = " +
-                std::to_string(chunk_) + "; lower fft_chunk, or set it to 0 (chunks of min(n, " +
-                std::to_string(kDefaultChunk) + "))");
-  return Layout(n, chunk_);
+  // A vector shorter than the chunk (a bias, with per-layer granularity) is one chunk of its own.
+  return Layout(n, std::min(n, chunk_ == 0 ? kDefaultChunk : chunk_));
 }
 
 std::vector<std::byte> FftCompressor::encode(std::span<const float> acc, const Layout& L,

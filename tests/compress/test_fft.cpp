@@ -369,7 +369,7 @@ TEST(Fft, BadInputThrows) {
   EXPECT_THROW(exchange_solo(*c, g), gs::Error);
   EXPECT_THROW(exchange_solo(*c, std::vector<float>{}), gs::Error);
   auto chunked = make_fft(0.1, 3, 10, 8192);
-  EXPECT_THROW(exchange_solo(*chunked, laplace(5000, 82)), gs::Error);  // n < chunk
+  EXPECT_NO_THROW(exchange_solo(*chunked, laplace(5000, 82)));  // n < chunk: one chunk of n
   EXPECT_NO_THROW(exchange_solo(*make_fft(0.1, 3, 10, 5000), laplace(5000, 83)));
   SoloCollectives comm;
   const auto ok = laplace(100, 84);
