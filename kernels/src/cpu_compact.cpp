@@ -47,22 +47,6 @@ std::size_t compact_scalar(const float* val, const Index* src_idx, std::size_t b
 }
 
 #if defined(GS_HAVE_AVX2_PATH)
-// Row m: the lanes of the set bits of m in ascending order, then the rest (never read).
-struct alignas(32) PackTable {
-  std::uint32_t lanes[256][8];
-};
-constexpr PackTable make_pack_table() {
-  PackTable p{};
-  for (unsigned m = 0; m < 256; ++m) {
-    unsigned k = 0;
-    for (unsigned b = 0; b < 8; ++b)
-      if (m & (1u << b)) p.lanes[m][k++] = b;
-    for (unsigned b = 0; k < 8; ++b) p.lanes[m][k++] = b;
-  }
-  return p;
-}
-constexpr PackTable kPack = make_pack_table();
-
 bool has_avx2() {
   static const bool yes = __builtin_cpu_supports("avx2");
   return yes;

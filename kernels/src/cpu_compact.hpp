@@ -17,6 +17,10 @@
 
 #include "gs/fitting/passes.hpp"
 
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 namespace gs::kernels::cpu::detail {
 
 // Appends the kept elements of val[begin, end) at out_idx/out_val + out; returns the new out.
@@ -52,5 +56,45 @@ struct Scratch {
 // loop), for passes that organise their own blocks.
 MagnitudeStats stats_above_block(const float* v, std::size_t n, double threshold, double shift,
                                  StatsFields fields);
+
+// One read of g[begin, end): stats_above_block's statistics (of |g| > threshold, shifted) and the
+// compaction of the finite |g| > pack (pack above the threshold) at out_idx/out_val + out (room
+// for end - begin more), in the same loop over 8-lane groups. Returns the statistics; out moves.
+MagnitudeStats stats_above_and_compact(const float* g, std::size_t begin, std::size_t end,
+                                       double threshold, double shift, StatsFields fields,
+                                       float pack, std::int32_t* out_idx, float* out_val,
+                                       std::size_t& out);
+
+#if defined(__GNUC__) && defined(__x86_64__)
+// Row m: the lanes of the set bits of m in ascending order, then the rest (never read).
+struct alignas(32) PackTable {
+  std::uint32_t lanes[256][8];
+};
+constexpr PackTable make_pack_table() {
+  PackTable p{};
+  for (unsigned m = 0; m < 256; ++m) {
+    unsigned k = 0;
+    for (unsigned b = 0; b < 8; ++b)
+      if (m & (1u << b)) p.lanes[m][k++] = b;
+    for (unsigned b = 0; k < 8; ++b) p.lanes[m][k++] = b;
+  }
+  return p;
+}
+inline constexpr PackTable kPack = make_pack_table();
+
+// AVX2 only: appends the lanes of mask m of the 8 floats at g + at (indices at + lane) and returns
+// the new out; writes 8 lanes (room needed), keeps popcount(m). Inline: fused loops call it per
+// group with hits.
+__attribute__((target("avx2"))) inline std::size_t pack_group8(const float* g, std::size_t at, int m,
+                                                               std::int32_t* out_idx, float* out_val,
+                                                               std::size_t out) {
+  const __m256i perm = _mm256_load_si256(reinterpret_cast<const __m256i*>(kPack.lanes[m]));
+  _mm256_storeu_ps(out_val + out, _mm256_permutevar8x32_ps(_mm256_loadu_ps(g + at), perm));
+  const __m256i ix = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(at)),
+                                      _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out_idx + out), _mm256_permutevar8x32_epi32(ix, perm));
+  return out + static_cast<std::size_t>(__builtin_popcount(static_cast<unsigned>(m)));
+}
+#endif
 
 }  // namespace gs::kernels::cpu::detail

@@ -161,9 +161,14 @@ __attribute__((target("avx2"))) inline void log_parts_avx2(__m256 x, __m256i& e,
 // speed. Per 8 floats: compares give the masks, popcounts the counts, masked values are widened to
 // two 4-lane double accumulators, min/max run over the keys in integer lanes; with logs, ln y is
 // fast_log's split (exponents summed exactly in integer lanes, remainders widened to double).
-template <bool shifted, bool squares, bool logs = false>
-__attribute__((target("avx2"))) MagnitudeStats light_chunk_avx2(const float* g, std::size_t n, float t,
-                                                                double shift) {
+// extra(i, x, finite) runs on every full group of 8 (x = |g[i..i+8)|, finite its lane mask): the
+// hook that lets a compaction ride on the same read.
+struct NoExtra {
+  void operator()(std::size_t, __m256, __m256) const {}
+};
+template <bool shifted, bool squares, bool logs, class Extra>
+__attribute__((target("avx2"))) MagnitudeStats light_chunk_avx2_with(const float* g, std::size_t n, float t,
+                                                                     double shift, Extra extra) {
   static_assert(!logs || squares, "the full pass fills every sum");
   const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   const __m256 fmax = _mm256_set1_ps(kFloatMax);
@@ -182,6 +187,7 @@ __attribute__((target("avx2"))) MagnitudeStats light_chunk_avx2(const float* g, 
     const __m256 raw = _mm256_loadu_ps(g + i);
     const __m256 x = _mm256_and_ps(raw, absmask);
     const __m256 finite = _mm256_cmp_ps(x, fmax, _CMP_LE_OQ);
+    extra(i, x, finite);
     const __m256 use = _mm256_and_ps(_mm256_cmp_ps(x, lo_bound, _CMP_GT_OQ), finite);
     const unsigned mu = static_cast<unsigned>(_mm256_movemask_ps(use));
     count += static_cast<unsigned>(__builtin_popcount(mu));
@@ -286,6 +292,12 @@ __attribute__((target("avx2"))) MagnitudeStats light_chunk_avx2(const float* g, 
   }
   return s;
 }
+// The plain passes (no hook), as function pointers for pick().
+template <bool shifted, bool squares, bool logs = false>
+__attribute__((target("avx2"))) MagnitudeStats light_chunk_avx2(const float* g, std::size_t n, float t,
+                                                                double shift) {
+  return light_chunk_avx2_with<shifted, squares, logs>(g, n, t, shift, NoExtra{});
+}
 bool has_avx2() {
   static const bool yes = __builtin_cpu_supports("avx2");
   return yes;
@@ -365,6 +377,43 @@ MagnitudeStats stats_above_block(const float* v, std::size_t n, double threshold
   const float t = threshold_as_float(threshold);
   if (!(shift <= threshold)) return above_chunk_any_shift(v, n, t, shift, fields);
   return pick(fields, true)(v, n, t, shift);
+}
+
+#if defined(GS_LIGHT_AVX2)
+namespace {
+template <bool squares>
+__attribute__((target("avx2"))) MagnitudeStats stats_and_pack_avx2(
+    const float* g, std::size_t begin, std::size_t end, float t, double shift, float pack,
+    std::int32_t* out_idx, float* out_val, std::size_t& out) {
+  const __m256 pv = _mm256_set1_ps(pack);
+  const float* base = g + begin;
+  auto extra = [&](std::size_t i, __m256 x, __m256 finite) __attribute__((target("avx2"))) {
+    const int m = _mm256_movemask_ps(_mm256_and_ps(_mm256_cmp_ps(x, pv, _CMP_GT_OQ), finite));
+    if (m) out = pack_group8(g, begin + i, m, out_idx, out_val, out);
+  };
+  const std::size_t n = end - begin;
+  const MagnitudeStats s = light_chunk_avx2_with<true, squares, false>(base, n, t, shift, extra);
+  const std::size_t full = n - n % 8;  // the groups extra saw; the rest by the scalar compaction
+  out = compact_range(g, static_cast<const std::int32_t*>(nullptr), begin + full, end, pack,
+                      out_idx, out_val, out);
+  return s;
+}
+}  // namespace
+#endif
+
+MagnitudeStats stats_above_and_compact(const float* g, std::size_t begin, std::size_t end,
+                                       double threshold, double shift, StatsFields f, float pack,
+                                       std::int32_t* out_idx, float* out_val, std::size_t& out) {
+#if defined(GS_LIGHT_AVX2)
+  if (has_avx2() && !f.sum_log && !f.sum_signed && shift <= threshold && out_val) {
+    const float t = threshold_as_float(threshold);
+    return f.sum_sq ? stats_and_pack_avx2<true>(g, begin, end, t, shift, pack, out_idx, out_val, out)
+                    : stats_and_pack_avx2<false>(g, begin, end, t, shift, pack, out_idx, out_val, out);
+  }
+#endif
+  const MagnitudeStats s = stats_above_block(g + begin, end - begin, threshold, shift, f);
+  out = compact_range(g, static_cast<const std::int32_t*>(nullptr), begin, end, pack, out_idx, out_val, out);
+  return s;
 }
 }  // namespace detail
 

@@ -69,10 +69,13 @@ MagnitudeStats collect_candidates(std::span<const float> g, double threshold, do
       p.ensure(p.size + (ce - c));  // room for a whole chunk: the packed stores need it
       const std::size_t before = p.size;
       const std::size_t ci = c / kChunk;
-      // Statistics first when they cover more than the packed: the chunk is then still in cache.
-      if (!same) w.chunk_stats[ci] = detail::stats_above_block(g.data() + c, ce - c, threshold, shift, f);
-      p.size = detail::compact_range(g.data(), static_cast<const std::int32_t*>(nullptr), c, ce, t,
-                                     p.idx.get(), p.val.get(), p.size);
+      // Statistics over more than is packed: both in one loop over the chunk.
+      if (!same)
+        w.chunk_stats[ci] = detail::stats_above_and_compact(g.data(), c, ce, threshold, shift, f, t,
+                                                            p.idx.get(), p.val.get(), p.size);
+      else
+        p.size = detail::compact_range(g.data(), static_cast<const std::int32_t*>(nullptr), c, ce, t,
+                                       p.idx.get(), p.val.get(), p.size);
       w.seg_begin[ci] = before;
       w.seg_len[ci] = p.size - before;
       if (same)
