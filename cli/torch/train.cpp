@@ -86,6 +86,8 @@ gs::cli::Runner setup(CLI::App& sub) {
   sub.add_option("--momentum", cfg->momentum, "SGD momentum");
   sub.add_flag("--momentum-correction", cfg->momentum_correction,
                "keep the momentum per worker before sparsification, masked where sent (DGC)");
+  sub.add_option("--warmup-steps", cfg->warmup_steps,
+                 "exchange the first N steps uncompressed (dense warm-up), then compress");
   sub.add_option("--seed", cfg->seed, "seed of the model, the data order and the sampling");
   sub.add_option("--stages", cfg->stages, "SIDCo stages: 0 adaptive, else fixed");
   sub.add_option("--backend", cfg->backend, "threshold fits on auto, cpu or cuda");

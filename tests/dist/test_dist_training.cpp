@@ -149,6 +149,32 @@ TEST(DistTraining, CollectiveCompressorsTrainTwoWorkers) {
 
 // --bits reaches every worker: 4-bit codes of 2 workers sum in int8 (4 + n bytes: the scale, then
 // one byte a code), 8-bit codes need int32 (4 + 4 n); a bad list is refused before training.
+// --warmup-steps: the first steps go uncompressed (4 bytes an element by all-reduce), then the
+// compressor takes over; quality describes only its steps.
+TEST(DistTraining, DenseWarmupThenCompression) {
+  const ProcResult r = gradscope(kShort + " --compressor topk --ratio 0.01 --workers 2 --steps 12" +
+                                 " --warmup-steps 4 --json --timeout 30");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["replica_max_diff"].get<double>(), 0.0);
+  EXPECT_EQ(j["config"]["warmup_steps"].get<int>(), 4);
+  const auto& steps = j["per_step"];
+  ASSERT_EQ(steps.size(), 12u);
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    const bool warm = i < 4;
+    EXPECT_EQ(steps[i]["warmup"].get<bool>(), warm) << i;
+    if (warm) {
+      EXPECT_EQ(steps[i]["bytes_sent"].get<double>(), steps[i]["dense_bytes"].get<double>()) << i;
+    } else {
+      EXPECT_LT(steps[i]["bytes_sent"].get<double>(), 0.05 * steps[i]["dense_bytes"].get<double>()) << i;
+    }
+  }
+  // top-k's own steps only: floor(0.01 n) / (0.01 n) exactly (the dense steps' 1 would shift it).
+  const double n = j["parameters"].get<double>();
+  EXPECT_NEAR(j["summary"]["quality_mean"].get<double>(), std::floor(0.01 * n) / (0.01 * n), 1e-12);
+  EXPECT_NE(gradscope(kShort + " --compressor topk --ratio 0.1 --warmup-steps -1 --steps 1").rc, 0);
+}
+
 TEST(DistTraining, QuantizerBitsAreForwardedAndChecked) {
   for (const auto& [bits, per_code] : {std::pair<std::string, double>{"4", 1.0}, {"8", 4.0}}) {
     const ProcResult r = gradscope(kShort + " --compressor qsgd-mn --bits " + bits +

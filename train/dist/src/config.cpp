@@ -16,6 +16,7 @@ void TrainConfig::validate() const {
   if (batch < 1) throw Error("--batch must be at least 1");
   if (!(lr > 0.0) || !std::isfinite(lr)) throw Error("--lr must be a positive number");
   if (!(momentum >= 0.0 && momentum < 1.0)) throw Error("--momentum must be in [0, 1)");
+  if (warmup_steps < 0) throw Error("--warmup-steps must be >= 0");
   if (!(timeout > 0.0)) throw Error("--timeout must be positive (seconds)");
   if (granularity == "bucket" && bucket_size < 1) throw Error("--bucket-size must be at least 1");
   if (rank >= workers) throw Error("--rank must be below --workers (world size)");
@@ -51,7 +52,8 @@ std::string TrainConfig::shared_description() const {
     << " workers=" << workers << " steps=" << steps << " epochs=" << epochs
     << " granularity=" << granularity << " bucket=" << bucket_size << " batch=" << batch
     << " lr=" << lr << " momentum=" << momentum
-    << " momentum_correction=" << momentum_correction << " seed=" << seed << " stages=" << stages
+    << " momentum_correction=" << momentum_correction << " warmup_steps=" << warmup_steps
+    << " seed=" << seed << " stages=" << stages
     << " bits=" << bits_list() << " variance_alpha=" << variance_alpha
     << " variance_zeta=" << variance_zeta << " fft_exponent_bits=" << fft_exponent_bits
     << " fft_mantissa_bits=" << fft_mantissa_bits << " fft_chunk=" << fft_chunk;
@@ -80,6 +82,7 @@ std::vector<std::string> TrainConfig::worker_args(int r, int port) const {
       "--master-port", std::to_string(port)};
   if (!bits.empty()) a.insert(a.end(), {"--bits", bits_list()});
   if (momentum_correction) a.push_back("--momentum-correction");
+  if (warmup_steps > 0) a.insert(a.end(), {"--warmup-steps", std::to_string(warmup_steps)});
   if (r == 0) {
     if (!record.empty()) a.insert(a.end(), {"--record", record});
     if (force) a.push_back("--force");

@@ -74,7 +74,7 @@ TrainSummary summarize(const TrainResult& r) {
   double n = 0;
   for (const auto& st : r.steps) {
     if (st.skipped) continue;
-    q.push_back(st.quality);
+    if (!st.warmup) q.push_back(st.quality);  // quality describes the compressor's own steps
     s.density_mean += st.density;
     s.bytes_per_step += double(st.bytes_sent);
     s.dense_bytes_per_step += double(st.dense_bytes);
@@ -85,7 +85,7 @@ TrainSummary summarize(const TrainResult& r) {
   }
   if (n == 0) return s;
   for (double v : q) s.quality_mean += v;
-  s.quality_mean /= n;
+  if (!q.empty()) s.quality_mean /= double(q.size());
   s.quality_p5 = percentile(q, 0.05);
   s.quality_p95 = percentile(q, 0.95);
   s.density_mean /= n;
@@ -138,6 +138,10 @@ TrainResult train_worker(const TrainConfig& config, const StepCallback& on_step)
   // With momentum correction the velocity lives in the compressor, before sparsification; the
   // optimizer then applies the mean update as it is.
   if (config.momentum_correction) mc.set_momentum_correction(config.momentum);
+  // Dense warm-up: the first --warmup-steps steps exchange the gradient uncompressed (the
+  // compressor's residual starts empty when it takes over).
+  compress::ModelCompressor dense(tensor_specs(*model), compress::Granularity::model, 0,
+                                  compress::make_compressor("none", 1.0));
   torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(config.lr).momentum(
                                                  config.momentum_correction ? 0.0 : config.momentum));
 
@@ -223,9 +227,10 @@ TrainResult train_worker(const TrainConfig& config, const StepCallback& on_step)
         // Every exchange kind (all-gather, all-reduce, the compressor's own collectives) in one call.
         compress::SoloCollectives solo;
         compress::Collectives& collectives = comm ? static_cast<compress::Collectives&>(*comm) : solo;
-        if (grad_variance) mc.set_gradient_variance(grad_variance->compute());
+        rep.warmup = step < config.warmup_steps;
+        if (grad_variance && !rep.warmup) mc.set_gradient_variance(grad_variance->compute());
         compress::StepStats st;
-        mc.step(grad, collectives, update, &st);
+        (rep.warmup ? dense : mc).step(grad, collectives, update, &st);
         rep.comm_seconds += st.comm_seconds;
         assign_grads(*model, update);
         opt.step();

@@ -24,6 +24,8 @@ struct TrainConfig {
   // Momentum correction with momentum factor masking (DGC): the momentum moves from the optimizer
   // into each worker's compressor (sparse compressors with error feedback only).
   bool momentum_correction = false;
+  // Dense warm-up (as DGC): the first steps exchange uncompressed gradients.
+  std::int64_t warmup_steps = 0;
   std::uint64_t seed = 1;
   int stages = 0;                 // SIDCo: 0 adaptive, else fixed
   // Options of the rival methods, passed to compress::CompressorOptions (same defaults).

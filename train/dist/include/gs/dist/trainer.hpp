@@ -23,6 +23,7 @@ struct StepReport {
   int epoch = 0;
   double loss = 0.0;              // mean over workers
   bool skipped = false;           // non-finite gradient somewhere: step skipped everywhere
+  bool warmup = false;            // exchanged uncompressed (--warmup-steps)
   double density = 0.0;           // achieved, this worker
   double quality = 0.0;           // density / target
   int stages = 0;                 // SIDCo stages in use
