@@ -131,16 +131,16 @@ AnalyzeResult analyze(const AnalyzeConfig& config, const ProgressFn& progress) {
 
   const std::vector<std::size_t> rows = config.steps.rows(reader.step_count());
   const std::set<std::int64_t> done(writer.steps_done().begin(), writer.steps_done().end());
-  std::vector<std::size_t> todo;
+  std::vector<std::size_t> pending;
   for (std::size_t r : rows)
-    if (!done.count(reader.steps()[r].step)) todo.push_back(r);
+    if (!done.count(reader.steps()[r].step)) pending.push_back(r);
   result.steps_selected = rows.size();
-  result.steps_skipped = rows.size() - todo.size();
+  result.steps_skipped = rows.size() - pending.size();
 
   const bool per_layer = config.granularity != Granularity::model;
   const bool whole = config.granularity != Granularity::layer;
   const std::size_t per_step = (per_layer ? layers.size() : 0) + (whole ? 1 : 0);
-  const auto total = static_cast<std::int64_t>(todo.size() * per_step);
+  const auto total = static_cast<std::int64_t>(pending.size() * per_step);
   const FitReportOptions options = config.fit_options();
   std::vector<std::string> kinds;
   for (const auto& l : layers) kinds.push_back(layer_kind(l));
@@ -156,7 +156,7 @@ AnalyzeResult analyze(const AnalyzeConfig& config, const ProgressFn& progress) {
     if (progress) progress(vectors_done, total, "step " + std::to_string(step) + " " + scope);
   };
   if (progress) progress(0, total, "");
-  for (std::size_t row : todo) {
+  for (std::size_t row : pending) {
     const auto t0 = Clock::now();
     const data::StepRecord& rec = reader.steps()[row];
     StepResults res;

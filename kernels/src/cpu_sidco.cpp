@@ -149,8 +149,24 @@ Pipeline run_stages(std::span<const float> g, double delta, SidcoVariant variant
     if (d < 1.0 && worth) bound = plan.threshold() + first.mean() * std::log(1.0 / d);
     else if (route == SidcoRoute::predicted) bound = plan.threshold();  // no room: pack at eta1
   }
-  if (more && bound >= plan.threshold()) {
-    out.result.route = SidcoRoute::predicted;
+  // The candidates route is the predicted one with its bound at eta1 (every exceedance packed).
+  constexpr std::size_t kCandidateMaxN = std::size_t{16} << 20;
+  const bool automatic_candidates = stages >= 3 && g.size() <= kCandidateMaxN;
+  if (more && bound < plan.threshold() &&
+      (route == SidcoRoute::candidates || (route == SidcoRoute::automatic && automatic_candidates)))
+    bound = plan.threshold();
+  const bool packed = more && bound >= plan.threshold();
+  out.result.route = !packed                          ? SidcoRoute::full_passes
+                     : route == SidcoRoute::candidates ||
+                             (route == SidcoRoute::automatic && bound == plan.threshold())
+                         ? SidcoRoute::candidates
+                         : SidcoRoute::predicted;
+  if (!packed) {
+    while (more) {
+      more = plan.tail(cpu::stats_above(g, plan.threshold(), plan.threshold(), plan.tail_fields()));
+      ++out.result.full_reads;
+    }
+  } else {
     double floor = bound;  // the candidates hold every x > floor
     more = plan.tail(collect_candidates(g, plan.threshold(), plan.threshold(), plan.tail_fields(), w, bound));
     ++out.result.full_reads;
@@ -160,39 +176,14 @@ Pipeline run_stages(std::span<const float> g, double delta, SidcoVariant variant
       if (eta >= floor) {
         more = plan.tail(narrow_candidates(eta, eta, plan.tail_fields(), true, w));
         floor = eta;
-      } else {
+      } else {  // the bound was too high for this stage: it reads g
         more = plan.tail(cpu::stats_above(g, eta, eta, plan.tail_fields()));
         ++out.result.full_reads;
       }
     }
+    // The last stage moved the threshold: keep only what passes it (or compact g, below it).
     out.in_workspace = plan.threshold() >= floor;
     if (out.in_workspace && plan.threshold() != floor) narrow_candidates(plan.threshold(), 0.0, {}, false, w);
-    out.result.threshold = plan.threshold();
-    out.result.stages = plan.stages_run();
-    return out;
-  }
-  constexpr std::size_t kCandidateMaxN = std::size_t{16} << 20;
-  const bool automatic_candidates = stages >= 3 && g.size() <= kCandidateMaxN;
-  const bool candidates = more && (route == SidcoRoute::candidates ||
-                                   (route == SidcoRoute::automatic && automatic_candidates));
-  out.result.route = candidates ? SidcoRoute::candidates : SidcoRoute::full_passes;
-  if (!candidates) {
-    while (more) {
-      more = plan.tail(cpu::stats_above(g, plan.threshold(), plan.threshold(), plan.tail_fields()));
-      ++out.result.full_reads;
-    }
-  } else {
-    double eta = plan.threshold();
-    more = plan.tail(collect_candidates(g, eta, eta, plan.tail_fields(), w));
-    ++out.result.full_reads;
-    for (const auto& p : w.parts) out.result.candidates += p.size;
-    while (more) {
-      eta = plan.threshold();
-      more = plan.tail(narrow_candidates(eta, eta, plan.tail_fields(), true, w));
-    }
-    if (plan.threshold() != eta)  // the last stage moved the threshold: keep only what passes it
-      narrow_candidates(plan.threshold(), 0.0, {}, false, w);
-    out.in_workspace = true;
   }
   out.result.threshold = plan.threshold();
   out.result.stages = plan.stages_run();
