@@ -24,6 +24,7 @@ class TimedCollectives final : public Collectives {
   void allreduce_min(std::span<std::int8_t> v) override { timed([&] { inner_.allreduce_min(v); }); }
   void allreduce_sum(std::span<std::int8_t> v) override { timed([&] { inner_.allreduce_sum(v); }); }
   void allreduce_sum(std::span<std::int32_t> v) override { timed([&] { inner_.allreduce_sum(v); }); }
+  void allreduce_sum(std::span<std::int64_t> v) override { timed([&] { inner_.allreduce_sum(v); }); }
   void allreduce_sum(std::span<float> v) override { timed([&] { inner_.allreduce_sum(v); }); }
   std::vector<std::vector<std::byte>> allgather(std::span<const std::byte> mine) override {
     std::vector<std::vector<std::byte>> r;

@@ -5,12 +5,17 @@
 //   2. multi-scale only: each worker picks, per element, the finest level whose codes still fit in
 //      the coarsest level's range (a deterministic rule, so the estimate stays unbiased), then
 //      all-reduce MIN of the level index (int8) so every worker uses the same level;
-//   3. all-reduce SUM of the integer codes, in int8 when workers * max|code| <= 127, else int32.
+//   3. all-reduce SUM of the integer codes in the narrowest format that cannot overflow (SumFormat):
+//      int8 when workers * s_1 <= 127, int32, or bit-packed: each code offset by s_1 into
+//      [0, 2 s_1], in lanes of L = bit_width(2 W s_1) bits, floor(63 / L) lanes to an int64 word.
+//      A lane's sum over W workers stays below 2^L, so adding the words adds every lane without a
+//      carry into the next one (and the top bit stays clear: no signed overflow).
 // Every code is bounded by s_1 = 2^b_1 - 1 (the coarsest level): at level k a worker's code is at
 // most ceil(|g|/M * s_k), which the level rule keeps <= s_1, and the MIN only moves to coarser
-// levels. So the sum type depends on the smallest bit width, and two workers at (6,10) bits sum in
-// int8. No error feedback: E[decoded] = g, the residual stays empty (error_feedback() is false).
+// levels. So the sum format depends on the smallest bit width only. No error feedback:
+// E[decoded] = g, the residual stays empty (error_feedback() is false).
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 
@@ -36,6 +41,32 @@ class SplitMix64 {
  private:
   std::uint64_t state_;
 };
+
+}  // namespace
+
+SumFormat SumFormat::choose(int workers, std::int64_t max_code) {
+  // Bits per element of each format; ties go to the plain integer types.
+  SumFormat f;
+  const double int8_bits = std::int64_t(workers) * max_code <= 127 ? 8.0 : INFINITY;
+  f.lane_bits = std::bit_width(std::uint64_t(2 * std::int64_t(workers) * max_code));
+  f.lanes = 63 / f.lane_bits;
+  const double packed_bits = 64.0 / f.lanes;
+  if (int8_bits <= packed_bits) f.kind = Kind::int8;
+  else if (packed_bits < 32.0) f.kind = Kind::packed;
+  else f.kind = Kind::int32;
+  return f;
+}
+
+std::uint64_t SumFormat::bytes(std::size_t n) const {
+  switch (kind) {
+    case Kind::int8: return n;
+    case Kind::int32: return 4 * std::uint64_t(n);
+    case Kind::packed: return 8 * ((std::uint64_t(n) + lanes - 1) / lanes);
+  }
+  return 0;
+}
+
+namespace {
 
 std::string bits_text(const std::vector<int>& bits) {
   std::string s;
@@ -68,9 +99,15 @@ class QsgdMnCompressor final : public Compressor {
                      std::span<float> sent, std::span<float> mean) override;
 
  private:
+  double scale_of(std::size_t i) const {
+    return scales_[scales_.size() > 1 ? std::size_t(level_[i]) : 0];
+  }
+  std::int32_t code(std::span<const float> acc, std::size_t i, double m, std::span<float> sent);
   template <class Code>
   void quantize_and_sum(std::span<const float> acc, double m, Collectives& comm,
                         std::span<float> sent, std::span<float> mean);
+  void quantize_and_sum_packed(std::span<const float> acc, double m, const SumFormat& format,
+                               Collectives& comm, std::span<float> sent, std::span<float> mean);
 
   std::string name_;
   std::vector<int> bits_;       // ascending, in [1, 16]
@@ -138,38 +175,64 @@ Compressor::Exchanged QsgdMnCompressor::exchange(std::span<const float> acc,
     r.wire_bytes += n * sizeof(std::int8_t);
   }
 
-  // Round 3: codes summed in a type that cannot overflow.
-  if (std::int64_t(workers) * max_code <= std::numeric_limits<std::int8_t>::max()) {
-    quantize_and_sum<std::int8_t>(acc, m, comm, sent, mean);
-    r.wire_bytes += n * sizeof(std::int8_t);
-  } else {
-    quantize_and_sum<std::int32_t>(acc, m, comm, sent, mean);
-    r.wire_bytes += n * sizeof(std::int32_t);
+  // Round 3: codes summed in a format that cannot overflow.
+  const SumFormat format = SumFormat::choose(workers, max_code);
+  switch (format.kind) {
+    case SumFormat::Kind::int8: quantize_and_sum<std::int8_t>(acc, m, comm, sent, mean); break;
+    case SumFormat::Kind::int32: quantize_and_sum<std::int32_t>(acc, m, comm, sent, mean); break;
+    case SumFormat::Kind::packed: quantize_and_sum_packed(acc, m, format, comm, sent, mean); break;
   }
+  r.wire_bytes += format.bytes(n);
   return r;
+}
+
+// The signed code of element i (E[code] = |g_i| / M * s at its level, with g_i's sign); writes
+// what this worker contributes to sent[i].
+std::int32_t QsgdMnCompressor::code(std::span<const float> acc, std::size_t i, double m,
+                                    std::span<float> sent) {
+  const double s = scale_of(i);
+  // Same a as the level rule used, so the code stays within ceil(a * s) <= s_1.
+  const double l = double(std::fabs(acc[i])) / m * s;
+  const double fl = std::floor(l);
+  const double xi = fl + (rng_.uniform() < l - fl ? 1.0 : 0.0);  // E[xi] = l
+  const double q = std::signbit(acc[i]) ? -xi : xi;
+  sent[i] = float(q * (m / s));
+  return std::int32_t(q);
 }
 
 template <class Code>
 void QsgdMnCompressor::quantize_and_sum(std::span<const float> acc, double m, Collectives& comm,
                                         std::span<float> sent, std::span<float> mean) {
   const std::size_t n = acc.size();
-  const bool multi = scales_.size() > 1;
   std::vector<Code> codes(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    const double s = scales_[multi ? std::size_t(level_[i]) : 0];
-    // Same a as the level rule used, so the code stays within ceil(a * s) <= s_1.
-    const double l = double(std::fabs(acc[i])) / m * s;
-    const double fl = std::floor(l);
-    const double xi = fl + (rng_.uniform() < l - fl ? 1.0 : 0.0);  // E[xi] = l
-    const double q = std::signbit(acc[i]) ? -xi : xi;
-    codes[i] = Code(q);
-    sent[i] = float(q * (m / s));
-  }
+  for (std::size_t i = 0; i < n; ++i) codes[i] = Code(code(acc, i, m, sent));
   comm.allreduce_sum(std::span<Code>(codes));
   const double w = comm.world_size();
-  for (std::size_t i = 0; i < n; ++i) {
-    const double s = scales_[multi ? std::size_t(level_[i]) : 0];
-    mean[i] = float(double(codes[i]) * (m / s) / w);
+  for (std::size_t i = 0; i < n; ++i) mean[i] = float(double(codes[i]) * (m / scale_of(i)) / w);
+}
+
+void QsgdMnCompressor::quantize_and_sum_packed(std::span<const float> acc, double m,
+                                               const SumFormat& f, Collectives& comm,
+                                               std::span<float> sent, std::span<float> mean) {
+  const std::size_t n = acc.size();
+  const auto offset = std::int64_t(scales_.front());  // codes in [-s_1, s_1] become [0, 2 s_1]
+  std::vector<std::int64_t> words((n + f.lanes - 1) / f.lanes);
+  for (std::size_t w = 0, i = 0; w < words.size(); ++w) {
+    std::uint64_t word = 0;
+    for (int j = 0; j < f.lanes && i < n; ++j, ++i)
+      word |= std::uint64_t(code(acc, i, m, sent) + offset) << (j * f.lane_bits);
+    words[w] = std::int64_t(word);
+  }
+  comm.allreduce_sum(std::span<std::int64_t>(words));
+  const int workers = comm.world_size();
+  const std::uint64_t mask = (std::uint64_t(1) << f.lane_bits) - 1;
+  const std::int64_t total_offset = offset * workers;
+  for (std::size_t w = 0, i = 0; w < words.size(); ++w) {
+    const auto word = std::uint64_t(words[w]);
+    for (int j = 0; j < f.lanes && i < n; ++j, ++i) {
+      const std::int64_t sum = std::int64_t((word >> (j * f.lane_bits)) & mask) - total_offset;
+      mean[i] = float(double(sum) * (m / scale_of(i)) / workers);
+    }
   }
 }
 

@@ -81,6 +81,9 @@ class ThreadCollectives final : public Collectives {
   void allreduce_sum(std::span<std::int32_t> v) override {
     reduce(v, "sum", [](std::int32_t a, std::int32_t b) { return a + b; });
   }
+  void allreduce_sum(std::span<std::int64_t> v) override {
+    reduce(v, "sum", [](std::int64_t a, std::int64_t b) { return a + b; });
+  }
   void allreduce_sum(std::span<float> v) override {
     reduce(v, "sum", [](float a, float b) { return a + b; });
   }

@@ -1,5 +1,5 @@
 // Unbiased all-reduce quantizers (qsgd-mn, -ts, -ms): error bound, unbiasedness, agreement between
-// workers (same scale, same level, identical mean), the int8/int32 sum choice, bad inputs, and
+// workers (same scale, same level, identical mean), the int8/packed/int32 sum choice, bad inputs, and
 // ModelCompressor::step with a collective compressor.
 #include <gtest/gtest.h>
 
@@ -53,7 +53,19 @@ bool is_multiple(double x, double step) {
   return std::fabs(c - std::round(c)) < 1e-3;
 }
 
-std::uint64_t sum_bytes(int workers, double s1) { return workers * s1 <= 127 ? 1 : 4; }
+// The code sum's bytes for n codes in [-s1, s1] from `workers` workers (algorithms.md section 8 and
+// docs/compressors.md): the fewest bits per element among int8 (when workers * s1 <= 127), int64
+// words of floor(63 / L) lanes of L bits (the offset codes' sum needs 2 workers s1 < 2^L), and
+// int32; ties go to int8 or int32.
+std::uint64_t sum_bytes(std::size_t n, int workers, double s1) {
+  int lane = 1;
+  while (std::ldexp(1.0, lane) <= 2.0 * workers * s1) ++lane;
+  const std::size_t lanes = std::size_t(63 / lane);
+  const double packed_bits = 64.0 / double(lanes);
+  if (workers * s1 <= 127 && 8.0 <= packed_bits) return n;
+  if (packed_bits < 32.0) return 8 * ((n + lanes - 1) / lanes);
+  return 4 * n;
+}
 
 }  // namespace
 
@@ -84,8 +96,11 @@ TEST(Quantizers, OneWorkerErrorWithinOneStep) {
     EXPECT_EQ(r.info.selected, g.size());
     EXPECT_EQ(r.info.density(), 1.0);
     EXPECT_EQ(r.info.quality(), 1.0);
-    // Rounds: MAX (4 bytes), MIN of levels (n int8) when several scales, SUM (n int8: 15, 63 <= 127).
-    EXPECT_EQ(r.wire_bytes, 4 + g.size() * (s.size() > 1 ? 2 : 1)) << name;
+    // Rounds: MAX (4 bytes), MIN of levels (n int8) when several scales, SUM (packed: one worker's
+    // offset codes fit 5 bits for s_1 = 15, 7 bits for s_1 = 63: 12 or 9 lanes per int64).
+    const std::size_t lanes = s[0] == 15 ? 12 : 9;
+    EXPECT_EQ(sum_bytes(g.size(), 1, s[0]), 8 * ((g.size() + lanes - 1) / lanes));
+    EXPECT_EQ(r.wire_bytes, 4 + (s.size() > 1 ? g.size() : 0) + sum_bytes(g.size(), 1, s[0])) << name;
     std::size_t finer = 0;
     for (std::size_t i = 0; i < g.size(); ++i) {
       const std::size_t k = own_level(g[i], m, s);
@@ -172,8 +187,7 @@ TEST(Quantizers, AllReduceCompatibleAcrossWorkers) {
       });
       double m = 0.0;
       for (const auto& gw : g) m = std::max<double>(m, max_abs(gw));
-      const std::uint64_t expect =
-          4 + (s.size() > 1 ? n : 0) + n * sum_bytes(workers, s[0]);
+      const std::uint64_t expect = 4 + (s.size() > 1 ? n : 0) + sum_bytes(n, workers, s[0]);
       std::size_t moved = 0;  // elements where some worker's own level was finer than the agreed one
       for (std::size_t i = 0; i < n; ++i) {
         std::size_t agreed = s.size(), finest = 0;
@@ -204,31 +218,43 @@ TEST(Quantizers, AllReduceCompatibleAcrossWorkers) {
     }
 }
 
-// workers * max code > 127 sums in int32 (4 bytes a code) and stays right where int8 would wrap:
-// every worker sends the top code at element 0 (|g| = M gives exactly s).
-TEST(Quantizers, WideSumWhenInt8WouldOverflow) {
+// Each sum format at its edge, with codes that would overflow a narrower one: every worker sends the
+// top code +s_1 or the bottom -s_1 (|g| = M gives exactly s) at the first 40 elements, alternating,
+// so a packed word holds a lane at its maximum (2 W s_1) beside a lane at 0 and any carry between
+// lanes, or int8 wrap-around, would show in the mean.
+TEST(Quantizers, SumFormatAtItsEdgesKeepsExtremeCodes) {
   const std::size_t n = 500;
+  const std::uint64_t words = 8 * ((n + 6) / 7);  // 7 lanes per int64 word for 8- and 9-bit lanes
   struct Case {
     std::string_view name;
+    std::vector<int> bits;
     int workers;
     std::uint64_t bytes;
   };
-  for (const Case& k : {Case{"qsgd-mn", 8, 4 + n}, Case{"qsgd-mn", 9, 4 + 4 * n},
-                        Case{"qsgd-mn-ts", 2, 4 + 2 * n}, Case{"qsgd-mn-ts", 3, 4 + 5 * n}}) {
+  for (const Case& k : {
+           Case{"qsgd-mn", {}, 4, 4 + 8 * ((n + 8) / 9)},  // 120 <= 127, but 7-bit lanes beat int8
+           Case{"qsgd-mn", {}, 8, 4 + n},                  // int8: 8-bit lanes, 9.1 bits, lose
+           Case{"qsgd-mn", {}, 9, 4 + words},              // 135 > 127: 9-bit lanes, not int32
+           Case{"qsgd-mn-ts", {}, 2, 4 + n + n},           // 126 <= 127: int8
+           Case{"qsgd-mn-ts", {}, 3, 4 + n + words},       // 189: 9-bit lanes
+           Case{"qsgd-mn", {16}, 17, 4 + 4 * n},           // 2 x 17 x 65535 needs 22 bits: int32
+           Case{"qsgd-mn", {16}, 16, 4 + 8 * ((n + 2) / 3)}}) {  // 21 bits: 3 lanes
+    ASSERT_EQ(sum_bytes(n, k.workers, k.bits.empty() ? default_scales(k.name)[0] : 65535.0),
+              k.bytes - 4 - (k.name == "qsgd-mn-ts" ? n : 0));
     std::vector<std::vector<float>> mean(k.workers, std::vector<float>(n));
     std::vector<std::uint64_t> bytes(k.workers);
     run_workers(k.workers, [&](Collectives& comm) {
       auto g = laplace(n, 50 + comm.rank(), 1e-3f);
-      g[0] = 1.0f;
-      g[1] = -1.0f;
-      auto c = make_compressor(k.name, 1.0, {.seed = 3 + std::uint64_t(comm.rank())});
+      for (std::size_t i = 0; i < 40; ++i) g[i] = i % 2 ? -1.0f : 1.0f;
+      auto c = make_compressor(k.name, 1.0,
+                               {.seed = 3 + std::uint64_t(comm.rank()), .quant_bits = k.bits});
       std::vector<float> sent(n);
       bytes[comm.rank()] = c->exchange(g, "w", comm, sent, mean[comm.rank()]).wire_bytes;
     });
     for (int w = 0; w < k.workers; ++w) {
       EXPECT_EQ(bytes[w], k.bytes) << k.name << " x " << k.workers;
-      EXPECT_FLOAT_EQ(mean[w][0], 1.0f) << k.name << " x " << k.workers;
-      EXPECT_FLOAT_EQ(mean[w][1], -1.0f) << k.name << " x " << k.workers;
+      for (std::size_t i = 0; i < 40; ++i)
+        ASSERT_FLOAT_EQ(mean[w][i], i % 2 ? -1.0f : 1.0f) << k.name << " x " << k.workers << " i " << i;
     }
   }
 }
@@ -239,11 +265,12 @@ TEST(Quantizers, CustomBitsAndSixteenBits) {
   auto c = make_compressor("qsgd-mn", 1.0, {.quant_bits = {16}});
   SoloCollectives solo;
   std::vector<float> sent(g.size()), mean(g.size());
-  // 65535 per code needs int32 even for one worker.
-  EXPECT_EQ(c->exchange(g, "w", solo, sent, mean).wire_bytes, 4 + 4 * g.size());
+  // One worker's offset codes up to 2 x 65535 fit 17-bit lanes, 3 to an int64 word.
+  EXPECT_EQ(c->exchange(g, "w", solo, sent, mean).wire_bytes, 4 + 8 * ((g.size() + 2) / 3));
   for (std::size_t i = 0; i < g.size(); ++i) ASSERT_LE(std::fabs(sent[i] - g[i]), m / 65535 * 1.001);
   auto ms = make_compressor("qsgd-mn-ms", 1.0, {.quant_bits = {2, 4, 6, 8}});
-  EXPECT_EQ(ms->exchange(g, "w", solo, sent, mean).wire_bytes, 4 + 2 * g.size());
+  // Levels as int8, codes up to 2 x 3 in 3-bit lanes, 21 to a word.
+  EXPECT_EQ(ms->exchange(g, "w", solo, sent, mean).wire_bytes, 4 + g.size() + 8 * ((g.size() + 20) / 21));
   for (std::size_t i = 0; i < g.size(); ++i) ASSERT_LE(std::fabs(sent[i] - g[i]), m / 3 * 1.001);
 }
 
@@ -312,7 +339,7 @@ TEST(Quantizers, BadOptionsThrow) {
 }
 
 // A collective compressor through ModelCompressor::step at layer granularity: identical updates on
-// every worker, wire bytes summed over the layers (int32 sums for 3 workers at 6 bits), no
+// every worker, wire bytes summed over the layers (9-bit packed sums for 3 workers at 6 bits), no
 // residual, and each layer's update within one coarse step of the workers' mean gradient.
 TEST(ModelCompressorStep, CollectiveQuantizerPerLayer) {
   const std::vector<TensorSpec> model = {{"fc1.weight", 3000}, {"fc1.bias", 30}, {"fc2.weight", 1500}};
@@ -336,7 +363,9 @@ TEST(ModelCompressorStep, CollectiveQuantizerPerLayer) {
       EXPECT_EQ(stats[w].selected, 4530u);
       EXPECT_EQ(stats[w].quality(), 1.0);
       EXPECT_EQ(stats[w].group_quality.size(), 3u);
-      EXPECT_EQ(stats[w].bytes_sent, 3 * 4 + 4530u * (1 + 4));
+      std::uint64_t expect_bytes = 0;
+      for (const auto& t : model) expect_bytes += 4 + t.numel + 8 * ((t.numel + 6) / 7);
+      EXPECT_EQ(stats[w].bytes_sent, expect_bytes);
       EXPECT_EQ(stats[w].dense_bytes, 4 * 4530u);
       for (float e : residuals[w]) ASSERT_EQ(e, 0.0f);
     }

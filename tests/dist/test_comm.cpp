@@ -62,6 +62,9 @@ TEST(Communicator, ReductionsOfEveryTypeAndVariableAllGather) {
     std::vector<std::int32_t> s32 = {1000000 * (r + 1), -7};
     c.allreduce_sum(s32);
     EXPECT_EQ(s32, (std::vector<std::int32_t>{6000000, -21}));
+    std::vector<std::int64_t> s64 = {(std::int64_t(1) << 40) * (r + 1), -7};
+    c.allreduce_sum(s64);
+    EXPECT_EQ(s64, (std::vector<std::int64_t>{std::int64_t(6) << 40, -21}));
     std::vector<float> sf = {0.25f * float(r)};
     c.allreduce_sum(sf);
     EXPECT_EQ(sf[0], 0.75f);
@@ -78,7 +81,8 @@ TEST(Communicator, ReductionsOfEveryTypeAndVariableAllGather) {
   });
 }
 
-// 3 workers at (6,10) bits sum in int32 after an int8 MIN: every worker gets the same mean, equal to
+// 3 workers at (6,10) bits sum 9-bit packed lanes in int64 words after an int8 MIN: every worker
+// gets the same mean, equal to
 // the mean of what each sent (gathered here to check).
 TEST(Communicator, CollectiveQuantizerExchangesOverGloo) {
   const int workers = 3;
@@ -96,7 +100,7 @@ TEST(Communicator, CollectiveQuantizerExchangesOverGloo) {
   });
   for (int w = 0; w < workers; ++w) {
     EXPECT_EQ(means[w], means[0]);
-    EXPECT_EQ(bytes[w], 4 + n + 4 * n);
+    EXPECT_EQ(bytes[w], 4 + n + 8 * ((n + 6) / 7));
   }
   for (std::size_t i = 0; i < n; ++i)
     ASSERT_NEAR(means[0][i], (sents[0][i] + sents[1][i] + sents[2][i]) / 3.0, 1e-6);

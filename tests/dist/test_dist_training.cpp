@@ -176,13 +176,15 @@ TEST(DistTraining, DenseWarmupThenCompression) {
 }
 
 TEST(DistTraining, QuantizerBitsAreForwardedAndChecked) {
-  for (const auto& [bits, per_code] : {std::pair<std::string, double>{"4", 1.0}, {"8", 4.0}}) {
+  // 2 workers: offset codes sum in 6-bit lanes (10 per int64 word) at 4 bits, 10-bit lanes (6 per
+  // word) at 8 bits.
+  for (const auto& [bits, lanes] : {std::pair<std::string, double>{"4", 10}, {"8", 6}}) {
     const ProcResult r = gradscope(kShort + " --compressor qsgd-mn --bits " + bits +
                                    " --workers 2 --steps 3 --json --timeout 30");
     ASSERT_EQ(r.rc, 0) << r.err;
     const auto j = nlohmann::json::parse(r.out);
     const double n = j["parameters"].get<double>();
-    EXPECT_EQ(j["per_step"][0]["bytes_sent"].get<double>(), 4 + per_code * n) << bits;
+    EXPECT_EQ(j["per_step"][0]["bytes_sent"].get<double>(), 4 + 8 * std::ceil(n / lanes)) << bits;
   }
   const ProcResult bad = gradscope(kShort + " --compressor qsgd-mn-ts --bits 10,6 --steps 1");
   EXPECT_NE(bad.rc, 0);

@@ -122,6 +122,7 @@ void Communicator::reduce(std::span<T> values, int op, const char* what) {
   constexpr torch::Dtype type = std::is_same_v<T, float>          ? torch::kFloat32
                                 : std::is_same_v<T, double>       ? torch::kFloat64
                                 : std::is_same_v<T, std::int32_t> ? torch::kInt32
+                                : std::is_same_v<T, std::int64_t> ? torch::kInt64
                                                                   : torch::kInt8;
   std::vector<at::Tensor> t = {view(values, type)};
   c10d::AllreduceOptions o;
@@ -140,6 +141,9 @@ void Communicator::allreduce_sum(std::span<std::int8_t> v) {
   reduce(v, c10d::ReduceOp::SUM, "all-reduce sum");
 }
 void Communicator::allreduce_sum(std::span<std::int32_t> v) {
+  reduce(v, c10d::ReduceOp::SUM, "all-reduce sum");
+}
+void Communicator::allreduce_sum(std::span<std::int64_t> v) {
   reduce(v, c10d::ReduceOp::SUM, "all-reduce sum");
 }
 void Communicator::allreduce_sum(std::span<float> v) {

@@ -23,6 +23,7 @@ class Collectives {
   virtual void allreduce_min(std::span<std::int8_t> values) = 0;
   virtual void allreduce_sum(std::span<std::int8_t> values) = 0;
   virtual void allreduce_sum(std::span<std::int32_t> values) = 0;
+  virtual void allreduce_sum(std::span<std::int64_t> values) = 0;
   virtual void allreduce_sum(std::span<float> values) = 0;
   // Every worker's bytes, in rank order (sizes may differ between workers).
   virtual std::vector<std::vector<std::byte>> allgather(std::span<const std::byte> mine) = 0;
@@ -37,6 +38,7 @@ class SoloCollectives : public Collectives {
   void allreduce_min(std::span<std::int8_t>) override {}
   void allreduce_sum(std::span<std::int8_t>) override {}
   void allreduce_sum(std::span<std::int32_t>) override {}
+  void allreduce_sum(std::span<std::int64_t>) override {}
   void allreduce_sum(std::span<float>) override {}
   std::vector<std::vector<std::byte>> allgather(std::span<const std::byte> mine) override {
     return {std::vector<std::byte>(mine.begin(), mine.end())};

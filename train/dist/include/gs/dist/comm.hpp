@@ -39,11 +39,12 @@ class Communicator final : public compress::Collectives {
   void check_same_config(const std::string& description);
   // Overwrites every worker's buffers with rank 0's (float32 host buffers of equal sizes).
   void broadcast(std::vector<float>& values);
-  // Element-wise over workers, in place (c10d MAX/MIN/SUM on float32, int8, int32, float64).
+  // Element-wise over workers, in place (c10d MAX/MIN/SUM on float32, int8, int32, int64, float64).
   void allreduce_max(std::span<float> values) override;
   void allreduce_min(std::span<std::int8_t> values) override;
   void allreduce_sum(std::span<std::int8_t> values) override;
   void allreduce_sum(std::span<std::int32_t> values) override;
+  void allreduce_sum(std::span<std::int64_t> values) override;
   void allreduce_sum(std::span<float> values) override;
   void allreduce_sum(std::span<double> values);
   // Every worker's bytes in rank order; sizes may differ.
