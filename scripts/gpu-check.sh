@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# gpu-check.sh: build fitting/ and kernels/ with CUDA on a GPU machine, run the CUDA test suites
-# and the GPU kernel benchmarks, and print a short table.
+# gpu-check.sh: build fitting/, kernels/ and compress/ with CUDA on a GPU machine, run their test
+# suites (the CUDA cases included: kernels' backends and cuFFT engine, the compressors on backend
+# cuda) and the GPU kernel benchmarks, and print a short table.
 #
 # Needs: an NVIDIA GPU with its driver, CUDA 13 (nvcc on PATH or in /usr/local/cuda/bin),
 # CMake >= 3.25, a C++20 host compiler, Python 3 with PyTorch built for CUDA (device bandwidth
@@ -63,19 +64,21 @@ say "configuring ${BUILD}"
 cmake -S "${ROOT}" -B "${BUILD}" "${CMAKE_ARGS[@]}" > "${OUT_DIR}/configure.log" 2>&1 \
   || { tail -30 "${OUT_DIR}/configure.log" >&2; die "configure failed (log: ${OUT_DIR}/configure.log)"; }
 targets=(gs_kernels gs_kernels_bench)
-[[ ${have_gtest} -eq 1 ]] && targets+=(gs_kernels_tests)
+[[ ${have_gtest} -eq 1 ]] && targets+=(gs_kernels_tests test_compress)
 say "building ${targets[*]}"
 cmake --build "${BUILD}" -j "${JOBS}" --target "${targets[@]}" > "${OUT_DIR}/build.log" 2>&1 \
   || { tail -30 "${OUT_DIR}/build.log" >&2; die "build failed (log: ${OUT_DIR}/build.log)"; }
 
 tests_status="not built"
 if [[ ${have_gtest} -eq 1 ]]; then
-  say "running the kernels suites (every table-driven case runs the CUDA backend too)"
-  if "${BUILD}/tests/kernels/gs_kernels_tests" --gtest_brief=1 > "${OUT_DIR}/tests.log" 2>&1; then
-    tests_status="passed"
-  else
-    tests_status="FAILED (see ${OUT_DIR}/tests.log)"
-  fi
+  say "running the kernels and compress suites (every table-driven case runs the CUDA backend too)"
+  : > "${OUT_DIR}/tests.log"
+  tests_status="passed"
+  for suite in kernels/gs_kernels_tests compress/test_compress; do
+    if ! "${BUILD}/tests/${suite}" --gtest_brief=1 >> "${OUT_DIR}/tests.log" 2>&1; then
+      tests_status="FAILED (${suite}; see ${OUT_DIR}/tests.log)"
+    fi
+  done
   if grep -q "SKIPPED" "${OUT_DIR}/tests.log"; then tests_status="${tests_status}, with skips"; fi
 fi
 

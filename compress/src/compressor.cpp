@@ -6,6 +6,7 @@
 
 #include "compressors.hpp"
 #include "gs/error.hpp"
+#include "gs/kernels/fft.hpp"
 
 namespace gs::compress {
 
@@ -91,10 +92,9 @@ constexpr std::array<std::string_view, 14> kNames = {
 }
 
 std::span<const std::string_view> compressor_names() {
-#if GS_HAVE_FFTW3
-  return kNames;
-#else
-  // Without FFTW3 make_compressor refuses "fft" (saying why), so it is not listed.
+  if (kernels::real_fft_available(kernels::BackendKind::cpu)) return kNames;
+  // Without FFTW3, make_compressor refuses "fft" on its default (CPU) backend, saying why, so it
+  // is not listed.
   static const std::vector<std::string_view> names = [] {
     std::vector<std::string_view> v;
     for (auto n : kNames)
@@ -102,7 +102,6 @@ std::span<const std::string_view> compressor_names() {
     return v;
   }();
   return names;
-#endif
 }
 
 std::unique_ptr<Compressor> make_compressor(std::string_view name, double ratio,

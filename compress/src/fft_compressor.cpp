@@ -1,15 +1,13 @@
-// fft: frequency-domain sparsification with range-based floats (algorithms.md section 7). Each
+// Frequency-domain sparsification with range-based floats (algorithms.md section 7). Each
 // chunk of the vector goes through a real FFT; the largest coefficients by |X_k| (a fraction theta
 // of each chunk's bins) are sent as Rice-coded bin gaps plus range-based floats; every worker
-// all-gathers the byte encodings, sums the decoded spectra, and one inverse FFT per chunk gives the
-// mean. Wire format, schedule and measured error: docs/compressors.md.
+// all-gathers the byte encodings, sums the decoded spectra, and inverse FFTs give the mean. The
+// transforms run on a kernels real-FFT engine (FFTW3 on the CPU, cuFFT with backend cuda). Wire
+// format, schedule and measured error: docs/compressors.md.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <map>
-#include <mutex>
-#include <new>
 #include <numeric>
 #include <string>
 
@@ -17,22 +15,9 @@
 #include "compressors.hpp"
 #include "gs/compress/range_float.hpp"
 #include "gs/error.hpp"
-
-#if GS_HAVE_FFTW3
-#include <fftw3.h>
-#endif
+#include "gs/kernels/fft.hpp"
 
 namespace gs::compress::detail {
-
-#if !GS_HAVE_FFTW3
-
-std::unique_ptr<Compressor> make_fft(double, const CompressorOptions&) {
-  throw Error("compressor 'fft': this build lacks FFTW3 (single precision, pkg-config fftw3f); "
-              "install libfftw3-dev (scripts/setup.sh) and configure the build again");
-}
-
-#else
-
 namespace {
 
 constexpr std::uint64_t kDefaultChunk = 4096;
@@ -48,7 +33,7 @@ struct Layout {
 
   Layout(std::uint64_t n_, std::uint64_t chunk_)
       : n(n_), chunk(chunk_), full(n_ / chunk_), tail(n_ % chunk_) {}
-  static std::uint64_t bins(std::uint64_t len) { return len / 2 + 1; }
+  static std::uint64_t bins(std::uint64_t len) { return kernels::RealFft::bins(len); }
   std::uint64_t chunks() const { return full + (tail ? 1 : 0); }
   std::uint64_t length(std::uint64_t c) const { return c < full ? chunk : tail; }
   std::uint64_t offset(std::uint64_t c) const { return c * chunk; }
@@ -65,74 +50,6 @@ std::uint64_t kept_bins(std::uint64_t len, double theta) {
   const std::uint64_t m = Layout::bins(len);
   const auto k = std::uint64_t(std::floor(theta * double(m) + 1e-9));
   return std::clamp<std::uint64_t>(k, 1, m);
-}
-
-// 64-byte aligned storage: FFTW's new-array execute needs arrays aligned like the planning ones.
-template <class T>
-class Aligned {
- public:
-  Aligned() = default;
-  explicit Aligned(std::size_t count) { resize(count); }
-  ~Aligned() { release(); }
-  Aligned(const Aligned&) = delete;
-  Aligned& operator=(const Aligned&) = delete;
-  void resize(std::size_t count) {
-    if (count <= size_) return;
-    release();
-    data_ = static_cast<T*>(::operator new[](count * sizeof(T), std::align_val_t(64)));
-    size_ = count;
-  }
-  T* data() const { return data_; }
-
- private:
-  void release() {
-    if (data_) ::operator delete[](data_, std::align_val_t(64));
-    data_ = nullptr;
-    size_ = 0;
-  }
-  T* data_ = nullptr;
-  std::size_t size_ = 0;
-};
-
-struct Plans {
-  fftwf_plan forward = nullptr;   // r2c
-  fftwf_plan backward = nullptr;  // c2r (unnormalized: c2r(r2c(x)) = len * x)
-};
-
-// One plan pair per chunk length, shared by every fft compressor of the process. Making and
-// destroying FFTW plans is not thread-safe (executing them is), and workers run as threads.
-class PlanCache {
- public:
-  ~PlanCache() {
-    std::lock_guard lock(mu_);
-    for (auto& [len, p] : plans_) {
-      fftwf_destroy_plan(p.forward);
-      fftwf_destroy_plan(p.backward);
-    }
-  }
-  Plans get(std::uint64_t len) {
-    std::lock_guard lock(mu_);
-    if (auto it = plans_.find(len); it != plans_.end()) return it->second;
-    Aligned<float> real(len);
-    Aligned<fftwf_complex> spec(Layout::bins(len));
-    Plans p;
-    p.forward = fftwf_plan_dft_r2c_1d(int(len), real.data(), spec.data(), FFTW_ESTIMATE);
-    p.backward = fftwf_plan_dft_c2r_1d(int(len), spec.data(), real.data(), FFTW_ESTIMATE);
-    if (!p.forward || !p.backward)
-      throw Error("compressor 'fft': FFTW could not plan a transform of length " +
-                  std::to_string(len));
-    plans_.emplace(len, p);
-    return p;
-  }
-
- private:
-  std::mutex mu_;
-  std::map<std::uint64_t, Plans> plans_;
-};
-
-PlanCache& plan_cache() {
-  static PlanCache cache;
-  return cache;
 }
 
 template <class T>
@@ -179,6 +96,11 @@ class FftCompressor final : public Compressor {
     if (chunk_ > kMaxChunk)
       throw Error("compressor 'fft': fft_chunk " + std::to_string(chunk_) + " exceeds 2^30; use 0 " +
                   "for the default (" + std::to_string(kDefaultChunk) + ")");
+    try {
+      fft_ = kernels::make_real_fft(kernels::resolve_backend(o.backend));
+    } catch (const Error& e) {
+      throw Error(std::string("compressor 'fft': ") + e.what());
+    }
   }
 
   std::string_view name() const override { return "fft"; }
@@ -207,8 +129,12 @@ class FftCompressor final : public Compressor {
   int exponent_bits_, mantissa_bits_;
   std::uint64_t chunk_;
   std::uint64_t step_ = 0;
-  Aligned<float> real_;
-  Aligned<fftwf_complex> spec_;
+  std::unique_ptr<kernels::RealFft> fft_;
+  std::vector<float> spectrum_;  // this worker's spectra, (re, im) interleaved, chunk after chunk
+
+  // The whole vector through the engine: the full chunks in one batch, then the tail chunk.
+  void transform(std::span<const float> x, const Layout& L, std::span<float> spectrum);
+  void inverse(std::span<const float> spectrum, const Layout& L, std::span<float> x);
 
   Layout layout_for(std::uint64_t n, std::string_view tensor) const;
   std::vector<std::byte> encode(std::span<const float> acc, const Layout& L, double theta,
@@ -225,22 +151,32 @@ Layout FftCompressor::layout_for(std::uint64_t n, std::string_view tensor) const
   return Layout(n, std::min(n, chunk_ == 0 ? kDefaultChunk : chunk_));
 }
 
+void FftCompressor::transform(std::span<const float> x, const Layout& L,
+                              std::span<float> spectrum) {
+  const auto split = std::size_t(L.full * L.chunk), at = std::size_t(2 * L.bin_offset(L.full));
+  if (L.full) fft_->forward(x.first(split), L.chunk, spectrum.first(at));
+  if (L.tail) fft_->forward(x.subspan(split), L.tail, spectrum.subspan(at));
+}
+
+void FftCompressor::inverse(std::span<const float> spectrum, const Layout& L, std::span<float> x) {
+  const auto split = std::size_t(L.full * L.chunk), at = std::size_t(2 * L.bin_offset(L.full));
+  if (L.full) fft_->backward(spectrum.first(at), L.chunk, x.first(split));
+  if (L.tail) fft_->backward(spectrum.subspan(at), L.tail, x.subspan(split));
+}
+
 std::vector<std::byte> FftCompressor::encode(std::span<const float> acc, const Layout& L,
                                              double theta, std::uint64_t& selected) {
-  real_.resize(L.chunk);
-  spec_.resize(Layout::bins(L.chunk));
+  spectrum_.resize(std::size_t(2 * L.total_bins()));
+  transform(acc, L, spectrum_);
   std::vector<std::uint64_t> gaps;
   std::vector<float> values;
   std::vector<std::uint32_t> order;
   std::vector<float> power;
   for (std::uint64_t c = 0; c < L.chunks(); ++c) {
     const std::uint64_t len = L.length(c), m = Layout::bins(len);
-    const Plans plans = plan_cache().get(len);
-    std::copy_n(acc.data() + L.offset(c), len, real_.data());
-    fftwf_execute_dft_r2c(plans.forward, real_.data(), spec_.data());
-    const fftwf_complex* X = spec_.data();
+    const float* X = spectrum_.data() + 2 * L.bin_offset(c);  // bin j: X[2j] + i X[2j + 1]
     power.resize(m);
-    for (std::uint64_t j = 0; j < m; ++j) power[j] = X[j][0] * X[j][0] + X[j][1] * X[j][1];
+    for (std::uint64_t j = 0; j < m; ++j) power[j] = X[2 * j] * X[2 * j] + X[2 * j + 1] * X[2 * j + 1];
     // The k largest |X_j| (ties to the lower bin), then in bin order for gap coding.
     const std::uint64_t k = kept_bins(len, theta);
     order.resize(m);
@@ -258,8 +194,8 @@ std::vector<std::byte> FftCompressor::encode(std::span<const float> acc, const L
       const std::uint32_t j = order[i];
       gaps.push_back(i == 0 ? j : j - prev - 1);
       prev = j;
-      values.push_back(X[j][0]);
-      if (has_imag(j, len)) values.push_back(X[j][1]);
+      values.push_back(X[2 * j]);
+      if (has_imag(j, len)) values.push_back(X[2 * j + 1]);
     }
   }
   selected = values.size();
@@ -370,20 +306,16 @@ Compressor::Exchanged FftCompressor::exchange(std::span<const float> acc, std::s
     });
   }
 
-  // One inverse transform per chunk for the mean, one for this worker's contribution.
+  // Inverse transforms: the summed spectra give the mean, this worker's own what it sent.
+  inverse(sum, L, mean);
+  inverse(own, L, sent);
   const double workers = double(all.size());
   for (std::uint64_t c = 0; c < L.chunks(); ++c) {
-    const std::uint64_t len = L.length(c), m = Layout::bins(len);
-    const Plans plans = plan_cache().get(len);
-    const std::size_t at = std::size_t(L.bin_offset(c)) * 2;
-    for (int pass = 0; pass < 2; ++pass) {
-      const std::vector<float>& spectrum = pass == 0 ? sum : own;
-      std::memcpy(spec_.data(), spectrum.data() + at, m * sizeof(fftwf_complex));
-      fftwf_execute_dft_c2r(plans.backward, spec_.data(), real_.data());
-      const auto scale = float(1.0 / (double(len) * (pass == 0 ? workers : 1.0)));
-      float* dst = (pass == 0 ? mean : sent).data() + L.offset(c);
-      for (std::uint64_t i = 0; i < len; ++i) dst[i] = real_.data()[i] * scale;
-    }
+    const std::uint64_t len = L.length(c);
+    const auto to_mean = float(1.0 / (double(len) * workers)), to_sent = float(1.0 / double(len));
+    float* m = mean.data() + L.offset(c);
+    float* t = sent.data() + L.offset(c);
+    for (std::uint64_t i = 0; i < len; ++i) m[i] *= to_mean, t[i] *= to_sent;
   }
   return r;
 }
@@ -393,7 +325,5 @@ Compressor::Exchanged FftCompressor::exchange(std::span<const float> acc, std::s
 std::unique_ptr<Compressor> make_fft(double ratio, const CompressorOptions& o) {
   return std::make_unique<FftCompressor>(ratio, o);
 }
-
-#endif  // GS_HAVE_FFTW3
 
 }  // namespace gs::compress::detail

@@ -15,6 +15,7 @@
 #include "gs/compress/range_float.hpp"
 #include "gs/compress/thread_collectives.hpp"
 #include "gs/error.hpp"
+#include "gs/kernels/backend.hpp"
 
 using namespace gs::compress;
 
@@ -376,4 +377,33 @@ TEST(Fft, BadInputThrows) {
                              f->exchange(v, "w", w, s, m);
                            }),
                gs::Error);
+}
+
+// The cuFFT engine (backend cuda) in the compressor, on a vector with a full-chunk batch and a
+// tail chunk: one worker's mean is what it sent and keeps most of a correlated vector; where the
+// build has FFTW3 too, it decodes like the CPU engine (the kept bins can differ only at near-ties
+// of |X_k|, so the two agree far closer than either is to g). Without a GPU, backend cuda is
+// refused with a gs::Error that names the compressor.
+TEST(Fft, CudaBackendMatchesCpu) {
+  if (!gs::kernels::cuda_available()) {
+    try {
+      make_compressor("fft", 0.1, {.backend = "cuda"});
+      ADD_FAILURE() << "backend cuda accepted without a usable GPU";
+    } catch (const gs::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("compressor 'fft'"), std::string::npos) << e.what();
+    }
+    GTEST_SKIP() << "no usable GPU on this machine: CUDA suites run on a GPU machine";
+  }
+  const auto g = correlated(5 * 4096 + 1234, 91);
+  auto gpu = make_compressor("fft", 0.1, {.backend = "cuda"});
+  const Solo b = exchange_solo(*gpu, g);
+  EXPECT_EQ(b.sent, b.mean);
+  const double err = rel_l2(b.mean, g);
+  EXPECT_GT(err, 1e-3);  // a real compression
+  EXPECT_LT(err, 0.5);   // an AR(1) vector's energy sits in few bins
+  if (!fft_built()) GTEST_SKIP() << "this build lacks FFTW3: no CPU engine to compare with";
+  auto cpu = make_compressor("fft", 0.1, {.backend = "cpu"});
+  const Solo a = exchange_solo(*cpu, g);
+  EXPECT_EQ(a.r.info.selected, b.r.info.selected);
+  EXPECT_LT(rel_l2(b.mean, a.mean), 0.01 * err);
 }

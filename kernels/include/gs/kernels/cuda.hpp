@@ -20,6 +20,10 @@
 struct CUstream_st;
 using cudaStream_t = CUstream_st*;  // the CUDA runtime's own definition, repeated
 
+namespace gs::kernels {
+class RealFft;
+}
+
 namespace gs::kernels::cuda {
 
 // Number of usable CUDA devices (0 without a driver or GPU; never throws).
@@ -133,5 +137,9 @@ std::unique_ptr<gs::MagnitudePasses> make_device_passes(std::span<const float> h
 // The same over data already on the device (not owned; must outlive the object).
 std::unique_ptr<gs::MagnitudePasses> make_device_passes(const float* d_g, std::uint64_t n,
                                                         cudaStream_t stream);
+
+// The cuFFT engine of gs/kernels/fft.hpp (use gs::kernels::make_real_fft, which checks for a GPU
+// first): one plan per (length, batch, direction), its own stream, pooled device buffers.
+std::unique_ptr<RealFft> make_real_fft();
 
 }  // namespace gs::kernels::cuda

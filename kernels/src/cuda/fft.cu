@@ -1,0 +1,113 @@
+// The cuFFT engine of gs/kernels/fft.hpp: host batches copied to pooled device buffers, one
+// batched r2c or c2r plan per (length, batch) made on first use, results copied back. Every
+// cuFFT and CUDA status becomes gs::Error.
+#include <cufft.h>
+
+#include <map>
+#include <string>
+#include <tuple>
+
+#include "cuda_common.cuh"
+#include "gs/kernels/fft.hpp"
+
+namespace gs::kernels::cuda {
+namespace {
+
+const char* cufft_name(cufftResult r) {
+  switch (r) {
+    case CUFFT_SUCCESS: return "CUFFT_SUCCESS";
+    case CUFFT_INVALID_PLAN: return "CUFFT_INVALID_PLAN";
+    case CUFFT_ALLOC_FAILED: return "CUFFT_ALLOC_FAILED (out of device memory)";
+    case CUFFT_INVALID_VALUE: return "CUFFT_INVALID_VALUE";
+    case CUFFT_INTERNAL_ERROR: return "CUFFT_INTERNAL_ERROR";
+    case CUFFT_EXEC_FAILED: return "CUFFT_EXEC_FAILED";
+    case CUFFT_SETUP_FAILED: return "CUFFT_SETUP_FAILED";
+    case CUFFT_INVALID_SIZE: return "CUFFT_INVALID_SIZE";
+    default: return "cuFFT error";
+  }
+}
+
+void check(cufftResult r, const char* expr, std::uint64_t len, std::uint64_t batch) {
+  if (r != CUFFT_SUCCESS)
+    throw gs::Error(std::string("real FFT (cuFFT): ") + cufft_name(r) + " (" +
+                    std::to_string(int(r)) + ") in " + expr + " for " + std::to_string(batch) +
+                    " chunk(s) of " + std::to_string(len));
+}
+
+class CufftRealFft final : public RealFft {
+ public:
+  CufftRealFft() { GS_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)); }
+  ~CufftRealFft() override {
+    for (auto& [key, plan] : plans_) cufftDestroy(plan);
+    real_.reset();
+    spec_.reset();
+    cudaStreamSynchronize(stream_);
+    cudaStreamDestroy(stream_);
+  }
+  CufftRealFft(const CufftRealFft&) = delete;
+  CufftRealFft& operator=(const CufftRealFft&) = delete;
+
+  BackendKind kind() const override { return BackendKind::cuda; }
+
+  void forward(std::span<const float> in, std::uint64_t len, std::span<float> spectrum) override {
+    const std::uint64_t batch = kernels::detail::check_fft_sizes("forward", in.size(), len, spectrum.size());
+    if (batch == 0) return;
+    reserve(in.size(), spectrum.size());
+    copy_to_device(real_.data(), in.data(), in.size_bytes(), stream_);
+    check(cufftExecR2C(plan(len, batch, CUFFT_R2C), real_.data(),
+                       reinterpret_cast<cufftComplex*>(spec_.data())),
+          "cufftExecR2C", len, batch);
+    copy_to_host(spectrum.data(), spec_.data(), spectrum.size_bytes(), stream_);  // synchronizes
+  }
+
+  void backward(std::span<const float> spectrum, std::uint64_t len, std::span<float> out) override {
+    const std::uint64_t batch = kernels::detail::check_fft_sizes("backward", out.size(), len, spectrum.size());
+    if (batch == 0) return;
+    reserve(out.size(), spectrum.size());
+    // c2r may overwrite its input: it is our device copy, never the caller's spectrum.
+    copy_to_device(spec_.data(), spectrum.data(), spectrum.size_bytes(), stream_);
+    check(cufftExecC2R(plan(len, batch, CUFFT_C2R), reinterpret_cast<cufftComplex*>(spec_.data()),
+                       real_.data()),
+          "cufftExecC2R", len, batch);
+    copy_to_host(out.data(), real_.data(), out.size_bytes(), stream_);
+  }
+
+ private:
+  // Device buffers grow to the largest batch seen and are reused.
+  void reserve(std::uint64_t real_floats, std::uint64_t spectrum_floats) {
+    if (real_.size() < real_floats) real_ = DeviceBuffer<float>(real_floats, stream_);
+    if (spec_.size() < spectrum_floats) spec_ = DeviceBuffer<float>(spectrum_floats, stream_);
+  }
+
+  cufftHandle plan(std::uint64_t len, std::uint64_t batch, cufftType type) {
+    const auto key = std::make_tuple(len, batch, int(type));
+    if (auto it = plans_.find(key); it != plans_.end()) return it->second;
+    cufftHandle h = 0;
+    check(cufftCreate(&h), "cufftCreate", len, batch);
+    long long n[1] = {static_cast<long long>(len)};
+    const long long bins = static_cast<long long>(RealFft::bins(len));
+    const bool r2c = type == CUFFT_R2C;
+    std::size_t work = 0;
+    cufftResult r = cufftSetStream(h, stream_);
+    // Basic layout: chunks back to back, len reals and bins complex values each.
+    if (r == CUFFT_SUCCESS)
+      r = cufftMakePlanMany64(h, 1, n, nullptr, 1, r2c ? n[0] : bins, nullptr, 1, r2c ? bins : n[0],
+                              type, static_cast<long long>(batch), &work);
+    if (r != CUFFT_SUCCESS) {
+      cufftDestroy(h);
+      check(r, "cufftSetStream/cufftMakePlanMany64", len, batch);
+    }
+    plans_.emplace(key, h);
+    return h;
+  }
+
+  cudaStream_t stream_ = nullptr;
+  std::map<std::tuple<std::uint64_t, std::uint64_t, int>, cufftHandle> plans_;
+  DeviceBuffer<float> real_, spec_;
+};
+
+}  // namespace
+
+std::unique_ptr<RealFft> make_real_fft() { return std::make_unique<CufftRealFft>(); }
+
+}  // namespace gs::kernels::cuda
