@@ -21,14 +21,55 @@ std::unique_ptr<Compressor> make_threshold_compressor(std::string_view name, dou
 // qsgd-mn, qsgd-mn-ts, qsgd-mn-ms (quantizers.cpp): gs::Error for bad options.quant_bits.
 std::unique_ptr<Compressor> make_quantizer(std::string_view name, const CompressorOptions& o);
 
+// Unsigned values of `bits` bits packed floor(63 / bits) to an int64 word, the top bit left clear:
+// when every lane's sum over the workers stays below 2^bits, an all-reduce SUM of the words adds
+// every lane at once, without a carry into the next lane and without signed overflow.
+struct Lanes {
+  int bits = 1;
+  int per_word = 63;
+  static Lanes of(int bits) { return {bits, 63 / bits}; }
+  std::size_t words(std::size_t count) const { return (count + per_word - 1) / per_word; }
+  double bits_per_value() const { return 64.0 / per_word; }
+  // words[...] |= value(i) for i in [0, count), in order (value(i) < 2^bits).
+  template <class Value>
+  void pack(std::size_t count, Value value, std::vector<std::int64_t>& out) const {
+    out.assign(words(count), 0);
+    for (std::size_t w = 0, i = 0; w < out.size(); ++w) {
+      std::uint64_t word = 0;
+      for (int j = 0; j < per_word && i < count; ++j, ++i)
+        word |= std::uint64_t(value(i)) << (j * bits);
+      out[w] = std::int64_t(word);
+    }
+  }
+  // take(i, lane value) for i in [0, count), in order.
+  template <class Take>
+  void unpack(std::span<const std::int64_t> in, std::size_t count, Take take) const {
+    const std::uint64_t mask = (std::uint64_t(1) << bits) - 1;
+    for (std::size_t w = 0, i = 0; w < in.size(); ++w) {
+      const auto word = std::uint64_t(in[w]);
+      for (int j = 0; j < per_word && i < count; ++j, ++i) take(i, (word >> (j * bits)) & mask);
+    }
+  }
+};
+
 // How the quantizers' all-reduce SUM carries codes in [-max_code, max_code] from `workers` workers
 // (quantizers.cpp): the format with the fewest bits per element whose sum cannot overflow.
 struct SumFormat {
   enum class Kind { int8, int32, packed } kind = Kind::int32;
-  int lane_bits = 0;  // packed: bits per lane, bit_width(2 * workers * max_code)
-  int lanes = 0;      // packed: lanes per int64 word, floor(63 / lane_bits)
+  Lanes lanes;  // packed: offset codes in [0, 2 max_code], bit_width(2 * workers * max_code) bits
   static SumFormat choose(int workers, std::int64_t max_code);
   std::uint64_t bytes(std::size_t n) const;  // on the wire for n codes
+};
+
+// How the multi-scale quantizers agree on each element's level in [0, levels): an all-reduce MIN of
+// int8 indices, or, where narrower, an all-reduce SUM of thermometer bits [level >= j] for
+// j = 1..levels-1 in lanes of bit_width(workers) bits (the MIN is the number of j every worker
+// reached: the j whose sum is `workers`).
+struct LevelFormat {
+  bool thermometer = false;
+  Lanes lanes;
+  static LevelFormat choose(int workers, std::size_t levels);
+  std::uint64_t bytes(std::size_t n, std::size_t levels) const;
 };
 
 // Sparse payload of acc's finite elements with |acc| > threshold, ascending indices.

@@ -3,13 +3,13 @@
 // runs up to three rounds over Collectives:
 //   1. all-reduce MAX of max|g| (one float): every worker quantizes against the same M;
 //   2. multi-scale only: each worker picks, per element, the finest level whose codes still fit in
-//      the coarsest level's range (a deterministic rule, so the estimate stays unbiased), then
-//      all-reduce MIN of the level index (int8) so every worker uses the same level;
+//      the coarsest level's range (a deterministic rule, so the estimate stays unbiased), then all
+//      workers agree on the MIN (LevelFormat): an all-reduce MIN of int8 indices, or, where it
+//      takes fewer bits, an all-reduce SUM of packed thermometer bits [level >= j] (the MIN is the
+//      count of j whose sum is the worker count);
 //   3. all-reduce SUM of the integer codes in the narrowest format that cannot overflow (SumFormat):
-//      int8 when workers * s_1 <= 127, int32, or bit-packed: each code offset by s_1 into
+//      int8 when workers * s_1 <= 127, int32, or bit-packed (Lanes): each code offset by s_1 into
 //      [0, 2 s_1], in lanes of L = bit_width(2 W s_1) bits, floor(63 / L) lanes to an int64 word.
-//      A lane's sum over W workers stays below 2^L, so adding the words adds every lane without a
-//      carry into the next one (and the top bit stays clear: no signed overflow).
 // Every code is bounded by s_1 = 2^b_1 - 1 (the coarsest level): at level k a worker's code is at
 // most ceil(|g|/M * s_k), which the level rule keeps <= s_1, and the MIN only moves to coarser
 // levels. So the sum format depends on the smallest bit width only. No error feedback:
@@ -48,9 +48,8 @@ SumFormat SumFormat::choose(int workers, std::int64_t max_code) {
   // Bits per element of each format; ties go to the plain integer types.
   SumFormat f;
   const double int8_bits = std::int64_t(workers) * max_code <= 127 ? 8.0 : INFINITY;
-  f.lane_bits = std::bit_width(std::uint64_t(2 * std::int64_t(workers) * max_code));
-  f.lanes = 63 / f.lane_bits;
-  const double packed_bits = 64.0 / f.lanes;
+  f.lanes = Lanes::of(std::bit_width(std::uint64_t(2 * std::int64_t(workers) * max_code)));
+  const double packed_bits = f.lanes.bits_per_value();
   if (int8_bits <= packed_bits) f.kind = Kind::int8;
   else if (packed_bits < 32.0) f.kind = Kind::packed;
   else f.kind = Kind::int32;
@@ -61,9 +60,20 @@ std::uint64_t SumFormat::bytes(std::size_t n) const {
   switch (kind) {
     case Kind::int8: return n;
     case Kind::int32: return 4 * std::uint64_t(n);
-    case Kind::packed: return 8 * ((std::uint64_t(n) + lanes - 1) / lanes);
+    case Kind::packed: return 8 * std::uint64_t(lanes.words(n));
   }
   return 0;
+}
+
+LevelFormat LevelFormat::choose(int workers, std::size_t levels) {
+  LevelFormat f;
+  f.lanes = Lanes::of(std::bit_width(unsigned(workers)));
+  f.thermometer = double(levels - 1) * f.lanes.bits_per_value() < 8.0;
+  return f;
+}
+
+std::uint64_t LevelFormat::bytes(std::size_t n, std::size_t levels) const {
+  return thermometer ? 8 * std::uint64_t(lanes.words(n * (levels - 1))) : n;
 }
 
 namespace {
@@ -108,6 +118,7 @@ class QsgdMnCompressor final : public Compressor {
                         std::span<float> sent, std::span<float> mean);
   void quantize_and_sum_packed(std::span<const float> acc, double m, const SumFormat& format,
                                Collectives& comm, std::span<float> sent, std::span<float> mean);
+  void agree_on_levels(Collectives& comm);
 
   std::string name_;
   std::vector<int> bits_;       // ascending, in [1, 16]
@@ -171,8 +182,8 @@ Compressor::Exchanged QsgdMnCompressor::exchange(std::span<const float> acc,
       while (k + 1 < scales_.size() && std::ceil(a * scales_[k + 1]) <= s1) ++k;
       level_[i] = std::int8_t(k);
     }
-    comm.allreduce_min(level_);
-    r.wire_bytes += n * sizeof(std::int8_t);
+    agree_on_levels(comm);
+    r.wire_bytes += LevelFormat::choose(workers, scales_.size()).bytes(n, scales_.size());
   }
 
   // Round 3: codes summed in a format that cannot overflow.
@@ -216,24 +227,34 @@ void QsgdMnCompressor::quantize_and_sum_packed(std::span<const float> acc, doubl
                                                std::span<float> sent, std::span<float> mean) {
   const std::size_t n = acc.size();
   const auto offset = std::int64_t(scales_.front());  // codes in [-s_1, s_1] become [0, 2 s_1]
-  std::vector<std::int64_t> words((n + f.lanes - 1) / f.lanes);
-  for (std::size_t w = 0, i = 0; w < words.size(); ++w) {
-    std::uint64_t word = 0;
-    for (int j = 0; j < f.lanes && i < n; ++j, ++i)
-      word |= std::uint64_t(code(acc, i, m, sent) + offset) << (j * f.lane_bits);
-    words[w] = std::int64_t(word);
-  }
+  std::vector<std::int64_t> words;
+  f.lanes.pack(n, [&](std::size_t i) { return code(acc, i, m, sent) + offset; }, words);
   comm.allreduce_sum(std::span<std::int64_t>(words));
   const int workers = comm.world_size();
-  const std::uint64_t mask = (std::uint64_t(1) << f.lane_bits) - 1;
-  const std::int64_t total_offset = offset * workers;
-  for (std::size_t w = 0, i = 0; w < words.size(); ++w) {
-    const auto word = std::uint64_t(words[w]);
-    for (int j = 0; j < f.lanes && i < n; ++j, ++i) {
-      const std::int64_t sum = std::int64_t((word >> (j * f.lane_bits)) & mask) - total_offset;
-      mean[i] = float(double(sum) * (m / scale_of(i)) / workers);
-    }
+  f.lanes.unpack(words, n, [&](std::size_t i, std::uint64_t lane) {
+    const std::int64_t sum = std::int64_t(lane) - offset * workers;
+    mean[i] = float(double(sum) * (m / scale_of(i)) / workers);
+  });
+}
+
+// level_[i] becomes the MIN over the workers, by whichever LevelFormat is narrower.
+void QsgdMnCompressor::agree_on_levels(Collectives& comm) {
+  const std::size_t n = level_.size(), steps = scales_.size() - 1;
+  const LevelFormat f = LevelFormat::choose(comm.world_size(), scales_.size());
+  if (!f.thermometer) {
+    comm.allreduce_min(level_);
+    return;
   }
+  // Value t = i * steps + (j - 1) is [level_i >= j].
+  std::vector<std::int64_t> words;
+  f.lanes.pack(n * steps, [&](std::size_t t) { return unsigned(level_[t / steps] > int(t % steps)); },
+               words);
+  comm.allreduce_sum(std::span<std::int64_t>(words));
+  const auto workers = std::uint64_t(comm.world_size());
+  std::fill(level_.begin(), level_.end(), std::int8_t(0));
+  f.lanes.unpack(words, n * steps, [&](std::size_t t, std::uint64_t lane) {
+    if (lane == workers) ++level_[t / steps];
+  });
 }
 
 // Bits per scale: the defaults when empty, else exactly `count` values (or at least `count` when

@@ -67,6 +67,18 @@ std::uint64_t sum_bytes(std::size_t n, int workers, double s1) {
   return 4 * n;
 }
 
+// The level round's bytes for n elements and `levels` scales: int8 MIN indices, or thermometer bits
+// [level >= j], j = 1..levels-1, summed in lanes of bit_width(workers) bits, floor(63 / lane) to an
+// int64 word, when that takes fewer than 8 bits per element.
+std::uint64_t level_bytes(std::size_t n, int workers, std::size_t levels) {
+  if (levels < 2) return 0;
+  int lane = 0;
+  while ((1 << lane) <= workers) ++lane;
+  const std::size_t lanes = std::size_t(63 / lane), values = n * (levels - 1);
+  if (double(levels - 1) * 64.0 / double(lanes) < 8.0) return 8 * ((values + lanes - 1) / lanes);
+  return n;
+}
+
 }  // namespace
 
 TEST(Quantizers, RegisteredAsCollectiveWithoutErrorFeedback) {
@@ -96,11 +108,13 @@ TEST(Quantizers, OneWorkerErrorWithinOneStep) {
     EXPECT_EQ(r.info.selected, g.size());
     EXPECT_EQ(r.info.density(), 1.0);
     EXPECT_EQ(r.info.quality(), 1.0);
-    // Rounds: MAX (4 bytes), MIN of levels (n int8) when several scales, SUM (packed: one worker's
-    // offset codes fit 5 bits for s_1 = 15, 7 bits for s_1 = 63: 12 or 9 lanes per int64).
+    // Rounds: MAX (4 bytes), the levels when several scales (one worker: 1-bit thermometer lanes,
+    // 63 a word), SUM (packed: one worker's offset codes fit 5 bits for s_1 = 15, 7 bits for
+    // s_1 = 63: 12 or 9 lanes per int64).
     const std::size_t lanes = s[0] == 15 ? 12 : 9;
     EXPECT_EQ(sum_bytes(g.size(), 1, s[0]), 8 * ((g.size() + lanes - 1) / lanes));
-    EXPECT_EQ(r.wire_bytes, 4 + (s.size() > 1 ? g.size() : 0) + sum_bytes(g.size(), 1, s[0])) << name;
+    EXPECT_EQ(level_bytes(g.size(), 1, s.size()), s.size() == 1 ? 0 : 8 * ((g.size() * (s.size() - 1) + 62) / 63));
+    EXPECT_EQ(r.wire_bytes, 4 + level_bytes(g.size(), 1, s.size()) + sum_bytes(g.size(), 1, s[0])) << name;
     std::size_t finer = 0;
     for (std::size_t i = 0; i < g.size(); ++i) {
       const std::size_t k = own_level(g[i], m, s);
@@ -187,7 +201,8 @@ TEST(Quantizers, AllReduceCompatibleAcrossWorkers) {
       });
       double m = 0.0;
       for (const auto& gw : g) m = std::max<double>(m, max_abs(gw));
-      const std::uint64_t expect = 4 + (s.size() > 1 ? n : 0) + sum_bytes(n, workers, s[0]);
+      const std::uint64_t expect =
+          4 + level_bytes(n, workers, s.size()) + sum_bytes(n, workers, s[0]);
       std::size_t moved = 0;  // elements where some worker's own level was finer than the agreed one
       for (std::size_t i = 0; i < n; ++i) {
         std::size_t agreed = s.size(), finest = 0;
@@ -235,12 +250,15 @@ TEST(Quantizers, SumFormatAtItsEdgesKeepsExtremeCodes) {
            Case{"qsgd-mn", {}, 4, 4 + 8 * ((n + 8) / 9)},  // 120 <= 127, but 7-bit lanes beat int8
            Case{"qsgd-mn", {}, 8, 4 + n},                  // int8: 8-bit lanes, 9.1 bits, lose
            Case{"qsgd-mn", {}, 9, 4 + words},              // 135 > 127: 9-bit lanes, not int32
-           Case{"qsgd-mn-ts", {}, 2, 4 + n + n},           // 126 <= 127: int8
-           Case{"qsgd-mn-ts", {}, 3, 4 + n + words},       // 189: 9-bit lanes
+           Case{"qsgd-mn-ts", {}, 2, 4 + 136 + n},         // 126 <= 127: int8
+           Case{"qsgd-mn-ts", {}, 3, 4 + 136 + words},     // 189: 9-bit lanes
            Case{"qsgd-mn", {16}, 17, 4 + 4 * n},           // 2 x 17 x 65535 needs 22 bits: int32
            Case{"qsgd-mn", {16}, 16, 4 + 8 * ((n + 2) / 3)}}) {  // 21 bits: 3 lanes
     ASSERT_EQ(sum_bytes(n, k.workers, k.bits.empty() ? default_scales(k.name)[0] : 65535.0),
-              k.bytes - 4 - (k.name == "qsgd-mn-ts" ? n : 0));
+              k.bytes - 4 - level_bytes(n, k.workers, k.name == "qsgd-mn-ts" ? 2 : 1));
+    if (k.name == "qsgd-mn-ts") {
+      ASSERT_EQ(level_bytes(n, k.workers, 2), 136u);  // 2-bit thermometer lanes, 31 a word
+    }
     std::vector<std::vector<float>> mean(k.workers, std::vector<float>(n));
     std::vector<std::uint64_t> bytes(k.workers);
     run_workers(k.workers, [&](Collectives& comm) {
@@ -269,8 +287,10 @@ TEST(Quantizers, CustomBitsAndSixteenBits) {
   EXPECT_EQ(c->exchange(g, "w", solo, sent, mean).wire_bytes, 4 + 8 * ((g.size() + 2) / 3));
   for (std::size_t i = 0; i < g.size(); ++i) ASSERT_LE(std::fabs(sent[i] - g[i]), m / 65535 * 1.001);
   auto ms = make_compressor("qsgd-mn-ms", 1.0, {.quant_bits = {2, 4, 6, 8}});
-  // Levels as int8, codes up to 2 x 3 in 3-bit lanes, 21 to a word.
-  EXPECT_EQ(ms->exchange(g, "w", solo, sent, mean).wire_bytes, 4 + g.size() + 8 * ((g.size() + 20) / 21));
+  // Levels as 3 thermometer bits per element (63 a word), codes up to 2 x 3 in 3-bit lanes, 21 a
+  // word.
+  EXPECT_EQ(ms->exchange(g, "w", solo, sent, mean).wire_bytes,
+            4 + 8 * ((3 * g.size() + 62) / 63) + 8 * ((g.size() + 20) / 21));
   for (std::size_t i = 0; i < g.size(); ++i) ASSERT_LE(std::fabs(sent[i] - g[i]), m / 3 * 1.001);
 }
 
@@ -339,7 +359,8 @@ TEST(Quantizers, BadOptionsThrow) {
 }
 
 // A collective compressor through ModelCompressor::step at layer granularity: identical updates on
-// every worker, wire bytes summed over the layers (9-bit packed sums for 3 workers at 6 bits), no
+// every worker, wire bytes summed over the layers (2-bit thermometer levels, 9-bit packed sums
+// for 3 workers at 6 bits), no
 // residual, and each layer's update within one coarse step of the workers' mean gradient.
 TEST(ModelCompressorStep, CollectiveQuantizerPerLayer) {
   const std::vector<TensorSpec> model = {{"fc1.weight", 3000}, {"fc1.bias", 30}, {"fc2.weight", 1500}};
@@ -364,7 +385,7 @@ TEST(ModelCompressorStep, CollectiveQuantizerPerLayer) {
       EXPECT_EQ(stats[w].quality(), 1.0);
       EXPECT_EQ(stats[w].group_quality.size(), 3u);
       std::uint64_t expect_bytes = 0;
-      for (const auto& t : model) expect_bytes += 4 + t.numel + 8 * ((t.numel + 6) / 7);
+      for (const auto& t : model) expect_bytes += 4 + 8 * ((t.numel + 30) / 31) + 8 * ((t.numel + 6) / 7);
       EXPECT_EQ(stats[w].bytes_sent, expect_bytes);
       EXPECT_EQ(stats[w].dense_bytes, 4 * 4530u);
       for (float e : residuals[w]) ASSERT_EQ(e, 0.0f);

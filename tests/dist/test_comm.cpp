@@ -81,8 +81,8 @@ TEST(Communicator, ReductionsOfEveryTypeAndVariableAllGather) {
   });
 }
 
-// 3 workers at (6,10) bits sum 9-bit packed lanes in int64 words after an int8 MIN: every worker
-// gets the same mean, equal to
+// 3 workers at (6,10) bits agree on levels by 2-bit thermometer sums, then sum 9-bit packed code
+// lanes in int64 words: every worker gets the same mean, equal to
 // the mean of what each sent (gathered here to check).
 TEST(Communicator, CollectiveQuantizerExchangesOverGloo) {
   const int workers = 3;
@@ -100,7 +100,7 @@ TEST(Communicator, CollectiveQuantizerExchangesOverGloo) {
   });
   for (int w = 0; w < workers; ++w) {
     EXPECT_EQ(means[w], means[0]);
-    EXPECT_EQ(bytes[w], 4 + n + 8 * ((n + 6) / 7));
+    EXPECT_EQ(bytes[w], 4 + 8 * ((n + 30) / 31) + 8 * ((n + 6) / 7));
   }
   for (std::size_t i = 0; i < n; ++i)
     ASSERT_NEAR(means[0][i], (sents[0][i] + sents[1][i] + sents[2][i]) / 3.0, 1e-6);
