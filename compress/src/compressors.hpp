@@ -30,26 +30,50 @@ struct Lanes {
   static Lanes of(int bits) { return {bits, 63 / bits}; }
   std::size_t words(std::size_t count) const { return (count + per_word - 1) / per_word; }
   double bits_per_value() const { return 64.0 / per_word; }
-  // words[...] |= value(i) for i in [0, count), in order (value(i) < 2^bits).
-  template <class Value>
-  void pack(std::size_t count, Value value, std::vector<std::int64_t>& out) const {
-    out.assign(words(count), 0);
-    for (std::size_t w = 0, i = 0; w < out.size(); ++w) {
-      std::uint64_t word = 0;
-      for (int j = 0; j < per_word && i < count; ++j, ++i)
-        word |= std::uint64_t(value(i)) << (j * bits);
-      out[w] = std::int64_t(word);
+  // Appends values (each < 2^bits) lane after lane, word after word.
+  class Writer {
+   public:
+    Writer(const Lanes& lanes, std::vector<std::int64_t>& out)
+        : bits_(lanes.bits), per_word_(lanes.per_word), out_(out) {
+      out_.clear();
     }
-  }
-  // take(i, lane value) for i in [0, count), in order.
-  template <class Take>
-  void unpack(std::span<const std::int64_t> in, std::size_t count, Take take) const {
-    const std::uint64_t mask = (std::uint64_t(1) << bits) - 1;
-    for (std::size_t w = 0, i = 0; w < in.size(); ++w) {
-      const auto word = std::uint64_t(in[w]);
-      for (int j = 0; j < per_word && i < count; ++j, ++i) take(i, (word >> (j * bits)) & mask);
+    void push(std::uint64_t value) {
+      word_ |= value << (lane_ * bits_);
+      if (++lane_ == per_word_) flush();
     }
-  }
+    void finish() {
+      if (lane_) flush();
+    }
+
+   private:
+    void flush() {
+      out_.push_back(std::int64_t(word_));
+      word_ = 0;
+      lane_ = 0;
+    }
+    int bits_, per_word_;
+    std::vector<std::int64_t>& out_;
+    std::uint64_t word_ = 0;
+    int lane_ = 0;
+  };
+  // Reads the lanes back in the order they were pushed.
+  class Reader {
+   public:
+    Reader(const Lanes& lanes, std::span<const std::int64_t> in)
+        : bits_(lanes.bits), per_word_(lanes.per_word), in_(in),
+          mask_((std::uint64_t(1) << lanes.bits) - 1) {}
+    std::uint64_t next() {
+      if (lane_ == per_word_) ++word_, lane_ = 0;
+      return (std::uint64_t(in_[word_]) >> (lane_++ * bits_)) & mask_;
+    }
+
+   private:
+    int bits_, per_word_;
+    std::span<const std::int64_t> in_;
+    std::uint64_t mask_;
+    std::size_t word_ = 0;
+    int lane_ = 0;
+  };
 };
 
 // How the quantizers' all-reduce SUM carries codes in [-max_code, max_code] from `workers` workers

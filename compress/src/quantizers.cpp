@@ -228,13 +228,17 @@ void QsgdMnCompressor::quantize_and_sum_packed(std::span<const float> acc, doubl
   const std::size_t n = acc.size();
   const auto offset = std::int64_t(scales_.front());  // codes in [-s_1, s_1] become [0, 2 s_1]
   std::vector<std::int64_t> words;
-  f.lanes.pack(n, [&](std::size_t i) { return code(acc, i, m, sent) + offset; }, words);
+  words.reserve(f.lanes.words(n));
+  Lanes::Writer out(f.lanes, words);
+  for (std::size_t i = 0; i < n; ++i) out.push(std::uint64_t(code(acc, i, m, sent) + offset));
+  out.finish();
   comm.allreduce_sum(std::span<std::int64_t>(words));
   const int workers = comm.world_size();
-  f.lanes.unpack(words, n, [&](std::size_t i, std::uint64_t lane) {
-    const std::int64_t sum = std::int64_t(lane) - offset * workers;
+  Lanes::Reader in(f.lanes, words);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::int64_t sum = std::int64_t(in.next()) - offset * workers;
     mean[i] = float(double(sum) * (m / scale_of(i)) / workers);
-  });
+  }
 }
 
 // level_[i] becomes the MIN over the workers, by whichever LevelFormat is narrower.
@@ -245,16 +249,21 @@ void QsgdMnCompressor::agree_on_levels(Collectives& comm) {
     comm.allreduce_min(level_);
     return;
   }
-  // Value t = i * steps + (j - 1) is [level_i >= j].
+  // Lanes [level_i >= j] for j = 1..steps, element after element.
   std::vector<std::int64_t> words;
-  f.lanes.pack(n * steps, [&](std::size_t t) { return unsigned(level_[t / steps] > int(t % steps)); },
-               words);
+  words.reserve(f.lanes.words(n * steps));
+  Lanes::Writer out(f.lanes, words);
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t j = 1; j <= steps; ++j) out.push(std::size_t(level_[i]) >= j ? 1 : 0);
+  out.finish();
   comm.allreduce_sum(std::span<std::int64_t>(words));
   const auto workers = std::uint64_t(comm.world_size());
-  std::fill(level_.begin(), level_.end(), std::int8_t(0));
-  f.lanes.unpack(words, n * steps, [&](std::size_t t, std::uint64_t lane) {
-    if (lane == workers) ++level_[t / steps];
-  });
+  Lanes::Reader in(f.lanes, words);
+  for (std::size_t i = 0; i < n; ++i) {
+    std::int8_t agreed = 0;
+    for (std::size_t j = 1; j <= steps; ++j) agreed += in.next() == workers ? 1 : 0;
+    level_[i] = agreed;
+  }
 }
 
 // Bits per scale: the defaults when empty, else exactly `count` values (or at least `count` when
