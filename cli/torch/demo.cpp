@@ -131,7 +131,7 @@ std::vector<DemoStep> demo_steps() {
 }
 
 int run_demo(const DemoOptions& options) {
-  DemoContext ctx{options, demo_capture_config(options), {}};
+  DemoContext ctx{options, demo_capture_config(options), {}, {}};
   const auto steps = demo_steps();
   for (std::size_t i = 0; i < steps.size(); ++i) {
     std::printf("[%zu/%zu] %s\n", i + 1, steps.size(), steps[i].title.c_str());

@@ -60,10 +60,13 @@ MagnitudeStats stats_above_block(const float* v, std::size_t n, double threshold
 // One read of g[begin, end): stats_above_block's statistics (of |g| > threshold, shifted) and the
 // compaction of the finite |g| > pack (pack above the threshold) at out_idx/out_val + out (room
 // for end - begin more), in the same loop over 8-lane groups. Returns the statistics; out moves.
+// dense_hits: store every group's (possibly empty) packing without a branch, for blocks where many
+// groups have a hit (an unpredictable branch costs more there than the stores); else only groups
+// with hits are stored.
 MagnitudeStats stats_above_and_compact(const float* g, std::size_t begin, std::size_t end,
                                        double threshold, double shift, StatsFields fields,
                                        float pack, std::int32_t* out_idx, float* out_val,
-                                       std::size_t& out);
+                                       std::size_t& out, bool dense_hits = false);
 
 #if defined(__GNUC__) && defined(__x86_64__)
 // Row m: the lanes of the set bits of m in ascending order, then the rest (never read).

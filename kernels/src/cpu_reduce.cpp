@@ -381,21 +381,22 @@ MagnitudeStats stats_above_block(const float* v, std::size_t n, double threshold
 
 #if defined(GS_LIGHT_AVX2)
 namespace {
-template <bool squares>
+template <bool squares, bool branchless>
 __attribute__((target("avx2"))) MagnitudeStats stats_and_pack_avx2(
     const float* g, std::size_t begin, std::size_t end, float t, double shift, float pack,
     std::int32_t* out_idx, float* out_val, std::size_t& out) {
   const __m256 pv = _mm256_set1_ps(pack);
   const float* base = g + begin;
+  std::size_t at = out;  // a local the loop keeps in a register (out may alias nothing, but is a reference)
   auto extra = [&](std::size_t i, __m256 x, __m256 finite) __attribute__((target("avx2"))) {
     const int m = _mm256_movemask_ps(_mm256_and_ps(_mm256_cmp_ps(x, pv, _CMP_GT_OQ), finite));
-    if (m) out = pack_group8(g, begin + i, m, out_idx, out_val, out);
+    if (branchless || m) at = pack_group8(g, begin + i, m, out_idx, out_val, at);
   };
   const std::size_t n = end - begin;
   const MagnitudeStats s = light_chunk_avx2_with<true, squares, false>(base, n, t, shift, extra);
   const std::size_t full = n - n % 8;  // the groups extra saw; the rest by the scalar compaction
   out = compact_range(g, static_cast<const std::int32_t*>(nullptr), begin + full, end, pack,
-                      out_idx, out_val, out);
+                      out_idx, out_val, at);
   return s;
 }
 }  // namespace
@@ -403,12 +404,14 @@ __attribute__((target("avx2"))) MagnitudeStats stats_and_pack_avx2(
 
 MagnitudeStats stats_above_and_compact(const float* g, std::size_t begin, std::size_t end,
                                        double threshold, double shift, StatsFields f, float pack,
-                                       std::int32_t* out_idx, float* out_val, std::size_t& out) {
+                                       std::int32_t* out_idx, float* out_val, std::size_t& out,
+                                       bool dense_hits) {
 #if defined(GS_LIGHT_AVX2)
   if (has_avx2() && !f.sum_log && !f.sum_signed && shift <= threshold && out_val) {
     const float t = threshold_as_float(threshold);
-    return f.sum_sq ? stats_and_pack_avx2<true>(g, begin, end, t, shift, pack, out_idx, out_val, out)
-                    : stats_and_pack_avx2<false>(g, begin, end, t, shift, pack, out_idx, out_val, out);
+    const auto run = f.sum_sq ? (dense_hits ? stats_and_pack_avx2<true, true> : stats_and_pack_avx2<true, false>)
+                              : (dense_hits ? stats_and_pack_avx2<false, true> : stats_and_pack_avx2<false, false>);
+    return run(g, begin, end, t, shift, pack, out_idx, out_val, out);
   }
 #endif
   const MagnitudeStats s = stats_above_block(g + begin, end - begin, threshold, shift, f);

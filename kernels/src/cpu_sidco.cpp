@@ -64,16 +64,20 @@ MagnitudeStats collect_candidates(std::span<const float> g, double threshold, do
   detail::for_thread_ranges(g.size(), [&](int r, std::size_t begin, std::size_t end) {
     auto& p = w.parts[static_cast<std::size_t>(r)];
     p.size = 0;
+    // Branchless packing once the previous chunk packed more than 1% of its elements (about 8% of
+    // the 8-lane groups hit: the branch then mispredicts often; measured in docs/BENCHMARKS.md).
+    bool dense_hits = false;
     for (std::size_t c = begin; c < end; c += kChunk) {
       const std::size_t ce = std::min(end, c + kChunk);
       p.ensure(p.size + (ce - c));  // room for a whole chunk: the packed stores need it
       const std::size_t before = p.size;
       const std::size_t ci = c / kChunk;
       // Statistics over more than is packed: both in one loop over the chunk.
-      if (!same)
+      if (!same) {
         w.chunk_stats[ci] = detail::stats_above_and_compact(g.data(), c, ce, threshold, shift, f, t,
-                                                            p.idx.get(), p.val.get(), p.size);
-      else
+                                                            p.idx.get(), p.val.get(), p.size, dense_hits);
+        dense_hits = 100 * (p.size - before) > ce - c;
+      } else
         p.size = detail::compact_range(g.data(), static_cast<const std::int32_t*>(nullptr), c, ce, t,
                                        p.idx.get(), p.val.get(), p.size);
       w.seg_begin[ci] = before;
@@ -138,10 +142,10 @@ Pipeline run_stages(std::span<const float> g, double delta, SidcoVariant variant
   // candidates are then a few times the final selection and cost little to write; when a stage's
   // threshold comes out below the bound after all, that stage and the selection read g again.
   // automatic takes it only while the expected candidates (about kGuessMargin x stage 2's count,
-  // stage 1 keeping a quarter) stay within 1% of g: beyond that, writing and re-reading them costs
-  // more than the read they save (measured: docs/BENCHMARKS.md).
+  // stage 1 keeping a quarter) stay within 10% of g: beyond that (density 0.1 with M = 2),
+  // writing and re-reading them costs more than the read they save (docs/BENCHMARKS.md).
   constexpr double kGuessMargin = 2.0;
-  constexpr double kFirstStageShare = 0.25, kAutomaticMaxCandidates = 0.01;
+  constexpr double kFirstStageShare = 0.25, kAutomaticMaxCandidates = 0.10;
   double bound = -1.0;
   if (more && (route == SidcoRoute::automatic || route == SidcoRoute::predicted)) {
     const double d = kGuessMargin * plan.tail_density();
