@@ -29,7 +29,6 @@ struct Lanes {
   int per_word = 63;
   static Lanes of(int bits) { return {bits, 63 / bits}; }
   std::size_t words(std::size_t count) const { return (count + per_word - 1) / per_word; }
-  double bits_per_value() const { return 64.0 / per_word; }
   // Appends values (each < 2^bits) lane after lane, word after word.
   class Writer {
    public:
@@ -76,23 +75,24 @@ struct Lanes {
   };
 };
 
-// How the quantizers' all-reduce SUM carries codes in [-max_code, max_code] from `workers` workers
-// (quantizers.cpp): the format with the fewest bits per element whose sum cannot overflow.
+// How the quantizers' all-reduce SUM carries n codes in [-max_code, max_code] from `workers`
+// workers (quantizers.cpp): the format with the fewest bytes whose sum cannot overflow (ties to the
+// plain types; a few codes stay int8 or int32 rather than fill a word).
 struct SumFormat {
   enum class Kind { int8, int32, packed } kind = Kind::int32;
   Lanes lanes;  // packed: offset codes in [0, 2 max_code], bit_width(2 * workers * max_code) bits
-  static SumFormat choose(int workers, std::int64_t max_code);
+  static SumFormat choose(int workers, std::int64_t max_code, std::size_t n);
   std::uint64_t bytes(std::size_t n) const;  // on the wire for n codes
 };
 
-// How the multi-scale quantizers agree on each element's level in [0, levels): an all-reduce MIN of
-// int8 indices, or, where narrower, an all-reduce SUM of thermometer bits [level >= j] for
-// j = 1..levels-1 in lanes of bit_width(workers) bits (the MIN is the number of j every worker
-// reached: the j whose sum is `workers`).
+// How the multi-scale quantizers agree on the level in [0, levels) of each of n elements: an
+// all-reduce MIN of int8 indices, or, where it takes fewer bytes, an all-reduce SUM of thermometer
+// bits [level >= j] for j = 1..levels-1 in lanes of bit_width(workers) bits (the MIN is the number
+// of j every worker reached: the j whose sum is `workers`).
 struct LevelFormat {
   bool thermometer = false;
   Lanes lanes;
-  static LevelFormat choose(int workers, std::size_t levels);
+  static LevelFormat choose(int workers, std::size_t levels, std::size_t n);
   std::uint64_t bytes(std::size_t n, std::size_t levels) const;
 };
 

@@ -130,6 +130,7 @@ class FftCompressor final : public Compressor {
   std::uint64_t chunk_;
   std::uint64_t step_ = 0;
   std::unique_ptr<kernels::RealFft> fft_;
+  std::uint16_t engine_code() const { return fft_->kind() == kernels::BackendKind::cuda ? 1 : 0; }
   std::vector<float> spectrum_;  // this worker's spectra, (re, im) interleaved, chunk after chunk
 
   // The whole vector through the engine: the full chunks in one batch, then the tail chunk.
@@ -205,7 +206,7 @@ std::vector<std::byte> FftCompressor::encode(std::span<const float> acc, const L
   const int b = rice_parameter(gaps);
   put(out, kVersion);
   put(out, std::uint8_t(b));
-  put(out, std::uint16_t(0));
+  put(out, engine_code());  // the transform engine: every worker must use the same one
   put(out, std::uint64_t(L.n));
   put(out, std::uint32_t(L.chunk));
   put(out, std::uint32_t(L.full ? kept_bins(L.chunk, theta) : 0));
@@ -226,6 +227,11 @@ void FftCompressor::decode(std::span<const std::byte> in, const Layout& L, int r
   if (in.size() < kHeaderBytes || get<std::uint8_t>(in, 0) != kVersion)
     throw Error(who + "is not an fft spectrum of this version (truncated or corrupt bytes)");
   const int b = get<std::uint8_t>(in, 1);
+  if (get<std::uint16_t>(in, 2) != engine_code())
+    throw Error(who + "was transformed by " + (get<std::uint16_t>(in, 2) == 1 ? "cuFFT" : "FFTW3") +
+                " and this worker uses " + (engine_code() == 1 ? "cuFFT" : "FFTW3") +
+                ": their roundings differ and the replicas would drift; give every worker the same "
+                "--backend (cpu or cuda, not auto on a mix of machines)");
   if (get<std::uint64_t>(in, 4) != L.n || get<std::uint32_t>(in, 12) != L.chunk)
     throw Error(who + "is for n = " + std::to_string(get<std::uint64_t>(in, 4)) + ", chunk " +
                 std::to_string(get<std::uint32_t>(in, 12)) + "; this worker has n = " +

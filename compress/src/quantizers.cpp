@@ -5,9 +5,9 @@
 //   2. multi-scale only: each worker picks, per element, the finest level whose codes still fit in
 //      the coarsest level's range (a deterministic rule, so the estimate stays unbiased), then all
 //      workers agree on the MIN (LevelFormat): an all-reduce MIN of int8 indices, or, where it
-//      takes fewer bits, an all-reduce SUM of packed thermometer bits [level >= j] (the MIN is the
+//      takes fewer bytes, an all-reduce SUM of packed thermometer bits [level >= j] (the MIN is the
 //      count of j whose sum is the worker count);
-//   3. all-reduce SUM of the integer codes in the narrowest format that cannot overflow (SumFormat):
+//   3. all-reduce SUM of the integer codes in the smallest format that cannot overflow (SumFormat):
 //      int8 when workers * s_1 <= 127, int32, or bit-packed (Lanes): each code offset by s_1 into
 //      [0, 2 s_1], in lanes of L = bit_width(2 W s_1) bits, floor(63 / L) lanes to an int64 word.
 // Every code is bounded by s_1 = 2^b_1 - 1 (the coarsest level): at level k a worker's code is at
@@ -44,14 +44,12 @@ class SplitMix64 {
 
 }  // namespace
 
-SumFormat SumFormat::choose(int workers, std::int64_t max_code) {
-  // Bits per element of each format; ties go to the plain integer types.
+SumFormat SumFormat::choose(int workers, std::int64_t max_code, std::size_t n) {
   SumFormat f;
-  const double int8_bits = std::int64_t(workers) * max_code <= 127 ? 8.0 : INFINITY;
   f.lanes = Lanes::of(std::bit_width(std::uint64_t(2 * std::int64_t(workers) * max_code)));
-  const double packed_bits = f.lanes.bits_per_value();
-  if (int8_bits <= packed_bits) f.kind = Kind::int8;
-  else if (packed_bits < 32.0) f.kind = Kind::packed;
+  const std::uint64_t packed = 8 * std::uint64_t(f.lanes.words(n));
+  if (std::int64_t(workers) * max_code <= 127 && n <= packed) f.kind = Kind::int8;
+  else if (packed < 4 * std::uint64_t(n)) f.kind = Kind::packed;
   else f.kind = Kind::int32;
   return f;
 }
@@ -65,10 +63,10 @@ std::uint64_t SumFormat::bytes(std::size_t n) const {
   return 0;
 }
 
-LevelFormat LevelFormat::choose(int workers, std::size_t levels) {
+LevelFormat LevelFormat::choose(int workers, std::size_t levels, std::size_t n) {
   LevelFormat f;
   f.lanes = Lanes::of(std::bit_width(unsigned(workers)));
-  f.thermometer = double(levels - 1) * f.lanes.bits_per_value() < 8.0;
+  f.thermometer = 8 * std::uint64_t(f.lanes.words(n * (levels - 1))) < n;
   return f;
 }
 
@@ -183,11 +181,11 @@ Compressor::Exchanged QsgdMnCompressor::exchange(std::span<const float> acc,
       level_[i] = std::int8_t(k);
     }
     agree_on_levels(comm);
-    r.wire_bytes += LevelFormat::choose(workers, scales_.size()).bytes(n, scales_.size());
+    r.wire_bytes += LevelFormat::choose(workers, scales_.size(), n).bytes(n, scales_.size());
   }
 
   // Round 3: codes summed in a format that cannot overflow.
-  const SumFormat format = SumFormat::choose(workers, max_code);
+  const SumFormat format = SumFormat::choose(workers, max_code, n);
   switch (format.kind) {
     case SumFormat::Kind::int8: quantize_and_sum<std::int8_t>(acc, m, comm, sent, mean); break;
     case SumFormat::Kind::int32: quantize_and_sum<std::int32_t>(acc, m, comm, sent, mean); break;
@@ -244,7 +242,7 @@ void QsgdMnCompressor::quantize_and_sum_packed(std::span<const float> acc, doubl
 // level_[i] becomes the MIN over the workers, by whichever LevelFormat is narrower.
 void QsgdMnCompressor::agree_on_levels(Collectives& comm) {
   const std::size_t n = level_.size(), steps = scales_.size() - 1;
-  const LevelFormat f = LevelFormat::choose(comm.world_size(), scales_.size());
+  const LevelFormat f = LevelFormat::choose(comm.world_size(), scales_.size(), n);
   if (!f.thermometer) {
     comm.allreduce_min(level_);
     return;

@@ -149,7 +149,9 @@ Pipeline run_stages(std::span<const float> g, double delta, SidcoVariant variant
   double bound = -1.0;
   if (more && (route == SidcoRoute::automatic || route == SidcoRoute::predicted)) {
     const double d = kGuessMargin * plan.tail_density();
-    const bool worth = route == SidcoRoute::predicted || kFirstStageShare * d <= kAutomaticMaxCandidates;
+    // (with a hair of margin: M = 3 at density 0.01 lands on 10% exactly, up to pow's rounding)
+    const bool worth = route == SidcoRoute::predicted ||
+                       kFirstStageShare * d <= kAutomaticMaxCandidates * (1.0 + 1e-9);
     if (d < 1.0 && worth) bound = plan.threshold() + first.mean() * std::log(1.0 / d);
     else if (route == SidcoRoute::predicted) bound = plan.threshold();  // no room: pack at eta1
   }

@@ -13,7 +13,7 @@
 #ifndef GS_HAVE_FFTW3
 #define GS_HAVE_FFTW3 0
 #endif
-#if GS_HAVE_CUDA
+#if defined(GS_HAVE_CUDA)
 #include "gs/kernels/cuda.hpp"
 #endif
 #if GS_HAVE_FFTW3
@@ -170,7 +170,7 @@ bool real_fft_available(BackendKind kind) {
 std::unique_ptr<RealFft> make_real_fft(BackendKind kind) {
   if (kind == BackendKind::cuda) {
     resolve_backend("cuda");  // throws, saying why, when CUDA is not built or no GPU is present
-#if GS_HAVE_CUDA
+#if defined(GS_HAVE_CUDA)
     return cuda::make_real_fft();
 #endif
   }

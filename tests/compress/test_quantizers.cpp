@@ -54,29 +54,27 @@ bool is_multiple(double x, double step) {
 }
 
 // The code sum's bytes for n codes in [-s1, s1] from `workers` workers (algorithms.md section 8 and
-// docs/compressors.md): the fewest bits per element among int8 (when workers * s1 <= 127), int64
-// words of floor(63 / L) lanes of L bits (the offset codes' sum needs 2 workers s1 < 2^L), and
-// int32; ties go to int8 or int32.
+// docs/compressors.md): the fewest bytes among int8 (when workers * s1 <= 127), int64 words of
+// floor(63 / L) lanes of L bits (the offset codes' sum needs 2 workers s1 < 2^L), and int32; ties
+// go to int8 or int32.
 std::uint64_t sum_bytes(std::size_t n, int workers, double s1) {
   int lane = 1;
   while (std::ldexp(1.0, lane) <= 2.0 * workers * s1) ++lane;
-  const std::size_t lanes = std::size_t(63 / lane);
-  const double packed_bits = 64.0 / double(lanes);
-  if (workers * s1 <= 127 && 8.0 <= packed_bits) return n;
-  if (packed_bits < 32.0) return 8 * ((n + lanes - 1) / lanes);
-  return 4 * n;
+  const std::size_t lanes = std::size_t(63 / lane), packed = 8 * ((n + lanes - 1) / lanes);
+  if (workers * s1 <= 127 && n <= packed) return n;
+  return packed < 4 * n ? packed : 4 * n;
 }
 
 // The level round's bytes for n elements and `levels` scales: int8 MIN indices, or thermometer bits
 // [level >= j], j = 1..levels-1, summed in lanes of bit_width(workers) bits, floor(63 / lane) to an
-// int64 word, when that takes fewer than 8 bits per element.
+// int64 word, when those take fewer bytes.
 std::uint64_t level_bytes(std::size_t n, int workers, std::size_t levels) {
   if (levels < 2) return 0;
   int lane = 0;
   while ((1 << lane) <= workers) ++lane;
   const std::size_t lanes = std::size_t(63 / lane), values = n * (levels - 1);
-  if (double(levels - 1) * 64.0 / double(lanes) < 8.0) return 8 * ((values + lanes - 1) / lanes);
-  return n;
+  const std::size_t thermometer = 8 * ((values + lanes - 1) / lanes);
+  return thermometer < n ? thermometer : n;
 }
 
 }  // namespace
@@ -292,6 +290,39 @@ TEST(Quantizers, CustomBitsAndSixteenBits) {
   EXPECT_EQ(ms->exchange(g, "w", solo, sent, mean).wire_bytes,
             4 + 8 * ((3 * g.size() + 62) / 63) + 8 * ((g.size() + 20) / 21));
   for (std::size_t i = 0; i < g.size(); ++i) ASSERT_LE(std::fabs(sent[i] - g[i]), m / 3 * 1.001);
+}
+
+// The formats are chosen by bytes for the vector at hand: one code stays an int8 rather than fill an
+// int64 word; 3 workers at (6, 10) bits send 2 codes as int32 (8 bytes either way: ties to the plain
+// type) and 3 packed (8 bytes, not 12), their levels as int8 until a thermometer word is smaller.
+// Every worker's mean is still the mean of what each sent.
+TEST(Quantizers, TinyVectorsKeepThePlainTypes) {
+  {
+    auto c = make_compressor("qsgd-mn", 1.0);
+    SoloCollectives solo;
+    std::vector<float> g = {0.3f}, sent(1), mean(1);
+    EXPECT_EQ(c->exchange(g, "b", solo, sent, mean).wire_bytes, 4u + 1u);
+    EXPECT_EQ(sent[0], mean[0]);
+  }
+  for (std::size_t n : {std::size_t{1}, std::size_t{2}, std::size_t{3}, std::size_t{9}}) {
+    std::vector<std::vector<float>> sent(3, std::vector<float>(n)), mean(3, std::vector<float>(n));
+    std::vector<std::uint64_t> bytes(3);
+    run_workers(3, [&](Collectives& comm) {
+      const int w = comm.rank();
+      const auto g = laplace(n, 70 + std::uint64_t(w), 1e-2f / float(1 + w));
+      auto c = make_compressor("qsgd-mn-ts", 1.0, {.seed = 5 + std::uint64_t(w)});
+      bytes[w] = c->exchange(g, "bias", comm, sent[w], mean[w]).wire_bytes;
+    });
+    const std::uint64_t codes = n <= 2 ? 4 * n : 8 * ((n + 6) / 7);
+    const std::uint64_t levels = n < 8 ? n : 8 * ((n + 30) / 31);
+    EXPECT_EQ(sum_bytes(n, 3, 63), codes);
+    EXPECT_EQ(level_bytes(n, 3, 2), levels);
+    for (int w = 0; w < 3; ++w) {
+      EXPECT_EQ(bytes[w], 4 + levels + codes) << "n " << n;
+      for (std::size_t i = 0; i < n; ++i)
+        ASSERT_NEAR(mean[w][i], (sent[0][i] + sent[1][i] + sent[2][i]) / 3.0, 1e-7) << "n " << n;
+    }
+  }
 }
 
 TEST(Quantizers, ZeroAndEmptyVectors) {

@@ -147,8 +147,8 @@ TEST(DistTraining, CollectiveCompressorsTrainTwoWorkers) {
   }
 }
 
-// --bits reaches every worker: 4-bit codes of 2 workers sum in int8 (4 + n bytes: the scale, then
-// one byte a code), 8-bit codes need int32 (4 + 4 n); a bad list is refused before training.
+// --bits reaches every worker: 4-bit codes of 2 workers sum in 6-bit packed lanes, 8-bit codes in
+// 10-bit lanes (the scale's 4 bytes, then the words); a bad list is refused before training.
 // --warmup-steps: the first steps go uncompressed (4 bytes an element by all-reduce), then the
 // compressor takes over; quality describes only its steps.
 TEST(DistTraining, DenseWarmupThenCompression) {

@@ -74,8 +74,8 @@ Selection<std::int64_t> select_above64(std::span<const float> g, double threshol
 //     costs 2 reads of g plus small passes. A stage whose threshold falls below the bound reads g
 //     instead (full_reads says how often), and so does the selection then.
 //   automatic: predicted when its candidates are expected within 10% of g (M = 2 and 3 at
-//     densities 0.01 and 0.001); otherwise candidates for M >= 3 and n <= 16 Mi elements,
-//     full_passes beyond.
+//     densities 0.01 and 0.001, M = 4 at 0.001); otherwise candidates for M >= 3 and n <= 16 Mi
+//     elements, full_passes beyond.
 // The threshold equals gs::sidco_threshold's up to the rounding of its sums (blocks differ).
 enum class SidcoRoute { automatic, full_passes, candidates, predicted };
 

@@ -32,7 +32,9 @@ class RealFft {
 // cuda_available().
 bool real_fft_available(BackendKind kind);
 // The engine for `kind`; gs::Error saying what is missing when it is not available. Engines are
-// not shared between threads (each holds its own scratch); plans are cached per length.
+// not shared between threads (each holds its own scratch). FFTW3 plans are cached per length for
+// the whole process; a cuFFT engine keeps one plan per (length, batch, direction) it has seen, for
+// its lifetime (a model's tensors have a few distinct sizes).
 std::unique_ptr<RealFft> make_real_fft(BackendKind kind);
 
 namespace detail {
