@@ -90,7 +90,8 @@ gs::cli::Runner setup(CLI::App& sub) {
                  "exchange the first N steps uncompressed (dense warm-up), then compress");
   sub.add_option("--seed", cfg->seed, "seed of the model, the data order and the sampling");
   sub.add_option("--stages", cfg->stages, "SIDCo stages: 0 adaptive, else fixed");
-  sub.add_option("--backend", cfg->backend, "threshold fits on auto, cpu or cuda");
+  sub.add_option("--backend", cfg->backend,
+                 "kernels backend (threshold fits, fft transforms): auto, cpu or cuda");
   sub.add_option("--bits", cfg->bits,
                  "qsgd-mn*: bits per scale, ascending, e.g. 4 (qsgd-mn), 6,10 (-ts), 4,6,8,10 (-ms)")
       ->delimiter(',');

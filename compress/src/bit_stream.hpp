@@ -1,8 +1,11 @@
 #pragma once
-// Internal: LSB-first bit packing for the compact wire formats (range-based floats, Rice-coded
-// indices). Bits fill each byte from its least significant bit; a stream ends on a byte boundary.
+// Internal: the wire formats' byte-level helpers: fixed-size header fields (little-endian, the
+// host order the formats assume) and LSB-first bit packing for the compact formats (range-based
+// floats, Rice-coded indices). Bits fill each byte from its least significant bit; a stream ends
+// on a byte boundary.
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
 #include <string>
 #include <vector>
@@ -10,6 +13,20 @@
 #include "gs/error.hpp"
 
 namespace gs::compress::detail {
+
+// Appends the bytes of v.
+template <class T>
+void put_field(std::vector<std::byte>& out, T v) {
+  const auto* b = reinterpret_cast<const std::byte*>(&v);
+  out.insert(out.end(), b, b + sizeof(T));
+}
+// The T stored at byte `at` of in (the caller has checked that it fits).
+template <class T>
+T field_at(std::span<const std::byte> in, std::size_t at) {
+  T v;
+  std::memcpy(&v, in.data() + at, sizeof(T));
+  return v;
+}
 
 class BitWriter {
  public:

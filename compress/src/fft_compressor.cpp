@@ -52,17 +52,6 @@ std::uint64_t kept_bins(std::uint64_t len, double theta) {
   return std::clamp<std::uint64_t>(k, 1, m);
 }
 
-template <class T>
-void put(std::vector<std::byte>& out, T v) {
-  const auto* b = reinterpret_cast<const std::byte*>(&v);
-  out.insert(out.end(), b, b + sizeof(T));
-}
-template <class T>
-T get(std::span<const std::byte> in, std::size_t at) {
-  T v;
-  std::memcpy(&v, in.data() + at, sizeof(T));
-  return v;
-}
 
 // Rice parameter with the fewest bits for these gaps (searched near log2 of their mean).
 int rice_parameter(const std::vector<std::uint64_t>& gaps) {
@@ -87,12 +76,12 @@ class FftCompressor final : public Compressor {
         exponent_bits_(o.fft_exponent_bits),
         mantissa_bits_(o.fft_mantissa_bits),
         chunk_(o.fft_chunk) {
-    if (exponent_bits_ < 1 || exponent_bits_ > 8)
-      throw Error("compressor 'fft': fft_exponent_bits must be 1..8, got " +
-                  std::to_string(exponent_bits_));
-    if (mantissa_bits_ < 1 || mantissa_bits_ > 23)
-      throw Error("compressor 'fft': fft_mantissa_bits must be 1..23, got " +
-                  std::to_string(mantissa_bits_));
+    try {
+      check_range_float_bits(exponent_bits_, mantissa_bits_);
+    } catch (const Error& e) {
+      throw Error(std::string("compressor 'fft' (--fft-exponent-bits, --fft-mantissa-bits): ") +
+                  e.what());
+    }
     if (chunk_ > kMaxChunk)
       throw Error("compressor 'fft': fft_chunk " + std::to_string(chunk_) + " exceeds 2^30; use 0 " +
                   "for the default (" + std::to_string(kDefaultChunk) + ")");
@@ -204,14 +193,14 @@ std::vector<std::byte> FftCompressor::encode(std::span<const float> acc, const L
   std::vector<std::byte> out;
   out.reserve(kHeaderBytes + gaps.size() + values.size() * 4);
   const int b = rice_parameter(gaps);
-  put(out, kVersion);
-  put(out, std::uint8_t(b));
-  put(out, engine_code());  // the transform engine: every worker must use the same one
-  put(out, std::uint64_t(L.n));
-  put(out, std::uint32_t(L.chunk));
-  put(out, std::uint32_t(L.full ? kept_bins(L.chunk, theta) : 0));
-  put(out, std::uint32_t(L.tail ? kept_bins(L.tail, theta) : 0));
-  put(out, std::uint64_t(0));  // index bytes, filled in below
+  put_field(out, kVersion);
+  put_field(out, std::uint8_t(b));
+  put_field(out, engine_code());  // the transform engine: every worker must use the same one
+  put_field(out, std::uint64_t(L.n));
+  put_field(out, std::uint32_t(L.chunk));
+  put_field(out, std::uint32_t(L.full ? kept_bins(L.chunk, theta) : 0));
+  put_field(out, std::uint32_t(L.tail ? kept_bins(L.tail, theta) : 0));
+  put_field(out, std::uint64_t(0));  // index bytes, filled in below
   BitWriter w(out);
   for (std::uint64_t d : gaps) w.put_rice(d, b);
   w.finish();
@@ -224,22 +213,23 @@ std::vector<std::byte> FftCompressor::encode(std::span<const float> acc, const L
 template <class F>
 void FftCompressor::decode(std::span<const std::byte> in, const Layout& L, int rank, F add) const {
   const std::string who = "compressor 'fft': worker " + std::to_string(rank) + "'s encoding ";
-  if (in.size() < kHeaderBytes || get<std::uint8_t>(in, 0) != kVersion)
+  if (in.size() < kHeaderBytes || field_at<std::uint8_t>(in, 0) != kVersion)
     throw Error(who + "is not an fft spectrum of this version (truncated or corrupt bytes)");
-  const int b = get<std::uint8_t>(in, 1);
-  if (get<std::uint16_t>(in, 2) != engine_code())
-    throw Error(who + "was transformed by " + (get<std::uint16_t>(in, 2) == 1 ? "cuFFT" : "FFTW3") +
-                " and this worker uses " + (engine_code() == 1 ? "cuFFT" : "FFTW3") +
+  const int b = field_at<std::uint8_t>(in, 1);
+  const auto engine_name = [](std::uint16_t code) { return code == 1 ? "cuFFT" : "FFTW3"; };
+  if (const auto engine = field_at<std::uint16_t>(in, 2); engine != engine_code())
+    throw Error(who + "was transformed by " + engine_name(engine) + " and this worker uses " +
+                engine_name(engine_code()) +
                 ": their roundings differ and the replicas would drift; give every worker the same "
                 "--backend (cpu or cuda, not auto on a mix of machines)");
-  if (get<std::uint64_t>(in, 4) != L.n || get<std::uint32_t>(in, 12) != L.chunk)
-    throw Error(who + "is for n = " + std::to_string(get<std::uint64_t>(in, 4)) + ", chunk " +
-                std::to_string(get<std::uint32_t>(in, 12)) + "; this worker has n = " +
+  if (field_at<std::uint64_t>(in, 4) != L.n || field_at<std::uint32_t>(in, 12) != L.chunk)
+    throw Error(who + "is for n = " + std::to_string(field_at<std::uint64_t>(in, 4)) + ", chunk " +
+                std::to_string(field_at<std::uint32_t>(in, 12)) + "; this worker has n = " +
                 std::to_string(L.n) + ", chunk " + std::to_string(L.chunk) +
                 ": every worker must pass the same tensors with the same options");
   // Kept counts come from the sender: a worker whose schedule differs still decodes.
-  const std::uint64_t k_full = get<std::uint32_t>(in, 16), k_tail = get<std::uint32_t>(in, 20);
-  const std::uint64_t index_bytes = get<std::uint64_t>(in, 24);
+  const std::uint64_t k_full = field_at<std::uint32_t>(in, 16), k_tail = field_at<std::uint32_t>(in, 20);
+  const std::uint64_t index_bytes = field_at<std::uint64_t>(in, 24);
   if (b > 31 || (L.full && (k_full < 1 || k_full > Layout::bins(L.chunk))) ||
       (L.tail && (k_tail < 1 || k_tail > Layout::bins(L.tail))) ||
       index_bytes > in.size() - kHeaderBytes)

@@ -6,6 +6,7 @@
 #include <string>
 #include <unordered_set>
 
+#include "bit_stream.hpp"
 #include "gs/error.hpp"
 
 namespace gs::compress {
@@ -46,15 +47,10 @@ namespace {
 constexpr char kMagic[4] = {'G', 'S', 'P', '1'};
 constexpr std::size_t kHeader = 4 + 1 + 8 + 8 + 8 + 4;
 
+// The next header field, moving `at` past it.
 template <class T>
-void put(std::vector<std::byte>& out, const T& v) {
-  const auto* b = reinterpret_cast<const std::byte*>(&v);
-  out.insert(out.end(), b, b + sizeof(T));
-}
-template <class T>
-T get(std::span<const std::byte> in, std::size_t& at) {
-  T v;
-  std::memcpy(&v, in.data() + at, sizeof(T));
+T take(std::span<const std::byte> in, std::size_t& at) {
+  const T v = detail::field_at<T>(in, at);
   at += sizeof(T);
   return v;
 }
@@ -67,13 +63,12 @@ std::vector<std::byte> encode(const Payload& p) {
   validate(p);
   std::vector<std::byte> out;
   out.reserve(kHeader + p.indices.size() * 4 + p.values.size() * 4);
-  out.insert(out.end(), reinterpret_cast<const std::byte*>(kMagic),
-             reinterpret_cast<const std::byte*>(kMagic) + 4);
-  put(out, std::uint8_t(p.kind));
-  put(out, p.n);
-  put(out, std::uint64_t(p.values.size()));
-  put(out, p.scale);
-  put(out, p.code_bits);
+  for (char c : kMagic) detail::put_field(out, c);
+  detail::put_field(out, std::uint8_t(p.kind));
+  detail::put_field(out, p.n);
+  detail::put_field(out, std::uint64_t(p.values.size()));
+  detail::put_field(out, p.scale);
+  detail::put_field(out, p.code_bits);
   const auto* ib = reinterpret_cast<const std::byte*>(p.indices.data());
   out.insert(out.end(), ib, ib + p.indices.size() * 4);
   const auto* vb = reinterpret_cast<const std::byte*>(p.values.data());
@@ -86,13 +81,13 @@ Payload decode(std::span<const std::byte> in) {
     throw Error("payload: not a gradscope payload (bad magic or shorter than its header)");
   std::size_t at = 4;
   Payload p;
-  const auto kind = get<std::uint8_t>(in, at);
+  const auto kind = take<std::uint8_t>(in, at);
   if (kind != 1 && kind != 2) throw Error("payload: unknown kind " + std::to_string(kind));
   p.kind = PayloadKind(kind);
-  p.n = get<std::uint64_t>(in, at);
-  const auto count = get<std::uint64_t>(in, at);
-  p.scale = get<double>(in, at);
-  p.code_bits = get<std::uint32_t>(in, at);
+  p.n = take<std::uint64_t>(in, at);
+  const auto count = take<std::uint64_t>(in, at);
+  p.scale = take<double>(in, at);
+  p.code_bits = take<std::uint32_t>(in, at);
   const std::uint64_t per = p.kind == PayloadKind::sparse ? 8 : 4;
   if (count > (in.size() - kHeader) / per || in.size() - kHeader != count * per)
     throw Error("payload: truncated or oversized buffer (" + std::to_string(in.size()) +

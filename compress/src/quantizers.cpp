@@ -23,6 +23,19 @@
 #include "gs/error.hpp"
 #include "gs/kernels/elementwise.hpp"
 
+namespace gs::compress {
+
+std::string bits_text(std::span<const int> bits) {
+  std::string s;
+  for (int b : bits) {
+    if (!s.empty()) s += ',';
+    s += std::to_string(b);
+  }
+  return s;
+}
+
+}  // namespace gs::compress
+
 namespace gs::compress::detail {
 namespace {
 
@@ -75,15 +88,6 @@ std::uint64_t LevelFormat::bytes(std::size_t n, std::size_t levels) const {
 }
 
 namespace {
-
-std::string bits_text(const std::vector<int>& bits) {
-  std::string s;
-  for (int b : bits) {
-    if (!s.empty()) s += ',';
-    s += std::to_string(b);
-  }
-  return s;
-}
 
 class QsgdMnCompressor final : public Compressor {
  public:

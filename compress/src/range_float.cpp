@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <string>
 
@@ -89,11 +88,6 @@ float from_code(std::uint32_t code, const RangeFloatFormat& f) {
   return (code >> (f.exponent_bits + m)) & 1u ? -a : a;
 }
 
-template <class T>
-void put(std::vector<std::byte>& out, T v) {
-  const auto* b = reinterpret_cast<const std::byte*>(&v);
-  out.insert(out.end(), b, b + sizeof(T));
-}
 
 }  // namespace
 
@@ -110,10 +104,10 @@ RangeFloatFormat encode_range_floats(std::span<const float> values, int exponent
                                      int mantissa_bits, std::vector<std::byte>& out) {
   const RangeFloatFormat f = choose_range_float_format(values, exponent_bits, mantissa_bits);
   out.reserve(out.size() + range_float_bytes(values.size(), f));
-  put(out, std::uint8_t(f.exponent_bits));
-  put(out, std::uint8_t(f.mantissa_bits));
-  put(out, std::int16_t(f.max_exponent));
-  put(out, std::uint64_t(values.size()));
+  detail::put_field(out, std::uint8_t(f.exponent_bits));
+  detail::put_field(out, std::uint8_t(f.mantissa_bits));
+  detail::put_field(out, std::int16_t(f.max_exponent));
+  detail::put_field(out, std::uint64_t(values.size()));
   detail::BitWriter w(out);
   const int bits = f.bits_per_value();
   for (float v : values) w.put(to_code(v, f), bits);
@@ -128,10 +122,8 @@ std::size_t decode_range_floats(std::span<const std::byte> in, std::vector<float
   RangeFloatFormat f;
   f.exponent_bits = int(std::uint8_t(in[0]));
   f.mantissa_bits = int(std::uint8_t(in[1]));
-  std::int16_t emax;
-  std::uint64_t count;
-  std::memcpy(&emax, in.data() + 2, 2);
-  std::memcpy(&count, in.data() + 4, 8);
+  const auto emax = detail::field_at<std::int16_t>(in, 2);
+  const auto count = detail::field_at<std::uint64_t>(in, 4);
   f.max_exponent = emax;
   if (f.exponent_bits < 1 || f.exponent_bits > 8 || f.mantissa_bits < 1 || f.mantissa_bits > 23 ||
       emax < -149 || emax > 127)

@@ -22,14 +22,7 @@ void TrainConfig::validate() const {
   if (rank >= workers) throw Error("--rank must be below --workers (world size)");
 }
 
-std::string TrainConfig::bits_list() const {
-  std::string s;
-  for (int b : bits) {
-    if (!s.empty()) s += ',';
-    s += std::to_string(b);
-  }
-  return s;
-}
+std::string TrainConfig::bits_list() const { return compress::bits_text(bits); }
 
 compress::CompressorOptions TrainConfig::compressor_options(int r) const {
   compress::CompressorOptions o;

@@ -55,6 +55,9 @@ struct CompressorOptions {
   std::vector<int> quant_bits{};  // qsgd-mn*: bits per scale, ascending (empty = the defaults)
 };
 
+// quant_bits as the --bits flag writes them: "6,10".
+std::string bits_text(std::span<const int> bits);
+
 class Compressor {
  public:
   virtual ~Compressor() = default;
