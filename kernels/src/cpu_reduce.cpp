@@ -161,6 +161,11 @@ __attribute__((target("avx2"))) inline void log_parts_avx2(__m256 x, __m256i& e,
 // speed. Per 8 floats: compares give the masks, popcounts the counts, masked values are widened to
 // two 4-lane double accumulators, min/max run over the keys in integer lanes; with logs, ln y is
 // fast_log's split (exponents summed exactly in integer lanes, remainders widened to double).
+// With the sum alone (SIDCo-E's stages), y = x - float(shift) is summed in 8 float lanes over
+// blocks of 8 groups and each block widened to double: a lane adds 8 terms >= 0, so the sum's
+// relative error stays below 8 * 2^-24 (passes.hpp, StatsFields), and the widening every 8
+// groups instead of every group is what lets the pass keep up with memory on 2 cores
+// (docs/BENCHMARKS.md). count * (shift - float(shift)), exact in double, corrects the shift.
 // extra(i, x, finite) runs on every full group of 8 (x = |g[i..i+8)|, finite its lane mask): the
 // hook that lets a compaction ride on the same read.
 struct NoExtra {
@@ -181,6 +186,18 @@ __attribute__((target("avx2"))) MagnitudeStats light_chunk_avx2_with(const float
   __m256i esum = _mm256_setzero_si256();  // |e| <= 150 per element: no overflow within a chunk
   __m256d p0 = _mm256_setzero_pd(), p1 = _mm256_setzero_pd(), g0 = _mm256_setzero_pd(),
           g1 = _mm256_setzero_pd();
+  constexpr bool float_blocks = !squares && !logs;
+  constexpr int kBlockGroups = 8;
+  const float shift_f = static_cast<float>(shifted ? shift : 0.0);
+  const __m256 shf = _mm256_set1_ps(shift_f);
+  __m256 fsum = _mm256_setzero_ps();
+  int block = 0;
+  const auto widen_block = [&]() __attribute__((target("avx2"))) {
+    s0 = _mm256_add_pd(s0, _mm256_cvtps_pd(_mm256_castps256_ps128(fsum)));
+    s1 = _mm256_add_pd(s1, _mm256_cvtps_pd(_mm256_extractf128_ps(fsum, 1)));
+    fsum = _mm256_setzero_ps();
+    block = 0;
+  };
   std::uint64_t count = 0, zeros = 0, nonfinite = 0;
   std::size_t i = 0;
   for (; i + 8 <= n; i += 8) {
@@ -200,6 +217,13 @@ __attribute__((target("avx2"))) MagnitudeStats light_chunk_avx2_with(const float
     const __m256i key = _mm256_castps_si256(x);
     kmn = _mm256_min_epu32(kmn, _mm256_blendv_epi8(none_min, key, usei));
     kmx = _mm256_max_epu32(kmx, _mm256_and_si256(key, usei));
+    if constexpr (float_blocks) {
+      // x > t >= float(shift) in the used lanes (t is the float threshold): y >= 0; unused lanes
+      // (NaN/Inf among them) are masked to 0 after the subtraction.
+      fsum = _mm256_add_ps(fsum, _mm256_and_ps(_mm256_sub_ps(x, shf), use));
+      if (++block == kBlockGroups) widen_block();
+      continue;
+    }
     const __m256d m0 = _mm256_castsi256_pd(_mm256_cvtepi32_epi64(_mm256_castsi256_si128(usei)));
     const __m256d m1 = _mm256_castsi256_pd(_mm256_cvtepi32_epi64(_mm256_extracti128_si256(usei, 1)));
     // Unused lanes may hold NaN/Inf: the masks zero them after the conversion.
@@ -231,6 +255,7 @@ __attribute__((target("avx2"))) MagnitudeStats light_chunk_avx2_with(const float
       }
     }
   }
+  if constexpr (float_blocks) widen_block();
   alignas(32) double pa[4], ga[4];
   alignas(32) std::int32_t ea[8];
   _mm256_store_pd(pa, _mm256_add_pd(p0, p1));
@@ -246,6 +271,7 @@ __attribute__((target("avx2"))) MagnitudeStats light_chunk_avx2_with(const float
   _mm256_store_si256(reinterpret_cast<__m256i*>(mn), kmn);
   _mm256_store_si256(reinterpret_cast<__m256i*>(mx), kmx);
   double sum = (sa[0] + sa[1]) + (sa[2] + sa[3]), sum_sq = (qa[0] + qa[1]) + (qa[2] + qa[3]);
+  if constexpr (float_blocks && shifted) sum -= static_cast<double>(count) * (shift - static_cast<double>(shift_f));
   std::uint32_t kn = 0x7f800000u, kx = 0u;
   for (int l = 0; l < 8; ++l) {
     kn = std::min(kn, mn[l]);
@@ -343,11 +369,33 @@ StatsChunkFn pick(StatsFields f, bool shifted) {
 
 MagnitudeStats merge_stats(const MagnitudeStats& a, const MagnitudeStats& b) { return gs::merge(a, b); }
 
-GS_CPU_CLONES std::uint64_t count_chunk(const float* g, std::size_t n, float t) {
+GS_CPU_CLONES std::uint64_t count_chunk_generic(const float* g, std::size_t n, float t) {
   std::uint64_t c = 0;
-#pragma omp simd reduction(+ : c)
   for (std::size_t i = 0; i < n; ++i) c += selected_above(g[i], t) ? 1u : 0u;
   return c;
+}
+#if defined(GS_LIGHT_AVX2)
+// GCC 12 leaves the loop above scalar-speed (2 to 3 reads for a count); in intrinsics it is one
+// compare pair, a movemask and a popcount per 8 floats.
+__attribute__((target("avx2"))) std::uint64_t count_chunk_avx2(const float* g, std::size_t n, float t) {
+  const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  const __m256 tv = _mm256_set1_ps(t), fmax = _mm256_set1_ps(kFloatMax);
+  std::uint64_t c = 0;
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 x = _mm256_and_ps(_mm256_loadu_ps(g + i), absmask);
+    const __m256 hit = _mm256_and_ps(_mm256_cmp_ps(x, tv, _CMP_GT_OQ), _mm256_cmp_ps(x, fmax, _CMP_LE_OQ));
+    c += static_cast<unsigned>(__builtin_popcount(static_cast<unsigned>(_mm256_movemask_ps(hit))));
+  }
+  for (; i < n; ++i) c += selected_above(g[i], t) ? 1u : 0u;
+  return c;
+}
+#endif
+std::uint64_t count_chunk(const float* g, std::size_t n, float t) {
+#if defined(GS_LIGHT_AVX2)
+  if (has_avx2()) return count_chunk_avx2(g, n, t);
+#endif
+  return count_chunk_generic(g, n, t);
 }
 
 GpSums gp_chunk(const float* g, std::size_t n, float t, double theta, double shift) {
