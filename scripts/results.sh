@@ -14,11 +14,12 @@ BIN="$BUILD/cli/gradscope"
 mkdir -p "$OUT"
 COMMON=(--model cnn --workers 4 --epochs 1 --batch 64 --lr 0.05 --granularity model
         --timeout 300 --json --quiet)
-run() {  # name ratio seed [extra flags...] (WARMUP=N adds --warmup-steps N)
+run() {  # name ratio seed [extra flags...] (WARMUP=N adds --warmup-steps N, COSINE=1 --lr-schedule cosine)
   local name=$1 ratio=$2 seed=$3
   shift 3
-  local f="$OUT/$name-$ratio-s$seed${WARMUP:+-w$WARMUP}.json"
+  local f="$OUT/$name-$ratio-s$seed${WARMUP:+-w$WARMUP}${COSINE:+-cos}.json"
   if [ -n "${WARMUP:-}" ]; then set -- "$@" --warmup-steps "$WARMUP"; fi
+  if [ -n "${COSINE:-}" ]; then set -- "$@" --lr-schedule cosine; fi
   if [ -s "$f" ]; then return; fi
   echo "results.sh: $name at $ratio, seed $seed $*" >&2
   "$BIN" train "${COMMON[@]}" --seed "$seed" --compressor "$name" --ratio "$ratio" "$@" > "$f.tmp"
@@ -29,6 +30,10 @@ for seed in ${SEEDS:-1 2 3 4 5}; do
   for c in sidco-e sidco-p sidco-gp topk; do run "$c" 0.01 "$seed"; done
   # The same with a dense warm-up over the first 10% of the epoch (23 of 234 steps).
   for c in sidco-e sidco-p sidco-gp topk; do WARMUP=23 run "$c" 0.01 "$seed"; done
+  # The same rows with the learning rate decaying to 0 over the epoch (cosine).
+  COSINE=1 run none 1 "$seed"
+  for c in sidco-e sidco-p sidco-gp topk; do COSINE=1 run "$c" 0.01 "$seed"; done
+  for c in sidco-e sidco-p sidco-gp topk; do WARMUP=23 COSINE=1 run "$c" 0.01 "$seed"; done
 done
 for c in dgc redsync gaussianksgd randomk fft; do run "$c" 0.01 1; done
 # Rival methods whose ratio is not a density: quantizers send every element (ratio 1), the
@@ -47,10 +52,11 @@ groups = {}
 for f in glob.glob(os.path.join(out, "*.json")):
     r = json.load(open(f))
     c = r["config"]
-    groups.setdefault((c["compressor"], c["ratio"], c.get("warmup_steps", 0)), []).append(r)
+    cos = c.get("lr_schedule", "constant") == "cosine"
+    groups.setdefault((c["compressor"], c["ratio"], c.get("warmup_steps", 0), cos), []).append(r)
 def key(k):
-    name, ratio, warm = k
-    return (name not in order[:9], -ratio if name in order[:9] else 0, warm > 0,
+    name, ratio, warm, cos = k
+    return (name not in order[:9], -ratio if name in order[:9] else 0, cos, warm > 0,
             order.index(name) if name in order else 99)
 print("| compressor | density | test acc. | seeds | quality mean | p5 | p95 | sent/step/worker | vs dense | compress ms/step | comm ms/step | step ms | wall s |")
 print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
@@ -62,6 +68,7 @@ for k in sorted(groups, key=key):
     r = runs[0]  # the other columns: seed 1
     c, s = r["config"], r["summary"]
     label = c["compressor"] + (f" + {c['warmup_steps']} dense steps" if c.get("warmup_steps", 0) else "")
+    label += ", cosine lr" if c.get("lr_schedule", "constant") == "cosine" else ""
     print(f"| {label} | {c['ratio']:g} | {acc} | {seeds} | {s['quality_mean']:.3f} | "
           f"{s['quality_p5']:.3f} | {s['quality_p95']:.3f} | {s['bytes_per_step']/1024:.1f} KiB | "
           f"{s['bytes_per_step']/s['dense_bytes_per_step']:.4f} | {s['compress_ms_per_step']:.2f} | "

@@ -82,7 +82,10 @@ gs::cli::Runner setup(CLI::App& sub) {
       ->check(CLI::IsMember({"layer", "model", "bucket"}));
   sub.add_option("--bucket-size", cfg->bucket_size, "elements per bucket (--granularity bucket)");
   sub.add_option("--batch", cfg->batch, "examples per worker per step");
-  sub.add_option("--lr", cfg->lr, "SGD learning rate");
+  sub.add_option("--lr", cfg->lr, "SGD learning rate (of the first step)");
+  sub.add_option("--lr-schedule", cfg->lr_schedule,
+                 "constant, or cosine: decays from --lr to 0 over the run's steps")
+      ->check(CLI::IsMember({"constant", "cosine"}));
   sub.add_option("--momentum", cfg->momentum, "SGD momentum");
   sub.add_flag("--momentum-correction", cfg->momentum_correction,
                "keep the momentum per worker before sparsification, masked where sent (DGC)");

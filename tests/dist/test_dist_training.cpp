@@ -175,6 +175,27 @@ TEST(DistTraining, DenseWarmupThenCompression) {
   EXPECT_NE(gradscope(kShort + " --compressor topk --ratio 0.1 --warmup-steps -1 --steps 1").rc, 0);
 }
 
+// --lr-schedule cosine: every step's rate is lr * (1 + cos(pi * step / steps)) / 2 on both workers
+// (the replicas stay equal); the default keeps --lr; an unknown schedule is refused.
+TEST(DistTraining, CosineScheduleSetsEveryStepsRate) {
+  const ProcResult r = gradscope(kShort + " --compressor topk --ratio 0.1 --workers 2 --steps 8" +
+                                 " --lr-schedule cosine --json --timeout 30");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["config"]["lr_schedule"].get<std::string>(), "cosine");
+  EXPECT_EQ(j["replica_max_diff"].get<double>(), 0.0);
+  const auto& steps = j["per_step"];
+  ASSERT_EQ(steps.size(), 8u);
+  for (std::size_t i = 0; i < steps.size(); ++i)
+    EXPECT_NEAR(steps[i]["lr"].get<double>(), 0.025 * (1.0 + std::cos(M_PI * double(i) / 8.0)), 1e-15) << i;
+  const ProcResult flat = gradscope(kShort + " --compressor topk --ratio 0.1 --steps 3 --json");
+  ASSERT_EQ(flat.rc, 0) << flat.err;
+  const auto jf = nlohmann::json::parse(flat.out);
+  EXPECT_EQ(jf["config"]["lr_schedule"].get<std::string>(), "constant");
+  for (const auto& st : jf["per_step"]) EXPECT_EQ(st["lr"].get<double>(), 0.05);
+  EXPECT_NE(gradscope(kShort + " --compressor topk --ratio 0.1 --steps 1 --lr-schedule step").rc, 0);
+}
+
 TEST(DistTraining, QuantizerBitsAreForwardedAndChecked) {
   // 2 workers: offset codes sum in 6-bit lanes (10 per int64 word) at 4 bits, 10-bit lanes (6 per
   // word) at 8 bits.

@@ -16,6 +16,8 @@ void TrainConfig::validate() const {
   if (batch < 1) throw Error("--batch must be at least 1");
   if (!(lr > 0.0) || !std::isfinite(lr)) throw Error("--lr must be a positive number");
   if (!(momentum >= 0.0 && momentum < 1.0)) throw Error("--momentum must be in [0, 1)");
+  if (lr_schedule != "constant" && lr_schedule != "cosine")
+    throw Error("--lr-schedule '" + lr_schedule + "' is not constant or cosine");
   if (warmup_steps < 0) throw Error("--warmup-steps must be >= 0");
   if (!(timeout > 0.0)) throw Error("--timeout must be positive (seconds)");
   if (granularity == "bucket" && bucket_size < 1) throw Error("--bucket-size must be at least 1");
@@ -23,6 +25,12 @@ void TrainConfig::validate() const {
 }
 
 std::string TrainConfig::bits_list() const { return compress::bits_text(bits); }
+
+double TrainConfig::lr_at(std::int64_t step, std::int64_t total) const {
+  if (lr_schedule != "cosine" || total <= 1) return lr;
+  constexpr double kPi = 3.14159265358979323846;
+  return 0.5 * lr * (1.0 + std::cos(kPi * double(step) / double(total)));
+}
 
 compress::CompressorOptions TrainConfig::compressor_options(int r) const {
   compress::CompressorOptions o;
@@ -44,7 +52,7 @@ std::string TrainConfig::shared_description() const {
   s << "model=" << model << " compressor=" << compressor << " ratio=" << ratio
     << " workers=" << workers << " steps=" << steps << " epochs=" << epochs
     << " granularity=" << granularity << " bucket=" << bucket_size << " batch=" << batch
-    << " lr=" << lr << " momentum=" << momentum
+    << " lr=" << lr << " lr_schedule=" << lr_schedule << " momentum=" << momentum
     << " momentum_correction=" << momentum_correction << " warmup_steps=" << warmup_steps
     << " seed=" << seed << " stages=" << stages
     << " bits=" << bits_list() << " variance_alpha=" << variance_alpha
@@ -65,7 +73,7 @@ std::vector<std::string> TrainConfig::worker_args(int r, int port) const {
       "--workers", std::to_string(workers), "--steps", std::to_string(steps),
       "--epochs", std::to_string(epochs), "--granularity", granularity,
       "--bucket-size", std::to_string(bucket_size), "--batch", std::to_string(batch),
-      "--lr", num(lr), "--momentum", num(momentum), "--seed", std::to_string(seed),
+      "--lr", num(lr), "--lr-schedule", lr_schedule, "--momentum", num(momentum), "--seed", std::to_string(seed),
       "--stages", std::to_string(stages), "--backend", backend, "--timeout", num(timeout),
       "--variance-alpha", num(variance_alpha), "--variance-zeta", num(variance_zeta),
       "--fft-exponent-bits", std::to_string(fft_exponent_bits),

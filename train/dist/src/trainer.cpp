@@ -189,13 +189,16 @@ TrainResult train_worker(const TrainConfig& config, const StepCallback& on_step)
       const auto idx = order.slice(0, b * config.batch, (b + 1) * config.batch);
       const auto x = train_set.images.index_select(0, idx);
       const auto y = train_set.labels.index_select(0, idx);
+      const double lr = config.lr_at(step, total);
+      for (auto& group : opt.param_groups())
+        static_cast<torch::optim::SGDOptions&>(group.options()).lr(lr);
       model->train();
       opt.zero_grad();
       if (recorder) recorder->begin_step(step);
       auto loss = torch::nn::functional::cross_entropy(model->forward(x), y);
       loss.backward();
       const double local_loss = loss.item<double>();
-      if (recorder) recorder->end_step(local_loss, config.lr);
+      if (recorder) recorder->end_step(local_loss, lr);
       flatten_grads(*model, grad);
       if (fault && fault->rank == rank && fault->step == step && fault->action == "nan")
         grad[grad.size() / 2] = std::nanf("");
@@ -203,6 +206,7 @@ TrainResult train_worker(const TrainConfig& config, const StepCallback& on_step)
       StepReport rep;
       rep.step = step;
       rep.epoch = epoch;
+      rep.lr = lr;
       // One small all-reduce carries the non-finite flag and the loss.
       std::vector<double> flags = {0.0, local_loss};
       for (float v : grad)

@@ -21,6 +21,9 @@ struct TrainConfig {
   std::int64_t batch = 64;
   double lr = 0.05;
   double momentum = 0.9;
+  // Learning rate over the run: constant, or cosine (lr * (1 + cos(pi * step / steps)) / 2,
+  // from lr at the first step towards 0 at the last).
+  std::string lr_schedule = "constant";
   // Momentum correction with momentum factor masking (DGC): the momentum moves from the optimizer
   // into each worker's compressor (sparse compressors with error feedback only).
   bool momentum_correction = false;
@@ -56,6 +59,8 @@ struct TrainConfig {
   compress::CompressorOptions compressor_options(int rank) const;
   // bits as "6,10" (empty when unset).
   std::string bits_list() const;
+  // The learning rate of step `step` (0-based) of a run of `total` steps.
+  double lr_at(std::int64_t step, std::int64_t total) const;
 };
 
 }  // namespace gs::dist

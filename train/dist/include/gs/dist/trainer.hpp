@@ -21,6 +21,7 @@ namespace gs::dist {
 struct StepReport {
   std::int64_t step = 0;
   int epoch = 0;
+  double lr = 0.0;                // learning rate of this step (--lr-schedule)
   double loss = 0.0;              // mean over workers
   bool skipped = false;           // non-finite gradient somewhere: step skipped everywhere
   bool warmup = false;            // exchanged uncompressed (--warmup-steps)
