@@ -218,8 +218,9 @@ __attribute__((target("avx2"))) MagnitudeStats light_chunk_avx2_with(const float
     kmn = _mm256_min_epu32(kmn, _mm256_blendv_epi8(none_min, key, usei));
     kmx = _mm256_max_epu32(kmx, _mm256_and_si256(key, usei));
     if constexpr (float_blocks) {
-      // x > t >= float(shift) in the used lanes (t is the float threshold): y >= 0; unused lanes
-      // (NaN/Inf among them) are masked to 0 after the subtraction.
+      // Used lanes hold x > t, t the largest float <= threshold, so x is at least the float
+      // after t, which is >= float(shift) as shift <= threshold: y >= 0. Unused lanes (NaN/Inf
+      // among them) are masked to 0 after the subtraction.
       fsum = _mm256_add_ps(fsum, _mm256_and_ps(_mm256_sub_ps(x, shf), use));
       if (++block == kBlockGroups) widen_block();
       continue;

@@ -65,6 +65,7 @@ std::vector<double> sorted_sample(std::span<const float> g, std::uint64_t max_po
                    : static_cast<std::uint64_t>(p * 18446744073709551616.0);
       kept = hash_filter(g, seed, cutoff);  // pass 2
       if (kept.size() >= max_points) break;
+      if (p >= 1.0) throw kernels::detail::sample_count_changed(finite_nonzero, kept.size());  // never loop on it
       p = std::min(1.0, 4.0 * p);
     }
     auto by_hash = [](const Keyed& a, const Keyed& b) {

@@ -149,6 +149,7 @@ std::vector<double> sorted_sample(const float* d_g, std::uint64_t n, std::uint64
         stream);
     const std::uint64_t kept = detail::read_back(d_kept.data(), stream);
     if (kept < max_points) {
+      if (p >= 1.0) throw kernels::detail::sample_count_changed(finite_nonzero, kept);  // never loop on it
       p = std::min(1.0, 4.0 * p);
       continue;
     }

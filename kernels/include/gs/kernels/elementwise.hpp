@@ -3,7 +3,9 @@
 // and nvcc), so both backends select, bin and sample exactly the same elements.
 #include <cstdint>
 #include <cstring>
+#include <string>
 
+#include "gs/error.hpp"
 #include "gs/fitting/stats.hpp"
 #include "gs/hostdevice.hpp"
 
@@ -160,6 +162,15 @@ GS_HD inline long long log_bin(double x, double log_lo, double bins_per_log, int
   long long b = static_cast<long long>((::log(x) - log_lo) * bins_per_log);
   b = b < 0 ? 0 : b;
   return b >= bins ? bins - 1 : b;
+}
+
+// sorted_sample's error when its hash filter, keeping everything (p = 1), returns fewer finite
+// non-zero values than its counting pass saw: the vector changed while it was read. Both backends
+// throw it rather than retry forever.
+inline gs::Error sample_count_changed(std::uint64_t counted, std::uint64_t kept) {
+  return gs::Error("sorted_sample: the counting pass saw " + std::to_string(counted) +
+                   " finite non-zero values but the sampling pass kept " + std::to_string(kept) +
+                   " with every element allowed; was the vector modified while it was read?");
 }
 
 }  // namespace gs::kernels::detail
