@@ -71,20 +71,21 @@ __attribute__((target("avx2"))) std::size_t compact_avx2(const float* val, const
   const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   std::size_t i = begin;
   auto group = [&](std::size_t at, __m256 v, int m) __attribute__((target("avx2"))) {
-    const __m256i perm = _mm256_load_si256(reinterpret_cast<const __m256i*>(kPack.lanes[m]));
-    if (out_val) _mm256_storeu_ps(out_val + out, _mm256_permutevar8x32_ps(v, perm));
     if constexpr (sizeof(Index) == 4) {
       const __m256i ix = src_idx ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src_idx + at))
                                  : _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(at)), iota);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out_idx + out), _mm256_permutevar8x32_epi32(ix, perm));
+      out = out_val ? pack_group8<true>(v, ix, m, out_idx, out_val, out)
+                    : pack_group8<false>(v, ix, m, out_idx, out_val, out);
     } else {
+      const __m256i perm = _mm256_load_si256(reinterpret_cast<const __m256i*>(kPack.lanes[m]));
+      if (out_val) _mm256_storeu_ps(out_val + out, _mm256_permutevar8x32_ps(v, perm));
       const __m256i base = _mm256_set1_epi64x(static_cast<long long>(at));
       const __m256i lo = _mm256_add_epi64(base, _mm256_cvtepi32_epi64(_mm256_castsi256_si128(perm)));
       const __m256i hi = _mm256_add_epi64(base, _mm256_cvtepi32_epi64(_mm256_extracti128_si256(perm, 1)));
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(out_idx + out), lo);
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(out_idx + out + 4), hi);
+      out += static_cast<std::size_t>(__builtin_popcount(static_cast<unsigned>(m)));
     }
-    out += static_cast<std::size_t>(__builtin_popcount(static_cast<unsigned>(m)));
   };
   // Two groups per step: sparse selections mostly take the one well-predicted branch.
   for (; i + 16 <= end; i += 16) {

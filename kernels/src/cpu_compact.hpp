@@ -85,16 +85,15 @@ constexpr PackTable make_pack_table() {
 }
 inline constexpr PackTable kPack = make_pack_table();
 
-// AVX2 only: appends the lanes of mask m of the 8 floats at g + at (indices at + lane) and returns
-// the new out; writes 8 lanes (room needed), keeps popcount(m). Inline: fused loops call it per
-// group with hits.
-__attribute__((target("avx2"))) inline std::size_t pack_group8(const float* g, std::size_t at, int m,
+// AVX2 only: appends the lanes of mask m of v (values) and ix (their int32 indices) at out and
+// returns the new out; writes 8 lanes (room needed), keeps popcount(m); without values, out_val
+// is not touched. Inline: fused loops call it per group.
+template <bool values = true>
+__attribute__((target("avx2"))) inline std::size_t pack_group8(__m256 v, __m256i ix, int m,
                                                                std::int32_t* out_idx, float* out_val,
                                                                std::size_t out) {
   const __m256i perm = _mm256_load_si256(reinterpret_cast<const __m256i*>(kPack.lanes[m]));
-  _mm256_storeu_ps(out_val + out, _mm256_permutevar8x32_ps(_mm256_loadu_ps(g + at), perm));
-  const __m256i ix = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(at)),
-                                      _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  if constexpr (values) _mm256_storeu_ps(out_val + out, _mm256_permutevar8x32_ps(v, perm));
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(out_idx + out), _mm256_permutevar8x32_epi32(ix, perm));
   return out + static_cast<std::size_t>(__builtin_popcount(static_cast<unsigned>(m)));
 }

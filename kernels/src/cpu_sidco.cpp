@@ -144,7 +144,7 @@ Pipeline run_stages(std::span<const float> g, double delta, SidcoVariant variant
   // automatic takes it only while the expected candidates (about kGuessMargin x stage 2's count,
   // stage 1 keeping a quarter) stay within 10% of g: beyond that (density 0.1 with M = 2),
   // writing and re-reading them costs more than the read they save (docs/BENCHMARKS.md).
-  constexpr double kGuessMargin = 2.0;
+  constexpr double kGuessMargin = 1.5;
   constexpr double kFirstStageShare = 0.25, kAutomaticMaxCandidates = 0.10;
   double bound = -1.0;
   if (more && (route == SidcoRoute::automatic || route == SidcoRoute::predicted)) {

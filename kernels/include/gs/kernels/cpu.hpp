@@ -69,7 +69,7 @@ Selection<std::int64_t> select_above64(std::span<const float> g, double threshol
 //     next statistics, and the final selection comes from the candidates: 2 reads of g plus
 //     passes over the shrinking candidates (about 8 bytes written per candidate once).
 //   predicted: as candidates, but the first tail stage packs only the x above a predicted bound
-//     (the stage-1 exponential fit's quantile at 2x stage 2's density; gradients' heavier tails put
+//     (the stage-1 exponential fit's quantile at 1.5x stage 2's density; gradients' heavier tails put
 //     the stage-2 threshold above it): the candidates are a few times the selection, so every M
 //     costs 2 reads of g plus small passes. A stage whose threshold falls below the bound reads g
 //     instead (full_reads says how often), and so does the selection then.
