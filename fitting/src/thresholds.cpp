@@ -102,12 +102,14 @@ StatsFields SidcoStages::tail_fields() const {
   return f;
 }
 
+bool SidcoStages::single_stage() const { return !(stages_ > 1 && delta_ < kFirstStageDensity); }
+
 bool SidcoStages::first(const MagnitudeStats& s) {
   eta_ = 0.0;
   run_ = 0;
   tails_left_ = 0;
   if (s.count == 0) return false;  // nothing non-zero to keep
-  const bool multi = stages_ > 1 && delta_ < kFirstStageDensity;
+  const bool multi = !single_stage();
   const double d1 = multi ? kFirstStageDensity : delta_;
   // The fit describes the non-zero values only: aim at the same d1*n elements among them.
   const double d1_nonzero = d1 * double(n_) / double(s.count);

@@ -68,6 +68,11 @@ MagnitudeStats stats_above_and_compact(const float* g, std::size_t begin, std::s
                                        float pack, std::int32_t* out_idx, float* out_val,
                                        std::size_t& out, bool dense_hits = false);
 
+// The same with the statistics of every |g| (cpu::stats's chunk loop) instead of the shifted ones.
+MagnitudeStats stats_and_compact(const float* g, std::size_t begin, std::size_t end,
+                                 StatsFields fields, float pack, std::int32_t* out_idx,
+                                 float* out_val, std::size_t& out, bool dense_hits = false);
+
 #if defined(__GNUC__) && defined(__x86_64__)
 // Row m: the lanes of the set bits of m in ascending order, then the rest (never read).
 struct alignas(32) PackTable {

@@ -494,7 +494,8 @@ struct PackAbove {
     ix = _mm256_add_epi32(ix, _mm256_set1_epi32(8));
   }
 };
-template <bool squares, bool branchless>
+// shifted: statistics of |g| > t shifted (stats_above's); else of every |g| (stats's).
+template <bool shifted, bool squares, bool branchless>
 __attribute__((target("avx2"))) MagnitudeStats stats_and_pack_avx2(
     const float* g, std::size_t begin, std::size_t end, float t, double shift, float pack,
     std::int32_t* out_idx, float* out_val, std::size_t& out) {
@@ -503,7 +504,7 @@ __attribute__((target("avx2"))) MagnitudeStats stats_and_pack_avx2(
                                               _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)),
                              out_idx, out_val, out};
   const std::size_t n = end - begin;
-  const MagnitudeStats s = light_chunk_avx2_with<true, squares, false>(g + begin, n, t, shift, hook);
+  const MagnitudeStats s = light_chunk_avx2_with<shifted, squares, false>(g + begin, n, t, shift, hook);
   const std::size_t full = n - n % 8;  // the groups the hook saw; the rest by the scalar compaction
   out = compact_range(g, static_cast<const std::int32_t*>(nullptr), begin + full, end, pack,
                       out_idx, out_val, hook.at);
@@ -512,21 +513,36 @@ __attribute__((target("avx2"))) MagnitudeStats stats_and_pack_avx2(
 }  // namespace
 #endif
 
+namespace {
+template <bool shifted>
+MagnitudeStats stats_and_pack(const float* g, std::size_t begin, std::size_t end, double threshold,
+                              double shift, StatsFields f, float pack, std::int32_t* out_idx,
+                              float* out_val, std::size_t& out, bool dense_hits) {
+#if defined(GS_LIGHT_AVX2)
+  if (has_avx2() && !f.sum_log && !f.sum_signed && (!shifted || shift <= threshold) && out_val) {
+    const float t = shifted ? threshold_as_float(threshold) : 0.0f;
+    const auto run = f.sum_sq ? (dense_hits ? stats_and_pack_avx2<shifted, true, true> : stats_and_pack_avx2<shifted, true, false>)
+                              : (dense_hits ? stats_and_pack_avx2<shifted, false, true> : stats_and_pack_avx2<shifted, false, false>);
+    return run(g, begin, end, t, shift, pack, out_idx, out_val, out);
+  }
+#endif
+  const MagnitudeStats s = shifted ? stats_above_block(g + begin, end - begin, threshold, shift, f)
+                                   : pick(f, false)(g + begin, end - begin, 0.0f, 0.0);
+  out = compact_range(g, static_cast<const std::int32_t*>(nullptr), begin, end, pack, out_idx, out_val, out);
+  return s;
+}
+}  // namespace
+
 MagnitudeStats stats_above_and_compact(const float* g, std::size_t begin, std::size_t end,
                                        double threshold, double shift, StatsFields f, float pack,
                                        std::int32_t* out_idx, float* out_val, std::size_t& out,
                                        bool dense_hits) {
-#if defined(GS_LIGHT_AVX2)
-  if (has_avx2() && !f.sum_log && !f.sum_signed && shift <= threshold && out_val) {
-    const float t = threshold_as_float(threshold);
-    const auto run = f.sum_sq ? (dense_hits ? stats_and_pack_avx2<true, true> : stats_and_pack_avx2<true, false>)
-                              : (dense_hits ? stats_and_pack_avx2<false, true> : stats_and_pack_avx2<false, false>);
-    return run(g, begin, end, t, shift, pack, out_idx, out_val, out);
-  }
-#endif
-  const MagnitudeStats s = stats_above_block(g + begin, end - begin, threshold, shift, f);
-  out = compact_range(g, static_cast<const std::int32_t*>(nullptr), begin, end, pack, out_idx, out_val, out);
-  return s;
+  return stats_and_pack<true>(g, begin, end, threshold, shift, f, pack, out_idx, out_val, out, dense_hits);
+}
+MagnitudeStats stats_and_compact(const float* g, std::size_t begin, std::size_t end, StatsFields f,
+                                 float pack, std::int32_t* out_idx, float* out_val, std::size_t& out,
+                                 bool dense_hits) {
+  return stats_and_pack<false>(g, begin, end, 0.0, 0.0, f, pack, out_idx, out_val, out, dense_hits);
 }
 }  // namespace detail
 

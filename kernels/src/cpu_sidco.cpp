@@ -20,6 +20,7 @@ struct SidcoWorkspace::Impl {
   std::vector<detail::Scratch<std::int32_t>> parts;
   std::vector<std::size_t> seg_begin, seg_len;
   std::vector<MagnitudeStats> chunk_stats;
+  std::vector<float> sample;
 };
 
 SidcoWorkspace::SidcoWorkspace() : impl_(std::make_unique<Impl>()) {}
@@ -50,11 +51,12 @@ MagnitudeStats merge_in_order(const std::vector<MagnitudeStats>& parts) {
 // One read of g: the candidates x > t into the workspace, and the statistics of y = x - shift
 // over them (taken right after each chunk is packed, while it is in cache).
 // With pack_above > threshold the statistics (of x > threshold) are taken from g's chunk and only
-// the x > pack_above are packed (the predicted route).
+// the x > pack_above are packed (the predicted route). whole: the statistics are those of every
+// x (stage 1's; threshold and shift unused) and the x > pack_above are packed (the sampled route).
 MagnitudeStats collect_candidates(std::span<const float> g, double threshold, double shift,
                                   StatsFields f, SidcoWorkspace::Impl& w,
-                                  double pack_above = -1.0) {
-  const bool same = !(pack_above > threshold);
+                                  double pack_above = -1.0, bool whole = false) {
+  const bool same = !whole && !(pack_above > threshold);
   const float t = threshold_as_float(same ? threshold : pack_above);
   const std::size_t chunks = detail::chunk_count(g.size());
   w.parts.resize(range_count(chunks));
@@ -74,8 +76,10 @@ MagnitudeStats collect_candidates(std::span<const float> g, double threshold, do
       const std::size_t ci = c / kChunk;
       // Statistics over more than is packed: both in one loop over the chunk.
       if (!same) {
-        w.chunk_stats[ci] = detail::stats_above_and_compact(g.data(), c, ce, threshold, shift, f, t,
-                                                            p.idx.get(), p.val.get(), p.size, dense_hits);
+        w.chunk_stats[ci] =
+            whole ? detail::stats_and_compact(g.data(), c, ce, f, t, p.idx.get(), p.val.get(), p.size, dense_hits)
+                  : detail::stats_above_and_compact(g.data(), c, ce, threshold, shift, f, t, p.idx.get(),
+                                                    p.val.get(), p.size, dense_hits);
         dense_hits = 100 * (p.size - before) > ce - c;
       } else
         p.size = detail::compact_range(g.data(), static_cast<const std::int32_t*>(nullptr), c, ce, t,
@@ -118,6 +122,20 @@ MagnitudeStats narrow_candidates(double threshold, double shift, StatsFields f, 
   return with_stats ? merge_in_order(w.chunk_stats) : MagnitudeStats{};
 }
 
+// The sampled route's sample: kSampleLines cache lines of 16 floats spread evenly over g (about
+// 4096 scattered reads, 1/16 of g at most), with the statistics stage 1 takes.
+constexpr std::size_t kSampleLine = 16, kSampleLines = 4096;
+constexpr std::size_t kSampleSize = kSampleLine * kSampleLines;
+constexpr std::size_t kSampledMinN = 16 * kSampleSize;
+MagnitudeStats sample_stats(std::span<const float> g, StatsFields f, SidcoWorkspace::Impl& w) {
+  w.sample.resize(kSampleSize);
+  const std::size_t lines = g.size() / kSampleLine;
+  for (std::size_t l = 0; l < kSampleLines; ++l)
+    std::memcpy(w.sample.data() + l * kSampleLine, g.data() + l * lines / kSampleLines * kSampleLine,
+                kSampleLine * sizeof(float));
+  return cpu::stats(w.sample, f);
+}
+
 struct Pipeline {
   SidcoSelectResult result;
   bool in_workspace = false;  // selection is in the workspace parts (candidates route)
@@ -129,10 +147,38 @@ Pipeline run_stages(std::span<const float> g, double delta, SidcoVariant variant
                     bool recount, SidcoRoute route, SidcoWorkspace::Impl& w) {
   SidcoStages plan(g.size(), delta, variant, stages, recount);
   Pipeline out;
-  const MagnitudeStats first = cpu::stats(g, plan.first_fields());
+  // One stage (SIDCo-E): the predicted route predicts stage 1 itself, from a sample, and packs the
+  // x above that prediction's threshold at kSampleMargin times the density in the same read that
+  // takes stage 1's statistics; when stage 1's threshold comes out at or above it (the sample's
+  // mean exceeds g's by less than about 20% at density 0.01, 15% at 0.001), the selection comes
+  // from those candidates, else from one more read of g. constexpr numbers: measured in
+  // docs/BENCHMARKS.md.
+  constexpr double kSampleMargin = 3.0, kAutomaticMaxCandidates = 0.10;
+  double first_bound = -1.0;
+  if (variant == SidcoVariant::exponential && plan.single_stage() && g.size() >= kSampledMinN &&
+      kSampleMargin * delta < 1.0 &&
+      (route == SidcoRoute::predicted ||
+       (route == SidcoRoute::automatic && kSampleMargin * delta <= kAutomaticMaxCandidates))) {
+    SidcoStages probe(kSampleSize, kSampleMargin * delta, variant, 1, false);
+    probe.first(sample_stats(g, plan.first_fields(), w));
+    first_bound = probe.threshold();  // 0 when the sample holds nothing to fit: not taken
+  }
+  const bool sampled = first_bound > 0.0;
+  const MagnitudeStats first = sampled ? collect_candidates(g, 0.0, 0.0, plan.first_fields(), w, first_bound, true)
+                                       : cpu::stats(g, plan.first_fields());
   out.result.nonfinite = first.nonfinite;
   bool more = plan.first(first);
   out.result.full_reads = 1;
+  if (sampled) {
+    GS_ASSERT(!more);
+    out.result.route = SidcoRoute::predicted;
+    for (const auto& p : w.parts) out.result.candidates += p.size;
+    out.in_workspace = plan.threshold() >= first_bound;
+    if (out.in_workspace && plan.threshold() != first_bound) narrow_candidates(plan.threshold(), 0.0, {}, false, w);
+    out.result.threshold = plan.threshold();
+    out.result.stages = plan.stages_run();
+    return out;
+  }
   // automatic: the candidates (about 8 bytes per element above eta1, ~2n bytes) pay off only
   // while they stay in a cache-sized buffer and several stages reread them (measured on the
   // reference 2-core EPYC, 32 MiB L3: a win at n = 1e7 with M >= 3, a loss at n = 1e8).
@@ -145,7 +191,7 @@ Pipeline run_stages(std::span<const float> g, double delta, SidcoVariant variant
   // stage 1 keeping a quarter) stay within 10% of g: beyond that (density 0.1 with M = 2),
   // writing and re-reading them costs more than the read they save (docs/BENCHMARKS.md).
   constexpr double kGuessMargin = 1.5;
-  constexpr double kFirstStageShare = 0.25, kAutomaticMaxCandidates = 0.10;
+  constexpr double kFirstStageShare = 0.25;
   double bound = -1.0;
   if (more && (route == SidcoRoute::automatic || route == SidcoRoute::predicted)) {
     const double d = kGuessMargin * plan.tail_density();

@@ -144,17 +144,17 @@ TEST(SidcoSelect, EveryRouteMatchesFittingAndCompactExactly) {
               if (route == cpu::SidcoRoute::full_passes) {
                 EXPECT_EQ(r.full_reads, r.stages + 1);
               }
-              // The bound needs 2x stage 2's density below 1; automatic takes it when the
+              // The bound needs 1.5x stage 2's density below 1; automatic takes it when the
               // candidates (a quarter of that) stay within 10% of g. M = 3, and M = 2 at 0.01,
               // pack more than 1% of a chunk, so a thread's chunk after such a chunk takes the
               // branchless packing: at n = 600001 (10 chunks) on any thread count up to 5.
-              const double d2 = 2.0 * std::pow(delta / 0.25, 1.0 / (m - 1));
+              const double d2 = 1.5 * std::pow(delta / 0.25, 1.0 / (m - 1));
               const bool bound = m > 1 && d2 < 1.0;
               const bool automatic_predicts = bound && 0.25 * d2 <= 0.10 * (1.0 + 1e-9);
               if ((route == cpu::SidcoRoute::predicted || (route == cpu::SidcoRoute::automatic && automatic_predicts)) && tail) {
                 EXPECT_EQ(r.route, cpu::SidcoRoute::predicted);
                 // Laplace data (|x| exponential) keeps every stage above the predicted bound:
-                // two reads of g whatever M, with candidates about 2x stage 2's count.
+                // two reads of g whatever M, with candidates about 1.5x stage 2's count.
                 if (shape == Shape::laplace && n > 100000 && bound) {
                   const double stage2 = 0.25 * std::pow(delta / 0.25, 1.0 / (m - 1)) * double(n);
                   EXPECT_EQ(r.full_reads, 2);
@@ -172,6 +172,79 @@ TEST(SidcoSelect, EveryRouteMatchesFittingAndCompactExactly) {
           }
     }
   EXPECT_GT(ws.bytes(), 0u);
+}
+
+// One stage on a vector of 2 Mi elements or more: the predicted route predicts stage 1 from a
+// sample of 4096 cache lines and packs in stage 1's read; the selection comes from the
+// candidates when stage 1's threshold is at or above the prediction, else from a second read.
+TEST(SidcoSelect, SampledFirstStageReadsOnceOrFallsBack) {
+  const std::size_t n = (std::size_t{1} << 21) + 13;
+  // This n has 131072 lines of 16 floats; the sample takes every 32nd line, the first 16 of each
+  // 512 elements. "skewed" makes exactly those 4x larger: the sample's mean then overstates g's
+  // (about 3.7x), and at low densities the prediction lies above stage 1's threshold, so the
+  // selection rereads g.
+  auto skewed = make_data(Shape::laplace, n, 9101);
+  for (std::size_t i = 0; i < n; ++i)
+    if (i % 512 < 16) skewed[i] *= 4.0f;
+  struct Case {
+    const char* name;
+    std::vector<float> g;
+    bool fallback;
+  };
+  std::vector<Case> cases;
+  cases.push_back({"laplace", make_data(Shape::laplace, n, 9100), false});
+  cases.push_back({"specials", make_data(Shape::specials, n, 9102), false});
+  cases.push_back({"skewed", std::move(skewed), true});
+  cpu::SidcoWorkspace ws;
+  for (const auto& c : cases) {
+    NaivePasses naive(c.g);
+    // (delta, M): M = 3 at 0.3 is one stage too (delta above the first stage's 0.25).
+    for (auto [delta, m] : {std::pair{0.01, 1}, std::pair{0.001, 1}, std::pair{0.3, 3}})
+      for (auto route : {cpu::SidcoRoute::predicted, cpu::SidcoRoute::automatic, cpu::SidcoRoute::full_passes}) {
+        SCOPED_TRACE(std::string(c.name) + " delta=" + std::to_string(delta) + " M=" + std::to_string(m) +
+                     " route=" + std::to_string(int(route)));
+        const ThresholdResult ref = gs::sidco_threshold(naive, delta, SidcoVariant::exponential, m);
+        std::vector<std::int32_t> idx(n, -1);
+        std::vector<float> val(n, 0.0f);
+        const auto r = cpu::sidco_select(c.g, delta, SidcoVariant::exponential, m, false, std::span(idx),
+                                         std::span(val), route, &ws);
+        EXPECT_EQ(r.stages, 1);
+        EXPECT_NEAR(r.threshold, ref.threshold, 4e-6 * ref.threshold);
+        const auto want = reference_indices(c.g, r.threshold);
+        ASSERT_EQ(r.selected, want.size());
+        for (std::size_t i = 0; i < want.size(); ++i) {
+          ASSERT_EQ(idx[i], want[i]) << "at " << i;
+          ASSERT_EQ(val[i], c.g[std::size_t(want[i])]);
+        }
+        if (std::string(c.name) == "specials") {
+          EXPECT_GT(r.nonfinite, 0u);
+        }
+        // automatic takes the sampled route while its candidates (3x delta) stay within 10% of g.
+        const bool sampled = route == cpu::SidcoRoute::predicted ||
+                             (route == cpu::SidcoRoute::automatic && 3.0 * delta <= 0.10);
+        if (!sampled) {
+          EXPECT_EQ(r.route, cpu::SidcoRoute::full_passes);
+          EXPECT_EQ(r.full_reads, 2);
+          continue;
+        }
+        EXPECT_EQ(r.route, cpu::SidcoRoute::predicted);
+        // A 3.7x mean puts the prediction above stage 1 at 0.01 and 0.001 (the prediction at 3x
+        // delta stays below while the sample's mean is within ln(1/delta) / ln(1/(3 delta)) of
+        // g's: 1.3x, 1.2x), not at 0.3 (11x).
+        const bool falls_back = c.fallback && delta < 0.1;
+        EXPECT_EQ(r.full_reads, falls_back ? 2 : 1);
+        if (!falls_back) {
+          EXPECT_GE(r.candidates, r.selected);
+          EXPECT_LT(double(r.candidates), 4.0 * delta * double(n));
+        }
+        // The Selection form returns the same.
+        cpu::Selection<std::int32_t> sel;
+        const auto r2 = cpu::sidco_select(c.g, delta, SidcoVariant::exponential, m, false, sel, route, &ws);
+        EXPECT_EQ(r2.threshold, r.threshold);
+        ASSERT_EQ(sel.indices.size(), r.selected);
+        EXPECT_TRUE(std::equal(sel.indices.begin(), sel.indices.end(), idx.begin()));
+      }
+  }
 }
 
 TEST(SidcoSelect, RecountAndEstimateAgreeWithFitting) {

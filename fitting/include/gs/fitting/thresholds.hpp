@@ -83,6 +83,9 @@ class SidcoStages {
   double threshold() const { return eta_; }
   int stages_run() const { return run_; }
   double delta() const { return delta_; }
+  // True when stage 1's threshold is the final one (one stage asked for, or delta at or above
+  // the first stage's density), degenerate data aside; backends use it to plan.
+  bool single_stage() const;
   // Density each tail stage aims at (after first() returned true); backends use it to plan.
   double tail_density() const { return di_; }
   std::string_view name() const { return method_name(variant_); }

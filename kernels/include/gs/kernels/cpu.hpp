@@ -73,9 +73,13 @@ Selection<std::int64_t> select_above64(std::span<const float> g, double threshol
 //     the stage-2 threshold above it): the candidates are a few times the selection, so every M
 //     costs 2 reads of g plus small passes. A stage whose threshold falls below the bound reads g
 //     instead (full_reads says how often), and so does the selection then.
+//     With one stage (SIDCo-E, M = 1 or delta >= 0.25) and n >= 1 Mi elements the bound is
+//     stage 1's threshold at 3x delta fitted to a sample of g (4096 cache lines spread evenly
+//     over it), and stage 1's read packs the x above it: 1 read of g plus the sample, when stage
+//     1's threshold comes out above the bound; else a second read compacts g.
 //   automatic: predicted when its candidates are expected within 10% of g (M = 2 and 3 at
-//     densities 0.01 and 0.001, M = 4 at 0.001); otherwise candidates for M >= 3 and n <= 16 Mi
-//     elements, full_passes beyond.
+//     densities 0.01 and 0.001, M = 4 at 0.001; one stage up to delta = 1/30); otherwise
+//     candidates for M >= 3 and n <= 16 Mi elements, full_passes beyond.
 // The threshold equals gs::sidco_threshold's up to the rounding of its sums (blocks differ).
 enum class SidcoRoute { automatic, full_passes, candidates, predicted };
 
@@ -101,7 +105,7 @@ struct SidcoSelectResult {
   std::uint64_t selected = 0;   // elements written
   SidcoRoute route = SidcoRoute::automatic;  // the route taken
   int full_reads = 0;           // reads of all of g
-  std::uint64_t candidates = 0; // candidates/predicted routes: elements packed by the first tail stage
+  std::uint64_t candidates = 0; // candidates/predicted routes: elements packed (by the first tail stage, or by stage 1 with one stage)
   std::uint64_t nonfinite = 0;  // NaN/Inf in g, counted by stage 1's pass (no extra read)
 };
 
