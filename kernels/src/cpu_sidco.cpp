@@ -150,7 +150,7 @@ Pipeline run_stages(std::span<const float> g, double delta, SidcoVariant variant
   // One stage (SIDCo-E): the predicted route predicts stage 1 itself, from a sample, and packs the
   // x above that prediction's threshold at kSampleMargin times the density in the same read that
   // takes stage 1's statistics; when stage 1's threshold comes out at or above it (the sample's
-  // mean exceeds g's by less than about 20% at density 0.01, 15% at 0.001), the selection comes
+  // mean exceeds g's by less than about 30% at density 0.01, 20% at 0.001), the selection comes
   // from those candidates, else from one more read of g. constexpr numbers: measured in
   // docs/BENCHMARKS.md.
   constexpr double kSampleMargin = 3.0, kAutomaticMaxCandidates = 0.10;
