@@ -190,8 +190,9 @@ template <bool shifted, bool squares, bool logs, bool checked, class Extra>
 __attribute__((target("avx2"))) MagnitudeStats light_pass_avx2(const float* g, std::size_t n, float t,
                                                                double shift, Extra& extra, bool& dirty) {
   static_assert(!logs || squares, "the full pass fills every sum");
-  // Lane counts are 32-bit: at most one per group of 8 (callers pass chunks of kChunk).
-  if (n >= (std::size_t{1} << 34)) throw gs::Error("statistics pass: chunk too long for 32-bit lane counts");
+  // Lane counts and exponent sums are 32-bit: at most 1 and 150 per group of 8 (callers pass
+  // chunks of kChunk).
+  if (n > (std::size_t{1} << 26)) throw gs::Error("statistics pass: chunk too long for 32-bit lane sums");
   const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   const __m256 fmax = _mm256_set1_ps(kFloatMax);
   const __m256 ones = _mm256_castsi256_ps(_mm256_set1_epi32(-1));
@@ -303,7 +304,9 @@ __attribute__((target("avx2"))) MagnitudeStats light_pass_avx2(const float* g, s
   _mm256_store_si256(reinterpret_cast<__m256i*>(mn), kmn);
   _mm256_store_si256(reinterpret_cast<__m256i*>(mx), kmx);
   double sum = (sa[0] + sa[1]) + (sa[2] + sa[3]), sum_sq = (qa[0] + qa[1]) + (qa[2] + qa[3]);
-  if constexpr (float_blocks && shifted) sum -= static_cast<double>(count) * (shift - static_cast<double>(shift_f));
+  // (count > 0 only: a shift beyond the float range rounds to Inf, and 0 * Inf is NaN.)
+  if constexpr (float_blocks && shifted)
+    if (count) sum -= static_cast<double>(count) * (shift - static_cast<double>(shift_f));
   std::uint32_t kn = 0x7f800000u, kx = 0u;
   for (int l = 0; l < 8; ++l) {
     kn = std::min(kn, mn[l]);
@@ -353,15 +356,25 @@ __attribute__((target("avx2"))) MagnitudeStats light_pass_avx2(const float* g, s
   return s;
 }
 // One chunk: unchecked, and again checked when it held a NaN or an Inf (extra restored first).
+// Float blocks whose 8-term lane sums overflow (values above FLT_MAX / 8) take the double sums.
 template <bool shifted, bool squares, bool logs, class Extra>
 __attribute__((target("avx2"))) MagnitudeStats light_chunk_avx2_with(const float* g, std::size_t n, float t,
                                                                      double shift, Extra& extra) {
   const Extra before = extra;
   bool dirty = false;
-  const MagnitudeStats s = light_pass_avx2<shifted, squares, logs, false>(g, n, t, shift, extra, dirty);
-  if (!dirty) return s;
-  extra = before;
-  return light_pass_avx2<shifted, squares, logs, true>(g, n, t, shift, extra, dirty);
+  MagnitudeStats s = light_pass_avx2<shifted, squares, logs, false>(g, n, t, shift, extra, dirty);
+  if (dirty) {
+    extra = before;
+    s = light_pass_avx2<shifted, squares, logs, true>(g, n, t, shift, extra, dirty);
+  }
+  if constexpr (!squares && !logs) {
+    if (!std::isfinite(s.sum)) {
+      extra = before;
+      s = light_pass_avx2<shifted, true, false, true>(g, n, t, shift, extra, dirty);
+      s.sum_sq = std::numeric_limits<double>::quiet_NaN();
+    }
+  }
+  return s;
 }
 // The plain passes (no hook), as function pointers for pick().
 template <bool shifted, bool squares, bool logs = false>
@@ -417,6 +430,7 @@ MagnitudeStats merge_stats(const MagnitudeStats& a, const MagnitudeStats& b) { r
 
 GS_CPU_CLONES std::uint64_t count_chunk_generic(const float* g, std::size_t n, float t) {
   std::uint64_t c = 0;
+#pragma omp simd reduction(+ : c)
   for (std::size_t i = 0; i < n; ++i) c += selected_above(g[i], t) ? 1u : 0u;
   return c;
 }

@@ -30,7 +30,7 @@ SidcoWorkspace& SidcoWorkspace::operator=(SidcoWorkspace&&) noexcept = default;
 std::size_t SidcoWorkspace::bytes() const {
   std::size_t b = 0;
   for (const auto& p : impl_->parts) b += p.cap * (sizeof(std::int32_t) + sizeof(float));
-  return b;
+  return b + impl_->sample.capacity() * sizeof(float);
 }
 SidcoWorkspace::Impl& workspace_impl(SidcoWorkspace& w) { return *w.impl_; }
 
@@ -195,7 +195,7 @@ Pipeline run_stages(std::span<const float> g, double delta, SidcoVariant variant
   double bound = -1.0;
   if (more && (route == SidcoRoute::automatic || route == SidcoRoute::predicted)) {
     const double d = kGuessMargin * plan.tail_density();
-    // (with a hair of margin: M = 3 at density 0.01 lands on 10% exactly, up to pow's rounding)
+    // (with a hair of margin for pow's rounding at the edge of the 10%)
     const bool worth = route == SidcoRoute::predicted ||
                        kFirstStageShare * d <= kAutomaticMaxCandidates * (1.0 + 1e-9);
     if (d < 1.0 && worth) bound = plan.threshold() + first.mean() * std::log(1.0 / d);

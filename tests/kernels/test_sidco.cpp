@@ -94,6 +94,21 @@ TEST(LightStats, FloatBlockSumCorrectsTheRoundedShift) {
   EXPECT_NEAR(got.sum, ref.sum, 8.0 * 0x1p-24 * ref.sum);
 }
 
+TEST(LightStats, HugeValuesAndShiftsBeyondTheFloatRangeStayFinite) {
+  // Values near FLT_MAX: 8-term float block sums would overflow; the pass must fall back to
+  // double sums. A shift above FLT_MAX (nothing selected) must give a zero sum, not NaN.
+  std::vector<float> g(4099, 3.0e38f);
+  g[5] = -2.5e38f;
+  g[17] = 0.0f;
+  NaivePasses naive(g);
+  cpu::CpuPasses passes(g);
+  expect_light_near(passes.stats_light(StatsFields{}), naive.stats(), false);
+  expect_light_near(passes.stats_above_light(1e38, 1e38, StatsFields{}), naive.stats_above(1e38, 1e38), false);
+  const MagnitudeStats none = cpu::stats_above(g, 1e39, 1e39, StatsFields{});
+  EXPECT_EQ(none.count, 0u);
+  EXPECT_EQ(none.sum, 0.0);
+}
+
 std::vector<std::int64_t> reference_indices(std::span<const float> g, double t) {
   std::vector<std::int64_t> out;
   for (std::size_t i = 0; i < g.size(); ++i)
@@ -174,7 +189,7 @@ TEST(SidcoSelect, EveryRouteMatchesFittingAndCompactExactly) {
   EXPECT_GT(ws.bytes(), 0u);
 }
 
-// One stage on a vector of 2 Mi elements or more: the predicted route predicts stage 1 from a
+// One stage on a vector of 1 Mi elements or more (here 2 Mi): the predicted route predicts stage 1 from a
 // sample of 4096 cache lines and packs in stage 1's read; the selection comes from the
 // candidates when stage 1's threshold is at or above the prediction, else from a second read.
 TEST(SidcoSelect, SampledFirstStageReadsOnceOrFallsBack) {
