@@ -2,9 +2,9 @@
 # Reproduces docs/RESULTS.md: Fashion-MNIST CNN, 4 workers (processes on this machine, c10d Gloo on
 # loopback), one epoch, densities 0.01 and 0.001, every compressor (none once), the rival methods,
 # and several seeds (SEEDS, default 1 to 10) for the rows the accuracy goal is about (none,
-# SIDCo and top-k at 0.01, with and without a dense warm-up; with COSINE_ROWS=1 also with a cosine
-# learning rate).
-#   [SEEDS="1 2"] [COSINE_ROWS=1] scripts/results.sh [BUILD_DIR] [OUT_DIR]
+# SIDCo and top-k at 0.01, with and without a dense warm-up; with SCHEDULE_ROWS="cosine step" also
+# with those learning-rate schedules).
+#   [SEEDS="1 2"] [SCHEDULE_ROWS="cosine step"] scripts/results.sh [BUILD_DIR] [OUT_DIR]
 # Each run's JSON lands in OUT_DIR (default results/compressors); the table is printed on stdout
 # and written to OUT_DIR/RESULTS.table.md. Runs already present in OUT_DIR are reused.
 set -euo pipefail
@@ -15,12 +15,14 @@ BIN="$BUILD/cli/gradscope"
 mkdir -p "$OUT"
 COMMON=(--model cnn --workers 4 --epochs 1 --batch 64 --lr 0.05 --granularity model
         --timeout 300 --json --quiet)
-run() {  # name ratio seed [extra flags...] (WARMUP=N adds --warmup-steps N, COSINE=1 --lr-schedule cosine)
+run() {  # name ratio seed [extra flags...] (WARMUP=N adds --warmup-steps N, SCHED=S --lr-schedule S)
   local name=$1 ratio=$2 seed=$3
   shift 3
-  local f="$OUT/$name-$ratio-s$seed${WARMUP:+-w$WARMUP}${COSINE:+-cos}.json"
+  local tag=${SCHED:-}
+  [ "$tag" = cosine ] && tag=cos  # (the file names of earlier runs)
+  local f="$OUT/$name-$ratio-s$seed${WARMUP:+-w$WARMUP}${tag:+-$tag}.json"
   if [ -n "${WARMUP:-}" ]; then set -- "$@" --warmup-steps "$WARMUP"; fi
-  if [ -n "${COSINE:-}" ]; then set -- "$@" --lr-schedule cosine; fi
+  if [ -n "${SCHED:-}" ]; then set -- "$@" --lr-schedule "$SCHED"; fi
   if [ -s "$f" ]; then return; fi
   echo "results.sh: $name at $ratio, seed $seed $*" >&2
   "$BIN" train "${COMMON[@]}" --seed "$seed" --compressor "$name" --ratio "$ratio" "$@" > "$f.tmp"
@@ -31,12 +33,13 @@ for seed in ${SEEDS:-1 2 3 4 5 6 7 8 9 10}; do
   for c in sidco-e sidco-p sidco-gp topk; do run "$c" 0.01 "$seed"; done
   # The same with a dense warm-up over the first 10% of the epoch (23 of 234 steps).
   for c in sidco-e sidco-p sidco-gp topk; do WARMUP=23 run "$c" 0.01 "$seed"; done
-  # With COSINE_ROWS=1, the same rows with the learning rate decaying to 0 over the epoch.
-  if [ -n "${COSINE_ROWS:-}" ]; then
-    COSINE=1 run none 1 "$seed"
-    for c in sidco-e sidco-p sidco-gp topk; do COSINE=1 run "$c" 0.01 "$seed"; done
-    for c in sidco-e sidco-p sidco-gp topk; do WARMUP=23 COSINE=1 run "$c" 0.01 "$seed"; done
-  fi
+  # With SCHEDULE_ROWS, the same rows under each learning-rate schedule listed (cosine: decaying to
+  # 0 over the epoch; step: a tenth of the rate over the last tenth of the steps).
+  for sched in ${SCHEDULE_ROWS:-}; do
+    SCHED=$sched run none 1 "$seed"
+    for c in sidco-e sidco-p sidco-gp topk; do SCHED=$sched run "$c" 0.01 "$seed"; done
+    for c in sidco-e sidco-p sidco-gp topk; do WARMUP=23 SCHED=$sched run "$c" 0.01 "$seed"; done
+  done
 done
 for c in dgc redsync gaussianksgd randomk fft; do run "$c" 0.01 1; done
 # Rival methods whose ratio is not a density: quantizers send every element (ratio 1), the
@@ -55,11 +58,11 @@ groups = {}
 for f in glob.glob(os.path.join(out, "*.json")):
     r = json.load(open(f))
     c = r["config"]
-    cos = c.get("lr_schedule", "constant") == "cosine"
-    groups.setdefault((c["compressor"], c["ratio"], c.get("warmup_steps", 0), cos), []).append(r)
+    sched = ["constant", "step", "cosine"].index(c.get("lr_schedule", "constant"))
+    groups.setdefault((c["compressor"], c["ratio"], c.get("warmup_steps", 0), sched), []).append(r)
 def key(k):
-    name, ratio, warm, cos = k
-    return (name not in order[:9], -ratio if name in order[:9] else 0, cos, warm > 0,
+    name, ratio, warm, sched = k
+    return (name not in order[:9], -ratio if name in order[:9] else 0, sched, warm > 0,
             order.index(name) if name in order else 99)
 print("| compressor | density | test acc. | seeds | quality mean | p5 | p95 | sent/step/worker | vs dense | compress ms/step | comm ms/step | step ms | wall s |")
 print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
@@ -71,7 +74,8 @@ for k in sorted(groups, key=key):
     r = runs[0]  # the other columns: seed 1
     c, s = r["config"], r["summary"]
     label = c["compressor"] + (f" + {c['warmup_steps']} dense steps" if c.get("warmup_steps", 0) else "")
-    label += ", cosine lr" if c.get("lr_schedule", "constant") == "cosine" else ""
+    sched = c.get("lr_schedule", "constant")
+    label += "" if sched == "constant" else f", {sched} lr"
     print(f"| {label} | {c['ratio']:g} | {acc} | {seeds} | {s['quality_mean']:.3f} | "
           f"{s['quality_p5']:.3f} | {s['quality_p95']:.3f} | {s['bytes_per_step']/1024:.1f} KiB | "
           f"{s['bytes_per_step']/s['dense_bytes_per_step']:.4f} | {s['compress_ms_per_step']:.2f} | "

@@ -84,8 +84,9 @@ gs::cli::Runner setup(CLI::App& sub) {
   sub.add_option("--batch", cfg->batch, "examples per worker per step");
   sub.add_option("--lr", cfg->lr, "SGD learning rate (of the first step)");
   sub.add_option("--lr-schedule", cfg->lr_schedule,
-                 "constant, or cosine: decays from --lr to 0 over the run's steps")
-      ->check(CLI::IsMember({"constant", "cosine"}));
+                 "constant; cosine: decays from --lr to 0 over the run's steps; step: --lr / 10 "
+                 "over the last tenth of the steps")
+      ->check(CLI::IsMember({"constant", "cosine", "step"}));
   sub.add_option("--momentum", cfg->momentum, "SGD momentum");
   sub.add_flag("--momentum-correction", cfg->momentum_correction,
                "keep the momentum per worker before sparsification, masked where sent (DGC)");

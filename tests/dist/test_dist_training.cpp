@@ -176,8 +176,9 @@ TEST(DistTraining, DenseWarmupThenCompression) {
 }
 
 // --lr-schedule cosine: every step's rate is lr * (1 + cos(pi * step / steps)) / 2 on both workers
-// (the replicas stay equal); the default keeps --lr; an unknown schedule is refused.
-TEST(DistTraining, CosineScheduleSetsEveryStepsRate) {
+// (the replicas stay equal); step: lr / 10 over the last tenth of the steps; the default keeps
+// --lr; an unknown schedule is refused.
+TEST(DistTraining, ScheduleSetsEveryStepsRate) {
   const ProcResult r = gradscope(kShort + " --compressor topk --ratio 0.1 --workers 2 --steps 8" +
                                  " --lr-schedule cosine --json --timeout 30");
   ASSERT_EQ(r.rc, 0) << r.err;
@@ -193,7 +194,15 @@ TEST(DistTraining, CosineScheduleSetsEveryStepsRate) {
   const auto jf = nlohmann::json::parse(flat.out);
   EXPECT_EQ(jf["config"]["lr_schedule"].get<std::string>(), "constant");
   for (const auto& st : jf["per_step"]) EXPECT_EQ(st["lr"].get<double>(), 0.05);
-  EXPECT_NE(gradscope(kShort + " --compressor topk --ratio 0.1 --steps 1 --lr-schedule step").rc, 0);
+  // 20 steps: the last 2 at a tenth.
+  const ProcResult st = gradscope(kShort + " --compressor topk --ratio 0.1 --steps 20 --lr-schedule step --json");
+  ASSERT_EQ(st.rc, 0) << st.err;
+  const auto js = nlohmann::json::parse(st.out);
+  EXPECT_EQ(js["config"]["lr_schedule"].get<std::string>(), "step");
+  ASSERT_EQ(js["per_step"].size(), 20u);
+  for (std::size_t i = 0; i < 20; ++i)
+    EXPECT_EQ(js["per_step"][i]["lr"].get<double>(), i < 18 ? 0.05 : 0.1 * 0.05) << i;
+  EXPECT_NE(gradscope(kShort + " --compressor topk --ratio 0.1 --steps 1 --lr-schedule linear").rc, 0);
 }
 
 TEST(DistTraining, QuantizerBitsAreForwardedAndChecked) {

@@ -1,5 +1,6 @@
 #include "gs/dist/config.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -16,8 +17,8 @@ void TrainConfig::validate() const {
   if (batch < 1) throw Error("--batch must be at least 1");
   if (!(lr > 0.0) || !std::isfinite(lr)) throw Error("--lr must be a positive number");
   if (!(momentum >= 0.0 && momentum < 1.0)) throw Error("--momentum must be in [0, 1)");
-  if (lr_schedule != "constant" && lr_schedule != "cosine")
-    throw Error("--lr-schedule '" + lr_schedule + "' is not constant or cosine");
+  if (lr_schedule != "constant" && lr_schedule != "cosine" && lr_schedule != "step")
+    throw Error("--lr-schedule '" + lr_schedule + "' is not constant, cosine or step");
   if (warmup_steps < 0) throw Error("--warmup-steps must be >= 0");
   if (!(timeout > 0.0)) throw Error("--timeout must be positive (seconds)");
   if (granularity == "bucket" && bucket_size < 1) throw Error("--bucket-size must be at least 1");
@@ -27,7 +28,8 @@ void TrainConfig::validate() const {
 std::string TrainConfig::bits_list() const { return compress::bits_text(bits); }
 
 double TrainConfig::lr_at(std::int64_t step, std::int64_t total) const {
-  if (lr_schedule != "cosine" || total <= 1) return lr;
+  if (total <= 1 || lr_schedule == "constant") return lr;
+  if (lr_schedule == "step") return step >= total - std::max<std::int64_t>(1, total / 10) ? 0.1 * lr : lr;
   constexpr double kPi = 3.14159265358979323846;
   return 0.5 * lr * (1.0 + std::cos(kPi * double(step) / double(total)));
 }

@@ -21,8 +21,9 @@ struct TrainConfig {
   std::int64_t batch = 64;
   double lr = 0.05;
   double momentum = 0.9;
-  // Learning rate over the run: constant, or cosine (lr * (1 + cos(pi * step / steps)) / 2,
-  // from lr at the first step towards 0 at the last).
+  // Learning rate over the run: constant; cosine (lr * (1 + cos(pi * step / steps)) / 2, from lr
+  // at the first step towards 0 at the last); or step (lr / 10 over the last tenth of the steps,
+  // at least the last one; a run of one step keeps lr).
   std::string lr_schedule = "constant";
   // Momentum correction with momentum factor masking (DGC): the momentum moves from the optimizer
   // into each worker's compressor (sparse compressors with error feedback only).
