@@ -47,11 +47,6 @@ std::size_t compact_scalar(const float* val, const Index* src_idx, std::size_t b
 }
 
 #if defined(GS_HAVE_AVX2_PATH)
-bool has_avx2() {
-  static const bool yes = __builtin_cpu_supports("avx2");
-  return yes;
-}
-
 // Mask of the lanes of v above t: finite and |v| > t.
 __attribute__((target("avx2"))) inline int keep_mask(__m256 v, __m256 tv) {
   const __m256 x = _mm256_and_ps(v, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)));

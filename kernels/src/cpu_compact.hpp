@@ -57,6 +57,9 @@ struct Scratch {
 MagnitudeStats stats_above_block(const float* v, std::size_t n, double threshold, double shift,
                                  StatsFields fields);
 
+// The same over every |v| (cpu::stats's chunk loop).
+MagnitudeStats stats_block(const float* v, std::size_t n, StatsFields fields);
+
 // One read of g[begin, end): stats_above_block's statistics (of |g| > threshold, shifted) and the
 // compaction of the finite |g| > pack (pack above the threshold) at out_idx/out_val + out (room
 // for end - begin more), in the same loop over 8-lane groups. Returns the statistics; out moves.
@@ -74,6 +77,11 @@ MagnitudeStats stats_and_compact(const float* g, std::size_t begin, std::size_t 
                                  float* out_val, std::size_t& out, bool dense_hits = false);
 
 #if defined(__GNUC__) && defined(__x86_64__)
+inline bool has_avx2() {
+  static const bool yes = __builtin_cpu_supports("avx2");
+  return yes;
+}
+
 // Row m: the lanes of the set bits of m in ascending order, then the rest (never read).
 struct alignas(32) PackTable {
   std::uint32_t lanes[256][8];

@@ -122,6 +122,14 @@ MagnitudeStats narrow_candidates(double threshold, double shift, StatsFields f, 
   return with_stats ? merge_in_order(w.chunk_stats) : MagnitudeStats{};
 }
 
+// The selection from candidates that hold every x > floor, when eta is at or above floor: the
+// candidates narrowed to x > eta in place. Returns whether they hold the selection.
+bool select_from_candidates(double eta, double floor, SidcoWorkspace::Impl& w) {
+  if (!(eta >= floor)) return false;
+  if (eta != floor) narrow_candidates(eta, 0.0, {}, false, w);
+  return true;
+}
+
 // The sampled route's sample: kSampleLines cache lines of 16 floats spread evenly over g (about
 // 4096 scattered reads, 1/16 of g at most), with the statistics stage 1 takes.
 constexpr std::size_t kSampleLine = 16, kSampleLines = 4096;
@@ -173,8 +181,7 @@ Pipeline run_stages(std::span<const float> g, double delta, SidcoVariant variant
     GS_ASSERT(!more);
     out.result.route = SidcoRoute::predicted;
     for (const auto& p : w.parts) out.result.candidates += p.size;
-    out.in_workspace = plan.threshold() >= first_bound;
-    if (out.in_workspace && plan.threshold() != first_bound) narrow_candidates(plan.threshold(), 0.0, {}, false, w);
+    out.in_workspace = select_from_candidates(plan.threshold(), first_bound, w);
     out.result.threshold = plan.threshold();
     out.result.stages = plan.stages_run();
     return out;
@@ -234,8 +241,7 @@ Pipeline run_stages(std::span<const float> g, double delta, SidcoVariant variant
       }
     }
     // The last stage moved the threshold: keep only what passes it (or compact g, below it).
-    out.in_workspace = plan.threshold() >= floor;
-    if (out.in_workspace && plan.threshold() != floor) narrow_candidates(plan.threshold(), 0.0, {}, false, w);
+    out.in_workspace = select_from_candidates(plan.threshold(), floor, w);
   }
   out.result.threshold = plan.threshold();
   out.result.stages = plan.stages_run();
