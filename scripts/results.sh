@@ -3,8 +3,9 @@
 # loopback), one epoch, densities 0.01 and 0.001, every compressor (none once), the rival methods,
 # and several seeds (SEEDS, default 1 to 10) for the rows the accuracy goal is about (none,
 # SIDCo and top-k at 0.01, with and without a dense warm-up; with SCHEDULE_ROWS="cosine step" also
-# with those learning-rate schedules).
-#   [SEEDS="1 2"] [SCHEDULE_ROWS="cosine step"] scripts/results.sh [BUILD_DIR] [OUT_DIR]
+# with those learning-rate schedules, and with EXP_WARMUP_ROWS="23 58" under each of them the
+# SIDCo and top-k rows with an exponential warm-up over that many steps).
+#   [SEEDS="1 2"] [SCHEDULE_ROWS="cosine step"] [EXP_WARMUP_ROWS="23"] scripts/results.sh [BUILD_DIR] [OUT_DIR]
 # Each run's JSON lands in OUT_DIR (default results/compressors); the table is printed on stdout
 # and written to OUT_DIR/RESULTS.table.md. Runs already present in OUT_DIR are reused.
 set -euo pipefail
@@ -15,13 +16,17 @@ BIN="$BUILD/cli/gradscope"
 mkdir -p "$OUT"
 COMMON=(--model cnn --workers 4 --epochs 1 --batch 64 --lr 0.05 --granularity model
         --timeout 300 --json --quiet)
-run() {  # name ratio seed [extra flags...] (WARMUP=N adds --warmup-steps N, SCHED=S --lr-schedule S)
+run() {  # name ratio seed [extra flags...] (WARMUP=N adds --warmup-steps N, EXP_WARMUP=N
+         # --warmup-steps N --warmup-schedule exponential, SCHED=S --lr-schedule S)
   local name=$1 ratio=$2 seed=$3
   shift 3
   local tag=${SCHED:-}
   [ "$tag" = cosine ] && tag=cos  # (the file names of earlier runs)
-  local f="$OUT/$name-$ratio-s$seed${WARMUP:+-w$WARMUP}${tag:+-$tag}.json"
+  local f="$OUT/$name-$ratio-s$seed${WARMUP:+-w$WARMUP}${EXP_WARMUP:+-e$EXP_WARMUP}${tag:+-$tag}.json"
   if [ -n "${WARMUP:-}" ]; then set -- "$@" --warmup-steps "$WARMUP"; fi
+  if [ -n "${EXP_WARMUP:-}" ]; then
+    set -- "$@" --warmup-steps "$EXP_WARMUP" --warmup-schedule exponential
+  fi
   if [ -n "${SCHED:-}" ]; then set -- "$@" --lr-schedule "$SCHED"; fi
   if [ -s "$f" ]; then return; fi
   echo "results.sh: $name at $ratio, seed $seed $*" >&2
@@ -39,6 +44,10 @@ for seed in ${SEEDS:-1 2 3 4 5 6 7 8 9 10}; do
     SCHED=$sched run none 1 "$seed"
     for c in sidco-e sidco-p sidco-gp topk; do SCHED=$sched run "$c" 0.01 "$seed"; done
     for c in sidco-e sidco-p sidco-gp topk; do WARMUP=23 SCHED=$sched run "$c" 0.01 "$seed"; done
+    # Exponential warm-up (DGC's): the first N steps compressed at a ratio falling from 0.25.
+    for n in ${EXP_WARMUP_ROWS:-}; do
+      for c in sidco-e sidco-p sidco-gp topk; do EXP_WARMUP=$n SCHED=$sched run "$c" 0.01 "$seed"; done
+    done
   done
 done
 for c in dgc redsync gaussianksgd randomk fft; do run "$c" 0.01 1; done
@@ -59,10 +68,12 @@ for f in glob.glob(os.path.join(out, "*.json")):
     r = json.load(open(f))
     c = r["config"]
     sched = ["constant", "step", "cosine"].index(c.get("lr_schedule", "constant"))
-    groups.setdefault((c["compressor"], c["ratio"], c.get("warmup_steps", 0), sched), []).append(r)
+    warm = (c.get("warmup_steps", 0), c.get("warmup_schedule", "dense") if c.get("warmup_steps", 0) else "")
+    groups.setdefault((c["compressor"], c["ratio"], warm, sched), []).append(r)
 def key(k):
     name, ratio, warm, sched = k
-    return (name not in order[:9], -ratio if name in order[:9] else 0, sched, warm > 0,
+    return (name not in order[:9], -ratio if name in order[:9] else 0, sched,
+            ["", "dense", "exponential"].index(warm[1]), warm[0],
             order.index(name) if name in order else 99)
 print("| compressor | density | test acc. | seeds | quality mean | p5 | p95 | sent/step/worker | vs dense | compress ms/step | comm ms/step | step ms | wall s |")
 print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
@@ -73,7 +84,10 @@ for k in sorted(groups, key=key):
     seeds = ",".join(str(r["config"]["seed"]) for r in runs)
     r = runs[0]  # the other columns: seed 1
     c, s = r["config"], r["summary"]
-    label = c["compressor"] + (f" + {c['warmup_steps']} dense steps" if c.get("warmup_steps", 0) else "")
+    label = c["compressor"]
+    if c.get("warmup_steps", 0):
+        exp = c.get("warmup_schedule", "dense") == "exponential"
+        label += f" + {c['warmup_steps']} {'exp. warm-up' if exp else 'dense'} steps"
     sched = c.get("lr_schedule", "constant")
     label += "" if sched == "constant" else f", {sched} lr"
     print(f"| {label} | {c['ratio']:g} | {acc} | {seeds} | {s['quality_mean']:.3f} | "

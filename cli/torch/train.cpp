@@ -91,7 +91,13 @@ gs::cli::Runner setup(CLI::App& sub) {
   sub.add_flag("--momentum-correction", cfg->momentum_correction,
                "keep the momentum per worker before sparsification, masked where sent (DGC)");
   sub.add_option("--warmup-steps", cfg->warmup_steps,
-                 "exchange the first N steps uncompressed (dense warm-up), then compress");
+                 "warm up over the first N steps (see --warmup-schedule), then compress at --ratio");
+  sub.add_option("--warmup-schedule", cfg->warmup_schedule,
+                 "dense: exchange the warm-up steps uncompressed; exponential: compress them at a "
+                 "ratio falling geometrically from --warmup-start-ratio to --ratio (DGC)")
+      ->check(CLI::IsMember({"dense", "exponential"}));
+  sub.add_option("--warmup-start-ratio", cfg->warmup_start_ratio,
+                 "exponential warm-up: the ratio of the first step");
   sub.add_option("--seed", cfg->seed, "seed of the model, the data order and the sampling");
   sub.add_option("--stages", cfg->stages, "SIDCo stages: 0 adaptive, else fixed");
   sub.add_option("--backend", cfg->backend,

@@ -19,10 +19,19 @@ std::string_view to_string(Exchange e) {
   return "?";
 }
 
-Compressor::Compressor(double ratio) : ratio_(ratio) {
+namespace {
+void check_ratio(double ratio) {
   if (!(ratio > 0.0 && ratio <= 1.0))
     throw Error("compression ratio " + std::to_string(ratio) +
                 " is outside (0, 1]: give the fraction of elements to keep, e.g. 0.01");
+}
+}  // namespace
+
+Compressor::Compressor(double ratio) : ratio_(ratio) { check_ratio(ratio); }
+
+void Compressor::set_ratio(double ratio) {
+  check_ratio(ratio);
+  ratio_ = ratio;
 }
 
 Compressor::Exchanged Compressor::exchange(std::span<const float>, std::string_view, Collectives&,
@@ -106,9 +115,7 @@ std::span<const std::string_view> compressor_names() {
 
 std::unique_ptr<Compressor> make_compressor(std::string_view name, double ratio,
                                             const CompressorOptions& options) {
-  if (!(ratio > 0.0 && ratio <= 1.0))
-    throw Error("compression ratio " + std::to_string(ratio) +
-                " is outside (0, 1]: give the fraction of elements to keep, e.g. 0.01");
+  check_ratio(ratio);
   if (options.stages < 0) throw Error("compressor: stages must be 0 (adaptive) or >= 1");
   if (name == "none") return detail::make_none();
   if (name == "topk") return detail::make_topk(ratio, options);

@@ -52,6 +52,16 @@ class ThresholdCompressor final : public Compressor {
 
   std::string_view name() const override { return name_; }
 
+  // The adaptive controller aims at the new ratio: each step's density is judged against the
+  // ratio of that step, and the stage count carries over (clamped to what the ratio allows).
+  void set_ratio(double ratio) override {
+    Compressor::set_ratio(ratio);
+    if (!variant_ || fixed_stages_ != 0) return;
+    if (ratio >= 1.0) controller_.reset();
+    else if (controller_) controller_->retarget(ratio);
+    else controller_.emplace(ratio, 1);
+  }
+
   Compressed compress(std::span<const float> acc, std::string_view /*tensor*/) override {
     Compressed c;
     c.info.n = acc.size();

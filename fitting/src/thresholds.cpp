@@ -254,10 +254,15 @@ ThresholdResult threshold_by_name(std::string_view method, MagnitudePasses& pass
               "': use topk, sidco-e, sidco-p, sidco-gp, dgc, redsync or gaussianksgd");
 }
 
-StageController::StageController(double delta, int initial_stages) : delta_(delta) {
-  target_count(1, delta);
+StageController::StageController(double delta, int initial_stages) : stages_(initial_stages) {
+  retarget(delta);
+}
+
+void StageController::retarget(double delta) {
+  target_count(1, delta);  // validates delta
+  delta_ = delta;
   max_stages_ = std::max(1, int(std::ceil(std::log2(1.0 / delta) - 1e-12)));
-  stages_ = std::clamp(initial_stages, 1, max_stages_);
+  stages_ = std::clamp(stages_, 1, max_stages_);
 }
 
 int StageController::record(double achieved_density) {

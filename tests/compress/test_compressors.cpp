@@ -194,6 +194,46 @@ INSTANTIATE_TEST_SUITE_P(
              (info.param.law == 0 ? "laplace" : "gamma");
     });
 
+// set_ratio re-aims a compressor from its next call: top-k keeps the new k exactly; SIDCo's
+// adaptive stages keep working against the new target; a bad ratio is refused and changes nothing.
+TEST(SetRatio, CompressorsFollowTheNewRatio) {
+  const std::size_t n = 200000;
+  auto topk = make_compressor("topk", 0.25);
+  const auto g = laplace(n, 7);
+  EXPECT_EQ(topk->compress(g, "w").payload.count(), n / 4);
+  topk->set_ratio(0.01);
+  const auto out = topk->compress(g, "w");
+  EXPECT_EQ(out.payload.count(), n / 100);
+  EXPECT_EQ(out.info.target_density, 0.01);
+  EXPECT_THROW(topk->set_ratio(0.0), gs::Error);
+  EXPECT_THROW(topk->set_ratio(1.5), gs::Error);
+  EXPECT_EQ(topk->ratio(), 0.01);
+
+  for (std::string_view name : {"sidco-e", "sidco-gp"}) {
+    auto c = make_compressor(name, 0.25, {.seed = 3});
+    // A geometric walk from 0.25 to 0.01 over 10 steps, then 10 steps at 0.01.
+    double sum = 0.0;
+    for (int s = 0; s < 20; ++s) {
+      const double r = s < 10 ? 0.25 * std::pow(0.04, s / 10.0) : 0.01;
+      c->set_ratio(r);
+      const auto o = c->compress(laplace(n, 100 + s), "w");
+      EXPECT_EQ(o.info.target_density, r) << name << " step " << s;
+      EXPECT_GT(o.info.quality(), 0.5) << name << " step " << s;
+      EXPECT_LT(o.info.quality(), 2.0) << name << " step " << s;
+      if (s >= 10) sum += o.info.quality();
+      // SIDCo-E fits Laplace data exactly: one stage is enough, and a controller still aiming at
+      // an earlier, larger ratio would read each step as an undershoot and add stages.
+      if (name == "sidco-e") EXPECT_EQ(o.info.stages, 1) << "step " << s;
+      c->end_step();
+    }
+    EXPECT_GE(sum / 10, 0.8) << name;
+    EXPECT_LE(sum / 10, 1.25) << name;
+    c->set_ratio(1.0);  // everything finite, no estimate
+    EXPECT_EQ(c->compress(g, "w").payload.count(), n);
+    c->end_step();
+  }
+}
+
 TEST(Dgc, NeverSendsMoreThanFourThirdsK) {
   const auto g = double_gamma(100000, 5, 0.3f);
   auto c = make_compressor("dgc", 0.001, {.seed = 2});

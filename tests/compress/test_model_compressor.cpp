@@ -48,12 +48,13 @@ TEST(Granularity, BadInputThrows) {
 }
 
 // Over many steps nothing is lost: sum of gradients == sum of what was sent + final residual
-// (up to float rounding of the running sums), at every granularity.
+// (up to float rounding of the running sums), at every granularity and across a ratio change.
 TEST(ModelCompressor, ConservesGradientMass) {
   for (auto gran : {Granularity::layer, Granularity::model, Granularity::bucket}) {
-    ModelCompressor mc(kModel, gran, 700, make_compressor("topk", 0.05));
+    ModelCompressor mc(kModel, gran, 700, make_compressor("topk", 0.2));
     std::vector<double> sum_g(mc.numel(), 0.0), sum_sent(mc.numel(), 0.0);
     for (int step = 0; step < 8; ++step) {
+      if (step == 3) mc.set_ratio(0.05);  // the residual carries over a change of ratio
       const auto g = normal(mc.numel(), 50 + step);
       StepStats st;
       const Payload p = mc.compress(g, &st);

@@ -175,6 +175,36 @@ TEST(DistTraining, DenseWarmupThenCompression) {
   EXPECT_NE(gradscope(kShort + " --compressor topk --ratio 0.1 --warmup-steps -1 --steps 1").rc, 0);
 }
 
+// --warmup-schedule exponential: the warm-up steps are compressed at a ratio falling geometrically
+// from --warmup-start-ratio to --ratio (top-k sends exactly floor(ratio n) pairs of 8 bytes);
+// quality describes the steps at --ratio; a start ratio not above --ratio is refused.
+TEST(DistTraining, ExponentialWarmupWalksTheRatioDown) {
+  const ProcResult r = gradscope(kShort + " --compressor topk --ratio 0.01 --workers 2 --steps 10" +
+                                 " --warmup-steps 4 --warmup-schedule exponential" +
+                                 " --warmup-start-ratio 0.16 --json --timeout 30");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["replica_max_diff"].get<double>(), 0.0);
+  EXPECT_EQ(j["config"]["warmup_schedule"].get<std::string>(), "exponential");
+  EXPECT_EQ(j["config"]["warmup_start_ratio"].get<double>(), 0.16);
+  const double n = j["parameters"].get<double>();
+  const auto& steps = j["per_step"];
+  ASSERT_EQ(steps.size(), 10u);
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    const double ratio = i < 4 ? 0.16 * std::pow(0.01 / 0.16, double(i) / 4.0) : 0.01;  // 0.16, 0.08, 0.04, 0.02
+    EXPECT_EQ(steps[i]["warmup"].get<bool>(), i < 4) << i;
+    EXPECT_NEAR(steps[i]["target_density"].get<double>(), ratio, 1e-15) << i;
+    EXPECT_EQ(steps[i]["bytes_sent"].get<double>(), 8.0 * std::floor(ratio * n)) << i;
+  }
+  EXPECT_NEAR(j["summary"]["quality_mean"].get<double>(), std::floor(0.01 * n) / (0.01 * n), 1e-12);
+  const ProcResult low = gradscope(kShort + " --compressor topk --ratio 0.1 --steps 2 --warmup-steps 1" +
+                                   " --warmup-schedule exponential --warmup-start-ratio 0.1");
+  EXPECT_NE(low.rc, 0);
+  EXPECT_NE(low.err.find("--warmup-start-ratio"), std::string::npos) << low.err;
+  EXPECT_NE(gradscope(kShort + " --compressor topk --ratio 0.1 --steps 2 --warmup-steps 1" +
+                      " --warmup-schedule linear").rc, 0);
+}
+
 // --lr-schedule cosine: every step's rate is lr * (1 + cos(pi * step / steps)) / 2 on both workers
 // (the replicas stay equal); step: lr / 10 over the last tenth of the steps; the default keeps
 // --lr; an unknown schedule is refused.

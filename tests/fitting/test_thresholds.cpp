@@ -290,4 +290,27 @@ TEST(StageController, MovesAndClamps) {
   EXPECT_EQ(c.stages(), 10);                                   // clamped at ceil(log2(1/delta))
 }
 
+// A new target keeps the stage count (clamped) and the window: each step is judged against the
+// target it ran at.
+TEST(StageController, RetargetJudgesEachStepAgainstItsOwnTarget) {
+  gs::StageController c(0.001, 5);
+  c.retarget(0.1);
+  EXPECT_EQ(c.max_stages(), 4);
+  EXPECT_EQ(c.stages(), 4);  // clamped
+  for (int i = 0; i < 2; ++i) c.record(0.1);      // on target at 0.1
+  c.retarget(0.01);
+  EXPECT_EQ(c.max_stages(), 7);
+  for (int i = 0; i < 2; ++i) c.record(0.01);     // on target at 0.01
+  EXPECT_EQ(c.record(0.01), 4);                   // window of 5 on target: unchanged
+  // Had the window been judged against the last target only, the 0.1 steps would read as 10x.
+  c.retarget(0.05);
+  for (int i = 0; i < 4; ++i) c.record(0.05);
+  EXPECT_EQ(c.record(0.01), 4);                   // mean 0.84: still inside [0.8, 1.2]
+  for (int i = 0; i < 5; ++i) c.record(0.2);      // 4x over
+  EXPECT_EQ(c.stages(), 3);
+  EXPECT_THROW(c.retarget(0.0), gs::Error);
+  EXPECT_THROW(c.retarget(1.0), gs::Error);
+  EXPECT_EQ(c.stages(), 3);
+}
+
 }  // namespace

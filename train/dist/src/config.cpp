@@ -20,6 +20,12 @@ void TrainConfig::validate() const {
   if (lr_schedule != "constant" && lr_schedule != "cosine" && lr_schedule != "step")
     throw Error("--lr-schedule '" + lr_schedule + "' is not constant, cosine or step");
   if (warmup_steps < 0) throw Error("--warmup-steps must be >= 0");
+  if (warmup_schedule != "dense" && warmup_schedule != "exponential")
+    throw Error("--warmup-schedule '" + warmup_schedule + "' is not dense or exponential");
+  if (warmup_schedule == "exponential" && !(warmup_start_ratio > ratio && warmup_start_ratio <= 1.0))
+    throw Error("--warmup-start-ratio " + std::to_string(warmup_start_ratio) +
+                " must lie above --ratio (" + std::to_string(ratio) +
+                ") and at most 1 for an exponential warm-up");
   if (!(timeout > 0.0)) throw Error("--timeout must be positive (seconds)");
   if (granularity == "bucket" && bucket_size < 1) throw Error("--bucket-size must be at least 1");
   if (rank >= workers) throw Error("--rank must be below --workers (world size)");
@@ -32,6 +38,12 @@ double TrainConfig::lr_at(std::int64_t step, std::int64_t total) const {
   if (lr_schedule == "step") return step >= total - std::max<std::int64_t>(1, total / 10) ? 0.1 * lr : lr;
   constexpr double kPi = 3.14159265358979323846;
   return 0.5 * lr * (1.0 + std::cos(kPi * double(step) / double(total)));
+}
+
+double TrainConfig::ratio_at(std::int64_t step) const {
+  if (!warmup_at(step)) return ratio;
+  if (warmup_schedule == "dense") return 1.0;
+  return warmup_start_ratio * std::pow(ratio / warmup_start_ratio, double(step) / double(warmup_steps));
 }
 
 compress::CompressorOptions TrainConfig::compressor_options(int r) const {
@@ -56,6 +68,7 @@ std::string TrainConfig::shared_description() const {
     << " granularity=" << granularity << " bucket=" << bucket_size << " batch=" << batch
     << " lr=" << lr << " lr_schedule=" << lr_schedule << " momentum=" << momentum
     << " momentum_correction=" << momentum_correction << " warmup_steps=" << warmup_steps
+    << " warmup_schedule=" << warmup_schedule << " warmup_start_ratio=" << warmup_start_ratio
     << " seed=" << seed << " stages=" << stages
     << " bits=" << bits_list() << " variance_alpha=" << variance_alpha
     << " variance_zeta=" << variance_zeta << " fft_exponent_bits=" << fft_exponent_bits
@@ -85,7 +98,9 @@ std::vector<std::string> TrainConfig::worker_args(int r, int port) const {
       "--master-port", std::to_string(port)};
   if (!bits.empty()) a.insert(a.end(), {"--bits", bits_list()});
   if (momentum_correction) a.push_back("--momentum-correction");
-  if (warmup_steps > 0) a.insert(a.end(), {"--warmup-steps", std::to_string(warmup_steps)});
+  if (warmup_steps > 0)
+    a.insert(a.end(), {"--warmup-steps", std::to_string(warmup_steps), "--warmup-schedule",
+                       warmup_schedule, "--warmup-start-ratio", num(warmup_start_ratio)});
   if (r == 0) {
     if (!record.empty()) a.insert(a.end(), {"--record", record});
     if (force) a.push_back("--force");

@@ -10,7 +10,8 @@ std::string to_json(const TrainConfig& c, const TrainResult& r) {
   json steps = json::array();
   for (const auto& st : r.steps)
     steps.push_back({{"step", st.step}, {"epoch", st.epoch}, {"lr", st.lr}, {"loss", st.loss},
-                     {"skipped", st.skipped}, {"warmup", st.warmup}, {"density", st.density}, {"quality", st.quality},
+                     {"skipped", st.skipped}, {"warmup", st.warmup},
+                     {"target_density", st.target_density}, {"density", st.density}, {"quality", st.quality},
                      {"stages", st.stages}, {"bytes_sent", st.bytes_sent},
                      {"dense_bytes", st.dense_bytes}, {"compress_s", st.compress_seconds},
                      {"comm_s", st.comm_seconds}, {"step_s", st.step_seconds}});
@@ -20,7 +21,8 @@ std::string to_json(const TrainConfig& c, const TrainResult& r) {
         {"workers", c.workers}, {"steps", c.steps}, {"epochs", c.epochs},
         {"granularity", c.granularity}, {"bucket_size", c.bucket_size}, {"batch", c.batch},
         {"lr", c.lr}, {"lr_schedule", c.lr_schedule}, {"momentum", c.momentum},
-        {"momentum_correction", c.momentum_correction}, {"warmup_steps", c.warmup_steps}, {"seed", c.seed}, {"stages", c.stages},
+        {"momentum_correction", c.momentum_correction}, {"warmup_steps", c.warmup_steps},
+        {"warmup_schedule", c.warmup_schedule}, {"warmup_start_ratio", c.warmup_start_ratio}, {"seed", c.seed}, {"stages", c.stages},
         {"backend", c.backend}, {"bits", c.bits}, {"variance_alpha", c.variance_alpha},
         {"variance_zeta", c.variance_zeta}, {"fft_exponent_bits", c.fft_exponent_bits},
         {"fft_mantissa_bits", c.fft_mantissa_bits}, {"fft_chunk", c.fft_chunk}}},

@@ -74,7 +74,7 @@ TrainSummary summarize(const TrainResult& r) {
   double n = 0;
   for (const auto& st : r.steps) {
     if (st.skipped) continue;
-    if (!st.warmup) q.push_back(st.quality);  // quality describes the compressor's own steps
+    if (!st.warmup) q.push_back(st.quality);  // quality describes the steps at --ratio
     s.density_mean += st.density;
     s.bytes_per_step += double(st.bytes_sent);
     s.dense_bytes_per_step += double(st.dense_bytes);
@@ -139,7 +139,8 @@ TrainResult train_worker(const TrainConfig& config, const StepCallback& on_step)
   // optimizer then applies the mean update as it is.
   if (config.momentum_correction) mc.set_momentum_correction(config.momentum);
   // Dense warm-up: the first --warmup-steps steps exchange the gradient uncompressed (the
-  // compressor's residual starts empty when it takes over).
+  // compressor's residual starts empty when it takes over). An exponential warm-up runs the
+  // compressor itself at TrainConfig::ratio_at's falling ratio.
   compress::ModelCompressor dense(tensor_specs(*model), compress::Granularity::model, 0,
                                   compress::make_compressor("none", 1.0));
   torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(config.lr).momentum(
@@ -231,15 +232,19 @@ TrainResult train_worker(const TrainConfig& config, const StepCallback& on_step)
         // Every exchange kind (all-gather, all-reduce, the compressor's own collectives) in one call.
         compress::SoloCollectives solo;
         compress::Collectives& collectives = comm ? static_cast<compress::Collectives&>(*comm) : solo;
-        rep.warmup = step < config.warmup_steps;
-        if (grad_variance && !rep.warmup) mc.set_gradient_variance(grad_variance->compute());
+        rep.warmup = config.warmup_at(step);
+        const double ratio = config.ratio_at(step);
+        const bool uncompressed = rep.warmup && config.warmup_schedule == "dense";
+        if (!uncompressed) mc.set_ratio(ratio);
+        if (grad_variance && !uncompressed) mc.set_gradient_variance(grad_variance->compute());
         compress::StepStats st;
-        (rep.warmup ? dense : mc).step(grad, collectives, update, &st);
+        (uncompressed ? dense : mc).step(grad, collectives, update, &st);
         rep.comm_seconds += st.comm_seconds;
         assign_grads(*model, update);
         opt.step();
         rep.density = st.density();
         rep.quality = st.quality();
+        rep.target_density = st.target_density;
         rep.stages = st.stages;
         rep.bytes_sent = st.bytes_sent;
         rep.dense_bytes = st.dense_bytes;

@@ -66,6 +66,10 @@ class Compressor {
 
   virtual std::string_view name() const = 0;
   double ratio() const { return ratio_; }
+  // Changes the target ratio from the next compress() on (a density warm-up walks it down to the
+  // run's ratio); gs::Error outside (0, 1]. Methods with model-wide state tied to the ratio (SIDCo's
+  // stage controller) re-aim it.
+  virtual void set_ratio(double ratio);
   virtual Exchange exchange() const { return Exchange::allgather; }
   // Whether the residual memory feeds what was not sent back into the next step (error feedback).
   // Unbiased quantizers send an unbiased estimate of acc instead and keep no residual.

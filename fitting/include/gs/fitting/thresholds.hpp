@@ -130,6 +130,9 @@ class StageController {
   int max_stages() const { return max_stages_; }
   // Records one step's achieved density nnz/n; returns the stage count for the next step.
   int record(double achieved_density);
+  // Aims at a new target density from the next record() on: the window's steps so far keep the
+  // quality they had against their own target; the stage count is clamped to the new maximum.
+  void retarget(double delta);
 
  private:
   double delta_;

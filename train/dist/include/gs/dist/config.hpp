@@ -28,8 +28,12 @@ struct TrainConfig {
   // Momentum correction with momentum factor masking (DGC): the momentum moves from the optimizer
   // into each worker's compressor (sparse compressors with error feedback only).
   bool momentum_correction = false;
-  // Dense warm-up (as DGC): the first steps exchange uncompressed gradients.
+  // Warm-up over the first warmup_steps steps: dense exchanges the gradient uncompressed;
+  // exponential (DGC's) compresses at a ratio falling geometrically from warmup_start_ratio at the
+  // first step towards --ratio, which it reaches at step warmup_steps.
   std::int64_t warmup_steps = 0;
+  std::string warmup_schedule = "dense";
+  double warmup_start_ratio = 0.25;
   std::uint64_t seed = 1;
   int stages = 0;                 // SIDCo: 0 adaptive, else fixed
   // Options of the rival methods, passed to compress::CompressorOptions (same defaults).
@@ -62,6 +66,10 @@ struct TrainConfig {
   std::string bits_list() const;
   // The learning rate of step `step` (0-based) of a run of `total` steps.
   double lr_at(std::int64_t step, std::int64_t total) const;
+  // Whether step `step` is a warm-up step, and the compression ratio it runs at (1 for a dense
+  // warm-up step, `ratio` after the warm-up).
+  bool warmup_at(std::int64_t step) const { return step < warmup_steps; }
+  double ratio_at(std::int64_t step) const;
 };
 
 }  // namespace gs::dist

@@ -24,7 +24,8 @@ struct StepReport {
   double lr = 0.0;                // learning rate of this step (--lr-schedule)
   double loss = 0.0;              // mean over workers
   bool skipped = false;           // non-finite gradient somewhere: step skipped everywhere
-  bool warmup = false;            // exchanged uncompressed (--warmup-steps)
+  bool warmup = false;            // a warm-up step (--warmup-steps): uncompressed or at a higher ratio
+  double target_density = 1.0;    // the ratio this step aimed at (1 when uncompressed)
   double density = 0.0;           // achieved, this worker
   double quality = 0.0;           // density / target
   int stages = 0;                 // SIDCo stages in use
