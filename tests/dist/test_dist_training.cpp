@@ -235,6 +235,23 @@ TEST(DistTraining, ScheduleSetsEveryStepsRate) {
   EXPECT_NE(gradscope(kShort + " --compressor topk --ratio 0.1 --steps 1 --lr-schedule linear").rc, 0);
 }
 
+// Every worker pins its compute threads, the BLAS pool included: a seed gives the same floats
+// whatever thread count the environment asks the BLAS for (unpinned, 1 and 4 threads split the
+// matrix products' sums differently and the losses part within a few steps).
+TEST(DistTraining, TheEnvironmentsBlasThreadsDoNotChangeTheRun) {
+  const std::string args = kShort + " --compressor none --ratio 1 --workers 2 --steps 20 --json --timeout 30";
+  const ProcResult one = gradscope(args, "env -u OMP_NUM_THREADS OPENBLAS_NUM_THREADS=1");
+  const ProcResult four = gradscope(args, "env -u OMP_NUM_THREADS OPENBLAS_NUM_THREADS=4");
+  ASSERT_EQ(one.rc, 0) << one.err;
+  ASSERT_EQ(four.rc, 0) << four.err;
+  const auto a = nlohmann::json::parse(one.out)["per_step"];
+  const auto b = nlohmann::json::parse(four.out)["per_step"];
+  ASSERT_EQ(a.size(), 20u);
+  ASSERT_EQ(b.size(), 20u);
+  for (std::size_t i = 0; i < a.size(); ++i)
+    EXPECT_EQ(a[i]["loss"].get<double>(), b[i]["loss"].get<double>()) << "step " << i;
+}
+
 TEST(DistTraining, QuantizerBitsAreForwardedAndChecked) {
   // 2 workers: offset codes sum in 6-bit lanes (10 per int64 word) at 4 bits, 10-bit lanes (6 per
   // word) at 8 bits.

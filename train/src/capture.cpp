@@ -12,6 +12,7 @@
 #include "gs/train/dataset.hpp"
 #include "gs/train/models.hpp"
 #include "gs/train/recorder.hpp"
+#include "gs/train/threads.hpp"
 
 namespace gs::train {
 
@@ -78,7 +79,7 @@ CaptureResult run_capture(const CaptureConfig& config, const CaptureCallback& pr
     throw Error(config.out.string() + " exists: choose another output file or force overwriting (--force)");
 
   const auto t_start = Clock::now();
-  torch::set_num_threads(config.threads);
+  set_compute_threads(config.threads);
   torch::manual_seed(config.seed);
 
   auto model = make_model(config.model);

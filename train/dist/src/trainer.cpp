@@ -16,6 +16,7 @@
 #include "gs/train/models.hpp"
 #include "gs/train/per_sample.hpp"
 #include "gs/train/recorder.hpp"
+#include "gs/train/threads.hpp"
 
 namespace gs::dist {
 
@@ -103,8 +104,9 @@ TrainResult train_worker(const TrainConfig& config, const StepCallback& on_step)
   const int world = config.workers;
   const int rank = std::max(config.rank, 0);
   const auto fault = fault_from_env();
-  // Each worker is one process on a shared machine: one intra-op thread each.
-  torch::set_num_threads(1);
+  // Each worker is one process on a shared machine: one compute thread each (libtorch's and the
+  // BLAS pool's, so a seed gives the same run whatever OMP_NUM_THREADS says).
+  train::set_compute_threads(1);
 
   std::unique_ptr<Communicator> comm;
   if (world > 1) {

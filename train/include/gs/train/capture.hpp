@@ -27,7 +27,7 @@ struct CaptureConfig {
   std::uint64_t seed = 1;  // model initialisation and shuffling
   std::filesystem::path out = "gradscope-capture.h5";
   bool force = false;       // overwrite out
-  int threads = 2;          // torch intra-op threads
+  int threads = 2;          // compute threads: torch intra-op and the BLAS pool
   int deflate_level = 4;    // 0..9 for the snapshot's gradient datasets
   std::size_t queue_depth = 4;
   std::filesystem::path data_dir = data::fashion_mnist_dir();
