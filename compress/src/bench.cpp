@@ -31,12 +31,6 @@ std::vector<float> gradient(std::uint64_t n, std::uint64_t seed) {
   return g;
 }
 
-// Methods whose ratio is not a density (none, the quantizers, variance: its test decides) run
-// once, at ratio 1.
-bool takes_density(std::string_view name) {
-  return name != "none" && name != "variance" && name.rfind("qsgd-mn", 0) != 0;
-}
-
 }  // namespace
 
 std::vector<CompressorBenchRow> run_compressor_bench(
@@ -72,7 +66,9 @@ std::vector<CompressorBenchRow> run_compressor_bench(
   std::vector<CompressorBenchRow> rows;
   const std::vector<TensorSpec> model = {{"g", c.n}};
   for (const auto& name : names) {
-    const std::vector<double> ratios = takes_density(name) ? c.ratios : std::vector<double>{1.0};
+    // Methods whose ratio is not a density (none, the quantizers, variance: its test decides) run
+    // once, at ratio 1.
+    const std::vector<double> ratios = ratio_is_density(name) ? c.ratios : std::vector<double>{1.0};
     for (double ratio : ratios) {
       std::vector<std::unique_ptr<ModelCompressor>> mcs;
       for (std::size_t r = 0; r < w; ++r) {

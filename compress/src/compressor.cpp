@@ -113,6 +113,10 @@ std::span<const std::string_view> compressor_names() {
   return names;
 }
 
+bool ratio_is_density(std::string_view name) {
+  return name != "none" && name != "variance" && name.rfind("qsgd-mn", 0) != 0;
+}
+
 std::unique_ptr<Compressor> make_compressor(std::string_view name, double ratio,
                                             const CompressorOptions& options) {
   check_ratio(ratio);

@@ -223,7 +223,9 @@ TEST(SetRatio, CompressorsFollowTheNewRatio) {
       if (s >= 10) sum += o.info.quality();
       // SIDCo-E fits Laplace data exactly: one stage is enough, and a controller still aiming at
       // an earlier, larger ratio would read each step as an undershoot and add stages.
-      if (name == "sidco-e") EXPECT_EQ(o.info.stages, 1) << "step " << s;
+      if (name == "sidco-e") {
+        EXPECT_EQ(o.info.stages, 1) << "step " << s;
+      }
       c->end_step();
     }
     EXPECT_GE(sum / 10, 0.8) << name;

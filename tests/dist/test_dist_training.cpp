@@ -1,5 +1,6 @@
 // Two workers over Gloo on loopback, through the gradscope binary: the launcher, manual placement,
 // configuration checks, failure handling and the non-finite gradient policy. Short MLP runs.
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -201,6 +203,13 @@ TEST(DistTraining, ExponentialWarmupWalksTheRatioDown) {
                                    " --warmup-schedule exponential --warmup-start-ratio 0.1");
   EXPECT_NE(low.rc, 0);
   EXPECT_NE(low.err.find("--warmup-start-ratio"), std::string::npos) << low.err;
+  // The quantizers have no density to walk down.
+  const ProcResult quant = gradscope(kShort + " --compressor qsgd-mn --ratio 1 --steps 2 --warmup-steps 1" +
+                                     " --warmup-schedule exponential");
+  EXPECT_NE(quant.rc, 0);
+  EXPECT_NE(quant.err.find("qsgd-mn"), std::string::npos) << quant.err;
+  // Without warm-up steps the schedule's options are not used, so not checked.
+  EXPECT_EQ(gradscope(kShort + " --compressor topk --ratio 0.5 --steps 1 --warmup-schedule exponential").rc, 0);
   EXPECT_NE(gradscope(kShort + " --compressor topk --ratio 0.1 --steps 2 --warmup-steps 1" +
                       " --warmup-schedule linear").rc, 0);
 }
@@ -239,6 +248,9 @@ TEST(DistTraining, ScheduleSetsEveryStepsRate) {
 // whatever thread count the environment asks the BLAS for (unpinned, 1 and 4 threads split the
 // matrix products' sums differently and the losses part within a few steps).
 TEST(DistTraining, TheEnvironmentsBlasThreadsDoNotChangeTheRun) {
+  // Only meaningful where the pool exists and more than one thread could split a product.
+  if (!dlsym(RTLD_DEFAULT, "openblas_set_num_threads")) GTEST_SKIP() << "libtorch does not run on OpenBLAS here";
+  if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "one core: OpenBLAS would use one thread anyway";
   const std::string args = kShort + " --compressor none --ratio 1 --workers 2 --steps 20 --json --timeout 30";
   const ProcResult one = gradscope(args, "env -u OMP_NUM_THREADS OPENBLAS_NUM_THREADS=1");
   const ProcResult four = gradscope(args, "env -u OMP_NUM_THREADS OPENBLAS_NUM_THREADS=4");
@@ -262,6 +274,9 @@ TEST(DistTraining, QuantizerBitsAreForwardedAndChecked) {
     const auto j = nlohmann::json::parse(r.out);
     const double n = j["parameters"].get<double>();
     EXPECT_EQ(j["per_step"][0]["bytes_sent"].get<double>(), 4 + 8 * std::ceil(n / lanes)) << bits;
+    // Every element is sent as a code: the target is 1 whatever --ratio says (default 0.01).
+    EXPECT_EQ(j["summary"]["quality_mean"].get<double>(), 1.0) << bits;
+    for (const auto& st : j["per_step"]) EXPECT_EQ(st["target_density"].get<double>(), 1.0) << bits;
   }
   const ProcResult bad = gradscope(kShort + " --compressor qsgd-mn-ts --bits 10,6 --steps 1");
   EXPECT_NE(bad.rc, 0);
@@ -320,6 +335,16 @@ TEST(DistTraining, NonFiniteGradientSkipsTheStepEverywhere) {
   EXPECT_EQ(j["skipped_steps"].get<int>(), 1);
   EXPECT_TRUE(j["per_step"][4]["skipped"].get<bool>());
   EXPECT_EQ(j["replica_max_diff"].get<double>(), 0.0);
+  // A skipped warm-up step still reports that it was one, and the ratio it was due to run at.
+  const ProcResult w = gradscope(kShort + " --compressor topk --ratio 0.01 --workers 2 --steps 6 --json" +
+                                     " --warmup-steps 4 --warmup-schedule exponential --warmup-start-ratio 0.16",
+                                 "GS_DIST_FAULT=rank=1,step=2,action=nan");
+  ASSERT_EQ(w.rc, 0) << w.err;
+  const auto jw = nlohmann::json::parse(w.out);
+  EXPECT_TRUE(jw["per_step"][2]["skipped"].get<bool>());
+  EXPECT_TRUE(jw["per_step"][2]["warmup"].get<bool>());
+  EXPECT_NEAR(jw["per_step"][2]["target_density"].get<double>(), 0.04, 1e-15);
+  EXPECT_EQ(jw["replica_max_diff"].get<double>(), 0.0);
 }
 
 TEST(DistTraining, BadOptionsAreRefused) {

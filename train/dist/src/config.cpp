@@ -22,10 +22,17 @@ void TrainConfig::validate() const {
   if (warmup_steps < 0) throw Error("--warmup-steps must be >= 0");
   if (warmup_schedule != "dense" && warmup_schedule != "exponential")
     throw Error("--warmup-schedule '" + warmup_schedule + "' is not dense or exponential");
-  if (warmup_schedule == "exponential" && !(warmup_start_ratio > ratio && warmup_start_ratio <= 1.0))
-    throw Error("--warmup-start-ratio " + std::to_string(warmup_start_ratio) +
-                " must lie above --ratio (" + std::to_string(ratio) +
-                ") and at most 1 for an exponential warm-up");
+  if (exponential_warmup()) {
+    if (!compress::ratio_is_density(compressor))
+      throw Error("--warmup-schedule exponential walks the density down, and compressor '" +
+                  compressor + "' has no density ratio; use the dense warm-up");
+    if (!(warmup_start_ratio > ratio && warmup_start_ratio <= 1.0)) {
+      std::ostringstream m;
+      m << "--warmup-start-ratio " << warmup_start_ratio << " must lie above --ratio (" << ratio
+        << ") and at most 1 for an exponential warm-up";
+      throw Error(m.str());
+    }
+  }
   if (!(timeout > 0.0)) throw Error("--timeout must be positive (seconds)");
   if (granularity == "bucket" && bucket_size < 1) throw Error("--bucket-size must be at least 1");
   if (rank >= workers) throw Error("--rank must be below --workers (world size)");
@@ -42,7 +49,7 @@ double TrainConfig::lr_at(std::int64_t step, std::int64_t total) const {
 
 double TrainConfig::ratio_at(std::int64_t step) const {
   if (!warmup_at(step)) return ratio;
-  if (warmup_schedule == "dense") return 1.0;
+  if (!exponential_warmup()) return 1.0;
   return warmup_start_ratio * std::pow(ratio / warmup_start_ratio, double(step) / double(warmup_steps));
 }
 
@@ -67,9 +74,10 @@ std::string TrainConfig::shared_description() const {
     << " workers=" << workers << " steps=" << steps << " epochs=" << epochs
     << " granularity=" << granularity << " bucket=" << bucket_size << " batch=" << batch
     << " lr=" << lr << " lr_schedule=" << lr_schedule << " momentum=" << momentum
-    << " momentum_correction=" << momentum_correction << " warmup_steps=" << warmup_steps
-    << " warmup_schedule=" << warmup_schedule << " warmup_start_ratio=" << warmup_start_ratio
-    << " seed=" << seed << " stages=" << stages
+    << " momentum_correction=" << momentum_correction << " warmup_steps=" << warmup_steps;
+  if (warmup_steps > 0) s << " warmup_schedule=" << warmup_schedule;
+  if (exponential_warmup()) s << " warmup_start_ratio=" << warmup_start_ratio;
+  s << " seed=" << seed << " stages=" << stages
     << " bits=" << bits_list() << " variance_alpha=" << variance_alpha
     << " variance_zeta=" << variance_zeta << " fft_exponent_bits=" << fft_exponent_bits
     << " fft_mantissa_bits=" << fft_mantissa_bits << " fft_chunk=" << fft_chunk;

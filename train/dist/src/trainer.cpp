@@ -210,6 +210,11 @@ TrainResult train_worker(const TrainConfig& config, const StepCallback& on_step)
       rep.step = step;
       rep.epoch = epoch;
       rep.lr = lr;
+      rep.warmup = config.warmup_at(step);
+      // Only an exponential warm-up moves the compressor's ratio (back to --ratio after it).
+      const bool uncompressed = rep.warmup && !config.exponential_warmup();
+      if (config.exponential_warmup()) mc.set_ratio(config.ratio_at(step));
+      rep.target_density = uncompressed ? 1.0 : mc.compressor().ratio();
       // One small all-reduce carries the non-finite flag and the loss.
       std::vector<double> flags = {0.0, local_loss};
       for (float v : grad)
@@ -234,10 +239,6 @@ TrainResult train_worker(const TrainConfig& config, const StepCallback& on_step)
         // Every exchange kind (all-gather, all-reduce, the compressor's own collectives) in one call.
         compress::SoloCollectives solo;
         compress::Collectives& collectives = comm ? static_cast<compress::Collectives&>(*comm) : solo;
-        rep.warmup = config.warmup_at(step);
-        const double ratio = config.ratio_at(step);
-        const bool uncompressed = rep.warmup && config.warmup_schedule == "dense";
-        if (!uncompressed) mc.set_ratio(ratio);
         if (grad_variance && !uncompressed) mc.set_gradient_variance(grad_variance->compute());
         compress::StepStats st;
         (uncompressed ? dense : mc).step(grad, collectives, update, &st);

@@ -120,6 +120,10 @@ std::span<const std::string_view> compressor_names();
 std::unique_ptr<Compressor> make_compressor(std::string_view name, double ratio,
                                             const CompressorOptions& options = {});
 
+// Whether the compressor's ratio sets the density it sends (the sparsifiers and fft), rather than
+// nothing (none, the quantizers) or only a nominal reference for quality (variance).
+bool ratio_is_density(std::string_view name);
+
 // k = max(1, floor(n * ratio)) (n = 0 gives 0): the count top-k style methods aim at.
 std::uint64_t target_count(std::uint64_t n, double ratio);
 

@@ -69,6 +69,8 @@ struct TrainConfig {
   // Whether step `step` is a warm-up step, and the compression ratio it runs at (1 for a dense
   // warm-up step, `ratio` after the warm-up).
   bool warmup_at(std::int64_t step) const { return step < warmup_steps; }
+  // Whether warm-up steps are compressed at a falling ratio (else they go uncompressed).
+  bool exponential_warmup() const { return warmup_steps > 0 && warmup_schedule == "exponential"; }
   double ratio_at(std::int64_t step) const;
 };
 
