@@ -5,7 +5,9 @@
 # SIDCo and top-k at 0.01, with and without a dense warm-up; with SCHEDULE_ROWS="cosine step" also
 # with those learning-rate schedules, and with EXP_WARMUP_ROWS="23 58" under each of them the
 # SIDCo and top-k rows with an exponential warm-up over that many steps).
-#   [SEEDS="1 2"] [SCHEDULE_ROWS="cosine step"] [EXP_WARMUP_ROWS="23"] scripts/results.sh [BUILD_DIR] [OUT_DIR]
+#   [SEEDS="1 2"] [SCHEDULE_ROWS="cosine step" [EXP_WARMUP_ROWS="23"]] scripts/results.sh [BUILD_DIR] [OUT_DIR]
+# (EXP_WARMUP_ROWS adds rows under each SCHEDULE_ROWS schedule only; EXP_START sets their
+# --warmup-start-ratio, default 0.25, and enters the file names and labels when set.)
 # Each run's JSON lands in OUT_DIR (default results/compressors); the table is printed on stdout
 # and written to OUT_DIR/RESULTS.table.md. Runs already present in OUT_DIR are reused.
 set -euo pipefail
@@ -22,10 +24,13 @@ run() {  # name ratio seed [extra flags...] (WARMUP=N adds --warmup-steps N, EXP
   shift 3
   local tag=${SCHED:-}
   [ "$tag" = cosine ] && tag=cos  # (the file names of earlier runs)
-  local f="$OUT/$name-$ratio-s$seed${WARMUP:+-w$WARMUP}${EXP_WARMUP:+-e$EXP_WARMUP}${tag:+-$tag}.json"
+  local start=""
+  [ -n "${EXP_WARMUP:-}" ] && start=${EXP_START:-}
+  local f="$OUT/$name-$ratio-s$seed${WARMUP:+-w$WARMUP}${EXP_WARMUP:+-e$EXP_WARMUP}${start:+-from$start}${tag:+-$tag}.json"
   if [ -n "${WARMUP:-}" ]; then set -- "$@" --warmup-steps "$WARMUP"; fi
   if [ -n "${EXP_WARMUP:-}" ]; then
     set -- "$@" --warmup-steps "$EXP_WARMUP" --warmup-schedule exponential
+    if [ -n "$start" ]; then set -- "$@" --warmup-start-ratio "$start"; fi
   fi
   if [ -n "${SCHED:-}" ]; then set -- "$@" --lr-schedule "$SCHED"; fi
   if [ -s "$f" ]; then return; fi
@@ -45,7 +50,7 @@ for seed in ${SEEDS:-1 2 3 4 5 6 7 8 9 10}; do
     for c in sidco-e sidco-p sidco-gp topk; do SCHED=$sched run "$c" 0.01 "$seed"; done
     for c in sidco-e sidco-p sidco-gp topk; do WARMUP=23 SCHED=$sched run "$c" 0.01 "$seed"; done
     # Exponential warm-up (DGC's): the first N steps compressed at a ratio falling from 0.25.
-    for n in ${EXP_WARMUP_ROWS:-}; do
+    for n in ${EXP_WARMUP_ROWS:-}; do  # (EXP_START, when set, passes through to run)
       for c in sidco-e sidco-p sidco-gp topk; do EXP_WARMUP=$n SCHED=$sched run "$c" 0.01 "$seed"; done
     done
   done
@@ -68,12 +73,14 @@ for f in glob.glob(os.path.join(out, "*.json")):
     r = json.load(open(f))
     c = r["config"]
     sched = ["constant", "step", "cosine"].index(c.get("lr_schedule", "constant"))
-    warm = (c.get("warmup_steps", 0), c.get("warmup_schedule", "dense") if c.get("warmup_steps", 0) else "")
+    steps = c.get("warmup_steps", 0)
+    kind = c.get("warmup_schedule", "dense") if steps else ""
+    warm = (steps, kind, c.get("warmup_start_ratio", 0.25) if kind == "exponential" else 0)
     groups.setdefault((c["compressor"], c["ratio"], warm, sched), []).append(r)
 def key(k):
     name, ratio, warm, sched = k
     return (name not in order[:9], -ratio if name in order[:9] else 0, sched,
-            ["", "dense", "exponential"].index(warm[1]), warm[0],
+            ["", "dense", "exponential"].index(warm[1]), warm[0], warm[2],
             order.index(name) if name in order else 99)
 print("| compressor | density | test acc. | seeds | quality mean | p5 | p95 | sent/step/worker | vs dense | compress ms/step | comm ms/step | step ms | wall s |")
 print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
@@ -88,6 +95,8 @@ for k in sorted(groups, key=key):
     if c.get("warmup_steps", 0):
         exp = c.get("warmup_schedule", "dense") == "exponential"
         label += f" + {c['warmup_steps']} {'exp. warm-up' if exp else 'dense'} steps"
+        if exp and c.get("warmup_start_ratio", 0.25) != 0.25:
+            label += f" from {c['warmup_start_ratio']:g}"
     sched = c.get("lr_schedule", "constant")
     label += "" if sched == "constant" else f", {sched} lr"
     print(f"| {label} | {c['ratio']:g} | {acc} | {seeds} | {s['quality_mean']:.3f} | "
