@@ -49,8 +49,9 @@ for seed in ${SEEDS:-1 2 3 4 5 6 7 8 9 10}; do
     SCHED=$sched run none 1 "$seed"
     for c in sidco-e sidco-p sidco-gp topk; do SCHED=$sched run "$c" 0.01 "$seed"; done
     for c in sidco-e sidco-p sidco-gp topk; do WARMUP=23 SCHED=$sched run "$c" 0.01 "$seed"; done
-    # Exponential warm-up (DGC's): the first N steps compressed at a ratio falling from 0.25.
-    for n in ${EXP_WARMUP_ROWS:-}; do  # (EXP_START, when set, passes through to run)
+    # Exponential warm-up (DGC's): the first N steps compressed at a ratio falling from 0.25
+    # (EXP_START: from that ratio instead).
+    for n in ${EXP_WARMUP_ROWS:-}; do
       for c in sidco-e sidco-p sidco-gp topk; do EXP_WARMUP=$n SCHED=$sched run "$c" 0.01 "$seed"; done
     done
   done
