@@ -4,8 +4,11 @@
 # and several seeds (SEEDS, default 1 to 10) for the rows the accuracy goal is about (none,
 # SIDCo and top-k at 0.01, with and without a dense warm-up; with SCHEDULE_ROWS="cosine step" also
 # with those learning-rate schedules, and with EXP_WARMUP_ROWS="23 58" under each of them the
-# SIDCo and top-k rows with an exponential warm-up over that many steps).
-#   [SEEDS="1 2"] [SCHEDULE_ROWS="cosine step" [EXP_WARMUP_ROWS="23"]] scripts/results.sh [BUILD_DIR] [OUT_DIR]
+# SIDCo and top-k rows with an exponential warm-up over that many steps; with BATCH_ROWS="32" the
+# uncompressed, SIDCo and top-k rows, with and without a dense warm-up over 10% of the epoch, at
+# that batch size under the step schedule).
+#   [SEEDS="1 2"] [SCHEDULE_ROWS="cosine step" [EXP_WARMUP_ROWS="23"]] [BATCH_ROWS="32"] \
+#   scripts/results.sh [BUILD_DIR] [OUT_DIR]
 # (EXP_WARMUP_ROWS adds rows under each SCHEDULE_ROWS schedule only; EXP_START sets their
 # --warmup-start-ratio, default 0.25, and enters the file names and labels when set.)
 # Each run's JSON lands in OUT_DIR (default results/compressors); the table is printed on stdout
@@ -16,23 +19,25 @@ OUT=${2:-results/compressors}
 BIN="$BUILD/cli/gradscope"
 [ -x "$BIN" ] || { echo "results.sh: $BIN not found; build the gradscope target first" >&2; exit 1; }
 mkdir -p "$OUT"
-COMMON=(--model cnn --workers 4 --epochs 1 --batch 64 --lr 0.05 --granularity model
+COMMON=(--model cnn --workers 4 --epochs 1 --lr 0.05 --granularity model
         --timeout 300 --json --quiet)
 run() {  # name ratio seed [extra flags...] (WARMUP=N adds --warmup-steps N, EXP_WARMUP=N
-         # --warmup-steps N --warmup-schedule exponential, SCHED=S --lr-schedule S)
+         # --warmup-steps N --warmup-schedule exponential, SCHED=S --lr-schedule S, BATCH=B
+         # --batch B instead of 64)
   local name=$1 ratio=$2 seed=$3
   shift 3
   local tag=${SCHED:-}
   [ "$tag" = cosine ] && tag=cos  # (the file names of earlier runs)
   local start=""
   [ -n "${EXP_WARMUP:-}" ] && start=${EXP_START:-}
-  local f="$OUT/$name-$ratio-s$seed${WARMUP:+-w$WARMUP}${EXP_WARMUP:+-e$EXP_WARMUP}${start:+-from$start}${tag:+-$tag}.json"
+  local f="$OUT/$name-$ratio-s$seed${WARMUP:+-w$WARMUP}${EXP_WARMUP:+-e$EXP_WARMUP}${start:+-from$start}${tag:+-$tag}${BATCH:+-b$BATCH}.json"
   if [ -n "${WARMUP:-}" ]; then set -- "$@" --warmup-steps "$WARMUP"; fi
   if [ -n "${EXP_WARMUP:-}" ]; then
     set -- "$@" --warmup-steps "$EXP_WARMUP" --warmup-schedule exponential
     if [ -n "$start" ]; then set -- "$@" --warmup-start-ratio "$start"; fi
   fi
   if [ -n "${SCHED:-}" ]; then set -- "$@" --lr-schedule "$SCHED"; fi
+  set -- --batch "${BATCH:-64}" "$@"
   if [ -s "$f" ]; then return; fi
   echo "results.sh: $name at $ratio, seed $seed $*" >&2
   "$BIN" train "${COMMON[@]}" --seed "$seed" --compressor "$name" --ratio "$ratio" "$@" > "$f.tmp"
@@ -54,6 +59,14 @@ for seed in ${SEEDS:-1 2 3 4 5 6 7 8 9 10}; do
     for n in ${EXP_WARMUP_ROWS:-}; do
       for c in sidco-e sidco-p sidco-gp topk; do EXP_WARMUP=$n SCHED=$sched run "$c" 0.01 "$seed"; done
     done
+  done
+  # With BATCH_ROWS, the step-rate rows at each batch size listed (more, smaller steps in the same
+  # epoch), the dense warm-up again over 10% of the epoch's steps (47 of 468 at batch 32).
+  for b in ${BATCH_ROWS:-}; do
+    BATCH=$b SCHED=step run none 1 "$seed"
+    w=$(( (60000 / 4 / b + 5) / 10 ))  # each worker: a quarter of 60000
+    for c in sidco-e sidco-p sidco-gp topk; do BATCH=$b SCHED=step run "$c" 0.01 "$seed"; done
+    for c in sidco-e sidco-p sidco-gp topk; do BATCH=$b WARMUP=$w SCHED=step run "$c" 0.01 "$seed"; done
   done
 done
 for c in dgc redsync gaussianksgd randomk fft; do run "$c" 0.01 1; done
@@ -77,10 +90,10 @@ for f in glob.glob(os.path.join(out, "*.json")):
     steps = c.get("warmup_steps", 0)
     kind = c.get("warmup_schedule", "dense") if steps else ""
     warm = (steps, kind, c.get("warmup_start_ratio", 0.25) if kind == "exponential" else 0)
-    groups.setdefault((c["compressor"], c["ratio"], warm, sched), []).append(r)
+    groups.setdefault((c["compressor"], c["ratio"], warm, sched, c["batch"]), []).append(r)
 def key(k):
-    name, ratio, warm, sched = k
-    return (name not in order[:9], -ratio if name in order[:9] else 0, sched,
+    name, ratio, warm, sched, batch = k
+    return (name not in order[:9], -ratio if name in order[:9] else 0, batch != 64, sched,
             ["", "dense", "exponential"].index(warm[1]), warm[0], warm[2],
             order.index(name) if name in order else 99)
 print("| compressor | density | test acc. | seeds | quality mean | p5 | p95 | sent/step/worker | vs dense | compress ms/step | comm ms/step | step ms | wall s |")
@@ -100,6 +113,7 @@ for k in sorted(groups, key=key):
             label += f" from {c['warmup_start_ratio']:g}"
     sched = c.get("lr_schedule", "constant")
     label += "" if sched == "constant" else f", {sched} lr"
+    label += "" if c["batch"] == 64 else f", batch {c['batch']}"
     print(f"| {label} | {c['ratio']:g} | {acc} | {seeds} | {s['quality_mean']:.3f} | "
           f"{s['quality_p5']:.3f} | {s['quality_p95']:.3f} | {s['bytes_per_step']/1024:.1f} KiB | "
           f"{s['bytes_per_step']/s['dense_bytes_per_step']:.4f} | {s['compress_ms_per_step']:.2f} | "
