@@ -93,7 +93,8 @@ for f in glob.glob(os.path.join(out, "*.json")):
     groups.setdefault((c["compressor"], c["ratio"], warm, sched, c["batch"]), []).append(r)
 def key(k):
     name, ratio, warm, sched, batch = k
-    return (name not in order[:9], -ratio if name in order[:9] else 0, batch != 64, sched,
+    tier = 0.01 if name == "none" else ratio  # uncompressed heads each block of 0.01 rows
+    return (name not in order[:9], -tier if name in order[:9] else 0, batch != 64, sched,
             ["", "dense", "exponential"].index(warm[1]), warm[0], warm[2],
             order.index(name) if name in order else 99)
 print("| compressor | density | test acc. | seeds | quality mean | p5 | p95 | sent/step/worker | vs dense | compress ms/step | comm ms/step | step ms | wall s |")
