@@ -43,17 +43,20 @@ run() {  # name ratio seed [extra flags...] (WARMUP=N adds --warmup-steps N, EXP
   "$BIN" train "${COMMON[@]}" --seed "$seed" --compressor "$name" --ratio "$ratio" "$@" > "$f.tmp"
   mv "$f.tmp" "$f"
 }
+goal_rows() {  # seed: uncompressed, SIDCo and top-k at 0.01, then the latter with a dense warm-up
+              # over the first 10% of the epoch (23 of 234 steps at batch 64, 47 of 468 at 32);
+              # SCHED and BATCH pass through to run
+  local steps=$(( 60000 / 4 / ${BATCH:-64} ))  # each worker: a quarter of 60000
+  run none 1 "$1"
+  for c in sidco-e sidco-p sidco-gp topk; do run "$c" 0.01 "$1"; done
+  for c in sidco-e sidco-p sidco-gp topk; do WARMUP=$(( (steps + 5) / 10 )) run "$c" 0.01 "$1"; done
+}
 for seed in ${SEEDS:-1 2 3 4 5 6 7 8 9 10}; do
-  run none 1 "$seed"
-  for c in sidco-e sidco-p sidco-gp topk; do run "$c" 0.01 "$seed"; done
-  # The same with a dense warm-up over the first 10% of the epoch (23 of 234 steps).
-  for c in sidco-e sidco-p sidco-gp topk; do WARMUP=23 run "$c" 0.01 "$seed"; done
+  goal_rows "$seed"
   # With SCHEDULE_ROWS, the same rows under each learning-rate schedule listed (cosine: decaying to
   # 0 over the epoch; step: a tenth of the rate over the last tenth of the steps).
   for sched in ${SCHEDULE_ROWS:-}; do
-    SCHED=$sched run none 1 "$seed"
-    for c in sidco-e sidco-p sidco-gp topk; do SCHED=$sched run "$c" 0.01 "$seed"; done
-    for c in sidco-e sidco-p sidco-gp topk; do WARMUP=23 SCHED=$sched run "$c" 0.01 "$seed"; done
+    SCHED=$sched goal_rows "$seed"
     # Exponential warm-up (DGC's): the first N steps compressed at a ratio falling from 0.25
     # (EXP_START: from that ratio instead).
     for n in ${EXP_WARMUP_ROWS:-}; do
@@ -61,13 +64,8 @@ for seed in ${SEEDS:-1 2 3 4 5 6 7 8 9 10}; do
     done
   done
   # With BATCH_ROWS, the step-rate rows at each batch size listed (more, smaller steps in the same
-  # epoch), the dense warm-up again over 10% of the epoch's steps (47 of 468 at batch 32).
-  for b in ${BATCH_ROWS:-}; do
-    BATCH=$b SCHED=step run none 1 "$seed"
-    w=$(( (60000 / 4 / b + 5) / 10 ))  # each worker: a quarter of 60000
-    for c in sidco-e sidco-p sidco-gp topk; do BATCH=$b SCHED=step run "$c" 0.01 "$seed"; done
-    for c in sidco-e sidco-p sidco-gp topk; do BATCH=$b WARMUP=$w SCHED=step run "$c" 0.01 "$seed"; done
-  done
+  # epoch).
+  for b in ${BATCH_ROWS:-}; do BATCH=$b SCHED=step goal_rows "$seed"; done
 done
 for c in dgc redsync gaussianksgd randomk fft; do run "$c" 0.01 1; done
 # Rival methods whose ratio is not a density: quantizers send every element (ratio 1), the
