@@ -4,6 +4,8 @@
 #include <cinttypes>
 #include <cstdio>
 
+#include "gs/base/bytes.hpp"
+
 namespace gs::cli {
 
 StepSummary summarize_steps(const std::vector<data::StepRecord>& steps) {
@@ -18,19 +20,6 @@ StepSummary summarize_steps(const std::vector<data::StepRecord>& steps) {
     if (regular) s.every = gap;
   }
   return s;
-}
-
-std::string human_bytes(std::uint64_t bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(bytes);
-  int u = 0;
-  while (v >= 1024.0 && u < 4) {
-    v /= 1024.0;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
-  return buf;
 }
 
 std::string shape_text(const std::vector<std::int64_t>& shape) {
@@ -52,7 +41,7 @@ void print_snapshot_summary(const data::SnapshotReader& reader, const std::strin
   const auto min_it = std::min_element(steps.begin(), steps.end(),
                                        [](const auto& a, const auto& b) { return a.loss < b.loss; });
   const auto ratio = compression_ratio(storage);
-  std::printf("file        %s (%s)\n", path.c_str(), human_bytes(storage.file_bytes).c_str());
+  std::printf("file        %s (%s)\n", path.c_str(), gs::human_bytes(storage.file_bytes).c_str());
   std::printf("format      %s v%d, written by gradscope %s\n", data::kSnapshotFormat,
               meta.format_version, meta.gradscope_version.c_str());
   std::printf("model       %s\ndataset     %s\nseed        %" PRIu64 "\ncreated     %s\n",
@@ -74,8 +63,8 @@ void print_snapshot_summary(const data::SnapshotReader& reader, const std::strin
     std::printf("\nloss        first %.6g, last %.6g, min %.6g (step %" PRId64 ")\n",
                 steps.front().loss, steps.back().loss, min_it->loss, min_it->step);
   }
-  std::printf("gradients   %s raw, %s on disk", human_bytes(storage.raw_grad_bytes).c_str(),
-              human_bytes(storage.stored_grad_bytes).c_str());
+  std::printf("gradients   %s raw, %s on disk", gs::human_bytes(storage.raw_grad_bytes).c_str(),
+              gs::human_bytes(storage.stored_grad_bytes).c_str());
   if (ratio) std::printf(": compression %.3fx", *ratio);
   std::printf("\n");
 }

@@ -14,7 +14,6 @@ struct StepSummary {
 };
 StepSummary summarize_steps(const std::vector<data::StepRecord>& steps);
 
-std::string human_bytes(std::uint64_t bytes);
 std::string shape_text(const std::vector<std::int64_t>& shape);
 
 // raw / stored gradient bytes: what shuffle + deflate saved; empty before the first step.

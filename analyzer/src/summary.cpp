@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "gs/analyzer/vectors.hpp"
+#include "gs/base/quantile.hpp"
 
 namespace gs::analyzer {
 namespace {
@@ -33,16 +34,6 @@ std::string ms(double seconds) { return fmt("%.3f", seconds * 1e3); }
 nlohmann::json number(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); }
 
 }  // namespace
-
-double quantile_of(std::vector<double> v, double q) {
-  v.erase(std::remove_if(v.begin(), v.end(), [](double x) { return std::isnan(x); }), v.end());
-  if (v.empty()) return kNaN;
-  std::sort(v.begin(), v.end());
-  const double pos = q * double(v.size() - 1);
-  const auto lo = static_cast<std::size_t>(std::floor(pos));
-  const auto hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (pos - double(lo)) * (v[hi] - v[lo]);
-}
 
 AnalysisSummary summarize(const AnalysisReader& reader) {
   AnalysisSummary s;
@@ -100,7 +91,7 @@ AnalysisSummary summarize(const AnalysisReader& reader) {
     KindStanding k = standing[kind];
     std::uint64_t most_aic = 0, most_ks = 0;
     for (auto& d : k.dists) {
-      d.median_ks_D = quantile_of(ks_values[{kind, d.dist}], 0.5);
+      d.median_ks_D = quantile(ks_values[{kind, d.dist}], 0.5);
       if (d.aic_wins > most_aic) most_aic = d.aic_wins, k.best_by_aic = d.dist;
       if (d.ks_wins > most_ks) most_ks = d.ks_wins, k.best_by_ks = d.dist;
     }
@@ -136,14 +127,14 @@ AnalysisSummary summarize(const AnalysisReader& reader) {
         quality.push_back(t->quality);
         rel.push_back(std::fabs(t->rel_error));
       }
-      q.median = quantile_of(quality, 0.5);
-      q.p5 = quantile_of(quality, 0.05);
-      q.p95 = quantile_of(quality, 0.95);
-      q.median_abs_rel_error = quantile_of(rel, 0.5);
-      q.median_seconds = quantile_of(secs, 0.5);
+      q.median = quantile(quality, 0.5);
+      q.p5 = quantile(quality, 0.05);
+      q.p95 = quantile(quality, 0.95);
+      q.median_abs_rel_error = quantile(rel, 0.5);
+      q.median_seconds = quantile(secs, 0.5);
       s.quality.push_back(q);
     }
-    s.overhead.push_back({m, quantile_of(all_seconds[m], 0.5), quantile_of(model_seconds[m], 0.5)});
+    s.overhead.push_back({m, quantile(all_seconds[m], 0.5), quantile(model_seconds[m], 0.5)});
   }
   return s;
 }

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "command.hpp"
+#include "gs/base/bytes.hpp"
 #include "gs/train/capture.hpp"
 #include "progress.hpp"
 
@@ -17,12 +18,6 @@ struct CaptureOptions {
   train::CaptureConfig config;
   bool quiet = false;
 };
-
-std::string mebibytes(std::uint64_t bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
-  return buf;
-}
 
 int run_capture_command(const CaptureOptions& options) {
   const auto& cfg = options.config;
@@ -43,7 +38,7 @@ int run_capture_command(const CaptureOptions& options) {
   std::printf("recorded %" PRId64 " of %" PRId64 " steps (every %" PRId64 "), %zu layers, %" PRId64
               " values per step, to %s (%s)\n",
               result.recorded_steps, result.steps, cfg.every, result.layers.size(), values,
-              result.out.c_str(), mebibytes(std::filesystem::file_size(result.out)).c_str());
+              result.out.c_str(), gs::human_bytes(double(std::filesystem::file_size(result.out))).c_str());
   std::printf("time %.1f s in all (load %.1f, train %.1f, evaluate %.1f), %.1f ms per training step",
               result.wall_s, result.load_s, result.train_s, result.eval_s,
               1e3 * result.seconds_per_step);

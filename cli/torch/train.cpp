@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "command.hpp"
+#include "gs/base/bytes.hpp"
 #include "gs/compress/compressor.hpp"
 #include "gs/compress/model_compressor.hpp"
 #include "gs/error.hpp"
@@ -13,14 +14,6 @@
 #include "gs/dist/trainer.hpp"
 
 namespace {
-
-std::string human_bytes(double b) {
-  char buf[32];
-  if (b >= 1 << 20) std::snprintf(buf, sizeof buf, "%.2f MiB", b / (1 << 20));
-  else if (b >= 1 << 10) std::snprintf(buf, sizeof buf, "%.1f KiB", b / (1 << 10));
-  else std::snprintf(buf, sizeof buf, "%.0f B", b);
-  return buf;
-}
 
 int run(const gs::dist::TrainConfig& cfg) {
   cfg.validate();
@@ -43,7 +36,7 @@ int run(const gs::dist::TrainConfig& cfg) {
                  "%.2f ms comm %.2f ms\n",
                  (long long)s.step + 1, (long long)total, s.loss, s.density, s.quality,
                  s.stages ? (" stages " + std::to_string(s.stages)).c_str() : "",
-                 human_bytes(double(s.bytes_sent)).c_str(), human_bytes(double(s.dense_bytes)).c_str(),
+                 gs::human_bytes(double(s.bytes_sent)).c_str(), gs::human_bytes(double(s.dense_bytes)).c_str(),
                  s.compress_seconds * 1e3, s.comm_seconds * 1e3);
   };
   const auto r = gs::dist::train_worker(cfg, on_step);
@@ -62,7 +55,7 @@ int run(const gs::dist::TrainConfig& cfg) {
               s.quality_mean, s.quality_p5, s.quality_p95);
   std::printf("sent per worker per step %s of %s dense; compress %.2f ms, communicate %.2f ms, "
               "step %.1f ms\n",
-              human_bytes(s.bytes_per_step).c_str(), human_bytes(s.dense_bytes_per_step).c_str(),
+              gs::human_bytes(s.bytes_per_step).c_str(), gs::human_bytes(s.dense_bytes_per_step).c_str(),
               s.compress_ms_per_step, s.comm_ms_per_step, s.step_ms);
   if (cfg.workers > 1) std::printf("replicas agree: %s\n", r.replica_max_diff == 0.0 ? "yes" : "NO");
   return 0;

@@ -9,17 +9,12 @@
 
 #include "gs/compress/model_compressor.hpp"
 #include "gs/compress/thread_collectives.hpp"
+#include "gs/base/quantile.hpp"
+#include "gs/base/timing.hpp"
 #include "gs/error.hpp"
 
 namespace gs::compress {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
 
 // Heavy-tailed like real gradients: Laplace bulk with a few percent of 10x larger values.
 std::vector<float> gradient(std::uint64_t n, std::uint64_t seed) {

@@ -3,15 +3,11 @@
 #include <algorithm>
 #include <chrono>
 
+#include "gs/base/timing.hpp"
 #include "gs/error.hpp"
 
 namespace gs::compress {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 // Passes every call through to `inner` and adds up the time spent inside collectives.
 class TimedCollectives final : public Collectives {
@@ -168,7 +164,7 @@ Payload ModelCompressor::compress(std::span<const float> flat, StepStats* stats)
   if (compressor_->exchange() == Exchange::collective)
     throw Error("model compressor: '" + std::string(compressor_->name()) +
                 "' runs its own exchange protocol: use step() with the workers' collectives");
-  const auto t0 = std::chrono::steady_clock::now();
+  const auto t0 = Clock::now();
   Payload out;
   out.n = numel_;
   const bool dense = compressor_->exchange() == Exchange::allreduce;
@@ -205,8 +201,7 @@ Payload ModelCompressor::compress(std::span<const float> flat, StepStats* stats)
   compressor_->end_step();
   variance_.clear();
   s.bytes_sent = out.wire_bytes();
-  s.compress_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  s.compress_seconds = seconds_since(t0);
   if (stats) *stats = std::move(s);
   return out;
 }

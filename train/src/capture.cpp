@@ -8,6 +8,8 @@
 #include <limits>
 #include <numeric>
 
+#include "gs/base/quantile.hpp"
+#include "gs/base/timing.hpp"
 #include "gs/error.hpp"
 #include "gs/train/dataset.hpp"
 #include "gs/train/models.hpp"
@@ -17,21 +19,6 @@
 namespace gs::train {
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-// Median: step times have outliers (other processes, allocator growth) that a mean would carry.
-double median_or_nan(std::vector<double> v) {
-  if (v.empty()) return std::numeric_limits<double>::quiet_NaN();
-  const auto mid = v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2);
-  std::nth_element(v.begin(), mid, v.end());
-  if (v.size() % 2 == 1) return *mid;
-  return 0.5 * (*mid + *std::max_element(v.begin(), mid));
-}
 
 double accuracy(Classifier& model, const TensorDataset& set, std::int64_t count) {
   torch::NoGradGuard no_grad;
@@ -151,8 +138,8 @@ CaptureResult run_capture(const CaptureConfig& config, const CaptureCallback& pr
       std::accumulate(result.losses.end() - static_cast<std::ptrdiff_t>(tail), result.losses.end(), 0.0) /
       static_cast<double>(tail);
   result.seconds_per_step = result.train_s / static_cast<double>(config.steps);
-  result.seconds_per_recorded_step = median_or_nan(recorded_times);
-  result.seconds_per_plain_step = median_or_nan(plain_times);
+  result.seconds_per_recorded_step = gs::median(recorded_times);
+  result.seconds_per_plain_step = gs::median(plain_times);
   result.recording_overhead_s = result.seconds_per_recorded_step - result.seconds_per_plain_step;
   result.wall_s = seconds_since(t_start);
   return result;

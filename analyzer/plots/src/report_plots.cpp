@@ -1,6 +1,8 @@
 // The report's plots: which charts, of which rows, under which stable names, drawn off-screen.
 #include "gs/analyzer/plots/report_plots.hpp"
 
+#include "gs/base/quantile.hpp"
+
 #include <algorithm>
 #include <cctype>
 #include <clocale>
@@ -155,7 +157,7 @@ std::vector<ErrorBar> threshold_error_bars(const std::vector<VectorRow>& vectors
       const auto it = errors.find({m, r});
       if (it == errors.end() || it->second.empty()) continue;
       const auto& e = it->second;
-      bars.push_back({m, r, e.size(), quantile_of(e, 0.5), quantile_of(e, 0.05), quantile_of(e, 0.95)});
+      bars.push_back({m, r, e.size(), gs::quantile(e, 0.5), gs::quantile(e, 0.05), gs::quantile(e, 0.95)});
     }
   return bars;
 }

@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "gs/analyzer/summary.hpp"
+#include "gs/base/quantile.hpp"
 
 namespace gs::analyzer::plots {
 
@@ -39,11 +40,11 @@ TrainingSeries series_from_rows(const std::vector<FitRow>& fits,
     v.stages.push_back(double(t.stages));
   }
   out.steps.assign(steps.begin(), steps.end());
-  for (const auto& [key, values] : ks) out.ks.push_back({key.first, key.second, quantile_of(values, 0.5)});
+  for (const auto& [key, values] : ks) out.ks.push_back({key.first, key.second, gs::quantile(values, 0.5)});
   for (const auto& [key, v] : methods) {
-    const double stages = quantile_of(v.stages, 0.5);
+    const double stages = gs::quantile(v.stages, 0.5);
     out.methods.push_back({std::get<0>(key), std::get<1>(key), std::get<2>(key),
-                           quantile_of(v.quality, 0.5),
+                           gs::quantile(v.quality, 0.5),
                            std::isfinite(stages) ? int(std::lround(stages)) : 0});
   }
   return out;

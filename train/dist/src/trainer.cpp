@@ -11,6 +11,8 @@
 #include "gs/dist/comm.hpp"
 #include "gs/dist/launcher.hpp"
 #include "gs/dist/torch_adapter.hpp"
+#include "gs/base/quantile.hpp"
+#include "gs/base/timing.hpp"
 #include "gs/error.hpp"
 #include "gs/train/dataset.hpp"
 #include "gs/train/models.hpp"
@@ -22,10 +24,6 @@ namespace gs::dist {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 struct Fault {
   int rank = -1;
@@ -56,15 +54,6 @@ std::optional<Fault> fault_from_env() {
   return f;
 }
 
-double percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  const double pos = p * double(v.size() - 1);
-  const auto lo = std::size_t(std::floor(pos));
-  const auto hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (pos - double(lo)) * (v[hi] - v[lo]);
-}
-
 constexpr int kMaxSkippedInARow = 10;
 
 }  // namespace
@@ -87,8 +76,8 @@ TrainSummary summarize(const TrainResult& r) {
   if (n == 0) return s;
   for (double v : q) s.quality_mean += v;
   if (!q.empty()) s.quality_mean /= double(q.size());
-  s.quality_p5 = percentile(q, 0.05);
-  s.quality_p95 = percentile(q, 0.95);
+  s.quality_p5 = q.empty() ? 0.0 : quantile(q, 0.05);
+  s.quality_p95 = q.empty() ? 0.0 : quantile(q, 0.95);
   s.density_mean /= n;
   s.bytes_per_step /= n;
   s.dense_bytes_per_step /= n;

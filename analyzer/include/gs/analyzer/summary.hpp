@@ -62,8 +62,6 @@ struct AnalysisSummary {
 };
 
 AnalysisSummary summarize(const AnalysisReader& reader);
-// Linear-interpolated quantile (numpy's default) of values; NaN when empty. q in [0, 1].
-double quantile_of(std::vector<double> values, double q);
 
 void print_summary(std::ostream& out, const AnalysisSummary& s);
 nlohmann::json summary_json(const AnalysisSummary& s);

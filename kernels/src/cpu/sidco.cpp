@@ -6,8 +6,8 @@
 #include <limits>
 #include <string>
 
-#include "cpu_compact.hpp"
-#include "cpu_parallel.hpp"
+#include "compact.hpp"
+#include "parallel.hpp"
 #include "gs/error.hpp"
 #include "gs/kernels/cpu.hpp"
 #include "gs/kernels/elementwise.hpp"

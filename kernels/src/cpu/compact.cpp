@@ -1,5 +1,5 @@
-// The compaction step of the CPU backend (see cpu_compact.hpp).
-#include "cpu_compact.hpp"
+// The compaction step of the CPU backend (see cpu/compact.hpp).
+#include "compact.hpp"
 
 #include <array>
 #include <cmath>

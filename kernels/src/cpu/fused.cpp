@@ -1,11 +1,11 @@
-// CPU backend: statistics and compaction fused in one read of a range (cpu_compact.hpp,
+// CPU backend: statistics and compaction fused in one read of a range (cpu/compact.hpp,
 // stats_above_and_compact and stats_and_compact): the AVX2 statistics pass with a packing hook,
 // or the two steps one after the other without AVX2.
 #include <cstdint>
 #include <type_traits>
 
-#include "cpu_compact.hpp"
-#include "cpu_light_avx2.hpp"
+#include "compact.hpp"
+#include "light_avx2.hpp"
 #include "gs/kernels/elementwise.hpp"
 
 namespace gs::kernels::cpu::detail {

@@ -4,7 +4,7 @@
 #include <limits>
 #include <string>
 
-#include "cpu_parallel.hpp"
+#include "parallel.hpp"
 #include "gs/error.hpp"
 #include "gs/kernels/cpu.hpp"
 #include "gs/kernels/elementwise.hpp"

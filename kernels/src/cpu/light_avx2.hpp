@@ -1,6 +1,6 @@
 #pragma once
-// The AVX2 statistics pass of the CPU backend (cpu_reduce.cpp's passes and the fused
-// statistics-plus-compaction of cpu_fused.cpp): one chunk of |g| in 8-lane groups, with a hook per
+// The AVX2 statistics pass of the CPU backend (cpu/reduce.cpp's passes and the fused
+// statistics-plus-compaction of cpu/fused.cpp): one chunk of |g| in 8-lane groups, with a hook per
 // group. Internal to kernels/.
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,7 @@
 #include <limits>
 #include <type_traits>
 
-#include "cpu_compact.hpp"
+#include "compact.hpp"
 #include "gs/error.hpp"
 #include "gs/fitting/stats.hpp"
 #include "gs/kernels/elementwise.hpp"

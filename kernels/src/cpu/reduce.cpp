@@ -8,9 +8,9 @@
 #include <limits>
 #include <type_traits>
 
-#include "cpu_compact.hpp"
-#include "cpu_light_avx2.hpp"
-#include "cpu_parallel.hpp"
+#include "compact.hpp"
+#include "light_avx2.hpp"
+#include "parallel.hpp"
 #include "gs/error.hpp"
 #include "gs/kernels/cpu.hpp"
 #include "gs/kernels/elementwise.hpp"
