@@ -24,7 +24,7 @@ int run_analyze(AnalyzeArgs& a) {
   auto& c = a.config;
   c.input = a.input;
   c.output = a.output;
-  c.granularity = analyzer::parse_granularity(a.granularity);
+  c.vectors = analyzer::parse_vector_set(a.granularity);
   c.steps = analyzer::StepSelection::parse(a.steps);
   c.csv_dir = a.csv_dir;
   c.report_dir = a.report_dir;
@@ -77,7 +77,7 @@ Runner setup(CLI::App& sub) {
   auto& c = a->config;
   sub.add_option("file", a->input, "Snapshot file (gradscope capture)")->required();
   sub.add_option("--out,-o", a->output, "Analysis file to create or extend (HDF5)")->required();
-  sub.add_option("--ratios", c.ratios, "Target densities, comma-separated")->delimiter(',')
+  sub.add_option("--ratios", c.densities, "Target densities, comma-separated")->delimiter(',')
       ->capture_default_str();
   sub.add_option("--dists", c.dists, "SIDs to fit: exponential,gamma,gpareto,normal")->delimiter(',')
       ->capture_default_str();

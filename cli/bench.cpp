@@ -33,7 +33,7 @@ GS_COMMAND("bench", "Benchmarks: `bench kernels` (heavy passes), `bench compress
              CLI::App* c = sub.add_subcommand(
                  "compressors", "Every compressor: step time vs a read pass, bytes vs dense, error of the mean");
              c->add_option("--n", cfg->compressor_n, "Elements per worker's vector (default 2^20)");
-             c->add_option("--ratios", cfg->compressors.ratios, "Densities (default 0.01,0.001)")->delimiter(',');
+             c->add_option("--ratios", cfg->compressors.densities, "Densities (default 0.01,0.001)")->delimiter(',');
              c->add_option("--compressors", cfg->compressors.names, "Names (default: all)")->delimiter(',');
              c->add_option("--workers", cfg->compressors.workers, "In-process workers (threads)")
                  ->capture_default_str();
@@ -60,7 +60,7 @@ GS_COMMAND("bench", "Benchmarks: `bench kernels` (heavy passes), `bench compress
                  const bool show = !cfg->quiet;
                  const auto rows = gs::compress::run_compressor_bench(cfg->compressors, [show](const auto& r) {
                    if (show)
-                     std::fprintf(stderr, "bench: %s ratio=%g: %.3f ms\n", r.name.c_str(), r.ratio, r.median_ms);
+                     std::fprintf(stderr, "bench: %s ratio=%g: %.3f ms\n", r.name.c_str(), r.target_density, r.median_ms);
                  });
                  const std::string out = cfg->json ? gs::compress::compressor_bench_json(rows)
                                                    : gs::compress::compressor_bench_table(rows);

@@ -95,11 +95,11 @@ void print_table(const FitReport& r, const std::string& source, const std::strin
               "selected", "quality");
   for (const auto& t : r.thresholds) {
     if (!t.error.empty()) {
-      std::printf("%-14s %8g (not run: %s)\n", t.result.method.c_str(), t.result.ratio,
+      std::printf("%-14s %8g (not run: %s)\n", t.result.method.c_str(), t.result.density,
                   t.error.c_str());
       continue;
     }
-    std::printf("%-14s %8g %7d %14.6g %12llu %9.4f\n", t.result.method.c_str(), t.result.ratio,
+    std::printf("%-14s %8g %7d %14.6g %12llu %9.4f\n", t.result.method.c_str(), t.result.density,
                 t.result.stages, t.result.threshold, (unsigned long long)t.result.selected,
                 t.result.quality);
   }
@@ -125,7 +125,7 @@ Runner setup(CLI::App& sub) {
   sub.add_option("--step", cfg->step, "training step to fit (default: the last recorded)");
   sub.add_option("--layer", cfg->layer, "one layer by name (default: the whole model)");
   sub.add_flag("--whole-model", cfg->whole_model, "all layers of the step, concatenated (default)");
-  sub.add_option("--ratios", cfg->report.ratios, "target densities in (0, 1)")
+  sub.add_option("--ratios", cfg->report.densities, "target densities in (0, 1)")
       ->delimiter(',')
       ->capture_default_str();
   sub.add_option("--dists", cfg->report.dists, "exponential,gamma,gpareto,normal")

@@ -30,14 +30,14 @@ struct Timed {
   double seconds = 0.0;
 };
 
-Timed timed_threshold(const std::string& method, MagnitudePasses& passes, double ratio,
+Timed timed_threshold(const std::string& method, MagnitudePasses& passes, double density,
                       const FitReportOptions& o) {
   Timed t;
   t.result.method = method;
-  t.result.ratio = ratio;
+  t.result.density = density;
   const auto t0 = Clock::now();
   try {
-    t.result = threshold_by_name(method, passes, ratio, o.stages, o.seed, o.sidco_recount);
+    t.result = threshold_by_name(method, passes, density, o.stages, o.seed, o.sidco_recount);
   } catch (const Error& e) {
     t.error = e.what();
   }
@@ -71,21 +71,21 @@ void analyze_vector(MagnitudePasses& passes, const FitReportOptions& options,
       row.ks_n = f.ks_n;
       row.ks_subsampled = f.ks_subsampled;
       for (const auto& t : f.tail)
-        into.tails.push_back({step, scope, f.dist, t.ratio, t.threshold, t.predicted, t.observed});
+        into.tails.push_back({step, scope, f.dist, t.density, t.threshold, t.predicted, t.observed});
       for (const auto& q : f.qq)
         into.qq.push_back({step, scope, f.dist, q.probability, q.fitted, q.sample});
     }
     into.fits.push_back(std::move(row));
   }
 
-  // Exact top-k at every ratio: the reference every estimate is compared with.
+  // Exact top-k at every density: the reference every estimate is compared with.
   std::vector<Timed> exact;
-  for (double ratio : options.ratios) exact.push_back(timed_threshold("topk", passes, ratio, options));
+  for (double density : options.densities) exact.push_back(timed_threshold("topk", passes, density, options));
   for (const auto& method : methods)
-    for (std::size_t r = 0; r < options.ratios.size(); ++r) {
-      const double ratio = options.ratios[r];
-      const Timed t = method == "topk" ? exact[r] : timed_threshold(method, passes, ratio, options);
-      ThresholdRow row{step, scope, kind, method, ratio, kNaN, 0, 0, kNaN, kNaN, kNaN, t.seconds, t.error};
+    for (std::size_t r = 0; r < options.densities.size(); ++r) {
+      const double density = options.densities[r];
+      const Timed t = method == "topk" ? exact[r] : timed_threshold(method, passes, density, options);
+      ThresholdRow row{step, scope, kind, method, density, kNaN, 0, 0, kNaN, kNaN, kNaN, t.seconds, t.error};
       const double ref = exact[r].error.empty() ? exact[r].result.threshold : kNaN;
       row.exact_threshold = ref;
       if (t.error.empty()) {
@@ -137,8 +137,8 @@ AnalyzeResult analyze(const AnalyzeConfig& config, const ProgressFn& progress) {
   result.steps_selected = rows.size();
   result.steps_skipped = rows.size() - pending.size();
 
-  const bool per_layer = config.granularity != Granularity::model;
-  const bool whole = config.granularity != Granularity::layer;
+  const bool per_layer = config.vectors != VectorSet::model;
+  const bool whole = config.vectors != VectorSet::layers;
   const std::size_t per_step = (per_layer ? layers.size() : 0) + (whole ? 1 : 0);
   const auto total = static_cast<std::int64_t>(pending.size() * per_step);
   const FitReportOptions options = config.fit_options();

@@ -29,19 +29,19 @@ std::optional<std::uint64_t> parse_index(const std::string& part, const std::str
 
 }  // namespace
 
-std::string to_string(Granularity g) {
-  switch (g) {
-    case Granularity::layer: return "layer";
-    case Granularity::model: return "model";
-    case Granularity::both: return "both";
+std::string to_string(VectorSet v) {
+  switch (v) {
+    case VectorSet::layers: return "layer";
+    case VectorSet::model: return "model";
+    case VectorSet::both: return "both";
   }
   return "both";
 }
 
-Granularity parse_granularity(const std::string& text) {
-  if (text == "layer") return Granularity::layer;
-  if (text == "model") return Granularity::model;
-  if (text == "both") return Granularity::both;
+VectorSet parse_vector_set(const std::string& text) {
+  if (text == "layer") return VectorSet::layers;
+  if (text == "model") return VectorSet::model;
+  if (text == "both") return VectorSet::both;
   throw Error("unknown granularity '" + text + "': use layer, model or both");
 }
 
@@ -85,11 +85,11 @@ std::vector<std::size_t> StepSelection::rows(std::size_t recorded) const {
 void AnalyzeConfig::validate() const {
   if (input.empty()) throw Error("no snapshot file given");
   if (output.empty()) throw Error("no output file given: pass --out ANALYSIS.h5");
-  if (ratios.empty()) throw Error("no ratio given: pass --ratios, e.g. 0.1,0.01,0.001");
-  for (double r : ratios) target_count(1, r);  // throws for a ratio outside (0, 1)
-  for (std::size_t i = 0; i < ratios.size(); ++i)
+  if (densities.empty()) throw Error("no ratio given: pass --ratios, e.g. 0.1,0.01,0.001");
+  for (double r : densities) threshold_target(1, r);  // throws for a density outside (0, 1)
+  for (std::size_t i = 0; i < densities.size(); ++i)
     for (std::size_t j = 0; j < i; ++j)
-      if (ratios[i] == ratios[j]) throw Error("ratio " + std::to_string(ratios[i]) + " is repeated");
+      if (densities[i] == densities[j]) throw Error("ratio " + std::to_string(densities[i]) + " is repeated");
   auto check = [](const std::vector<std::string>& given, const std::vector<std::string>& all,
                   const char* what) {
     for (std::size_t i = 0; i < given.size(); ++i) {
@@ -112,7 +112,7 @@ void AnalyzeConfig::validate() const {
 
 FitReportOptions AnalyzeConfig::fit_options() const {
   FitReportOptions o;
-  o.ratios = ratios;
+  o.densities = densities;
   o.dists = dists;
   o.methods = methods;
   o.stages = stages;

@@ -68,14 +68,14 @@ std::vector<fs::path> export_csv(const AnalysisReader& reader, const fs::path& d
     out << "step,scope,kind,method,ratio,threshold,stages,selected,quality,exact_threshold,"
            "rel_error,seconds,error\n";
     for (const auto& r : reader.thresholds())
-      line(out, r.step, r.scope, r.kind, r.method, r.ratio, r.threshold, r.stages, r.selected, r.quality,
+      line(out, r.step, r.scope, r.kind, r.method, r.density, r.threshold, r.stages, r.selected, r.quality,
            r.exact_threshold, r.rel_error, r.seconds, r.error);
   }
   {
     auto out = open(files[2]);
     out << "step,scope,dist,ratio,threshold,predicted,observed\n";
     for (const auto& r : reader.tails())
-      line(out, r.step, r.scope, r.dist, r.ratio, r.threshold, r.predicted, r.observed);
+      line(out, r.step, r.scope, r.dist, r.density, r.threshold, r.predicted, r.observed);
   }
   {
     auto out = open(files[3]);

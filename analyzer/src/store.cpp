@@ -54,7 +54,7 @@ void write_root(hid_t f, const SourceIdentity& src, const StoredOptions& o, cons
   h5::write_string_attr(f, "source_created", src.created, file);
   h5::write_string_attr(f, "source_layers_hash", src.layers_hash, file);
   h5::write_string_attr(f, "source_model", src.model, file);
-  h5::write_f64_array_attr(f, "ratios", o.ratios, file);
+  h5::write_f64_array_attr(f, "ratios", o.densities, file);
   h5::write_string_attr(f, "dists", joined(o.dists), file);
   h5::write_string_attr(f, "methods", joined(o.methods), file);
   h5::write_string_attr(f, "granularity", o.granularity, file);
@@ -95,7 +95,7 @@ SourceIdentity read_source(hid_t f, const fs::path& file) {
 
 StoredOptions read_options(hid_t f, const fs::path& file) {
   StoredOptions o;
-  o.ratios = h5::read_f64_array_attr(f, "ratios", file);
+  o.densities = h5::read_f64_array_attr(f, "ratios", file);
   o.dists = split(h5::read_string_attr(f, "dists", file));
   o.methods = split(h5::read_string_attr(f, "methods", file));
   o.granularity = h5::read_string_attr(f, "granularity", file);
@@ -158,10 +158,10 @@ SourceIdentity source_identity(
 
 StoredOptions StoredOptions::from(const AnalyzeConfig& c) {
   StoredOptions o;
-  o.ratios = c.ratios;
+  o.densities = c.densities;
   o.dists = c.dists;
   o.methods = c.methods;
-  o.granularity = to_string(c.granularity);
+  o.granularity = to_string(c.vectors);
   o.steps = c.steps.to_string();
   o.stages = c.stages;
   o.ks_max_points = c.ks_max_points;
@@ -173,7 +173,7 @@ StoredOptions StoredOptions::from(const AnalyzeConfig& c) {
 std::string StoredOptions::describe() const {
   std::ostringstream s;
   s << "ratios=";
-  for (std::size_t i = 0; i < ratios.size(); ++i) s << (i ? "," : "") << ratios[i];
+  for (std::size_t i = 0; i < densities.size(); ++i) s << (i ? "," : "") << densities[i];
   s << " dists=" << joined(dists) << " methods=" << joined(methods) << " granularity=" << granularity
     << " steps=" << steps << " stages=" << stages << " ks_max_points=" << ks_max_points
     << " seed=" << seed << " qq_points=" << qq_points;

@@ -81,7 +81,7 @@ void pack(h5::Packer& p, const TailRow& r, const Widths& w) {
   p.put(r.step);
   p.str(r.scope, w.scope);
   p.str(r.dist, w.dist);
-  p.put(r.ratio);
+  p.put(r.density);
   p.put(r.threshold);
   p.put(r.predicted);
   p.put(r.observed);
@@ -99,7 +99,7 @@ void pack(h5::Packer& p, const ThresholdRow& r, const Widths& w) {
   p.str(r.scope, w.scope);
   p.str(r.kind, w.kind);
   p.str(r.method, w.method);
-  p.put(r.ratio);
+  p.put(r.density);
   p.put(r.threshold);
   p.put(r.stages);
   p.put(r.selected);
@@ -138,7 +138,7 @@ void unpack(h5::Unpacker& u, TailRow& r, const Widths& w) {
   r.step = u.get<std::int64_t>();
   r.scope = u.str(w.scope);
   r.dist = u.str(w.dist);
-  r.ratio = u.get<double>();
+  r.density = u.get<double>();
   r.threshold = u.get<double>();
   r.predicted = u.get<double>();
   r.observed = u.get<std::uint64_t>();
@@ -156,7 +156,7 @@ void unpack(h5::Unpacker& u, ThresholdRow& r, const Widths& w) {
   r.scope = u.str(w.scope);
   r.kind = u.str(w.kind);
   r.method = u.str(w.method);
-  r.ratio = u.get<double>();
+  r.density = u.get<double>();
   r.threshold = u.get<double>();
   r.stages = u.get<std::int32_t>();
   r.selected = u.get<std::uint64_t>();

@@ -98,22 +98,22 @@ AnalysisSummary summarize(const AnalysisReader& reader) {
     s.kinds.push_back(std::move(k));
   }
 
-  // Thresholds per (method, ratio) and per method.
+  // Thresholds per (method, density) and per method.
   std::map<std::pair<std::string, double>, std::vector<const ThresholdRow*>> by_method_ratio;
   std::map<std::string, std::vector<double>> all_seconds, model_seconds;
   std::map<std::pair<std::int64_t, std::string>, std::uint64_t> vector_size;
   for (const auto& v : reader.vectors()) vector_size[{v.step, v.scope}] = v.n;
   const auto thresholds = reader.thresholds();
   for (const auto& t : thresholds) {
-    by_method_ratio[{t.method, t.ratio}].push_back(&t);
+    by_method_ratio[{t.method, t.density}].push_back(&t);
     all_seconds[t.method].push_back(t.seconds);
     if (t.scope == kModelScope) model_seconds[t.method].push_back(t.seconds);
   }
   for (const auto& m : methods) {
-    for (double r : reader.options().ratios) {
+    for (double r : reader.options().densities) {
       MethodQuality q;
       q.method = m;
-      q.ratio = r;
+      q.density = r;
       std::vector<double> quality, rel, secs;
       for (const ThresholdRow* t : by_method_ratio[{m, r}]) {
         secs.push_back(t->seconds);
@@ -166,7 +166,7 @@ void print_summary(std::ostream& out, const AnalysisSummary& s) {
   out << line;
   for (const auto& q : s.quality) {
     std::snprintf(line, sizeof line, "  %-13s %8g %8llu %8s %8s %8s %11s %10s\n", q.method.c_str(),
-                  q.ratio, static_cast<unsigned long long>(q.count), fmt("%.3f", q.median).c_str(),
+                  q.density, static_cast<unsigned long long>(q.count), fmt("%.3f", q.median).c_str(),
                   fmt("%.3f", q.p5).c_str(), fmt("%.3f", q.p95).c_str(),
                   fmt("%.4f", q.median_abs_rel_error).c_str(), ms(q.median_seconds).c_str());
     out << line;
@@ -194,7 +194,7 @@ nlohmann::json summary_json(const AnalysisSummary& s) {
   }
   json quality = json::array();
   for (const auto& q : s.quality)
-    quality.push_back({{"method", q.method}, {"ratio", q.ratio}, {"count", q.count},
+    quality.push_back({{"method", q.method}, {"ratio", q.density}, {"count", q.count},
                        {"too_small", q.too_small},
                        {"median", number(q.median)}, {"p5", number(q.p5)}, {"p95", number(q.p95)},
                        {"median_abs_rel_error", number(q.median_abs_rel_error)},
@@ -236,7 +236,7 @@ std::string markdown_report(const AnalysisReader& reader, const AnalysisSummary&
   md << "| method | ratio | median | p5 | p95 | median \\|rel err\\| | median ms |\n"
         "|---|---:|---:|---:|---:|---:|---:|\n";
   for (const auto& q : s.quality)
-    md << "| " << q.method << " | " << q.ratio << " | " << fmt("%.3f", q.median) << " | "
+    md << "| " << q.method << " | " << q.density << " | " << fmt("%.3f", q.median) << " | "
        << fmt("%.3f", q.p5) << " | " << fmt("%.3f", q.p95) << " | "
        << fmt("%.4f", q.median_abs_rel_error) << " | " << ms(q.median_seconds) << " |\n";
   md << "\n## Overhead per method\n\n| method | median ms (all vectors) | median ms (whole model) |\n"

@@ -62,7 +62,7 @@ nlohmann::ordered_json fit_report_json(const FitReport& r) {
     for (const auto& [name, value] : f.params) params[name] = number(value);
     json tail = json::array();
     for (const auto& t : f.tail)
-      tail.push_back({{"ratio", t.ratio}, {"threshold", number(t.threshold)},
+      tail.push_back({{"ratio", t.density}, {"threshold", number(t.threshold)},
                       {"predicted", t.predicted}, {"observed", t.observed}});
     json qq = json::array();
     for (const auto& q : f.qq)
@@ -81,7 +81,7 @@ nlohmann::ordered_json fit_report_json(const FitReport& r) {
   }
   json thresholds = json::array();
   for (const auto& t : r.thresholds) {
-    json j{{"method", t.result.method}, {"ratio", t.result.ratio}};
+    json j{{"method", t.result.method}, {"ratio", t.result.density}};
     if (!t.error.empty()) {
       j["error"] = t.error;
     } else {

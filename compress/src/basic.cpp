@@ -37,15 +37,15 @@ class NoneCompressor final : public Compressor {
 
 class TopkCompressor final : public Compressor {
  public:
-  explicit TopkCompressor(double ratio) : Compressor(ratio) {}
+  explicit TopkCompressor(double density) : Compressor(density) {}
   std::string_view name() const override { return "topk"; }
   Compressed compress(std::span<const float> acc, std::string_view) override {
     Compressed c;
-    const std::uint64_t k = target_count(acc.size(), ratio());
+    const std::uint64_t k = target_count(acc.size(), density());
     c.payload = select_topk(acc, k);
     c.info.n = acc.size();
     c.info.selected = c.payload.count();
-    c.info.target_density = ratio();
+    c.info.target_density = density();
     c.info.nonfinite = count_nonfinite(acc);
     if (c.payload.count() > 0) {
       float m = INFINITY;
@@ -58,11 +58,11 @@ class TopkCompressor final : public Compressor {
 
 class RandomkCompressor final : public Compressor {
  public:
-  RandomkCompressor(double ratio, std::uint64_t seed) : Compressor(ratio), rng_(seed) {}
+  RandomkCompressor(double density, std::uint64_t seed) : Compressor(density), rng_(seed) {}
   std::string_view name() const override { return "randomk"; }
   Compressed compress(std::span<const float> acc, std::string_view) override {
     Compressed c;
-    const std::uint64_t k = target_count(acc.size(), ratio());
+    const std::uint64_t k = target_count(acc.size(), density());
     c.payload.n = acc.size();
     // Selection sampling: k distinct indices, uniformly, already in ascending order. Values are
     // sent unscaled: error feedback keeps what is not sent, so no n/k rescaling is wanted.
@@ -75,7 +75,7 @@ class RandomkCompressor final : public Compressor {
     for (std::int32_t i : c.payload.indices) c.payload.values.push_back(acc[std::size_t(i)]);
     c.info.n = acc.size();
     c.info.selected = c.payload.count();
-    c.info.target_density = ratio();
+    c.info.target_density = density();
     c.info.nonfinite = count_nonfinite(acc);
     return c;
   }
@@ -87,11 +87,11 @@ class RandomkCompressor final : public Compressor {
 }  // namespace
 
 std::unique_ptr<Compressor> make_none() { return std::make_unique<NoneCompressor>(); }
-std::unique_ptr<Compressor> make_topk(double ratio, const CompressorOptions&) {
-  return std::make_unique<TopkCompressor>(ratio);
+std::unique_ptr<Compressor> make_topk(double density) {
+  return std::make_unique<TopkCompressor>(density);
 }
-std::unique_ptr<Compressor> make_randomk(double ratio, const CompressorOptions& o) {
-  return std::make_unique<RandomkCompressor>(ratio, o.seed);
+std::unique_ptr<Compressor> make_randomk(double density, std::uint64_t seed) {
+  return std::make_unique<RandomkCompressor>(density, seed);
 }
 
 }  // namespace gs::compress::detail

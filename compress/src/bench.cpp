@@ -61,16 +61,16 @@ std::vector<CompressorBenchRow> run_compressor_bench(
   std::vector<CompressorBenchRow> rows;
   const std::vector<TensorSpec> model = {{"g", c.n}};
   for (const auto& name : names) {
-    // Methods whose ratio is not a density (none, the quantizers, variance: its test decides) run
-    // once, at ratio 1.
-    const std::vector<double> ratios = ratio_is_density(name) ? c.ratios : std::vector<double>{1.0};
-    for (double ratio : ratios) {
+    // Methods without a density (none, the quantizers, variance: its test decides) run once, at
+    // density 1.
+    const std::vector<double> densities = density_based(name) ? c.densities : std::vector<double>{1.0};
+    for (double density : densities) {
       std::vector<std::unique_ptr<ModelCompressor>> mcs;
       for (std::size_t r = 0; r < w; ++r) {
         CompressorOptions o;
         o.seed = c.seed * 1000003ull + r;
         mcs.push_back(std::make_unique<ModelCompressor>(model, Granularity::model, 0,
-                                                        make_compressor(name, ratio, o)));
+                                                        make_compressor(name, density, o)));
       }
       std::vector<std::vector<float>> out(w, std::vector<float>(c.n));
       std::vector<StepStats> stats(w);
@@ -101,7 +101,7 @@ std::vector<CompressorBenchRow> run_compressor_bench(
         }
       }
       row.name = name;
-      row.ratio = ratio;
+      row.target_density = density;
       row.n = c.n;
       row.workers = c.workers;
       row.median_ms = median(times);
@@ -121,7 +121,7 @@ std::string compressor_bench_table(const std::vector<CompressorBenchRow>& rows) 
   os << line;
   for (const auto& r : rows) {
     std::snprintf(line, sizeof line, "%-14s %7g %9llu %3d %10.3f %8.1f %9.5f %10.5f %10.4f\n",
-                  r.name.c_str(), r.ratio, static_cast<unsigned long long>(r.n), r.workers,
+                  r.name.c_str(), r.target_density, static_cast<unsigned long long>(r.n), r.workers,
                   r.median_ms, r.ratio_to_read(), r.density,
                   r.dense_bytes > 0 ? r.wire_bytes / r.dense_bytes : 0.0, r.rel_error);
     os << line;
@@ -135,7 +135,7 @@ std::string compressor_bench_json(const std::vector<CompressorBenchRow>& rows) {
   os << "{\"rows\":[";
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const auto& r = rows[i];
-    os << (i ? "," : "") << "{\"compressor\":\"" << r.name << "\",\"ratio\":" << r.ratio
+    os << (i ? "," : "") << "{\"compressor\":\"" << r.name << "\",\"ratio\":" << r.target_density
        << ",\"n\":" << r.n << ",\"workers\":" << r.workers << ",\"median_ms\":" << r.median_ms
        << ",\"read_ms\":" << r.read_ms << ",\"ratio_to_read\":" << r.ratio_to_read()
        << ",\"density\":" << r.density << ",\"wire_bytes\":" << r.wire_bytes

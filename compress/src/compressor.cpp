@@ -1,12 +1,10 @@
+// The Compressor base class: the density it aims at, and the decoding and aggregation every
+// payload kind shares (compressors override what they do differently).
 #include "gs/compress/compressor.hpp"
 
 #include <algorithm>
-#include <array>
-#include <cmath>
 
-#include "compressors.hpp"
 #include "gs/error.hpp"
-#include "gs/kernels/fft.hpp"
 
 namespace gs::compress {
 
@@ -19,19 +17,11 @@ std::string_view to_string(Exchange e) {
   return "?";
 }
 
-namespace {
-void check_ratio(double ratio) {
-  if (!(ratio > 0.0 && ratio <= 1.0))
-    throw Error("compression ratio " + std::to_string(ratio) +
-                " is outside (0, 1]: give the fraction of elements to keep, e.g. 0.01");
-}
-}  // namespace
+Compressor::Compressor(double density) : density_(density) { check_density(density); }
 
-Compressor::Compressor(double ratio) : ratio_(ratio) { check_ratio(ratio); }
-
-void Compressor::set_ratio(double ratio) {
-  check_ratio(ratio);
-  ratio_ = ratio;
+void Compressor::set_density(double density) {
+  check_density(density);
+  density_ = density;
 }
 
 Compressor::Exchanged Compressor::exchange(std::span<const float>, std::string_view, Collectives&,
@@ -86,53 +76,6 @@ void Compressor::decode_sum(const Payload& summed, int workers, std::span<float>
   decompress(summed, out);
   const float inv = 1.0f / float(workers);
   for (float& v : out) v *= inv;
-}
-
-std::uint64_t target_count(std::uint64_t n, double ratio) {
-  if (n == 0) return 0;
-  const auto k = std::uint64_t(std::floor(double(n) * ratio));
-  return std::clamp<std::uint64_t>(k, 1, n);
-}
-
-namespace {
-constexpr std::array<std::string_view, 14> kNames = {
-    "sidco-e", "sidco-p", "sidco-gp", "topk", "dgc", "redsync", "gaussianksgd", "randomk", "none",
-    "variance", "qsgd-mn", "qsgd-mn-ts", "qsgd-mn-ms", "fft"};
-}
-
-std::span<const std::string_view> compressor_names() {
-  if (kernels::real_fft_available(kernels::BackendKind::cpu)) return kNames;
-  // Without FFTW3, make_compressor refuses "fft" on its default (CPU) backend, saying why, so it
-  // is not listed.
-  static const std::vector<std::string_view> names = [] {
-    std::vector<std::string_view> v;
-    for (auto n : kNames)
-      if (n != "fft") v.push_back(n);
-    return v;
-  }();
-  return names;
-}
-
-bool ratio_is_density(std::string_view name) {
-  return name != "none" && name != "variance" && name.rfind("qsgd-mn", 0) != 0;
-}
-
-std::unique_ptr<Compressor> make_compressor(std::string_view name, double ratio,
-                                            const CompressorOptions& options) {
-  check_ratio(ratio);
-  if (options.stages < 0) throw Error("compressor: stages must be 0 (adaptive) or >= 1");
-  if (name == "none") return detail::make_none();
-  if (name == "topk") return detail::make_topk(ratio, options);
-  if (name == "randomk") return detail::make_randomk(ratio, options);
-  if (name == "qsgd-mn" || name == "qsgd-mn-ts" || name == "qsgd-mn-ms")
-    return detail::make_quantizer(name, options);  // ratio checked above, unused (dense codes)
-  if (name == "variance") return detail::make_variance(ratio, options);
-  if (name == "fft") return detail::make_fft(ratio, options);
-  if (std::find(kNames.begin(), kNames.end(), name) != kNames.end())
-    return detail::make_threshold_compressor(name, ratio, options);
-  std::string known;
-  for (auto n : kNames) known += (known.empty() ? "" : ", ") + std::string(n);
-  throw Error("unknown compressor '" + std::string(name) + "': choose one of " + known);
 }
 
 }  // namespace gs::compress

@@ -1,5 +1,5 @@
 #pragma once
-// Internal: the concrete compressors' factories (registry.cpp makes them by name) and the shared
+// Internal: the concrete compressors' factories (registry.cpp lists them by name) and the shared
 // selection helpers.
 #include <cstdint>
 #include <memory>
@@ -11,12 +11,16 @@
 namespace gs::compress::detail {
 
 std::unique_ptr<Compressor> make_none();
-std::unique_ptr<Compressor> make_topk(double ratio, const CompressorOptions& o);
-std::unique_ptr<Compressor> make_randomk(double ratio, const CompressorOptions& o);
-std::unique_ptr<Compressor> make_variance(double ratio, const CompressorOptions& o);
+std::unique_ptr<Compressor> make_topk(double density);
+std::unique_ptr<Compressor> make_randomk(double density, std::uint64_t seed);
+std::unique_ptr<Compressor> make_variance(double density, const CompressorOptions& o);
 // fft (fft_compressor.cpp): gs::Error when the build lacks FFTW3 or for bad fft_* options.
-std::unique_ptr<Compressor> make_fft(double ratio, const CompressorOptions& o);
-std::unique_ptr<Compressor> make_threshold_compressor(std::string_view name, double ratio,
+std::unique_ptr<Compressor> make_fft(double density, const CompressorOptions& o);
+
+// The methods that estimate a magnitude threshold and send what lies above it
+// (threshold_compressors.cpp); each is a fitting/ threshold rule of the same name.
+enum class ThresholdMethod { sidco_e, sidco_p, sidco_gp, dgc, redsync, gaussianksgd };
+std::unique_ptr<Compressor> make_threshold_compressor(ThresholdMethod method, double density,
                                                       const CompressorOptions& o);
 // qsgd-mn, qsgd-mn-ts, qsgd-mn-ms (quantizers.cpp): gs::Error for bad options.quant_bits.
 std::unique_ptr<Compressor> make_quantizer(std::string_view name, const CompressorOptions& o);

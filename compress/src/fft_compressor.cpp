@@ -22,7 +22,7 @@ namespace {
 
 constexpr std::uint64_t kDefaultChunk = 4096;
 constexpr std::uint64_t kMaxChunk = std::uint64_t(1) << 30;  // FFTW takes int lengths
-constexpr int kWarmupSteps = 200;                             // theta reaches the ratio here
+constexpr int kWarmupSteps = 200;                             // theta reaches the density here
 constexpr std::uint8_t kVersion = 1;
 constexpr std::size_t kHeaderBytes = 32;
 
@@ -71,8 +71,8 @@ int rice_parameter(const std::vector<std::uint64_t>& gaps) {
 
 class FftCompressor final : public Compressor {
  public:
-  FftCompressor(double ratio, const CompressorOptions& o)
-      : Compressor(ratio),
+  FftCompressor(double density, const CompressorOptions& o)
+      : Compressor(density),
         exponent_bits_(o.fft_exponent_bits),
         mantissa_bits_(o.fft_mantissa_bits),
         chunk_(o.fft_chunk) {
@@ -100,9 +100,10 @@ class FftCompressor final : public Compressor {
                 "use ModelCompressor::step or Compressor::exchange with the workers' collectives");
   }
 
-  // Diminishing kept fraction: geometric from min(1, 4 ratio) at step 0 to ratio at kWarmupSteps.
+  // Diminishing kept fraction: geometric from min(1, 4 density) at step 0 to the density at
+  // kWarmupSteps.
   double theta() const {
-    const double r = ratio();
+    const double r = density();
     const double start = std::min(1.0, 4.0 * r);
     if (step_ == 0) return start;
     if (step_ >= std::uint64_t(kWarmupSteps)) return r;
@@ -318,8 +319,8 @@ Compressor::Exchanged FftCompressor::exchange(std::span<const float> acc, std::s
 
 }  // namespace
 
-std::unique_ptr<Compressor> make_fft(double ratio, const CompressorOptions& o) {
-  return std::make_unique<FftCompressor>(ratio, o);
+std::unique_ptr<Compressor> make_fft(double density, const CompressorOptions& o) {
+  return std::make_unique<FftCompressor>(density, o);
 }
 
 }  // namespace gs::compress::detail

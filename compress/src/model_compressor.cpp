@@ -139,7 +139,7 @@ void ModelCompressor::step_collective(std::span<const float> flat, Collectives& 
                                       std::span<float> out, StepStats& s) {
   s = StepStats{};
   s.n = numel_;
-  s.target_density = compressor_->ratio();
+  s.target_density = compressor_->density();
   s.dense_bytes = numel_ * 4;
   std::vector<float> sent;
   for (const Group& g : groups_) {
@@ -172,7 +172,7 @@ Payload ModelCompressor::compress(std::span<const float> flat, StepStats* stats)
   if (dense) out.values.reserve(numel_);
   StepStats s;
   s.n = numel_;
-  s.target_density = dense ? 1.0 : compressor_->ratio();
+  s.target_density = dense ? 1.0 : compressor_->density();
   s.dense_bytes = numel_ * 4;
   for (const Group& g : groups_) {
     feed_variance(g);

@@ -36,47 +36,64 @@ Payload select_topk(std::span<const float> acc, std::uint64_t k) {
 
 namespace {
 
+// The fitting/ rule's name, and SIDCo's variant, of each method.
+struct MethodRule {
+  std::string_view name;
+  std::optional<SidcoVariant> variant;
+};
+MethodRule rule_of(ThresholdMethod m) {
+  switch (m) {
+    case ThresholdMethod::sidco_e: return {"sidco-e", SidcoVariant::exponential};
+    case ThresholdMethod::sidco_p: return {"sidco-p", SidcoVariant::pareto};
+    case ThresholdMethod::sidco_gp: return {"sidco-gp", SidcoVariant::gamma_pareto};
+    case ThresholdMethod::dgc: return {"dgc", std::nullopt};
+    case ThresholdMethod::redsync: return {"redsync", std::nullopt};
+    case ThresholdMethod::gaussianksgd: return {"gaussianksgd", std::nullopt};
+  }
+  throw Error("threshold compressor: unknown method");
+}
+
 class ThresholdCompressor final : public Compressor {
  public:
-  ThresholdCompressor(std::string_view name, double ratio, const CompressorOptions& o)
-      : Compressor(ratio),
-        name_(name),
+  ThresholdCompressor(ThresholdMethod method, double density, const CompressorOptions& o)
+      : Compressor(density),
+        method_(method),
+        name_(rule_of(method).name),
+        variant_(rule_of(method).variant),
         seed_(o.seed),
         backend_(kernels::resolve_backend(o.backend)),
         fixed_stages_(o.stages) {
-    if (name_ == "sidco-e") variant_ = SidcoVariant::exponential;
-    if (name_ == "sidco-p") variant_ = SidcoVariant::pareto;
-    if (name_ == "sidco-gp") variant_ = SidcoVariant::gamma_pareto;
-    if (variant_ && fixed_stages_ == 0 && ratio < 1.0) controller_.emplace(ratio, 1);
+    if (variant_ && fixed_stages_ == 0 && density < 1.0) controller_.emplace(density, 1);
   }
 
   std::string_view name() const override { return name_; }
 
-  // The adaptive controller aims at the new ratio: each step's density is judged against the
-  // ratio of that step, and the stage count carries over (clamped to what the ratio allows).
-  void set_ratio(double ratio) override {
-    Compressor::set_ratio(ratio);
+  // The adaptive controller aims at the new density: each step's achieved density is judged
+  // against the target of that step, and the stage count carries over (clamped to what the new
+  // density allows).
+  void set_density(double density) override {
+    Compressor::set_density(density);
     if (!variant_ || fixed_stages_ != 0) return;
-    if (ratio >= 1.0) controller_.reset();
-    else if (controller_) controller_->retarget(ratio);
-    else controller_.emplace(ratio, 1);
+    if (density >= 1.0) controller_.reset();
+    else if (controller_) controller_->retarget(density);
+    else controller_.emplace(density, 1);
   }
 
   Compressed compress(std::span<const float> acc, std::string_view /*tensor*/) override {
     Compressed c;
     c.info.n = acc.size();
-    c.info.target_density = ratio();
-    if (ratio() >= 1.0) {  // keep everything finite: no estimate needed
+    c.info.target_density = density();
+    if (density() >= 1.0) {  // keep everything finite: no estimate needed
       c.payload = select_above(acc, -1.0);
     } else if (!acc.empty()) {
-      const std::uint64_t k = target_count(acc.size(), ratio());
+      const std::uint64_t k = target_count(acc.size(), density());
       std::optional<ThresholdResult> r;
       const int stages = variant_ ? (controller_ ? controller_->stages() : fixed_stages_) : 0;
       try {
         if (variant_ && backend_ == kernels::BackendKind::cpu) {
           // Threshold and compaction in one pipeline: M + 1 reads of acc, not M + 2.
           kernels::cpu::Selection<std::int32_t> sel;
-          const auto s = kernels::cpu::sidco_select(acc, ratio(), *variant_, stages, false, sel,
+          const auto s = kernels::cpu::sidco_select(acc, density(), *variant_, stages, false, sel,
                                                     kernels::cpu::SidcoRoute::automatic,
                                                     &workspace_);
           c.payload.n = acc.size();
@@ -87,14 +104,14 @@ class ThresholdCompressor final : public Compressor {
           return finish(std::move(c), s.nonfinite);  // stage 1 counted them: no extra read
         }
         auto passes = kernels::make_passes(acc, backend_);
-        r = threshold_by_name(name_, *passes, ratio(), stages, seed_ + calls_++);
+        r = threshold_by_name(name_, *passes, density(), stages, seed_ + calls_++);
       } catch (const gs::Error&) {
         // Degenerate vector (e.g. fewer finite non-zero values than the fit needs, as in a
         // residual that is all zeros): exact top-k of what is there, which is what any estimate
         // aims at.
         r.reset();
       }
-      if (r && name_ == "dgc" && r->stages == 2) {
+      if (r && method_ == ThresholdMethod::dgc && r->stages == 2) {
         // DGC's hierarchical step: exact top-k when the sampled threshold overshot 4k/3.
         c.payload = select_topk(acc, k);
         c.info.threshold = r->threshold;
@@ -127,12 +144,13 @@ class ThresholdCompressor final : public Compressor {
     return c;
   }
 
-  std::string name_;
+  ThresholdMethod method_;
+  std::string_view name_;
+  std::optional<SidcoVariant> variant_;
   std::uint64_t seed_;
   std::uint64_t calls_ = 0;
   kernels::BackendKind backend_;
   int fixed_stages_;
-  std::optional<SidcoVariant> variant_;
   std::optional<StageController> controller_;
   kernels::cpu::SidcoWorkspace workspace_;  // reused candidate buffers of the SIDCo pipeline
   std::uint64_t step_selected_ = 0, step_n_ = 0;
@@ -140,9 +158,9 @@ class ThresholdCompressor final : public Compressor {
 
 }  // namespace
 
-std::unique_ptr<Compressor> make_threshold_compressor(std::string_view name, double ratio,
+std::unique_ptr<Compressor> make_threshold_compressor(ThresholdMethod method, double density,
                                                       const CompressorOptions& o) {
-  return std::make_unique<ThresholdCompressor>(name, ratio, o);
+  return std::make_unique<ThresholdCompressor>(method, density, o);
 }
 
 }  // namespace gs::compress::detail

@@ -6,8 +6,9 @@
 // element is sent when its accumulated gradient stands out of the noise it accumulated with:
 //   acc_i^2 > alpha * v_i  ->  send acc_i (exactly, as float32), v_i = 0   (the residual zeroes r_i)
 //   otherwise              ->  v_i *= zeta                                   (r_i waits)
-// The ratio plays no part in the selection; CompressInfo::target_density reports it as a nominal
-// reference, so quality() = density / ratio says how far the variance rule lands from it.
+// The density asked for plays no part in the selection; CompressInfo::target_density reports it
+// as a nominal reference, so quality() = achieved / asked says how far the variance rule lands
+// from it.
 // The paper also quantizes the sent values; that is not reproduced: values travel as float32, which
 // keeps the residual invariant exact.
 #include <cmath>
@@ -22,8 +23,8 @@ namespace {
 
 class VarianceCompressor final : public Compressor {
  public:
-  VarianceCompressor(double ratio, double alpha, double zeta)
-      : Compressor(ratio), alpha_(alpha), zeta_(zeta) {}
+  VarianceCompressor(double density, double alpha, double zeta)
+      : Compressor(density), alpha_(alpha), zeta_(zeta) {}
 
   std::string_view name() const override { return "variance"; }
   bool needs_gradient_variance() const override { return true; }
@@ -70,7 +71,7 @@ class VarianceCompressor final : public Compressor {
     Compressed c;
     c.payload.n = acc.size();
     c.info.n = acc.size();
-    c.info.target_density = ratio();  // nominal: the ratio does not steer the selection
+    c.info.target_density = density();  // nominal: it does not steer the selection
     for (std::size_t i = 0; i < acc.size(); ++i) {
       // In double: acc_i^2 cannot overflow and ties at 0 == 0 stay unsent.
       const double a = acc[i];
@@ -97,14 +98,14 @@ class VarianceCompressor final : public Compressor {
 
 }  // namespace
 
-std::unique_ptr<Compressor> make_variance(double ratio, const CompressorOptions& o) {
+std::unique_ptr<Compressor> make_variance(double density, const CompressorOptions& o) {
   if (!(std::isfinite(o.variance_alpha) && o.variance_alpha >= 0.0))
     throw Error("variance compressor: alpha = " + std::to_string(o.variance_alpha) +
                 " must be finite and >= 0 (the paper uses 1 to 2)");
   if (!(o.variance_zeta >= 0.0 && o.variance_zeta <= 1.0))
     throw Error("variance compressor: zeta = " + std::to_string(o.variance_zeta) +
                 " must lie in [0, 1] (the paper uses 0.999)");
-  return std::make_unique<VarianceCompressor>(ratio, o.variance_alpha, o.variance_zeta);
+  return std::make_unique<VarianceCompressor>(density, o.variance_alpha, o.variance_zeta);
 }
 
 }  // namespace gs::compress::detail

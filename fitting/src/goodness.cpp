@@ -303,17 +303,17 @@ EdfStatistics edf_statistics(const Sid& d, std::span<const double> sorted) {
 }
 
 // ---- tail checks and QQ ------------------------------------------------------------------------
-TailCheck tail_check(const Sid& d, MagnitudePasses& passes, const MagnitudeStats& s, double ratio) {
-  if (!(ratio > 0.0 && ratio < 1.0)) {
+TailCheck tail_check(const Sid& d, MagnitudePasses& passes, const MagnitudeStats& s, double density) {
+  if (!(density > 0.0 && density < 1.0)) {
     std::ostringstream os;
-    os << "tail_check: ratio must lie strictly between 0 and 1, got " << ratio;
+    os << "tail_check: ratio must lie strictly between 0 and 1, got " << density;
     throw Error(os.str());
   }
   TailCheck c;
-  c.ratio = ratio;
+  c.density = density;
   const double n = double(passes.size());
-  c.predicted = n * ratio;
-  const double q = s.count ? ratio * n / double(s.count) : 1.0;
+  c.predicted = n * density;
+  const double q = s.count ? density * n / double(s.count) : 1.0;
   c.threshold = q >= 1.0 ? 0.0 : quantile_c(d, q);
   c.observed = passes.count_above(c.threshold);
   return c;

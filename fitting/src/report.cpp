@@ -23,7 +23,7 @@ void validate(const FitReportOptions& o) {
     if (!known(kAllDists, d)) throw Error("unknown distribution '" + d + "': use " + list(kAllDists));
   for (const auto& m : o.methods)
     if (!known(kAllMethods, m)) throw Error("unknown method '" + m + "': use " + list(kAllMethods));
-  for (double r : o.ratios) target_count(1, r);
+  for (double r : o.densities) threshold_target(1, r);
   if (o.stages < 1) throw Error("SIDCo stages must be at least 1");
   if (o.ks_max_points == 0) throw Error("the KS sample size must be at least 1");
 }
@@ -66,7 +66,7 @@ FitReport fit_report(MagnitudePasses& passes, const FitReportOptions& o) {
       f.ks_D = edf.ks_D;
       f.ks_p = ks_pvalue(f.ks_D, sample.size());
       f.ad_A2 = edf.ad_A2;
-      for (double ratio : o.ratios) f.tail.push_back(tail_check(d, passes, s, ratio));
+      for (double density : o.densities) f.tail.push_back(tail_check(d, passes, s, density));
       f.qq = qq_points(d, sample, o.qq_points);
     } catch (const std::exception& e) {  // gs::Error, or a numerical failure of Boost.Math
       f.error = e.what();
@@ -74,12 +74,12 @@ FitReport fit_report(MagnitudePasses& passes, const FitReportOptions& o) {
     r.fits.push_back(std::move(f));
   }
   for (const auto& method : o.methods)
-    for (double ratio : o.ratios) {
+    for (double density : o.densities) {
       ThresholdEntry t;
       t.result.method = method;
-      t.result.ratio = ratio;
+      t.result.density = density;
       try {
-        t.result = threshold_by_name(method, passes, ratio, o.stages, o.seed, o.sidco_recount);
+        t.result = threshold_by_name(method, passes, density, o.stages, o.seed, o.sidco_recount);
       } catch (const std::exception& e) {
         t.error = e.what();
       }

@@ -1,4 +1,4 @@
-// Thresholds: SID quantiles at density delta, SIDCo's multi-stage peaks-over-threshold refinement
+// Thresholds: SID quantiles at density density, SIDCo's multi-stage peaks-over-threshold refinement
 // and the baselines' rules (algorithms.md sections 1, 2, 4).
 #include "gs/fitting/thresholds.hpp"
 
@@ -16,61 +16,75 @@ namespace {
 
 constexpr double kFirstStageDensity = 0.25;
 
-ThresholdResult finish(std::string method, MagnitudePasses& passes, double delta, double eta,
+ThresholdResult finish(std::string method, MagnitudePasses& passes, double density, double eta,
                        int stages) {
   ThresholdResult r;
   r.method = std::move(method);
-  r.ratio = delta;
+  r.density = density;
   r.threshold = eta;
   r.stages = stages;
   r.selected = passes.count_above(eta);
-  r.quality = double(r.selected) / double(passes.size()) / delta;
+  r.quality = double(r.selected) / double(passes.size()) / density;
   return r;
 }
 
 // Threshold at density d of the GP fitted by moments to peaks with the given mean and variance.
 double gp_moment_tail(double m, double v, double d) {
-  const double ratio = m * m / v;
-  const double xi = 0.5 * (1.0 - ratio), sigma = 0.5 * m * (1.0 + ratio);
+  const double density = m * m / v;
+  const double xi = 0.5 * (1.0 - density), sigma = 0.5 * m * (1.0 + density);
   return formula::gpareto_quantile_c(d, xi, sigma);
 }
 
 }  // namespace
 
-std::uint64_t target_count(std::uint64_t n, double delta) {
-  if (!(delta > 0.0 && delta < 1.0)) {
+void check_density(double density) {
+  if (!(density > 0.0 && density <= 1.0)) {
     std::ostringstream os;
-    os << "density (ratio) must lie strictly between 0 and 1, got " << delta;
+    os << "density " << density << " is outside (0, 1]: give the fraction of elements to keep, e.g. 0.01";
+    throw Error(os.str());
+  }
+}
+
+std::uint64_t target_count(std::uint64_t n, double density) {
+  check_density(density);
+  if (n == 0) return 0;
+  const auto k = static_cast<std::uint64_t>(std::floor(double(n) * density));
+  return std::clamp<std::uint64_t>(k, 1, n);
+}
+
+std::uint64_t threshold_target(std::uint64_t n, double density) {
+  if (!(density > 0.0 && density < 1.0)) {
+    std::ostringstream os;
+    os << "density (ratio) must lie strictly between 0 and 1, got " << density;
     throw Error(os.str());
   }
   if (n == 0) throw Error("no elements: a threshold needs a non-empty vector");
-  const auto k = static_cast<std::uint64_t>(std::floor(double(n) * delta));
-  return std::max<std::uint64_t>(1, k);
+  return target_count(n, density);
 }
 
-double sid_threshold(const Exponential& d, double delta) {
-  target_count(1, delta);
-  return quantile(complement(d, delta));
+double sid_threshold(const Exponential& d, double density) {
+  threshold_target(1, density);
+  return quantile(complement(d, density));
 }
-double sid_threshold(const Gamma& d, double delta) {
-  target_count(1, delta);
-  return quantile(complement(d, delta));
+double sid_threshold(const Gamma& d, double density) {
+  threshold_target(1, density);
+  return quantile(complement(d, density));
 }
-double sid_threshold(const GeneralizedPareto& d, double delta) {
-  target_count(1, delta);
-  return quantile(complement(d, delta));
+double sid_threshold(const GeneralizedPareto& d, double density) {
+  threshold_target(1, density);
+  return quantile(complement(d, density));
 }
-double sid_threshold(const Sid& d, double delta) {
-  target_count(1, delta);
-  return quantile_c(d, delta);
+double sid_threshold(const Sid& d, double density) {
+  threshold_target(1, density);
+  return quantile_c(d, density);
 }
-double gamma_threshold_approx(const Gamma& d, double delta) {
-  target_count(1, delta);
-  return -d.beta() * (std::log(delta) + std::lgamma(d.alpha()));
+double gamma_threshold_approx(const Gamma& d, double density) {
+  threshold_target(1, density);
+  return -d.beta() * (std::log(density) + std::lgamma(d.alpha()));
 }
-double gaussian_threshold(const Normal& g, double delta) {
-  target_count(1, delta);
-  return g.mu() + formula::std_normal_quantile_c(0.5 * delta) * g.sigma();
+double gaussian_threshold(const Normal& g, double density) {
+  threshold_target(1, density);
+  return g.mu() + formula::std_normal_quantile_c(0.5 * density) * g.sigma();
 }
 
 std::string_view method_name(SidcoVariant v) {
@@ -82,10 +96,10 @@ std::string_view method_name(SidcoVariant v) {
   return "sidco";
 }
 
-SidcoStages::SidcoStages(std::uint64_t n, double delta, SidcoVariant variant, int stages,
+SidcoStages::SidcoStages(std::uint64_t n, double density, SidcoVariant variant, int stages,
                          bool recount)
-    : n_(n), delta_(delta), variant_(variant), stages_(stages), recount_(recount) {
-  target_count(n, delta);
+    : n_(n), delta_(density), variant_(variant), stages_(stages), recount_(recount) {
+  threshold_target(n, density);
   if (stages < 1) throw Error("SIDCo: the number of stages must be at least 1");
 }
 
@@ -147,29 +161,29 @@ bool SidcoStages::tail(const MagnitudeStats& y) {
   return --tails_left_ > 0;
 }
 
-ThresholdResult sidco_estimate(MagnitudePasses& passes, double delta, SidcoVariant variant,
+ThresholdResult sidco_estimate(MagnitudePasses& passes, double density, SidcoVariant variant,
                                int stages, bool recount) {
-  SidcoStages plan(passes.size(), delta, variant, stages, recount);
+  SidcoStages plan(passes.size(), density, variant, stages, recount);
   bool more = plan.first(passes.stats_light(plan.first_fields()));
   while (more)
     more = plan.tail(passes.stats_above_light(plan.threshold(), plan.threshold(), plan.tail_fields()));
   ThresholdResult r;
   r.method = std::string(plan.name());
-  r.ratio = delta;
+  r.density = density;
   r.threshold = plan.threshold();
   r.stages = plan.stages_run();
   return r;
 }
 
-ThresholdResult sidco_threshold(MagnitudePasses& passes, double delta, SidcoVariant variant,
+ThresholdResult sidco_threshold(MagnitudePasses& passes, double density, SidcoVariant variant,
                                 int stages, bool recount) {
-  const ThresholdResult r = sidco_estimate(passes, delta, variant, stages, recount);
-  return finish(r.method, passes, delta, r.threshold, r.stages);
+  const ThresholdResult r = sidco_estimate(passes, density, variant, stages, recount);
+  return finish(r.method, passes, density, r.threshold, r.stages);
 }
 
-ThresholdResult topk_threshold(MagnitudePasses& passes, double delta) {
+ThresholdResult topk_threshold(MagnitudePasses& passes, double density) {
   const std::uint64_t n = passes.size();
-  const std::uint64_t k = target_count(n, delta);
+  const std::uint64_t k = threshold_target(n, density);
   const MagnitudeStats s = passes.stats();
   const std::uint64_t finite = s.count + s.zeros;
   if (k > finite) {
@@ -180,39 +194,39 @@ ThresholdResult topk_threshold(MagnitudePasses& passes, double delta) {
   }
   ThresholdResult r;
   r.method = "topk";
-  r.ratio = delta;
+  r.density = density;
   r.threshold = passes.kth_largest(k);
   r.stages = 1;
   r.selected = k;
-  r.quality = double(k) / double(n) / delta;
+  r.quality = double(k) / double(n) / density;
   return r;
 }
 
-ThresholdResult dgc_threshold(MagnitudePasses& passes, double delta, std::uint64_t seed) {
+ThresholdResult dgc_threshold(MagnitudePasses& passes, double density, std::uint64_t seed) {
   const std::uint64_t n = passes.size();
-  const std::uint64_t k = target_count(n, delta);
+  const std::uint64_t k = threshold_target(n, density);
   const auto m = static_cast<std::uint64_t>(std::ceil(0.01 * double(n)));
   std::vector<float> sample = passes.random_sample(m, seed);
   std::erase_if(sample, [](float v) { return !std::isfinite(v); });
   if (sample.empty()) throw Error("DGC: the random sample holds no finite value");
   const auto kk = std::min<std::uint64_t>(
-      sample.size(), std::max<std::uint64_t>(1, std::uint64_t(std::ceil(double(sample.size()) * delta))));
+      sample.size(), std::max<std::uint64_t>(1, std::uint64_t(std::ceil(double(sample.size()) * density))));
   std::nth_element(sample.begin(), sample.begin() + (kk - 1), sample.end(), std::greater<>());
-  ThresholdResult r = finish("dgc", passes, delta, double(sample[kk - 1]), 1);
+  ThresholdResult r = finish("dgc", passes, density, double(sample[kk - 1]), 1);
   if (3 * r.selected > 4 * k) {  // hierarchical step: exact top-k among the selection
     r.threshold = passes.kth_largest(k);
     r.selected = k;
     r.stages = 2;
-    r.quality = double(k) / double(n) / delta;
+    r.quality = double(k) / double(n) / density;
   }
   return r;
 }
 
-ThresholdResult redsync_threshold(MagnitudePasses& passes, double delta) {
+ThresholdResult redsync_threshold(MagnitudePasses& passes, double density) {
   const std::uint64_t n = passes.size();
-  const std::uint64_t k = target_count(n, delta);
+  const std::uint64_t k = threshold_target(n, density);
   const MagnitudeStats s = passes.stats();
-  if (s.count == 0) return finish("redsync", passes, delta, 0.0, 0);
+  if (s.count == 0) return finish("redsync", passes, density, 0.0, 0);
   const double mean = s.sum / double(s.count + s.zeros);
   double l = 0.0, r = 1.0, eta = mean;
   int steps = 0;
@@ -224,13 +238,13 @@ ThresholdResult redsync_threshold(MagnitudePasses& passes, double delta) {
     if (nnz > k && nnz < 2 * k) break;
     if (2 * nnz < k) r = t; else l = t;
   }
-  return finish("redsync", passes, delta, eta, steps);
+  return finish("redsync", passes, density, eta, steps);
 }
 
-ThresholdResult gaussianksgd_threshold(MagnitudePasses& passes, double delta) {
+ThresholdResult gaussianksgd_threshold(MagnitudePasses& passes, double density) {
   const std::uint64_t n = passes.size();
-  const std::uint64_t k = target_count(n, delta);
-  double eta = gaussian_threshold(fit_normal_signed(passes.stats()), delta);
+  const std::uint64_t k = threshold_target(n, density);
+  double eta = gaussian_threshold(fit_normal_signed(passes.stats()), density);
   int corrections = 0;
   for (; corrections < 3; ++corrections) {
     const std::uint64_t nnz = passes.count_above(eta);
@@ -238,30 +252,30 @@ ThresholdResult gaussianksgd_threshold(MagnitudePasses& passes, double delta) {
     else if (3 * nnz > 4 * k) eta *= 1.5;
     else break;
   }
-  return finish("gaussianksgd", passes, delta, eta, 1 + corrections);
+  return finish("gaussianksgd", passes, density, eta, 1 + corrections);
 }
 
-ThresholdResult threshold_by_name(std::string_view method, MagnitudePasses& passes, double delta,
+ThresholdResult threshold_by_name(std::string_view method, MagnitudePasses& passes, double density,
                                   int stages, std::uint64_t seed, bool recount) {
-  if (method == "topk") return topk_threshold(passes, delta);
-  if (method == "sidco-e") return sidco_threshold(passes, delta, SidcoVariant::exponential, stages, recount);
-  if (method == "sidco-p") return sidco_threshold(passes, delta, SidcoVariant::pareto, stages, recount);
-  if (method == "sidco-gp") return sidco_threshold(passes, delta, SidcoVariant::gamma_pareto, stages, recount);
-  if (method == "dgc") return dgc_threshold(passes, delta, seed);
-  if (method == "redsync") return redsync_threshold(passes, delta);
-  if (method == "gaussianksgd") return gaussianksgd_threshold(passes, delta);
+  if (method == "topk") return topk_threshold(passes, density);
+  if (method == "sidco-e") return sidco_threshold(passes, density, SidcoVariant::exponential, stages, recount);
+  if (method == "sidco-p") return sidco_threshold(passes, density, SidcoVariant::pareto, stages, recount);
+  if (method == "sidco-gp") return sidco_threshold(passes, density, SidcoVariant::gamma_pareto, stages, recount);
+  if (method == "dgc") return dgc_threshold(passes, density, seed);
+  if (method == "redsync") return redsync_threshold(passes, density);
+  if (method == "gaussianksgd") return gaussianksgd_threshold(passes, density);
   throw Error("unknown threshold method '" + std::string(method) +
               "': use topk, sidco-e, sidco-p, sidco-gp, dgc, redsync or gaussianksgd");
 }
 
-StageController::StageController(double delta, int initial_stages) : stages_(initial_stages) {
-  retarget(delta);
+StageController::StageController(double density, int initial_stages) : stages_(initial_stages) {
+  retarget(density);
 }
 
-void StageController::retarget(double delta) {
-  target_count(1, delta);  // validates delta
-  delta_ = delta;
-  max_stages_ = std::max(1, int(std::ceil(std::log2(1.0 / delta) - 1e-12)));
+void StageController::retarget(double density) {
+  threshold_target(1, density);  // validates density
+  delta_ = density;
+  max_stages_ = std::max(1, int(std::ceil(std::log2(1.0 / density) - 1e-12)));
   stages_ = std::clamp(stages_, 1, max_stages_);
 }
 

@@ -36,10 +36,10 @@ int main(int argc, char** argv) {
                                 "OUT.png");
   const QCommandLineOption layer("layer", "layer to show (\"(model)\": the whole model)", "NAME");
   const QCommandLineOption step("step", "training step to show (default: the last)", "S");
-  const QCommandLineOption ratio("ratio", "target density of the thresholds (default 0.01)", "R");
+  const QCommandLineOption ratio_option("ratio", "target density of the thresholds (default 0.01)", "R");
   const QCommandLineOption force("force", "overwrite the screenshot file");
   const QCommandLineOption backend("backend", "fitting backend: auto, cpu or cuda", "NAME", "auto");
-  parser.addOptions({analysis, live, shot, layer, step, ratio, force, backend});
+  parser.addOptions({analysis, live, shot, layer, step, ratio_option, force, backend});
   parser.process(app);
 
   const QStringList files = parser.positionalArguments();
@@ -53,8 +53,8 @@ int main(int argc, char** argv) {
       return fail(out + " exists; pass --force to overwrite it", 2);
   }
   bool ok = true;
-  const double r = parser.isSet(ratio) ? parser.value(ratio).toDouble(&ok) : 0.0;
-  if (!ok) return fail("--ratio needs a number such as 0.01 (got " + parser.value(ratio) + ")", 2);
+  const double r = parser.isSet(ratio_option) ? parser.value(ratio_option).toDouble(&ok) : 0.0;
+  if (!ok) return fail("--ratio needs a number such as 0.01 (got " + parser.value(ratio_option) + ")", 2);
   const qlonglong s = parser.isSet(step) ? parser.value(step).toLongLong(&ok) : 0;
   if (!ok) return fail("--step needs a recorded training step (got " + parser.value(step) + ")", 2);
 
@@ -68,7 +68,7 @@ int main(int argc, char** argv) {
     if (opened) {
       if (parser.isSet(layer) && !window.selectScope(parser.value(layer)))
         return parser.isSet(shot) ? fail(window.errorText()) : app.exec();
-      if (parser.isSet(ratio) && !window.selectRatio(r))
+      if (parser.isSet(ratio_option) && !window.selectRatio(r))
         return parser.isSet(shot) ? fail(window.errorText()) : app.exec();
       if (parser.isSet(step) && !window.selectStep(s))
         return parser.isSet(shot) ? fail(window.errorText()) : app.exec();

@@ -254,7 +254,7 @@ void MainWindow::clearError() {
 
 QString MainWindow::errorText() const { return error_; }
 
-double MainWindow::ratio() const {
+double MainWindow::density() const {
   return ratio_box_->count() ? ratio_box_->currentData().toDouble() : 0.0;
 }
 
@@ -295,7 +295,7 @@ bool MainWindow::openSnapshot(const QString& path, const QString& analysis) {
   setWindowTitle("gradscope - " + QFileInfo(path).fileName());
   view_.reset();
   series_.reset();
-  fillRatios(options_.report.ratios);
+  fillRatios(options_.report.densities);
   fillTree();
   {
     const QSignalBlocker block(slider_);
@@ -329,14 +329,14 @@ bool MainWindow::openAnalysis(const QString& path) {
   series_watcher_.waitForFinished();
   try {
     auto source = make_training_source(reader_, path.toStdString(), options_.report);
-    const auto& ratios = static_cast<AnalysisTrainingSource&>(*source).ratios();
+    const auto& densities = static_cast<AnalysisTrainingSource&>(*source).densities();
     source_ = std::move(source);
-    const double keep = ratio();
-    std::vector<double> all = options_.report.ratios;
-    for (double r : ratios)
+    const double keep = density();
+    std::vector<double> all = options_.report.densities;
+    for (double r : densities)
       if (std::none_of(all.begin(), all.end(), [r](double a) { return std::abs(a - r) <= 1e-9 * r; }))
         all.push_back(r);
-    options_.report.ratios = all;
+    options_.report.densities = all;
     fillRatios(all);
     if (keep > 0) selectRatio(keep);
   } catch (const std::exception& e) {
@@ -348,11 +348,11 @@ bool MainWindow::openAnalysis(const QString& path) {
   return true;
 }
 
-void MainWindow::fillRatios(const std::vector<double>& ratios) {
+void MainWindow::fillRatios(const std::vector<double>& densities) {
   const QSignalBlocker block(ratio_box_);
-  const double keep = ratio();
+  const double keep = density();
   ratio_box_->clear();
-  std::vector<double> sorted = ratios;
+  std::vector<double> sorted = densities;
   std::sort(sorted.rbegin(), sorted.rend());
   for (double r : sorted) ratio_box_->addItem(QString::number(r, 'g', 6), r);
   int index = 0;
@@ -425,20 +425,20 @@ bool MainWindow::selectStep(std::int64_t training_step) {
   return true;
 }
 
-bool MainWindow::selectRatio(double ratio) {
-  if (!(ratio > 0.0 && ratio < 1.0)) {
-    showError(QString("Ratio %1 is outside (0, 1): give a target density such as 0.01").arg(ratio));
+bool MainWindow::selectRatio(double density) {
+  if (!(density > 0.0 && density < 1.0)) {
+    showError(QString("Ratio %1 is outside (0, 1): give a target density such as 0.01").arg(density));
     return false;
   }
   for (int i = 0; i < ratio_box_->count(); ++i)
-    if (std::abs(ratio_box_->itemData(i).toDouble() - ratio) <= 1e-9 * ratio) {
+    if (std::abs(ratio_box_->itemData(i).toDouble() - density) <= 1e-9 * density) {
       ratio_box_->setCurrentIndex(i);
       return true;
     }
-  // A new ratio needs fresh thresholds: recompute the view and the series.
-  options_.report.ratios.push_back(ratio);
-  fillRatios(options_.report.ratios);
-  ratio_box_->setCurrentIndex(ratio_box_->findData(ratio));
+  // A new density needs fresh thresholds: recompute the view and the series.
+  options_.report.densities.push_back(density);
+  fillRatios(options_.report.densities);
+  ratio_box_->setCurrentIndex(ratio_box_->findData(density));
   if (reader_) {
     auto fresh = std::make_shared<SnapshotTrainingSource>(reader_, options_.report);
     if (dynamic_cast<SnapshotTrainingSource*>(source_.get())) source_ = fresh;

@@ -1,5 +1,5 @@
 #pragma once
-// The gradscope-gui main window: a tree of layers (and the whole model), a step slider, a ratio
+// The gradscope-gui main window: a tree of layers (and the whole model), a step slider, a density
 // chooser and a SID chooser drive five plots (histogram with fits and thresholds, QQ, and KS,
 // estimation quality and SIDCo stages over training) and a threshold table. Reading and fitting run
 // on worker threads (QtConcurrent) with a progress bar; errors (gs::Error and any other exception
@@ -52,15 +52,15 @@ class MainWindow : public QMainWindow {
   // is shown in the window and returned false; the window stays usable.
   bool openSnapshot(const QString& path, const QString& analysis = {});
   bool openAnalysis(const QString& path);
-  // Selections; false (with the message shown) when the scope, step or ratio is not there.
+  // Selections; false (with the message shown) when the scope, step or density is not there.
   bool selectScope(const QString& scope);      // a layer name or "(model)"
   bool selectStep(std::int64_t training_step);  // a recorded step
-  bool selectRatio(double ratio);               // added to the chooser when new
+  bool selectRatio(double density);               // added to the chooser when new
   void setLive(bool on);                        // follow a file that is still being written
 
   bool busy() const;  // a worker is running or a request waits
   QString errorText() const;
-  double ratio() const;
+  double density() const;
   std::string scope() const { return scope_; }
   const VectorView* view() const { return view_.get(); }
   const TrainingSeries* series() const { return series_.get(); }
@@ -85,7 +85,7 @@ class MainWindow : public QMainWindow {
   void showError(const QString& message);
   void clearError();
   void fillTree();
-  void fillRatios(const std::vector<double>& ratios);
+  void fillRatios(const std::vector<double>& densities);
   void requestView();
   void requestSeries();
   void startView();

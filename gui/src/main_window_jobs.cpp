@@ -93,7 +93,7 @@ void MainWindow::startView() {
 void MainWindow::showHistogramFirst(std::uint64_t generation,
                                     std::shared_ptr<const VectorView> partial) {
   if (generation != view_generation_ || !view_watcher_.isRunning()) return;
-  plot_histogram(hist_, *partial, ratio());
+  plot_histogram(hist_, *partial, density());
   if (first_plot_seconds_ < 0) first_plot_seconds_ = double(open_clock_.nsecsElapsed()) * 1e-9;
   status_label_->setText(QString("%1, step %2: histogram of %3 elements; fitting ...")
                              .arg(QString::fromStdString(partial->scope))
@@ -134,7 +134,7 @@ void MainWindow::viewFinished() {
 
 void MainWindow::redrawView() {
   if (!view_) return;
-  plot_histogram(hist_, *view_, ratio());
+  plot_histogram(hist_, *view_, density());
   plot_qq(qq_, *view_, dist_box_->currentText().toStdString());
   fillTable();
 }
@@ -142,10 +142,10 @@ void MainWindow::redrawView() {
 void MainWindow::fillTable() {
   table_->setRowCount(0);
   if (!view_) return;
-  const double r = ratio();
+  const double r = density();
   for (const auto& entry : view_->report.thresholds) {
     const auto& t = entry.result;
-    if (std::abs(t.ratio - r) > 1e-9 * r) continue;
+    if (std::abs(t.density - r) > 1e-9 * r) continue;
     const int row = table_->rowCount();
     table_->insertRow(row);
     auto cell = [&](int col, const QString& text) {
@@ -237,8 +237,8 @@ void MainWindow::redrawSeries() {
   if (!series_) return;
   const std::int64_t step = view_ ? view_->step : (series_->steps.empty() ? 0 : series_->steps.back());
   plot_ks(ks_, *series_, step);
-  plot_quality(quality_, *series_, ratio(), step);
-  plot_stages(stages_, *series_, ratio(), step);
+  plot_quality(quality_, *series_, density(), step);
+  plot_stages(stages_, *series_, density(), step);
   ks_->setToolTip(QString::fromStdString("Source: " + series_->origin));
 }
 

@@ -71,7 +71,7 @@ TrainingSeries SnapshotTrainingSource::load(const std::string& scope,
       for (const auto& f : report.fits)
         entry.ks.push_back({step, f.dist, f.error.empty() ? f.ks_D : std::nan("")});
       for (const auto& t : report.thresholds)
-        entry.methods.push_back({step, t.result.method, t.result.ratio,
+        entry.methods.push_back({step, t.result.method, t.result.density,
                                  t.error.empty() ? t.result.quality : std::nan(""),
                                  t.result.stages});
       it = cache_.emplace(key, std::move(entry)).first;
@@ -91,7 +91,7 @@ AnalysisTrainingSource::AnalysisTrainingSource(std::filesystem::path path,
     : path_(std::move(path)), fallback_(std::move(fallback)) {
   std::lock_guard lock(hdf5_mutex());
   analyzer::AnalysisReader reader(path_);
-  ratios_ = reader.options().ratios;
+  ratios_ = reader.options().densities;
 }
 
 std::string AnalysisTrainingSource::describe() const {

@@ -1,6 +1,6 @@
 #pragma once
 // Series over training for one scope (KS statistic per SID, estimation quality and SIDCo stages
-// per method and ratio) behind one small interface with two sources: an analysis file written by
+// per method and density) behind one small interface with two sources: an analysis file written by
 // `gradscope analyze` (gs::analyzer::AnalysisReader), or fit_report run on the fly over the
 // snapshot's steps. make_training_source() is the one place that chooses.
 #include <atomic>
@@ -72,8 +72,8 @@ class AnalysisTrainingSource final : public TrainingSource {
   std::string describe() const override;
   TrainingSeries load(const std::string& scope, const SeriesProgress& progress,
                       const std::atomic<bool>& cancel) override;
-  // The ratios the analysis used (read when constructed).
-  const std::vector<double>& ratios() const { return ratios_; }
+  // The densities the analysis used (read when constructed).
+  const std::vector<double>& densities() const { return ratios_; }
 
  private:
   std::filesystem::path path_;

@@ -28,7 +28,7 @@ AnalyzeConfig small_config(const TempDir& dir) {
   c.input = dir / "snap.h5";
   c.output = dir / "analysis.h5";
   c.backend = "cpu";
-  c.ratios = {0.1, 0.01};
+  c.densities = {0.1, 0.01};
   return c;
 }
 
@@ -76,24 +76,24 @@ TEST(Analyze, AgreesWithFitReportOnTheSameStepAndVector) {
       expect_same(s.ad_A2, f.ad_A2, what + " ad_A2");
       EXPECT_EQ(s.ks_n, f.ks_n) << what;
     }
-    // Thresholds: same values as the report's; the exact threshold is top-k's at that ratio.
+    // Thresholds: same values as the report's; the exact threshold is top-k's at that density.
     std::map<std::pair<std::string, double>, const ThresholdRow*> th;
     for (const auto& t : thresholds)
-      if (t.step == 10 && t.scope == scope) th[{t.method, t.ratio}] = &t;
+      if (t.step == 10 && t.scope == scope) th[{t.method, t.density}] = &t;
     ASSERT_EQ(th.size(), rep.thresholds.size()) << scope;
     std::map<double, double> exact;
     for (const auto& e : rep.thresholds)
-      if (e.result.method == "topk") exact[e.result.ratio] = e.result.threshold;
+      if (e.result.method == "topk") exact[e.result.density] = e.result.threshold;
     for (const auto& e : rep.thresholds) {
-      const ThresholdRow& s = *th.at({e.result.method, e.result.ratio});
-      const std::string what = scope + " " + e.result.method + " " + std::to_string(e.result.ratio);
+      const ThresholdRow& s = *th.at({e.result.method, e.result.density});
+      const std::string what = scope + " " + e.result.method + " " + std::to_string(e.result.density);
       EXPECT_EQ(s.error, e.error.substr(0, s.error.size())) << what;
       if (!e.error.empty()) continue;
       EXPECT_EQ(s.threshold, e.result.threshold) << what;
       EXPECT_EQ(s.selected, e.result.selected) << what;
       EXPECT_EQ(s.quality, e.result.quality) << what;
       EXPECT_EQ(s.stages, e.result.stages) << what;
-      EXPECT_EQ(s.exact_threshold, exact.at(e.result.ratio)) << what;
+      EXPECT_EQ(s.exact_threshold, exact.at(e.result.density)) << what;
       EXPECT_DOUBLE_EQ(s.rel_error, (e.result.threshold - s.exact_threshold) / s.exact_threshold) << what;
       EXPECT_GE(s.seconds, 0.0) << what;
     }
@@ -107,12 +107,12 @@ TEST(Analyze, EveryVectorAndTableHasItsRows) {
   const AnalyzeConfig c = small_config(dir);
   analyze(c);
   const AnalysisReader reader(c.output);
-  const std::size_t vectors = 2 * 6, dists = 4, methods = 7, ratios = 2;
+  const std::size_t vectors = 2 * 6, dists = 4, methods = 7, densities = 2;
   EXPECT_EQ(reader.steps().size(), 2u);
   EXPECT_EQ(reader.vectors().size(), vectors);
   EXPECT_EQ(reader.fits().size(), vectors * dists);
-  EXPECT_EQ(reader.thresholds().size(), vectors * methods * ratios);
-  EXPECT_EQ(reader.tails().size(), vectors * dists * ratios);
+  EXPECT_EQ(reader.thresholds().size(), vectors * methods * densities);
+  EXPECT_EQ(reader.tails().size(), vectors * dists * densities);
   EXPECT_EQ(reader.qq().size(), vectors * dists * 19);
   // The whole model is every layer's values: n adds up, and kinds come from the shapes.
   std::uint64_t layers_n = 0, model_n = 0;
@@ -148,14 +148,14 @@ TEST(Analyze, EveryVectorAndTableHasItsRows) {
   EXPECT_DOUBLE_EQ(steps[1].loss, 1.0);
   EXPECT_EQ(reader.source().model, "synthetic");
   EXPECT_EQ(reader.source().created, "2026-01-02T03:04:05Z");
-  EXPECT_EQ(reader.options().ratios, c.ratios);
+  EXPECT_EQ(reader.options().densities, c.densities);
 }
 
 TEST(Analyze, GranularityAndStepSelectionPickTheVectors) {
   TempDir dir;
   test::write_synthetic_snapshot(dir / "snap.h5", 5);
   AnalyzeConfig c = small_config(dir);
-  c.granularity = Granularity::layer;
+  c.vectors = VectorSet::layers;
   c.steps = StepSelection::parse("1::2");
   c.dists = {"exponential"};
   c.methods = {"topk", "sidco-e"};
@@ -169,7 +169,7 @@ TEST(Analyze, GranularityAndStepSelectionPickTheVectors) {
     EXPECT_EQ(reader.vectors().size(), 2u * 5u);
     EXPECT_EQ(reader.thresholds().size(), 2u * 5u * 2u * 2u);
   }
-  c.granularity = Granularity::model;
+  c.vectors = VectorSet::model;
   c.force = true;
   analyze(c);
   const AnalysisReader reader(c.output);
@@ -185,7 +185,7 @@ TEST(Analyze, OneVectorByHandMatchesTheStore) {
   for (auto& x : v) x = static_cast<float>(((rng() & 1) ? 1 : -1) * 0.01 * expo(rng));
   kernels::cpu::CpuPasses passes(v);
   FitReportOptions o;
-  o.ratios = {0.01};
+  o.densities = {0.01};
   StepResults res;
   analyze_vector(passes, o, {"topk", "sidco-e"}, 5, "x", "bias", res);
   ASSERT_EQ(res.thresholds.size(), 2u);
@@ -211,8 +211,8 @@ TEST(AnalyzeConfigTest, StepSelectionParses) {
   EXPECT_THROW(StepSelection::parse("::0"), Error);
   EXPECT_THROW(StepSelection::parse("3:2"), Error);
   EXPECT_THROW(StepSelection::parse("1:2:3:4"), Error);
-  EXPECT_EQ(parse_granularity("layer"), Granularity::layer);
-  EXPECT_THROW(parse_granularity("bucket"), Error);
+  EXPECT_EQ(parse_vector_set("layer"), VectorSet::layers);
+  EXPECT_THROW(parse_vector_set("bucket"), Error);
 }
 
 TEST(AnalyzeConfigTest, BadOptionsAreRefusedBeforeAnyFileIsMade) {
@@ -234,10 +234,10 @@ TEST(AnalyzeConfigTest, BadOptionsAreRefusedBeforeAnyFileIsMade) {
   c.methods = {"topk", "magic"};
   expect_error(c, "unknown method 'magic'");
   c = small_config(dir);
-  c.ratios = {0.1, 1.5};
+  c.densities = {0.1, 1.5};
   expect_error(c, "1.5");
   c = small_config(dir);
-  c.ratios = {0.1, 0.1};
+  c.densities = {0.1, 0.1};
   expect_error(c, "repeated");
   c = small_config(dir);
   c.backend = "tpu";
@@ -273,7 +273,7 @@ TEST(Vectors, FitReportJsonFollowsTheContract) {
   v[0] = 0.0f;
   kernels::cpu::CpuPasses passes(v);
   FitReportOptions o;
-  o.ratios = {0.01};
+  o.densities = {0.01};
   const FitReport rep = fit_report(passes, o);
   const nlohmann::ordered_json j = fit_report_json(rep);
   EXPECT_EQ(j["n"], 5000);

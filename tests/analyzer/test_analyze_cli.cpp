@@ -59,7 +59,7 @@ TEST(AnalyzeCli, JsonCsvReportAndAppend) {
   EXPECT_TRUE(j["created"].get<bool>());
   ASSERT_EQ(j["summary"]["quality"].size(), 7u * 2u);
   EXPECT_EQ(j["summary"]["quality"][0]["method"], "topk");
-  // Exact top-k keeps k = floor(n*ratio): quality k/(n*ratio) is 1 up to that rounding.
+  // Exact top-k keeps k = floor(n*density): quality k/(n*density) is 1 up to that rounding.
   EXPECT_NEAR(j["summary"]["quality"][0]["median"].get<double>(), 1.0, 0.01);
   EXPECT_EQ(j["summary"]["kinds"].back()["kind"], "whole model");
   EXPECT_TRUE(fs::exists(dir / "csv" / "fits.csv"));

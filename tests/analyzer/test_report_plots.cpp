@@ -27,13 +27,13 @@ namespace {
 namespace fs = std::filesystem;
 using gs::testing::TempDir;
 
-AnalyzeConfig config_for(const TempDir& dir, Granularity g = Granularity::both) {
+AnalyzeConfig config_for(const TempDir& dir, VectorSet g = VectorSet::both) {
   test::write_synthetic_snapshot(dir / "snap.h5", 3);
   AnalyzeConfig c;
   c.input = dir / "snap.h5";
   c.output = dir / "a.h5";
-  c.ratios = {0.1, 0.01};
-  c.granularity = g;
+  c.densities = {0.1, 0.01};
+  c.vectors = g;
   c.backend = "cpu";
   c.quiet = true;
   c.report_dir = dir / "report";
@@ -136,7 +136,7 @@ TEST(ReportPlots, NothingIsReplacedWithoutForce) {
 
 TEST(ReportPlots, WithoutTheSnapshotTheHistogramIsANote) {
   TempDir dir;
-  const AnalyzeConfig c = config_for(dir, Granularity::layer);
+  const AnalyzeConfig c = config_for(dir, VectorSet::layers);
   fs::remove(c.input);
   const AnalysisReader reader(c.output);
   export_outputs(c, reader, plots::render_report_plots);
@@ -160,11 +160,11 @@ TEST(ReportPlots, ThresholdErrorBarsAreTheSummarysNumbers) {
   const AnalysisSummary s = summarize(reader);
   ASSERT_FALSE(bars.empty());
   for (const auto& b : bars) {
-    SCOPED_TRACE(b.method + " at " + std::to_string(b.ratio));
+    SCOPED_TRACE(b.method + " at " + std::to_string(b.density));
     EXPECT_NE(b.method, "topk");
     bool found = false;
     for (const auto& q : s.quality)
-      if (q.method == b.method && q.ratio == b.ratio) {
+      if (q.method == b.method && q.density == b.density) {
         found = true;
         EXPECT_DOUBLE_EQ(b.median, q.median_abs_rel_error);
         EXPECT_EQ(b.count, q.count);
@@ -173,7 +173,7 @@ TEST(ReportPlots, ThresholdErrorBarsAreTheSummarysNumbers) {
     EXPECT_LE(b.p5, b.median);
     EXPECT_LE(b.median, b.p95);
   }
-  // n x ratio >= 100 only at 0.1 here (fc1.weight 320, whole model 390.4): 6 methods, 2 vectors
+  // n x density >= 100 only at 0.1 here (fc1.weight 320, whole model 390.4): 6 methods, 2 vectors
   // at each of 3 steps.
   EXPECT_EQ(bars.size(), 6u);
   EXPECT_EQ(bars.front().count, 2u * 3u);

@@ -22,7 +22,7 @@ AnalyzeConfig config_for(const TempDir& dir) {
   c.input = dir / "snap.h5";
   c.output = dir / "analysis.h5";
   c.backend = "cpu";
-  c.ratios = {0.1, 0.01};
+  c.densities = {0.1, 0.01};
   c.dists = {"exponential", "gamma"};
   c.methods = {"topk", "sidco-e", "dgc"};
   return c;
@@ -101,19 +101,19 @@ TEST(Store, OtherOptionsNeedForce) {
   test::write_synthetic_snapshot(dir / "snap.h5", 2);
   AnalyzeConfig c = config_for(dir);
   analyze(c);
-  c.ratios = {0.1, 0.001};
+  c.densities = {0.1, 0.001};
   const std::string e = error_of([&] { analyze(c); });
   EXPECT_NE(e.find("other options"), std::string::npos) << e;
   EXPECT_NE(e.find("--force"), std::string::npos) << e;
-  EXPECT_EQ(AnalysisReader(c.output).options().ratios, (std::vector<double>{0.1, 0.01}));
+  EXPECT_EQ(AnalysisReader(c.output).options().densities, (std::vector<double>{0.1, 0.01}));
 
   c.force = true;
   const AnalyzeResult r = analyze(c);
   EXPECT_TRUE(r.created);
   EXPECT_EQ(r.steps_analyzed, 2u);
   const AnalysisReader reader(c.output);
-  EXPECT_EQ(reader.options().ratios, (std::vector<double>{0.1, 0.001}));
-  for (const auto& t : reader.thresholds()) EXPECT_NE(t.ratio, 0.01);
+  EXPECT_EQ(reader.options().densities, (std::vector<double>{0.1, 0.001}));
+  for (const auto& t : reader.thresholds()) EXPECT_NE(t.density, 0.01);
 }
 
 TEST(Store, AnotherSnapshotNeedsForce) {

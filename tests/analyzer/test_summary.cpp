@@ -32,14 +32,14 @@ FitRow fit(std::int64_t step, const std::string& scope, const std::string& kind,
   return f;
 }
 
-ThresholdRow th(std::int64_t step, const std::string& scope, const std::string& method, double ratio,
+ThresholdRow th(std::int64_t step, const std::string& scope, const std::string& method, double density,
                 double quality, double rel, double seconds) {
   ThresholdRow t;
   t.step = step;
   t.scope = scope;
   t.kind = scope == kModelScope ? kKindModel : kKindConv;
   t.method = method;
-  t.ratio = ratio;
+  t.density = density;
   t.quality = quality;
   t.rel_error = rel;
   t.seconds = seconds;
@@ -49,7 +49,7 @@ ThresholdRow th(std::int64_t step, const std::string& scope, const std::string& 
 // Two steps, a conv layer and the whole model; AIC and KS winners chosen by hand.
 fs::path write_handmade(const TempDir& dir) {
   StoredOptions o;
-  o.ratios = {0.01};
+  o.densities = {0.01};
   o.dists = {"exponential", "gamma"};
   o.methods = {"sidco-e"};
   o.granularity = "both";
@@ -78,12 +78,12 @@ fs::path write_handmade(const TempDir& dir) {
   return path;
 }
 
-// A 10-value bias at ratio 0.01 keeps k = 1 value: "quality" 10 says nothing about the method,
+// A 10-value bias at density 0.01 keeps k = 1 value: "quality" 10 says nothing about the method,
 // so the summary leaves such vectors out of the quantiles and counts them.
 TEST(Summary, LeavesVectorsTooSmallForTheRatioOutOfQuality) {
   TempDir dir;
   StoredOptions o;
-  o.ratios = {0.01};
+  o.densities = {0.01};
   o.dists = {"exponential"};
   o.methods = {"topk"};
   o.granularity = "layer";
@@ -97,8 +97,8 @@ TEST(Summary, LeavesVectorsTooSmallForTheRatioOutOfQuality) {
   big.scope = "c.weight";
   tiny.scope = "c.bias";
   big.kind = tiny.kind = kKindConv;
-  big.n = 20000;  // n * ratio = 200: kept
-  tiny.n = 10;    // n * ratio = 0.1: left out
+  big.n = 20000;  // n * density = 200: kept
+  tiny.n = 10;    // n * density = 0.1: left out
   r.vectors = {big, tiny};
   r.thresholds.push_back(th(0, "c.weight", "topk", 0.01, 1.0, 0.0, 0.001));
   r.thresholds.push_back(th(0, "c.bias", "topk", 0.01, 10.0, 0.0, 0.001));
@@ -195,7 +195,7 @@ TEST(Summary, CsvHoldsEveryRowAndRoundTripsNumbers) {
   c.input = dir / "snap.h5";
   c.output = dir / "a.h5";
   c.backend = "cpu";
-  c.ratios = {0.05};
+  c.densities = {0.05};
   analyze(c);
   const AnalysisReader reader(c.output);
   const auto files = export_csv(reader, dir / "csv", false);

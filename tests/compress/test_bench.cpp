@@ -10,7 +10,7 @@ using namespace gs::compress;
 TEST(CompressorBench, RowsDescribeEachCompressor) {
   CompressorBenchConfig c;
   c.n = 5000;
-  c.ratios = {0.01};
+  c.densities = {0.01};
   c.names = {"topk", "none", "qsgd-mn", "variance"};
   c.workers = 3;
   c.repeats = 1;
@@ -26,12 +26,12 @@ TEST(CompressorBench, RowsDescribeEachCompressor) {
   EXPECT_GT(topk.rel_error, 0.1);  // 1% of three workers' coordinates cannot be the whole mean
   EXPECT_LT(topk.rel_error, 1.0);
   const auto& none = rows[1];
-  EXPECT_EQ(none.ratio, 1.0);
+  EXPECT_EQ(none.target_density, 1.0);
   EXPECT_LT(none.rel_error, 1e-6);  // float sum of three vectors vs the double mean
-  EXPECT_EQ(rows[2].ratio, 1.0);    // quantizers: no density
+  EXPECT_EQ(rows[2].target_density, 1.0);    // quantizers: no density
   EXPECT_DOUBLE_EQ(rows[2].density, 1.0);
   EXPECT_LT(rows[2].wire_bytes, none.wire_bytes);
-  EXPECT_EQ(rows[3].ratio, 1.0);  // variance: its test decides, one row
+  EXPECT_EQ(rows[3].target_density, 1.0);  // variance: its test decides, one row
   for (const auto& r : rows) {
     EXPECT_GT(r.median_ms, 0.0) << r.name;
     EXPECT_GT(r.read_ms, 0.0);

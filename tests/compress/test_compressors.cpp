@@ -48,17 +48,31 @@ TEST(Registry, EveryNameMakesItsCompressor) {
                           : name.starts_with("qsgd-mn") || name == "fft" ? Exchange::collective
                                                         : Exchange::allgather;
     EXPECT_EQ(c->exchange(), want) << name;
+    EXPECT_EQ(compressor_info(name).exchange, want) << name;  // the registry row says the same
   }
+}
+
+TEST(Registry, RowsAreUniqueAndDescribed) {
+  std::set<std::string_view> seen;
+  for (const auto& row : compressor_registry()) {
+    EXPECT_TRUE(seen.insert(row.name).second) << row.name;
+    EXPECT_FALSE(row.summary.empty()) << row.name;
+    // A sparse selection sends elements of the input, so its density is what it aims at.
+    if (row.sparse_selection) EXPECT_TRUE(row.density_based) << row.name;
+  }
+  EXPECT_TRUE(density_based("sidco-e"));
+  EXPECT_FALSE(density_based("qsgd-mn"));
+  EXPECT_THROW(compressor_info("sidco-x"), gs::Error);
 }
 
 TEST(TopK, KeepsExactlyTheKLargest) {
   const auto g = laplace(50000, 7);
-  for (double ratio : {0.1, 0.01, 0.001}) {
-    auto c = make_compressor("topk", ratio);
+  for (double density : {0.1, 0.01, 0.001}) {
+    auto c = make_compressor("topk", density);
     const auto out = c->compress(g, "w");
-    const std::uint64_t k = target_count(g.size(), ratio);
+    const std::uint64_t k = gs::target_count(g.size(), density);
     ASSERT_EQ(out.payload.count(), k);
-    EXPECT_DOUBLE_EQ(out.info.quality(), double(k) / (g.size() * ratio));
+    EXPECT_DOUBLE_EQ(out.info.quality(), double(k) / (g.size() * density));
     std::vector<float> x(g.size());
     std::transform(g.begin(), g.end(), x.begin(), [](float v) { return std::fabs(v); });
     std::nth_element(x.begin(), x.begin() + std::ptrdiff_t(k - 1), x.end(), std::greater<>());
@@ -149,7 +163,7 @@ TEST(Selection, NonFiniteValuesAreNeverSent) {
 // (about 1.67): those bands record the methods' known bias, not a goal.
 struct QualityCase {
   std::string_view name;
-  double ratio;
+  double density;
   int law;  // 0: Laplace, 1: double gamma (shape 0.5)
   double lo, hi;
 };
@@ -159,7 +173,7 @@ class ThresholdQuality : public ::testing::TestWithParam<QualityCase> {};
 TEST_P(ThresholdQuality, WithinBand) {
   const auto p = GetParam();
   const std::size_t n = 200000;
-  auto c = make_compressor(p.name, p.ratio, {.seed = 17});
+  auto c = make_compressor(p.name, p.density, {.seed = 17});
   double sum = 0.0;
   const int steps = 10;  // lets the adaptive stage controller act twice
   for (int s = 0; s < steps; ++s) {
@@ -171,8 +185,8 @@ TEST_P(ThresholdQuality, WithinBand) {
     c->end_step();
   }
   const double mean = sum / steps;
-  EXPECT_GE(mean, p.lo) << p.name << " ratio " << p.ratio;
-  EXPECT_LE(mean, p.hi) << p.name << " ratio " << p.ratio;
+  EXPECT_GE(mean, p.lo) << p.name << " ratio " << p.density;
+  EXPECT_LE(mean, p.hi) << p.name << " ratio " << p.density;
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -190,24 +204,24 @@ INSTANTIATE_TEST_SUITE_P(
       std::string s(info.param.name);
       for (auto& ch : s)
         if (ch == '-') ch = '_';
-      return s + "_" + std::to_string(int(std::round(1.0 / info.param.ratio))) + "_" +
+      return s + "_" + std::to_string(int(std::round(1.0 / info.param.density))) + "_" +
              (info.param.law == 0 ? "laplace" : "gamma");
     });
 
-// set_ratio re-aims a compressor from its next call: top-k keeps the new k exactly; SIDCo's
-// adaptive stages keep working against the new target; a bad ratio is refused and changes nothing.
+// set_density re-aims a compressor from its next call: top-k keeps the new k exactly; SIDCo's
+// adaptive stages keep working against the new target; a bad density is refused and changes nothing.
 TEST(SetRatio, CompressorsFollowTheNewRatio) {
   const std::size_t n = 200000;
   auto topk = make_compressor("topk", 0.25);
   const auto g = laplace(n, 7);
   EXPECT_EQ(topk->compress(g, "w").payload.count(), n / 4);
-  topk->set_ratio(0.01);
+  topk->set_density(0.01);
   const auto out = topk->compress(g, "w");
   EXPECT_EQ(out.payload.count(), n / 100);
   EXPECT_EQ(out.info.target_density, 0.01);
-  EXPECT_THROW(topk->set_ratio(0.0), gs::Error);
-  EXPECT_THROW(topk->set_ratio(1.5), gs::Error);
-  EXPECT_EQ(topk->ratio(), 0.01);
+  EXPECT_THROW(topk->set_density(0.0), gs::Error);
+  EXPECT_THROW(topk->set_density(1.5), gs::Error);
+  EXPECT_EQ(topk->density(), 0.01);
 
   for (std::string_view name : {"sidco-e", "sidco-gp"}) {
     auto c = make_compressor(name, 0.25, {.seed = 3});
@@ -215,14 +229,14 @@ TEST(SetRatio, CompressorsFollowTheNewRatio) {
     double sum = 0.0;
     for (int s = 0; s < 20; ++s) {
       const double r = s < 10 ? 0.25 * std::pow(0.04, s / 10.0) : 0.01;
-      c->set_ratio(r);
+      c->set_density(r);
       const auto o = c->compress(laplace(n, 100 + s), "w");
       EXPECT_EQ(o.info.target_density, r) << name << " step " << s;
       EXPECT_GT(o.info.quality(), 0.5) << name << " step " << s;
       EXPECT_LT(o.info.quality(), 2.0) << name << " step " << s;
       if (s >= 10) sum += o.info.quality();
       // SIDCo-E fits Laplace data exactly: one stage is enough, and a controller still aiming at
-      // an earlier, larger ratio would read each step as an undershoot and add stages.
+      // an earlier, larger density would read each step as an undershoot and add stages.
       if (name == "sidco-e") {
         EXPECT_EQ(o.info.stages, 1) << "step " << s;
       }
@@ -230,7 +244,7 @@ TEST(SetRatio, CompressorsFollowTheNewRatio) {
     }
     EXPECT_GE(sum / 10, 0.8) << name;
     EXPECT_LE(sum / 10, 1.25) << name;
-    c->set_ratio(1.0);  // everything finite, no estimate
+    c->set_density(1.0);  // everything finite, no estimate
     EXPECT_EQ(c->compress(g, "w").payload.count(), n);
     c->end_step();
   }
@@ -241,7 +255,7 @@ TEST(Dgc, NeverSendsMoreThanFourThirdsK) {
   auto c = make_compressor("dgc", 0.001, {.seed = 2});
   for (int s = 0; s < 5; ++s) {
     const auto out = c->compress(g, "w");
-    EXPECT_LE(double(out.payload.count()), 4.0 / 3.0 * target_count(g.size(), 0.001) + 1);
+    EXPECT_LE(double(out.payload.count()), 4.0 / 3.0 * gs::target_count(g.size(), 0.001) + 1);
     EXPECT_GT(out.payload.count(), 0u);
   }
 }

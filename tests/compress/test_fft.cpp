@@ -51,8 +51,8 @@ bool fft_built() {
 #define REQUIRE_FFT() \
   if (!fft_built()) GTEST_SKIP() << "this build lacks FFTW3"
 
-std::unique_ptr<Compressor> make_fft(double ratio, int e = 3, int m = 10, std::uint64_t chunk = 0) {
-  return make_compressor("fft", ratio,
+std::unique_ptr<Compressor> make_fft(double density, int e = 3, int m = 10, std::uint64_t chunk = 0) {
+  return make_compressor("fft", density,
                          {.fft_exponent_bits = e, .fft_mantissa_bits = m, .fft_chunk = chunk});
 }
 
@@ -210,7 +210,7 @@ TEST(Fft, SparseSpectrumIsReconstructedToFloatPrecision) {
           x[c * L + t] += float(a * std::cos(2 * std::numbers::pi * b * double(t) / L + p));
       }
     }
-    // ratio 0.01: theta = 0.04 at step 0 keeps floor(0.04 * 513) = 20 >= K bins a chunk.
+    // density 0.01: theta = 0.04 at step 0 keeps floor(0.04 * 513) = 20 >= K bins a chunk.
     auto full = make_fft(0.01, 8, 23, L);
     const Solo s = exchange_solo(*full, x);
     EXPECT_LT(rel_l2(s.sent, x), 2e-6) << "K " << K;
@@ -234,10 +234,10 @@ TEST(Fft, ErrorFallsAsKeptFractionAndMantissaGrow) {
   REQUIRE_FFT();
   const auto g = correlated(20000, 31);  // chunks of 4096 and a tail of 3616
   double prev = INFINITY;
-  for (double ratio : {0.01, 0.03, 0.1, 0.25}) {  // theta = 4 ratio at step 0, 1 for 0.25
-    auto c = make_fft(ratio, 5, 16);
+  for (double density : {0.01, 0.03, 0.1, 0.25}) {  // theta = 4 density at step 0, 1 for 0.25
+    auto c = make_fft(density, 5, 16);
     const double err = rel_l2(exchange_solo(*c, g).sent, g);
-    EXPECT_LT(err, prev) << ratio;
+    EXPECT_LT(err, prev) << density;
     prev = err;
   }
   EXPECT_LT(prev, std::ldexp(1.0, -16));  // everything kept: quantization only

@@ -48,13 +48,13 @@ TEST(Granularity, BadInputThrows) {
 }
 
 // Over many steps nothing is lost: sum of gradients == sum of what was sent + final residual
-// (up to float rounding of the running sums), at every granularity and across a ratio change.
+// (up to float rounding of the running sums), at every granularity and across a density change.
 TEST(ModelCompressor, ConservesGradientMass) {
   for (auto gran : {Granularity::layer, Granularity::model, Granularity::bucket}) {
     ModelCompressor mc(kModel, gran, 700, make_compressor("topk", 0.2));
     std::vector<double> sum_g(mc.numel(), 0.0), sum_sent(mc.numel(), 0.0);
     for (int step = 0; step < 8; ++step) {
-      if (step == 3) mc.set_ratio(0.05);  // the residual carries over a change of ratio
+      if (step == 3) mc.set_density(0.05);  // the residual carries over a change of density
       const auto g = normal(mc.numel(), 50 + step);
       StepStats st;
       const Payload p = mc.compress(g, &st);
@@ -160,7 +160,7 @@ TEST(ModelCompressorMomentumCorrection, VelocityIsErrorFedAndMaskedWhereSent) {
       acc[i] = e[i] + u[i];
     }
     e = acc;
-    ASSERT_EQ(p.count(), target_count(4530, 0.01));
+    ASSERT_EQ(p.count(), gs::target_count(4530, 0.01));
     for (std::size_t j = 0; j < p.count(); ++j) {
       const auto i = std::size_t(p.indices[j]);
       ASSERT_EQ(p.values[j], acc[i]) << "step " << step;

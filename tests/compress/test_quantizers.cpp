@@ -81,11 +81,11 @@ std::uint64_t level_bytes(std::size_t n, int workers, std::size_t levels) {
 
 TEST(Quantizers, RegisteredAsCollectiveWithoutErrorFeedback) {
   for (auto name : kQuantizers) {
-    auto c = make_compressor(name, 0.01);  // the ratio is checked but unused
+    auto c = make_compressor(name, 0.01);  // the density is checked but unused
     EXPECT_EQ(c->name(), name);
     EXPECT_EQ(c->exchange(), Exchange::collective);
     EXPECT_FALSE(c->error_feedback());
-    EXPECT_EQ(c->ratio(), 1.0);
+    EXPECT_EQ(c->density(), 1.0);
     const std::vector<float> g = {1.0f, 2.0f};
     EXPECT_THROW(c->compress(g, "w"), gs::Error);  // only exchange() makes sense
   }

@@ -19,8 +19,8 @@ using gs::testing::laplace;
 class ResidualInvariant : public ::testing::TestWithParam<std::string_view> {};
 
 TEST_P(ResidualInvariant, HoldsExactlyOverSteps) {
-  for (double ratio : {0.1, 0.01}) {
-    auto c = make_compressor(GetParam(), ratio, {.seed = 5});
+  for (double density : {0.1, 0.01}) {
+    auto c = make_compressor(GetParam(), density, {.seed = 5});
     if (c->exchange() == Exchange::collective) {
       // Own protocol: what is sent is decoded by the compressor itself. With error feedback the
       // residual keeps acc - sent (the sum then equals acc up to rounding); without it

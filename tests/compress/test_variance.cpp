@@ -60,7 +60,7 @@ TEST(Variance, SelectionRuleAndVarianceUpdate) {
   EXPECT_EQ(out.payload.values, (std::vector<float>{2.0f, -1.5f}));
   EXPECT_EQ(out.info.n, 5u);
   EXPECT_EQ(out.info.selected, 2u);
-  EXPECT_DOUBLE_EQ(out.info.target_density, 0.01);  // nominal: the ratio is reported, not used
+  EXPECT_DOUBLE_EQ(out.info.target_density, 0.01);  // nominal: the density is reported, not used
   EXPECT_TRUE(std::isnan(out.info.threshold));
   // v is now {0, 2, 0.125, 0, 0}.
 

@@ -128,9 +128,9 @@ TEST(Goodness, TailCheckCountsAboveTheFittedThreshold) {
   gs::testing::NaivePasses passes(v);
   const auto s = passes.stats();
   const gs::Sid d = gs::fit_exponential(s);
-  for (double ratio : {0.1, 0.01, 0.001}) {
-    const auto c = gs::tail_check(d, passes, s, ratio);
-    EXPECT_DOUBLE_EQ(c.predicted, 1e5 * ratio);
+  for (double density : {0.1, 0.01, 0.001}) {
+    const auto c = gs::tail_check(d, passes, s, density);
+    EXPECT_DOUBLE_EQ(c.predicted, 1e5 * density);
     EXPECT_NEAR(double(c.observed), c.predicted, 5.0 * std::sqrt(c.predicted));
   }
   EXPECT_THROW(gs::tail_check(d, passes, s, 1.0), gs::Error);

@@ -62,7 +62,7 @@ TEST(Report, SubsamplesForKsWhenAsked) {
   o.ks_max_points = 1000;
   o.dists = {"exponential"};
   o.methods = {"sidco-e"};
-  o.ratios = {0.05};
+  o.densities = {0.05};
   const auto r = gs::fit_report(passes, o);
   ASSERT_EQ(r.fits.size(), 1u);
   EXPECT_TRUE(r.fits[0].ks_subsampled);
@@ -81,7 +81,7 @@ TEST(Report, BadOptionsThrow) {
   o.methods = {"topq"};
   EXPECT_THROW(gs::fit_report(passes, o), gs::Error);
   o = {};
-  o.ratios = {0.1, 1.0};
+  o.densities = {0.1, 1.0};
   EXPECT_THROW(gs::fit_report(passes, o), gs::Error);
   o = {};
   o.stages = 0;

@@ -50,19 +50,19 @@ struct SidcoCase {
 
 class SidcoQuality : public ::testing::TestWithParam<SidcoCase> {};
 
-// Every case asserts +-10% of the target density for delta = 0.1, 0.01, 0.001 at n = 1e6 with the
+// Every case asserts +-10% of the target density for density = 0.1, 0.01, 0.001 at n = 1e6 with the
 // stated stage count. Not listed because no stage count in 1..10 meets it on these data (see the
 // report): the reference SIDCo-E and SIDCo-GP on generalized-Pareto data (xi = 0.2; qualities
-// 0.73-0.98 and 0.86-0.91), and SIDCo-E with recount on it at delta = 0.001 (0.88-0.92).
+// 0.73-0.98 and 0.86-0.91), and SIDCo-E with recount on it at density = 0.001 (0.88-0.92).
 TEST_P(SidcoQuality, WithinTenPercentOfTarget) {
   const auto [law, variant, stages, recount] = GetParam();
   NaivePasses passes(synthetic(law));
-  for (double delta : {0.1, 0.01, 0.001}) {
-    const auto r = gs::sidco_threshold(passes, delta, variant, stages, recount);
+  for (double density : {0.1, 0.01, 0.001}) {
+    const auto r = gs::sidco_threshold(passes, density, variant, stages, recount);
     EXPECT_NEAR(r.quality, 1.0, 0.1) << gs::method_name(variant) << " law " << int(law)
-                                     << " delta " << delta << " stages " << r.stages;
+                                     << " delta " << density << " stages " << r.stages;
     EXPECT_EQ(r.method, gs::method_name(variant));
-    EXPECT_DOUBLE_EQ(r.quality, double(r.selected) / 1e6 / delta);
+    EXPECT_DOUBLE_EQ(r.quality, double(r.selected) / 1e6 / density);
     EXPECT_EQ(r.selected, passes.count_above(r.threshold));
     EXPECT_EQ(r.stages, stages);
   }
@@ -158,19 +158,19 @@ TEST(Thresholds, TopKOnLargeData) {
 
 TEST(Thresholds, BaselinesLandNearTheTarget) {
   NaivePasses passes(synthetic(Law::gamma));
-  for (double delta : {0.1, 0.01, 0.001}) {
-    SCOPED_TRACE(delta);
-    const std::uint64_t k = gs::target_count(1'000'000, delta);
-    const auto d = gs::dgc_threshold(passes, delta, 99);
+  for (double density : {0.1, 0.01, 0.001}) {
+    SCOPED_TRACE(density);
+    const std::uint64_t k = gs::target_count(1'000'000, density);
+    const auto d = gs::dgc_threshold(passes, density, 99);
     EXPECT_EQ(d.method, "dgc");
     EXPECT_LE(3 * d.selected, 4 * k);  // the hierarchical step caps it
     EXPECT_NEAR(d.quality, 1.0, 0.35);
-    const auto rs = gs::redsync_threshold(passes, delta);
+    const auto rs = gs::redsync_threshold(passes, density);
     EXPECT_EQ(rs.method, "redsync");
     EXPECT_GE(rs.stages, 1);
     EXPECT_LE(rs.stages, 3);
     EXPECT_EQ(rs.selected, passes.count_above(rs.threshold));
-    const auto gk = gs::gaussianksgd_threshold(passes, delta);
+    const auto gk = gs::gaussianksgd_threshold(passes, density);
     EXPECT_GE(gk.stages, 1);
     EXPECT_LE(gk.stages, 4);
     EXPECT_EQ(gk.selected, passes.count_above(gk.threshold));
@@ -221,8 +221,8 @@ TEST(Thresholds, BadInputsThrow) {
   std::vector<float> none;
   NaivePasses empty(none);
   EXPECT_THROW(gs::topk_threshold(empty, 0.1), gs::Error);
-  EXPECT_THROW(gs::target_count(0, 0.1), gs::Error);
-  // k > the finite values: 4 elements, 3 non-finite, delta 0.5 -> k = 2 > 1.
+  EXPECT_THROW(gs::threshold_target(0, 0.1), gs::Error);
+  // k > the finite values: 4 elements, 3 non-finite, density 0.5 -> k = 2 > 1.
   const float inf = std::numeric_limits<float>::infinity();
   std::vector<float> mostly_inf = {inf, -inf, std::numeric_limits<float>::quiet_NaN(), 0.2f};
   NaivePasses mi(mostly_inf);
@@ -234,6 +234,11 @@ TEST(Thresholds, TargetCount) {
   EXPECT_EQ(gs::target_count(999, 0.001), 1u);  // max(1, floor)
   EXPECT_EQ(gs::target_count(1'000'000, 0.01), 10000u);
   EXPECT_EQ(gs::target_count(10, 0.99), 9u);
+  // One rule everywhere: nothing to keep of nothing; a density of 1 keeps all; outside (0, 1] throws.
+  EXPECT_EQ(gs::target_count(0, 0.1), 0u);
+  EXPECT_EQ(gs::target_count(7, 1.0), 7u);
+  for (double bad : {0.0, -0.1, 1.5, std::nan("")}) EXPECT_THROW(gs::target_count(10, bad), gs::Error);
+  EXPECT_THROW(gs::threshold_target(10, 1.0), gs::Error);  // a threshold keeping all is none
 }
 
 TEST(Thresholds, DegenerateDataGiveDocumentedResults) {
@@ -287,7 +292,7 @@ TEST(StageController, MovesAndClamps) {
   for (int i = 0; i < 5; ++i) c.record(0.001);
   EXPECT_EQ(c.stages(), 2);                                    // on target: unchanged
   for (int i = 0; i < 100; ++i) c.record(0.0001);
-  EXPECT_EQ(c.stages(), 10);                                   // clamped at ceil(log2(1/delta))
+  EXPECT_EQ(c.stages(), 10);                                   // clamped at ceil(log2(1/density))
 }
 
 // A new target keeps the stage count (clamped) and the window: each step is judged against the

@@ -71,7 +71,7 @@ TEST(GuiVectorView, HistogramMatchesKernelsAndDensitiesMatchFitReport) {
           << curve.dist << " at " << curve.x[j];
   }
   for (const auto& t : report.thresholds) {
-    const ThresholdEntry* mine = find_threshold(view.report, t.result.method, t.result.ratio);
+    const ThresholdEntry* mine = find_threshold(view.report, t.result.method, t.result.density);
     ASSERT_NE(mine, nullptr);
     EXPECT_DOUBLE_EQ(mine->result.threshold, t.result.threshold) << t.result.method;
   }
@@ -126,14 +126,14 @@ TEST(GuiTrainingSource, OnTheFlySeriesMatchFitReportPerStep) {
       }
     for (const auto& p : series.methods)
       if (p.step == 10 * s) {
-        const ThresholdEntry* t = find_threshold(report, p.method, p.ratio);
+        const ThresholdEntry* t = find_threshold(report, p.method, p.density);
         ASSERT_NE(t, nullptr);
         EXPECT_DOUBLE_EQ(p.quality, t->result.quality) << p.method;
         EXPECT_EQ(p.stages, t->result.stages) << p.method;
       }
   }
   EXPECT_EQ(series.ks.size(), 3 * kAllDists.size());
-  EXPECT_EQ(series.methods.size(), 3 * kAllMethods.size() * options.ratios.size());
+  EXPECT_EQ(series.methods.size(), 3 * kAllMethods.size() * options.densities.size());
   EXPECT_THROW(source.load("no.such.layer", {}, cancel), Error);
 }
 
@@ -143,7 +143,7 @@ TEST(GuiTrainingSource, AnalysisFileSeriesAreItsRows) {
   analyzer::AnalyzeConfig config;
   config.input = dir / "run.h5";
   config.output = dir / "run.analysis.h5";
-  config.granularity = analyzer::Granularity::layer;
+  config.vectors = analyzer::VectorSet::layers;
   config.quiet = true;
   analyzer::analyze(config);
   EXPECT_EQ(find_analysis_beside(dir / "run.h5"), dir / "run.analysis.h5");

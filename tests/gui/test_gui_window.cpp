@@ -89,7 +89,7 @@ TEST(GuiWindow, PlotsMatchDirectComputation) {
         << graph->name().toStdString();
   }
   EXPECT_EQ(lines, std::set<std::string>(kAllMethods.begin(), kAllMethods.end()));
-  // The table lists every method at the ratio with its threshold and the count it selects.
+  // The table lists every method at the density with its threshold and the count it selects.
   ASSERT_EQ(w.thresholdTable()->rowCount(), int(kAllMethods.size()));
   for (int row = 0; row < w.thresholdTable()->rowCount(); ++row) {
     const std::string method = w.thresholdTable()->item(row, 0)->text().toStdString();
@@ -124,7 +124,7 @@ TEST(GuiWindow, PlotsMatchDirectComputation) {
   EXPECT_NEAR(stages->data()->at(1)->value,
               find_threshold(report, "sidco-gp", 0.01)->result.stages, 0.1);
 
-  // Another ratio moves the lines without a new job.
+  // Another density moves the lines without a new job.
   ASSERT_TRUE(w.selectRatio(0.001));
   EXPECT_FALSE(w.busy());
   for (int i = 0; i < w.histogramPlot()->graphCount(); ++i) {

@@ -242,7 +242,7 @@ void show_plot_message(QCustomPlot* plot, const QString& message) {
   plot->replot();
 }
 
-void plot_histogram(QCustomPlot* plot, const VectorView& view, double ratio) {
+void plot_histogram(QCustomPlot* plot, const VectorView& view, double density) {
   clear_plot(plot);
   set_log_axis(plot->xAxis, true);
   set_log_axis(plot->yAxis, true);
@@ -269,7 +269,7 @@ void plot_histogram(QCustomPlot* plot, const VectorView& view, double ratio) {
   // Threshold lines run far beyond the view so they stay visible while panning.
   for (const auto& entry : view.report.thresholds) {
     const auto& r = entry.result;
-    if (std::abs(r.ratio - ratio) > 1e-9 * ratio || !entry.error.empty() || !(r.threshold > 0))
+    if (std::abs(r.density - density) > 1e-9 * density || !entry.error.empty() || !(r.threshold > 0))
       continue;
     QCPGraph* line = add_graph(plot, QString::fromStdString(r.method),
                                {r.threshold, r.threshold}, {ylo * 1e-6, yhi * 1e6},
@@ -361,14 +361,14 @@ void plot_ks(QCustomPlot* plot, const TrainingSeries& series,
   plot->replot();
 }
 
-void plot_quality(QCustomPlot* plot, const TrainingSeries& series, double ratio,
+void plot_quality(QCustomPlot* plot, const TrainingSeries& series, double density,
                   std::optional<std::int64_t> current_step) {
   clear_plot(plot);
   std::map<std::string, std::pair<QVector<double>, QVector<double>>> by_method;
   double lo = 0.7, hi = 1.4;
   for (const auto& p : series.methods) {
     // Top-k's quality is 1 by construction: the 1.0 line stands for it.
-    if (p.method == "topk" || std::abs(p.ratio - ratio) > 1e-9 * ratio) continue;
+    if (p.method == "topk" || std::abs(p.density - density) > 1e-9 * density) continue;
     if (!(std::isfinite(p.quality) && p.quality > 0)) continue;
     by_method[p.method].first.push_back(double(p.step));
     by_method[p.method].second.push_back(p.quality);
@@ -377,7 +377,7 @@ void plot_quality(QCustomPlot* plot, const TrainingSeries& series, double ratio,
   }
   if (by_method.empty()) {
     show_plot_message(plot, QString("no thresholds at ratio %1 over training")
-                                .arg(format_number(ratio)));
+                                .arg(format_number(density)));
     return;
   }
   set_log_axis(plot->xAxis, false);
@@ -385,7 +385,7 @@ void plot_quality(QCustomPlot* plot, const TrainingSeries& series, double ratio,
   set_quality_ticks(plot->yAxis, lo, hi);
   set_step_axis(plot->xAxis);
   plot->xAxis->setLabel("step");
-  plot->yAxis->setLabel(QString("achieved / target density at ratio %1").arg(ratio, 0, 'g', 6));
+  plot->yAxis->setLabel(QString("achieved / target density at ratio %1").arg(density, 0, 'g', 6));
   const QCPRange xr = step_range(series);
   const QVector<double> band_x{xr.lower - 1e9, xr.upper + 1e9};
   QCPGraph* band_lo = add_graph(plot, "-20%", band_x, {0.8, 0.8}, QPen(Qt::NoPen));
@@ -407,13 +407,13 @@ void plot_quality(QCustomPlot* plot, const TrainingSeries& series, double ratio,
   plot->replot();
 }
 
-void plot_stages(QCustomPlot* plot, const TrainingSeries& series, double ratio,
+void plot_stages(QCustomPlot* plot, const TrainingSeries& series, double density,
                  std::optional<std::int64_t> current_step) {
   clear_plot(plot);
   std::map<std::string, std::pair<QVector<double>, QVector<double>>> by_method;
   int most = 1;
   for (const auto& p : series.methods) {
-    if (p.method.rfind("sidco", 0) != 0 || std::abs(p.ratio - ratio) > 1e-9 * ratio) continue;
+    if (p.method.rfind("sidco", 0) != 0 || std::abs(p.density - density) > 1e-9 * density) continue;
     by_method[p.method].first.push_back(double(p.step));
     by_method[p.method].second.push_back(double(p.stages));
     most = std::max(most, p.stages);
@@ -452,12 +452,12 @@ void plot_stages(QCustomPlot* plot, const TrainingSeries& series, double ratio,
 void plot_threshold_error(QCustomPlot* plot, const std::vector<ErrorBar>& bars) {
   clear_plot(plot);
   std::vector<std::string> methods;
-  std::vector<double> ratios;
+  std::vector<double> densities;
   double lo = std::numeric_limits<double>::infinity(), hi = 0.0;
   for (const auto& b : bars) {
     if (std::find(methods.begin(), methods.end(), b.method) == methods.end())
       methods.push_back(b.method);
-    if (std::find(ratios.begin(), ratios.end(), b.ratio) == ratios.end()) ratios.push_back(b.ratio);
+    if (std::find(densities.begin(), densities.end(), b.density) == densities.end()) densities.push_back(b.density);
     for (double v : {b.p5, b.median, b.p95})
       if (std::isfinite(v) && v > 0) lo = std::min(lo, v), hi = std::max(hi, v);
   }
@@ -478,10 +478,10 @@ void plot_threshold_error(QCustomPlot* plot, const std::vector<ErrorBar>& bars) 
   // Ratios side by side within a method's slot; zero errors sit on the floor (log axis).
   static const QColor palette[] = {QColor(31, 119, 180), QColor(255, 127, 14), QColor(44, 160, 44),
                                    QColor(214, 39, 40), QColor(148, 103, 189)};
-  const double width = 0.8 / double(ratios.size());
-  for (std::size_t r = 0; r < ratios.size(); ++r) {
+  const double width = 0.8 / double(densities.size());
+  for (std::size_t r = 0; r < densities.size(); ++r) {
     auto* b = new QCPBars(plot->xAxis, plot->yAxis);
-    b->setName(QString("ratio %1").arg(ratios[r], 0, 'g', 6));
+    b->setName(QString("ratio %1").arg(densities[r], 0, 'g', 6));
     b->setWidth(width);
     b->setBaseValue(lo);
     const QColor c = palette[r % std::size(palette)];
@@ -492,10 +492,10 @@ void plot_threshold_error(QCustomPlot* plot, const std::vector<ErrorBar>& bars) 
     whiskers->setPen(QPen(QColor(40, 40, 40), 1.2));
     QVector<double> keys, values, minus, plus;
     for (const auto& e : bars) {
-      if (e.ratio != ratios[r] || !std::isfinite(e.median)) continue;
+      if (e.density != densities[r] || !std::isfinite(e.median)) continue;
       const auto m = std::find(methods.begin(), methods.end(), e.method) - methods.begin();
       const double value = std::max(e.median, lo);
-      keys.push_back(double(m + 1) + (double(r) - 0.5 * double(ratios.size() - 1)) * width);
+      keys.push_back(double(m + 1) + (double(r) - 0.5 * double(densities.size() - 1)) * width);
       values.push_back(value);
       minus.push_back(value - std::max(std::isfinite(e.p5) ? e.p5 : value, lo));
       plus.push_back(std::max((std::isfinite(e.p95) ? e.p95 : value) - value, 0.0));

@@ -148,12 +148,12 @@ std::vector<ErrorBar> threshold_error_bars(const std::vector<VectorRow>& vectors
   for (const auto& t : thresholds) {
     if (!t.error.empty() || t.method == "topk") continue;
     const auto n = size.find({t.step, t.scope});
-    if (n != size.end() && double(n->second) * t.ratio < kMinTargetCountForQuality) continue;
-    if (std::isfinite(t.rel_error)) errors[{t.method, t.ratio}].push_back(std::fabs(t.rel_error));
+    if (n != size.end() && double(n->second) * t.density < kMinTargetCountForQuality) continue;
+    if (std::isfinite(t.rel_error)) errors[{t.method, t.density}].push_back(std::fabs(t.rel_error));
   }
   std::vector<ErrorBar> bars;
   for (const auto& m : options.methods)
-    for (double r : options.ratios) {
+    for (double r : options.densities) {
       const auto it = errors.find({m, r});
       if (it == errors.end() || it->second.empty()) continue;
       const auto& e = it->second;
@@ -194,10 +194,10 @@ ReportPlots render_report_plots(const AnalysisReader& reader, const fs::path& di
          [series](QCustomPlot* p) { plot_ks(p, *series); }});
   }
 
-  // Estimation quality over training of the focus vector, per ratio.
+  // Estimation quality over training of the focus vector, per density.
   auto focus_series = std::make_shared<TrainingSeries>(
       series_from_rows(fits, thresholds, focus->scope, SeriesOf::scope));
-  for (double r : options.ratios)
+  for (double r : options.densities)
     plan.push_back(
         {{"Estimation quality over training at ratio " + number(r) + ": " +
               scope_title(focus->scope),
@@ -226,9 +226,9 @@ ReportPlots render_report_plots(const AnalysisReader& reader, const fs::path& di
   // The focus vector at its last step: histogram (values from the snapshot) and QQ plot.
   const auto qq = reader.qq();
   const FitReport report = report_from_rows(fits, qq, thresholds, focus->step, focus->scope);
-  std::vector<double> ratios = options.ratios;
-  std::sort(ratios.begin(), ratios.end());
-  const double mid_ratio = ratios[ratios.size() / 2];
+  std::vector<double> densities = options.densities;
+  std::sort(densities.begin(), densities.end());
+  const double mid_ratio = densities[densities.size() / 2];
   const std::string at = scope_words(focus->scope) + " at step " + std::to_string(focus->step);
   std::string note;
   if (auto g = read_focus(reader, *focus, note)) {

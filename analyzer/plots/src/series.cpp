@@ -35,7 +35,7 @@ TrainingSeries series_from_rows(const std::vector<FitRow>& fits,
   for (const auto& t : thresholds) {
     if (!matches(t.scope, t.kind)) continue;
     steps.insert(t.step);
-    Values& v = methods[{t.step, t.method, t.ratio}];
+    Values& v = methods[{t.step, t.method, t.density}];
     v.quality.push_back(t.error.empty() ? t.quality : kNaN);
     v.stages.push_back(double(t.stages));
   }

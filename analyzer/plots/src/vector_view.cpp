@@ -34,9 +34,9 @@ double pdf(const Sid& d, double x) {
 }
 
 const ThresholdEntry* find_threshold(const FitReport& report, const std::string& method,
-                                     double ratio) {
+                                     double density) {
   for (const auto& t : report.thresholds)
-    if (t.result.method == method && std::abs(t.result.ratio - ratio) <= 1e-9 * ratio) return &t;
+    if (t.result.method == method && std::abs(t.result.density - density) <= 1e-9 * density) return &t;
   return nullptr;
 }
 
@@ -109,9 +109,9 @@ void add_curves(VectorView& view, int curve_points) {
       curve.error = fit.error;
     } else {
       const Sid law = sid_from_fit(fit);
-      const double ratio = h.hi / h.lo;
+      const double span = h.hi / h.lo;
       for (int j = 0; j < curve_points; ++j) {
-        const double x = h.lo * std::pow(ratio, double(j) / double(curve_points - 1));
+        const double x = h.lo * std::pow(span, double(j) / double(curve_points - 1));
         const double y = pdf(law, x);
         if (y > 0.0 && std::isfinite(y)) {
           curve.x.push_back(x);
@@ -160,7 +160,7 @@ FitReport report_from_rows(const std::vector<FitRow>& fits, const std::vector<QQ
     if (t.step != step || t.scope != scope) continue;
     ThresholdEntry entry;
     entry.result.method = t.method;
-    entry.result.ratio = t.ratio;
+    entry.result.density = t.density;
     entry.result.threshold = t.threshold;
     entry.result.stages = t.stages;
     entry.result.selected = t.selected;

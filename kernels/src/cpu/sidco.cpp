@@ -151,9 +151,9 @@ struct Pipeline {
 
 // Runs the stages; the selection is then either in the workspace (candidates route) or still to
 // be compacted from g at result.threshold (full-passes route).
-Pipeline run_stages(std::span<const float> g, double delta, SidcoVariant variant, int stages,
+Pipeline run_stages(std::span<const float> g, double density, SidcoVariant variant, int stages,
                     bool recount, SidcoRoute route, SidcoWorkspace::Impl& w) {
-  SidcoStages plan(g.size(), delta, variant, stages, recount);
+  SidcoStages plan(g.size(), density, variant, stages, recount);
   Pipeline out;
   // One stage (SIDCo-E): the predicted route predicts stage 1 itself, from a sample, and packs the
   // x above that prediction's threshold at kSampleMargin times the density in the same read that
@@ -164,10 +164,10 @@ Pipeline run_stages(std::span<const float> g, double delta, SidcoVariant variant
   constexpr double kSampleMargin = 3.0, kAutomaticMaxCandidates = 0.10;
   double first_bound = -1.0;
   if (variant == SidcoVariant::exponential && plan.single_stage() && g.size() >= kSampledMinN &&
-      kSampleMargin * delta < 1.0 &&
+      kSampleMargin * density < 1.0 &&
       (route == SidcoRoute::predicted ||
-       (route == SidcoRoute::automatic && kSampleMargin * delta <= kAutomaticMaxCandidates))) {
-    SidcoStages probe(kSampleSize, kSampleMargin * delta, variant, 1, false);
+       (route == SidcoRoute::automatic && kSampleMargin * density <= kAutomaticMaxCandidates))) {
+    SidcoStages probe(kSampleSize, kSampleMargin * density, variant, 1, false);
     probe.first(sample_stats(g, plan.first_fields(), w));
     first_bound = probe.threshold();  // 0 when the sample holds nothing to fit: not taken
   }
@@ -271,13 +271,13 @@ void check_int32(std::size_t n) {
 
 }  // namespace
 
-SidcoSelectResult sidco_select(std::span<const float> g, double delta, SidcoVariant variant,
+SidcoSelectResult sidco_select(std::span<const float> g, double density, SidcoVariant variant,
                                int stages, bool recount, std::span<std::int32_t> indices,
                                std::span<float> values, SidcoRoute route, SidcoWorkspace* ws) {
   check_int32(g.size());
   SidcoWorkspace local;
   auto& w = workspace_impl(ws ? *ws : local);
-  Pipeline p = run_stages(g, delta, variant, stages, recount, route, w);
+  Pipeline p = run_stages(g, density, variant, stages, recount, route, w);
   if (!p.in_workspace) {
     p.result.selected = compact_above(g, p.result.threshold, indices, values);  // throws if small
     ++p.result.full_reads;
@@ -293,13 +293,13 @@ SidcoSelectResult sidco_select(std::span<const float> g, double delta, SidcoVari
   return p.result;
 }
 
-SidcoSelectResult sidco_select(std::span<const float> g, double delta, SidcoVariant variant,
+SidcoSelectResult sidco_select(std::span<const float> g, double density, SidcoVariant variant,
                                int stages, bool recount, Selection<std::int32_t>& out,
                                SidcoRoute route, SidcoWorkspace* ws) {
   check_int32(g.size());
   SidcoWorkspace local;
   auto& w = workspace_impl(ws ? *ws : local);
-  Pipeline p = run_stages(g, delta, variant, stages, recount, route, w);
+  Pipeline p = run_stages(g, density, variant, stages, recount, route, w);
   if (!p.in_workspace) {
     out = select_above(g, p.result.threshold);
     p.result.selected = out.indices.size();

@@ -23,7 +23,7 @@ void TrainConfig::validate() const {
   if (warmup_schedule != "dense" && warmup_schedule != "exponential")
     throw Error("--warmup-schedule '" + warmup_schedule + "' is not dense or exponential");
   if (exponential_warmup()) {
-    if (!compress::ratio_is_density(compressor))
+    if (!compress::density_based(compressor))
       throw Error("--warmup-schedule exponential walks the density down, and compressor '" +
                   compressor + "' has no density ratio; use the dense warm-up");
     if (!(warmup_start_ratio > ratio && warmup_start_ratio <= 1.0)) {

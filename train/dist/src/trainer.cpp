@@ -202,8 +202,8 @@ TrainResult train_worker(const TrainConfig& config, const StepCallback& on_step)
       rep.warmup = config.warmup_at(step);
       // Only an exponential warm-up moves the compressor's ratio (back to --ratio after it).
       const bool uncompressed = rep.warmup && !config.exponential_warmup();
-      if (config.exponential_warmup()) mc.set_ratio(config.ratio_at(step));
-      rep.target_density = uncompressed ? 1.0 : mc.compressor().ratio();
+      if (config.exponential_warmup()) mc.set_density(config.ratio_at(step));
+      rep.target_density = uncompressed ? 1.0 : mc.compressor().density();
       // One small all-reduce carries the non-finite flag and the loss.
       std::vector<double> flags = {0.0, local_loss};
       for (float v : grad)

@@ -1,7 +1,7 @@
 #pragma once
 // The analysis pipeline behind `gradscope analyze`: for each selected step of a snapshot, each
 // layer and/or the whole model flattened, every SID fit with its goodness of fit (fit_report) and
-// every threshold method at every ratio, timed and compared with exact top-k's threshold. Streams
+// every threshold method at every density, timed and compared with exact top-k's threshold. Streams
 // step by step: one model's worth of floats in memory (one layer's with granularity=layer).
 #include <cstdint>
 #include <functional>

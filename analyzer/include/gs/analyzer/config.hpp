@@ -1,6 +1,6 @@
 #pragma once
 // What `gradscope analyze` does, as one config struct of defaults: the CLI parses into it and the
-// GUI fills the same struct. The options that shape the results (ratios, dists, methods,
+// GUI fills the same struct. The options that shape the results (densities, dists, methods,
 // granularity, steps, stages, KS sample size, seed) are stored in the analysis file; re-running
 // with other values is refused unless forced.
 #include <cstdint>
@@ -13,10 +13,11 @@
 
 namespace gs::analyzer {
 
-// Which vectors are analysed at each step: every layer, the whole model flattened, or both.
-enum class Granularity { layer, model, both };
-std::string to_string(Granularity g);
-Granularity parse_granularity(const std::string& text);  // "layer" | "model" | "both"
+// Which vectors of each step are analysed (the --granularity flag): every layer, the whole model
+// flattened, or both. (How a compressor groups a model is compress::Granularity, another matter.)
+enum class VectorSet { layers, model, both };
+std::string to_string(VectorSet v);
+VectorSet parse_vector_set(const std::string& text);  // "layer" | "model" | "both"
 
 // Rows of the snapshot's /steps table to analyse, like a Python slice over row indices:
 // first, first + stride, ... below last (no last: to the end, so a growing file adds new rows).
@@ -35,10 +36,10 @@ struct StepSelection {
 struct AnalyzeConfig {
   std::filesystem::path input;   // snapshot file (gs::data::SnapshotReader)
   std::filesystem::path output;  // analysis file (docs/analysis-format.md)
-  std::vector<double> ratios{0.1, 0.01, 0.001};
+  std::vector<double> densities{0.1, 0.01, 0.001};
   std::vector<std::string> dists = kAllDists;
   std::vector<std::string> methods = kAllMethods;
-  Granularity granularity = Granularity::both;
+  VectorSet vectors = VectorSet::both;
   StepSelection steps;
   std::string backend = "auto";  // auto | cpu | cuda
   int stages = kDefaultSidcoStages;

@@ -1,7 +1,7 @@
 #pragma once
 // The analysis results store (docs/analysis-format.md): one HDF5 file of plain tables, one row per
-// (step, scope) in /vectors, per (step, scope, dist) in /fits, per (step, scope, dist, ratio) in
-// /tails, per (step, scope, dist, probability) in /qq and per (step, scope, method, ratio) in
+// (step, scope) in /vectors, per (step, scope, dist) in /fits, per (step, scope, dist, density) in
+// /tails, per (step, scope, dist, probability) in /qq and per (step, scope, method, density) in
 // /thresholds, plus /steps with one row per analysed step. AnalysisReader loads them as vectors of
 // the row structs below; h5py/pandas load them with pandas.DataFrame(f["fits"][:]).
 #include <cstdint>
@@ -47,7 +47,7 @@ struct FitRow {
 struct TailRow {
   std::int64_t step = 0;
   std::string scope, dist;
-  double ratio = 0.0, threshold = 0.0, predicted = 0.0;
+  double density = 0.0, threshold = 0.0, predicted = 0.0;
   std::uint64_t observed = 0;
 };
 
@@ -60,11 +60,11 @@ struct QQRow {
 struct ThresholdRow {
   std::int64_t step = 0;
   std::string scope, kind, method;
-  double ratio = 0.0, threshold = 0.0;
+  double density = 0.0, threshold = 0.0;
   std::int32_t stages = 0;
   std::uint64_t selected = 0;
-  double quality = 0.0;          // (selected/n)/ratio
-  double exact_threshold = 0.0;  // exact top-k's threshold at the same ratio
+  double quality = 0.0;          // (selected/n)/density
+  double exact_threshold = 0.0;  // exact top-k's threshold at the same density
   double rel_error = 0.0;        // (threshold - exact)/exact; NaN when exact is 0
   double seconds = 0.0;          // time the method took
   std::string error;
@@ -95,7 +95,7 @@ SourceIdentity source_identity(const std::filesystem::path& path, const std::str
 
 // The result-shaping options as stored (canonical text), compared on re-runs.
 struct StoredOptions {
-  std::vector<double> ratios;
+  std::vector<double> densities;
   std::vector<std::string> dists, methods;
   std::string granularity, steps;
   int stages = 0;

@@ -1,6 +1,6 @@
 #pragma once
 // The summary of an analysis file: which SID fits best per layer kind over training (AIC wins,
-// KS wins, median KS D), estimation quality per method and ratio (median, p5, p95, median
+// KS wins, median KS D), estimation quality per method and density (median, p5, p95, median
 // |relative error| of the threshold), and overhead per method (median time). Computed from the
 // tables alone, so it works on any analysis file; printed as text, Markdown or JSON.
 #include <cstdint>
@@ -31,16 +31,16 @@ struct KindStanding {
   std::string best_by_aic, best_by_ks;  // most wins ("" if none)
 };
 
-// Quality is summarised only over vectors whose target count n*ratio is at least this: below it
-// k = max(1, floor(n*ratio)) rounding alone moves the achieved density by 1% or more (a 10-value
-// bias at ratio 0.01 keeps 1 value, "quality" 10).
+// Quality is summarised only over vectors whose target count n*density is at least this: below it
+// k = max(1, floor(n*density)) rounding alone moves the achieved density by 1% or more (a 10-value
+// bias at density 0.01 keeps 1 value, "quality" 10).
 inline constexpr double kMinTargetCountForQuality = 100.0;
 
 struct MethodQuality {
   std::string method;
-  double ratio = 0.0;
+  double density = 0.0;
   std::uint64_t count = 0;  // rows without error whose target count is large enough
-  std::uint64_t too_small = 0;  // rows left out: n*ratio < kMinTargetCountForQuality
+  std::uint64_t too_small = 0;  // rows left out: n*density < kMinTargetCountForQuality
   double median = 0.0, p5 = 0.0, p95 = 0.0;  // of quality = achieved/target density
   double median_abs_rel_error = 0.0;         // of |threshold - exact| / exact
   double median_seconds = 0.0;

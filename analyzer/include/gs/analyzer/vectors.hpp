@@ -44,7 +44,8 @@ std::vector<float> read_vector(const data::SnapshotReader& reader, const VectorC
 // The JSON of a fitting report (`gradscope fit --json`, docs/analysis-format.md): n, excluded, zeros,
 // nonfinite, fits [{dist, params{..}, loglik, aic, ks_D, ks_p, ad_A2, ks_n, ks_subsampled,
 // tail[{ratio, threshold, predicted, observed}], qq[{p, fitted, sample}], error?}] and thresholds
-// [{method, ratio, stages, threshold, selected, quality, error?}]. Non-finite numbers become null.
+// [{method, ratio, stages, threshold, selected, quality, error?}] (ratio: the density). Non-finite
+// numbers become null.
 nlohmann::ordered_json fit_report_json(const FitReport& report);
 
 }  // namespace gs::analyzer

@@ -12,7 +12,7 @@ namespace gs::compress {
 
 struct CompressorBenchConfig {
   std::uint64_t n = 1u << 20;               // elements per worker's vector
-  std::vector<double> ratios{0.01, 0.001};  // for the methods that take a density
+  std::vector<double> densities{0.01, 0.001};  // for the methods that take a density
   std::vector<std::string> names;           // empty: every compressor
   int workers = 2;
   int repeats = 5;
@@ -21,7 +21,7 @@ struct CompressorBenchConfig {
 
 struct CompressorBenchRow {
   std::string name;
-  double ratio = 0.0;       // 1 for the methods without a density (none, qsgd-mn*)
+  double target_density = 0.0;  // 1 for the methods without a density (none, qsgd-mn*)
   std::uint64_t n = 0;
   int workers = 0;
   double median_ms = 0.0;   // one step (error feedback, compression, exchange, decoding)
@@ -34,7 +34,7 @@ struct CompressorBenchRow {
   double ratio_to_read() const { return read_ms > 0 ? median_ms / read_ms : 0.0; }
 };
 
-// Rows in the order of compressor_names() x ratios; on_row is called as each is measured.
+// Rows in the order of compressor_names() x densities; on_row is called as each is measured.
 std::vector<CompressorBenchRow> run_compressor_bench(
     const CompressorBenchConfig& config,
     const std::function<void(const CompressorBenchRow&)>& on_row = {});

@@ -13,6 +13,7 @@
 
 #include "gs/compress/collectives.hpp"
 #include "gs/compress/payload.hpp"
+#include "gs/fitting/thresholds.hpp"
 
 namespace gs::compress {
 
@@ -65,11 +66,12 @@ class Compressor {
   Compressor& operator=(const Compressor&) = delete;
 
   virtual std::string_view name() const = 0;
-  double ratio() const { return ratio_; }
-  // Changes the target ratio from the next compress() on (a density warm-up walks it down to the
-  // run's ratio); gs::Error outside (0, 1]. Methods with model-wide state tied to the ratio (SIDCo's
-  // stage controller) re-aim it.
-  virtual void set_ratio(double ratio);
+  // The target density: the fraction of elements to send (the CLI's --ratio).
+  double density() const { return density_; }
+  // Changes the target density from the next compress() on (a density warm-up walks it down to the
+  // run's density); gs::Error outside (0, 1]. Methods with model-wide state tied to the density
+  // (SIDCo's stage controller) re-aim it.
+  virtual void set_density(double density);
   virtual Exchange exchange() const { return Exchange::allgather; }
   // Whether the residual memory feeds what was not sent back into the next step (error feedback).
   // Unbiased quantizers send an unbiased estimate of acc instead and keep no residual.
@@ -108,23 +110,40 @@ class Compressor {
   virtual void decode_sum(const Payload& summed, int workers, std::span<float> out) const;
 
  protected:
-  explicit Compressor(double ratio);
+  explicit Compressor(double density);
 
  private:
-  double ratio_;
+  double density_;
 };
 
-// Every name make_compressor accepts, in a stable order.
+// One row of the compressor registry: what a compressor is, and how to make it. The CLI, the
+// option checks, the benchmarks and the Python package all read this one table.
+struct CompressorInfo {
+  std::string_view name;
+  std::string_view summary;  // one line for --help and the docs
+  Exchange exchange;
+  // The density sets what the compressor sends (the sparsifiers and fft); otherwise it is unused
+  // (none, the quantizers) or only a nominal reference for quality (variance).
+  bool density_based;
+  // It sends a selection of the input's own elements as sparse (index, value) pairs.
+  bool sparse_selection;
+  // Makes one; density already checked to lie in (0, 1].
+  std::unique_ptr<Compressor> (*make)(double density, const CompressorOptions& options);
+  // Whether this build can make it (null: always); when not, make_compressor says why.
+  bool (*available)() = nullptr;
+};
+
+// Every row, in a stable order (including those this build cannot make).
+std::span<const CompressorInfo> compressor_registry();
+// The row of `name`; gs::Error for an unknown name, listing the known ones.
+const CompressorInfo& compressor_info(std::string_view name);
+// Every name make_compressor accepts in this build, in the registry's order.
 std::span<const std::string_view> compressor_names();
-// gs::Error for an unknown name (listing the known ones) or a ratio outside (0, 1].
-std::unique_ptr<Compressor> make_compressor(std::string_view name, double ratio,
+// gs::Error for an unknown name (listing the known ones) or a density outside (0, 1].
+std::unique_ptr<Compressor> make_compressor(std::string_view name, double density,
                                             const CompressorOptions& options = {});
 
-// Whether the compressor's ratio sets the density it sends (the sparsifiers and fft), rather than
-// nothing (none, the quantizers) or only a nominal reference for quality (variance).
-bool ratio_is_density(std::string_view name);
-
-// k = max(1, floor(n * ratio)) (n = 0 gives 0): the count top-k style methods aim at.
-std::uint64_t target_count(std::uint64_t n, double ratio);
+// Whether the named compressor's density sets what it sends (CompressorInfo::density_based).
+bool density_based(std::string_view name);
 
 }  // namespace gs::compress

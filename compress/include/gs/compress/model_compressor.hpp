@@ -41,9 +41,9 @@ class ModelCompressor {
   std::uint64_t numel() const { return numel_; }
   const std::vector<Group>& groups() const { return groups_; }
   const Compressor& compressor() const { return *compressor_; }
-  // The compressor's target ratio from the next step on (Compressor::set_ratio); the residual
+  // The compressor's target density from the next step on (Compressor::set_density); the residual
   // memory carries over unchanged.
-  void set_ratio(double ratio) { compressor_->set_ratio(ratio); }
+  void set_density(double density) { compressor_->set_density(density); }
   const ResidualMemory& residual() const { return residual_; }
 
   // One whole step of one worker, for every Exchange kind: error feedback, compression, exchange

@@ -58,15 +58,15 @@ struct EdfStatistics {
 };
 EdfStatistics edf_statistics(const Sid& d, std::span<const double> sorted);
 
-// Tail check for compression: predicted exceedances n*delta vs observed count above the fitted
-// eta = quantile(complement(d, delta*n/count)) (the law describes the count non-zero values).
+// Tail check for compression: predicted exceedances n*density vs observed count above the fitted
+// eta = quantile(complement(d, density*n/count)) (the law describes the count non-zero values).
 struct TailCheck {
-  double ratio = 0.0;
+  double density = 0.0;
   double threshold = 0.0;
-  double predicted = 0.0;   // n * ratio
+  double predicted = 0.0;   // n * density
   std::uint64_t observed = 0;
 };
-TailCheck tail_check(const Sid& d, MagnitudePasses& passes, const MagnitudeStats& s, double ratio);
+TailCheck tail_check(const Sid& d, MagnitudePasses& passes, const MagnitudeStats& s, double density);
 
 // QQ points at fixed probabilities p_j = (j - 0.5)/points, j = 1..points: (fitted quantile,
 // sample quantile) with the sample quantile by linear interpolation at position p_j*(m-1).

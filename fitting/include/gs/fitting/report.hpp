@@ -1,6 +1,6 @@
 #pragma once
 // The fitting report behind `gradscope fit`: every requested SID fitted to x = |g| with its
-// goodness of fit, and every requested threshold method at every ratio. Data are read only
+// goodness of fit, and every requested threshold method at every density. Data are read only
 // through MagnitudePasses, so the same report runs on any backend.
 #include <cstdint>
 #include <string>
@@ -18,13 +18,13 @@ inline const std::vector<std::string> kAllMethods = {"topk",  "sidco-e", "sidco-
                                                      "dgc",   "redsync", "gaussianksgd"};
 // SIDCo stages used when the caller gives none: a fixed count (no adaptive controller).
 // 3 stages keeps SIDCo-E, -P and -GP within +-10% of the target on Laplace, gamma and GP data
-// for delta = 0.1, 0.01, 0.001 (tests/fitting/test_thresholds.cpp).
+// for density = 0.1, 0.01, 0.001 (tests/fitting/test_thresholds.cpp).
 inline constexpr int kDefaultSidcoStages = 3;
 // Largest sample KS/AD/QQ are computed on; beyond it a uniform random subsample of this size.
 inline constexpr std::uint64_t kDefaultKsMaxPoints = 1'000'000;
 
 struct FitReportOptions {
-  std::vector<double> ratios{0.1, 0.01, 0.001};
+  std::vector<double> densities{0.1, 0.01, 0.001};
   std::vector<std::string> dists = kAllDists;      // subset of kAllDists
   std::vector<std::string> methods = kAllMethods;  // subset of kAllMethods
   int stages = kDefaultSidcoStages;
@@ -65,7 +65,7 @@ struct FitReport {
   std::vector<ThresholdEntry> thresholds;
 };
 
-// Validates the options (gs::Error for an unknown dist or method, a ratio outside (0, 1), stages
+// Validates the options (gs::Error for an unknown dist or method, a density outside (0, 1), stages
 // < 1, max points 0), then fits and thresholds. Data problems of one fit or method (too few
 // values, all equal) are recorded in its error field rather than thrown.
 FitReport fit_report(MagnitudePasses& passes, const FitReportOptions& options = {});

@@ -1,11 +1,11 @@
 #pragma once
-// Thresholds for a target density delta (fraction of elements kept): single-stage SID thresholds,
+// Thresholds for a target density density (fraction of elements kept): single-stage SID thresholds,
 // SIDCo multi-stage refinement (peaks over threshold), its adaptive stage controller, and the
 // baselines' rules (algorithms.md sections 1, 2, 4). Data are read only through MagnitudePasses.
 //
 // Conventions: n = passes.size() counts every element (zeros and non-finite included);
-// k = max(1, floor(n*delta)); an element is selected when its x = |g| is finite and x > threshold.
-// delta outside (0, 1), n = 0, or k larger than the number of finite values throw gs::Error.
+// k = max(1, floor(n*density)); an element is selected when its x = |g| is finite and x > threshold.
+// density outside (0, 1), n = 0, or k larger than the number of finite values throw gs::Error.
 // Random-k has no threshold and is not here.
 #include <cstdint>
 #include <string>
@@ -16,63 +16,70 @@
 
 namespace gs {
 
-// Checks delta in (0, 1) and n >= 1, returns k = max(1, floor(n*delta)).
-std::uint64_t target_count(std::uint64_t n, double delta);
+// The density every part of the project speaks of: the fraction of elements kept, in (0, 1].
+// gs::Error naming the value otherwise.
+void check_density(double density);
+// The number of elements a density keeps: k = max(1, floor(n * density)), at most n; 0 for n = 0.
+// gs::Error for a density outside (0, 1].
+std::uint64_t target_count(std::uint64_t n, double density);
+// What every threshold method checks first: a density strictly inside (0, 1) (a threshold that
+// keeps everything is no threshold) and n >= 1; returns target_count(n, density).
+std::uint64_t threshold_target(std::uint64_t n, double density);
 
-// Single-stage threshold of a SID: eta with P(X > eta) = delta, through complements.
-double sid_threshold(const Exponential& d, double delta);
-double sid_threshold(const Gamma& d, double delta);
-double sid_threshold(const GeneralizedPareto& d, double delta);
-double sid_threshold(const Sid& d, double delta);
-// The cheap gamma approximation eta ~ -beta*(ln(delta) + lgamma(alpha)) used by one reference
+// Single-stage threshold of a SID: eta with P(X > eta) = density, through complements.
+double sid_threshold(const Exponential& d, double density);
+double sid_threshold(const Gamma& d, double density);
+double sid_threshold(const GeneralizedPareto& d, double density);
+double sid_threshold(const Sid& d, double density);
+// The cheap gamma approximation eta ~ -beta*(ln(density) + lgamma(alpha)) used by one reference
 // variant; kept as a named alternative (accurate only near alpha = 1).
-double gamma_threshold_approx(const Gamma& d, double delta);
-// GaussianKSGD's rule on x: eta = mu + Phi^-1(1 - delta/2)*sd (a two-sided normal quantile).
-double gaussian_threshold(const Normal& signed_g, double delta);
+double gamma_threshold_approx(const Gamma& d, double density);
+// GaussianKSGD's rule on x: eta = mu + Phi^-1(1 - density/2)*sd (a two-sided normal quantile).
+double gaussian_threshold(const Normal& signed_g, double density);
 
 struct ThresholdResult {
   std::string method;  // topk | sidco-e | sidco-p | sidco-gp | dgc | redsync | gaussianksgd
-  double ratio = 0.0;  // target density delta
+  double density = 0.0;  // target density density
   double threshold = 0.0;
   int stages = 0;              // SIDCo: stages run; dgc: 1, or 2 with the hierarchical step;
                                // redsync: bisection steps; gaussianksgd: 1 + corrections; topk: 1
   std::uint64_t selected = 0;  // elements the rule keeps
-  double quality = 0.0;        // achieved density / target = (selected/n)/delta
+  double quality = 0.0;        // achieved density / target = (selected/n)/density
 };
 
 enum class SidcoVariant { exponential, pareto, gamma_pareto };  // SIDCo-E, -P, -GP
 std::string_view method_name(SidcoVariant v);  // "sidco-e", "sidco-p", "sidco-gp"
 
 // SIDCo with M stages (algorithms.md section 2): stage 1 fits the variant's first law to all
-// non-zero x at density d1 = 0.25 (delta itself when M == 1 or delta >= 0.25); each later stage
-// fits the exceedances x > eta, shifted by their minimum t, at di = (delta/0.25)^(1/(M-1)) and
+// non-zero x at density d1 = 0.25 (density itself when M == 1 or density >= 0.25); each later stage
+// fits the exceedances x > eta, shifted by their minimum t, at di = (density/0.25)^(1/(M-1)) and
 // sets eta = t + tail threshold. Stops early when fewer than 2 distinct exceedances remain.
 // Zeros are excluded from the fit, so stage 1 aims at d1*n/count among the non-zero values (the
 // same d1*n elements the reference targets over all n).
 // recount = true is our variant: each tail stage aims at the count the plan expects
 // (d1 * n * di^i elements) divided by the exceedances actually left, so an error of one stage is
 // not carried into the next; the reference (false) aims at di of whatever the last stage left.
-ThresholdResult sidco_threshold(MagnitudePasses& passes, double delta, SidcoVariant variant,
+ThresholdResult sidco_threshold(MagnitudePasses& passes, double density, SidcoVariant variant,
                                 int stages, bool recount = false);
 
 // The same threshold without the final count of the selection (selected = 0, quality = 0): M
 // passes instead of M + 1, for callers that compact right after and get the count from there.
 // Stage 1 and the tail stages use the light statistics passes (no ln x; squares only for the
 // Pareto tails; ln x only for SIDCo-GP's gamma stage 1).
-ThresholdResult sidco_estimate(MagnitudePasses& passes, double delta, SidcoVariant variant,
+ThresholdResult sidco_estimate(MagnitudePasses& passes, double density, SidcoVariant variant,
                                int stages, bool recount = false);
 
 // SIDCo's stage logic without any pass over the data, for backends that organise the passes
 // themselves (e.g. compacting the exceedances once and running later stages on them). Feed it
 // the statistics sidco_threshold would read:
-//   SidcoStages plan(n, delta, variant, stages, recount);
+//   SidcoStages plan(n, density, variant, stages, recount);
 //   bool more = plan.first(stats_light(plan.first_fields()));   // all x
 //   while (more) more = plan.tail(stats_above_light(plan.threshold(), plan.threshold(),
 //                                                   plan.tail_fields()));
 // then select x > plan.threshold(). Throws what sidco_threshold throws.
 class SidcoStages {
  public:
-  SidcoStages(std::uint64_t n, double delta, SidcoVariant variant, int stages, bool recount);
+  SidcoStages(std::uint64_t n, double density, SidcoVariant variant, int stages, bool recount);
   StatsFields first_fields() const;
   StatsFields tail_fields() const;
   // Stage 1 from statistics of all x; true when a tail stage follows.
@@ -82,8 +89,8 @@ class SidcoStages {
   bool tail(const MagnitudeStats& y);
   double threshold() const { return eta_; }
   int stages_run() const { return run_; }
-  double delta() const { return delta_; }
-  // True when stage 1's threshold is the final one (one stage asked for, or delta at or above
+  double density() const { return delta_; }
+  // True when stage 1's threshold is the final one (one stage asked for, or density at or above
   // the first stage's density), degenerate data aside; backends use it to plan.
   bool single_stage() const;
   // Density each tail stage aims at (after first() returned true); backends use it to plan.
@@ -104,35 +111,35 @@ class SidcoStages {
 };
 
 // Exact top-k: threshold = k-th largest x. The rule keeps exactly k elements: all x > threshold
-// plus, among ties equal to the threshold, the lowest indices; selected = k, quality = k/(n delta).
-ThresholdResult topk_threshold(MagnitudePasses& passes, double delta);
-// DGC: random sample of ceil(0.01 n) values, threshold = k'-th largest with k' = ceil(m*delta);
+// plus, among ties equal to the threshold, the lowest indices; selected = k, quality = k/(n density).
+ThresholdResult topk_threshold(MagnitudePasses& passes, double density);
+// DGC: random sample of ceil(0.01 n) values, threshold = k'-th largest with k' = ceil(m*density);
 // when more than 4k/3 are selected the hierarchical step runs exact top-k on the selection (its
 // threshold becomes the k-th largest, selected = k).
-ThresholdResult dgc_threshold(MagnitudePasses& passes, double delta, std::uint64_t seed);
+ThresholdResult dgc_threshold(MagnitudePasses& passes, double density, std::uint64_t seed);
 // RedSync's bisection between mean(x) and max(x) (mean over all finite x, zeros included).
-ThresholdResult redsync_threshold(MagnitudePasses& passes, double delta);
+ThresholdResult redsync_threshold(MagnitudePasses& passes, double density);
 // GaussianKSGD: normal of the signed g, threshold on x, up to 3 corrections (x0.5 / x1.5).
-ThresholdResult gaussianksgd_threshold(MagnitudePasses& passes, double delta);
+ThresholdResult gaussianksgd_threshold(MagnitudePasses& passes, double density);
 
 // Method by report name (as listed in ThresholdResult::method); stages is used by SIDCo only,
 // seed by DGC only. gs::Error for an unknown name.
-ThresholdResult threshold_by_name(std::string_view method, MagnitudePasses& passes, double delta,
+ThresholdResult threshold_by_name(std::string_view method, MagnitudePasses& passes, double density,
                                   int stages, std::uint64_t seed, bool recount = false);
 
 // The adaptive stage controller of the SIDCo compressor (shared by all tensors of a model):
 // accumulates achieved/target density every step; every 5 steps moves M down when the estimate
-// overshoots (> 1.2) and up when it undershoots (< 0.8), clamped to [1, ceil(log2(1/delta))].
+// overshoots (> 1.2) and up when it undershoots (< 0.8), clamped to [1, ceil(log2(1/density))].
 class StageController {
  public:
-  explicit StageController(double delta, int initial_stages = 1);
+  explicit StageController(double density, int initial_stages = 1);
   int stages() const { return stages_; }
   int max_stages() const { return max_stages_; }
   // Records one step's achieved density nnz/n; returns the stage count for the next step.
   int record(double achieved_density);
   // Aims at a new target density from the next record() on: the window's steps so far keep the
   // quality they had against their own target; the stage count is clamped to the new maximum.
-  void retarget(double delta);
+  void retarget(double density);
 
  private:
   double delta_;

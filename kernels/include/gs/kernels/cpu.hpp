@@ -73,13 +73,13 @@ Selection<std::int64_t> select_above64(std::span<const float> g, double threshol
 //     the stage-2 threshold above it): the candidates are a few times the selection, so every M
 //     costs 2 reads of g plus small passes. A stage whose threshold falls below the bound reads g
 //     instead (full_reads says how often), and so does the selection then.
-//     With one stage (SIDCo-E, M = 1 or delta >= 0.25), delta < 1/3 and n >= 1 Mi elements the
-//     bound is stage 1's threshold at 3x delta fitted to a sample of g (4096 cache lines spread
+//     With one stage (SIDCo-E, M = 1 or density >= 0.25), density < 1/3 and n >= 1 Mi elements the
+//     bound is stage 1's threshold at 3x density fitted to a sample of g (4096 cache lines spread
 //     evenly over it), and stage 1's read packs the x above it: 1 read of g plus the sample when
 //     stage 1's threshold comes out at or above the bound; else a second read compacts g. Other
 //     one-stage calls run full_passes.
 //   automatic: predicted when its candidates are expected within 10% of g (M = 2 and 3 at
-//     densities 0.01 and 0.001, M = 4 and 5 at 0.001; one stage up to delta = 1/30); otherwise
+//     densities 0.01 and 0.001, M = 4 and 5 at 0.001; one stage up to density = 1/30); otherwise
 //     candidates for M >= 3 and n <= 16 Mi elements, full_passes beyond.
 // The threshold equals gs::sidco_threshold's up to the rounding of its sums (blocks differ).
 enum class SidcoRoute { automatic, full_passes, candidates, predicted };
@@ -114,12 +114,12 @@ struct SidcoSelectResult {
 // buffers. gs::Error, before anything is written, for bad arguments (as sidco_threshold) or when
 // the buffers hold fewer than the selection (size them with n, or take the Selection form).
 // ws may be null (a temporary workspace is used).
-SidcoSelectResult sidco_select(std::span<const float> g, double delta, SidcoVariant variant,
+SidcoSelectResult sidco_select(std::span<const float> g, double density, SidcoVariant variant,
                                int stages, bool recount, std::span<std::int32_t> indices,
                                std::span<float> values, SidcoRoute route = SidcoRoute::automatic,
                                SidcoWorkspace* ws = nullptr);
 // The same into fresh vectors of exactly the selection's size.
-SidcoSelectResult sidco_select(std::span<const float> g, double delta, SidcoVariant variant,
+SidcoSelectResult sidco_select(std::span<const float> g, double density, SidcoVariant variant,
                                int stages, bool recount, Selection<std::int32_t>& out,
                                SidcoRoute route = SidcoRoute::automatic,
                                SidcoWorkspace* ws = nullptr);

@@ -4,7 +4,7 @@
 // (wheel) and pan (drag), a tooltip with the value under the cursor, a context menu to export it
 // (PNG or PDF) or reset its view, and names its graphs so tests can find them: the histogram is
 // "histogram", curves are named by SID ("gamma"), threshold lines by method ("sidco-e"),
-// over-training series by SID or method, error bars by ratio ("0.01").
+// over-training series by SID or method, error bars by density ("0.01").
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -35,26 +35,26 @@ QCPGraph* find_graph(QCustomPlot* plot, const QString& name);
 void show_plot_message(QCustomPlot* plot, const QString& message);
 
 // Density histogram on log-log axes, the fitted density of every SID, and a vertical line at the
-// threshold of every method at ratio (legend: threshold and elements selected).
-void plot_histogram(QCustomPlot* plot, const VectorView& view, double ratio);
+// threshold of every method at density (legend: threshold and elements selected).
+void plot_histogram(QCustomPlot* plot, const VectorView& view, double density);
 // Sample quantiles against the chosen SID's quantiles (with the identity line).
 void plot_qq(QCustomPlot* plot, const VectorView& view, const std::string& dist);
 // Over training; current_step, when given, is marked with a vertical line.
 void plot_ks(QCustomPlot* plot, const TrainingSeries& series,
              std::optional<std::int64_t> current_step = std::nullopt);
-void plot_quality(QCustomPlot* plot, const TrainingSeries& series, double ratio,
+void plot_quality(QCustomPlot* plot, const TrainingSeries& series, double density,
                   std::optional<std::int64_t> current_step = std::nullopt);
-void plot_stages(QCustomPlot* plot, const TrainingSeries& series, double ratio,
+void plot_stages(QCustomPlot* plot, const TrainingSeries& series, double density,
                  std::optional<std::int64_t> current_step = std::nullopt);
 
-// |relative error| of a method's threshold against exact top-k's at one ratio, over many vectors.
+// |relative error| of a method's threshold against exact top-k's at one density, over many vectors.
 struct ErrorBar {
   std::string method;
-  double ratio = 0.0;
+  double density = 0.0;
   std::uint64_t count = 0;            // vectors behind the numbers
   double median = 0.0, p5 = 0.0, p95 = 0.0;  // of |rel err|
 };
-// Bars at the median per method (one bar per ratio, side by side) with p5-p95 whiskers, on a log
+// Bars at the median per method (one bar per density, side by side) with p5-p95 whiskers, on a log
 // axis; methods keep the order of their first bar.
 void plot_threshold_error(QCustomPlot* plot, const std::vector<ErrorBar>& bars);
 

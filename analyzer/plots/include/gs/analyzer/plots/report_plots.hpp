@@ -2,8 +2,8 @@
 // The plots of `gradscope analyze --report`: the GUI's charts (charts.hpp) filled from an analysis
 // file, drawn off-screen and saved as PNG files beside report.md. Stable file names:
 //   ks-<kind>.png        KS D per SID over training, one per layer kind ("whole model" included)
-//   quality-<ratio>.png  estimation quality per method over training, one per ratio
-//   threshold-error.png  |threshold error| vs exact top-k per method and ratio
+//   quality-<density>.png  estimation quality per method over training, one per density
+//   threshold-error.png  |threshold error| vs exact top-k per method and density
 //   histogram.png        |g| with fitted densities and thresholds (needs the snapshot file)
 //   qq.png               QQ plot of the best SID by AIC
 // The last two and the quality plots show the focus vector: the whole model when it was analysed,
@@ -23,8 +23,8 @@ namespace gs::analyzer::plots {
 // widgets.
 void ensure_application();
 
-// |rel err| of every method but top-k (0 by construction) at every ratio, over the vectors whose
-// target count n*ratio is at least kMinTargetCountForQuality, as the summary's quality table.
+// |rel err| of every method but top-k (0 by construction) at every density, over the vectors whose
+// target count n*density is at least kMinTargetCountForQuality, as the summary's quality table.
 std::vector<ErrorBar> threshold_error_bars(const std::vector<VectorRow>& vectors,
                                            const std::vector<ThresholdRow>& thresholds,
                                            const StoredOptions& options);

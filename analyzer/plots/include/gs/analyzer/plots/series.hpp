@@ -1,6 +1,6 @@
 #pragma once
 // Series over training that the charts draw: the KS statistic per SID, and estimation quality and
-// SIDCo stages per method and ratio, one point per step. The GUI fills them from an analysis file
+// SIDCo stages per method and density, one point per step. The GUI fills them from an analysis file
 // or from fit_report run on the fly; the report from an analysis file, for one scope or for a
 // whole layer kind.
 #include <cstdint>
@@ -19,8 +19,8 @@ struct KsPoint {
 struct MethodPoint {
   std::int64_t step = 0;
   std::string method;
-  double ratio = 0.0;
-  double quality = 0.0;  // (selected/n)/ratio; NaN: the method failed
+  double density = 0.0;
+  double quality = 0.0;  // (selected/n)/density; NaN: the method failed
   int stages = 0;
 };
 struct TrainingSeries {

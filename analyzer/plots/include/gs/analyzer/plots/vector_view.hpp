@@ -1,7 +1,7 @@
 #pragma once
 // What the charts show for one vector (a layer, or the whole model) at one step, computed without
 // Qt so tests can check it: the log-spaced histogram of x = |g| as a density, the fitted density of
-// every SID from fit_report's parameters, and every threshold method at every ratio. The GUI fills
+// every SID from fit_report's parameters, and every threshold method at every density. The GUI fills
 // it from the snapshot; the report fills its fits and thresholds from an analysis file's rows.
 #include <cstdint>
 #include <span>
@@ -17,7 +17,7 @@
 namespace gs::analyzer::plots {
 
 struct ViewOptions {
-  FitReportOptions report;    // ratios, dists, methods, stages, KS sample size
+  FitReportOptions report;    // densities, dists, methods, stages, KS sample size
   int bins = 80;              // histogram bins over [min x, max x]
   int curve_points = 240;     // points of each fitted density curve
   std::string backend = "auto";
@@ -60,13 +60,13 @@ VectorView analyse_vector(std::span<const float> g, const std::string& scope, st
 Sid sid_from_fit(const DistFit& fit);
 double pdf(const Sid& d, double x);
 
-// The report's result for a method at a ratio (relative tolerance 1e-9 on the ratio), or nullptr.
+// The report's result for a method at a density (relative tolerance 1e-9 on the density), or nullptr.
 const ThresholdEntry* find_threshold(const FitReport& report, const std::string& method,
-                                     double ratio);
+                                     double density);
 const DistFit* find_fit(const FitReport& report, const std::string& dist);
 
 // The fitting report an analysis file stores for (step, scope): fits with their parameters under
-// fit_report's names, goodness of fit and QQ points, and every method at every ratio. Empty fits
+// fit_report's names, goodness of fit and QQ points, and every method at every density. Empty fits
 // and thresholds when the file has no rows for it.
 FitReport report_from_rows(const std::vector<FitRow>& fits, const std::vector<QQRow>& qq,
                            const std::vector<ThresholdRow>& thresholds, std::int64_t step,
