@@ -18,7 +18,7 @@ namespace {
 int run(const gs::dist::TrainConfig& cfg) {
   cfg.validate();
   // Name, ratio and option errors up front, before any worker starts.
-  const auto probe = gs::compress::make_compressor(cfg.compressor, cfg.ratio, cfg.compressor_options(0));
+  const auto probe = gs::compress::make_compressor(cfg.compressor, cfg.density, cfg.compressor_options(0));
   if (cfg.momentum_correction && !gs::compress::supports_momentum_correction(*probe))
     throw gs::Error("--momentum-correction masks what a sparse compressor sends; '" + cfg.compressor +
                     "' is not one: drop the flag (its momentum stays in the optimizer)");
@@ -47,7 +47,7 @@ int run(const gs::dist::TrainConfig& cfg) {
   }
   const auto s = gs::dist::summarize(r);
   std::printf("model %s, compressor %s at ratio %g, %d worker(s), %zu steps (%lld skipped)\n",
-              cfg.model.c_str(), cfg.compressor.c_str(), cfg.ratio, cfg.workers, r.steps.size(),
+              cfg.model.c_str(), cfg.compressor.c_str(), cfg.density, cfg.workers, r.steps.size(),
               (long long)r.skipped_steps);
   std::printf("test accuracy %.2f%%, final loss %.4f, wall time %.1f s\n", 100.0 * r.test_accuracy,
               r.final_loss, r.wall_seconds);
@@ -61,59 +61,31 @@ int run(const gs::dist::TrainConfig& cfg) {
   return 0;
 }
 
+// Every flag comes from the option table (gs::dist::train_options()): its text is parsed by the
+// table, its range checked by TrainConfig::validate() when the command runs.
 gs::cli::Runner setup(CLI::App& sub) {
   auto cfg = std::make_shared<gs::dist::TrainConfig>();
-  std::string names;
-  for (auto n : gs::compress::compressor_names()) names += (names.empty() ? "" : ", ") + std::string(n);
-  sub.add_option("--model", cfg->model, "mlp or cnn")->check(CLI::IsMember({"mlp", "cnn", "lstm"}));
-  sub.add_option("--compressor", cfg->compressor, names);
-  sub.add_option("--ratio", cfg->ratio, "target density: fraction of elements sent, in (0, 1]");
-  sub.add_option("--workers", cfg->workers, "worker processes (world size)");
-  sub.add_option("--steps", cfg->steps, "stop after this many steps (0: run the epochs)");
-  sub.add_option("--epochs", cfg->epochs, "passes over each worker's shard");
-  sub.add_option("--granularity", cfg->granularity, "layer, model or bucket")
-      ->check(CLI::IsMember({"layer", "model", "bucket"}));
-  sub.add_option("--bucket-size", cfg->bucket_size, "elements per bucket (--granularity bucket)");
-  sub.add_option("--batch", cfg->batch, "examples per worker per step");
-  sub.add_option("--lr", cfg->lr, "SGD learning rate (of the first step)");
-  sub.add_option("--lr-schedule", cfg->lr_schedule,
-                 "constant; cosine: decays from --lr to 0 over the run's steps; step: --lr / 10 "
-                 "over the last tenth of the steps")
-      ->check(CLI::IsMember({"constant", "cosine", "step"}));
-  sub.add_option("--momentum", cfg->momentum, "SGD momentum");
-  sub.add_flag("--momentum-correction", cfg->momentum_correction,
-               "keep the momentum per worker before sparsification, masked where sent (DGC)");
-  sub.add_option("--warmup-steps", cfg->warmup_steps,
-                 "warm up over the first N steps (see --warmup-schedule), then compress at --ratio");
-  sub.add_option("--warmup-schedule", cfg->warmup_schedule,
-                 "dense: exchange the warm-up steps uncompressed; exponential: compress them at a "
-                 "ratio falling geometrically from --warmup-start-ratio to --ratio (DGC)")
-      ->check(CLI::IsMember({"dense", "exponential"}));
-  sub.add_option("--warmup-start-ratio", cfg->warmup_start_ratio,
-                 "exponential warm-up: the ratio of the first step");
-  sub.add_option("--seed", cfg->seed, "seed of the model, the data order and the sampling");
-  sub.add_option("--stages", cfg->stages, "SIDCo stages: 0 adaptive, else fixed");
-  sub.add_option("--backend", cfg->backend,
-                 "kernels backend (threshold fits, fft transforms): auto, cpu or cuda");
-  sub.add_option("--bits", cfg->bits,
-                 "qsgd-mn*: bits per scale, ascending, e.g. 4 (qsgd-mn), 6,10 (-ts), 4,6,8,10 (-ms)")
-      ->delimiter(',');
-  sub.add_option("--variance-alpha", cfg->variance_alpha,
-                 "variance: send an element when r^2 > alpha * v");
-  sub.add_option("--variance-zeta", cfg->variance_zeta, "variance: decay of v for elements not sent");
-  sub.add_option("--fft-exponent-bits", cfg->fft_exponent_bits,
-                 "fft: exponent bits of the kept coefficients' float layout");
-  sub.add_option("--fft-mantissa-bits", cfg->fft_mantissa_bits,
-                 "fft: mantissa bits of the kept coefficients' float layout");
-  sub.add_option("--fft-chunk", cfg->fft_chunk, "fft: real FFT length (0: the method's default)");
-  sub.add_option("--record", cfg->record, "record rank 0's raw gradients to this snapshot (.h5)");
-  sub.add_flag("--force", cfg->force, "overwrite the --record file");
-  sub.add_option("--timeout", cfg->timeout, "seconds a worker waits on its peers before failing");
-  sub.add_flag("--json", cfg->json, "print one JSON object at the end");
-  sub.add_flag("--quiet", cfg->quiet, "no per-step lines");
-  sub.add_option("--rank", cfg->rank, "this worker's rank (manual placement; needs --master-port)");
-  sub.add_option("--master-addr", cfg->master_addr, "address of rank 0's store");
-  sub.add_option("--master-port", cfg->master_port, "port of rank 0's store");
+  const gs::dist::TrainConfig defaults;
+  for (const auto& opt : gs::dist::train_options()) {
+    auto parse = [cfg, &opt](const std::string& text) {
+      try {
+        opt.set(*cfg, text);
+      } catch (const gs::Error& e) {
+        throw CLI::ValidationError(e.what());
+      }
+    };
+    if (opt.kind == gs::dist::ValueKind::flag) {
+      sub.add_flag_function(opt.flag, [parse](std::int64_t) { parse("1"); }, opt.help);
+      continue;
+    }
+    auto* o = sub.add_option_function<std::string>(opt.flag, parse, opt.help);
+    using Kind = gs::dist::ValueKind;
+    o->type_name(opt.kind == Kind::integer ? "INT" : opt.kind == Kind::real ? "NUMBER"
+                 : opt.kind == Kind::int_list ? "INT,..." : "TEXT");
+    const std::string fallback = opt.get(defaults);
+    if (!fallback.empty()) o->default_str(fallback);
+    if (!opt.choices.empty()) o->check(CLI::IsMember(opt.choices));
+  }
   return [cfg] { return run(*cfg); };
 }
 

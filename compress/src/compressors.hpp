@@ -22,8 +22,10 @@ std::unique_ptr<Compressor> make_fft(double density, const CompressorOptions& o)
 enum class ThresholdMethod { sidco_e, sidco_p, sidco_gp, dgc, redsync, gaussianksgd };
 std::unique_ptr<Compressor> make_threshold_compressor(ThresholdMethod method, double density,
                                                       const CompressorOptions& o);
-// qsgd-mn, qsgd-mn-ts, qsgd-mn-ms (quantizers.cpp): gs::Error for bad options.quant_bits.
-std::unique_ptr<Compressor> make_quantizer(std::string_view name, const CompressorOptions& o);
+// The unbiased quantizers (quantizers.cpp) with one scale (qsgd-mn), two (qsgd-mn-ts) or several
+// (qsgd-mn-ms): gs::Error for bad options.quant_bits.
+enum class Scales { one, two, several };
+std::unique_ptr<Compressor> make_quantizer(Scales scales, const CompressorOptions& o);
 
 // Unsigned values of `bits` bits packed floor(63 / bits) to an int64 word, the top bit left clear:
 // when every lane's sum over the workers stays below 2^bits, an all-reduce SUM of the words adds

@@ -290,13 +290,19 @@ std::vector<int> checked_bits(std::string_view name, const std::vector<int>& giv
 
 }  // namespace
 
-std::unique_ptr<Compressor> make_quantizer(std::string_view name, const CompressorOptions& o) {
-  std::vector<int> bits;
-  if (name == "qsgd-mn") bits = checked_bits(name, o.quant_bits, {4}, 1, false);
-  else if (name == "qsgd-mn-ts") bits = checked_bits(name, o.quant_bits, {6, 10}, 2, false);
-  else if (name == "qsgd-mn-ms") bits = checked_bits(name, o.quant_bits, {4, 6, 8, 10}, 2, true);
-  else throw Error("make_quantizer: unknown quantizer '" + std::string(name) + "'");
-  return std::make_unique<QsgdMnCompressor>(name, std::move(bits), o.seed);
+std::unique_ptr<Compressor> make_quantizer(Scales scales, const CompressorOptions& o) {
+  switch (scales) {
+    case Scales::one:
+      return std::make_unique<QsgdMnCompressor>(
+          "qsgd-mn", checked_bits("qsgd-mn", o.quant_bits, {4}, 1, false), o.seed);
+    case Scales::two:
+      return std::make_unique<QsgdMnCompressor>(
+          "qsgd-mn-ts", checked_bits("qsgd-mn-ts", o.quant_bits, {6, 10}, 2, false), o.seed);
+    case Scales::several:
+      return std::make_unique<QsgdMnCompressor>(
+          "qsgd-mn-ms", checked_bits("qsgd-mn-ms", o.quant_bits, {4, 6, 8, 10}, 2, true), o.seed);
+  }
+  throw Error("make_quantizer: unknown number of scales");
 }
 
 }  // namespace gs::compress::detail

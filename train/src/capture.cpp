@@ -12,29 +12,12 @@
 #include "gs/base/timing.hpp"
 #include "gs/error.hpp"
 #include "gs/train/dataset.hpp"
+#include "gs/train/loop.hpp"
 #include "gs/train/models.hpp"
 #include "gs/train/recorder.hpp"
 #include "gs/train/threads.hpp"
 
 namespace gs::train {
-
-namespace {
-
-double accuracy(Classifier& model, const TensorDataset& set, std::int64_t count) {
-  torch::NoGradGuard no_grad;
-  model.eval();
-  constexpr std::int64_t chunk = 1000;
-  std::int64_t correct = 0;
-  for (std::int64_t i = 0; i < count; i += chunk) {
-    const auto end = std::min(count, i + chunk);
-    const auto predicted = model.forward(set.images.slice(0, i, end)).argmax(1);
-    correct += predicted.eq(set.labels.slice(0, i, end)).sum().item<std::int64_t>();
-  }
-  model.train();
-  return static_cast<double>(correct) / static_cast<double>(count);
-}
-
-}  // namespace
 
 void CaptureConfig::validate() const {
   const auto& names = model_names();
@@ -88,7 +71,9 @@ CaptureResult run_capture(const CaptureConfig& config, const CaptureCallback& pr
   const std::int64_t test_count =
       config.test_images > 0 ? std::min(config.test_images, test_set.size()) : test_set.size();
   const std::int64_t n = train_set.size();
-  const std::int64_t batches_per_epoch = n / config.batch;  // the last partial batch is dropped
+  // The whole training set, reshuffled from torch's global generator at each epoch.
+  EpochBatches batches(train_set, torch::arange(n, torch::kInt64), config.batch,
+                       [n](int) { return torch::randperm(n, torch::kInt64); });
 
   torch::optim::SGD optimizer(model->parameters(),
                               torch::optim::SGDOptions(config.lr).momentum(config.momentum));
@@ -100,21 +85,14 @@ CaptureResult run_capture(const CaptureConfig& config, const CaptureCallback& pr
   result.layers = layers;
   result.losses.reserve(static_cast<std::size_t>(config.steps));
   std::vector<double> recorded_times, plain_times;
-  torch::Tensor order;
   const auto t_train = Clock::now();
   for (std::int64_t step = 0; step < config.steps; ++step) {
     const auto t_step = Clock::now();
-    const std::int64_t b = step % batches_per_epoch;
-    if (b == 0) order = torch::randperm(n, torch::kInt64);  // a new epoch: reshuffle
-    const auto idx = order.slice(0, b * config.batch, (b + 1) * config.batch);
-    const auto images = train_set.images.index_select(0, idx);
-    const auto labels = train_set.labels.index_select(0, idx);
-
+    const Batch batch = batches.get(static_cast<int>(step / batches.per_epoch()),
+                                    step % batches.per_epoch());
     optimizer.zero_grad();
     const bool recorded = recorder.begin_step(step);
-    const auto loss = torch::nn::functional::cross_entropy(model->forward(images), labels);
-    loss.backward();
-    const double loss_value = loss.item<double>();
+    const double loss_value = forward_backward(*model, batch);
     recorder.end_step(loss_value, config.lr);
     optimizer.step();
 
@@ -128,7 +106,7 @@ CaptureResult run_capture(const CaptureConfig& config, const CaptureCallback& pr
   result.train_s = seconds_since(t_train);
 
   const auto t_eval = Clock::now();
-  result.test_accuracy = accuracy(*model, test_set, test_count);
+  result.test_accuracy = evaluate(*model, test_set, test_count);
   result.test_images = test_count;
   result.eval_s = seconds_since(t_eval);
   result.steps = config.steps;

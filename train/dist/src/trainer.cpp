@@ -1,21 +1,20 @@
+// One worker of compressed data-parallel training, in its phases: join the group, build the model
+// and its compressor, load the data, run the steps, finish (replica check and evaluation).
 #include "gs/dist/trainer.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <optional>
 #include <thread>
 
+#include "gs/base/timing.hpp"
 #include "gs/compress/model_compressor.hpp"
 #include "gs/dist/comm.hpp"
 #include "gs/dist/launcher.hpp"
 #include "gs/dist/torch_adapter.hpp"
-#include "gs/base/quantile.hpp"
-#include "gs/base/timing.hpp"
 #include "gs/error.hpp"
-#include "gs/train/dataset.hpp"
-#include "gs/train/models.hpp"
+#include "gs/train/loop.hpp"
 #include "gs/train/per_sample.hpp"
 #include "gs/train/recorder.hpp"
 #include "gs/train/threads.hpp"
@@ -23,7 +22,6 @@
 namespace gs::dist {
 
 namespace {
-
 
 struct Fault {
   int rank = -1;
@@ -56,228 +54,235 @@ std::optional<Fault> fault_from_env() {
 
 constexpr int kMaxSkippedInARow = 10;
 
-}  // namespace
-
-TrainSummary summarize(const TrainResult& r) {
-  TrainSummary s;
-  std::vector<double> q;
-  double n = 0;
-  for (const auto& st : r.steps) {
-    if (st.skipped) continue;
-    if (!st.warmup) q.push_back(st.quality);  // quality describes the steps at --ratio
-    s.density_mean += st.density;
-    s.bytes_per_step += double(st.bytes_sent);
-    s.dense_bytes_per_step += double(st.dense_bytes);
-    s.compress_ms_per_step += st.compress_seconds * 1e3;
-    s.comm_ms_per_step += st.comm_seconds * 1e3;
-    s.step_ms += st.step_seconds * 1e3;
-    n += 1;
-  }
-  if (n == 0) return s;
-  for (double v : q) s.quality_mean += v;
-  if (!q.empty()) s.quality_mean /= double(q.size());
-  s.quality_p5 = q.empty() ? 0.0 : quantile(q, 0.05);
-  s.quality_p95 = q.empty() ? 0.0 : quantile(q, 0.95);
-  s.density_mean /= n;
-  s.bytes_per_step /= n;
-  s.dense_bytes_per_step /= n;
-  s.compress_ms_per_step /= n;
-  s.comm_ms_per_step /= n;
-  s.step_ms /= n;
-  return s;
+bool any_nonfinite(const std::vector<float>& v) {
+  return std::any_of(v.begin(), v.end(), [](float x) { return !std::isfinite(x); });
 }
+
+// Everything one worker holds during a run, built phase by phase.
+class Worker {
+ public:
+  explicit Worker(const TrainConfig& config)
+      : config_(config), world_(config.workers), rank_(std::max(config.rank, 0)),
+        fault_(fault_from_env()) {}
+
+  TrainResult run(const StepCallback& on_step) {
+    join();
+    build();
+    load_data();
+    steps(on_step);
+    finish();
+    return std::move(result_);
+  }
+
+ private:
+  // The group: a communicator when there is more than one worker, and the check that every
+  // worker runs the same configuration.
+  void join() {
+    if (world_ == 1) return;
+    CommOptions co;
+    co.rank = rank_;
+    co.world_size = world_;
+    co.master_addr = config_.master_addr;
+    co.master_port = config_.master_port;
+    co.store_hosted_elsewhere = std::getenv(kStoreHostedEnv) != nullptr;
+    co.timeout = std::chrono::milliseconds(std::int64_t(config_.timeout * 1000));
+    comm_ = std::make_unique<Communicator>(co);
+    comm_->check_same_config(config_.shared_description());
+  }
+
+  compress::Collectives& collectives() {
+    return comm_ ? static_cast<compress::Collectives&>(*comm_) : solo_;
+  }
+
+  // The model (same seed everywhere, then rank 0's values broadcast, so replicas start equal), its
+  // compressor with error feedback, the optimizer and, on rank 0, the gradient recorder.
+  void build() {
+    torch::manual_seed(config_.seed);
+    model_ = train::make_model(config_.model);
+    std::vector<float> flat;
+    if (comm_) {
+      flatten_params(*model_, flat);
+      comm_->broadcast(flat);
+      assign_params(*model_, flat);
+    }
+    mc_.emplace(tensor_specs(*model_), compress::parse_granularity(config_.granularity),
+                config_.bucket_size,
+                compress::make_compressor(config_.compressor, config_.density,
+                                          config_.compressor_options(rank_)));
+    // Variance-based compression weighs each element by its per-sample gradient variance, which
+    // the model's forward/backward yields when a GradientVariance is attached.
+    if (mc_->compressor().needs_gradient_variance()) grad_variance_.emplace(*model_);
+    // With momentum correction the velocity lives in the compressor, before sparsification; the
+    // optimizer then applies the mean update as it is.
+    if (config_.momentum_correction) mc_->set_momentum_correction(config_.momentum);
+    // Dense warm-up: the first --warmup-steps steps exchange the gradient uncompressed (the
+    // compressor's residual starts empty when it takes over). An exponential warm-up runs the
+    // compressor itself at TrainConfig::density_at's falling density.
+    dense_.emplace(tensor_specs(*model_), compress::Granularity::model, 0,
+                   compress::make_compressor("none", 1.0));
+    opt_.emplace(model_->parameters(),
+                 torch::optim::SGDOptions(config_.lr).momentum(
+                     config_.momentum_correction ? 0.0 : config_.momentum));
+    if (!config_.record.empty() && rank_ == 0) {
+      data::SnapshotMeta meta;
+      meta.model = config_.model;
+      meta.dataset = "fashion-mnist";
+      meta.seed = config_.seed;
+      data::WriterOptions wo;
+      wo.force = config_.force;
+      recorder_.emplace(*model_, data::SnapshotWriter(config_.record, meta,
+                                                      train::parameter_layers(*model_), wo));
+    }
+    result_.parameters = mc_->numel();
+  }
+
+  // The data: a fixed permutation of the training set cut into `world` equal shards; each epoch
+  // walks this worker's shard in a new order.
+  void load_data() {
+    train_set_ = train::fashion_mnist_tensors("train");
+    const std::int64_t shard = train_set_.size() / world_;
+    if (shard < config_.batch)
+      throw Error("each worker's shard (" + std::to_string(shard) + " examples) is smaller than --batch");
+    auto gen = at::detail::createCPUGenerator(config_.seed);
+    const auto perm = torch::randperm(train_set_.size(), gen, torch::kInt64);
+    const std::uint64_t seed = config_.seed, rank = std::uint64_t(rank_);
+    batches_.emplace(train_set_, perm.slice(0, rank_ * shard, (rank_ + 1) * shard), config_.batch,
+                     [seed, rank, shard](int epoch) {
+                       auto egen = at::detail::createCPUGenerator(seed * 7919 +
+                                                                  std::uint64_t(epoch) * 31 + rank);
+                       return torch::randperm(shard, egen, torch::kInt64);
+                     });
+    total_ = batches_->per_epoch() * config_.epochs;
+    if (config_.steps > 0) total_ = std::min(total_, config_.steps);
+    result_.train_examples_per_worker = shard;
+  }
+
+  void steps(const StepCallback& on_step) {
+    std::int64_t step = 0;
+    for (int epoch = 0; epoch < config_.epochs && step < total_; ++epoch)
+      for (std::int64_t b = 0; b < batches_->per_epoch() && step < total_; ++b, ++step) {
+        const StepReport rep = one_step(epoch, b, step);
+        result_.steps.push_back(rep);
+        if (on_step && rank_ == 0) on_step(rep, total_);
+      }
+    if (recorder_) recorder_->finish();
+    if (!result_.steps.empty()) result_.final_loss = result_.steps.back().loss;
+  }
+
+  void inject_fault(std::int64_t step) {
+    if (!fault_ || fault_->rank != rank_ || fault_->step != step) return;
+    if (fault_->action == "exit") std::_Exit(7);
+    if (fault_->action == "hang")
+      for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+
+  // One step: the batch step, the agreement on skipping (a non-finite gradient anywhere skips the
+  // step everywhere: no residual update, no optimizer step), the exchange and the update.
+  StepReport one_step(int epoch, std::int64_t b, std::int64_t step) {
+    const auto t_step = Clock::now();
+    inject_fault(step);
+    StepReport rep;
+    rep.step = step;
+    rep.epoch = epoch;
+    rep.lr = config_.lr_at(step, total_);
+    for (auto& group : opt_->param_groups())
+      static_cast<torch::optim::SGDOptions&>(group.options()).lr(rep.lr);
+    const train::Batch batch = batches_->get(epoch, b);
+    opt_->zero_grad();
+    if (recorder_) recorder_->begin_step(step);
+    const double local_loss = train::forward_backward(*model_, batch);
+    if (recorder_) recorder_->end_step(local_loss, rep.lr);
+    flatten_grads(*model_, grad_);
+    if (fault_ && fault_->rank == rank_ && fault_->step == step && fault_->action == "nan")
+      grad_[grad_.size() / 2] = std::nanf("");
+
+    rep.warmup = config_.warmup_at(step);
+    // Only an exponential warm-up moves the compressor's density (back to --ratio after it).
+    const bool uncompressed = rep.warmup && !config_.exponential_warmup();
+    if (config_.exponential_warmup()) mc_->set_density(config_.density_at(step));
+    rep.target_density = uncompressed ? 1.0 : mc_->compressor().density();
+    // One small all-reduce carries the non-finite flag and the loss.
+    std::vector<double> flags = {any_nonfinite(grad_) ? 1.0 : 0.0, local_loss};
+    const auto t_comm0 = Clock::now();
+    if (comm_) comm_->allreduce_sum(flags);
+    rep.comm_seconds = seconds_since(t_comm0);
+    rep.loss = flags[1] / world_;
+    if (flags[0] > 0) {
+      rep.skipped = true;
+      ++result_.skipped_steps;
+      if (++skipped_in_a_row_ >= kMaxSkippedInARow)
+        throw Error("gradients were NaN or Inf for " + std::to_string(kMaxSkippedInARow) +
+                    " steps in a row (last at step " + std::to_string(step) +
+                    "); lower --lr or check the data");
+    } else {
+      skipped_in_a_row_ = 0;
+      if (grad_variance_ && !uncompressed) mc_->set_gradient_variance(grad_variance_->compute());
+      update_.resize(mc_->numel());
+      compress::StepStats st;
+      (uncompressed ? *dense_ : *mc_).step(grad_, collectives(), update_, &st);
+      assign_grads(*model_, update_);
+      opt_->step();
+      rep.comm_seconds += st.comm_seconds;
+      rep.density = st.density();
+      rep.quality = st.quality();
+      rep.target_density = st.target_density;
+      rep.stages = st.stages;
+      rep.bytes_sent = st.bytes_sent;
+      rep.dense_bytes = st.dense_bytes;
+      rep.compress_seconds = st.compress_seconds;
+    }
+    rep.step_seconds = seconds_since(t_step);
+    return rep;
+  }
+
+  // Replicas must agree: every worker compares its parameters with rank 0's. Then rank 0
+  // evaluates on the test set, which ends the run for everybody.
+  void finish() {
+    std::vector<float> flat;
+    flatten_params(*model_, flat);
+    if (comm_) {
+      std::vector<float> ref = flat;
+      comm_->broadcast(ref);
+      double diff = 0.0;
+      for (std::size_t i = 0; i < flat.size(); ++i)
+        diff = std::max(diff, double(std::fabs(flat[i] - ref[i])));
+      std::vector<double> d = {diff};
+      // The sum of non-negative differences is zero exactly when all are.
+      comm_->allreduce_sum(d);
+      result_.replica_max_diff = d[0];
+    }
+    if (rank_ == 0) result_.test_accuracy = train::evaluate(*model_, train::fashion_mnist_tensors("test"));
+    if (comm_) comm_->barrier();
+  }
+
+  const TrainConfig& config_;
+  const int world_, rank_;
+  const std::optional<Fault> fault_;
+  std::unique_ptr<Communicator> comm_;
+  compress::SoloCollectives solo_;
+  std::shared_ptr<train::Classifier> model_;
+  std::optional<compress::ModelCompressor> mc_, dense_;
+  std::optional<train::GradientVariance> grad_variance_;
+  std::optional<torch::optim::SGD> opt_;
+  std::optional<train::GradientRecorder> recorder_;
+  train::TensorDataset train_set_;
+  std::optional<train::EpochBatches> batches_;
+  std::int64_t total_ = 0;
+  int skipped_in_a_row_ = 0;
+  std::vector<float> grad_, update_;
+  TrainResult result_;
+};
+
+}  // namespace
 
 TrainResult train_worker(const TrainConfig& config, const StepCallback& on_step) {
   config.validate();
-  const auto t_start = Clock::now();
-  const int world = config.workers;
-  const int rank = std::max(config.rank, 0);
-  const auto fault = fault_from_env();
+  const Stopwatch wall;
   // Each worker is one process on a shared machine: one compute thread each (libtorch's and the
   // BLAS pool's, so a seed gives the same run whatever OMP_NUM_THREADS says).
   train::set_compute_threads(1);
-
-  std::unique_ptr<Communicator> comm;
-  if (world > 1) {
-    CommOptions co;
-    co.rank = rank;
-    co.world_size = world;
-    co.master_addr = config.master_addr;
-    co.master_port = config.master_port;
-    co.store_hosted_elsewhere = std::getenv(kStoreHostedEnv) != nullptr;
-    co.timeout = std::chrono::milliseconds(std::int64_t(config.timeout * 1000));
-    comm = std::make_unique<Communicator>(co);
-    comm->check_same_config(config.shared_description());
-  }
-
-  // Model: same seed everywhere, then rank 0's values broadcast so replicas start equal anyway.
-  torch::manual_seed(config.seed);
-  auto model = train::make_model(config.model);
-  std::vector<float> flat;
-  if (comm) {
-    flatten_params(*model, flat);
-    comm->broadcast(flat);
-    assign_params(*model, flat);
-  }
-  compress::ModelCompressor mc(
-      tensor_specs(*model), compress::parse_granularity(config.granularity), config.bucket_size,
-      compress::make_compressor(config.compressor, config.ratio, config.compressor_options(rank)));
-  // Variance-based compression weighs each element by its per-sample gradient variance, which the
-  // model's forward/backward yields when a GradientVariance is attached (gs/train/per_sample.hpp).
-  std::optional<train::GradientVariance> grad_variance;
-  if (mc.compressor().needs_gradient_variance()) grad_variance.emplace(*model);
-  // With momentum correction the velocity lives in the compressor, before sparsification; the
-  // optimizer then applies the mean update as it is.
-  if (config.momentum_correction) mc.set_momentum_correction(config.momentum);
-  // Dense warm-up: the first --warmup-steps steps exchange the gradient uncompressed (the
-  // compressor's residual starts empty when it takes over). An exponential warm-up runs the
-  // compressor itself at TrainConfig::ratio_at's falling ratio.
-  compress::ModelCompressor dense(tensor_specs(*model), compress::Granularity::model, 0,
-                                  compress::make_compressor("none", 1.0));
-  torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(config.lr).momentum(
-                                                 config.momentum_correction ? 0.0 : config.momentum));
-
-  // Data: a fixed permutation of the training set, cut into `world` equal shards.
-  const auto train_set = train::fashion_mnist_tensors("train");
-  const std::int64_t shard = train_set.size() / world;
-  if (shard < config.batch)
-    throw Error("each worker's shard (" + std::to_string(shard) + " examples) is smaller than --batch");
-  auto gen = at::detail::createCPUGenerator(config.seed);
-  const auto perm = torch::randperm(train_set.size(), gen, torch::kInt64);
-  const auto my_idx = perm.slice(0, rank * shard, (rank + 1) * shard);
-  const std::int64_t per_epoch = shard / config.batch;
-  std::int64_t total = per_epoch * config.epochs;
-  if (config.steps > 0) total = std::min(total, config.steps);
-
-  std::optional<train::GradientRecorder> recorder;
-  if (!config.record.empty() && rank == 0) {
-    data::SnapshotMeta meta;
-    meta.model = config.model;
-    meta.dataset = "fashion-mnist";
-    meta.seed = config.seed;
-    data::WriterOptions wo;
-    wo.force = config.force;
-    recorder.emplace(*model, data::SnapshotWriter(config.record, meta,
-                                                  train::parameter_layers(*model), wo));
-  }
-
-  TrainResult result;
-  result.parameters = mc.numel();
-  result.train_examples_per_worker = shard;
-  std::vector<float> grad, update(mc.numel());
-  int skipped_in_a_row = 0;
-  std::int64_t step = 0;
-  for (int epoch = 0; epoch < config.epochs && step < total; ++epoch) {
-    auto egen = at::detail::createCPUGenerator(config.seed * 7919 + std::uint64_t(epoch) * 31 +
-                                               std::uint64_t(rank));
-    const auto order = my_idx.index_select(0, torch::randperm(shard, egen, torch::kInt64));
-    for (std::int64_t b = 0; b < per_epoch && step < total; ++b, ++step) {
-      const auto t_step = Clock::now();
-      if (fault && fault->rank == rank && fault->step == step) {
-        if (fault->action == "exit") std::_Exit(7);
-        if (fault->action == "hang")
-          for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
-      }
-      const auto idx = order.slice(0, b * config.batch, (b + 1) * config.batch);
-      const auto x = train_set.images.index_select(0, idx);
-      const auto y = train_set.labels.index_select(0, idx);
-      const double lr = config.lr_at(step, total);
-      for (auto& group : opt.param_groups())
-        static_cast<torch::optim::SGDOptions&>(group.options()).lr(lr);
-      model->train();
-      opt.zero_grad();
-      if (recorder) recorder->begin_step(step);
-      auto loss = torch::nn::functional::cross_entropy(model->forward(x), y);
-      loss.backward();
-      const double local_loss = loss.item<double>();
-      if (recorder) recorder->end_step(local_loss, lr);
-      flatten_grads(*model, grad);
-      if (fault && fault->rank == rank && fault->step == step && fault->action == "nan")
-        grad[grad.size() / 2] = std::nanf("");
-
-      StepReport rep;
-      rep.step = step;
-      rep.epoch = epoch;
-      rep.lr = lr;
-      rep.warmup = config.warmup_at(step);
-      // Only an exponential warm-up moves the compressor's ratio (back to --ratio after it).
-      const bool uncompressed = rep.warmup && !config.exponential_warmup();
-      if (config.exponential_warmup()) mc.set_density(config.ratio_at(step));
-      rep.target_density = uncompressed ? 1.0 : mc.compressor().density();
-      // One small all-reduce carries the non-finite flag and the loss.
-      std::vector<double> flags = {0.0, local_loss};
-      for (float v : grad)
-        if (!std::isfinite(v)) {
-          flags[0] = 1.0;
-          break;
-        }
-      const auto t_comm0 = Clock::now();
-      if (comm) comm->allreduce_sum(flags);
-      rep.comm_seconds = seconds_since(t_comm0);
-      rep.loss = flags[1] / world;
-      if (flags[0] > 0) {
-        // Policy: skip everywhere, keep the residual as it was, count it.
-        rep.skipped = true;
-        ++result.skipped_steps;
-        if (++skipped_in_a_row >= kMaxSkippedInARow)
-          throw Error("gradients were NaN or Inf for " + std::to_string(kMaxSkippedInARow) +
-                      " steps in a row (last at step " + std::to_string(step) +
-                      "); lower --lr or check the data");
-      } else {
-        skipped_in_a_row = 0;
-        // Every exchange kind (all-gather, all-reduce, the compressor's own collectives) in one call.
-        compress::SoloCollectives solo;
-        compress::Collectives& collectives = comm ? static_cast<compress::Collectives&>(*comm) : solo;
-        if (grad_variance && !uncompressed) mc.set_gradient_variance(grad_variance->compute());
-        compress::StepStats st;
-        (uncompressed ? dense : mc).step(grad, collectives, update, &st);
-        rep.comm_seconds += st.comm_seconds;
-        assign_grads(*model, update);
-        opt.step();
-        rep.density = st.density();
-        rep.quality = st.quality();
-        rep.target_density = st.target_density;
-        rep.stages = st.stages;
-        rep.bytes_sent = st.bytes_sent;
-        rep.dense_bytes = st.dense_bytes;
-        rep.compress_seconds = st.compress_seconds;
-      }
-      rep.step_seconds = seconds_since(t_step);
-      result.steps.push_back(rep);
-      if (on_step && rank == 0) on_step(rep, total);
-    }
-  }
-  if (recorder) recorder->finish();
-  if (!result.steps.empty()) result.final_loss = result.steps.back().loss;
-
-  // Replicas must agree: compare with rank 0's parameters.
-  flatten_params(*model, flat);
-  if (comm) {
-    std::vector<float> ref = flat;
-    comm->broadcast(ref);
-    double diff = 0.0;
-    for (std::size_t i = 0; i < flat.size(); ++i)
-      diff = std::max(diff, double(std::fabs(flat[i] - ref[i])));
-    std::vector<double> d = {diff};
-    // The sum of non-negative differences is zero exactly when all are.
-    comm->allreduce_sum(d);
-    result.replica_max_diff = d[0];
-  }
-
-  if (rank == 0) {
-    torch::NoGradGuard ng;
-    model->eval();
-    const auto test = train::fashion_mnist_tensors("test");
-    std::int64_t correct = 0;
-    for (std::int64_t at = 0; at < test.size(); at += 1000) {
-      const auto end = std::min(at + 1000, test.size());
-      const auto pred = model->forward(test.images.slice(0, at, end)).argmax(1);
-      correct += pred.eq(test.labels.slice(0, at, end)).sum().item<std::int64_t>();
-    }
-    result.test_accuracy = double(correct) / double(test.size());
-  }
-  if (comm) comm->barrier();  // rank 0's evaluation ends the run for everybody
-  result.wall_seconds = seconds_since(t_start);
+  TrainResult result = Worker(config).run(on_step);
+  result.wall_seconds = wall.seconds();
   return result;
 }
 

@@ -1,8 +1,12 @@
 #pragma once
-// TrainConfig: everything `gradscope train` takes, shared by the CLI (which fills it), the launcher
-// (which turns it back into worker arguments) and the workers (which compare it at start).
+// TrainConfig: everything `gradscope train` takes. One table of options (train_options()) says, for
+// each setting, its flag, help text, how it reads and writes as text, how it is checked and whether
+// every worker must share it; the CLI's flags, validate(), the description workers compare, the
+// launcher's worker arguments and the --json echo are all generated from it.
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "gs/compress/compressor.hpp"
@@ -12,7 +16,10 @@ namespace gs::dist {
 struct TrainConfig {
   std::string model = "mlp";
   std::string compressor = "sidco-e";
-  double ratio = 0.01;
+  double density = 0.01;  // target density: fraction of elements sent (flag --ratio)
+  // The compressor's own options (SIDCo stages, kernels backend, the rival methods' settings);
+  // its seed is not used: compressor_options() derives one per worker from `seed`.
+  compress::CompressorOptions compression;
   int workers = 1;
   std::int64_t steps = 0;  // 0: as many as the epochs give
   int epochs = 1;
@@ -29,24 +36,15 @@ struct TrainConfig {
   // into each worker's compressor (sparse compressors with error feedback only).
   bool momentum_correction = false;
   // Warm-up over the first warmup_steps steps: dense exchanges the gradient uncompressed;
-  // exponential (DGC's) compresses at a ratio falling geometrically from warmup_start_ratio at the
-  // first step towards --ratio, which it reaches at step warmup_steps.
+  // exponential (DGC's) compresses at a density falling geometrically from warmup_start_density
+  // at the first step towards `density`, which it reaches at step warmup_steps.
   std::int64_t warmup_steps = 0;
   std::string warmup_schedule = "dense";
-  double warmup_start_ratio = 0.25;
+  double warmup_start_density = 0.25;
   std::uint64_t seed = 1;
-  int stages = 0;                 // SIDCo: 0 adaptive, else fixed
-  // Options of the rival methods, passed to compress::CompressorOptions (same defaults).
-  std::vector<int> bits;          // qsgd-mn*: bits per scale (empty: the method's defaults)
-  double variance_alpha = compress::CompressorOptions{}.variance_alpha;
-  double variance_zeta = compress::CompressorOptions{}.variance_zeta;
-  int fft_exponent_bits = compress::CompressorOptions{}.fft_exponent_bits;
-  int fft_mantissa_bits = compress::CompressorOptions{}.fft_mantissa_bits;
-  std::uint64_t fft_chunk = compress::CompressorOptions{}.fft_chunk;
-  std::string backend = "cpu";    // kernels backend for the threshold fits
-  std::string record;             // snapshot of rank 0's raw gradients, when set
-  bool force = false;             // overwrite --record
-  double timeout = 60.0;          // seconds any collective or rendezvous may wait
+  std::string record;     // snapshot of rank 0's raw gradients, when set
+  bool force = false;     // overwrite --record
+  double timeout = 60.0;  // seconds any collective or rendezvous may wait
   bool json = false;
   bool quiet = false;
   // Worker placement: rank < 0 means "launch `workers` processes here".
@@ -54,7 +52,8 @@ struct TrainConfig {
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
 
-  // gs::Error for values no run could use (ratio, counts, names checked where they are parsed).
+  // gs::Error naming the first bad setting (each option's own check, then the rules that tie
+  // several together).
   void validate() const;
   // The settings every worker must share, as one canonical line (rank, output flags excluded).
   std::string shared_description() const;
@@ -62,16 +61,45 @@ struct TrainConfig {
   std::vector<std::string> worker_args(int rank, int port) const;
   // The compressor's options for worker `rank` (its sampling seed differs per worker).
   compress::CompressorOptions compressor_options(int rank) const;
-  // bits as "6,10" (empty when unset).
-  std::string bits_list() const;
   // The learning rate of step `step` (0-based) of a run of `total` steps.
   double lr_at(std::int64_t step, std::int64_t total) const;
-  // Whether step `step` is a warm-up step, and the compression ratio it runs at (1 for a dense
-  // warm-up step, `ratio` after the warm-up).
+  // Whether step `step` is a warm-up step.
   bool warmup_at(std::int64_t step) const { return step < warmup_steps; }
-  // Whether warm-up steps are compressed at a falling ratio (else they go uncompressed).
+  // Whether warm-up steps are compressed at a falling density (else they go uncompressed).
   bool exponential_warmup() const { return warmup_steps > 0 && warmup_schedule == "exponential"; }
-  double ratio_at(std::int64_t step) const;
+  // The density step `step` runs at: 1 for a dense warm-up step, `density` after the warm-up.
+  double density_at(std::int64_t step) const;
 };
+
+// Who an option concerns: every worker alike (compared at start), each worker on its own
+// (passed on, not compared: the kernels backend, the timeout), where a worker sits (rank, store
+// address), or rank 0's output.
+enum class OptionScope { shared, worker, placement, output };
+// How an option's value reads: a word, an integer, a real number, a switch, a comma list of ints.
+enum class ValueKind { text, integer, real, flag, int_list };
+
+struct TrainOption {
+  std::string flag;  // "--ratio"
+  std::string help;
+  OptionScope scope = OptionScope::shared;
+  ValueKind kind = ValueKind::text;
+  std::string json_key;              // its key in --json's "config" (empty: not echoed)
+  std::vector<std::string> choices;  // the values a text option takes (empty: any)
+  // The value as text (canonical: reals as the shortest text that reads back exactly, lists
+  // "6,10", switches "1"/"0").
+  std::function<std::string(const TrainConfig&)> get;
+  // Parses text into the config; gs::Error naming the flag when the text is no such value.
+  std::function<void(TrainConfig&, std::string_view)> set;
+  // gs::Error naming the flag when the value is out of its range.
+  std::function<void(const TrainConfig&)> check;
+  // Whether the value matters for this config (null: always); the description and the worker
+  // arguments leave out what does not.
+  std::function<bool(const TrainConfig&)> matters;
+};
+
+// Every option of `gradscope train`, in the order --help lists them.
+const std::vector<TrainOption>& train_options();
+// The option of a flag ("--ratio"); gs::Error for an unknown flag.
+const TrainOption& train_option(std::string_view flag);
 
 }  // namespace gs::dist

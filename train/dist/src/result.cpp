@@ -1,0 +1,87 @@
+// What a run reports: the summary over its steps, and the --json output of `gradscope train` (the
+// config echoed from the option table, the summary and the per-step arrays).
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+#include "gs/base/quantile.hpp"
+#include "gs/dist/trainer.hpp"
+
+namespace gs::dist {
+
+TrainSummary summarize(const TrainResult& r) {
+  TrainSummary s;
+  std::vector<double> q;
+  double n = 0;
+  for (const auto& st : r.steps) {
+    if (st.skipped) continue;
+    if (!st.warmup) q.push_back(st.quality);  // quality describes the steps at --ratio
+    s.density_mean += st.density;
+    s.bytes_per_step += double(st.bytes_sent);
+    s.dense_bytes_per_step += double(st.dense_bytes);
+    s.compress_ms_per_step += st.compress_seconds * 1e3;
+    s.comm_ms_per_step += st.comm_seconds * 1e3;
+    s.step_ms += st.step_seconds * 1e3;
+    n += 1;
+  }
+  if (n == 0) return s;
+  for (double v : q) s.quality_mean += v;
+  if (!q.empty()) {
+    s.quality_mean /= double(q.size());
+    s.quality_p5 = quantile(q, 0.05);
+    s.quality_p95 = quantile(q, 0.95);
+  }
+  s.density_mean /= n;
+  s.bytes_per_step /= n;
+  s.dense_bytes_per_step /= n;
+  s.compress_ms_per_step /= n;
+  s.comm_ms_per_step /= n;
+  s.step_ms /= n;
+  return s;
+}
+
+std::string to_json(const TrainConfig& c, const TrainResult& r) {
+  using nlohmann::json;
+  const TrainSummary s = summarize(r);
+  json steps = json::array();
+  for (const auto& st : r.steps)
+    steps.push_back({{"step", st.step}, {"epoch", st.epoch}, {"lr", st.lr}, {"loss", st.loss},
+                     {"skipped", st.skipped}, {"warmup", st.warmup},
+                     {"target_density", st.target_density}, {"density", st.density}, {"quality", st.quality},
+                     {"stages", st.stages}, {"bytes_sent", st.bytes_sent},
+                     {"dense_bytes", st.dense_bytes}, {"compress_s", st.compress_seconds},
+                     {"comm_s", st.comm_seconds}, {"step_s", st.step_seconds}});
+  json config = json::object();
+  for (const auto& o : train_options()) {
+    if (o.json_key.empty()) continue;
+    const std::string v = o.get(c);
+    switch (o.kind) {
+      case ValueKind::text: config[o.json_key] = v; break;
+      case ValueKind::flag: config[o.json_key] = v == "1"; break;
+      case ValueKind::integer: config[o.json_key] = json::parse(v); break;
+      case ValueKind::real: config[o.json_key] = std::stod(v); break;
+      case ValueKind::int_list: config[o.json_key] = json::parse("[" + v + "]"); break;
+    }
+  }
+  json j = {
+      {"config", config},
+      {"parameters", r.parameters},
+      {"train_examples_per_worker", r.train_examples_per_worker},
+      {"steps_run", r.steps.size()},
+      {"skipped_steps", r.skipped_steps},
+      {"final_loss", r.final_loss},
+      {"test_accuracy", r.test_accuracy},
+      {"wall_s", r.wall_seconds},
+      {"replica_max_diff", r.replica_max_diff},
+      {"summary",
+       {{"quality_mean", s.quality_mean}, {"quality_p5", s.quality_p5},
+        {"quality_p95", s.quality_p95}, {"density_mean", s.density_mean},
+        {"bytes_per_step", s.bytes_per_step}, {"dense_bytes_per_step", s.dense_bytes_per_step},
+        {"compress_ms_per_step", s.compress_ms_per_step},
+        {"comm_ms_per_step", s.comm_ms_per_step}, {"step_ms", s.step_ms}}},
+      {"per_step", steps}};
+  return j.dump();
+}
+
+}  // namespace gs::dist
