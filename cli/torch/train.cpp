@@ -74,12 +74,12 @@ gs::cli::Runner setup(CLI::App& sub) {
         throw CLI::ValidationError(e.what());
       }
     };
-    if (opt.kind == gs::dist::ValueKind::flag) {
+    if (opt.kind == gs::ValueKind::flag) {
       sub.add_flag_function(opt.flag, [parse](std::int64_t) { parse("1"); }, opt.help);
       continue;
     }
     auto* o = sub.add_option_function<std::string>(opt.flag, parse, opt.help);
-    using Kind = gs::dist::ValueKind;
+    using Kind = gs::ValueKind;
     o->type_name(opt.kind == Kind::integer ? "INT" : opt.kind == Kind::real ? "NUMBER"
                  : opt.kind == Kind::int_list ? "INT,..." : "TEXT");
     const std::string fallback = opt.get(defaults);

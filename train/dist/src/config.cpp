@@ -3,7 +3,6 @@
 #include "gs/dist/config.hpp"
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <sstream>
 
@@ -13,98 +12,18 @@
 namespace gs::dist {
 namespace {
 
-// The shortest text that reads back as exactly v (so worker arguments reproduce the config).
-std::string real_text(double v) {
-  char buf[64];
-  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
-  return ec == std::errc() ? std::string(buf, end) : std::to_string(v);
-}
-
-[[noreturn]] void bad_text(std::string_view flag, std::string_view text, const char* what) {
-  throw Error(std::string(flag) + ": '" + std::string(text) + "' is not " + what);
-}
-
-template <class T>
-T parse_integer(std::string_view flag, std::string_view text) {
-  T v{};
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || end != text.data() + text.size() || text.empty())
-    bad_text(flag, text, "an integer");
-  return v;
-}
-
-double parse_real(std::string_view flag, std::string_view text) {
-  const std::string s(text);
-  char* end = nullptr;
-  const double v = std::strtod(s.c_str(), &end);
-  if (s.empty() || end != s.c_str() + s.size()) bad_text(flag, text, "a number");
-  return v;
-}
-
-std::vector<int> parse_int_list(std::string_view flag, std::string_view text) {
-  std::vector<int> out;
-  std::size_t at = 0;
-  while (at <= text.size()) {
-    const std::size_t end = std::min(text.find(',', at), text.size());
-    out.push_back(parse_integer<int>(flag, text.substr(at, end - at)));
-    at = end + 1;
-  }
-  return out;
-}
-
-// A row for a field reached through `access` (a lambda returning a reference into the config).
-// `check` receives the value; it throws gs::Error (with the flag in its text) when out of range.
+// A row of the table: the field `access` reaches, with its check and choices (gs::option_row),
+// who it concerns and whether --json echoes it.
 template <class T, class Access>
-TrainOption field(std::string flag, std::string help, OptionScope scope, std::string json_key,
-                  Access access, std::function<void(const T&)> check = {},
-                  std::vector<std::string> choices = {}) {
+TrainOption row(std::string flag, std::string help, OptionScope scope, Access access,
+                std::function<void(const T&)> check = {}, std::vector<std::string> choices = {},
+                bool in_json = true) {
   TrainOption o;
-  o.flag = std::move(flag);
-  o.help = std::move(help);
+  static_cast<OptionRow<TrainConfig>&>(o) =
+      option_row<T, TrainConfig>(std::move(flag), std::move(help), access, std::move(check),
+                                 std::move(choices));
   o.scope = scope;
-  o.json_key = std::move(json_key);
-  o.choices = std::move(choices);
-  using C = TrainConfig;
-  if constexpr (std::is_same_v<T, bool>) {
-    o.kind = ValueKind::flag;
-    o.get = [access](const C& c) { return std::string(access(c) ? "1" : "0"); };
-    o.set = [access, f = o.flag](C& c, std::string_view t) {
-      if (t != "1" && t != "0" && t != "true" && t != "false") bad_text(f, t, "a switch (1 or 0)");
-      access(c) = t == "1" || t == "true";
-    };
-  } else if constexpr (std::is_same_v<T, std::string>) {
-    o.kind = ValueKind::text;
-    o.get = [access](const C& c) { return access(c); };
-    o.set = [access](C& c, std::string_view t) { access(c) = std::string(t); };
-  } else if constexpr (std::is_same_v<T, double>) {
-    o.kind = ValueKind::real;
-    o.get = [access](const C& c) { return real_text(access(c)); };
-    o.set = [access, f = o.flag](C& c, std::string_view t) { access(c) = parse_real(f, t); };
-  } else if constexpr (std::is_same_v<T, std::vector<int>>) {
-    o.kind = ValueKind::int_list;
-    o.get = [access](const C& c) { return compress::bits_text(access(c)); };
-    o.set = [access, f = o.flag](C& c, std::string_view t) {
-      access(c) = t.empty() ? std::vector<int>{} : parse_int_list(f, t);
-    };
-  } else {
-    o.kind = ValueKind::integer;
-    o.get = [access](const C& c) { return std::to_string(access(c)); };
-    o.set = [access, f = o.flag](C& c, std::string_view t) { access(c) = parse_integer<T>(f, t); };
-  }
-  auto choice_check = [f = o.flag, ch = o.choices](const T& v) {
-    if constexpr (std::is_same_v<T, std::string>) {
-      if (!ch.empty() && std::find(ch.begin(), ch.end(), v) == ch.end()) {
-        std::string list;
-        for (const auto& c : ch) list += (list.empty() ? "" : ", ") + c;
-        throw Error(f + " '" + v + "' is not one of " + list);
-      }
-    }
-  };
-  o.check = [access, check, choice_check](const C& c) {
-    const T& v = access(c);
-    choice_check(v);
-    if (check) check(v);
-  };
+  o.in_json = in_json;
   return o;
 }
 
@@ -127,99 +46,86 @@ std::vector<std::string> compressor_choices() {
 std::vector<TrainOption> make_table() {
   using S = OptionScope;
   std::vector<TrainOption> t;
-  t.push_back(field<std::string>("--model", "model to train", S::shared, "model",
-                                 GS_FIELD(c.model), {}, train::model_names()));
-  t.push_back(field<std::string>("--compressor", "compression method (docs/compressors.md)", S::shared, "compressor",
-                                 GS_FIELD(c.compressor), {}, compressor_choices()));
-  t.push_back(field<double>("--ratio", "target density: fraction of elements sent, in (0, 1]",
-                            S::shared, "ratio", GS_FIELD(c.density), [](const double& v) {
-                              if (!(v > 0.0 && v <= 1.0))
-                                throw Error("--ratio " + std::to_string(v) + " is outside (0, 1]");
-                            }));
-  t.push_back(field<int>("--workers", "worker processes (world size)", S::shared, "workers",
-                         GS_FIELD(c.workers), at_least<int>("--workers", 1, "at least 1")));
-  t.push_back(field<std::int64_t>("--steps", "stop after this many steps (0: run the epochs)",
-                                  S::shared, "steps", GS_FIELD(c.steps),
-                                  at_least<std::int64_t>("--steps", 0, ">= 0 (0: run the epochs)")));
-  t.push_back(field<int>("--epochs", "passes over each worker's shard", S::shared, "epochs",
-                         GS_FIELD(c.epochs), at_least<int>("--epochs", 1, "at least 1")));
-  t.push_back(field<std::string>("--granularity", "layer, model or bucket", S::shared,
-                                 "granularity", GS_FIELD(c.granularity), {},
-                                 {"layer", "model", "bucket"}));
-  t.push_back(field<std::uint64_t>("--bucket-size", "elements per bucket (--granularity bucket)",
-                                   S::shared, "bucket_size", GS_FIELD(c.bucket_size),
-                                   at_least<std::uint64_t>("--bucket-size", 1, "at least 1")));
-  t.push_back(field<std::int64_t>("--batch", "examples per worker per step", S::shared, "batch",
-                                  GS_FIELD(c.batch), at_least<std::int64_t>("--batch", 1, "at least 1")));
-  t.push_back(field<double>("--lr", "SGD learning rate (of the first step)", S::shared, "lr",
-                            GS_FIELD(c.lr), [](const double& v) {
-                              if (!(v > 0.0) || !std::isfinite(v))
-                                throw Error("--lr must be a positive number");
-                            }));
-  t.push_back(field<std::string>("--lr-schedule",
-                                 "constant; cosine: decays from --lr to 0 over the run's steps; "
-                                 "step: --lr / 10 over the last tenth of the steps",
-                                 S::shared, "lr_schedule", GS_FIELD(c.lr_schedule), {},
-                                 {"constant", "cosine", "step"}));
-  t.push_back(field<double>("--momentum", "SGD momentum", S::shared, "momentum",
-                            GS_FIELD(c.momentum), [](const double& v) {
-                              if (!(v >= 0.0 && v < 1.0)) throw Error("--momentum must be in [0, 1)");
-                            }));
-  t.push_back(field<bool>("--momentum-correction",
-                          "keep the momentum per worker before sparsification, masked where sent (DGC)",
-                          S::shared, "momentum_correction", GS_FIELD(c.momentum_correction)));
-  t.push_back(field<std::int64_t>(
+  t.push_back(row<std::string>("--model", "model to train", S::shared, GS_FIELD(c.model), {},
+                               train::model_names()));
+  t.push_back(row<std::string>("--compressor", "compression method (docs/compressors.md)", S::shared,
+                               GS_FIELD(c.compressor), {}, compressor_choices()));
+  t.push_back(row<double>("--ratio", "target density: fraction of elements sent, in (0, 1]", S::shared,
+                          GS_FIELD(c.density), [](const double& v) {
+                            if (!(v > 0.0 && v <= 1.0))
+                              throw Error("--ratio " + std::to_string(v) + " is outside (0, 1]");
+                          }));
+  t.push_back(row<int>("--workers", "worker processes (world size)", S::shared, GS_FIELD(c.workers),
+                       at_least<int>("--workers", 1, "at least 1")));
+  t.push_back(row<std::int64_t>("--steps", "stop after this many steps (0: run the epochs)", S::shared,
+                                GS_FIELD(c.steps),
+                                at_least<std::int64_t>("--steps", 0, ">= 0 (0: run the epochs)")));
+  t.push_back(row<int>("--epochs", "passes over each worker's shard", S::shared, GS_FIELD(c.epochs),
+                       at_least<int>("--epochs", 1, "at least 1")));
+  t.push_back(row<std::string>("--granularity", "layer, model or bucket", S::shared,
+                               GS_FIELD(c.granularity), {}, {"layer", "model", "bucket"}));
+  t.push_back(row<std::uint64_t>("--bucket-size", "elements per bucket (--granularity bucket)",
+                                 S::shared, GS_FIELD(c.bucket_size),
+                                 at_least<std::uint64_t>("--bucket-size", 1, "at least 1")));
+  t.push_back(row<std::int64_t>("--batch", "examples per worker per step", S::shared, GS_FIELD(c.batch),
+                                at_least<std::int64_t>("--batch", 1, "at least 1")));
+  t.push_back(row<double>("--lr", "SGD learning rate (of the first step)", S::shared, GS_FIELD(c.lr),
+                          [](const double& v) {
+                            if (!(v > 0.0) || !std::isfinite(v))
+                              throw Error("--lr must be a positive number");
+                          }));
+  t.push_back(row<std::string>("--lr-schedule",
+                               "constant; cosine: decays from --lr to 0 over the run's steps; step: "
+                               "--lr / 10 over the last tenth of the steps",
+                               S::shared, GS_FIELD(c.lr_schedule), {}, {"constant", "cosine", "step"}));
+  t.push_back(row<double>("--momentum", "SGD momentum", S::shared, GS_FIELD(c.momentum),
+                          [](const double& v) {
+                            if (!(v >= 0.0 && v < 1.0)) throw Error("--momentum must be in [0, 1)");
+                          }));
+  t.push_back(row<bool>("--momentum-correction",
+                        "keep the momentum per worker before sparsification, masked where sent (DGC)",
+                        S::shared, GS_FIELD(c.momentum_correction)));
+  t.push_back(row<std::int64_t>(
       "--warmup-steps", "warm up over the first N steps (see --warmup-schedule), then compress at --ratio",
-      S::shared, "warmup_steps", GS_FIELD(c.warmup_steps),
-      at_least<std::int64_t>("--warmup-steps", 0, ">= 0")));
-  auto with_warmup = [](const TrainConfig& c) { return c.warmup_steps > 0; };
-  t.push_back(field<std::string>("--warmup-schedule",
-                                 "dense: exchange the warm-up steps uncompressed; exponential: compress "
-                                 "them at a density falling geometrically from --warmup-start-ratio "
-                                 "to --ratio (DGC)",
-                                 S::shared, "warmup_schedule", GS_FIELD(c.warmup_schedule), {},
-                                 {"dense", "exponential"}));
-  t.back().matters = with_warmup;
-  t.push_back(field<double>("--warmup-start-ratio", "exponential warm-up: the density of the first step",
-                            S::shared, "warmup_start_ratio", GS_FIELD(c.warmup_start_density)));
+      S::shared, GS_FIELD(c.warmup_steps), at_least<std::int64_t>("--warmup-steps", 0, ">= 0")));
+  t.push_back(row<std::string>("--warmup-schedule",
+                               "dense: exchange the warm-up steps uncompressed; exponential: compress "
+                               "them at a density falling geometrically from --warmup-start-ratio to "
+                               "--ratio (DGC)",
+                               S::shared, GS_FIELD(c.warmup_schedule), {}, {"dense", "exponential"}));
+  t.back().matters = [](const TrainConfig& c) { return c.warmup_steps > 0; };
+  t.push_back(row<double>("--warmup-start-ratio", "exponential warm-up: the density of the first step",
+                          S::shared, GS_FIELD(c.warmup_start_density)));
   t.back().matters = [](const TrainConfig& c) { return c.exponential_warmup(); };
-  t.push_back(field<std::uint64_t>("--seed", "seed of the model, the data order and the sampling",
-                                   S::shared, "seed", GS_FIELD(c.seed)));
-  t.push_back(field<int>("--stages", "SIDCo stages: 0 adaptive, else fixed", S::shared, "stages",
-                         GS_FIELD(c.compression.stages),
-                         at_least<int>("--stages", 0, "0 (adaptive) or a fixed count >= 1")));
-  t.push_back(field<std::vector<int>>(
-      "--bits", "qsgd-mn*: bits per scale, ascending, e.g. 4 (qsgd-mn), 6,10 (-ts), 4,6,8,10 (-ms)",
-      S::shared, "bits", GS_FIELD(c.compression.quant_bits)));
-  t.push_back(field<double>("--variance-alpha", "variance: send an element when r^2 > alpha * v",
-                            S::shared, "variance_alpha", GS_FIELD(c.compression.variance_alpha)));
-  t.push_back(field<double>("--variance-zeta", "variance: decay of v for elements not sent",
-                            S::shared, "variance_zeta", GS_FIELD(c.compression.variance_zeta)));
-  t.push_back(field<int>("--fft-exponent-bits", "fft: exponent bits of the kept coefficients' float layout",
-                         S::shared, "fft_exponent_bits", GS_FIELD(c.compression.fft_exponent_bits)));
-  t.push_back(field<int>("--fft-mantissa-bits", "fft: mantissa bits of the kept coefficients' float layout",
-                         S::shared, "fft_mantissa_bits", GS_FIELD(c.compression.fft_mantissa_bits)));
-  t.push_back(field<std::uint64_t>("--fft-chunk", "fft: real FFT length (0: the method's default)",
-                                   S::shared, "fft_chunk", GS_FIELD(c.compression.fft_chunk)));
-  t.push_back(field<std::string>("--backend",
-                                 "kernels backend (threshold fits, fft transforms): auto, cpu or cuda",
-                                 S::worker, "backend", GS_FIELD(c.compression.backend), {},
-                                 {"auto", "cpu", "cuda"}));
-  t.push_back(field<double>("--timeout", "seconds a worker waits on its peers before failing",
-                            S::worker, "", GS_FIELD(c.timeout), [](const double& v) {
-                              if (!(v > 0.0)) throw Error("--timeout must be positive (seconds)");
-                            }));
-  t.push_back(field<std::string>("--record", "record rank 0's raw gradients to this snapshot (.h5)",
-                                 S::output, "", GS_FIELD(c.record)));
-  t.push_back(field<bool>("--force", "overwrite the --record file", S::output, "", GS_FIELD(c.force)));
-  t.push_back(field<bool>("--json", "print one JSON object at the end", S::output, "", GS_FIELD(c.json)));
-  t.push_back(field<bool>("--quiet", "no per-step lines", S::output, "", GS_FIELD(c.quiet)));
-  t.push_back(field<int>("--rank", "this worker's rank (manual placement; needs --master-port)",
-                         S::placement, "", GS_FIELD(c.rank)));
-  t.push_back(field<std::string>("--master-addr", "address of rank 0's store", S::placement, "",
-                                 GS_FIELD(c.master_addr)));
-  t.push_back(field<int>("--master-port", "port of rank 0's store", S::placement, "",
-                         GS_FIELD(c.master_port)));
+  t.push_back(row<std::uint64_t>("--seed", "seed of the model, the data order and the sampling",
+                                 S::shared, GS_FIELD(c.seed)));
+  // The compressor's own options, from compress/'s table; the sampling seed is derived from --seed
+  // per worker, and the kernels backend may differ between workers (one may have a GPU).
+  for (const auto& r : compress::compressor_option_rows()) {
+    if (r.flag == "--seed") continue;
+    TrainOption o;
+    static_cast<OptionRow<TrainConfig>&>(o) =
+        nested_row<TrainConfig>(r, [](auto& c) -> auto& { return c.compression; });
+    o.scope = r.flag == "--backend" ? S::worker : S::shared;
+    t.push_back(std::move(o));
+  }
+  t.push_back(row<double>("--timeout", "seconds a worker waits on its peers before failing", S::worker,
+                          GS_FIELD(c.timeout), [](const double& v) {
+                            if (!(v > 0.0)) throw Error("--timeout must be positive (seconds)");
+                          }, {}, false));
+  t.push_back(row<std::string>("--record", "record rank 0's raw gradients to this snapshot (.h5)",
+                               S::output, GS_FIELD(c.record), {}, {}, false));
+  t.push_back(row<bool>("--force", "overwrite the --record file", S::output, GS_FIELD(c.force), {}, {},
+                        false));
+  t.push_back(row<bool>("--json", "print one JSON object at the end", S::output, GS_FIELD(c.json), {},
+                        {}, false));
+  t.push_back(row<bool>("--quiet", "no per-step lines", S::output, GS_FIELD(c.quiet), {}, {}, false));
+  t.push_back(row<int>("--rank", "this worker's rank (manual placement; needs --master-port)",
+                       S::placement, GS_FIELD(c.rank), {}, {}, false));
+  t.push_back(row<std::string>("--master-addr", "address of rank 0's store", S::placement,
+                               GS_FIELD(c.master_addr), {}, {}, false));
+  t.push_back(row<int>("--master-port", "port of rank 0's store", S::placement,
+                       GS_FIELD(c.master_port), {}, {}, false));
   return t;
 }
 

@@ -54,14 +54,15 @@ std::string to_json(const TrainConfig& c, const TrainResult& r) {
                      {"comm_s", st.comm_seconds}, {"step_s", st.step_seconds}});
   json config = json::object();
   for (const auto& o : train_options()) {
-    if (o.json_key.empty()) continue;
+    if (!o.in_json) continue;
     const std::string v = o.get(c);
+    json& field = config[o.key()];
     switch (o.kind) {
-      case ValueKind::text: config[o.json_key] = v; break;
-      case ValueKind::flag: config[o.json_key] = v == "1"; break;
-      case ValueKind::integer: config[o.json_key] = json::parse(v); break;
-      case ValueKind::real: config[o.json_key] = std::stod(v); break;
-      case ValueKind::int_list: config[o.json_key] = json::parse("[" + v + "]"); break;
+      case ValueKind::text: field = v; break;
+      case ValueKind::flag: field = v == "1"; break;
+      case ValueKind::integer: field = json::parse(v); break;
+      case ValueKind::real: field = std::stod(v); break;
+      case ValueKind::int_list: field = json::parse("[" + v + "]"); break;
     }
   }
   json j = {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "gs/compress/collectives.hpp"
+#include "gs/base/option_table.hpp"
 #include "gs/compress/payload.hpp"
 #include "gs/fitting/thresholds.hpp"
 
@@ -58,6 +59,11 @@ struct CompressorOptions {
 
 // quant_bits as the --bits flag writes them: "6,10".
 std::string bits_text(std::span<const int> bits);
+
+// CompressorOptions as an option table (gs/base/option_table.hpp): --seed, --backend, --stages,
+// --bits, --variance-alpha, --variance-zeta, --fft-exponent-bits, --fft-mantissa-bits, --fft-chunk.
+// `gradscope train` takes its flags from it and Python's gradscope.ddp.State its keywords.
+const std::vector<OptionRow<CompressorOptions>>& compressor_option_rows();
 
 class Compressor {
  public:

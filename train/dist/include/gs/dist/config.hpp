@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "gs/base/option_table.hpp"
 #include "gs/compress/compressor.hpp"
 
 namespace gs::dist {
@@ -75,25 +76,13 @@ struct TrainConfig {
 // (passed on, not compared: the kernels backend, the timeout), where a worker sits (rank, store
 // address), or rank 0's output.
 enum class OptionScope { shared, worker, placement, output };
-// How an option's value reads: a word, an integer, a real number, a switch, a comma list of ints.
-enum class ValueKind { text, integer, real, flag, int_list };
 
-struct TrainOption {
-  std::string flag;  // "--ratio"
-  std::string help;
+// One row of the option table: how the value reads and is checked (gs::OptionRow), who it
+// concerns, and whether it matters for a given config (null: always; the comparison line and the
+// worker arguments leave out what does not).
+struct TrainOption : OptionRow<TrainConfig> {
   OptionScope scope = OptionScope::shared;
-  ValueKind kind = ValueKind::text;
-  std::string json_key;              // its key in --json's "config" (empty: not echoed)
-  std::vector<std::string> choices;  // the values a text option takes (empty: any)
-  // The value as text (canonical: reals as the shortest text that reads back exactly, lists
-  // "6,10", switches "1"/"0").
-  std::function<std::string(const TrainConfig&)> get;
-  // Parses text into the config; gs::Error naming the flag when the text is no such value.
-  std::function<void(TrainConfig&, std::string_view)> set;
-  // gs::Error naming the flag when the value is out of its range.
-  std::function<void(const TrainConfig&)> check;
-  // Whether the value matters for this config (null: always); the description and the worker
-  // arguments leave out what does not.
+  bool in_json = true;  // echoed in --json's "config" under key()
   std::function<bool(const TrainConfig&)> matters;
 };
 

@@ -1,0 +1,48 @@
+// The compressor options as an option table. Their ranges are checked where a compressor is made
+// (make_compressor names the option at fault), so the rows only parse.
+#include "gs/compress/compressor.hpp"
+
+namespace gs::compress {
+namespace {
+
+using Row = OptionRow<CompressorOptions>;
+#define GS_OPTION(expr) [](auto& o) -> auto& { return expr; }
+
+std::vector<Row> make_rows() {
+  std::vector<Row> t;
+  t.push_back(option_row<std::uint64_t, CompressorOptions>(
+      "--seed", "seed of the random choices (random-k, DGC's sample, the quantizers' rounding)",
+      GS_OPTION(o.seed)));
+  t.push_back(option_row<std::string, CompressorOptions>(
+      "--backend", "kernels backend (threshold fits, fft transforms): auto, cpu or cuda",
+      GS_OPTION(o.backend), {}, {"auto", "cpu", "cuda"}));
+  t.push_back(option_row<int, CompressorOptions>("--stages", "SIDCo stages: 0 adaptive, else fixed",
+                                                  GS_OPTION(o.stages)));
+  t.push_back(option_row<std::vector<int>, CompressorOptions>(
+      "--bits", "qsgd-mn*: bits per scale, ascending, e.g. 4 (qsgd-mn), 6,10 (-ts), 4,6,8,10 (-ms)",
+      GS_OPTION(o.quant_bits)));
+  t.push_back(option_row<double, CompressorOptions>(
+      "--variance-alpha", "variance: send an element when r^2 > alpha * v", GS_OPTION(o.variance_alpha)));
+  t.push_back(option_row<double, CompressorOptions>(
+      "--variance-zeta", "variance: decay of v for elements not sent", GS_OPTION(o.variance_zeta)));
+  t.push_back(option_row<int, CompressorOptions>(
+      "--fft-exponent-bits", "fft: exponent bits of the kept coefficients' float layout",
+      GS_OPTION(o.fft_exponent_bits)));
+  t.push_back(option_row<int, CompressorOptions>(
+      "--fft-mantissa-bits", "fft: mantissa bits of the kept coefficients' float layout",
+      GS_OPTION(o.fft_mantissa_bits)));
+  t.push_back(option_row<std::uint64_t, CompressorOptions>(
+      "--fft-chunk", "fft: real FFT length (0: the method's default)", GS_OPTION(o.fft_chunk)));
+  return t;
+}
+
+#undef GS_OPTION
+
+}  // namespace
+
+const std::vector<Row>& compressor_option_rows() {
+  static const std::vector<Row> rows = make_rows();
+  return rows;
+}
+
+}  // namespace gs::compress
