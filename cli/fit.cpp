@@ -56,18 +56,6 @@ LoadedInput load(const FitConfig& cfg) {
           cfg.input + " step " + std::to_string(choice.step) + " " + what};
 }
 
-// The report's JSON (analyzer::fit_report_json) with what was read and the backend, top-level
-// keys in the documented order.
-nlohmann::ordered_json to_json(const FitReport& r, const std::string& source, const std::string& backend) {
-  const nlohmann::ordered_json body = analyzer::fit_report_json(r);
-  nlohmann::ordered_json j;
-  for (const char* key : {"n", "excluded", "zeros", "nonfinite"}) j[key] = body.at(key);
-  j["input"] = source;
-  j["backend"] = backend;
-  for (const char* key : {"fits", "thresholds"}) j[key] = body.at(key);
-  return j;
-}
-
 void print_table(const FitReport& r, const std::string& source, const std::string& backend) {
   std::printf("%s: n = %llu, excluded = %llu (%llu zero, %llu non-finite), backend %s\n\n",
               source.c_str(), (unsigned long long)r.n, (unsigned long long)r.excluded,
@@ -113,7 +101,7 @@ int run_fit(const FitConfig& cfg) {
   const auto passes = kernels::make_passes(in.values, kind);
   const FitReport report = fit_report(*passes, cfg.report);
   const std::string backend(kernels::to_string(kind));
-  if (cfg.json) std::printf("%s\n", to_json(report, in.source, backend).dump(2).c_str());
+  if (cfg.json) std::printf("%s\n", analyzer::fit_json(report, in.source, backend).dump(2).c_str());
   else print_table(report, in.source, backend);
   return 0;
 }

@@ -96,4 +96,15 @@ nlohmann::ordered_json fit_report_json(const FitReport& r) {
           {"nonfinite", r.nonfinite}, {"fits", std::move(fits)}, {"thresholds", std::move(thresholds)}};
 }
 
+nlohmann::ordered_json fit_json(const FitReport& report, const std::string& input,
+                                const std::string& backend) {
+  const nlohmann::ordered_json body = fit_report_json(report);
+  nlohmann::ordered_json j;
+  for (const char* key : {"n", "excluded", "zeros", "nonfinite"}) j[key] = body.at(key);
+  j["input"] = input;
+  j["backend"] = backend;
+  for (const char* key : {"fits", "thresholds"}) j[key] = body.at(key);
+  return j;
+}
+
 }  // namespace gs::analyzer

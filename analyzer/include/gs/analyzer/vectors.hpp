@@ -47,5 +47,9 @@ std::vector<float> read_vector(const data::SnapshotReader& reader, const VectorC
 // [{method, ratio, stages, threshold, selected, quality, error?}] (ratio: the density). Non-finite
 // numbers become null.
 nlohmann::ordered_json fit_report_json(const FitReport& report);
+// `gradscope fit --json` (and gradscope.fit in Python): the report's JSON with what was read and
+// the backend, top-level keys n, excluded, zeros, nonfinite, input, backend, fits, thresholds.
+nlohmann::ordered_json fit_json(const FitReport& report, const std::string& input,
+                                const std::string& backend);
 
 }  // namespace gs::analyzer
