@@ -14,6 +14,7 @@ packages=(
   libfftw3-dev
   dataset-fashion-mnist
   python3 python3-numpy python3-scipy python3-h5py
+  python3-dev python3-torch python3-torchvision pybind11-dev python3-pytest
 )
 
 missing=()

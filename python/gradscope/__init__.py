@@ -1,0 +1,52 @@
+"""gradscope for PyTorch users: how gradients are distributed, and how to compress them.
+
+    gradscope.fit(t)                       every distribution fitted to |t|, every threshold method
+    gradscope.select(t, "sidco-e", 0.01)   the elements a compressor sends: (indices, values, info)
+    gradscope.Recorder(model, "run.h5")    gradients of any nn.Module into a gradscope snapshot
+    gradscope.ddp.State / gradscope.ddp.hook   compressed DistributedDataParallel (a comm hook)
+
+The work is done by gradscope's C++ libraries (the _gradscope extension); errors from them arrive
+as gradscope.Error, a ValueError, with the same message.
+"""
+
+import json
+
+import torch
+
+from . import _gradscope
+from ._gradscope import Error, __version__
+from ._options import compressor_names, option_texts, sparse_selection_names
+from ._tensors import check_density, describe, float32_view
+from .recorder import Recorder
+
+__all__ = ["Error", "Recorder", "__version__", "compressor_names", "ddp", "fit", "select"]
+
+
+def fit(t, ratios=(0.1, 0.01, 0.001), backend="auto"):
+    """Fits the sparsity-inducing distributions to |t| and runs every threshold method at every
+    density in `ratios`: the same keys and values as `gradscope fit --json` on the same values.
+
+    t: a float32 tensor of any shape (read flattened) or NumPy array, contiguous, on the CPU."""
+    address, n, _ = float32_view(t, "fit's input")
+    densities = [float(r) for r in ratios]
+    return json.loads(_gradscope.fit_json(address, n, densities, backend, describe(t)))
+
+
+def select(t, method="sidco-e", ratio=0.01, stages=0, seed=1):
+    """The elements compressor `method` sends for t at density `ratio`: (indices, values, info).
+
+    indices: int64 tensor (ascending positions in t flattened); values: t's values there;
+    info: threshold, selected, quality (achieved / target density), stages, density, n, nonfinite.
+    method: any compressor that sends a selection of its input (gradscope.sparse_selection_names()).
+    stages: SIDCo's stage count (0: the adaptive controller's start, one stage)."""
+    names = sparse_selection_names()
+    if method not in names:
+        raise ValueError(f"unknown selection method {method!r}: use one of {', '.join(names)}")
+    density = check_density(ratio)
+    address, n, _ = float32_view(t, "select's input")
+    core = _gradscope.Compressor(method, density, option_texts({"stages": stages, "seed": seed}))
+    indices, values, _, _, info = core.compress(address, n, "tensor")
+    return torch.from_numpy(indices), torch.from_numpy(values), info
+
+
+from . import ddp  # noqa: E402  (uses the names above)

@@ -1,0 +1,55 @@
+"""How tensors and arrays reach the C++ core: as the address and length of their float32 data,
+never copied. Only what allows that is accepted; anything else gets a TypeError or ValueError
+that names the problem and the fix."""
+
+import numpy as np
+import torch
+
+
+def describe(x):
+    """A short text naming what x is, for messages and the fit report's "input"."""
+    if isinstance(x, torch.Tensor):
+        return f"tensor{tuple(x.shape)} {x.dtype} on {x.device}"
+    if isinstance(x, np.ndarray):
+        return f"array{x.shape} {x.dtype}"
+    return type(x).__name__
+
+
+def float32_view(x, what="the input", devices=("cpu",)):
+    """(address, element count, device type) of x's float32 data, flattened in memory order.
+
+    x is a torch.Tensor (contiguous, strided, float32, on one of `devices`) or a NumPy array
+    (C-contiguous float32). The caller keeps x alive while the address is used."""
+    if isinstance(x, torch.Tensor):
+        if x.layout != torch.strided:
+            raise ValueError(f"{what} is a {x.layout} tensor: gradscope reads dense (strided) tensors; "
+                             "convert it with .to_dense()")
+        if x.device.type not in devices:
+            where = " or ".join(devices)
+            raise ValueError(f"{what} is on {x.device}: gradscope reads it on {where} here")
+        if x.dtype != torch.float32:
+            raise TypeError(f"{what} has dtype {x.dtype}: gradscope reads float32 tensors; "
+                            "convert it with .float()")
+        if not x.is_contiguous():
+            raise ValueError(f"{what} is not contiguous (strides {x.stride()} for shape "
+                             f"{tuple(x.shape)}): pass .contiguous() (a copy)")
+        return x.data_ptr(), x.numel(), x.device.type
+    if isinstance(x, np.ndarray):
+        if x.dtype != np.float32:
+            raise TypeError(f"{what} has dtype {x.dtype}: gradscope reads float32 arrays; "
+                            "convert it with .astype(numpy.float32)")
+        if not x.flags["C_CONTIGUOUS"]:
+            raise ValueError(f"{what} is not C-contiguous: pass numpy.ascontiguousarray(...) (a copy)")
+        return x.ctypes.data, x.size, "cpu"
+    raise TypeError(f"{what} is a {type(x).__name__}: give a torch.Tensor or a numpy.ndarray of float32")
+
+
+def check_density(ratio):
+    """The density (the fraction of elements kept) as a float in (0, 1], or a ValueError."""
+    try:
+        value = float(ratio)
+    except (TypeError, ValueError):
+        raise TypeError(f"ratio must be a number in (0, 1], got {ratio!r}") from None
+    if not 0.0 < value <= 1.0:
+        raise ValueError(f"ratio {value} is outside (0, 1]: give the fraction of elements to keep, e.g. 0.01")
+    return value

@@ -1,0 +1,66 @@
+#pragma once
+// PythonCollectives: gs::compress::Collectives over a Python object, so that the compressors with
+// their own exchange protocol (the quantizers, fft) run over torch.distributed. Each call takes
+// the GIL and hands the object a NumPy view of the C++ buffer, valid for the call; the object
+// reduces it in place (see gradscope/ddp.py, TorchCollectives).
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "gs/compress/collectives.hpp"
+
+namespace gs::python {
+
+class PythonCollectives final : public compress::Collectives {
+ public:
+  explicit PythonCollectives(pybind11::object impl) : impl_(std::move(impl)) {
+    pybind11::gil_scoped_acquire gil;
+    rank_ = impl_.attr("rank").cast<int>();
+    world_ = impl_.attr("world_size").cast<int>();
+  }
+  ~PythonCollectives() override {
+    pybind11::gil_scoped_acquire gil;
+    impl_ = pybind11::object();
+  }
+
+  int world_size() const override { return world_; }
+  int rank() const override { return rank_; }
+  void allreduce_max(std::span<float> v) override { call("allreduce_max", v); }
+  void allreduce_min(std::span<std::int8_t> v) override { call("allreduce_min", v); }
+  void allreduce_sum(std::span<std::int8_t> v) override { call("allreduce_sum", v); }
+  void allreduce_sum(std::span<std::int32_t> v) override { call("allreduce_sum", v); }
+  void allreduce_sum(std::span<std::int64_t> v) override { call("allreduce_sum", v); }
+  void allreduce_sum(std::span<float> v) override { call("allreduce_sum", v); }
+
+  std::vector<std::vector<std::byte>> allgather(std::span<const std::byte> mine) override {
+    pybind11::gil_scoped_acquire gil;
+    const auto* p = reinterpret_cast<const std::uint8_t*>(mine.data());
+    const pybind11::array_t<std::uint8_t> view({mine.size()}, {1}, p, pybind11::none());
+    const auto parts = impl_.attr("allgather")(view).cast<std::vector<pybind11::bytes>>();
+    std::vector<std::vector<std::byte>> out;
+    for (const auto& part : parts) {
+      const std::string s = part;
+      out.emplace_back(reinterpret_cast<const std::byte*>(s.data()),
+                       reinterpret_cast<const std::byte*>(s.data()) + s.size());
+    }
+    return out;
+  }
+
+ private:
+  template <class T>
+  void call(const char* op, std::span<T> v) {
+    pybind11::gil_scoped_acquire gil;
+    // A writable view without a copy: the base object keeps NumPy from copying or freeing.
+    pybind11::array_t<T> view({v.size()}, {sizeof(T)}, v.data(), pybind11::none());
+    impl_.attr(op)(view);
+  }
+
+  pybind11::object impl_;
+  int rank_ = 0, world_ = 1;
+};
+
+}  // namespace gs::python

@@ -1,0 +1,264 @@
+// _gradscope: the compiled part of the gradscope Python package, a pybind11 module over the C++
+// libraries (no method is written a second time here). It knows no torch: tensors and arrays
+// cross as (address, element count) of memory Python keeps alive for the call, so nothing is
+// copied and the module works with whatever PyTorch the interpreter has. The Python layer
+// (python/gradscope/) checks dtype, device and layout before it hands an address over.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "collectives.hpp"
+#include "gs/analyzer/vectors.hpp"
+#include "gs/compress/compressor.hpp"
+#include "gs/compress/model_compressor.hpp"
+#include "gs/compress/thread_collectives.hpp"
+#include "gs/data/step_recorder.hpp"
+#include "gs/error.hpp"
+#include "gs/fitting/report.hpp"
+#include "gs/kernels/backend.hpp"
+#include "gs/version.hpp"
+
+namespace py = pybind11;
+
+namespace gs::python {
+namespace {
+
+template <class T>
+std::span<T> at(std::uintptr_t address, std::uint64_t n) {
+  if (n > 0 && address == 0) throw Error("a null address for " + std::to_string(n) + " elements");
+  return {reinterpret_cast<T*>(address), static_cast<std::size_t>(n)};
+}
+
+// A NumPy array that owns `values` (moved into a capsule, no copy).
+template <class T>
+py::array_t<T> owned_array(std::vector<T>&& values) {
+  auto* heap = new std::vector<T>(std::move(values));
+  py::capsule owner(heap, [](void* p) { delete static_cast<std::vector<T>*>(p); });
+  return py::array_t<T>({heap->size()}, {sizeof(T)}, heap->data(), owner);
+}
+
+compress::CompressorOptions parse_options(const std::map<std::string, std::string>& given) {
+  compress::CompressorOptions o;
+  for (const auto& [key, text] : given) {
+    const auto& rows = compress::compressor_option_rows();
+    const auto row = std::find_if(rows.begin(), rows.end(), [&](const auto& r) { return r.key() == key; });
+    if (row == rows.end()) {
+      std::string known;
+      for (const auto& r : rows) known += (known.empty() ? "" : ", ") + r.key();
+      throw Error("unknown compressor option '" + key + "': the options are " + known);
+    }
+    row->set(o, text);
+    row->check(o);
+  }
+  return o;
+}
+
+py::dict info_dict(const compress::CompressInfo& info) {
+  py::dict d;
+  d["n"] = info.n;
+  d["selected"] = info.selected;
+  d["target_density"] = info.target_density;
+  d["density"] = info.density();
+  d["quality"] = info.quality();
+  d["threshold"] = info.threshold;
+  d["stages"] = info.stages;
+  d["nonfinite"] = info.nonfinite;
+  return d;
+}
+
+// One compressor made by name, as Python's gradscope.ddp.State and gradscope.select use it.
+class CompressorHandle {
+ public:
+  CompressorHandle(const std::string& name, double density,
+                   const std::map<std::string, std::string>& options)
+      : c_(compress::make_compressor(name, density, parse_options(options))) {}
+
+  // compress() of n floats at `acc`: (indices int64, values float32, encoded payload uint8,
+  // wire bytes, info). The payload is the wire image ModelCompressor::step all-gathers.
+  py::tuple compress(std::uintptr_t acc, std::uint64_t n, const std::string& tensor) {
+    compress::Compressed out;
+    std::vector<std::byte> bytes;
+    {
+      py::gil_scoped_release free;
+      out = c_->compress(at<const float>(acc, n), tensor);
+      bytes = compress::encode(out.payload);
+    }
+    std::vector<std::int64_t> indices(out.payload.indices.begin(), out.payload.indices.end());
+    std::vector<std::uint8_t> wire(bytes.size());
+    std::memcpy(wire.data(), bytes.data(), bytes.size());
+    const std::uint64_t wire_bytes = out.payload.wire_bytes();
+    return py::make_tuple(owned_array(std::move(indices)), owned_array(std::move(out.payload.values)),
+                          owned_array(std::move(wire)), wire_bytes, info_dict(out.info));
+  }
+
+  // out (n floats) = the mean over workers of the encoded payloads (in rank order), as
+  // Compressor::aggregate. Every payload is checked (size, index range) before use.
+  void aggregate(const std::vector<py::array_t<std::uint8_t, py::array::c_style>>& payloads,
+                 std::uintptr_t out, std::uint64_t n) {
+    std::vector<compress::Payload> decoded;
+    for (std::size_t r = 0; r < payloads.size(); ++r) {
+      const auto& a = payloads[r];
+      decoded.push_back(compress::decode(std::span<const std::byte>(
+          reinterpret_cast<const std::byte*>(a.data()), std::size_t(a.size()))));
+      if (decoded.back().n != n)
+        throw Error("worker " + std::to_string(r) + " sent a payload of " +
+                    std::to_string(decoded.back().n) + " elements for a vector of " + std::to_string(n));
+    }
+    py::gil_scoped_release free;
+    c_->aggregate(decoded, at<float>(out, n));
+  }
+
+  // Exchange::collective: the compressor's own rounds over `collectives` (a Python object with
+  // rank, world_size, allreduce_max/min/sum and allgather). sent and mean get n floats each.
+  py::tuple exchange(std::uintptr_t acc, std::uint64_t n, const std::string& tensor,
+                     py::object collectives, std::uintptr_t sent, std::uintptr_t mean) {
+    PythonCollectives comm(std::move(collectives));
+    compress::Compressor::Exchanged r;
+    {
+      py::gil_scoped_release free;
+      r = c_->exchange(at<const float>(acc, n), tensor, comm, at<float>(sent, n), at<float>(mean, n));
+    }
+    return py::make_tuple(r.wire_bytes, info_dict(r.info));
+  }
+
+  void add_gradient_variance(const std::string& tensor, std::uintptr_t v, std::uint64_t n) {
+    c_->add_gradient_variance(tensor, at<const float>(v, n));
+  }
+
+  compress::Compressor& get() { return *c_; }
+
+ private:
+  std::unique_ptr<compress::Compressor> c_;
+};
+
+// fit_report over n floats at `address`, as `gradscope fit --json` prints it.
+std::string fit_json(std::uintptr_t address, std::uint64_t n, const std::vector<double>& densities,
+                     const std::string& backend, const std::string& input) {
+  const kernels::BackendKind kind = kernels::resolve_backend(backend);
+  FitReportOptions options;
+  options.densities = densities;
+  py::gil_scoped_release free;
+  const auto passes = kernels::make_passes(at<const float>(address, n), kind);
+  return analyzer::fit_json(fit_report(*passes, options), input, std::string(kernels::to_string(kind)))
+      .dump();
+}
+
+// The reference for the DDP hook: ModelCompressor::step of `workers` in-process workers over
+// groups of the given sizes (one per bucket), step after step. grads[s][r] holds worker r's
+// gradient at step s (the buckets laid end to end); the result, the mean update every worker got.
+std::vector<std::vector<py::array_t<float>>> model_compressor_steps(
+    const std::string& name, double density, const std::map<std::string, std::string>& options,
+    const std::vector<std::uint64_t>& bucket_sizes,
+    const std::vector<std::vector<py::array_t<float, py::array::c_style>>>& grads) {
+  const int workers = grads.empty() ? 0 : int(grads.front().size());
+  std::vector<compress::TensorSpec> specs;
+  std::uint64_t numel = 0;
+  for (std::size_t b = 0; b < bucket_sizes.size(); ++b) {
+    specs.push_back({"bucket" + std::to_string(b), bucket_sizes[b]});
+    numel += bucket_sizes[b];
+  }
+  std::vector<std::vector<std::vector<float>>> out(grads.size(),
+                                                   std::vector<std::vector<float>>(std::size_t(workers)));
+  std::vector<std::vector<std::span<const float>>> in(grads.size());
+  for (std::size_t s = 0; s < grads.size(); ++s) {
+    if (int(grads[s].size()) != workers) throw Error("every step needs one gradient per worker");
+    for (const auto& g : grads[s]) {
+      if (std::uint64_t(g.size()) != numel)
+        throw Error("a gradient has " + std::to_string(g.size()) + " elements, the buckets " +
+                    std::to_string(numel));
+      in[s].emplace_back(g.data(), std::size_t(g.size()));
+    }
+  }
+  const compress::CompressorOptions base = parse_options(options);
+  {
+    py::gil_scoped_release free;
+    compress::run_workers(workers, [&](compress::Collectives& comm) {
+      compress::CompressorOptions o = base;
+      o.seed = base.seed * 1000003ull + std::uint64_t(comm.rank());
+      compress::ModelCompressor mc(specs, compress::Granularity::layer, 0,
+                                   compress::make_compressor(name, density, o));
+      for (std::size_t s = 0; s < in.size(); ++s) {
+        auto& mean = out[s][std::size_t(comm.rank())];
+        mean.resize(numel);
+        mc.step(in[s][std::size_t(comm.rank())], comm, mean);
+      }
+    });
+  }
+  std::vector<std::vector<py::array_t<float>>> result(out.size());
+  for (std::size_t s = 0; s < out.size(); ++s)
+    for (auto& v : out[s]) result[s].push_back(owned_array(std::move(v)));
+  return result;
+}
+
+}  // namespace
+
+void bind_recorder(py::module_& m);
+
+}  // namespace gs::python
+
+PYBIND11_MODULE(_gradscope, m) {
+  using namespace gs::python;
+  namespace compress = gs::compress;
+  m.doc() = "gradscope's C++ core (use the gradscope package, not this module)";
+  py::register_exception<gs::Error>(m, "Error", PyExc_ValueError);
+  m.attr("__version__") = gs::kVersion;
+  m.def("cuda_built", &gs::kernels::cuda_built);
+  m.def("cuda_available", &gs::kernels::cuda_available);
+  m.def("fit_json", &fit_json, py::arg("address"), py::arg("n"), py::arg("densities"),
+        py::arg("backend"), py::arg("input"));
+  m.def("compressors", [] {
+    py::list rows;
+    for (const auto& r : compress::compressor_registry()) {
+      py::dict d;
+      d["name"] = std::string(r.name);
+      d["summary"] = std::string(r.summary);
+      d["exchange"] = std::string(compress::to_string(r.exchange));
+      d["density_based"] = r.density_based;
+      d["sparse_selection"] = r.sparse_selection;
+      d["available"] = !r.available || r.available();
+      rows.append(d);
+    }
+    return rows;
+  });
+  m.def("compressor_options", [] {
+    py::list rows;
+    for (const auto& r : compress::compressor_option_rows()) {
+      py::dict d;
+      d["key"] = r.key();
+      d["help"] = r.help;
+      d["default"] = r.get(compress::CompressorOptions{});
+      d["list"] = r.kind == gs::ValueKind::int_list;
+      rows.append(d);
+    }
+    return rows;
+  });
+  py::class_<CompressorHandle>(m, "Compressor")
+      .def(py::init<const std::string&, double, const std::map<std::string, std::string>&>(),
+           py::arg("name"), py::arg("density"), py::arg("options") = std::map<std::string, std::string>{})
+      .def("compress", &CompressorHandle::compress, py::arg("address"), py::arg("n"), py::arg("tensor"))
+      .def("aggregate", &CompressorHandle::aggregate, py::arg("payloads"), py::arg("out"), py::arg("n"))
+      .def("exchange", &CompressorHandle::exchange, py::arg("address"), py::arg("n"), py::arg("tensor"),
+           py::arg("collectives"), py::arg("sent"), py::arg("mean"))
+      .def("add_gradient_variance", &CompressorHandle::add_gradient_variance)
+      .def("end_step", [](CompressorHandle& h) { h.get().end_step(); })
+      .def("set_density", [](CompressorHandle& h, double d) { h.get().set_density(d); })
+      .def_property_readonly("name", [](CompressorHandle& h) { return std::string(h.get().name()); })
+      .def_property_readonly("density", [](CompressorHandle& h) { return h.get().density(); })
+      .def_property_readonly("exchange_kind",
+                             [](CompressorHandle& h) { return std::string(compress::to_string(h.get().exchange())); })
+      .def_property_readonly("error_feedback", [](CompressorHandle& h) { return h.get().error_feedback(); })
+      .def_property_readonly("needs_gradient_variance",
+                             [](CompressorHandle& h) { return h.get().needs_gradient_variance(); });
+  m.def("model_compressor_steps", &model_compressor_steps, py::arg("name"), py::arg("density"),
+        py::arg("options"), py::arg("bucket_sizes"), py::arg("grads"));
+  bind_recorder(m);
+}

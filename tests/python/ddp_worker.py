@@ -1,0 +1,162 @@
+"""One worker process of the DDP tests (started by test_ddp.py, one per rank, over Gloo on loopback).
+
+    ddp_worker.py train    RANK WORLD PORT OUT METHOD RATIO STEPS
+        trains ResidualNet (written here, not one of gradscope's models) on Fashion-MNIST with DDP
+        and gradscope's hook; writes OUT (torch.save): final parameters, losses, the state summary,
+        which steps were skipped.
+    ddp_worker.py exchange RANK WORLD PORT OUT METHOD RATIO STEPS
+        runs State.exchange directly on fixed per-rank gradients of two "buckets" for STEPS steps;
+        writes OUT: the inputs and the mean updates it returned, for the C++ reference.
+    ddp_worker.py nan      RANK WORLD PORT OUT METHOD RATIO STEPS FROM
+        exchanges one bucket per step; the last rank puts a NaN in it from step FROM on; writes OUT:
+        per step whether it was skipped and what came back, and the error that ended the run.
+"""
+
+import gzip
+import os
+import sys
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+import gradscope
+import gradscope.ddp as gddp
+
+FASHION_MNIST = os.environ.get("GS_FASHION_MNIST_DIR", "/usr/share/datasets/fashion-mnist")
+
+
+def fashion_mnist(count):
+    with gzip.open(os.path.join(FASHION_MNIST, "train-images-idx3-ubyte.gz")) as f:
+        images = np.frombuffer(f.read(), np.uint8, offset=16)[: count * 784]
+    with gzip.open(os.path.join(FASHION_MNIST, "train-labels-idx1-ubyte.gz")) as f:
+        labels = np.frombuffer(f.read(), np.uint8, offset=8)[:count]
+    x = torch.from_numpy(images.astype(np.float32) / 255.0).reshape(count, 1, 28, 28)
+    return (x - 0.286) / 0.353, torch.from_numpy(labels.astype(np.int64))
+
+
+class Block(torch.nn.Module):
+    def __init__(self, channels):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(channels, channels, 3, padding=1)
+        self.conv2 = torch.nn.Conv2d(channels, channels, 3, padding=1)
+
+    def forward(self, x):
+        return torch.relu(x + self.conv2(torch.relu(self.conv1(x))))
+
+
+class ResidualNet(torch.nn.Module):
+    """A small residual CNN: a stem, two residual blocks, a linear head."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = torch.nn.Conv2d(1, 8, 3, padding=1)
+        self.block1 = Block(8)
+        self.block2 = Block(8)
+        self.head = torch.nn.Linear(8 * 7 * 7, 10)
+
+    def forward(self, x):
+        x = torch.max_pool2d(self.block1(torch.relu(self.stem(x))), 2)
+        x = torch.max_pool2d(self.block2(x), 2)
+        return self.head(x.flatten(1))
+
+
+def squared_gradient(bucket):
+    """A stand-in for the per-sample variance the variance compressor weighs by (g^2)."""
+    return bucket.buffer() ** 2
+
+
+def train(rank, world, out, method, ratio, steps):
+    torch.manual_seed(0)
+    model = ResidualNet()
+    ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.05)  # several buckets
+    options = {"variance": squared_gradient} if method == "variance" else {}
+    state = gddp.State(method, ratio, **options)
+    ddp.register_comm_hook(state, gddp.hook)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
+    x, y = fashion_mnist(2048)
+    shard = torch.arange(rank, 2048, world)
+    losses, skipped = [], []
+    batch = 32
+    for step in range(steps):
+        idx = shard[(step * batch) % (len(shard) - batch):][:batch]
+        loss = torch.nn.functional.cross_entropy(ddp(x[idx]), y[idx])
+        opt.zero_grad()
+        loss.backward()
+        skipped.append(state.step_skipped)
+        if not state.step_skipped:
+            opt.step()
+        losses.append(float(loss))
+    params = torch.cat([p.detach().flatten() for p in model.parameters()])
+    torch.save({"params": params, "losses": losses, "summary": state.summary(), "skipped": skipped}, out)
+
+
+def exchange(rank, world, out, method, ratio, steps):
+    """State.exchange on fixed gradients: two buckets (of two and one parameters)."""
+    shapes = [[(300,), (5, 40)], [(77,)]]
+    params = [[torch.nn.Parameter(torch.zeros(s)) for s in bucket] for bucket in shapes]
+    state = gddp.State(method, ratio, seed=5)
+    gen = torch.Generator().manual_seed(100 + rank)
+    inputs, outputs = [], []
+    for step in range(steps):
+        step_in, step_out = [], []
+        for b, bucket in enumerate(params):
+            n = sum(p.numel() for p in bucket)
+            # Laplace-like gradients, a few large values, different per worker and step.
+            g = torch.randn(n, generator=gen) * torch.rand(n, generator=gen).pow(4)
+            step_in.append(g.clone())
+            fut = state.exchange(b, g, bucket, last=b == len(params) - 1)
+            step_out.append(fut.wait().clone())
+        inputs.append(torch.cat(step_in))
+        outputs.append(torch.cat(step_out))
+    torch.save({"inputs": inputs, "outputs": outputs,
+                "bucket_sizes": [sum(p.numel() for p in b) for b in params]}, out)
+
+
+class PoisonedState(gddp.State):
+    """Puts a NaN into one worker's gradient at one step (the fault the NaN rule is for)."""
+
+    def __init__(self, *args, poison_step, poison_rank, **kw):
+        super().__init__(*args, **kw)
+        self.poison_step, self.poison_rank = poison_step, poison_rank
+
+    def exchange(self, index, grad, parameters, last=True, bucket=None):
+        if len(self.steps) >= self.poison_step and self.rank == self.poison_rank and index == 0:
+            grad[0] = float("nan")
+        return super().exchange(index, grad, parameters, last, bucket)
+
+
+def main():
+    mode, rank, world, port, out, method, ratio, steps = sys.argv[1:9]
+    rank, world, steps, ratio = int(rank), int(world), int(steps), float(ratio)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    try:
+        if mode == "train":
+            train(rank, world, out, method, ratio, steps)
+        elif mode == "exchange":
+            exchange(rank, world, out, method, ratio, steps)
+        elif mode == "nan":
+            poison_from = int(sys.argv[9])
+            state = PoisonedState(method, ratio, poison_step=poison_from, poison_rank=world - 1)
+            bucket = [torch.nn.Parameter(torch.zeros(1000))]
+            results = []
+            try:
+                for step in range(steps):
+                    g = torch.full((1000,), 0.5) * (rank + 1)
+                    mean = state.exchange(0, g, bucket, last=True).wait()
+                    results.append((state.step_skipped, float(mean.abs().sum())))
+                error = ""
+            except gradscope.Error as e:
+                error = str(e)
+            torch.save({"results": results, "error": error, "skipped": state.skipped_steps}, out)
+        else:
+            raise SystemExit(f"unknown mode {mode}")
+        # Leave together: a peer tearing its Gloo connections down while another still uses them
+        # aborts that one.
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

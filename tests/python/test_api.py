@@ -1,0 +1,122 @@
+"""gradscope.fit and gradscope.select against `gradscope fit --json` on the same vector, and the
+refusals of bad input (dtype, device, layout, unknown methods, densities outside (0, 1])."""
+
+import json
+import math
+import subprocess
+
+import numpy as np
+import pytest
+import torch
+
+import gradscope
+
+RATIOS = (0.1, 0.01, 0.001)
+
+
+def laplace(n, seed):
+    g = torch.Generator().manual_seed(seed)
+    return torch.distributions.Laplace(0.0, 1e-3).sample((n,)).float() * (1 + torch.rand(n, generator=g))
+
+
+def cli_fit(gradscope_bin, tmp_path, values):
+    path = tmp_path / "g.npy"
+    np.save(path, values.numpy())
+    out = subprocess.run([gradscope_bin, "fit", str(path), "--json"], check=True,
+                         capture_output=True, text=True).stdout
+    return json.loads(out)
+
+
+def same(a, b):
+    if isinstance(a, float) and isinstance(b, float):
+        return a == b or (math.isnan(a) and math.isnan(b))
+    return a == b
+
+
+def test_fit_returns_what_the_cli_prints(gradscope_bin, tmp_path):
+    t = laplace(60_000, 1).reshape(300, 200)  # any shape: read flattened
+    py = gradscope.fit(t, ratios=RATIOS, backend="cpu")
+    cli = cli_fit(gradscope_bin, tmp_path, t.flatten())
+    assert list(py) == list(cli)  # the same keys, in the same order
+    for key in cli:
+        if key != "input":  # what was read: a file there, a tensor here
+            assert same(py[key], cli[key]), key
+    assert py["n"] == 60_000 and len(py["fits"]) == 4 and len(py["thresholds"]) == 7 * len(RATIOS)
+
+
+def test_fit_takes_numpy_arrays():
+    a = laplace(10_000, 2).numpy()
+    assert gradscope.fit(a, ratios=(0.01,), backend="cpu")["n"] == 10_000
+
+
+@pytest.mark.parametrize("method", ["topk", "sidco-e", "sidco-p", "sidco-gp", "redsync", "gaussianksgd"])
+def test_select_agrees_with_the_cli_fit(gradscope_bin, tmp_path, method):
+    t = laplace(200_000, 3)
+    cli = cli_fit(gradscope_bin, tmp_path, t)
+    for ratio in RATIOS:
+        row = next(r for r in cli["thresholds"] if r["method"] == method and r["ratio"] == ratio)
+        indices, values, info = gradscope.select(t, method, ratio, stages=row["stages"] if "sidco" in method else 0)
+        assert indices.dtype == torch.int64 and values.dtype == t.dtype
+        assert torch.equal(values, t[indices])  # the tensor's own values, at ascending indices
+        assert bool((indices[1:] > indices[:-1]).all())
+        assert info["selected"] == len(indices)
+        if method == "topk":
+            assert info["selected"] == row["selected"] and info["quality"] == row["quality"]
+            assert float(values.abs().min()) == row["threshold"]  # the k-th largest |t|
+        else:
+            # The same estimate; SIDCo's compressor pipeline sums its stages in other blocks,
+            # so its threshold agrees to rounding and the selection to the elements at the edge.
+            assert info["threshold"] == pytest.approx(row["threshold"], rel=1e-6)
+            assert abs(info["selected"] - row["selected"]) <= 1
+            if "sidco" in method:  # info["stages"] counts SIDCo's stages (0 for the others)
+                assert info["stages"] == row["stages"]
+
+
+def test_select_takes_every_sparse_selection_compressor():
+    t = laplace(20_000, 4)
+    for name in gradscope.sparse_selection_names():
+        indices, values, info = gradscope.select(t, name, 0.01)
+        assert 0 < len(indices) <= 20_000 and torch.equal(values, t[indices]), name
+
+
+@pytest.mark.parametrize("bad, error, words", [
+    (torch.zeros(10, dtype=torch.float64), TypeError, "float64"),
+    (torch.zeros(10, dtype=torch.int32), TypeError, "int32"),
+    (torch.zeros(10, 10).t(), ValueError, "not contiguous"),
+    (torch.zeros(10, 10)[:, 0], ValueError, "not contiguous"),
+    (torch.zeros(10, device="meta"), ValueError, "meta"),
+    (torch.zeros(10).to_sparse(), ValueError, "sparse"),
+    (np.zeros(10, dtype=np.float64), TypeError, "float64"),
+    ([1.0, 2.0], TypeError, "list"),
+])
+def test_bad_tensors_are_refused_naming_the_problem(bad, error, words):
+    for call in (lambda: gradscope.fit(bad), lambda: gradscope.select(bad)):
+        with pytest.raises(error, match=words):
+            call()
+
+
+def test_bad_methods_and_densities_are_refused():
+    t = laplace(1000, 5)
+    with pytest.raises(ValueError, match="unknown selection method 'sidco-x'"):
+        gradscope.select(t, "sidco-x")
+    with pytest.raises(ValueError, match="qsgd-mn"):  # a quantizer sends codes, not a selection
+        gradscope.select(t, "qsgd-mn")
+    for ratio in (0.0, -0.1, 1.5, float("nan")):
+        with pytest.raises(ValueError, match="outside"):
+            gradscope.select(t, "topk", ratio)
+    with pytest.raises(TypeError, match="ratio"):
+        gradscope.select(t, "topk", "a lot")
+
+
+def test_core_errors_arrive_with_the_cli_message(gradscope_bin, tmp_path):
+    t = laplace(1000, 6)
+    with pytest.raises(gradscope.Error) as py_error:
+        gradscope.fit(t, backend="cuda")  # no GPU, or no CUDA backend: the core says which
+    np.save(tmp_path / "t.npy", t.numpy())
+    cli = subprocess.run([gradscope_bin, "fit", str(tmp_path / "t.npy"), "--backend", "cuda"],
+                         capture_output=True, text=True)
+    assert cli.returncode == 1
+    assert cli.stderr.strip() == f"gradscope: error: {py_error.value}"
+    assert isinstance(py_error.value, ValueError)
+    with pytest.raises(gradscope.Error, match="ratio"):
+        gradscope.fit(t, ratios=(2.0,))

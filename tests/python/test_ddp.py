@@ -1,0 +1,75 @@
+"""gradscope.ddp: the hook in real DistributedDataParallel training over Gloo (2 and 4 worker
+processes), its equality with the C++ ModelCompressor::step, and the NaN/Inf rule."""
+
+import pytest
+import torch
+
+import gradscope
+from gradscope import _gradscope
+from conftest import run_workers
+
+# Every exchange kind: sparse all-gather (SIDCo, top-k, DGC, random-k), all-reduce (none),
+# the compressors' own rounds (a quantizer, fft).
+EXCHANGE_METHODS = [("sidco-e", 0.05), ("sidco-gp", 0.05), ("topk", 0.05), ("dgc", 0.05),
+                    ("randomk", 0.05), ("none", 1.0), ("qsgd-mn", 1.0), ("fft", 0.05)]
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_residual_cnn_trains_with_bit_identical_replicas(tmp_path, world):
+    outs = run_workers("train", world, tmp_path, "sidco-e", 0.01, 40)
+    results = [torch.load(o) for o in outs]
+    for r in results[1:]:
+        assert torch.equal(r["params"], results[0]["params"])  # bit-identical replicas
+    losses = results[0]["losses"]
+    assert sum(losses[-10:]) / 10 < sum(losses[:5]) / 5 - 0.3, losses  # it learns
+    s = results[0]["summary"]
+    assert s["steps"] == 40 and s["skipped_steps"] == 0
+    assert 0.2 < s["quality_mean"] < 3.0, s
+    assert s["bytes_per_step"] < 0.1 * s["dense_bytes_per_step"], s  # sparse at density 0.01
+
+
+@pytest.mark.parametrize("method", gradscope.compressor_names())
+def test_every_train_compressor_trains_in_the_hook(tmp_path, method):
+    ratio = 0.05 if _registry(method)["density_based"] else 1.0
+    outs = run_workers("train", 2, tmp_path, method, ratio, 6)
+    a, b = (torch.load(o) for o in outs)
+    assert torch.equal(a["params"], b["params"]), method
+    assert all(torch.isfinite(torch.tensor(a["losses"]))), method
+    assert a["summary"]["steps"] == 6
+
+
+@pytest.mark.parametrize("method,ratio", EXCHANGE_METHODS)
+def test_hook_equals_the_cpp_model_compressor(tmp_path, method, ratio):
+    world, steps = 3, 4
+    outs = run_workers("exchange", world, tmp_path, method, ratio, steps)
+    results = [torch.load(o) for o in outs]
+    grads = [[results[r]["inputs"][s].numpy() for r in range(world)] for s in range(steps)]
+    reference = _gradscope.model_compressor_steps(method, ratio, {"seed": "5"},
+                                                  results[0]["bucket_sizes"], grads)
+    for s in range(steps):
+        for r in range(world):
+            got = results[r]["outputs"][s].numpy()
+            if method == "none":
+                # A float sum over three workers depends on the order the all-reduce adds them
+                # (Gloo's ring vs the reference's): equal to rounding. Every other method is exact:
+                # sparse payloads are added in rank order, the quantizers sum integers.
+                assert abs(got - reference[s][r]).max() <= 1e-6 * abs(reference[s][r]).max()
+            else:
+                assert (got == reference[s][r]).all(), f"{method}: step {s}, worker {r}"
+
+
+def test_nan_in_a_bucket_skips_everywhere_then_stops(tmp_path):
+    outs = run_workers("nan", 2, tmp_path, "sidco-e", 0.01, 14, 2)
+    for o in outs:
+        r = torch.load(o)
+        skipped = [s for s, _ in r["results"]]
+        # Steps 0 and 1 go through; from step 2 on every worker skips and gets zeros ...
+        assert skipped[:2] == [False, False]
+        assert all(skipped[2:]) and all(total == 0.0 for s, total in r["results"] if s)
+        # ... until the tenth skipped step in a row ends the run with the same rule as train.
+        assert r["skipped"] == 10 and len(r["results"]) == 11
+        assert "NaN or Inf for 10 steps in a row" in r["error"]
+
+
+def _registry(name):
+    return next(row for row in _gradscope.compressors() if row["name"] == name)
