@@ -10,6 +10,7 @@
 #include "gs/error.hpp"
 
 #include "command.hpp"
+#include "vector_input.hpp"
 #include "gs/compress/bench.hpp"
 #include "gs/kernels/bench.hpp"
 
@@ -22,6 +23,7 @@ struct BenchCliConfig {
   bool run_compressors = false;  // `bench compressors` was chosen
   std::string backend = "cpu";
   std::vector<double> sizes{1e6, 1e7, 1e8};  // doubles so that 1e7 parses
+  gs::cli::VectorInput input;                // --input: the user's vector instead of Laplace data
   bool json = false;
   bool quiet = false;
 };
@@ -44,6 +46,10 @@ GS_COMMAND("bench", "Benchmarks: `bench kernels` (heavy passes), `bench compress
              CLI::App* k = sub.add_subcommand("kernels", "Stats, compaction, SIDCo-E and exact top-k vs a read pass");
              k->add_option("--sizes", cfg->sizes, "Vector lengths (default 1e6,1e7,1e8)")
                  ->delimiter(',');
+             k->add_option("--input", cfg->input.path,
+                           "Run on this vector instead of Laplace data: a .npy, or a snapshot (.h5) "
+                           "with --step and --layer or --whole-model");
+             cfg->input.add_options(*k);
              k->add_option("--densities", cfg->kernels.densities, "Target densities (default 0.1,0.01,0.001)")
                  ->delimiter(',');
              k->add_option("--backend", cfg->backend, "auto, cpu or cuda")->capture_default_str();
@@ -69,6 +75,11 @@ GS_COMMAND("bench", "Benchmarks: `bench kernels` (heavy passes), `bench compress
                }
                cfg->kernels.sizes.clear();
                for (double n : cfg->sizes) cfg->kernels.sizes.push_back(static_cast<std::uint64_t>(n));
+               if (!cfg->input.path.empty()) {
+                 gs::cli::LoadedVector in = gs::cli::load_vector(cfg->input);
+                 cfg->kernels.input = std::move(in.values);
+                 cfg->kernels.input_name = in.source;
+               }
                cfg->kernels.backend = gs::kernels::resolve_backend(cfg->backend);
                const bool show = !cfg->quiet;
                const auto rows = gs::kernels::run_kernel_bench(cfg->kernels, [show](const auto& r) {

@@ -5,56 +5,25 @@
 // loads the data (snapshot vectors through gs::analyzer, shared with `gradscope analyze`), picks
 // the backend and prints.
 #include <cstdio>
-#include <filesystem>
 #include <nlohmann/json.hpp>
-#include <optional>
 #include <string>
-#include <vector>
 
 #include "command.hpp"
 #include "gs/analyzer/vectors.hpp"
-#include "gs/data/npy.hpp"
-#include "gs/data/snapshot.hpp"
 #include "gs/error.hpp"
 #include "gs/fitting/report.hpp"
 #include "gs/kernels/backend.hpp"
+#include "vector_input.hpp"
 
 namespace gs::cli {
 namespace {
 
 struct FitConfig {
-  std::string input;
-  std::int64_t step = -1;  // -1: the last recorded step
-  std::string layer;       // empty: the whole model
-  bool whole_model = false;
+  VectorInput input;
   std::string backend = "auto";
   bool json = false;
   FitReportOptions report;
 };
-
-struct LoadedInput {
-  std::vector<float> values;
-  std::string source;  // what was read, for the header line and the JSON
-};
-
-// A .npy vector as it is, or one step of a snapshot chosen and read as `gradscope analyze` does.
-LoadedInput load(const FitConfig& cfg) {
-  const std::filesystem::path path(cfg.input);
-  if (!std::filesystem::exists(path)) throw Error("input file not found: " + cfg.input);
-  if (path.extension() == ".npy") {
-    if (!cfg.layer.empty() || cfg.step >= 0)
-      throw Error("--layer and --step apply to snapshot files, not to " + cfg.input);
-    return {data::read_npy(path).values, cfg.input};
-  }
-  const data::SnapshotReader reader(path);
-  const analyzer::VectorChoice choice = analyzer::choose_vector(
-      reader, cfg.step < 0 ? std::nullopt : std::optional<std::int64_t>(cfg.step),
-      cfg.layer.empty() ? std::nullopt : std::optional<std::string>(cfg.layer));
-  const std::string what =
-      choice.scope == analyzer::kModelScope ? "whole model" : "layer " + choice.scope;
-  return {analyzer::read_vector(reader, choice),
-          cfg.input + " step " + std::to_string(choice.step) + " " + what};
-}
 
 void print_table(const FitReport& r, const std::string& source, const std::string& backend) {
   std::printf("%s: n = %llu, excluded = %llu (%llu zero, %llu non-finite), backend %s\n\n",
@@ -94,10 +63,8 @@ void print_table(const FitReport& r, const std::string& source, const std::strin
 }
 
 int run_fit(const FitConfig& cfg) {
-  if (cfg.whole_model && !cfg.layer.empty())
-    throw Error("--layer and --whole-model exclude each other: give one");
   const kernels::BackendKind kind = kernels::resolve_backend(cfg.backend);
-  const LoadedInput in = load(cfg);
+  const LoadedVector in = load_vector(cfg.input);
   const auto passes = kernels::make_passes(in.values, kind);
   const FitReport report = fit_report(*passes, cfg.report);
   const std::string backend(kernels::to_string(kind));
@@ -108,11 +75,9 @@ int run_fit(const FitConfig& cfg) {
 
 Runner setup(CLI::App& sub) {
   auto cfg = std::make_shared<FitConfig>();
-  sub.add_option("input", cfg->input, "gradscope snapshot (.h5) or .npy float32/float64 vector")
+  sub.add_option("input", cfg->input.path, "gradscope snapshot (.h5) or .npy float32/float64 vector")
       ->required();
-  sub.add_option("--step", cfg->step, "training step to fit (default: the last recorded)");
-  sub.add_option("--layer", cfg->layer, "one layer by name (default: the whole model)");
-  sub.add_flag("--whole-model", cfg->whole_model, "all layers of the step, concatenated (default)");
+  cfg->input.add_options(sub);
   sub.add_option("--ratios", cfg->report.densities, "target densities in (0, 1)")
       ->delimiter(',')
       ->capture_default_str();

@@ -19,7 +19,7 @@ std::unique_ptr<Compressor> make_fft(double density, const CompressorOptions& o)
 
 // The methods that estimate a magnitude threshold and send what lies above it
 // (threshold_compressors.cpp); each is a fitting/ threshold rule of the same name.
-enum class ThresholdMethod { sidco_e, sidco_p, sidco_gp, dgc, redsync, gaussianksgd };
+enum class ThresholdMethod { sidco_e, sidco_p, sidco_gp, sidco_topk, dgc, redsync, gaussianksgd };
 std::unique_ptr<Compressor> make_threshold_compressor(ThresholdMethod method, double density,
                                                       const CompressorOptions& o);
 // The unbiased quantizers (quantizers.cpp) with one scale (qsgd-mn), two (qsgd-mn-ts) or several

@@ -25,13 +25,15 @@ std::unique_ptr<Compressor> make_threshold(double density, const CompressorOptio
 constexpr auto kAllgather = Exchange::allgather;
 constexpr auto kCollective = Exchange::collective;
 
-const std::array<CompressorInfo, 14> kRegistry = {{
+const std::array<CompressorInfo, 15> kRegistry = {{
     {"sidco-e", "SIDCo: exponential fits at every stage (multi-stage, adaptive stage count)",
      kAllgather, true, true, make_threshold<ThresholdMethod::sidco_e>},
     {"sidco-p", "SIDCo: generalized-Pareto fits at every stage", kAllgather, true, true,
      make_threshold<ThresholdMethod::sidco_p>},
     {"sidco-gp", "SIDCo: a gamma first stage, generalized-Pareto tail stages", kAllgather, true, true,
      make_threshold<ThresholdMethod::sidco_gp>},
+    {"sidco-topk", "exact top-k at SIDCo's cost: the k largest above a bound fitted to a sample",
+     kAllgather, true, true, make_threshold<ThresholdMethod::sidco_topk>},
     {"topk", "exact top-k by magnitude (ties to the lower index)", kAllgather, true, true,
      [](double d, const CompressorOptions&) { return detail::make_topk(d); }},
     {"dgc", "DGC: the threshold of a 1% random sample, exact top-k when it overshoots", kAllgather,

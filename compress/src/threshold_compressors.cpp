@@ -49,6 +49,7 @@ MethodRule rule_of(ThresholdMethod m) {
     case ThresholdMethod::dgc: return {"dgc", std::nullopt};
     case ThresholdMethod::redsync: return {"redsync", std::nullopt};
     case ThresholdMethod::gaussianksgd: return {"gaussianksgd", std::nullopt};
+    case ThresholdMethod::sidco_topk: return {"sidco-topk", std::nullopt};
   }
   throw Error("threshold compressor: unknown method");
 }
@@ -90,6 +91,17 @@ class ThresholdCompressor final : public Compressor {
       std::optional<ThresholdResult> r;
       const int stages = variant_ ? (controller_ ? controller_->stages() : fixed_stages_) : 0;
       try {
+        if (method_ == ThresholdMethod::sidco_topk && backend_ == kernels::BackendKind::cpu) {
+          // Exact top-k with a SIDCo bound: about one read of acc, the bound from a sample.
+          kernels::cpu::Selection<std::int32_t> sel;
+          const auto s = kernels::cpu::sidco_topk(acc, density(), topk_stages(), sel, &workspace_);
+          c.payload.n = acc.size();
+          c.payload.indices = std::move(sel.indices);
+          c.payload.values = std::move(sel.values);
+          c.info.threshold = s.threshold;
+          c.info.stages = s.stages;
+          return finish(std::move(c), s.nonfinite);  // the candidates' read counted them
+        }
         if (variant_ && backend_ == kernels::BackendKind::cpu) {
           // Threshold and compaction in one pipeline: M + 1 reads of acc, not M + 2.
           kernels::cpu::Selection<std::int32_t> sel;
@@ -104,15 +116,19 @@ class ThresholdCompressor final : public Compressor {
           return finish(std::move(c), s.nonfinite);  // stage 1 counted them: no extra read
         }
         auto passes = kernels::make_passes(acc, backend_);
-        r = threshold_by_name(name_, *passes, density(), stages, seed_ + calls_++);
+        r = threshold_by_name(name_, *passes, density(),
+                              method_ == ThresholdMethod::sidco_topk ? topk_stages() : stages,
+                              seed_ + calls_++);
       } catch (const gs::Error&) {
         // Degenerate vector (e.g. fewer finite non-zero values than the fit needs, as in a
         // residual that is all zeros): exact top-k of what is there, which is what any estimate
         // aims at.
         r.reset();
       }
-      if (r && method_ == ThresholdMethod::dgc && r->stages == 2) {
-        // DGC's hierarchical step: exact top-k when the sampled threshold overshot 4k/3.
+      if (r && ((method_ == ThresholdMethod::dgc && r->stages == 2) ||
+                method_ == ThresholdMethod::sidco_topk)) {
+        // Exact top-k: sidco-topk's selection, and DGC's hierarchical step when the sampled
+        // threshold overshot 4k/3.
         c.payload = select_topk(acc, k);
         c.info.threshold = r->threshold;
         c.info.stages = 0;
@@ -134,6 +150,10 @@ class ThresholdCompressor final : public Compressor {
   }
 
  private:
+  // sidco-topk fits SIDCo-E's stages on its sample to place its bound: a fixed count (the
+  // selection is exact whatever the bound, so no controller is needed).
+  int topk_stages() const { return fixed_stages_ > 0 ? fixed_stages_ : 2; }
+
   // Counts what was selected towards the step's achieved density (the stage controller's input);
   // nonfinite: NaN/Inf in the input, from a pass that already read it where there was one.
   Compressed finish(Compressed c, std::uint64_t nonfinite) {

@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <sstream>
 #include <vector>
 
+#include "gs/base/radix_select.hpp"
 #include "gs/error.hpp"
 #include "gs/fitting/estimators.hpp"
 #include "gs/fitting/formulas.hpp"
@@ -181,6 +183,119 @@ ThresholdResult sidco_threshold(MagnitudePasses& passes, double density, SidcoVa
   return finish(r.method, passes, density, r.threshold, r.stages);
 }
 
+namespace {
+
+// What SIDCo-E's stages read (count, zeros, sum, min, max) of y = x - shift over the sample's
+// x > threshold, in memory. No ln x or squares: the exponential fits need neither.
+MagnitudeStats above(std::span<const float> xs, double threshold, double shift) {
+  MagnitudeStats s;
+  s.sum_sq = s.sum_log = s.sum_signed = std::numeric_limits<double>::quiet_NaN();
+  for (float x : xs) {
+    const double y = double(x) - shift;
+    if (!(double(x) > threshold)) continue;
+    if (y == 0.0) {
+      ++s.zeros;
+      continue;
+    }
+    ++s.count;
+    s.sum += y;
+    s.min = std::min(s.min, y);
+    s.max = std::max(s.max, y);
+  }
+  return s;
+}
+
+// A bound that keeps the c largest of xs (1-based, c <= xs.size(); xs >= 0 and finite): just
+// below the c-th largest, so that the values tied with it are kept too. top: scratch.
+double below_largest(std::span<const float> xs, std::uint64_t c, std::vector<float>& top) {
+  const float v = radix_largest([&](auto&& f) { for (float x : xs) f(x); }, c, top).value;
+  return double(std::nextafter(v, 0.0f));
+}
+
+std::uint64_t count_above(std::span<const float> xs, double t) {
+  return std::uint64_t(std::count_if(xs.begin(), xs.end(), [t](float x) { return double(x) > t; }));
+}
+
+}  // namespace
+
+void SidcoTopkBound::reset(std::uint64_t n, double density, int stages) {
+  if (stages < 1) throw Error("sidco-topk: the number of SIDCo stages must be at least 1");
+  k_ = target_count(n, density);
+  n_ = n;
+  density_ = density;
+  stages_ = stages;
+  bound_ = -1.0;
+  reads_ = stages_run_ = 0;
+}
+
+double SidcoTopkBound::first(std::span<const float> sample) {
+  finite_.resize(sample.size());
+  std::size_t m_finite = 0;
+  for (float v : sample) {  // branch-free: keep |v|, advance only past finite ones
+    finite_[m_finite] = std::fabs(v);
+    m_finite += std::isfinite(v) ? 1 : 0;
+  }
+  finite_.resize(m_finite);
+  reads_ = 1;
+  stages_run_ = 0;
+  bound_ = -1.0;
+  const double m = double(finite_.size());
+  const double expected = m * density_;
+  needed_ = std::uint64_t(std::ceil(expected + kMarginSd * std::sqrt(expected)));
+  if (k_ >= n_ || needed_ == 0 || needed_ >= finite_.size()) return bound_;
+  // SIDCo-E on the sample at the margin's density: the fit extrapolates the tail where the sample
+  // holds few values. The sample itself caps it where the law overshoots: the bound never lies
+  // above the needed-th largest sample value.
+  double fitted = std::numeric_limits<double>::infinity();
+  try {
+    SidcoStages plan(finite_.size(), double(needed_) / m, SidcoVariant::exponential, stages_, false);
+    bool more = plan.first(above(finite_, -1.0, 0.0));
+    while (more) more = plan.tail(above(finite_, plan.threshold(), plan.threshold()));
+    fitted = plan.threshold();
+    stages_run_ = plan.stages_run();
+  } catch (const Error&) {
+    // a sample SIDCo cannot fit (e.g. all values equal): the sample's value alone
+  }
+  bound_ = count_above(finite_, fitted) >= needed_ ? fitted : below_largest(finite_, needed_, top_);
+  if (!(bound_ > 0.0)) bound_ = -1.0;
+  return bound_;
+}
+
+double SidcoTopkBound::lower() {
+  // The second read packs above the sample's value at four times the count; the third packs
+  // every finite x, which holds the k largest by definition.
+  const std::uint64_t wider = 4 * needed_;
+  bound_ = (++reads_ == 2 && bound_ >= 0.0 && wider < finite_.size())
+               ? below_largest(finite_, wider, top_)
+               : -1.0;
+  if (!(bound_ > 0.0)) bound_ = -1.0;
+  return bound_;
+}
+
+ThresholdResult sidco_topk_threshold(MagnitudePasses& passes, double density, int stages) {
+  const std::uint64_t n = passes.size();
+  threshold_target(n, density);
+  SidcoTopkBound plan(n, density, stages);
+  double bound = plan.first(passes.spread_sample(SidcoTopkBound::kLines, SidcoTopkBound::kLineLength));
+  const MagnitudeStats s = passes.stats_light({});
+  const std::uint64_t finite = s.count + s.zeros;
+  if (plan.k() > finite) {
+    std::ostringstream os;
+    os << "sidco-topk: k = " << plan.k() << " exceeds the " << finite << " finite values ("
+       << s.nonfinite << " non-finite): lower the ratio";
+    throw Error(os.str());
+  }
+  while (!plan.holds(passes.count_above(bound), finite)) bound = plan.lower();
+  ThresholdResult r;
+  r.method = "sidco-topk";
+  r.density = density;
+  r.threshold = passes.kth_largest(plan.k());
+  r.stages = plan.reads();
+  r.selected = plan.k();
+  r.quality = double(plan.k()) / double(n) / density;
+  return r;
+}
+
 ThresholdResult topk_threshold(MagnitudePasses& passes, double density) {
   const std::uint64_t n = passes.size();
   const std::uint64_t k = threshold_target(n, density);
@@ -264,8 +379,9 @@ ThresholdResult threshold_by_name(std::string_view method, MagnitudePasses& pass
   if (method == "dgc") return dgc_threshold(passes, density, seed);
   if (method == "redsync") return redsync_threshold(passes, density);
   if (method == "gaussianksgd") return gaussianksgd_threshold(passes, density);
+  if (method == "sidco-topk") return sidco_topk_threshold(passes, density, std::max(stages, 1));
   throw Error("unknown threshold method '" + std::string(method) +
-              "': use topk, sidco-e, sidco-p, sidco-gp, dgc, redsync or gaussianksgd");
+              "': use topk, sidco-e, sidco-p, sidco-gp, sidco-topk, dgc, redsync or gaussianksgd");
 }
 
 StageController::StageController(double density, int initial_stages) : stages_(initial_stages) {

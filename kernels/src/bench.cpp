@@ -59,6 +59,16 @@ struct Ops {
   int topk_passes = 2;
 };
 
+// A string as a JSON string's contents.
+std::string json_text(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (static_cast<unsigned char>(c) >= 0x20) out += c;
+  }
+  return out;
+}
+
 std::string cpu_model() {
   std::ifstream in("/proc/cpuinfo");
   std::string line;
@@ -70,9 +80,15 @@ std::string cpu_model() {
 }  // namespace
 
 void validate(const KernelBenchConfig& c) {
-  if (c.sizes.empty()) throw gs::Error("bench: give at least one size");
-  for (auto n : c.sizes)
-    if (n < 1000) throw gs::Error("bench: sizes must be at least 1000 (got " + std::to_string(n) + ")");
+  if (!c.input.empty()) {
+    if (c.input.size() < 1000)
+      throw gs::Error("bench: the input holds " + std::to_string(c.input.size()) +
+                      " values; give a vector of at least 1000");
+  } else {
+    if (c.sizes.empty()) throw gs::Error("bench: give at least one size");
+    for (auto n : c.sizes)
+      if (n < 1000) throw gs::Error("bench: sizes must be at least 1000 (got " + std::to_string(n) + ")");
+  }
   for (double d : c.densities)
     if (!(d > 0.0 && d < 1.0)) throw gs::Error("bench: densities must lie in (0, 1)");
   if (c.repeats < 0) throw gs::Error("bench: repeats must be >= 0");
@@ -86,8 +102,12 @@ std::vector<KernelBenchRow> run_kernel_bench(const KernelBenchConfig& config,
   validate(config);
   if (config.backend == BackendKind::cuda && !cuda_available()) resolve_backend("cuda");  // throws why
   std::vector<KernelBenchRow> rows;
-  for (const std::uint64_t n : config.sizes) {
-    const std::vector<float> g = laplace_data(n, config.seed);
+  const std::vector<std::uint64_t> sizes =
+      config.input.empty() ? config.sizes : std::vector<std::uint64_t>{config.input.size()};
+  for (const std::uint64_t n : sizes) {
+    std::vector<float> generated;
+    const std::vector<float>& g = config.input.empty() ? (generated = laplace_data(n, config.seed))
+                                                       : config.input;
     const int repeats = config.repeats > 0 ? config.repeats
                                            : static_cast<int>(std::clamp<std::uint64_t>(300'000'000 / n, 5, 31));
     Ops ops;
@@ -185,6 +205,15 @@ std::vector<KernelBenchRow> run_kernel_bench(const KernelBenchConfig& config,
           emit({"sidco-e+compact:full", n, delta, m + 1, t.first, t.second, read_ms, sel, m});
         }
       }
+      if (config.backend == BackendKind::cpu) {
+        // Exact top-k with a SIDCo bound: reads of g (1, or more after a fallback), M its stages.
+        cpu::Selection<std::int32_t> picked;
+        cpu::SidcoSelectResult r;
+        t = time_ms(repeats, [&] {
+          r = cpu::sidco_topk(std::span<const float>(g), delta, 2, picked, &workspace);
+        });
+        emit({"sidco-topk", n, delta, r.full_reads, t.first, t.second, read_ms, r.selected, r.stages});
+      }
       t = time_ms(repeats, [&] { ops.topk(k); });
       emit({"topk", n, delta, ops.topk_passes, t.first, t.second, read_ms, k});
       if (config.baselines && config.backend == BackendKind::cpu) {
@@ -206,6 +235,7 @@ std::string kernel_bench_json(const KernelBenchConfig& config, const std::vector
   std::ostringstream os;
   os.precision(6);
   os << "{\"backend\":\"" << to_string(config.backend) << "\",\"threads\":" << cpu::threads()
+     << ",\"input\":\"" << (config.input.empty() ? "laplace" : json_text(config.input_name)) << "\""
      << ",\"cpu\":\"" << cpu_model() << "\",\"sidco_stages\":" << config.sidco_stages << ",\"rows\":[";
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const auto& r = rows[i];

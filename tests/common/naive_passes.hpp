@@ -83,6 +83,16 @@ class NaivePasses final : public gs::MagnitudePasses {
     return x[k - 1];
   }
 
+  std::vector<float> spread_sample(std::uint64_t lines, std::uint64_t line_length) override {
+    if (g_.size() < lines * line_length) return std::vector<float>(g_.begin(), g_.end());
+    std::vector<float> out;
+    for (std::uint64_t l = 0; l < lines; ++l) {
+      const std::uint64_t start = gs::spread_line_start(g_.size(), lines, line_length, l);
+      out.insert(out.end(), g_.begin() + std::ptrdiff_t(start),
+                 g_.begin() + std::ptrdiff_t(start + line_length));
+    }
+    return out;
+  }
   std::vector<float> random_sample(std::uint64_t m, std::uint64_t seed) override {
     std::mt19937_64 rng(seed);
     std::uniform_int_distribution<std::size_t> pick(0, g_.size() - 1);

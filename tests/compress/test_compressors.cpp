@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <set>
 
@@ -93,6 +94,29 @@ TEST(TopK, TiesStillGiveExactlyK) {
   EXPECT_EQ(out.payload.indices[0], 0);
   EXPECT_TRUE(std::find(out.payload.indices.begin(), out.payload.indices.end(), 3) !=
               out.payload.indices.end());
+}
+
+// sidco-topk sends what topk sends, ties and non-finite values included: the same set, found
+// through a SIDCo bound instead of a radix select over everything.
+TEST(SidcoTopk, SendsExactlyTopksSelection) {
+  std::vector<std::vector<float>> vectors = {laplace(300000, 11), double_gamma(200000, 12, 0.4f)};
+  std::vector<float> ties(5000, 0.25f);
+  ties[17] = -3.0f;
+  ties[4000] = std::numeric_limits<float>::quiet_NaN();
+  vectors.push_back(ties);
+  for (const auto& g : vectors)
+    for (double density : {0.1, 0.01, 0.001, 1.0}) {
+      auto exact = make_compressor("topk", density);
+      auto bounded = make_compressor("sidco-topk", density);
+      const auto want = exact->compress(g, "w");
+      for (int call = 0; call < 2; ++call) {  // the second reuses the workspace
+        const auto got = bounded->compress(g, "w");
+        EXPECT_EQ(got.payload.indices, want.payload.indices) << density;
+        EXPECT_EQ(got.payload.values, want.payload.values) << density;
+        EXPECT_EQ(got.info.selected, want.info.selected);
+        EXPECT_EQ(got.info.nonfinite, want.info.nonfinite);
+      }
+    }
 }
 
 TEST(RandomK, DrawsKDistinctIndices) {

@@ -41,7 +41,7 @@ def test_fit_returns_what_the_cli_prints(gradscope_bin, tmp_path):
     for key in cli:
         if key != "input":  # what was read: a file there, a tensor here
             assert same(py[key], cli[key]), key
-    assert py["n"] == 60_000 and len(py["fits"]) == 4 and len(py["thresholds"]) == 7 * len(RATIOS)
+    assert py["n"] == 60_000 and len(py["fits"]) == 4 and len(py["thresholds"]) == 8 * len(RATIOS)
 
 
 def test_fit_takes_numpy_arrays():
@@ -49,7 +49,8 @@ def test_fit_takes_numpy_arrays():
     assert gradscope.fit(a, ratios=(0.01,), backend="cpu")["n"] == 10_000
 
 
-@pytest.mark.parametrize("method", ["topk", "sidco-e", "sidco-p", "sidco-gp", "redsync", "gaussianksgd"])
+@pytest.mark.parametrize("method", ["topk", "sidco-e", "sidco-p", "sidco-gp", "sidco-topk", "redsync",
+                                    "gaussianksgd"])
 def test_select_agrees_with_the_cli_fit(gradscope_bin, tmp_path, method):
     t = laplace(200_000, 3)
     cli = cli_fit(gradscope_bin, tmp_path, t)
@@ -60,7 +61,7 @@ def test_select_agrees_with_the_cli_fit(gradscope_bin, tmp_path, method):
         assert torch.equal(values, t[indices])  # the tensor's own values, at ascending indices
         assert bool((indices[1:] > indices[:-1]).all())
         assert info["selected"] == len(indices)
-        if method == "topk":
+        if method in ("topk", "sidco-topk"):  # exact: the same k elements
             assert info["selected"] == row["selected"] and info["quality"] == row["quality"]
             assert float(values.abs().min()) == row["threshold"]  # the k-th largest |t|
         else:

@@ -31,7 +31,7 @@ QColor method_color(const std::string& method) {
       {"topk", QColor(0, 0, 0)},          {"sidco-e", QColor(31, 119, 180)},
       {"sidco-p", QColor(148, 103, 189)}, {"sidco-gp", QColor(44, 160, 44)},
       {"dgc", QColor(214, 39, 40)},       {"redsync", QColor(140, 86, 75)},
-      {"gaussianksgd", QColor(255, 127, 14)}};
+      {"gaussianksgd", QColor(255, 127, 14)}, {"sidco-topk", QColor(23, 190, 207)}};
   auto it = colors.find(method);
   return it == colors.end() ? QColor(Qt::darkGray) : it->second;
 }

@@ -1,6 +1,7 @@
 // CPU backend: sorted (sub)samples for KS/AD, DGC's random sample, and CpuPasses.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 
@@ -108,6 +109,25 @@ std::vector<double> CpuPasses::sorted_sample(std::uint64_t max_points, std::uint
 double CpuPasses::kth_largest(std::uint64_t k) { return cpu::kth_largest(g_, k); }
 std::vector<float> CpuPasses::random_sample(std::uint64_t m, std::uint64_t seed) {
   return cpu::random_sample(g_, m, seed);
+}
+
+void spread_sample(std::span<const float> g, std::uint64_t lines, std::uint64_t line_length,
+                   std::vector<float>& out) {
+  if (lines == 0 || line_length == 0) throw gs::Error("spread_sample: lines and their length must be >= 1");
+  if (g.size() < lines * line_length) {
+    out.assign(g.begin(), g.end());
+    return;
+  }
+  out.resize(lines * line_length);
+  for (std::uint64_t l = 0; l < lines; ++l)
+    std::memcpy(out.data() + l * line_length, g.data() + spread_line_start(g.size(), lines, line_length, l),
+                line_length * sizeof(float));
+}
+
+std::vector<float> CpuPasses::spread_sample(std::uint64_t lines, std::uint64_t line_length) {
+  std::vector<float> out;
+  cpu::spread_sample(g_, lines, line_length, out);
+  return out;
 }
 
 }  // namespace gs::kernels::cpu

@@ -8,6 +8,7 @@
 
 #include "compact.hpp"
 #include "parallel.hpp"
+#include "gs/base/radix_select.hpp"
 #include "gs/error.hpp"
 #include "gs/kernels/cpu.hpp"
 #include "gs/kernels/elementwise.hpp"
@@ -21,6 +22,7 @@ struct SidcoWorkspace::Impl {
   std::vector<std::size_t> seg_begin, seg_len;
   std::vector<MagnitudeStats> chunk_stats;
   std::vector<float> sample;
+  SidcoTopkBound topk_plan{1, 1.0, 1};  // sidco_topk's plan, its buffers kept between calls
 };
 
 SidcoWorkspace::SidcoWorkspace() : impl_(std::make_unique<Impl>()) {}
@@ -136,11 +138,7 @@ constexpr std::size_t kSampleLine = 16, kSampleLines = 4096;
 constexpr std::size_t kSampleSize = kSampleLine * kSampleLines;
 constexpr std::size_t kSampledMinN = 16 * kSampleSize;
 MagnitudeStats sample_stats(std::span<const float> g, StatsFields f, SidcoWorkspace::Impl& w) {
-  w.sample.resize(kSampleSize);
-  const std::size_t lines = g.size() / kSampleLine;
-  for (std::size_t l = 0; l < kSampleLines; ++l)
-    std::memcpy(w.sample.data() + l * kSampleLine, g.data() + l * lines / kSampleLines * kSampleLine,
-                kSampleLine * sizeof(float));
+  spread_sample(g, kSampleLines, kSampleLine, w.sample);
   return cpu::stats(w.sample, f);
 }
 
@@ -270,6 +268,71 @@ void check_int32(std::size_t n) {
 }
 
 }  // namespace
+
+namespace {
+
+// Copies exactly the k largest |x| among the workspace's candidates (ascending indices across the
+// parts) into out: those above the k-th largest magnitude, then the lowest-index ties at it, the
+// rule of topk(). Three passes over the candidates (histogram, bucket, copy). Returns that value.
+float keep_top(std::uint64_t k, SidcoWorkspace::Impl& w, Selection<std::int32_t>& out) {
+  auto each = [&](auto&& f) {
+    for (const auto& p : w.parts)
+      for (std::size_t i = 0; i < p.size; ++i) f(std::fabs(p.val[i]));
+  };
+  const RadixPick pick = radix_largest(each, k, w.sample);
+  std::uint64_t ties = k - pick.greater;
+  out.indices.resize(k);
+  out.values.resize(k);
+  std::size_t kept = 0;
+  for (const auto& p : w.parts)
+    for (std::size_t i = 0; i < p.size && kept < k; ++i) {
+      const float x = std::fabs(p.val[i]);
+      const bool tie = x == pick.value && ties > 0;
+      ties -= tie ? 1 : 0;
+      if (x > pick.value || tie) {
+        out.indices[kept] = p.idx[i];
+        out.values[kept] = p.val[i];
+        ++kept;
+      }
+    }
+  GS_ASSERT(kept == k);
+  return pick.value;
+}
+
+}  // namespace
+
+SidcoSelectResult sidco_topk(std::span<const float> g, double density, int stages,
+                             Selection<std::int32_t>& out, SidcoWorkspace* ws) {
+  check_int32(g.size());
+  SidcoWorkspace local;
+  auto& w = workspace_impl(ws ? *ws : local);
+  SidcoTopkBound& plan = w.topk_plan;
+  plan.reset(g.size(), density, stages);
+  SidcoSelectResult r;
+  r.route = SidcoRoute::predicted;
+  out.indices.clear();
+  out.values.clear();
+  if (g.empty()) return r;
+  spread_sample(g, SidcoTopkBound::kLines, SidcoTopkBound::kLineLength, w.sample);
+  double bound = plan.first(w.sample);
+  std::uint64_t keep = 0;
+  for (;;) {  // one read of g per bound: every finite x above it packed, and the finite count
+    const MagnitudeStats s = collect_candidates(g, 0.0, 0.0, StatsFields{}, w, bound, true);
+    ++r.full_reads;
+    r.nonfinite = s.nonfinite;
+    const std::uint64_t finite = s.count + s.zeros;
+    if (r.full_reads == 1) r.candidates = workspace_total(w);
+    if (plan.holds(workspace_total(w), finite)) {
+      keep = std::min(plan.k(), finite);
+      break;
+    }
+    bound = plan.lower();
+  }
+  r.threshold = keep ? double(keep_top(keep, w, out)) : 0.0;
+  r.stages = plan.stages_run();
+  r.selected = keep;
+  return r;
+}
 
 SidcoSelectResult sidco_select(std::span<const float> g, double density, SidcoVariant variant,
                                int stages, bool recount, std::span<std::int32_t> indices,

@@ -50,6 +50,14 @@ __global__ void hash_and_value(const float* __restrict__ g, const std::int64_t* 
   }
 }
 
+// The spread sample's runs, gathered into one buffer (gs::spread_line_start places run l).
+__global__ void spread_kernel(const float* __restrict__ g, std::uint64_t n, std::uint64_t lines,
+                              std::uint64_t len, float* __restrict__ out) {
+  const std::uint64_t stride = std::uint64_t(gridDim.x) * blockDim.x;
+  for (std::uint64_t j = blockIdx.x * std::uint64_t(blockDim.x) + threadIdx.x; j < lines * len; j += stride)
+    out[j] = g[gs::spread_line_start(n, lines, len, j / len) + j % len];
+}
+
 __global__ void abs_in_place(float* v, std::uint64_t m) {
   const std::uint64_t stride = std::uint64_t(gridDim.x) * blockDim.x;
   for (std::uint64_t j = blockIdx.x * std::uint64_t(blockDim.x) + threadIdx.x; j < m; j += stride)
@@ -95,6 +103,18 @@ class DevicePasses final : public gs::MagnitudePasses {
   std::vector<float> random_sample(std::uint64_t m, std::uint64_t seed) override {
     DeviceBuffer<float> d_out(m, stream_);
     cuda::random_sample(d_g_, n_, m, seed, d_out.data(), stream_);
+    return d_out.download();
+  }
+  std::vector<float> spread_sample(std::uint64_t lines, std::uint64_t len) override {
+    if (lines == 0 || len == 0) throw gs::Error("spread_sample: lines and their length must be >= 1");
+    if (n_ < lines * len) {
+      std::vector<float> all(n_);
+      copy_to_host(all.data(), d_g_, n_ * sizeof(float), stream_);
+      return all;
+    }
+    DeviceBuffer<float> d_out(lines * len, stream_);
+    spread_kernel<<<detail::grid_for(lines * len), kThreads, 0, stream_>>>(d_g_, n_, lines, len, d_out.data());
+    GS_CUDA_CHECK_LAUNCH();
     return d_out.download();
   }
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "gs/fitting/stats.hpp"
+#include "gs/hostdevice.hpp"
 
 namespace gs {
 
@@ -76,6 +77,17 @@ class MagnitudePasses {
   // m values of x drawn uniformly at random with replacement over all n elements (DGC's sample;
   // non-finite values come back as they are, zeros as 0).
   virtual std::vector<float> random_sample(std::uint64_t m, std::uint64_t seed) = 0;
+
+  // x of `lines` runs of `line_length` consecutive elements spread evenly over g (run l starts at
+  // spread_line_start(n, lines, line_length, l)), in order; all of x when n < lines * line_length.
+  // Non-finite values come back as they are. Scattered reads of whole cache lines, not a pass.
+  virtual std::vector<float> spread_sample(std::uint64_t lines, std::uint64_t line_length) = 0;
 };
+
+// Where run l of a spread sample starts: evenly spaced, aligned to the run length.
+GS_HD inline std::uint64_t spread_line_start(std::uint64_t n, std::uint64_t lines,
+                                             std::uint64_t line_length, std::uint64_t l) {
+  return l * (n / line_length) / lines * line_length;
+}
 
 }  // namespace gs

@@ -7,8 +7,11 @@
 // k = max(1, floor(n*density)); an element is selected when its x = |g| is finite and x > threshold.
 // density outside (0, 1), n = 0, or k larger than the number of finite values throw gs::Error.
 // Random-k has no threshold and is not here.
+#include <algorithm>
 #include <cstdint>
+#include <span>
 #include <string>
+#include <vector>
 #include <string_view>
 
 #include "gs/fitting/distributions.hpp"
@@ -38,11 +41,12 @@ double gamma_threshold_approx(const Gamma& d, double density);
 double gaussian_threshold(const Normal& signed_g, double density);
 
 struct ThresholdResult {
-  std::string method;  // topk | sidco-e | sidco-p | sidco-gp | dgc | redsync | gaussianksgd
+  std::string method;  // topk | sidco-e | sidco-p | sidco-gp | sidco-topk | dgc | redsync | gaussianksgd
   double density = 0.0;  // target density density
   double threshold = 0.0;
   int stages = 0;              // SIDCo: stages run; dgc: 1, or 2 with the hierarchical step;
-                               // redsync: bisection steps; gaussianksgd: 1 + corrections; topk: 1
+                               // redsync: bisection steps; gaussianksgd: 1 + corrections; topk: 1;
+                               // sidco-topk: bounds tried (1, plus one per fallback read)
   std::uint64_t selected = 0;  // elements the rule keeps
   double quality = 0.0;        // achieved density / target = (selected/n)/density
 };
@@ -109,6 +113,59 @@ class SidcoStages {
   double di_ = 1.0;
   double expected_ = 0.0;
 };
+
+// sidco-topk: exact top-k at SIDCo's cost. SIDCo's fit on a spread sample of x gives a bound that
+// the k largest very likely exceed; a backend packs every x above it in one read of g and takes
+// exactly the k largest among those candidates (the same set as top-k, ties included). When the
+// bound was too high (fewer candidates than k), it reads g again with a lower one. SidcoTopkBound
+// is that plan without any data access (as SidcoStages is SIDCo's); the backends drive the reads:
+//   SidcoTopkBound plan(n, density, stages);
+//   double b = plan.first(spread_sample(SidcoTopkBound::kLines, SidcoTopkBound::kLineLength));
+//   for (;;) { c = count of finite x > b (b < 0: every finite x); if (plan.holds(c, finite)) break;
+//              b = plan.lower(); }
+//   then the min(k, finite) largest among the x > b.
+// The bound: with m finite sample values, the sample needs c = m*density + kMarginSd*sqrt(m*density)
+// values above it (kMarginSd binomial standard deviations above the expected m*density), so that
+// g very likely holds k above it: b = min(the c-th largest sample value, SIDCo-E's threshold fitted
+// to the sample at density c/m). docs/algorithms.md derives the margin and the expected reads.
+class SidcoTopkBound {
+ public:
+  static constexpr std::uint64_t kLines = 2048, kLineLength = 16;  // the sample: 32768 values
+  static constexpr double kMarginSd = 4.0;
+  // gs::Error for a density outside (0, 1] or stages < 1.
+  SidcoTopkBound(std::uint64_t n, double density, int stages) { reset(n, density, stages); }
+  // Plans another vector, keeping the buffers (a caller that selects often reuses one plan).
+  void reset(std::uint64_t n, double density, int stages);
+  std::uint64_t k() const { return k_; }
+  // The first bound from the sample (x as read; non-finite values are skipped); -1 (every finite
+  // x a candidate) when the sample cannot place one (too few values, or the margin covers all).
+  double first(std::span<const float> sample);
+  // Whether `candidates` finite x above bound() hold the min(k, finite) largest.
+  bool holds(std::uint64_t candidates, std::uint64_t finite) const {
+    return candidates >= std::min(k_, finite);
+  }
+  // The next, lower bound after a shortfall: the sample's value at 4x the count, then -1.
+  double lower();
+  double bound() const { return bound_; }
+  int reads() const { return reads_; }        // bounds tried so far (1 + fallbacks)
+  int stages_run() const { return stages_run_; }
+
+ private:
+  std::uint64_t n_ = 0, k_ = 0;
+  double density_ = 1.0;
+  int stages_ = 1;
+  std::vector<float> finite_;  // the sample's finite x, for lower()
+  std::vector<float> top_;     // scratch of the partial sorts
+  std::uint64_t needed_ = 0;   // sample values above the first bound
+  double bound_ = -1.0;
+  int reads_ = 0;
+  int stages_run_ = 0;
+};
+
+// The fitting report's sidco-topk: the plan above over the passes. Its threshold, selected count
+// and quality are exact top-k's; stages counts the bounds it tried (1, plus one per fallback read).
+// gs::Error as topk_threshold.
+ThresholdResult sidco_topk_threshold(MagnitudePasses& passes, double density, int stages);
 
 // Exact top-k: threshold = k-th largest x. The rule keeps exactly k elements: all x > threshold
 // plus, among ties equal to the threshold, the lowest indices; selected = k, quality = k/(n density).

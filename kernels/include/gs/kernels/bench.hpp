@@ -20,11 +20,15 @@ struct KernelBenchConfig {
   std::vector<int> sidco_stage_counts;  // several stage counts to time; empty: {sidco_stages}
   std::uint64_t seed = 20240611;
   bool baselines = true;     // CPU: also time top-k by nth_element on a copy (the common way)
+  // A vector of the user's (e.g. real gradients) to run on instead of Laplace data of `sizes`.
+  std::vector<float> input;
+  std::string input_name;    // what `input` is, for the JSON
 };
 
 struct KernelBenchRow {
   // read | stats | stats_light | stats_above_light | count_above | compact | sidco-e |
-  // sidco-e+compact | sidco-e+compact:full | sidco-e+compact:candidates | topk | topk-nth_element
+  // sidco-e+compact | sidco-e+compact:full | sidco-e+compact:candidates | sidco-topk | topk |
+  // topk-nth_element
   std::string method;
   std::uint64_t n = 0;
   double density = 0.0;  // 0 where the method has none
@@ -41,8 +45,8 @@ struct KernelBenchRow {
 void validate(const KernelBenchConfig& config);
 
 // Runs every method at every size (and density where it applies) on Laplace-distributed data
-// (the magnitudes are exponential, as SIDCo-E assumes) drawn with the seed. `progress` (optional)
-// gets a line per finished row.
+// (the magnitudes are exponential, as SIDCo-E assumes) drawn with the seed, or on config.input
+// when it is given. `progress` (optional) gets a line per finished row.
 std::vector<KernelBenchRow> run_kernel_bench(
     const KernelBenchConfig& config,
     const std::function<void(const KernelBenchRow&)>& progress = {});

@@ -124,6 +124,16 @@ SidcoSelectResult sidco_select(std::span<const float> g, double density, SidcoVa
                                SidcoRoute route = SidcoRoute::automatic,
                                SidcoWorkspace* ws = nullptr);
 
+// sidco-topk (gs::SidcoTopkBound): exactly the min(k, finite) largest |g| (k = target_count(n,
+// density)), the set topk() selects, ties included, found with a SIDCo bound: a spread sample of g
+// places the bound, one read of g packs every finite x above it into the workspace (taking the
+// finite count with it), and the k largest are picked among those candidates in memory. A bound
+// that leaves fewer than k candidates costs one more read with a lower one (full_reads counts the
+// reads; candidates, the first read's). threshold: the k-th largest |g|; stages: SIDCo's stages
+// fitted on the sample. gs::Error for a density outside (0, 1] or stages < 1.
+SidcoSelectResult sidco_topk(std::span<const float> g, double density, int stages,
+                             Selection<std::int32_t>& out, SidcoWorkspace* ws = nullptr);
+
 // Exact top-k by magnitude over the finite elements: exactly k indices (ascending) and values.
 // Ties at the k-th magnitude keep the lowest indices. Radix select over the bit patterns of |g|:
 // pass 1 histograms the top 11 bits; pass 2 emits every element of a higher bin and collects the
@@ -151,6 +161,11 @@ std::vector<double> sorted_sample(std::span<const float> g, std::uint64_t max_po
 // replacement (DGC's sample). Reads m scattered elements, not a pass.
 std::vector<float> random_sample(std::span<const float> g, std::uint64_t m, std::uint64_t seed);
 
+// `lines` runs of `line_length` consecutive values spread evenly over g (gs::spread_line_start),
+// into out (resized); all of g when it is shorter than that. Scattered reads, not a pass.
+void spread_sample(std::span<const float> g, std::uint64_t lines, std::uint64_t line_length,
+                   std::vector<float>& out);
+
 // gs::MagnitudePasses over a host span through the functions above.
 class CpuPasses final : public gs::MagnitudePasses {
  public:
@@ -168,6 +183,7 @@ class CpuPasses final : public gs::MagnitudePasses {
                                     bool* subsampled) override;
   double kth_largest(std::uint64_t k) override;
   std::vector<float> random_sample(std::uint64_t m, std::uint64_t seed) override;
+  std::vector<float> spread_sample(std::uint64_t lines, std::uint64_t line_length) override;
 
  private:
   std::span<const float> g_;

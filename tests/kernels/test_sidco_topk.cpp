@@ -1,0 +1,116 @@
+// sidco-topk on the CPU backend: the selection equals exact top-k (the plain oracle: stable sort
+// by magnitude, ties to lower indices) at every shape, size and density of the harness, the
+// fallback reads happen when data are built to fool the sample, and the fitting report's
+// sidco_topk_threshold agrees. Tolerance: none; indices and values must match exactly.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "common/naive_passes.hpp"
+#include "gs/fitting/thresholds.hpp"
+#include "harness.hpp"
+
+namespace gs::testing {
+namespace {
+
+namespace cpu = gs::kernels::cpu;
+
+// The min(k, finite) largest finite |g|, ties to lower indices, in index order.
+Picked oracle(std::span<const float> g, double density) {
+  std::vector<std::int64_t> order;
+  for (std::size_t i = 0; i < g.size(); ++i)
+    if (std::isfinite(g[i])) order.push_back(std::int64_t(i));
+  std::stable_sort(order.begin(), order.end(),
+                   [&](auto a, auto b) { return std::fabs(g[a]) > std::fabs(g[b]); });
+  order.resize(std::min<std::size_t>(order.size(), gs::target_count(g.size(), density)));
+  std::sort(order.begin(), order.end());
+  Picked p;
+  p.indices = order;
+  for (auto i : order) p.values.push_back(g[std::size_t(i)]);
+  return p;
+}
+
+void expect_picked(const cpu::Selection<std::int32_t>& got, const Picked& want) {
+  ASSERT_EQ(got.indices.size(), want.indices.size());
+  EXPECT_TRUE(std::equal(got.indices.begin(), got.indices.end(), want.indices.begin()));
+  EXPECT_EQ(0, std::memcmp(got.values.data(), want.values.data(), want.values.size() * sizeof(float)));
+}
+
+TEST(SidcoTopk, SelectsExactlyWhatTopkSelects) {
+  std::uint64_t seed = 4000;
+  cpu::SidcoWorkspace ws;  // reused across calls, as a compressor does
+  for (Shape s : {Shape::laplace, Shape::student3, Shape::pareto, Shape::ties, Shape::specials,
+                  Shape::uniform})
+    for (std::size_t n : {0, 1, 31, 1000, 65536, 131075, 1000007}) {
+      if (n == 1000007 && s != Shape::specials && s != Shape::ties) continue;
+      const auto g = make_data(s, n, ++seed);
+      for (double density : {1.0, 0.1, 0.01, 0.001}) {
+        SCOPED_TRACE(std::string(shape_name(s)) + " n=" + std::to_string(n) +
+                     " density=" + std::to_string(density));
+        cpu::Selection<std::int32_t> got;
+        const auto r = cpu::sidco_topk(g, density, 2, got, &ws);
+        const Picked want = oracle(g, density);
+        expect_picked(got, want);
+        EXPECT_EQ(r.selected, want.indices.size());
+        if (!want.values.empty()) {
+          float kth = INFINITY;
+          for (float v : want.values) kth = std::min(kth, std::fabs(v));
+          EXPECT_EQ(r.threshold, double(kth));  // the k-th largest |g|
+        }
+        EXPECT_GE(r.full_reads, n ? 1 : 0);
+        EXPECT_LE(r.full_reads, 3);
+        const auto nonfinite = std::count_if(g.begin(), g.end(), [](float v) { return !std::isfinite(v); });
+        if (n) EXPECT_EQ(r.nonfinite, std::uint64_t(nonfinite));
+      }
+    }
+}
+
+// Every run of the spread sample holds a huge value and nothing else does: the sample puts the
+// bound above everything outside it, so the first read finds fewer than k candidates, and so does
+// the second (the sample's value at four times the count); the third packs every finite value.
+TEST(SidcoTopk, FallsBackWhenTheSampleFoolsTheBound) {
+  const std::size_t n = std::size_t{1} << 21;
+  auto g = make_data(Shape::laplace, n, 77);
+  const auto lines = gs::SidcoTopkBound::kLines, len = gs::SidcoTopkBound::kLineLength;
+  for (std::uint64_t l = 0; l < lines; ++l)
+    for (std::uint64_t j = 0; j < len; ++j) g[gs::spread_line_start(n, lines, len, l) + j] = 100.0f + float(j);
+  const double density = 0.05;  // k = 104857 > the 32768 sampled values
+  cpu::Selection<std::int32_t> got;
+  const auto r = cpu::sidco_topk(g, density, 2, got);
+  expect_picked(got, oracle(g, density));
+  EXPECT_EQ(r.full_reads, 3);
+  EXPECT_LT(r.candidates, gs::target_count(n, density));  // the first read's shortfall
+
+  NaivePasses passes(g);  // the fitting report's form of the method: the same plan, the same reads
+  const auto t = gs::sidco_topk_threshold(passes, density, 2);
+  EXPECT_EQ(t.stages, 3);
+  EXPECT_EQ(t.threshold, r.threshold);
+  EXPECT_EQ(t.selected, r.selected);
+}
+
+TEST(SidcoTopk, FittingReportMatchesExactTopk) {
+  for (Shape s : {Shape::laplace, Shape::pareto, Shape::ties, Shape::specials}) {
+    const auto g = make_data(s, 300000, 12);
+    NaivePasses passes(g);
+    for (double density : {0.1, 0.01, 0.001}) {
+      SCOPED_TRACE(std::string(shape_name(s)) + " " + std::to_string(density));
+      const auto want = gs::topk_threshold(passes, density);
+      const auto got = gs::sidco_topk_threshold(passes, density, 2);
+      EXPECT_EQ(got.method, "sidco-topk");
+      EXPECT_EQ(got.threshold, want.threshold);
+      EXPECT_EQ(got.selected, want.selected);
+      EXPECT_EQ(got.quality, want.quality);
+      EXPECT_EQ(got.stages, 1);  // no fallback on these
+    }
+  }
+  // Too few finite values for k: refused, as exact top-k refuses.
+  std::vector<float> mostly_nan(1000, std::nanf(""));
+  mostly_nan[3] = 1.0f;
+  NaivePasses few(mostly_nan);
+  EXPECT_THROW(gs::sidco_topk_threshold(few, 0.01, 2), gs::Error);
+  EXPECT_THROW(gs::SidcoTopkBound(10, 0.0, 2), gs::Error);
+  EXPECT_THROW(gs::SidcoTopkBound(10, 0.1, 0), gs::Error);
+}
+
+}  // namespace
+}  // namespace gs::testing
