@@ -190,17 +190,28 @@ namespace {
 MagnitudeStats above(std::span<const float> xs, double threshold, double shift) {
   MagnitudeStats s;
   s.sum_sq = s.sum_log = s.sum_signed = std::numeric_limits<double>::quiet_NaN();
+  // Branch-free over the sample: which values pass is unpredictable.
+  const float t = float(threshold), sh = float(shift);
+  std::uint64_t count = 0, zeros = 0;
+  double sum = 0.0;
+  float lo = std::numeric_limits<float>::infinity(), hi = -lo;
   for (float x : xs) {
-    const double y = double(x) - shift;
-    if (!(double(x) > threshold)) continue;
-    if (y == 0.0) {
-      ++s.zeros;
-      continue;
-    }
-    ++s.count;
-    s.sum += y;
-    s.min = std::min(s.min, y);
-    s.max = std::max(s.max, y);
+    const bool in = x > t && double(x) > threshold;
+    const float y = x - sh;
+    const bool zero = in && y == 0.0f;
+    const bool counted = in && !zero;
+    zeros += zero ? 1 : 0;
+    count += counted ? 1 : 0;
+    sum += counted ? double(x) - shift : 0.0;
+    lo = counted && y < lo ? y : lo;
+    hi = counted && y > hi ? y : hi;
+  }
+  s.count = count;
+  s.zeros = zeros;
+  s.sum = sum;
+  if (count) {
+    s.min = lo;
+    s.max = hi;
   }
   return s;
 }
@@ -241,8 +252,28 @@ double SidcoTopkBound::first(std::span<const float> sample) {
   bound_ = -1.0;
   const double m = double(finite_.size());
   const double expected = m * density_;
-  needed_ = std::uint64_t(std::ceil(expected + kMarginSd * std::sqrt(expected)));
-  if (k_ >= n_ || needed_ == 0 || needed_ >= finite_.size()) return bound_;
+  if (k_ >= n_ || expected < 1.0 || expected >= m) {
+    needed_ = 0;
+    return bound_;
+  }
+  // How much the sample's count above the density's quantile q may stray: the binomial standard
+  // deviation for independent values, or more, as the sample's runs say. Neighbours in a run are
+  // alike (a layer's row, a channel), so the count varies between runs more than independent
+  // values would: the spread of the per-run counts above q measures it.
+  const double q = below_largest(finite_, std::uint64_t(expected), top_);
+  const std::size_t runs = (sample.size() + kLineLength - 1) / kLineLength;
+  double sum = 0.0, sum_sq = 0.0;
+  for (std::size_t r = 0; r < runs; ++r) {
+    double c = 0.0;
+    for (std::size_t i = r * kLineLength; i < std::min(sample.size(), (r + 1) * kLineLength); ++i)
+      c += std::fabs(sample[i]) > q && std::isfinite(sample[i]) ? 1.0 : 0.0;
+    sum += c;
+    sum_sq += c * c;
+  }
+  const double run_var = runs > 1 ? (sum_sq - sum * sum / double(runs)) / double(runs - 1) : 0.0;
+  const double sd = std::max(std::sqrt(expected * (1.0 - density_)), std::sqrt(double(runs) * run_var));
+  needed_ = std::uint64_t(std::ceil(expected + kMarginSd * sd));
+  if (needed_ >= finite_.size()) return bound_;
   // SIDCo-E on the sample at the margin's density: the fit extrapolates the tail where the sample
   // holds few values. The sample itself caps it where the law overshoots: the bound never lies
   // above the needed-th largest sample value.

@@ -1,6 +1,7 @@
 // CPU backend: SIDCo threshold plus compaction as one pipeline (see cpu.hpp, sidco_select). The
 // stage logic is fitting's SidcoStages; this file only decides which bytes each stage reads.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -273,29 +274,99 @@ namespace {
 
 // Copies exactly the k largest |x| among the workspace's candidates (ascending indices across the
 // parts) into out: those above the k-th largest magnitude, then the lowest-index ties at it, the
-// rule of topk(). Three passes over the candidates (histogram, bucket, copy). Returns that value.
+// rule of topk(). Each part is read by the thread that wrote it (its candidates are still in that
+// core's cache): a histogram of the top 12 bits of every |x| finds the bucket of the k-th largest,
+// whose values are then sorted in part (radix_largest), and one more pass counts each part's
+// values above it and ties, which places each part's output. Returns the k-th largest |x|.
 float keep_top(std::uint64_t k, SidcoWorkspace::Impl& w, Selection<std::int32_t>& out) {
-  auto each = [&](auto&& f) {
-    for (const auto& p : w.parts)
-      for (std::size_t i = 0; i < p.size; ++i) f(std::fabs(p.val[i]));
+  const int nt = static_cast<int>(w.parts.size());
+  auto bits_of = [](float x) {
+    std::uint32_t b;
+    std::memcpy(&b, &x, sizeof b);
+    return b & 0x7fffffffu;
   };
-  const RadixPick pick = radix_largest(each, k, w.sample);
-  std::uint64_t ties = k - pick.greater;
+  std::vector<std::array<std::uint32_t, 4096>> hist(static_cast<std::size_t>(nt));
+#pragma omp parallel for schedule(static, 1) num_threads(nt)
+  for (int r = 0; r < nt; ++r) {
+    auto& h = hist[static_cast<std::size_t>(r)];
+    h.fill(0);
+    const auto& p = w.parts[static_cast<std::size_t>(r)];
+    for (std::size_t i = 0; i < p.size; ++i) ++h[bits_of(p.val[i]) >> 19];
+  }
+  std::uint32_t bucket = 4096;
+  std::uint64_t above = 0;
+  for (;;) {  // the bucket holding the k-th largest, from the top
+    std::uint64_t c = 0;
+    for (const auto& h : hist) c += h[bucket - 1];
+    if (above + c >= k || bucket == 1) break;
+    above += c;
+    --bucket;
+  }
+  --bucket;
+  // The bucket's values (few, or split further by radix_largest), gathered per part.
+  std::vector<std::vector<float>> in_bucket(static_cast<std::size_t>(nt));
+#pragma omp parallel for schedule(static, 1) num_threads(nt)
+  for (int r = 0; r < nt; ++r) {
+    const auto& p = w.parts[static_cast<std::size_t>(r)];
+    for (std::size_t i = 0; i < p.size; ++i)
+      if ((bits_of(p.val[i]) >> 19) == bucket)
+        in_bucket[static_cast<std::size_t>(r)].push_back(std::fabs(p.val[i]));
+  }
+  std::vector<float>& sort_scratch = w.sample;
+  const RadixPick pick = radix_largest(
+      [&](auto&& f) {
+        for (const auto& part : in_bucket)
+          for (float x : part) f(x);
+      },
+      k - above, sort_scratch);
+  const std::uint32_t kth = bits_of(pick.value);
+  // Each part's values above the k-th and ties at it; the ties kept go to the lowest indices.
+  std::vector<std::uint64_t> greater(static_cast<std::size_t>(nt)), equal(static_cast<std::size_t>(nt));
+#pragma omp parallel for schedule(static, 1) num_threads(nt)
+  for (int r = 0; r < nt; ++r) {
+    const auto& p = w.parts[static_cast<std::size_t>(r)];
+    std::uint64_t g = 0, e = 0;
+    for (std::size_t i = 0; i < p.size; ++i) {
+      const std::uint32_t b = bits_of(p.val[i]);
+      g += b > kth ? 1 : 0;
+      e += b == kth ? 1 : 0;
+    }
+    greater[static_cast<std::size_t>(r)] = g;
+    equal[static_cast<std::size_t>(r)] = e;
+  }
+  std::uint64_t ties_left = k;
+  for (auto g : greater) ties_left -= g;
+  std::vector<std::uint64_t> offset(static_cast<std::size_t>(nt) + 1, 0), ties(static_cast<std::size_t>(nt));
+  for (std::size_t r = 0; r < static_cast<std::size_t>(nt); ++r) {
+    ties[r] = std::min(equal[r], ties_left);
+    ties_left -= ties[r];
+    offset[r + 1] = offset[r] + greater[r] + ties[r];
+  }
+  GS_ASSERT(offset.back() == k);
+  // A spare slot per part: the branch-free copy writes every candidate at the next place and moves
+  // only past the kept ones (which of a dense set are kept is unpredictable); a part's writes
+  // after its last kept one go to its own spare slot.
+  out.indices.resize(k + static_cast<std::size_t>(nt));
+  out.values.resize(k + static_cast<std::size_t>(nt));
+#pragma omp parallel for schedule(static, 1) num_threads(nt)
+  for (int r = 0; r < nt; ++r) {
+    const auto& p = w.parts[static_cast<std::size_t>(r)];
+    std::int32_t* out_idx = out.indices.data();
+    float* out_val = out.values.data();
+    std::uint64_t at = offset[static_cast<std::size_t>(r)], tie_budget = ties[static_cast<std::size_t>(r)];
+    const std::uint64_t end = offset[static_cast<std::size_t>(r) + 1];
+    for (std::size_t i = 0; i < p.size; ++i) {
+      const std::uint32_t b = bits_of(p.val[i]);
+      const bool tie = b == kth && tie_budget > 0;
+      tie_budget -= tie ? 1 : 0;
+      const std::uint64_t slot = at < end ? at : k + static_cast<std::uint64_t>(r);
+      out_idx[slot] = p.idx[i];
+      out_val[slot] = p.val[i];
+      at += (b > kth || tie) ? 1 : 0;
+    }
+  }
   out.indices.resize(k);
   out.values.resize(k);
-  std::size_t kept = 0;
-  for (const auto& p : w.parts)
-    for (std::size_t i = 0; i < p.size && kept < k; ++i) {
-      const float x = std::fabs(p.val[i]);
-      const bool tie = x == pick.value && ties > 0;
-      ties -= tie ? 1 : 0;
-      if (x > pick.value || tie) {
-        out.indices[kept] = p.idx[i];
-        out.values[kept] = p.val[i];
-        ++kept;
-      }
-    }
-  GS_ASSERT(kept == k);
   return pick.value;
 }
 

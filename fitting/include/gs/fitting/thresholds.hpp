@@ -124,10 +124,11 @@ class SidcoStages {
 //   for (;;) { c = count of finite x > b (b < 0: every finite x); if (plan.holds(c, finite)) break;
 //              b = plan.lower(); }
 //   then the min(k, finite) largest among the x > b.
-// The bound: with m finite sample values, the sample needs c = m*density + kMarginSd*sqrt(m*density)
-// values above it (kMarginSd binomial standard deviations above the expected m*density), so that
-// g very likely holds k above it: b = min(the c-th largest sample value, SIDCo-E's threshold fitted
-// to the sample at density c/m). docs/algorithms.md derives the margin and the expected reads.
+// The bound: with m finite sample values, the sample needs c = m*density + kMarginSd*sd values
+// above it, sd the standard deviation of that count (binomial, or larger when the sample's runs of
+// neighbours vary more than independent values would), so that g very likely holds k above it:
+// b = min(just below the c-th largest sample value, SIDCo-E's threshold fitted to the sample at
+// density c/m). docs/algorithms.md derives the margin and the expected reads.
 class SidcoTopkBound {
  public:
   static constexpr std::uint64_t kLines = 2048, kLineLength = 16;  // the sample: 32768 values
