@@ -188,24 +188,30 @@ namespace {
 // What SIDCo-E's stages read (count, zeros, sum, min, max) of y = x - shift over the sample's
 // x > threshold, in memory. No ln x or squares: the exponential fits need neither.
 MagnitudeStats above(std::span<const float> xs, double threshold, double shift) {
+  // In float, branch-free and vectorized (the reductions may be reordered): which values pass is
+  // unpredictable, and a chain of dependent double additions would cost 4 cycles an element. A
+  // bound's estimate needs no more than float sums over a sample.
+  float t = float(threshold);
+  if (double(t) > threshold) t = std::nextafter(t, -std::numeric_limits<float>::infinity());
+  const float sh = float(shift);
+  std::uint32_t count = 0, zeros = 0;
+  float sum = 0.0f, lo = std::numeric_limits<float>::infinity(), hi = -lo;
+  const float* x = xs.data();
+  const std::size_t n = xs.size();
+#pragma omp simd reduction(+ : count, zeros, sum) reduction(min : lo) reduction(max : hi)
+  for (std::size_t i = 0; i < n; ++i) {
+    const float y = x[i] - sh;
+    const bool in = x[i] > t;
+    const bool zero = in && y == 0.0f;
+    const bool counted = in && y != 0.0f;
+    zeros += zero ? 1u : 0u;
+    count += counted ? 1u : 0u;
+    sum += counted ? y : 0.0f;
+    lo = std::min(lo, counted ? y : lo);
+    hi = std::max(hi, counted ? y : hi);
+  }
   MagnitudeStats s;
   s.sum_sq = s.sum_log = s.sum_signed = std::numeric_limits<double>::quiet_NaN();
-  // Branch-free over the sample: which values pass is unpredictable.
-  const float t = float(threshold), sh = float(shift);
-  std::uint64_t count = 0, zeros = 0;
-  double sum = 0.0;
-  float lo = std::numeric_limits<float>::infinity(), hi = -lo;
-  for (float x : xs) {
-    const bool in = x > t && double(x) > threshold;
-    const float y = x - sh;
-    const bool zero = in && y == 0.0f;
-    const bool counted = in && !zero;
-    zeros += zero ? 1 : 0;
-    count += counted ? 1 : 0;
-    sum += counted ? double(x) - shift : 0.0;
-    lo = counted && y < lo ? y : lo;
-    hi = counted && y > hi ? y : hi;
-  }
   s.count = count;
   s.zeros = zeros;
   s.sum = sum;
@@ -214,17 +220,6 @@ MagnitudeStats above(std::span<const float> xs, double threshold, double shift) 
     s.max = hi;
   }
   return s;
-}
-
-// A bound that keeps the c largest of xs (1-based, c <= xs.size(); xs >= 0 and finite): just
-// below the c-th largest, so that the values tied with it are kept too. top: scratch.
-double below_largest(std::span<const float> xs, std::uint64_t c, std::vector<float>& top) {
-  const float v = radix_largest([&](auto&& f) { for (float x : xs) f(x); }, c, top).value;
-  return double(std::nextafter(v, 0.0f));
-}
-
-std::uint64_t count_above(std::span<const float> xs, double t) {
-  return std::uint64_t(std::count_if(xs.begin(), xs.end(), [t](float x) { return double(x) > t; }));
 }
 
 }  // namespace
@@ -240,6 +235,8 @@ void SidcoTopkBound::reset(std::uint64_t n, double density, int stages) {
 }
 
 double SidcoTopkBound::first(std::span<const float> sample) {
+  // The finite |x| (a compaction), then their histogram for the radix picks below and SIDCo's
+  // stage-1 statistics (count, zeros, sum, min, max: all SIDCo-E reads).
   finite_.resize(sample.size());
   std::size_t m_finite = 0;
   for (float v : sample) {  // branch-free: keep |v|, advance only past finite ones
@@ -247,47 +244,52 @@ double SidcoTopkBound::first(std::span<const float> sample) {
     m_finite += std::isfinite(v) ? 1 : 0;
   }
   finite_.resize(m_finite);
+  const MagnitudeStats all = above(finite_, -1.0, 0.0);
+  selector_ = RadixSelector();
+  selector_.count_all(finite_);
   reads_ = 1;
   stages_run_ = 0;
   bound_ = -1.0;
   const double m = double(finite_.size());
   const double expected = m * density_;
-  if (k_ >= n_ || expected < 1.0 || expected >= m) {
-    needed_ = 0;
-    return bound_;
-  }
+  needed_ = 0;
+  if (k_ >= n_ || expected < 1.0 || expected >= m) return bound_;
+  auto each = [&](auto&& f) {
+    for (float x : finite_) f(x);
+  };
   // How much the sample's count above the density's quantile q may stray: the binomial standard
   // deviation for independent values, or more, as the sample's runs say. Neighbours in a run are
   // alike (a layer's row, a channel), so the count varies between runs more than independent
   // values would: the spread of the per-run counts above q measures it.
-  const double q = below_largest(finite_, std::uint64_t(expected), top_);
+  const float q = selector_.pick(each, std::uint64_t(expected), top_).value;
   const std::size_t runs = (sample.size() + kLineLength - 1) / kLineLength;
-  double sum = 0.0, sum_sq = 0.0;
+  double sum_c = 0.0, sum_cc = 0.0;
   for (std::size_t r = 0; r < runs; ++r) {
-    double c = 0.0;
-    for (std::size_t i = r * kLineLength; i < std::min(sample.size(), (r + 1) * kLineLength); ++i)
-      c += std::fabs(sample[i]) > q && std::isfinite(sample[i]) ? 1.0 : 0.0;
-    sum += c;
-    sum_sq += c * c;
+    const std::size_t begin = r * kLineLength, end = std::min(sample.size(), begin + kLineLength);
+    int c = 0;
+#pragma omp simd reduction(+ : c)
+    for (std::size_t i = begin; i < end; ++i)
+      c += std::fabs(sample[i]) >= q && std::isfinite(sample[i]) ? 1 : 0;
+    sum_c += c;
+    sum_cc += double(c) * c;
   }
-  const double run_var = runs > 1 ? (sum_sq - sum * sum / double(runs)) / double(runs - 1) : 0.0;
+  const double run_var = runs > 1 ? (sum_cc - sum_c * sum_c / double(runs)) / double(runs - 1) : 0.0;
   const double sd = std::max(std::sqrt(expected * (1.0 - density_)), std::sqrt(double(runs) * run_var));
   needed_ = std::uint64_t(std::ceil(expected + kMarginSd * sd));
   if (needed_ >= finite_.size()) return bound_;
-  // SIDCo-E on the sample at the margin's density: the fit extrapolates the tail where the sample
-  // holds few values. The sample itself caps it where the law overshoots: the bound never lies
-  // above the needed-th largest sample value.
-  double fitted = std::numeric_limits<double>::infinity();
+  // The sample caps the bound: never above its needed-th largest value (just below it, so the
+  // values tied with it are kept too). SIDCo-E fitted to the sample at the margin's density
+  // lowers it where the fit extrapolates the tail more cautiously.
+  bound_ = double(std::nextafter(selector_.pick(each, needed_, top_).value, 0.0f));
   try {
     SidcoStages plan(finite_.size(), double(needed_) / m, SidcoVariant::exponential, stages_, false);
-    bool more = plan.first(above(finite_, -1.0, 0.0));
+    bool more = plan.first(all);
     while (more) more = plan.tail(above(finite_, plan.threshold(), plan.threshold()));
-    fitted = plan.threshold();
+    bound_ = std::min(bound_, plan.threshold());
     stages_run_ = plan.stages_run();
   } catch (const Error&) {
     // a sample SIDCo cannot fit (e.g. all values equal): the sample's value alone
   }
-  bound_ = count_above(finite_, fitted) >= needed_ ? fitted : below_largest(finite_, needed_, top_);
   if (!(bound_ > 0.0)) bound_ = -1.0;
   return bound_;
 }
@@ -296,8 +298,11 @@ double SidcoTopkBound::lower() {
   // The second read packs above the sample's value at four times the count; the third packs
   // every finite x, which holds the k largest by definition.
   const std::uint64_t wider = 4 * needed_;
+  auto each = [&](auto&& f) {
+    for (float x : finite_) f(x);
+  };
   bound_ = (++reads_ == 2 && bound_ >= 0.0 && wider < finite_.size())
-               ? below_largest(finite_, wider, top_)
+               ? double(std::nextafter(selector_.pick(each, wider, top_).value, 0.0f))
                : -1.0;
   if (!(bound_ > 0.0)) bound_ = -1.0;
   return bound_;

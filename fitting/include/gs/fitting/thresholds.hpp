@@ -14,6 +14,7 @@
 #include <vector>
 #include <string_view>
 
+#include "gs/base/radix_select.hpp"
 #include "gs/fitting/distributions.hpp"
 #include "gs/fitting/passes.hpp"
 
@@ -157,6 +158,7 @@ class SidcoTopkBound {
   int stages_ = 1;
   std::vector<float> finite_;  // the sample's finite x, for lower()
   std::vector<float> top_;     // scratch of the partial sorts
+  RadixSelector selector_;     // the histogram of finite_
   std::uint64_t needed_ = 0;   // sample values above the first bound
   double bound_ = -1.0;
   int reads_ = 0;
