@@ -59,7 +59,9 @@ TEST(Registry, RowsAreUniqueAndDescribed) {
     EXPECT_TRUE(seen.insert(row.name).second) << row.name;
     EXPECT_FALSE(row.summary.empty()) << row.name;
     // A sparse selection sends elements of the input, so its density is what it aims at.
-    if (row.sparse_selection) EXPECT_TRUE(row.density_based) << row.name;
+    if (row.sparse_selection) {
+      EXPECT_TRUE(row.density_based) << row.name;
+    }
   }
   EXPECT_TRUE(density_based("sidco-e"));
   EXPECT_FALSE(density_based("qsgd-mn"));

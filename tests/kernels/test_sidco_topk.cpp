@@ -60,7 +60,9 @@ TEST(SidcoTopk, SelectsExactlyWhatTopkSelects) {
         EXPECT_GE(r.full_reads, n ? 1 : 0);
         EXPECT_LE(r.full_reads, 3);
         const auto nonfinite = std::count_if(g.begin(), g.end(), [](float v) { return !std::isfinite(v); });
-        if (n) EXPECT_EQ(r.nonfinite, std::uint64_t(nonfinite));
+        if (n) {
+          EXPECT_EQ(r.nonfinite, std::uint64_t(nonfinite));
+        }
       }
     }
 }
