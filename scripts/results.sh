@@ -2,7 +2,7 @@
 # Reproduces docs/RESULTS.md: Fashion-MNIST CNN, 4 workers (processes on this machine, c10d Gloo on
 # loopback), one epoch, densities 0.01 and 0.001, every compressor (none once), the rival methods,
 # and several seeds (SEEDS, default 1 to 10) for the rows the accuracy goal is about (none,
-# SIDCo and top-k at 0.01, with and without a dense warm-up; with SCHEDULE_ROWS="cosine step" also
+# SIDCo, sidco-topk and top-k at 0.01, SIDCo and top-k also with a dense warm-up; with SCHEDULE_ROWS="cosine step" also
 # with those learning-rate schedules, and with EXP_WARMUP_ROWS="23 58" under each of them the
 # SIDCo and top-k rows with an exponential warm-up over that many steps; with BATCH_ROWS="32" the
 # uncompressed, SIDCo and top-k rows, with and without a dense warm-up over 10% of the epoch, at
@@ -48,7 +48,7 @@ goal_rows() {  # seed: uncompressed, SIDCo and top-k at 0.01, then the latter wi
               # SCHED and BATCH pass through to run
   local steps=$(( 60000 / 4 / ${BATCH:-64} ))  # each worker: a quarter of 60000
   run none 1 "$1"
-  for c in sidco-e sidco-p sidco-gp topk; do run "$c" 0.01 "$1"; done
+  for c in sidco-e sidco-p sidco-gp sidco-topk topk; do run "$c" 0.01 "$1"; done
   for c in sidco-e sidco-p sidco-gp topk; do WARMUP=$(( (steps + 5) / 10 )) run "$c" 0.01 "$1"; done
 }
 for seed in ${SEEDS:-1 2 3 4 5 6 7 8 9 10}; do

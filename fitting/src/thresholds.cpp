@@ -312,7 +312,7 @@ ThresholdResult sidco_topk_threshold(MagnitudePasses& passes, double density, in
   const std::uint64_t n = passes.size();
   threshold_target(n, density);
   SidcoTopkBound plan(n, density, stages);
-  double bound = plan.first(passes.spread_sample(SidcoTopkBound::kLines, SidcoTopkBound::kLineLength));
+  double bound = plan.first(passes.spread_sample(SidcoTopkBound::sample_lines(n), SidcoTopkBound::kLineLength));
   const MagnitudeStats s = passes.stats_light({});
   const std::uint64_t finite = s.count + s.zeros;
   if (plan.k() > finite) {

@@ -73,7 +73,7 @@ TEST(SidcoTopk, SelectsExactlyWhatTopkSelects) {
 TEST(SidcoTopk, FallsBackWhenTheSampleFoolsTheBound) {
   const std::size_t n = std::size_t{1} << 21;
   auto g = make_data(Shape::laplace, n, 77);
-  const auto lines = gs::SidcoTopkBound::kLines, len = gs::SidcoTopkBound::kLineLength;
+  const auto lines = gs::SidcoTopkBound::sample_lines(n), len = gs::SidcoTopkBound::kLineLength;
   for (std::uint64_t l = 0; l < lines; ++l)
     for (std::uint64_t j = 0; j < len; ++j) g[gs::spread_line_start(n, lines, len, l) + j] = 100.0f + float(j);
   const double density = 0.05;  // k = 104857 > the 32768 sampled values

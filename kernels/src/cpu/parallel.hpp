@@ -57,12 +57,20 @@ inline int thread_count() {
 #endif
 }
 
+// The threads a loop over `chunks` chunks uses: at most one per chunk, and at most max_threads
+// (0: every thread).
+inline int range_threads(std::size_t chunks, int max_threads = 0) {
+  const int threads = max_threads > 0 ? std::min(max_threads, thread_count()) : thread_count();
+  return std::max(1, std::min<int>(threads, static_cast<int>(chunks)));
+}
+
 // Runs fn(t, first_element, end_element) over contiguous per-thread ranges of whole chunks, so
-// per-thread outputs come back in index order. Returns the thread count used.
+// per-thread outputs come back in index order; at most max_threads threads (0: every thread).
+// Returns the thread count used.
 template <class Fn>
-int for_thread_ranges(std::size_t n, Fn fn) {
+int for_thread_ranges(std::size_t n, Fn fn, int max_threads = 0) {
   const std::size_t chunks = chunk_count(n);
-  const int nt = std::max(1, std::min<int>(thread_count(), static_cast<int>(chunks)));
+  const int nt = range_threads(chunks, max_threads);
   // One iteration per range: correct even if the runtime grants fewer threads than asked.
 #pragma omp parallel for schedule(static, 1) num_threads(nt)
   for (int t = 0; t < nt; ++t) {

@@ -41,10 +41,6 @@ namespace {
 
 using kernels::detail::threshold_as_float;
 
-std::size_t range_count(std::size_t chunks) {
-  return static_cast<std::size_t>(std::max(1, std::min<int>(detail::thread_count(), static_cast<int>(chunks))));
-}
-
 MagnitudeStats merge_in_order(const std::vector<MagnitudeStats>& parts) {
   MagnitudeStats r;
   for (const auto& p : parts) r = gs::merge(r, p);
@@ -58,11 +54,11 @@ MagnitudeStats merge_in_order(const std::vector<MagnitudeStats>& parts) {
 // x (stage 1's; threshold and shift unused) and the x > pack_above are packed (the sampled route).
 MagnitudeStats collect_candidates(std::span<const float> g, double threshold, double shift,
                                   StatsFields f, SidcoWorkspace::Impl& w,
-                                  double pack_above = -1.0, bool whole = false) {
+                                  double pack_above = -1.0, bool whole = false, int max_threads = 0) {
   const bool same = !whole && !(pack_above > threshold);
   const float t = threshold_as_float(same ? threshold : pack_above);
   const std::size_t chunks = detail::chunk_count(g.size());
-  w.parts.resize(range_count(chunks));
+  w.parts.resize(static_cast<std::size_t>(detail::range_threads(chunks, max_threads)));
   w.seg_begin.assign(chunks, 0);
   w.seg_len.assign(chunks, 0);
   w.chunk_stats.assign(chunks, MagnitudeStats{});
@@ -93,7 +89,7 @@ MagnitudeStats collect_candidates(std::span<const float> g, double threshold, do
         w.chunk_stats[ci] =
             detail::stats_above_block(p.val.get() + before, p.size - before, threshold, shift, f);
     }
-  });
+  }, max_threads);
   return merge_in_order(w.chunk_stats);
 }
 
@@ -278,6 +274,8 @@ namespace {
 // core's cache): a histogram of the top 12 bits of every |x| finds the bucket of the k-th largest,
 // whose values are then sorted in part (radix_largest), and one more pass counts each part's
 // values above it and ties, which places each part's output. Returns the k-th largest |x|.
+constexpr std::size_t kSerialBelow = std::size_t{1} << 20;
+
 float keep_top(std::uint64_t k, SidcoWorkspace::Impl& w, Selection<std::int32_t>& out) {
   const int nt = static_cast<int>(w.parts.size());
   auto bits_of = [](float x) {
@@ -286,7 +284,7 @@ float keep_top(std::uint64_t k, SidcoWorkspace::Impl& w, Selection<std::int32_t>
     return b & 0x7fffffffu;
   };
   std::vector<std::array<std::uint32_t, 4096>> hist(static_cast<std::size_t>(nt));
-#pragma omp parallel for schedule(static, 1) num_threads(nt)
+#pragma omp parallel for schedule(static, 1) num_threads(nt) if (nt > 1)
   for (int r = 0; r < nt; ++r) {
     auto& h = hist[static_cast<std::size_t>(r)];
     h.fill(0);
@@ -305,7 +303,7 @@ float keep_top(std::uint64_t k, SidcoWorkspace::Impl& w, Selection<std::int32_t>
   --bucket;
   // The bucket's values (few, or split further by radix_largest), gathered per part.
   std::vector<std::vector<float>> in_bucket(static_cast<std::size_t>(nt));
-#pragma omp parallel for schedule(static, 1) num_threads(nt)
+#pragma omp parallel for schedule(static, 1) num_threads(nt) if (nt > 1)
   for (int r = 0; r < nt; ++r) {
     const auto& p = w.parts[static_cast<std::size_t>(r)];
     for (std::size_t i = 0; i < p.size; ++i)
@@ -322,7 +320,7 @@ float keep_top(std::uint64_t k, SidcoWorkspace::Impl& w, Selection<std::int32_t>
   const std::uint32_t kth = bits_of(pick.value);
   // Each part's values above the k-th and ties at it; the ties kept go to the lowest indices.
   std::vector<std::uint64_t> greater(static_cast<std::size_t>(nt)), equal(static_cast<std::size_t>(nt));
-#pragma omp parallel for schedule(static, 1) num_threads(nt)
+#pragma omp parallel for schedule(static, 1) num_threads(nt) if (nt > 1)
   for (int r = 0; r < nt; ++r) {
     const auto& p = w.parts[static_cast<std::size_t>(r)];
     std::uint64_t g = 0, e = 0;
@@ -348,7 +346,7 @@ float keep_top(std::uint64_t k, SidcoWorkspace::Impl& w, Selection<std::int32_t>
   // after its last kept one go to its own spare slot.
   out.indices.resize(k + static_cast<std::size_t>(nt));
   out.values.resize(k + static_cast<std::size_t>(nt));
-#pragma omp parallel for schedule(static, 1) num_threads(nt)
+#pragma omp parallel for schedule(static, 1) num_threads(nt) if (nt > 1)
   for (int r = 0; r < nt; ++r) {
     const auto& p = w.parts[static_cast<std::size_t>(r)];
     std::int32_t* out_idx = out.indices.data();
@@ -384,11 +382,14 @@ SidcoSelectResult sidco_topk(std::span<const float> g, double density, int stage
   out.indices.clear();
   out.values.clear();
   if (g.empty()) return r;
-  spread_sample(g, SidcoTopkBound::kLines, SidcoTopkBound::kLineLength, w.sample);
+  spread_sample(g, SidcoTopkBound::sample_lines(g.size()), SidcoTopkBound::kLineLength, w.sample);
   double bound = plan.first(w.sample);
+  // A vector of a few chunks goes faster on one thread than through a parallel region's start
+  // and barriers (and training runs several workers on the cores anyway).
+  const int max_threads = g.size() < kSerialBelow ? 1 : 0;
   std::uint64_t keep = 0;
   for (;;) {  // one read of g per bound: every finite x above it packed, and the finite count
-    const MagnitudeStats s = collect_candidates(g, 0.0, 0.0, StatsFields{}, w, bound, true);
+    const MagnitudeStats s = collect_candidates(g, 0.0, 0.0, StatsFields{}, w, bound, true, max_threads);
     ++r.full_reads;
     r.nonfinite = s.nonfinite;
     const std::uint64_t finite = s.count + s.zeros;

@@ -121,7 +121,7 @@ class SidcoStages {
 // bound was too high (fewer candidates than k), it reads g again with a lower one. SidcoTopkBound
 // is that plan without any data access (as SidcoStages is SIDCo's); the backends drive the reads:
 //   SidcoTopkBound plan(n, density, stages);
-//   double b = plan.first(spread_sample(SidcoTopkBound::kLines, SidcoTopkBound::kLineLength));
+//   double b = plan.first(spread_sample(SidcoTopkBound::sample_lines(n), SidcoTopkBound::kLineLength));
 //   for (;;) { c = count of finite x > b (b < 0: every finite x); if (plan.holds(c, finite)) break;
 //              b = plan.lower(); }
 //   then the min(k, finite) largest among the x > b.
@@ -133,6 +133,12 @@ class SidcoStages {
 class SidcoTopkBound {
  public:
   static constexpr std::uint64_t kLines = 2048, kLineLength = 16;  // the sample: 32768 values
+  // The runs of the sample of an n-element vector: kLines, or fewer for short vectors (at most a
+  // sixteenth of the vector, at least 64 runs), so the sample stays cheap beside one read of g.
+  static constexpr std::uint64_t sample_lines(std::uint64_t n) {
+    const std::uint64_t sixteenth = n / (16 * kLineLength);
+    return sixteenth < 64 ? 64 : (sixteenth > kLines ? kLines : sixteenth);
+  }
   static constexpr double kMarginSd = 4.0;
   // gs::Error for a density outside (0, 1] or stages < 1.
   SidcoTopkBound(std::uint64_t n, double density, int stages) { reset(n, density, stages); }
