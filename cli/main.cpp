@@ -6,6 +6,7 @@
 #include <map>
 
 #include "command.hpp"
+#include "gs/base/allocator.hpp"
 #include "gs/error.hpp"
 #include "gs/version.hpp"
 
@@ -17,6 +18,7 @@ std::vector<Command>& registry() {
 }  // namespace gs::cli
 
 int main(int argc, char** argv) {
+  gs::tune_allocator();
   CLI::App app{"gradscope: how gradients are distributed, and how to compress them"};
   app.set_version_flag("--version", std::string("gradscope ") + gs::kVersion);
   app.require_subcommand(1);

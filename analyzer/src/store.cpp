@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "gs/data/detail/h5_handles.hpp"
 #include "gs/version.hpp"
 #include "store_tables.hpp"
 
@@ -67,14 +68,8 @@ void write_root(hid_t f, const SourceIdentity& src, const StoredOptions& o, cons
                         "exponential:beta,-;gamma:alpha,beta;gpareto:xi,sigma;normal:mu,sigma", file);
 }
 
-// Opens an existing analysis file after checking what it is; gs::Error naming the file otherwise.
-h5::Handle open_file(const fs::path& path, bool write) {
-  h5::silence();
-  if (!fs::exists(path)) throw Error(path.string() + ": no such file");
-  if (H5Fis_hdf5(path.c_str()) <= 0)
-    throw Error(path.string() + ": not an HDF5 file (or it is truncated)");
-  h5::Handle f = h5::checked(H5Fopen(path.c_str(), write ? H5F_ACC_RDWR : H5F_ACC_RDONLY, H5P_DEFAULT),
-                             H5Fclose, path, "cannot open");
+// Checks what an open file is (format and version); gs::Error naming the file otherwise.
+h5::Handle checked_analysis(h5::Handle f, const fs::path& path) {
   if (!h5::has_attr(f.get(), "format"))
     throw Error(path.string() + ": not a gradscope analysis file (no 'format' attribute)");
   const std::string format = h5::read_string_attr(f.get(), "format", path);
@@ -85,6 +80,18 @@ h5::Handle open_file(const fs::path& path, bool write) {
     throw Error(path.string() + ": analysis format version " + std::to_string(version) +
                 " is not supported; this build reads version " + std::to_string(kAnalysisFormatVersion));
   return f;
+}
+
+// Opens an existing analysis file after checking what it is; gs::Error naming the file otherwise.
+h5::Handle open_file(const fs::path& path, bool write) {
+  h5::silence();
+  if (!fs::exists(path)) throw Error(path.string() + ": no such file");
+  if (H5Fis_hdf5(path.c_str()) <= 0)
+    throw Error(path.string() + ": not an HDF5 file (or it is truncated)");
+  return checked_analysis(
+      h5::checked(H5Fopen(path.c_str(), write ? H5F_ACC_RDWR : H5F_ACC_RDONLY, H5P_DEFAULT),
+                  H5Fclose, path, "cannot open"),
+      path);
 }
 
 SourceIdentity read_source(hid_t f, const fs::path& file) {
@@ -296,6 +303,20 @@ struct AnalysisReader::Impl {
 AnalysisReader::AnalysisReader(const fs::path& path) : impl_(std::make_unique<Impl>()) {
   impl_->path = path;
   impl_->file = open_file(path, false);
+  load();
+}
+
+AnalysisReader::AnalysisReader(const data::FileImage& image) : impl_(std::make_unique<Impl>()) {
+  h5::silence();
+  impl_->path = image.name;
+  impl_->file = checked_analysis(h5::checked(data::h5::open_image(image.bytes, image.name), H5Fclose,
+                                             image.name, "cannot open the file image"),
+                                 image.name);
+  load();
+}
+
+void AnalysisReader::load() {
+  const fs::path& path = impl_->path;
   const hid_t f = impl_->file.get();
   impl_->source = read_source(f, path);
   impl_->options = read_options(f, path);

@@ -29,6 +29,19 @@ void fail(const std::filesystem::path& file, const std::string& what) {
   throw gs::Error(file.string() + ": " + what + " (HDF5: " + stack + ")");
 }
 
+hid_t open_image(std::span<const std::byte> bytes, const std::filesystem::path& name) {
+  // The smallest HDF5 file (a superblock and a root group) is hundreds of bytes; the signature
+  // alone is 8.
+  if (bytes.size() < 8) throw gs::Error(name.string() + ": " + std::to_string(bytes.size()) +
+                                        " bytes cannot be an HDF5 file");
+  H5Handle fapl = plist_handle(H5Pcreate(H5P_FILE_ACCESS), name, "opening the file image");
+  check(H5Pset_fapl_core(fapl.get(), 64 * 1024, false), name, "opening the file image");
+  // HDF5 copies the image (the default callbacks), so the caller's buffer is only read.
+  check(H5Pset_file_image(fapl.get(), const_cast<std::byte*>(bytes.data()), bytes.size()), name,
+        "opening the file image");
+  return H5Fopen(name.c_str(), H5F_ACC_RDONLY, fapl.get());
+}
+
 H5Handle checked(hid_t id, Closer closer, const std::filesystem::path& file,
                  const std::string& what) {
   if (id < 0) fail(file, what);

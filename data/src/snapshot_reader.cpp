@@ -56,6 +56,8 @@ struct SnapshotReader::Impl {
   std::int64_t total_numel = 0;
 
   void open_file();
+  void open_image(const FileImage& image);
+  void open_rest();
   void read_meta();
   void open_layers();
   void open_steps();
@@ -91,6 +93,23 @@ void SnapshotReader::Impl::open_file() {
     bad_layout(path, "cannot open the HDF5 file (HDF5: " + stack + ")");
   }
   file = H5Handle(id, H5Fclose);
+}
+
+void SnapshotReader::Impl::open_image(const FileImage& image) {
+  const hid_t id = h5::open_image(image.bytes, path);
+  if (id < 0) {
+    const std::string stack = h5::error_stack_text();
+    H5Eclear2(H5E_DEFAULT);
+    bad_layout(path, "cannot open the file image as HDF5 (HDF5: " + stack + ")");
+  }
+  file = H5Handle(id, H5Fclose);
+}
+
+void SnapshotReader::Impl::open_rest() {
+  read_meta();
+  open_layers();
+  open_steps();
+  refresh();
 }
 
 void SnapshotReader::Impl::read_meta() {
@@ -233,10 +252,14 @@ SnapshotReader::SnapshotReader(const std::filesystem::path& path)
   h5::silence_errors();
   impl_->path = path;
   impl_->open_file();
-  impl_->read_meta();
-  impl_->open_layers();
-  impl_->open_steps();
-  impl_->refresh();
+  impl_->open_rest();
+}
+
+SnapshotReader::SnapshotReader(const FileImage& image) : impl_(std::make_unique<Impl>()) {
+  h5::silence_errors();
+  impl_->path = image.name;
+  impl_->open_image(image);
+  impl_->open_rest();
 }
 
 SnapshotReader::~SnapshotReader() = default;

@@ -1,6 +1,8 @@
 // gradscope-gui [FILE] [--analysis A.h5] [--live]
 // gradscope-gui FILE --screenshot OUT.png [--layer NAME] [--step S] [--ratio R] [--force]
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 
 #include <QApplication>
@@ -8,6 +10,7 @@
 #include <QPixmap>
 #include <QTimer>
 
+#include "gs/base/allocator.hpp"
 #include "main_window.hpp"
 
 namespace {
@@ -17,9 +20,24 @@ int fail(const QString& message, int code = 1) {
   return code;
 }
 
+// A screenshot needs no display: without a platform named in QT_QPA_PLATFORM, render it on Qt's
+// offscreen platform (as `gradscope analyze --report` does), so that it works on a server, in CI
+// or over ssh. Must run before QApplication exists.
+void offscreen_for_screenshots(int argc, char** argv) {
+  const char* chosen = std::getenv("QT_QPA_PLATFORM");
+  if (chosen && *chosen) return;
+  for (int i = 1; i < argc; ++i)
+    if (std::strcmp(argv[i], "--screenshot") == 0 || std::strncmp(argv[i], "--screenshot=", 13) == 0) {
+      setenv("QT_QPA_PLATFORM", "offscreen", 1);
+      return;
+    }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  gs::tune_allocator();
+  offscreen_for_screenshots(argc, argv);
   QApplication app(argc, argv);
   QApplication::setApplicationName("gradscope-gui");
   QApplication::setApplicationVersion("0.1.0");

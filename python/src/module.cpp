@@ -18,6 +18,7 @@
 
 #include "collectives.hpp"
 #include "gs/analyzer/vectors.hpp"
+#include "gs/base/allocator.hpp"
 #include "gs/compress/compressor.hpp"
 #include "gs/compress/model_compressor.hpp"
 #include "gs/compress/thread_collectives.hpp"
@@ -209,6 +210,9 @@ PYBIND11_MODULE(_gradscope, m) {
   using namespace gs::python;
   namespace compress = gs::compress;
   m.doc() = "gradscope's C++ core (use the gradscope package, not this module)";
+  // The heap settings of gradscope's programs (gs/base/allocator.hpp), for the whole process:
+  // large temporary tensors are then reused rather than mapped and faulted in every step.
+  gs::tune_allocator();
   py::register_exception<gs::Error>(m, "Error", PyExc_ValueError);
   m.attr("__version__") = gs::kVersion;
   m.def("cuda_built", &gs::kernels::cuda_built);

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 
 #include "data_test_util.hpp"
 
@@ -102,6 +103,31 @@ TEST(Snapshot, RoundTripIsBitExact) {
     EXPECT_TRUE(same_bits(want, v));
   });
   EXPECT_EQ(seen, (std::vector<std::size_t>{2, 3, 4, 5}));
+}
+
+// The same file read from its bytes in memory (HDF5's core driver): what a peer sends, or a
+// fuzzer feeds. Cut short or garbled, it is refused with the image's name in the message.
+TEST(Snapshot, ReadsAFileImageInMemory) {
+  ScratchDir dir;
+  const auto path = dir / "run.h5";
+  const auto layers = odd_layers();
+  const Written w = write_file(path, layers, 4, 9);
+  std::ifstream in(path, std::ios::binary);
+  std::vector<char> raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(raw.data()), raw.size());
+  SnapshotReader r(FileImage{bytes, "peer.h5"});
+  EXPECT_EQ(r.path(), "peer.h5");
+  ASSERT_EQ(r.step_count(), 4u);
+  ASSERT_EQ(r.layers().size(), layers.size());
+  for (std::size_t s = 0; s < 4; ++s)
+    for (std::size_t l = 0; l < layers.size(); ++l) EXPECT_TRUE(same_bits(w.grads[s][l], r.read(s, l)));
+  expect_error([&] { SnapshotReader(FileImage{bytes.first(bytes.size() / 2), "half.h5"}); }, {"half.h5"});
+  expect_error([&] { SnapshotReader(FileImage{bytes.first(5), "tiny.h5"}); }, {"tiny.h5", "5 bytes"});
+  std::vector<char> garbled = raw;
+  for (std::size_t i = 0; i < garbled.size(); i += 97) garbled[i] = char(garbled[i] ^ 0x5a);
+  EXPECT_THROW(SnapshotReader(FileImage{std::span<const std::byte>(
+                   reinterpret_cast<const std::byte*>(garbled.data()), garbled.size())}),
+               gs::Error);
 }
 
 TEST(Snapshot, LookupsAndReadArgumentsAreChecked) {

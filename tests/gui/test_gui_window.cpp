@@ -230,9 +230,12 @@ TEST(GuiWindow, ExportsPngAndPdf) {
   EXPECT_TRUE(error.contains(".png or .pdf"));
 }
 
-int run(const QStringList& args, QString* output) {
+// env: the child's environment (default: this process's, which names the offscreen platform).
+int run(const QStringList& args, QString* output,
+        const QProcessEnvironment& env = QProcessEnvironment::systemEnvironment()) {
   QProcess p;
   p.setProcessChannelMode(QProcess::MergedChannels);
+  p.setProcessEnvironment(env);
   p.start(GS_GUI_EXECUTABLE, args);
   if (!p.waitForFinished(300'000)) return -1;
   *output = QString::fromLocal8Bit(p.readAll());
@@ -272,6 +275,22 @@ TEST(GuiScreenshot, RendersTheWindowAndRefusesToOverwrite) {
   EXPECT_FALSE(std::filesystem::exists(dir / "bad.png"));
   EXPECT_EQ(run({file, "--screenshot", bad_png, "--layer", "nope"}, &out), 1);
   EXPECT_TRUE(out.contains("No layer 'nope'")) << out.toStdString();
+}
+
+// Without a display, and without QT_QPA_PLATFORM saying which platform to use, a screenshot still
+// renders: the executable picks Qt's offscreen platform itself.
+TEST(GuiScreenshot, NeedsNoDisplay) {
+  TempDir dir;
+  write_snapshot(dir / "s.h5", 2, 25);
+  QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+  for (const char* name : {"DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM"}) env.remove(name);
+  const QString png = QString::fromStdString((dir / "headless.png").string());
+  QString out;
+  ASSERT_EQ(run({QString::fromStdString((dir / "s.h5").string()), "--screenshot", png}, &out, env), 0)
+      << out.toStdString();
+  const QImage image(png);
+  ASSERT_FALSE(image.isNull());
+  EXPECT_EQ(image.size(), QSize(1600, 1000));
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "gs/analyzer/config.hpp"
+#include "gs/data/snapshot.hpp"
 
 namespace gs::analyzer {
 
@@ -138,6 +139,8 @@ class AnalysisReader {
  public:
   // gs::Error naming the file: missing, not HDF5, not an analysis file, unknown version.
   explicit AnalysisReader(const std::filesystem::path& path);
+  // The same over a file image in memory.
+  explicit AnalysisReader(const data::FileImage& image);
   ~AnalysisReader();
   AnalysisReader(AnalysisReader&&) noexcept;
   AnalysisReader& operator=(AnalysisReader&&) noexcept;
@@ -157,6 +160,7 @@ class AnalysisReader {
 
  private:
   struct Impl;
+  void load();  // reads what the open file holds into impl_
   std::unique_ptr<Impl> impl_;
 };
 

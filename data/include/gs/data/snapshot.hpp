@@ -72,11 +72,20 @@ class SnapshotWriter {
   std::unique_ptr<Impl> impl_;
 };
 
+// An HDF5 file's bytes in memory (received over a network, or fed by a fuzzer), read through
+// HDF5's core driver, which copies them; `name` stands for the file in messages.
+struct FileImage {
+  std::span<const std::byte> bytes;
+  std::filesystem::path name = "(in memory)";
+};
+
 class SnapshotReader {
  public:
   // Opens for SWMR reading (works while a writer appends). Throws gs::Error naming the file and the
   // problem: missing, not HDF5, not a gradscope snapshot, unknown version, inconsistent sizes.
   explicit SnapshotReader(const std::filesystem::path& path);
+  // The same over a file image (no SWMR: an image does not grow).
+  explicit SnapshotReader(const FileImage& image);
   ~SnapshotReader();
   SnapshotReader(SnapshotReader&&) noexcept;
   SnapshotReader& operator=(SnapshotReader&&) noexcept;

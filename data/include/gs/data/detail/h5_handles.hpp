@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -56,6 +57,10 @@ std::string error_stack_text();
 
 // Throws gs::Error "<file>: <what>: <HDF5 error text>".
 [[noreturn]] void fail(const std::filesystem::path& file, const std::string& what);
+
+// Opens a file image read-only through the core driver; returns the file id (negative when HDF5
+// refuses it: the caller says why). gs::Error when the image is too short to be HDF5.
+hid_t open_image(std::span<const std::byte> bytes, const std::filesystem::path& name);
 
 // Wraps a returned identifier: throws (with the HDF5 error text) when it is negative.
 H5Handle checked(hid_t id, Closer closer, const std::filesystem::path& file,
