@@ -79,10 +79,10 @@ Runner setup(CLI::App& sub) {
   sub.add_option("--out,-o", a->output, "Analysis file to create or extend (HDF5)")->required();
   sub.add_option("--ratios", c.densities, "Target densities, comma-separated")->delimiter(',')
       ->capture_default_str();
-  sub.add_option("--dists", c.dists, "SIDs to fit: exponential,gamma,gpareto,normal")->delimiter(',')
+  sub.add_option("--dists", c.dists, "SIDs to fit: " + gs::comma_list(gs::kAllDists))->delimiter(',')
       ->capture_default_str();
   sub.add_option("--methods", c.methods,
-                 "Threshold methods: topk,sidco-e,sidco-p,sidco-gp,dgc,redsync,gaussianksgd")
+                 "Threshold methods: " + gs::comma_list(gs::kAllMethods))
       ->delimiter(',')->capture_default_str();
   sub.add_option("--granularity", a->granularity, "layer, model (whole model flattened) or both")
       ->capture_default_str();

@@ -81,11 +81,11 @@ Runner setup(CLI::App& sub) {
   sub.add_option("--ratios", cfg->report.densities, "target densities in (0, 1)")
       ->delimiter(',')
       ->capture_default_str();
-  sub.add_option("--dists", cfg->report.dists, "exponential,gamma,gpareto,normal")
+  sub.add_option("--dists", cfg->report.dists, gs::comma_list(gs::kAllDists))
       ->delimiter(',')
       ->capture_default_str();
   sub.add_option("--methods", cfg->report.methods,
-                 "topk,sidco-e,sidco-p,sidco-gp,dgc,redsync,gaussianksgd")
+                 gs::comma_list(gs::kAllMethods))
       ->delimiter(',')
       ->capture_default_str();
   sub.add_option("--backend", cfg->backend, "auto, cpu or cuda")->capture_default_str();
