@@ -1,4 +1,4 @@
-// none, topk, randomk, and the selection helpers every sparse compressor shares.
+// none, topk, randomk, and count_nonfinite, which the dense compressors share.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -6,6 +6,8 @@
 
 #include "compressors.hpp"
 #include "gs/error.hpp"
+#include "gs/kernels/backend.hpp"
+#include "gs/kernels/select.hpp"
 
 namespace gs::compress::detail {
 
@@ -35,18 +37,25 @@ class NoneCompressor final : public Compressor {
   }
 };
 
+// Exact top-k (radix select) on the backend's Selector: the min(k, finite) largest |acc|, ties
+// broken towards lower indices.
 class TopkCompressor final : public Compressor {
  public:
-  explicit TopkCompressor(double density) : Compressor(density) {}
+  TopkCompressor(double density, const CompressorOptions& o)
+      : Compressor(density), selector_(kernels::make_selector(kernels::resolve_backend(o.backend))) {}
   std::string_view name() const override { return "topk"; }
   Compressed compress(std::span<const float> acc, std::string_view) override {
     Compressed c;
-    const std::uint64_t k = target_count(acc.size(), density());
-    c.payload = select_topk(acc, k);
+    const float* g = selector_->place(acc);
+    kernels::Selection<std::int32_t> sel;
+    selector_->topk(g, acc.size(), target_count(acc.size(), density()), sel);
+    c.payload.n = acc.size();
+    c.payload.indices = std::move(sel.indices);
+    c.payload.values = std::move(sel.values);
     c.info.n = acc.size();
     c.info.selected = c.payload.count();
     c.info.target_density = density();
-    c.info.nonfinite = count_nonfinite(acc);
+    c.info.nonfinite = selector_->nonfinite(g, acc.size());
     if (c.payload.count() > 0) {
       float m = INFINITY;
       for (float v : c.payload.values) m = std::min(m, std::fabs(v));
@@ -54,6 +63,9 @@ class TopkCompressor final : public Compressor {
     }
     return c;
   }
+
+ private:
+  std::unique_ptr<kernels::Selector> selector_;
 };
 
 class RandomkCompressor final : public Compressor {
@@ -87,8 +99,8 @@ class RandomkCompressor final : public Compressor {
 }  // namespace
 
 std::unique_ptr<Compressor> make_none() { return std::make_unique<NoneCompressor>(); }
-std::unique_ptr<Compressor> make_topk(double density) {
-  return std::make_unique<TopkCompressor>(density);
+std::unique_ptr<Compressor> make_topk(double density, const CompressorOptions& o) {
+  return std::make_unique<TopkCompressor>(density, o);
 }
 std::unique_ptr<Compressor> make_randomk(double density, std::uint64_t seed) {
   return std::make_unique<RandomkCompressor>(density, seed);

@@ -11,7 +11,7 @@
 namespace gs::compress::detail {
 
 std::unique_ptr<Compressor> make_none();
-std::unique_ptr<Compressor> make_topk(double density);
+std::unique_ptr<Compressor> make_topk(double density, const CompressorOptions& o);
 std::unique_ptr<Compressor> make_randomk(double density, std::uint64_t seed);
 std::unique_ptr<Compressor> make_variance(double density, const CompressorOptions& o);
 // fft (fft_compressor.cpp): gs::Error when the build lacks FFTW3 or for bad fft_* options.
@@ -102,10 +102,6 @@ struct LevelFormat {
   std::uint64_t bytes(std::size_t n, std::size_t levels) const;
 };
 
-// Sparse payload of acc's finite elements with |acc| > threshold, ascending indices.
-Payload select_above(std::span<const float> acc, double threshold);
-// Sparse payload of exactly min(k, finite count) largest |acc| (ties broken by lower index).
-Payload select_topk(std::span<const float> acc, std::uint64_t k);
 std::uint64_t count_nonfinite(std::span<const float> acc);
 
 }  // namespace gs::compress::detail

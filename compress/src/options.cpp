@@ -14,7 +14,7 @@ std::vector<Row> make_rows() {
       "--seed", "seed of the random choices (random-k, DGC's sample, the quantizers' rounding)",
       GS_OPTION(o.seed)));
   t.push_back(option_row<std::string, CompressorOptions>(
-      "--backend", "kernels backend (threshold fits, fft transforms): auto, cpu or cuda",
+      "--backend", "kernels backend (thresholds and selection, fft transforms): auto, cpu or cuda",
       GS_OPTION(o.backend), {}, {"auto", "cpu", "cuda"}));
   t.push_back(option_row<int, CompressorOptions>("--stages", "SIDCo stages: 0 adaptive, else fixed",
                                                   GS_OPTION(o.stages)));

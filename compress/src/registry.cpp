@@ -35,7 +35,7 @@ const std::array<CompressorInfo, 15> kRegistry = {{
     {"sidco-topk", "exact top-k at SIDCo's cost: the k largest above a bound fitted to a sample",
      kAllgather, true, true, make_threshold<ThresholdMethod::sidco_topk>},
     {"topk", "exact top-k by magnitude (ties to the lower index)", kAllgather, true, true,
-     [](double d, const CompressorOptions&) { return detail::make_topk(d); }},
+     [](double d, const CompressorOptions& o) { return detail::make_topk(d, o); }},
     {"dgc", "DGC: the threshold of a 1% random sample, exact top-k when it overshoots", kAllgather,
      true, true, make_threshold<ThresholdMethod::dgc>},
     {"redsync", "RedSync: bisection between the mean and the maximum of |g|", kAllgather, true, true,

@@ -1,7 +1,8 @@
 // Compressors that estimate a magnitude threshold and send everything above it: SIDCo-E/-P/-GP
 // (with the adaptive stage controller shared by all tensors of the model), DGC, RedSync and
-// GaussianKSGD. The threshold rules live in fitting/ (gs/fitting/thresholds.hpp) and read the data
-// through a kernels backend; compaction and exact top-k come from kernels' CPU entry points.
+// GaussianKSGD, and sidco-topk. The threshold rules live in fitting/ (gs/fitting/thresholds.hpp);
+// the passes, compaction and exact top-k run on the backend's kernels::Selector, where the vector
+// stays from the estimate to the payload.
 #include <algorithm>
 #include <cmath>
 #include <optional>
@@ -11,28 +12,9 @@
 #include "gs/fitting/thresholds.hpp"
 #include "gs/kernels/backend.hpp"
 #include "gs/kernels/cpu.hpp"
+#include "gs/kernels/select.hpp"
 
 namespace gs::compress::detail {
-
-Payload select_above(std::span<const float> acc, double threshold) {
-  auto sel = kernels::cpu::select_above(acc, threshold);
-  Payload p;
-  p.n = acc.size();
-  p.indices = std::move(sel.indices);
-  p.values = std::move(sel.values);
-  return p;
-}
-
-Payload select_topk(std::span<const float> acc, std::uint64_t k) {
-  const std::uint64_t finite = acc.size() - count_nonfinite(acc);
-  k = std::min(k, finite);
-  Payload p;
-  p.n = acc.size();
-  p.indices.resize(k);
-  p.values.resize(k);
-  if (k > 0) kernels::cpu::topk(acc, k, p.indices, p.values);
-  return p;
-}
 
 namespace {
 
@@ -62,7 +44,7 @@ class ThresholdCompressor final : public Compressor {
         name_(rule_of(method).name),
         variant_(rule_of(method).variant),
         seed_(o.seed),
-        backend_(kernels::resolve_backend(o.backend)),
+        selector_(kernels::make_selector(kernels::resolve_backend(o.backend))),
         fixed_stages_(o.stages) {
     if (variant_ && fixed_stages_ == 0 && density < 1.0) controller_.emplace(density, 1);
   }
@@ -84,64 +66,50 @@ class ThresholdCompressor final : public Compressor {
     Compressed c;
     c.info.n = acc.size();
     c.info.target_density = density();
+    const std::uint64_t n = acc.size();
+    const float* g = selector_->place(acc);  // on the device from here to the payload (CUDA)
+    kernels::Selection<std::int32_t> sel;
     if (density() >= 1.0) {  // keep everything finite: no estimate needed
-      c.payload = select_above(acc, -1.0);
-    } else if (!acc.empty()) {
-      const std::uint64_t k = target_count(acc.size(), density());
+      selector_->above(g, n, -1.0, sel);
+    } else if (n > 0) {
+      const std::uint64_t k = target_count(n, density());
       std::optional<ThresholdResult> r;
       const int stages = variant_ ? (controller_ ? controller_->stages() : fixed_stages_) : 0;
       try {
-        if (method_ == ThresholdMethod::sidco_topk && backend_ == kernels::BackendKind::cpu) {
-          // Exact top-k with a SIDCo bound: about one read of acc, the bound from a sample.
-          kernels::cpu::Selection<std::int32_t> sel;
-          const auto s = kernels::cpu::sidco_topk(acc, density(), topk_stages(), sel, &workspace_);
-          c.payload.n = acc.size();
-          c.payload.indices = std::move(sel.indices);
-          c.payload.values = std::move(sel.values);
+        if (method_ == ThresholdMethod::sidco_topk || variant_) {
+          // One pipeline each for the threshold and its selection: sidco-topk's exact top-k with
+          // a SIDCo bound (about one read of acc), SIDCo's stages and compaction (M + 1 reads or
+          // fewer on the CPU, not M + 2).
+          const kernels::SidcoSelectResult s =
+              method_ == ThresholdMethod::sidco_topk
+                  ? selector_->sidco_topk(g, n, density(), topk_stages(), sel)
+                  : selector_->sidco(g, n, density(), *variant_, stages, sel);
           c.info.threshold = s.threshold;
           c.info.stages = s.stages;
-          return finish(std::move(c), s.nonfinite);  // the candidates' read counted them
+          // The CPU's first read counted the non-finite values: no extra read for them there.
+          const bool counted = selector_->kind() == kernels::BackendKind::cpu;
+          return finish(std::move(c), std::move(sel), counted ? s.nonfinite : selector_->nonfinite(g, n));
         }
-        if (variant_ && backend_ == kernels::BackendKind::cpu) {
-          // Threshold and compaction in one pipeline: M + 1 reads of acc, not M + 2.
-          kernels::cpu::Selection<std::int32_t> sel;
-          const auto s = kernels::cpu::sidco_select(acc, density(), *variant_, stages, false, sel,
-                                                    kernels::cpu::SidcoRoute::automatic,
-                                                    &workspace_);
-          c.payload.n = acc.size();
-          c.payload.indices = std::move(sel.indices);
-          c.payload.values = std::move(sel.values);
-          c.info.threshold = s.threshold;
-          c.info.stages = s.stages;
-          return finish(std::move(c), s.nonfinite);  // stage 1 counted them: no extra read
-        }
-        auto passes = kernels::make_passes(acc, backend_);
-        r = threshold_by_name(name_, *passes, density(),
-                              method_ == ThresholdMethod::sidco_topk ? topk_stages() : stages,
-                              seed_ + calls_++);
+        r = threshold_by_name(name_, *selector_->passes(g, n), density(), stages, seed_ + calls_++);
       } catch (const gs::Error&) {
         // Degenerate vector (e.g. fewer finite non-zero values than the fit needs, as in a
         // residual that is all zeros): exact top-k of what is there, which is what any estimate
         // aims at.
         r.reset();
       }
-      if (r && ((method_ == ThresholdMethod::dgc && r->stages == 2) ||
-                method_ == ThresholdMethod::sidco_topk)) {
-        // Exact top-k: sidco-topk's selection, and DGC's hierarchical step when the sampled
-        // threshold overshot 4k/3.
-        c.payload = select_topk(acc, k);
+      if (r && method_ == ThresholdMethod::dgc && r->stages == 2) {
+        // DGC's hierarchical step, when the sampled threshold overshot 4k/3: exact top-k.
+        selector_->topk(g, n, k, sel);
         c.info.threshold = r->threshold;
-        c.info.stages = 0;
       } else if (r) {
-        c.payload = select_above(acc, r->threshold);
+        selector_->above(g, n, r->threshold, sel);
         c.info.threshold = r->threshold;
-        c.info.stages = variant_ ? r->stages : 0;
       } else {
-        Payload all = select_above(acc, 0.0);
-        c.payload = all.count() <= k ? std::move(all) : select_topk(acc, k);
+        selector_->above(g, n, 0.0, sel);
+        if (sel.indices.size() > k) selector_->topk(g, n, k, sel);
       }
     }
-    return finish(std::move(c), count_nonfinite(acc));
+    return finish(std::move(c), std::move(sel), selector_->nonfinite(g, n));
   }
 
   void end_step() override {
@@ -154,9 +122,12 @@ class ThresholdCompressor final : public Compressor {
   // selection is exact whatever the bound, so no controller is needed).
   int topk_stages() const { return fixed_stages_ > 0 ? fixed_stages_ : 2; }
 
-  // Counts what was selected towards the step's achieved density (the stage controller's input);
-  // nonfinite: NaN/Inf in the input, from a pass that already read it where there was one.
-  Compressed finish(Compressed c, std::uint64_t nonfinite) {
+  // The payload of the selection; counts what was selected towards the step's achieved density
+  // (the stage controller's input). nonfinite: NaN/Inf in the input.
+  Compressed finish(Compressed c, kernels::Selection<std::int32_t>&& sel, std::uint64_t nonfinite) {
+    c.payload.n = c.info.n;
+    c.payload.indices = std::move(sel.indices);
+    c.payload.values = std::move(sel.values);
     c.info.nonfinite = nonfinite;
     c.info.selected = c.payload.count();
     step_selected_ += c.info.selected;
@@ -169,10 +140,9 @@ class ThresholdCompressor final : public Compressor {
   std::optional<SidcoVariant> variant_;
   std::uint64_t seed_;
   std::uint64_t calls_ = 0;
-  kernels::BackendKind backend_;
+  std::unique_ptr<kernels::Selector> selector_;  // the backend's selection; keeps its buffers
   int fixed_stages_;
   std::optional<StageController> controller_;
-  kernels::cpu::SidcoWorkspace workspace_;  // reused candidate buffers of the SIDCo pipeline
   std::uint64_t step_selected_ = 0, step_n_ = 0;
 };
 

@@ -6,6 +6,7 @@
 
 #include "gs/error.hpp"
 #include "gs/kernels/cpu.hpp"
+#include "gs/kernels/cuda_host.hpp"
 #include "gs/kernels/types.hpp"
 
 #if defined(GS_HAVE_CUDA)
@@ -18,6 +19,7 @@ std::string_view to_string(BackendKind kind) {
   switch (kind) {
     case BackendKind::cpu: return "cpu";
     case BackendKind::cuda: return "cuda";
+    case BackendKind::cuda_host: return "cuda-host";
   }
   return "?";
 }
@@ -40,6 +42,7 @@ bool cuda_available() {
 
 BackendKind resolve_backend(std::string_view name) {
   if (name == "cpu") return BackendKind::cpu;
+  if (name == "cuda-host") return BackendKind::cuda_host;
   if (name == "auto") return cuda_available() ? BackendKind::cuda : BackendKind::cpu;
   if (name == "cuda") {
     if (!cuda_built())
@@ -52,7 +55,7 @@ BackendKind resolve_backend(std::string_view name) {
 #endif
     return BackendKind::cuda;
   }
-  throw gs::Error("unknown backend '" + std::string(name) + "': use auto, cpu or cuda");
+  throw gs::Error("unknown backend '" + std::string(name) + "': use auto, cpu or cuda (or cuda-host)");
 }
 
 std::unique_ptr<gs::MagnitudePasses> make_passes(std::span<const float> host_data, BackendKind kind) {
@@ -63,6 +66,7 @@ std::unique_ptr<gs::MagnitudePasses> make_passes(std::span<const float> host_dat
     throw gs::Error("backend 'cuda': this build has no CUDA backend; use the CPU backend");
 #endif
   }
+  if (kind == BackendKind::cuda_host) return cuda_host::make_passes(host_data);
   return std::make_unique<cpu::CpuPasses>(host_data);
 }
 

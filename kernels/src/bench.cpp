@@ -101,6 +101,9 @@ std::vector<KernelBenchRow> run_kernel_bench(const KernelBenchConfig& config,
                                              const std::function<void(const KernelBenchRow&)>& progress) {
   validate(config);
   if (config.backend == BackendKind::cuda && !cuda_available()) resolve_backend("cuda");  // throws why
+  if (config.backend == BackendKind::cuda_host)
+    throw gs::Error("bench: the cuda-host backend checks the CUDA code on the host, it is not "
+                    "timed; use --backend cpu or cuda");
   std::vector<KernelBenchRow> rows;
   const std::vector<std::uint64_t> sizes =
       config.input.empty() ? config.sizes : std::vector<std::uint64_t>{config.input.size()};

@@ -1,8 +1,8 @@
 #pragma once
 // The table-driven harness of the kernels tests: random data generators (heavy- and light-tailed,
-// with zeros, ties, NaN and Inf mixed in), the list of backends this machine can run, and each
-// backend's selection operations behind one small interface whose outputs sit between poisoned
-// guard regions (checked after every call, on the host and on the device).
+// with zeros, ties, NaN and Inf mixed in), the backends every suite is instantiated for, and each
+// backend's operations behind one small interface whose outputs sit between poisoned guard
+// regions (checked after every call, on the host and on the device).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -93,18 +93,40 @@ inline bool is_poison(float f) {
   return b == kPoisonBits;
 }
 
-// One backend's selection operations (host data in, host results out, guards checked inside).
-class SelectOps {
+// One backend's operations on host data (copied to the backend's memory inside each call, results
+// copied back): selection outputs sit between poisoned guard regions, checked inside.
+class BackendOps {
  public:
-  virtual ~SelectOps() = default;
+  virtual ~BackendOps() = default;
   virtual std::string name() const = 0;
   // int64 = false uses the int32 overloads.
   virtual Picked compact(std::span<const float> g, double t, std::uint64_t capacity, bool int64) = 0;
   virtual Picked topk(std::span<const float> g, std::uint64_t k, bool int64) = 0;
   virtual gs::kernels::LogHistogram histogram(std::span<const float> g, double lo, double hi, int bins) = 0;
+  // The plain entry points (pointer and length) besides MagnitudePasses.
+  virtual double sum(std::span<const float> g) = 0;
+  virtual float kth_largest(std::span<const float> g, std::uint64_t k) = 0;
+  virtual std::uint64_t count_above(std::span<const float> g, double t) = 0;
+  virtual std::vector<float> random_sample(std::span<const float> g, std::uint64_t m, std::uint64_t seed) = 0;
+  virtual std::vector<double> sorted_sample(std::span<const float> g, std::uint64_t max_points,
+                                            std::uint64_t seed, bool* subsampled) = 0;
 };
 
-std::vector<std::unique_ptr<SelectOps>> available_select_ops();
-std::vector<gs::kernels::BackendKind> available_backends();
+// Every backend the table-driven suites are instantiated for: cpu, cuda and cuda-host. The cuda
+// cases skip, saying why, where the build has no CUDA or the machine no GPU; the cuda-host cases
+// run the same pass code on the host everywhere (ctest label cuda-host).
+std::vector<gs::kernels::BackendKind> all_backends();
+std::string backend_param_name(const ::testing::TestParamInfo<gs::kernels::BackendKind>& info);
+std::unique_ptr<BackendOps> make_ops(gs::kernels::BackendKind kind);
+
+class BackendTest : public ::testing::TestWithParam<gs::kernels::BackendKind> {
+ protected:
+  void SetUp() override;
+  gs::kernels::BackendKind kind() const { return GetParam(); }
+};
+
+#define GS_INSTANTIATE_FOR_BACKENDS(Suite)                                                   \
+  INSTANTIATE_TEST_SUITE_P(Backends, Suite, ::testing::ValuesIn(::gs::testing::all_backends()), \
+                           ::gs::testing::backend_param_name)
 
 }  // namespace gs::testing

@@ -1,7 +1,11 @@
-// CUDA-only checks (the device buffer, device-pointer entry points against the CPU backend). The
-// table-driven suites above already run the CUDA backend when a GPU is present; these skip, saying
-// why, when it is not.
+// CUDA-only checks: the device buffer, the runtime's errors and the backend's name, which have no
+// host twin (they are the CUDA runtime itself, not pass logic); they skip, saying why, without a
+// GPU. The table-driven suites run the CUDA backend's pass logic as cuda (GPU) and cuda_host (any
+// machine); the last test checks that every cuda case has its cuda_host twin.
 #include <gtest/gtest.h>
+
+#include <set>
+#include <string>
 
 #include "gs/kernels/backend.hpp"
 #include "gs/kernels/cpu.hpp"
@@ -21,6 +25,26 @@ namespace {
                       "(scripts/gpu-check.sh)";                                            \
   } while (0)
 
+// Every table-driven case instantiated for cuda has a cuda_host twin of the same name (ctest -L
+// cuda-host runs those on any machine): the same count, the same cases.
+TEST(CudaHostSuite, CoversEveryCudaCase) {
+  std::set<std::string> cuda, host;
+  const auto* unit = ::testing::UnitTest::GetInstance();
+  for (int i = 0; i < unit->total_test_suite_count(); ++i) {
+    const auto* suite = unit->GetTestSuite(i);
+    for (int j = 0; j < suite->total_test_count(); ++j) {
+      const std::string name = std::string(suite->name()) + "." + suite->GetTestInfo(j)->name();
+      const auto slash = name.rfind('/');
+      if (slash == std::string::npos) continue;
+      const std::string stem = name.substr(0, slash), param = name.substr(slash + 1);
+      if (param == "cuda") cuda.insert(stem);
+      if (param == "cuda_host") host.insert(stem);
+    }
+  }
+  EXPECT_GE(cuda.size(), 10u);
+  EXPECT_EQ(cuda, host);
+}
+
 TEST(Cuda, ResolveMatchesAvailability) {
   GS_REQUIRE_GPU();
   EXPECT_EQ(gs::kernels::resolve_backend("cuda"), gs::kernels::BackendKind::cuda);
@@ -37,25 +61,6 @@ TEST(Cuda, DeviceBufferRoundTripAndMove) {
   cu::DeviceBuffer<float> b = std::move(a);
   EXPECT_EQ(a.data(), nullptr);
   EXPECT_EQ(b.download(), g);
-}
-
-TEST(Cuda, DevicePointerEntryPointsMatchCpu) {
-  GS_REQUIRE_GPU();
-  const auto g = make_data(Shape::student3, 3000017, 2);
-  cu::DeviceBuffer<float> d_g(g.size(), nullptr);
-  d_g.upload(g);
-  EXPECT_NEAR(cu::sum(d_g.data(), g.size(), nullptr), gs::kernels::cpu::sum(g),
-              1e-12 * gs::kernels::cpu::stats(g).sum);
-  const double t = gs::kernels::cpu::kth_largest(g, 3000);
-  EXPECT_EQ(cu::kth_largest(d_g.data(), g.size(), 3000, nullptr), float(t));
-  EXPECT_EQ(cu::count_above(d_g.data(), g.size(), t, nullptr), gs::kernels::cpu::count_above(g, t));
-  cu::DeviceBuffer<float> d_s(1000, nullptr);
-  cu::random_sample(d_g.data(), g.size(), 1000, 5, d_s.data(), nullptr);
-  EXPECT_EQ(d_s.download(), gs::kernels::cpu::random_sample(g, 1000, 5));
-  bool sa = false, sb = false;
-  EXPECT_EQ(cu::sorted_sample(d_g.data(), g.size(), 5000, 3, &sa, nullptr),
-            gs::kernels::cpu::sorted_sample(g, 5000, 3, &sb));
-  EXPECT_TRUE(sa && sb);
 }
 
 TEST(Cuda, ErrorsBecomeGsError) {

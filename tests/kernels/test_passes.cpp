@@ -54,7 +54,7 @@ void expect_stats_near(const MagnitudeStats& got, const MagnitudeStats& ref, con
   }
 }
 
-class PassesVsOracle : public ::testing::TestWithParam<BackendKind> {};
+class PassesVsOracle : public BackendTest {};
 
 TEST_P(PassesVsOracle, EveryPassOnEveryShapeAndSize) {
   std::uint64_t seed = 1000;
@@ -172,8 +172,22 @@ TEST_P(PassesVsOracle, BadArgumentsThrow) {
   EXPECT_THROW(passes->sorted_sample(0, 1, nullptr), gs::Error);
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, PassesVsOracle, ::testing::ValuesIn(available_backends()),
-                         [](const auto& info) { return std::string(gs::kernels::to_string(info.param)); });
+// The plain entry points (pointer and length) against the CPU backend's.
+TEST_P(PassesVsOracle, EntryPointsMatchCpu) {
+  const auto g = make_data(Shape::student3, 3000017, 2);
+  const auto ops = make_ops(kind());
+  namespace cpu = gs::kernels::cpu;
+  EXPECT_NEAR(ops->sum(g), cpu::sum(g), 1e-12 * cpu::stats(g).sum);
+  const double t = cpu::kth_largest(g, 3000);
+  EXPECT_EQ(ops->kth_largest(g, 3000), float(t));
+  EXPECT_EQ(ops->count_above(g, t), cpu::count_above(g, t));
+  EXPECT_EQ(ops->random_sample(g, 1000, 5), cpu::random_sample(g, 1000, 5));
+  bool sa = false, sb = false;
+  EXPECT_EQ(ops->sorted_sample(g, 5000, 3, &sa), cpu::sorted_sample(g, 5000, 3, &sb));
+  EXPECT_TRUE(sa && sb);
+}
+
+GS_INSTANTIATE_FOR_BACKENDS(PassesVsOracle);
 
 #if defined(_OPENMP)
 TEST(CpuDeterminism, SameBitsForOneAndTwoThreads) {
@@ -196,6 +210,8 @@ TEST(CpuDeterminism, SameBitsForOneAndTwoThreads) {
 
 TEST(Backend, ResolveNames) {
   EXPECT_EQ(gs::kernels::resolve_backend("cpu"), BackendKind::cpu);
+  EXPECT_EQ(gs::kernels::resolve_backend("cuda-host"), BackendKind::cuda_host);
+  EXPECT_EQ(gs::kernels::to_string(BackendKind::cuda_host), "cuda-host");
   const BackendKind a = gs::kernels::resolve_backend("auto");
   EXPECT_EQ(a, gs::kernels::cuda_available() ? BackendKind::cuda : BackendKind::cpu);
   EXPECT_THROW(gs::kernels::resolve_backend("gpu0"), gs::Error);

@@ -1,10 +1,12 @@
-// Compaction, exact top-k and log histograms of every available backend against plain reference
-// loops, with poisoned guard regions around every output (checked inside the harness).
+// Compaction, exact top-k and log histograms of every backend (cpu, cuda, cuda-host) against plain
+// reference loops, with poisoned guard regions around every output (checked inside the harness).
 // Tolerance: none; order and contents must match exactly (CUDA histograms: see below).
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 
+#include "gs/fitting/thresholds.hpp"
+#include "gs/kernels/select.hpp"
 #include "harness.hpp"
 
 namespace gs::testing {
@@ -56,10 +58,14 @@ const std::vector<std::size_t> kSizes{0, 1, 31, 1000, 65536, 131075, 1000007};
 const std::vector<Shape> kShapes{Shape::laplace, Shape::student3, Shape::ties, Shape::specials,
                                  Shape::uniform};
 
-TEST(Compaction, MatchesReferenceExactly) {
+class Compaction : public BackendTest {};
+class TopK : public BackendTest {};
+class LogHistogram : public BackendTest {};
+
+TEST_P(Compaction, MatchesReferenceExactly) {
   std::uint64_t seed = 500;
-  for (auto& ops : available_select_ops())
-    for (Shape s : kShapes)
+  const auto ops = make_ops(kind());
+  for (Shape s : kShapes)
       for (std::size_t n : kSizes) {
         if (n == 1000007 && s != Shape::specials && s != Shape::ties) continue;
         const auto g = make_data(s, n, ++seed);
@@ -80,15 +86,19 @@ TEST(Compaction, MatchesReferenceExactly) {
       }
 }
 
-TEST(Compaction, TooSmallBufferThrowsWithoutWriting) {
+TEST_P(Compaction, TooSmallBufferThrowsWithoutWriting) {
   const auto g = make_data(Shape::laplace, 5000, 42);
   const std::uint64_t need = reference_compact(g, 1e-4).indices.size();
   ASSERT_GT(need, 10u);
-  for (auto& ops : available_select_ops()) {
-    SCOPED_TRACE(ops->name());
-    EXPECT_THROW(ops->compact(g, 1e-4, need - 1, false), gs::Error);
-    EXPECT_THROW(ops->compact(g, 1e-4, need - 1, true), gs::Error);
-  }
+  const auto ops = make_ops(kind());
+  EXPECT_THROW(ops->compact(g, 1e-4, need - 1, false), gs::Error);
+  EXPECT_THROW(ops->compact(g, 1e-4, need - 1, true), gs::Error);
+  EXPECT_THROW(ops->compact(g, std::nan(""), need, true), gs::Error);
+}
+
+TEST(CpuCompaction, TooSmallBufferLeavesTheCallersBuffer) {
+  const auto g = make_data(Shape::laplace, 5000, 42);
+  const std::uint64_t need = reference_compact(g, 1e-4).indices.size();
   // On the CPU the caller's buffer is untouched when it throws.
   std::vector<std::int32_t> idx(need - 1, -5);
   std::vector<float> val(need - 1, 2.0f);
@@ -98,7 +108,7 @@ TEST(Compaction, TooSmallBufferThrowsWithoutWriting) {
                gs::Error);
 }
 
-TEST(Compaction, Int32IndicesRefuseHugeInputs) {
+TEST(CpuCompaction, Int32IndicesRefuseHugeInputs) {
   // 2^31 + 1 elements cannot be addressed by int32: refused before any element is read.
   const float one = 1.0f;
   const std::span<const float> huge(&one, (std::size_t{1} << 31) + 1);
@@ -108,7 +118,7 @@ TEST(Compaction, Int32IndicesRefuseHugeInputs) {
   EXPECT_THROW(gs::kernels::cpu::topk(huge, 1, std::span(idx), std::span<float>()), gs::Error);
 }
 
-TEST(Compaction, SelectionHelpersAndSkippedValues) {
+TEST(CpuCompaction, SelectionHelpersAndSkippedValues) {
   const auto g = make_data(Shape::specials, 20000, 9);
   const Picked ref = reference_compact(g, 2e-3);
   const auto s32 = gs::kernels::cpu::select_above(g, 2e-3);
@@ -121,10 +131,10 @@ TEST(Compaction, SelectionHelpersAndSkippedValues) {
   EXPECT_EQ(idx, ref.indices);
 }
 
-TEST(TopK, ExactlyKLargestWithLowIndexTies) {
+TEST_P(TopK, ExactlyKLargestWithLowIndexTies) {
   std::uint64_t seed = 900;
-  for (auto& ops : available_select_ops())
-    for (Shape s : kShapes)
+  const auto ops = make_ops(kind());
+  for (Shape s : kShapes)
       for (std::size_t n : kSizes) {
         if (n == 0) continue;
         if (n == 1000007 && s != Shape::ties && s != Shape::student3) continue;
@@ -141,22 +151,24 @@ TEST(TopK, ExactlyKLargestWithLowIndexTies) {
       }
 }
 
-TEST(TopK, BadArguments) {
+TEST_P(TopK, BadArguments) {
   const auto g = make_data(Shape::specials, 1000, 4);
   const std::uint64_t finite = std::count_if(g.begin(), g.end(), [](float v) { return std::isfinite(v); });
-  for (auto& ops : available_select_ops()) {
-    SCOPED_TRACE(ops->name());
-    EXPECT_THROW(ops->topk(g, finite + 1, false), gs::Error);
-    EXPECT_TRUE(ops->topk(g, 0, true).indices.empty());
-  }
+  const auto ops = make_ops(kind());
+  EXPECT_THROW(ops->topk(g, finite + 1, false), gs::Error);
+  EXPECT_TRUE(ops->topk(g, 0, true).indices.empty());
+}
+
+TEST(CpuTopK, BuffersSmallerThanK) {
+  const auto g = make_data(Shape::specials, 1000, 4);
   std::vector<std::int32_t> idx(3);
   EXPECT_THROW(gs::kernels::cpu::topk(g, 4, std::span(idx), std::span<float>()), gs::Error);
 }
 
-TEST(LogHistogram, MatchesReferenceBins) {
+TEST_P(LogHistogram, MatchesReferenceBins) {
   std::uint64_t seed = 300;
-  for (auto& ops : available_select_ops())
-    for (Shape s : {Shape::laplace, Shape::pareto, Shape::specials})
+  const auto ops = make_ops(kind());
+  for (Shape s : {Shape::laplace, Shape::pareto, Shape::specials})
       for (std::size_t n : {std::size_t{0}, std::size_t{31}, std::size_t{200003}}) {
         const auto g = make_data(s, n, ++seed);
         const double lo = 1e-6, hi = 1e-1;
@@ -179,20 +191,68 @@ TEST(LogHistogram, MatchesReferenceBins) {
         EXPECT_EQ(h.below, ref.below);
         EXPECT_EQ(h.above, ref.above);
         ASSERT_EQ(h.counts.size(), std::size_t(bins));
-        // CPU: exact. CUDA's log may differ from the host's by an ulp, which moves an element
-        // sitting on a bin edge: at most 1 in 10^5 may change bins (total is exact above).
+        // On the host (cpu, cuda-host): exact. CUDA's log may differ from the host's by an ulp,
+        // which moves an element sitting on a bin edge: at most 1 in 10^5 may change bins (total
+        // is exact above).
         std::uint64_t moved = 0;
         for (int b = 0; b < bins; ++b)
           moved += std::uint64_t(std::llabs(std::int64_t(h.counts[b]) - std::int64_t(ref.counts[b])));
-        if (ops->name() == "cpu") EXPECT_EQ(moved, 0u);
+        if (kind() != gs::kernels::BackendKind::cuda) EXPECT_EQ(moved, 0u);
         else EXPECT_LE(moved, 2 * (n / 100000 + 1));
         EXPECT_DOUBLE_EQ(h.edge(0), lo);
         EXPECT_NEAR(h.edge(bins), hi, 1e-12 * hi);
       }
-  EXPECT_THROW(gs::kernels::cpu::log_histogram({}, 0.0, 1.0, 10), gs::Error);
-  EXPECT_THROW(gs::kernels::cpu::log_histogram({}, 1.0, 1.0, 10), gs::Error);
-  EXPECT_THROW(gs::kernels::cpu::log_histogram({}, 1e-3, 1.0, 0), gs::Error);
+  EXPECT_THROW(ops->histogram({}, 0.0, 1.0, 10), gs::Error);
+  EXPECT_THROW(ops->histogram({}, 1.0, 1.0, 10), gs::Error);
+  EXPECT_THROW(ops->histogram({}, 1e-3, 1.0, 0), gs::Error);
 }
+
+// The Selector (what compressors select through) on each backend: the vector placed in the
+// backend's memory once, every selection against the references.
+class Selector : public BackendTest {};
+
+TEST_P(Selector, PlacesOnceAndSelectsAsTheReferences) {
+  const auto sel = gs::kernels::make_selector(kind());
+  EXPECT_EQ(sel->kind(), kind());
+  std::uint64_t seed = 7000;
+  for (Shape s : {Shape::laplace, Shape::ties, Shape::specials})
+    for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{1000}, std::size_t{200003}}) {
+      const auto g = make_data(s, n, ++seed);
+      SCOPED_TRACE(std::string(shape_name(s)) + " n=" + std::to_string(n));
+      const float* d = sel->place(g);
+      const std::uint64_t finite = std::count_if(g.begin(), g.end(), [](float v) { return std::isfinite(v); });
+      EXPECT_EQ(sel->nonfinite(d, n), n - finite);
+      gs::kernels::Selection<std::int32_t> out;
+      for (double t : {-1.0, 0.0, 1e-3}) {
+        sel->above(d, n, t, out);
+        const Picked ref = reference_compact(g, t);
+        EXPECT_EQ(std::vector<std::int64_t>(out.indices.begin(), out.indices.end()), ref.indices);
+        EXPECT_EQ(0, std::memcmp(out.values.data(), ref.values.data(), ref.values.size() * sizeof(float)));
+      }
+      for (std::uint64_t k : {std::uint64_t{1}, n / 100 + 1, n + 5}) {  // k beyond the finite count: all
+        sel->topk(d, n, k, out);
+        const Picked ref = reference_topk(g, std::min(k, finite));
+        EXPECT_EQ(std::vector<std::int64_t>(out.indices.begin(), out.indices.end()), ref.indices) << k;
+      }
+      if (n >= 1000) {
+        const auto r = sel->sidco(d, n, 0.01, gs::SidcoVariant::exponential, 2, out);
+        EXPECT_EQ(r.selected, out.indices.size());
+        const Picked ref = reference_compact(g, r.threshold);  // exactly what is above its threshold
+        EXPECT_EQ(std::vector<std::int64_t>(out.indices.begin(), out.indices.end()), ref.indices);
+        EXPECT_GE(r.stages, 1);
+        // The same threshold as the CPU's pipeline, up to the rounding of its float-block sums
+        // (relative error at most 8 * 2^-24, gs/fitting/passes.hpp).
+        gs::kernels::cpu::Selection<std::int32_t> cpu_out;
+        const auto c = gs::kernels::cpu::sidco_select(g, 0.01, gs::SidcoVariant::exponential, 2, false, cpu_out);
+        EXPECT_NEAR(r.threshold, c.threshold, 1e-6 * c.threshold);
+      }
+    }
+}
+
+GS_INSTANTIATE_FOR_BACKENDS(Selector);
+GS_INSTANTIATE_FOR_BACKENDS(Compaction);
+GS_INSTANTIATE_FOR_BACKENDS(TopK);
+GS_INSTANTIATE_FOR_BACKENDS(LogHistogram);
 
 }  // namespace
 }  // namespace gs::testing

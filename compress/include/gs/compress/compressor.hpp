@@ -45,7 +45,7 @@ struct Compressed {
 
 struct CompressorOptions {
   std::uint64_t seed = 1;       // random-k and DGC sampling
-  std::string backend = "cpu";  // kernels backend: cpu, cuda or auto
+  std::string backend = "cpu";  // kernels backend: cpu, cuda, auto (or cuda-host, for checking)
   int stages = 0;               // SIDCo: 0 = adaptive (controller), else a fixed number >= 1
 
   // Rival methods (algorithms.md sections 6 to 8).

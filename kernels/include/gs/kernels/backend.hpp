@@ -16,19 +16,21 @@
 
 namespace gs::kernels {
 
-enum class BackendKind { cpu, cuda };
+// cuda_host ("cuda-host"): the CUDA backend's pass code compiled for the host
+// (gs/kernels/cuda_host.hpp), for checking that code without a GPU; slow, always built.
+enum class BackendKind { cpu, cuda, cuda_host };
 
 std::string_view to_string(BackendKind kind);
 // True when this build has the CUDA backend and a usable GPU is present.
 bool cuda_available();
 // True when this build has the CUDA backend (whether or not a GPU is present).
 bool cuda_built();
-// "auto" (CUDA when available, else CPU), "cpu" or "cuda". gs::Error for an unknown name, or for
-// "cuda" when cuda_available() is false (the message says why: not built, or no GPU).
+// "auto" (CUDA when available, else CPU), "cpu", "cuda" or "cuda-host". gs::Error for an unknown
+// name, or for "cuda" when cuda_available() is false (the message says why: not built, or no GPU).
 BackendKind resolve_backend(std::string_view name);
 
 // Passes over a host vector. With BackendKind::cuda the data are copied to the device once and
-// every pass runs there. The span must outlive the returned object.
+// every pass runs there (with cuda_host, to a host copy standing for it). The span must outlive the returned object.
 std::unique_ptr<gs::MagnitudePasses> make_passes(std::span<const float> host_data, BackendKind kind);
 
 }  // namespace gs::kernels

@@ -51,11 +51,7 @@ std::uint64_t compact_above(std::span<const float> g, double threshold,
                             std::span<std::int64_t> indices, std::span<float> values);
 
 // The same into fresh vectors (one pass: per-thread scratch, then exact-size vectors).
-template <class Index>
-struct Selection {
-  std::vector<Index> indices;
-  std::vector<float> values;
-};
+using kernels::Selection;
 Selection<std::int32_t> select_above(std::span<const float> g, double threshold);
 Selection<std::int64_t> select_above64(std::span<const float> g, double threshold);
 
@@ -82,7 +78,7 @@ Selection<std::int64_t> select_above64(std::span<const float> g, double threshol
 //     densities 0.01 and 0.001, M = 4 and 5 at 0.001; one stage up to density = 1/30); otherwise
 //     candidates for M >= 3 and n <= 16 Mi elements, full_passes beyond.
 // The threshold equals gs::sidco_threshold's up to the rounding of its sums (blocks differ).
-enum class SidcoRoute { automatic, full_passes, candidates, predicted };
+using kernels::SidcoRoute;
 
 // Memory the candidates and predicted routes reuse between calls (one per caller, e.g. per compressor): about
 // 8 bytes per candidate, kept until the workspace is destroyed.
@@ -100,15 +96,7 @@ class SidcoWorkspace {
   friend Impl& workspace_impl(SidcoWorkspace&);
 };
 
-struct SidcoSelectResult {
-  double threshold = 0.0;
-  int stages = 0;               // stages run (as ThresholdResult::stages)
-  std::uint64_t selected = 0;   // elements written
-  SidcoRoute route = SidcoRoute::automatic;  // the route taken
-  int full_reads = 0;           // reads of all of g
-  std::uint64_t candidates = 0; // candidates/predicted routes: elements packed (by the first tail stage, or by stage 1 with one stage)
-  std::uint64_t nonfinite = 0;  // NaN/Inf in g, counted by stage 1's pass (no extra read)
-};
+using kernels::SidcoSelectResult;
 
 // Writes the selection (indices ascending, signed values; values may be empty) into caller
 // buffers. gs::Error, before anything is written, for bad arguments (as sidco_threshold) or when

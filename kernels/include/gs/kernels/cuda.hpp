@@ -15,6 +15,7 @@
 #include "gs/error.hpp"
 #include "gs/fitting/passes.hpp"
 #include "gs/fitting/stats.hpp"
+#include "gs/kernels/select.hpp"
 #include "gs/kernels/types.hpp"
 
 struct CUstream_st;
@@ -122,6 +123,13 @@ void topk(const float* d_g, std::uint64_t n, std::uint64_t k, std::int64_t* d_in
           float* d_values, cudaStream_t stream);
 // The k-th largest finite |g|. passes: 2.
 float kth_largest(const float* d_g, std::uint64_t n, std::uint64_t k, cudaStream_t stream);
+// sidco-topk (as cpu::sidco_topk, the same set as topk): the spread sample places the bound, one
+// cub::DeviceSelect packs the candidates, a stable descending radix sort of their keys picks the
+// min(k, finite) largest, whose indices are sorted back. Only the selection is copied to the host
+// (out); nonfinite is not counted. passes: 1 + a sample (+1 per fallback, +1 to count the finite
+// values after a shortfall).
+SidcoSelectResult sidco_topk(const float* d_g, std::uint64_t n, double density, int stages,
+                             Selection<std::int32_t>& out, cudaStream_t stream);
 
 LogHistogram log_histogram(const float* d_g, std::uint64_t n, double lo, double hi, int bins,
                            cudaStream_t stream);
@@ -137,6 +145,10 @@ std::unique_ptr<gs::MagnitudePasses> make_device_passes(std::span<const float> h
 // The same over data already on the device (not owned; must outlive the object).
 std::unique_ptr<gs::MagnitudePasses> make_device_passes(const float* d_g, std::uint64_t n,
                                                         cudaStream_t stream);
+
+// The Selector of this backend over `stream` (use gs::kernels::make_selector, which checks for a
+// GPU first).
+std::unique_ptr<Selector> make_selector(cudaStream_t stream);
 
 // The cuFFT engine of gs/kernels/fft.hpp (use gs::kernels::make_real_fft, which checks for a GPU
 // first): one plan per (length, batch, direction), its own stream, pooled device buffers.

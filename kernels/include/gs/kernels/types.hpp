@@ -22,6 +22,27 @@ struct LogHistogram {
 // Validates histogram arguments (0 < lo < hi finite, bins in [1, 1<<20]); throws gs::Error.
 void check_log_histogram_args(double lo, double hi, int bins);
 
+// A selection in host memory: indices ascending and their signed values g[i].
+template <class Index>
+struct Selection {
+  std::vector<Index> indices;
+  std::vector<float> values;
+};
+
+// How cpu::sidco_select organises its reads (gs/kernels/cpu.hpp describes each route).
+enum class SidcoRoute { automatic, full_passes, candidates, predicted };
+
+// What a SIDCo selection (cpu::sidco_select) or a sidco-topk selection (any backend) did.
+struct SidcoSelectResult {
+  double threshold = 0.0;
+  int stages = 0;               // stages run (as ThresholdResult::stages)
+  std::uint64_t selected = 0;   // elements written
+  SidcoRoute route = SidcoRoute::automatic;  // the route taken
+  int full_reads = 0;           // reads of all of g
+  std::uint64_t candidates = 0; // candidates/predicted routes: elements packed (by the first tail stage, or by stage 1 with one stage)
+  std::uint64_t nonfinite = 0;  // NaN/Inf in g, counted by stage 1's pass (no extra read)
+};
+
 // Validates a selection threshold (not NaN); throws gs::Error.
 void check_threshold(double threshold, const char* what);
 

@@ -1,0 +1,51 @@
+#pragma once
+// Selection on a vector's own backend: the threshold's passes, the compaction above it, exact
+// top-k and sidco-topk, with only the selection coming back to the host. A compressor holds one
+// Selector: with the CUDA backend a host vector goes to the device once (place) and stays there
+// from the estimate to the payload; a vector already on the device is used where it is.
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "gs/fitting/passes.hpp"
+#include "gs/fitting/thresholds.hpp"
+#include "gs/kernels/backend.hpp"
+#include "gs/kernels/types.hpp"
+
+namespace gs::kernels {
+
+// g below is in the backend's memory: host memory for cpu and cuda-host, device memory for cuda
+// (from place(), or the caller's own device vector). Selections hold ascending indices and the
+// signed values g[i]; indices are int32, so n must stay below 2^31 (gs::Error otherwise).
+class Selector {
+ public:
+  virtual ~Selector() = default;
+  virtual BackendKind kind() const = 0;
+
+  // The host vector in this backend's memory: in place on the CPU; a copy in a device buffer the
+  // Selector keeps (reused while large enough) until the next place() with CUDA.
+  virtual const float* place(std::span<const float> host) = 0;
+  // The passes a threshold rule (gs/fitting/thresholds.hpp) reads g through.
+  virtual std::unique_ptr<MagnitudePasses> passes(const float* g, std::uint64_t n) = 0;
+  // Count of NaN/Inf in g. passes: 1.
+  virtual std::uint64_t nonfinite(const float* g, std::uint64_t n) = 0;
+  // The finite x > threshold (threshold < 0: every finite x). passes: 1.
+  virtual void above(const float* g, std::uint64_t n, double threshold, Selection<std::int32_t>& out) = 0;
+  // The min(k, finite) largest x, ties at the k-th keeping the lowest indices. passes: 2 to 4.
+  virtual void topk(const float* g, std::uint64_t n, std::uint64_t k, Selection<std::int32_t>& out) = 0;
+  // sidco-topk: the same set as topk(target_count(n, density)) for about one read of g.
+  virtual SidcoSelectResult sidco_topk(const float* g, std::uint64_t n, double density, int stages,
+                                       Selection<std::int32_t>& out) = 0;
+  // SIDCo's threshold (variant, stages; the reference's stage rule) and the selection above it.
+  // The CPU runs its pipeline (cpu::sidco_select, candidates kept between stages); the others
+  // gs::sidco_estimate over passes() and one compaction. nonfinite of the result is counted only
+  // by the CPU pipeline (else 0).
+  virtual SidcoSelectResult sidco(const float* g, std::uint64_t n, double density,
+                                  SidcoVariant variant, int stages, Selection<std::int32_t>& out);
+};
+
+// A Selector on `kind`'s backend; stream: the CUDA stream (cudaStream_t) its work is queued on
+// (null: the default stream), ignored by the others. gs::Error for cuda without a usable GPU.
+std::unique_ptr<Selector> make_selector(BackendKind kind, void* stream = nullptr);
+
+}  // namespace gs::kernels

@@ -1,0 +1,193 @@
+#pragma once
+// The primitives of portable/passes.hpp on the GPU: CUB's device algorithms over thrust's fancy
+// iterators, one generic grid-stride map, and two hand-written kernels (docs/architecture.md says
+// why they stay): the fused reduction (float4 loads, cub::BlockReduce, block partials merged on
+// the host in block order, so results repeat run to run) and the log histogram (block-private
+// counters in shared memory). Their per-thread bodies are portable::reduce_thread and
+// portable::LogSlots, which the host primitives run too.
+#include <cub/block/block_reduce.cuh>
+#include <cub/device/device_histogram.cuh>
+#include <cub/device/device_radix_sort.cuh>
+#include <cub/device/device_reduce.cuh>
+#include <cub/device/device_select.cuh>
+#include <thrust/iterator/counting_iterator.h>
+#include <thrust/iterator/transform_iterator.h>
+
+#include <vector>
+
+#include "../portable/bodies.hpp"
+#include "cuda_common.cuh"
+
+namespace gs::kernels::cuda::detail {
+
+template <class Acc, class Elem, class Merge>
+__global__ void __launch_bounds__(kThreads)
+    reduce_kernel(const float* __restrict__ g, std::uint64_t n, bool aligned, Elem elem, Merge merge,
+                  Acc* partials) {
+  const std::uint64_t tid = blockIdx.x * std::uint64_t(blockDim.x) + threadIdx.x;
+  const std::uint64_t stride = std::uint64_t(gridDim.x) * blockDim.x;
+  const Acc acc = portable::reduce_thread<Acc>(g, n, tid, stride, aligned, elem);
+  using BlockReduce = cub::BlockReduce<Acc, kThreads>;
+  __shared__ typename BlockReduce::TempStorage temp;
+  const Acc r = BlockReduce(temp).Reduce(acc, merge);
+  if (threadIdx.x == 0) partials[blockIdx.x] = r;
+}
+
+template <class F>
+__global__ void for_each_kernel(std::uint64_t m, F f) {
+  const std::uint64_t stride = std::uint64_t(gridDim.x) * blockDim.x;
+  for (std::uint64_t j = blockIdx.x * std::uint64_t(blockDim.x) + threadIdx.x; j < m; j += stride) f(j);
+}
+
+// Block-private 32-bit counters in shared memory (when they fit), added to the global 64-bit
+// counters once per block; global atomics otherwise.
+template <class Slot>
+__global__ void log_histogram_kernel(const float* __restrict__ g, std::uint64_t n, Slot slot,
+                                     unsigned long long* counts, bool shared_ok) {
+  extern __shared__ unsigned int local[];
+  const int slots = slot.slots();
+  if (shared_ok)
+    for (int s = threadIdx.x; s < slots; s += blockDim.x) local[s] = 0;
+  __syncthreads();
+  const std::uint64_t stride = std::uint64_t(gridDim.x) * blockDim.x;
+  for (std::uint64_t i = blockIdx.x * std::uint64_t(blockDim.x) + threadIdx.x; i < n; i += stride) {
+    const int s = slot(g[i]);
+    if (shared_ok) atomicAdd(&local[s], 1u);
+    else atomicAdd(&counts[s], 1ull);
+  }
+  __syncthreads();
+  if (shared_ok)
+    for (int s = threadIdx.x; s < slots; s += blockDim.x)
+      if (local[s]) atomicAdd(&counts[s], static_cast<unsigned long long>(local[s]));
+}
+
+// Index -> f(index) as an input iterator for CUB.
+template <class F>
+auto mapped(F f) {
+  return thrust::transform_iterator<F, thrust::counting_iterator<std::uint64_t>>(
+      thrust::counting_iterator<std::uint64_t>(0), f);
+}
+
+class CubPrims {
+ public:
+  explicit CubPrims(cudaStream_t stream) : stream_(stream) {}
+
+  template <class T>
+  using Buffer = DeviceBuffer<T>;
+
+  template <class T>
+  DeviceBuffer<T> alloc(std::size_t count) const {
+    return DeviceBuffer<T>(count, stream_);
+  }
+  template <class T>
+  void zero(T* p, std::size_t count) const {
+    if (count) GS_CUDA_CHECK(cudaMemsetAsync(p, 0, count * sizeof(T), stream_));
+  }
+  template <class T>
+  T read(const T* p) const {
+    return read_back(p, stream_);
+  }
+  template <class T>
+  std::vector<T> download(const T* p, std::size_t count) const {
+    std::vector<T> host(count);
+    copy_to_host(host.data(), p, count * sizeof(T), stream_);
+    return host;
+  }
+  template <class T>
+  void upload(T* dst, const T* host, std::size_t count) const {
+    copy_to_device(dst, host, count * sizeof(T), stream_);
+  }
+  void synchronize() const { cuda::synchronize(stream_); }
+
+  template <class Acc, class Elem, class Merge>
+  Acc reduce(const float* g, std::uint64_t n, const Elem& elem, const Merge& merge) const {
+    const int grid = grid_for(n);
+    DeviceBuffer<Acc> partials(static_cast<std::size_t>(grid), stream_);
+    const bool aligned = (reinterpret_cast<std::uintptr_t>(g) & 15u) == 0;
+    reduce_kernel<Acc><<<grid, kThreads, 0, stream_>>>(g, n, aligned, elem, merge, partials.data());
+    GS_CUDA_CHECK_LAUNCH();
+    Acc r{};
+    for (const Acc& p : partials.download()) r = merge(r, p);
+    return r;
+  }
+
+  template <class F>
+  void for_each(std::uint64_t m, const F& f) const {
+    if (m == 0) return;
+    for_each_kernel<<<grid_for(m), kThreads, 0, stream_>>>(m, f);
+    GS_CUDA_CHECK_LAUNCH();
+  }
+
+  template <class T, class F>
+  T sum(std::uint64_t m, const F& f) const {
+    DeviceBuffer<T> out(1, stream_);
+    cub_run([&](void* temp, std::size_t& bytes) {
+      return cub::DeviceReduce::Sum(temp, bytes, mapped(f), out.data(), static_cast<std::int64_t>(m), stream_);
+    }, stream_);
+    return read_back(out.data(), stream_);
+  }
+
+  template <class Index, class Pred>
+  std::uint64_t select_if(std::uint64_t n, const Pred& pred, Index* out) const {
+    if (n == 0) return 0;
+    DeviceBuffer<unsigned long long> count(1, stream_);
+    thrust::counting_iterator<Index> first(0);
+    cub_run([&](void* temp, std::size_t& bytes) {
+      return cub::DeviceSelect::If(temp, bytes, first, out, count.data(), static_cast<std::int64_t>(n),
+                                   pred, stream_);
+    }, stream_);
+    return read_back(count.data(), stream_);
+  }
+  template <class Index, class Pred>
+  std::uint64_t select_from(const Index* in, std::uint64_t m, const Pred& pred, Index* out) const {
+    if (m == 0) return 0;
+    DeviceBuffer<unsigned long long> count(1, stream_);
+    cub_run([&](void* temp, std::size_t& bytes) {
+      return cub::DeviceSelect::If(temp, bytes, in, out, count.data(), static_cast<std::int64_t>(m),
+                                   pred, stream_);
+    }, stream_);
+    return read_back(count.data(), stream_);
+  }
+
+  template <class Digit>
+  void histogram(std::uint64_t n, const Digit& digit, int bins, unsigned long long* counts) const {
+    cub_run([&](void* temp, std::size_t& bytes) {
+      return cub::DeviceHistogram::HistogramEven(temp, bytes, mapped(digit), counts, bins + 1, 0, bins,
+                                                 static_cast<std::int64_t>(n), stream_);
+    }, stream_);
+  }
+
+  void log_histogram(const float* g, std::uint64_t n, const portable::LogSlots& slot,
+                     unsigned long long* counts) const {
+    const bool shared_ok = slot.slots() <= 12 * 1024;  // 48 KB of 32-bit counters per block
+    const std::size_t shmem = shared_ok ? sizeof(unsigned int) * slot.slots() : 0;
+    log_histogram_kernel<<<grid_for(n), kThreads, shmem, stream_>>>(g, n, slot, counts, shared_ok);
+    GS_CUDA_CHECK_LAUNCH();
+  }
+
+  template <class K>
+  void sort_keys(const K* in, K* out, std::uint64_t m, int begin_bit, int end_bit, bool descending) const {
+    cub_run([&](void* temp, std::size_t& bytes) {
+      const auto count = static_cast<std::int64_t>(m);
+      return descending
+                 ? cub::DeviceRadixSort::SortKeysDescending(temp, bytes, in, out, count, begin_bit, end_bit, stream_)
+                 : cub::DeviceRadixSort::SortKeys(temp, bytes, in, out, count, begin_bit, end_bit, stream_);
+    }, stream_);
+  }
+  template <class K, class V>
+  void sort_pairs(const K* kin, K* kout, const V* vin, V* vout, std::uint64_t m, int begin_bit,
+                  int end_bit, bool descending) const {
+    cub_run([&](void* temp, std::size_t& bytes) {
+      const auto count = static_cast<std::int64_t>(m);
+      return descending ? cub::DeviceRadixSort::SortPairsDescending(temp, bytes, kin, kout, vin, vout, count,
+                                                                    begin_bit, end_bit, stream_)
+                        : cub::DeviceRadixSort::SortPairs(temp, bytes, kin, kout, vin, vout, count,
+                                                          begin_bit, end_bit, stream_);
+    }, stream_);
+  }
+
+ private:
+  cudaStream_t stream_;
+};
+
+}  // namespace gs::kernels::cuda::detail

@@ -1,0 +1,167 @@
+#pragma once
+// The primitives of portable/passes.hpp on the host: the `cuda-host` backend. Each runs the same
+// per-element bodies as the CUB primitives, sequentially; the two hand-written kernels run their
+// per-thread bodies for every thread of the grid the GPU would launch (a 2-SM device's), so the
+// grid-stride indexing, the 4-wide loads and the tails are exercised as on the device.
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <cstring>
+#include <numeric>
+#include <type_traits>
+#include <vector>
+
+#include "../portable/bodies.hpp"
+#include "gs/error.hpp"
+
+namespace gs::kernels::cuda_host {
+
+class HostPrims {
+ public:
+  static constexpr std::uint64_t kThreads = 256;  // per block, as the CUDA backend
+  static constexpr std::uint64_t kSms = 2;        // blocks: 8 per SM, as cuda's grid_for
+
+  template <class T>
+  class Buffer {
+   public:
+    Buffer() = default;
+    explicit Buffer(std::size_t count) : v_(count) {}
+    T* data() { return v_.data(); }
+    const T* data() const { return v_.data(); }
+    std::size_t size() const { return v_.size(); }
+
+   private:
+    std::vector<T> v_;
+  };
+
+  template <class T>
+  Buffer<T> alloc(std::size_t count) const {
+    return Buffer<T>(count);
+  }
+  template <class T>
+  void zero(T* p, std::size_t count) const {
+    std::fill(p, p + count, T{});
+  }
+  template <class T>
+  T read(const T* p) const {
+    return *p;
+  }
+  template <class T>
+  std::vector<T> download(const T* p, std::size_t count) const {
+    return std::vector<T>(p, p + count);
+  }
+  template <class T>
+  void upload(T* dst, const T* host, std::size_t count) const {
+    if (count) std::memcpy(dst, host, count * sizeof(T));
+  }
+  void synchronize() const {}
+
+  static std::uint64_t grid_for(std::uint64_t n) {
+    const std::uint64_t needed = (n + kThreads - 1) / kThreads, cap = kSms * 8;
+    return std::max<std::uint64_t>(1, std::min(needed, cap));
+  }
+
+  // reduce_kernel's twin: every thread of every block, the block's threads merged in order, the
+  // block partials merged in block order.
+  template <class Acc, class Elem, class Merge>
+  Acc reduce(const float* g, std::uint64_t n, const Elem& elem, const Merge& merge) const {
+    const std::uint64_t grid = grid_for(n), stride = grid * kThreads;
+    const bool aligned = (reinterpret_cast<std::uintptr_t>(g) & 15u) == 0;
+    Acc total{};
+    for (std::uint64_t b = 0; b < grid; ++b) {
+      Acc block{};
+      for (std::uint64_t t = 0; t < kThreads; ++t)
+        block = merge(block, portable::reduce_thread<Acc>(g, n, b * kThreads + t, stride, aligned, elem));
+      total = merge(total, block);
+    }
+    return total;
+  }
+
+  template <class F>
+  void for_each(std::uint64_t m, const F& f) const {
+    for (std::uint64_t j = 0; j < m; ++j) f(j);
+  }
+
+  template <class T, class F>
+  T sum(std::uint64_t m, const F& f) const {
+    T s{};
+    for (std::uint64_t j = 0; j < m; ++j) s += f(j);
+    return s;
+  }
+
+  template <class Index, class Pred>
+  std::uint64_t select_if(std::uint64_t n, const Pred& pred, Index* out) const {
+    std::uint64_t m = 0;
+    for (std::uint64_t i = 0; i < n; ++i)
+      if (pred(Index(i))) out[m++] = Index(i);
+    return m;
+  }
+  template <class Index, class Pred>
+  std::uint64_t select_from(const Index* in, std::uint64_t m, const Pred& pred, Index* out) const {
+    std::uint64_t c = 0;
+    for (std::uint64_t j = 0; j < m; ++j)
+      if (pred(in[j])) out[c++] = in[j];
+    return c;
+  }
+
+  // cub::DeviceHistogram::HistogramEven over [0, bins): samples outside are dropped.
+  template <class Digit>
+  void histogram(std::uint64_t n, const Digit& digit, int bins, unsigned long long* counts) const {
+    for (std::uint64_t i = 0; i < n; ++i) {
+      const int d = digit(i);
+      if (d >= 0 && d < bins) ++counts[d];
+    }
+  }
+
+  // log_histogram_kernel's twin (its shared-memory counters change nothing but speed).
+  void log_histogram(const float* g, std::uint64_t n, const portable::LogSlots& slot,
+                     unsigned long long* counts) const {
+    for (std::uint64_t i = 0; i < n; ++i) ++counts[slot(g[i])];
+  }
+
+  // cub::DeviceRadixSort's order: keys compared on bits [begin, end) of their radix form (signed
+  // integers and floats mapped so that unsigned order is their order), stable.
+  template <class K>
+  void sort_keys(const K* in, K* out, std::uint64_t m, int begin_bit, int end_bit, bool descending) const {
+    std::copy(in, in + m, out);
+    std::stable_sort(out, out + m, order<K>(begin_bit, end_bit, descending));
+  }
+  template <class K, class V>
+  void sort_pairs(const K* kin, K* kout, const V* vin, V* vout, std::uint64_t m, int begin_bit,
+                  int end_bit, bool descending) const {
+    std::vector<std::uint64_t> perm(m);
+    std::iota(perm.begin(), perm.end(), std::uint64_t{0});
+    const auto less = order<K>(begin_bit, end_bit, descending);
+    std::stable_sort(perm.begin(), perm.end(),
+                     [&](std::uint64_t a, std::uint64_t b) { return less(kin[a], kin[b]); });
+    for (std::uint64_t j = 0; j < m; ++j) {
+      kout[j] = kin[perm[j]];
+      vout[j] = vin[perm[j]];
+    }
+  }
+
+ private:
+  template <class K>
+  static auto radix_form(K key) {
+    using U = std::conditional_t<sizeof(K) == 8, std::uint64_t, std::uint32_t>;
+    static_assert(sizeof(K) == sizeof(U));
+    U u;
+    std::memcpy(&u, &key, sizeof u);
+    const U top = U(1) << (8 * sizeof(U) - 1);
+    if constexpr (std::is_floating_point_v<K>) u = (u & top) ? U(~u) : U(u | top);
+    else if constexpr (std::is_signed_v<K>) u ^= top;
+    return u;
+  }
+  template <class K>
+  static auto order(int begin_bit, int end_bit, bool descending) {
+    using U = decltype(radix_form(K{}));
+    const int width = end_bit - begin_bit;
+    const U mask = width >= int(8 * sizeof(U)) ? ~U(0) : U((U(1) << width) - 1);
+    return [=](const K& a, const K& b) {
+      const U x = U(radix_form(a) >> begin_bit) & mask, y = U(radix_form(b) >> begin_bit) & mask;
+      return descending ? x > y : x < y;
+    };
+  }
+};
+
+}  // namespace gs::kernels::cuda_host

@@ -1,0 +1,399 @@
+#pragma once
+// The CUDA backend's passes, written once over a backend's primitives P (bodies.hpp holds their
+// per-element code). cuda/cub_prims.cuh implements P with CUB and two hand-written kernels and
+// runs them on the GPU; cuda_host/host_prims.hpp implements P on the CPU (the `cuda-host`
+// backend), so the tests run this logic against the naive oracle without a GPU.
+//
+// What P provides (pointers are in P's memory: device memory for CUB, host memory on the host):
+//   P::Buffer<T>            owning, movable array; data(), size()
+//   alloc<T>(count)         a Buffer of count elements (uninitialized)
+//   zero(T*, count), read(const T*) -> T, download(const T*, count) -> vector<T>,
+//   upload(T*, const T* host, count), synchronize()
+//   reduce<Acc>(g, n, elem, merge)      grid-stride reduction (reduce_thread), partials in order
+//   for_each(m, f)                      f(j) for every j < m
+//   sum<T>(m, f)                        sum of f(j), j < m
+//   select_if(n, pred, Index* out)      stable: the i < n with pred(i), ascending; returns count
+//   select_from(in, m, pred, out)       the same over a list of indices
+//   histogram(n, digit, bins, counts)   counts[b] = #{i < n : digit(i) == b}, b < bins
+//   sort_keys(in, out, m, begin_bit, end_bit, descending)            radix order, stable
+//   sort_pairs(kin, kout, vin, vout, m, begin_bit, end_bit, descending)
+//   log_histogram(g, n, LogSlots, counts)  counts[slot(g[i])] += 1
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "bodies.hpp"
+#include "gs/error.hpp"
+#include "gs/fitting/passes.hpp"
+#include "gs/fitting/thresholds.hpp"
+#include "gs/kernels/types.hpp"
+
+namespace gs::kernels::portable {
+
+template <class P, class T>
+using Buffer = typename P::template Buffer<T>;
+
+template <class Index>
+void check_index_range(std::uint64_t n, const char* what) {
+  if (n > static_cast<std::uint64_t>(std::numeric_limits<Index>::max()) + 1)
+    throw gs::Error(std::string(what) + ": " + std::to_string(n) +
+                    " elements cannot be addressed by int32 indices; use the int64 overload");
+}
+
+// ---- one-read passes ---------------------------------------------------------------------------
+
+template <class P>
+double sum(P& p, const float* g, std::uint64_t n) {
+  return n == 0 ? 0.0 : p.template sum<double>(n, ValueAsDouble{g});
+}
+
+template <class P>
+MagnitudeStats stats(P& p, const float* g, std::uint64_t n) {
+  return n == 0 ? MagnitudeStats{} : p.template reduce<MagnitudeStats>(g, n, StatsElem{}, MergeStats{});
+}
+
+template <class P>
+MagnitudeStats stats_above(P& p, const float* g, std::uint64_t n, double threshold, double shift) {
+  check_threshold(threshold, "stats_above");
+  if (!std::isfinite(shift)) throw gs::Error("stats_above: shift must be finite");
+  if (n == 0) return MagnitudeStats{};
+  return p.template reduce<MagnitudeStats>(
+      g, n, StatsAboveElem{kernels::detail::threshold_as_float(threshold), shift}, MergeStats{});
+}
+
+template <class P>
+std::uint64_t count_above(P& p, const float* g, std::uint64_t n, double threshold) {
+  check_threshold(threshold, "count_above");
+  if (n == 0) return 0;
+  return p.template reduce<std::uint64_t>(
+      g, n, CountElem{kernels::detail::threshold_as_float(threshold)}, AddU64{});
+}
+
+template <class P>
+GpSums gp_sums(P& p, const float* g, std::uint64_t n, double theta, double threshold, double shift) {
+  check_threshold(threshold, "gp_sums");
+  if (!std::isfinite(theta) || !std::isfinite(shift))
+    throw gs::Error("gp_sums: theta and shift must be finite");
+  if (n == 0) return GpSums{};
+  return p.template reduce<GpSums>(
+      g, n, GpElem{kernels::detail::threshold_as_float(threshold), theta, shift}, MergeGp{});
+}
+
+template <class P>
+LogHistogram log_histogram(P& p, const float* g, std::uint64_t n, double lo, double hi, int bins) {
+  check_log_histogram_args(lo, hi, bins);
+  const double log_lo = std::log(lo);
+  const LogSlots slot{log_lo, bins / (std::log(hi) - log_lo), lo, hi, bins};
+  const std::size_t slots = static_cast<std::size_t>(slot.slots());
+  auto counts = p.template alloc<unsigned long long>(slots);
+  p.zero(counts.data(), slots);
+  if (n > 0) p.log_histogram(g, n, slot, counts.data());
+  const auto c = p.download(counts.data(), slots);
+  LogHistogram h;
+  h.lo = lo;
+  h.hi = hi;
+  h.below = c[0];
+  h.counts.assign(c.begin() + 1, c.begin() + 1 + bins);
+  h.above = c[static_cast<std::size_t>(bins) + 1];
+  h.zeros = c[slots - 2];
+  h.nonfinite = c[slots - 1];
+  return h;
+}
+
+// ---- compaction and exact top-k ----------------------------------------------------------------
+
+template <class P, class Index>
+void gather(P& p, const float* g, const Index* idx, std::uint64_t m, float* values) {
+  if (values && m > 0) p.for_each(m, GatherValues<Index>{g, idx, values});
+}
+
+// The elements above threshold (finite, |g| > t), stable, into buffers of `capacity`; a selection
+// larger than capacity throws before anything is written. passes: 1 (2 when capacity < n).
+template <class P, class Index>
+std::uint64_t compact_above(P& p, const float* g, std::uint64_t n, double threshold, Index* indices,
+                            float* values, std::uint64_t capacity) {
+  check_threshold(threshold, "compact_above");
+  check_index_range<Index>(n, "compact_above");
+  if (capacity < n) {
+    // The selection writes every selected element: count first so nothing lands past capacity.
+    const std::uint64_t need = count_above(p, g, n, threshold);
+    if (need > capacity)
+      throw gs::Error("compact_above: output buffers hold " + std::to_string(capacity) + " but " +
+                      std::to_string(need) + " are needed; size them with count_above (or n)");
+  }
+  const std::uint64_t m =
+      n == 0 ? 0 : p.select_if(n, AbovePred{g, kernels::detail::threshold_as_float(threshold)}, indices);
+  gather(p, g, indices, m, values);
+  p.synchronize();
+  return m;
+}
+
+// The k-th largest finite key: top-digit histogram, the candidates of its bin, their keys sorted
+// (descending). Leaves the candidates (ascending indices) and the count of keys in higher bins.
+template <class P, class Index>
+struct KthKey {
+  std::uint32_t key = 0;
+  std::uint64_t above = 0;  // finite keys in bins above the key's bin
+  Buffer<P, Index> candidates;
+  std::uint64_t candidate_count = 0;
+  Buffer<P, std::uint32_t> sorted_keys;
+};
+
+template <class P, class Index>
+KthKey<P, Index> kth_key(P& p, const float* g, std::uint64_t n, std::uint64_t k, const char* what) {
+  KthKey<P, Index> r;
+  auto hist_buf = p.template alloc<unsigned long long>(kBins);
+  p.zero(hist_buf.data(), kBins);
+  if (n > 0) p.histogram(n, TopDigit{g}, int(kBins), hist_buf.data());  // pass 1
+  const auto hist = p.download(hist_buf.data(), kBins);
+  std::uint64_t cum = 0;
+  std::uint32_t bin = kFiniteBins;
+  for (std::uint32_t b = kFiniteBins; b-- > 0;) {
+    if (cum + hist[b] >= k) {
+      bin = b;
+      break;
+    }
+    cum += hist[b];
+  }
+  if (bin == kFiniteBins)
+    throw gs::Error(std::string(what) + ": k = " + std::to_string(k) + " exceeds the " +
+                    std::to_string(cum) + " finite elements; ask for at most that many");
+  r.above = cum;
+  r.candidate_count = hist[bin];
+  r.candidates = p.template alloc<Index>(r.candidate_count);
+  const std::uint64_t got = p.select_if(n, InBinPred{g, bin}, r.candidates.data());  // pass 2
+  if (got != r.candidate_count)
+    throw gs::Error(std::string(what) + ": the histogram counted " + std::to_string(r.candidate_count) +
+                    " elements in the k-th bin but the selection found " + std::to_string(got) +
+                    "; was the vector modified while it was read?");
+  auto keys = p.template alloc<std::uint32_t>(r.candidate_count);
+  p.for_each(r.candidate_count, GatherKeys<Index>{g, r.candidates.data(), keys.data()});
+  r.sorted_keys = p.template alloc<std::uint32_t>(r.candidate_count);
+  p.sort_keys(keys.data(), r.sorted_keys.data(), r.candidate_count, 0, kLowBits, true);
+  r.key = p.read(r.sorted_keys.data() + (k - r.above - 1));
+  return r;
+}
+
+// Exactly k indices (ascending) and values: key > T, plus the lowest-index ties at T. passes: 3.
+template <class P, class Index>
+void topk(P& p, const float* g, std::uint64_t n, std::uint64_t k, Index* indices, float* values) {
+  check_index_range<Index>(n, "topk");
+  if (k == 0) return;
+  KthKey<P, Index> kth = kth_key<P, Index>(p, g, n, k, "topk");
+  // Candidates above the k-th key, then how many ties at it are kept (the lowest indices).
+  const std::uint64_t greater =
+      p.template sum<unsigned long long>(kth.candidate_count, KeyAbove{kth.sorted_keys.data(), kth.key});
+  const std::uint64_t keep_ties = k - kth.above - greater;
+  auto ties = p.template alloc<Index>(kth.candidate_count);
+  const std::uint64_t tie_count = p.select_from(kth.candidates.data(), kth.candidate_count,
+                                                KeyEqualPred{g, kth.key}, ties.data());
+  if (keep_ties < 1 || keep_ties > tie_count)
+    throw gs::Error("topk: internal error, " + std::to_string(keep_ties) + " ties to keep of " +
+                    std::to_string(tie_count) + " (please report)");
+  const Index last_tie = p.read(ties.data() + (keep_ties - 1));
+  const std::uint64_t m = p.select_if(n, TopkPred<Index>{g, kth.key, last_tie}, indices);  // pass 3
+  if (m != k)
+    throw gs::Error("topk: internal error, selected " + std::to_string(m) + " of k = " +
+                    std::to_string(k) + " (please report)");
+  gather(p, g, indices, m, values);
+  p.synchronize();
+}
+
+template <class P>
+float kth_largest(P& p, const float* g, std::uint64_t n, std::uint64_t k) {
+  if (k == 0) throw gs::Error("kth_largest: k must be at least 1 (k = 1 is the maximum)");
+  return kernels::detail::key_to_float(kth_key<P, std::int64_t>(p, g, n, k, "kth_largest").key);
+}
+
+// ---- samples -----------------------------------------------------------------------------------
+
+template <class P>
+void random_sample(P& p, const float* g, std::uint64_t n, std::uint64_t m, std::uint64_t seed, float* out) {
+  if (m == 0) return;
+  if (n == 0) throw gs::Error("random_sample: cannot sample from an empty vector");
+  p.for_each(m, RandomSampleBody{g, n, seed, out});
+}
+
+template <class P>
+std::vector<float> spread_sample(P& p, const float* g, std::uint64_t n, std::uint64_t lines,
+                                 std::uint64_t len) {
+  if (lines == 0 || len == 0) throw gs::Error("spread_sample: lines and their length must be >= 1");
+  if (n < lines * len) return p.download(g, n);
+  auto out = p.template alloc<float>(lines * len);
+  p.for_each(lines * len, SpreadBody{g, n, lines, len, out.data()});
+  return p.download(out.data(), lines * len);
+}
+
+template <class P>
+std::vector<double> sort_to_host(P& p, const float* x, std::uint64_t m) {
+  auto sorted = p.template alloc<float>(m);
+  if (m > 0) p.sort_keys(x, sorted.data(), m, 0, 32, false);
+  const std::vector<float> host = p.download(sorted.data(), m);
+  return std::vector<double>(host.begin(), host.end());
+}
+
+// As cpu::sorted_sample: the same elements for the same seed (smallest hashes).
+template <class P>
+std::vector<double> sorted_sample(P& p, const float* g, std::uint64_t n, std::uint64_t max_points,
+                                  std::uint64_t seed, bool* subsampled) {
+  if (max_points == 0) throw gs::Error("sorted_sample: max_points must be at least 1");
+  const std::uint64_t finite_nonzero = count_above(p, g, n, 0.0);  // pass 1
+  if (finite_nonzero <= max_points) {
+    auto idx = p.template alloc<std::int64_t>(finite_nonzero);
+    auto x = p.template alloc<float>(finite_nonzero);
+    compact_above(p, g, n, 0.0, idx.data(), x.data(), finite_nonzero);  // pass 2
+    if (finite_nonzero > 0) p.for_each(finite_nonzero, AbsBody{x.data()});
+    if (subsampled) *subsampled = false;
+    return sort_to_host(p, x.data(), finite_nonzero);
+  }
+  // As on the CPU: keep hashes below a cutoff (about 1.1 max_points survive), retry with 4p if too
+  // few did, then the max_points smallest hashes (stable radix sort: ties by index, as the CPU).
+  const double m = static_cast<double>(max_points);
+  double prob = std::min(1.0, (m + 6.0 * std::sqrt(m) + 64.0) / static_cast<double>(finite_nonzero));
+  for (;;) {
+    const std::uint64_t cutoff = prob >= 1.0 ? std::numeric_limits<std::uint64_t>::max()
+                                             : static_cast<std::uint64_t>(prob * 18446744073709551616.0);
+    const HashBelow pred{g, seed, cutoff};
+    const std::uint64_t kept = p.template sum<unsigned long long>(n, HashBelowCount{pred});
+    if (kept < max_points) {
+      if (prob >= 1.0) throw kernels::detail::sample_count_changed(finite_nonzero, kept);
+      prob = std::min(1.0, 4.0 * prob);
+      continue;
+    }
+    auto idx = p.template alloc<std::int64_t>(kept);
+    p.select_if(n, pred, idx.data());
+    auto h = p.template alloc<std::uint64_t>(kept);
+    auto h_sorted = p.template alloc<std::uint64_t>(kept);
+    auto x = p.template alloc<float>(kept);
+    auto x_sorted = p.template alloc<float>(kept);
+    p.for_each(kept, HashAndValueBody<std::int64_t>{g, idx.data(), seed, h.data(), x.data()});
+    p.sort_pairs(h.data(), h_sorted.data(), x.data(), x_sorted.data(), kept, 0, 64, false);
+    if (subsampled) *subsampled = true;
+    return sort_to_host(p, x_sorted.data(), max_points);
+  }
+}
+
+// ---- sidco-topk --------------------------------------------------------------------------------
+
+// sidco-topk's selection (gs::SidcoTopkBound): the sample places a bound, one read packs every
+// finite x above it, and the min(k, finite) largest candidates are taken (stable descending sort
+// of their keys: ties keep the lowest indices, as topk), their indices sorted back ascending.
+template <class P, class Index>
+struct TopkSelection {
+  Buffer<P, Index> indices;
+  Buffer<P, float> values;
+  std::uint64_t count = 0;
+  double threshold = 0.0;  // the k-th largest |g| (0 when nothing is selected)
+  int reads = 0;           // reads of g for candidates (1 + fallbacks)
+  int stages = 0;          // SIDCo stages fitted on the sample
+  std::uint64_t candidates = 0;  // the first read's
+};
+
+template <class P, class Index>
+TopkSelection<P, Index> sidco_topk(P& p, const float* g, std::uint64_t n, double density, int stages,
+                                   SidcoTopkBound& plan) {
+  check_index_range<Index>(n, "sidco-topk");
+  plan.reset(n, density, stages);
+  TopkSelection<P, Index> r;
+  double bound = plan.first(spread_sample(p, g, n, SidcoTopkBound::sample_lines(n), SidcoTopkBound::kLineLength));
+  auto cand = p.template alloc<Index>(n);
+  std::uint64_t m = 0, finite = std::numeric_limits<std::uint64_t>::max();
+  for (;;) {
+    m = n == 0 ? 0 : p.select_if(n, AbovePred{g, kernels::detail::threshold_as_float(bound)}, cand.data());
+    if (plan.reads() == 1) r.candidates = m;
+    if (m < plan.k() && finite == std::numeric_limits<std::uint64_t>::max())
+      finite = count_above(p, g, n, -1.0);  // only on a shortfall: is every finite x in?
+    if (plan.holds(m, std::min(finite, n))) break;
+    bound = plan.lower();
+  }
+  const std::uint64_t k = std::min(plan.k(), m);
+  r.reads = plan.reads();
+  r.stages = plan.stages_run();
+  r.count = k;
+  r.indices = p.template alloc<Index>(k);
+  r.values = p.template alloc<float>(k);
+  if (k == 0) return r;
+  auto keys = p.template alloc<std::uint32_t>(m);
+  auto keys_sorted = p.template alloc<std::uint32_t>(m);
+  auto order = p.template alloc<Index>(m);
+  p.for_each(m, GatherKeys<Index>{g, cand.data(), keys.data()});
+  p.sort_pairs(keys.data(), keys_sorted.data(), cand.data(), order.data(), m, 0, 31, true);
+  p.sort_keys(order.data(), r.indices.data(), k, 0, int(8 * sizeof(Index)), false);
+  gather(p, g, r.indices.data(), k, r.values.data());
+  r.threshold = kernels::detail::key_to_float(p.read(keys_sorted.data() + (k - 1)));
+  p.synchronize();
+  return r;
+}
+
+// The summary a Selector reports (nonfinite is not counted here: no pass takes it).
+template <class P, class Index>
+SidcoSelectResult topk_result(const TopkSelection<P, Index>& r) {
+  SidcoSelectResult s;
+  s.threshold = r.threshold;
+  s.stages = r.stages;
+  s.selected = r.count;
+  s.full_reads = r.reads;
+  s.candidates = r.candidates;
+  return s;
+}
+
+// sidco-topk with the selection copied to the host (what a compressor sends).
+template <class P>
+SidcoSelectResult sidco_topk(P& p, const float* g, std::uint64_t n, double density, int stages,
+                             Selection<std::int32_t>& out) {
+  SidcoTopkBound plan(n, density, stages);
+  const auto r = sidco_topk<P, std::int32_t>(p, g, n, density, stages, plan);
+  out.indices = p.download(r.indices.data(), r.count);
+  out.values = p.download(r.values.data(), r.count);
+  return topk_result(r);
+}
+
+// ---- gs::MagnitudePasses over P ----------------------------------------------------------------
+
+template <class P>
+class Passes final : public gs::MagnitudePasses {
+ public:
+  // Over g in P's memory (not owned; must outlive the object).
+  Passes(P prims, const float* g, std::uint64_t n) : p_(std::move(prims)), g_(g), n_(n) {}
+  // Over a copy of host data in P's memory (one upload).
+  Passes(P prims, std::span<const float> host) : p_(std::move(prims)), n_(host.size()) {
+    owned_ = p_.template alloc<float>(host.size());
+    p_.upload(owned_.data(), host.data(), host.size());
+    g_ = owned_.data();
+  }
+  std::uint64_t size() const override { return n_; }
+  MagnitudeStats stats() override { return portable::stats(p_, g_, n_); }
+  MagnitudeStats stats_above(double t, double shift) override {
+    return portable::stats_above(p_, g_, n_, t, shift);
+  }
+  std::uint64_t count_above(double t) override { return portable::count_above(p_, g_, n_, t); }
+  GpSums gp_sums(double theta, double t, double shift) override {
+    return portable::gp_sums(p_, g_, n_, theta, t, shift);
+  }
+  std::vector<double> sorted_sample(std::uint64_t max_points, std::uint64_t seed,
+                                    bool* subsampled) override {
+    return portable::sorted_sample(p_, g_, n_, max_points, seed, subsampled);
+  }
+  double kth_largest(std::uint64_t k) override { return portable::kth_largest(p_, g_, n_, k); }
+  std::vector<float> random_sample(std::uint64_t m, std::uint64_t seed) override {
+    auto out = p_.template alloc<float>(m);
+    portable::random_sample(p_, g_, n_, m, seed, out.data());
+    return p_.download(out.data(), m);
+  }
+  std::vector<float> spread_sample(std::uint64_t lines, std::uint64_t len) override {
+    return portable::spread_sample(p_, g_, n_, lines, len);
+  }
+
+ private:
+  P p_;
+  Buffer<P, float> owned_;
+  const float* g_ = nullptr;
+  std::uint64_t n_ = 0;
+};
+
+}  // namespace gs::kernels::portable
