@@ -19,7 +19,10 @@ inline const std::vector<std::string> kAllMethods = {"topk", "sidco-e", "sidco-p
 // A list as a help text shows it: "a,b,c".
 inline std::string comma_list(const std::vector<std::string>& names) {
   std::string s;
-  for (const auto& n : names) s += (s.empty() ? "" : ",") + n;
+  for (const auto& n : names) {
+    if (!s.empty()) s += ',';
+    s += n;
+  }
   return s;
 }
 // SIDCo stages used when the caller gives none: a fixed count (no adaptive controller).
