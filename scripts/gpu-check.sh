@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # gpu-check.sh: build fitting/, kernels/ and compress/ with CUDA on a GPU machine, run their test
 # suites (the CUDA cases included: kernels' backends and cuFFT engine, the compressors on backend
-# cuda) and the GPU kernel benchmarks, and print a short table.
+# cuda) and the GPU kernel benchmarks, then the Python package's CUDA tensor tests
+# (tests/python/gpu: a full build with the extension), and print a short table.
 #
 # Needs: an NVIDIA GPU with its driver, CUDA 13 (nvcc on PATH or in /usr/local/cuda/bin),
 # CMake >= 3.25, a C++20 host compiler, Python 3 with PyTorch built for CUDA (device bandwidth
@@ -136,6 +137,26 @@ for d in densities:
     print(f"{'torch.topk':18} {d:8g} {torch_ms[d]:9.3f} {torch_ms[d] / read_ms:7.2f} "
           f"{torch_ms[d] / floor_ms:8.2f}")
 PY
+# The Python package's CUDA tensor paths (gradscope.select on the device, the DDP hook over NCCL):
+# a full build with the extension, against this Python's CUDA PyTorch. GS_PYTHON_CHECK=0 skips it.
+python_status="not run (GS_PYTHON_CHECK=0)"
+if [[ "${GS_PYTHON_CHECK:-1}" != 0 ]]; then
+  say "building the Python package (${BUILD}-python) and running tests/python/gpu"
+  if cmake -S "${ROOT}" -B "${BUILD}-python" -DCMAKE_BUILD_TYPE=Release -DGS_ENABLE_CUDA=ON \
+        -DCMAKE_CUDA_ARCHITECTURES=90 -DGS_ENABLE_GUI=OFF -DGS_PYTHON="$(command -v "${PYTHON}")" \
+        > "${OUT_DIR}/python-configure.log" 2>&1 \
+     && cmake --build "${BUILD}-python" -j "${JOBS}" --target _gradscope > "${OUT_DIR}/python-build.log" 2>&1; then
+    if PYTHONPATH="${BUILD}-python/python" "${PYTHON}" -m pytest -q "${ROOT}/tests/python/gpu" \
+         > "${OUT_DIR}/python-tests.log" 2>&1; then
+      python_status="passed"
+    else
+      python_status="FAILED (see ${OUT_DIR}/python-tests.log)"
+    fi
+  else
+    python_status="not built (the full build needs the project's dependencies; see ${OUT_DIR}/python-*.log)"
+  fi
+fi
 echo "tests: ${tests_status}"
+echo "python CUDA tests: ${python_status}"
 cat "${OUT_DIR}/summary.txt"
 echo "full results: ${OUT_DIR}/ (kernels_cuda.json, tests.log, summary.txt)"

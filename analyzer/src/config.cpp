@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cmath>
 
+#include "gs/base/join.hpp"
 #include "gs/error.hpp"
 #include "gs/fitting/thresholds.hpp"
 
@@ -12,9 +13,7 @@ namespace gs::analyzer {
 namespace {
 
 std::string joined(const std::vector<std::string>& v) {
-  std::string s;
-  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
-  return s;
+  return join(v, ", ");
 }
 
 std::optional<std::uint64_t> parse_index(const std::string& part, const std::string& whole) {

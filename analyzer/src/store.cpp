@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "gs/base/join.hpp"
 #include "gs/data/detail/h5_handles.hpp"
 #include "gs/version.hpp"
 #include "store_tables.hpp"
@@ -18,9 +19,7 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string joined(const std::vector<std::string>& v) {
-  std::string s;
-  for (const auto& x : v) s += (s.empty() ? "" : ",") + x;
-  return s;
+  return join(v, ",");
 }
 std::vector<std::string> split(const std::string& s) {
   std::vector<std::string> out;

@@ -44,18 +44,21 @@ class TopkCompressor final : public Compressor {
   TopkCompressor(double density, const CompressorOptions& o)
       : Compressor(density), selector_(kernels::make_selector(kernels::resolve_backend(o.backend))) {}
   std::string_view name() const override { return "topk"; }
-  Compressed compress(std::span<const float> acc, std::string_view) override {
+  Compressed compress(std::span<const float> acc, std::string_view tensor) override {
+    return compress_resident(selector_->place(acc), acc.size(), tensor);
+  }
+  std::optional<kernels::BackendKind> resident_backend() const override { return selector_->kind(); }
+  Compressed compress_resident(const float* g, std::uint64_t n, std::string_view) override {
     Compressed c;
-    const float* g = selector_->place(acc);
     kernels::Selection<std::int32_t> sel;
-    selector_->topk(g, acc.size(), target_count(acc.size(), density()), sel);
-    c.payload.n = acc.size();
+    selector_->topk(g, n, target_count(n, density()), sel);
+    c.payload.n = n;
     c.payload.indices = std::move(sel.indices);
     c.payload.values = std::move(sel.values);
-    c.info.n = acc.size();
+    c.info.n = n;
     c.info.selected = c.payload.count();
     c.info.target_density = density();
-    c.info.nonfinite = selector_->nonfinite(g, acc.size());
+    c.info.nonfinite = selector_->nonfinite(g, n);
     if (c.payload.count() > 0) {
       float m = INFINITY;
       for (float v : c.payload.values) m = std::min(m, std::fabs(v));

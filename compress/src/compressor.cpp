@@ -30,6 +30,12 @@ Compressor::Exchanged Compressor::exchange(std::span<const float>, std::string_v
               std::string(to_string(exchange())) + ", not by its own collective protocol");
 }
 
+Compressed Compressor::compress_resident(const float*, std::uint64_t, std::string_view) {
+  throw Error("compressor '" + std::string(name()) + "' reads host memory only: give it the vector "
+              "on the host (compress), or use a selection compressor (topk, the threshold methods, "
+              "sidco-topk) on the vector's backend");
+}
+
 void Compressor::add_gradient_variance(std::string_view, std::span<const float>) {
   throw Error("compressor '" + std::string(name()) + "' does not use gradient variances");
 }

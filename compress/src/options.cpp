@@ -15,7 +15,7 @@ std::vector<Row> make_rows() {
       GS_OPTION(o.seed)));
   t.push_back(option_row<std::string, CompressorOptions>(
       "--backend", "kernels backend (thresholds and selection, fft transforms): auto, cpu or cuda",
-      GS_OPTION(o.backend), {}, {"auto", "cpu", "cuda"}));
+      GS_OPTION(o.backend), {}, {"auto", "cpu", "cuda", "cuda-host"}));
   t.push_back(option_row<int, CompressorOptions>("--stages", "SIDCo stages: 0 adaptive, else fixed",
                                                   GS_OPTION(o.stages)));
   t.push_back(option_row<std::vector<int>, CompressorOptions>(

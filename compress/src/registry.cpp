@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "compressors.hpp"
+#include "gs/base/join.hpp"
 #include "gs/compress/compressor.hpp"
 #include "gs/error.hpp"
 #include "gs/kernels/fft.hpp"
@@ -59,9 +60,7 @@ const std::array<CompressorInfo, 15> kRegistry = {{
 }};
 
 std::string known_names() {
-  std::string known;
-  for (const auto& row : kRegistry) known += (known.empty() ? "" : ", ") + std::string(row.name);
-  return known;
+  return join(kRegistry, ", ", [](const auto& row) { return row.name; });
 }
 
 }  // namespace

@@ -62,12 +62,17 @@ class ThresholdCompressor final : public Compressor {
     else controller_.emplace(density, 1);
   }
 
-  Compressed compress(std::span<const float> acc, std::string_view /*tensor*/) override {
+  Compressed compress(std::span<const float> acc, std::string_view tensor) override {
+    // On the device from here to the payload (CUDA): one upload, only the selection comes back.
+    return compress_resident(selector_->place(acc), acc.size(), tensor);
+  }
+
+  std::optional<kernels::BackendKind> resident_backend() const override { return selector_->kind(); }
+
+  Compressed compress_resident(const float* g, std::uint64_t n, std::string_view /*tensor*/) override {
     Compressed c;
-    c.info.n = acc.size();
+    c.info.n = n;
     c.info.target_density = density();
-    const std::uint64_t n = acc.size();
-    const float* g = selector_->place(acc);  // on the device from here to the payload (CUDA)
     kernels::Selection<std::int32_t> sel;
     if (density() >= 1.0) {  // keep everything finite: no estimate needed
       selector_->above(g, n, -1.0, sel);

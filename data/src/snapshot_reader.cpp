@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "gs/base/join.hpp"
 #include "gs/data/snapshot.hpp"
 #include "gs/data/detail/h5_handles.hpp"
 
@@ -278,9 +279,8 @@ std::size_t SnapshotReader::layer_index(const std::string& name) const {
   const auto& layers = impl_->layers;
   for (std::size_t i = 0; i < layers.size(); ++i)
     if (layers[i].name == name) return i;
-  std::string known;
-  for (const auto& l : layers) known += (known.empty() ? "" : ", ") + l.name;
-  throw gs::Error(impl_->path.string() + ": no layer '" + name + "'; layers are: " + known);
+  throw gs::Error(impl_->path.string() + ": no layer '" + name + "'; layers are: " +
+                  join(layers, ", ", [](const auto& l) { return l.name; }));
 }
 
 std::size_t SnapshotReader::step_index(std::int64_t step) const {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "gs/base/join.hpp"
 #include "gs/error.hpp"
 #include "gs/fitting/estimators.hpp"
 
@@ -15,9 +16,7 @@ void validate(const FitReportOptions& o) {
     return std::find(all.begin(), all.end(), v) != all.end();
   };
   auto list = [](const std::vector<std::string>& all) {
-    std::string s;
-    for (const auto& v : all) s += (s.empty() ? "" : ", ") + v;
-    return s;
+    return join(all, ", ");
   };
   for (const auto& d : o.dists)
     if (!known(kAllDists, d)) throw Error("unknown distribution '" + d + "': use " + list(kAllDists));

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <memory>
 #include <random>
 #include <sstream>
 
@@ -55,6 +56,8 @@ struct Ops {
   std::function<std::uint64_t(double)> count_above;
   std::function<std::uint64_t(double)> compact;  // into preallocated buffers of n
   std::function<void(std::uint64_t)> topk;
+  // sidco-topk at a density, its selection copied to the host (as a compressor gets it)
+  std::function<SidcoSelectResult(double, Selection<std::int32_t>&)> sidco_topk;
   std::unique_ptr<MagnitudePasses> passes;
   int topk_passes = 2;
 };
@@ -134,6 +137,9 @@ std::vector<KernelBenchRow> run_kernel_bench(const KernelBenchConfig& config,
         cpu::topk(s, k, std::span(idx).first(k), std::span(val).first(k));
       };
       ops.passes = make_passes(s, BackendKind::cpu);
+      ops.sidco_topk = [s, ws = std::make_shared<cpu::SidcoWorkspace>()](double d, Selection<std::int32_t>& out) {
+        return cpu::sidco_topk(s, d, 2, out, ws.get());
+      };
     } else {
 #if defined(GS_HAVE_CUDA)
       d_g = std::make_unique<cuda::DeviceBuffer<float>>(n, nullptr);
@@ -149,6 +155,9 @@ std::vector<KernelBenchRow> run_kernel_bench(const KernelBenchConfig& config,
       ops.compact = [p, n, pi, pv](double t) { return cuda::compact_above(p, n, t, pi, pv, n, nullptr); };
       ops.topk = [p, n, pi, pv](std::uint64_t k) { cuda::topk(p, n, k, pi, pv, nullptr); };
       ops.passes = cuda::make_device_passes(p, n, nullptr);
+      ops.sidco_topk = [p, n](double d, Selection<std::int32_t>& out) {
+        return cuda::sidco_topk(p, n, d, 2, out, nullptr);
+      };
       ops.topk_passes = 3;
 #endif
     }
@@ -208,13 +217,11 @@ std::vector<KernelBenchRow> run_kernel_bench(const KernelBenchConfig& config,
           emit({"sidco-e+compact:full", n, delta, m + 1, t.first, t.second, read_ms, sel, m});
         }
       }
-      if (config.backend == BackendKind::cpu) {
+      {
         // Exact top-k with a SIDCo bound: reads of g (1, or more after a fallback), M its stages.
-        cpu::Selection<std::int32_t> picked;
-        cpu::SidcoSelectResult r;
-        t = time_ms(repeats, [&] {
-          r = cpu::sidco_topk(std::span<const float>(g), delta, 2, picked, &workspace);
-        });
+        Selection<std::int32_t> picked;
+        SidcoSelectResult r;
+        t = time_ms(repeats, [&] { r = ops.sidco_topk(delta, picked); });
         emit({"sidco-topk", n, delta, r.full_reads, t.first, t.second, read_ms, r.selected, r.stages});
       }
       t = time_ms(repeats, [&] { ops.topk(k); });

@@ -16,7 +16,7 @@ import torch
 from . import _gradscope
 from ._gradscope import Error, __version__
 from ._options import compressor_names, option_texts, sparse_selection_names
-from ._tensors import check_density, describe, float32_view
+from ._tensors import check_density, compress_where_it_lives, describe, float32_view, on_host
 from .recorder import Recorder
 
 __all__ = ["Error", "Recorder", "__version__", "compressor_names", "ddp", "fit", "select"]
@@ -26,26 +26,31 @@ def fit(t, ratios=(0.1, 0.01, 0.001), backend="auto"):
     """Fits the sparsity-inducing distributions to |t| and runs every threshold method at every
     density in `ratios`: the same keys and values as `gradscope fit --json` on the same values.
 
-    t: a float32 tensor of any shape (read flattened) or NumPy array, contiguous, on the CPU."""
-    address, n, _ = float32_view(t, "fit's input")
+    t: a float32 tensor of any shape (read flattened) or NumPy array, contiguous; a CUDA tensor
+    is copied to the host once (backend picks where the passes run)."""
+    host = on_host(t)
+    address, n, _ = float32_view(host, "fit's input")
     densities = [float(r) for r in ratios]
     return json.loads(_gradscope.fit_json(address, n, densities, backend, describe(t)))
 
 
-def select(t, method="sidco-e", ratio=0.01, stages=0, seed=1):
+def select(t, method="sidco-e", ratio=0.01, stages=0, seed=1, backend="auto"):
     """The elements compressor `method` sends for t at density `ratio`: (indices, values, info).
 
     indices: int64 tensor (ascending positions in t flattened); values: t's values there;
     info: threshold, selected, quality (achieved / target density), stages, density, n, nonfinite.
     method: any compressor that sends a selection of its input (gradscope.sparse_selection_names()).
-    stages: SIDCo's stage count (0: the adaptive controller's start, one stage)."""
+    stages: SIDCo's stage count (0: the adaptive controller's start, one stage).
+    backend: where the selection runs: "auto" (CUDA when the extension has it and a GPU is there),
+    "cpu", "cuda", or "cuda-host" (the CUDA backend's code on the host, for checking). A CUDA
+    tensor is read in place by the cuda backend; indices and values come back on the host."""
     names = sparse_selection_names()
     if method not in names:
         raise ValueError(f"unknown selection method {method!r}: use one of {', '.join(names)}")
     density = check_density(ratio)
-    address, n, _ = float32_view(t, "select's input")
-    core = _gradscope.Compressor(method, density, option_texts({"stages": stages, "seed": seed}))
-    indices, values, _, _, info = core.compress(address, n, "tensor")
+    core = _gradscope.Compressor(method, density,
+                                 option_texts({"stages": stages, "seed": seed, "backend": backend}))
+    indices, values, _, _, info = compress_where_it_lives(core, t, "tensor", "select's input")
     return torch.from_numpy(indices), torch.from_numpy(values), info
 
 

@@ -44,6 +44,30 @@ def float32_view(x, what="the input", devices=("cpu",)):
     raise TypeError(f"{what} is a {type(x).__name__}: give a torch.Tensor or a numpy.ndarray of float32")
 
 
+def compress_where_it_lives(core, x, name, what):
+    """core.compress on x without copying it where the compressor's backend can read it there: a
+    CUDA tensor on the cuda backend, a host tensor on cpu or cuda-host (core.compress_resident).
+    A CUDA tensor given to a host backend goes to the host once; a host tensor given to the cuda
+    backend is uploaded once by the core. Returns core.compress's tuple."""
+    address, n, device = float32_view(x, what, devices=("cpu", "cuda"))
+    resident = core.resident_backend
+    if device == "cuda":
+        if resident == "cuda":
+            return core.compress_resident(address, n, name)
+        host = x.detach().cpu()  # kept alive for the call
+        return core.compress(host.data_ptr(), n, name)
+    if resident in ("cpu", "cuda-host"):
+        return core.compress_resident(address, n, name)
+    return core.compress(address, n, name)
+
+
+def on_host(x):
+    """x itself when it is in host memory, else a host copy (CUDA tensors)."""
+    if isinstance(x, torch.Tensor) and x.device.type == "cuda":
+        return x.detach().cpu()
+    return x
+
+
 def check_density(ratio):
     """The density (the fraction of elements kept) as a float in (0, 1], or a ValueError."""
     try:

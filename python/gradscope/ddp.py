@@ -27,7 +27,7 @@ import torch.distributed as dist
 
 from . import _gradscope
 from ._options import compressor_names, option_texts
-from ._tensors import check_density, float32_view
+from ._tensors import check_density, compress_where_it_lives, float32_view
 
 MAX_SKIPPED_IN_A_ROW = 10
 
@@ -264,15 +264,17 @@ class State:
         return work.get_future().then(mean)
 
     def _allgather(self, index, grad, parameters, stats, bucket):
-        address, n, _ = float32_view(grad, f"bucket {index}")
+        _, n, _ = float32_view(grad, f"bucket {index}", devices=("cpu", "cuda"))
         t0 = time.perf_counter()
         acc = self._accumulate(grad, parameters)
         name = f"bucket{index}"
         if self.core.needs_gradient_variance:
-            v = self.variance(bucket).contiguous()
+            v = self.variance(bucket).detach().cpu().contiguous()
             v_address, v_n, _ = float32_view(v, f"the gradient variance of bucket {index}")
             self.core.add_gradient_variance(name, v_address, v_n)
-        indices, values, wire, wire_bytes, info = self.core.compress(acc.data_ptr(), n, name)
+        # On the bucket's device where the backend reads it (cuda), else through the host.
+        indices, values, wire, wire_bytes, info = compress_where_it_lives(self.core, acc, name,
+                                                                           f"bucket {index}")
         stats.compress_s += time.perf_counter() - t0
         # One small synchronous round gives every worker's payload size and agrees on skipping
         # (a NaN or Inf anywhere): all collectives are issued here, in DDP's bucket order.
@@ -284,7 +286,7 @@ class State:
         t0 = time.perf_counter()
         if self.core.error_feedback:
             residual = acc  # acc is ours (a fresh tensor): the residual is acc with what was sent zeroed
-            residual[torch.from_numpy(indices)] = 0.0
+            residual[torch.from_numpy(indices).to(residual.device)] = 0.0
             self._keep_residual(residual, parameters)
         stats.n += n
         stats.selected += int(info["selected"])
@@ -298,30 +300,31 @@ class State:
         def decode(fut):
             stats.comm_s += time.perf_counter() - t_launch
             t1 = time.perf_counter()
-            out = torch.empty_like(grad)
+            out = torch.empty(n, dtype=torch.float32)  # decoded on the host
             self.core.aggregate([p.cpu().numpy() for p in parts], out.data_ptr(), n)
             stats.compress_s += time.perf_counter() - t1
-            return out
+            return out.to(grad.device)
 
         return work.get_future().then(decode)
 
     def _collective(self, index, grad, parameters, stats):
-        address, n, _ = float32_view(grad, f"bucket {index}")
+        _, n, _ = float32_view(grad, f"bucket {index}", devices=("cpu", "cuda"))
         t0 = time.perf_counter()
         # Agree on skipping before any round: one flag all-reduced.
-        flag = torch.tensor([0 if bool(torch.isfinite(grad).all()) else 1], dtype=torch.int64)
+        flag = torch.tensor([0 if bool(torch.isfinite(grad).all()) else 1], dtype=torch.int64,
+                            device=grad.device)
         dist.all_reduce(flag, group=self.process_group)
         if int(flag.item()) > 0:
             stats.comm_s += time.perf_counter() - t0
             return self._skip(grad, stats)
-        acc = self._accumulate(grad, parameters)
+        acc = self._accumulate(grad, parameters).cpu()  # the quantizers' and fft's rounds code on the host
         sent = torch.empty_like(acc)
         mean = torch.empty_like(acc)
         comm = TorchCollectives(self.process_group, grad.device)
         wire_bytes, info = self.core.exchange(acc.data_ptr(), n, f"bucket{index}", comm,
                                               sent.data_ptr(), mean.data_ptr())
         if self.core.error_feedback:
-            self._keep_residual(acc - sent, parameters)
+            self._keep_residual((acc - sent).to(grad.device), parameters)
         stats.n += n
         stats.selected += int(info["selected"])
         stats.bytes_sent += int(wire_bytes)
@@ -329,7 +332,7 @@ class State:
         elapsed = time.perf_counter() - t0
         stats.comm_s += elapsed  # the rounds are interleaved with the coding: counted as exchange
         fut = torch.futures.Future()
-        fut.set_result(mean)
+        fut.set_result(mean.to(grad.device))
         return fut
 
 

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "collectives.hpp"
+#include "gs/base/join.hpp"
 #include "gs/analyzer/vectors.hpp"
 #include "gs/base/allocator.hpp"
 #include "gs/compress/compressor.hpp"
@@ -53,9 +54,8 @@ compress::CompressorOptions parse_options(const std::map<std::string, std::strin
     const auto& rows = compress::compressor_option_rows();
     const auto row = std::find_if(rows.begin(), rows.end(), [&](const auto& r) { return r.key() == key; });
     if (row == rows.end()) {
-      std::string known;
-      for (const auto& r : rows) known += (known.empty() ? "" : ", ") + r.key();
-      throw Error("unknown compressor option '" + key + "': the options are " + known);
+      throw Error("unknown compressor option '" + key + "': the options are " +
+                  join(rows, ", ", [](const auto& r) { return r.key(); }));
     }
     row->set(o, text);
     row->check(o);
@@ -83,22 +83,22 @@ class CompressorHandle {
                    const std::map<std::string, std::string>& options)
       : c_(compress::make_compressor(name, density, parse_options(options))) {}
 
-  // compress() of n floats at `acc`: (indices int64, values float32, encoded payload uint8,
-  // wire bytes, info). The payload is the wire image ModelCompressor::step all-gathers.
+  // compress() of n floats at `acc` (host memory): (indices int64, values float32, encoded payload
+  // uint8, wire bytes, info). The payload is the wire image ModelCompressor::step all-gathers.
   py::tuple compress(std::uintptr_t acc, std::uint64_t n, const std::string& tensor) {
-    compress::Compressed out;
-    std::vector<std::byte> bytes;
-    {
-      py::gil_scoped_release free;
-      out = c_->compress(at<const float>(acc, n), tensor);
-      bytes = compress::encode(out.payload);
-    }
-    std::vector<std::int64_t> indices(out.payload.indices.begin(), out.payload.indices.end());
-    std::vector<std::uint8_t> wire(bytes.size());
-    std::memcpy(wire.data(), bytes.data(), bytes.size());
-    const std::uint64_t wire_bytes = out.payload.wire_bytes();
-    return py::make_tuple(owned_array(std::move(indices)), owned_array(std::move(out.payload.values)),
-                          owned_array(std::move(wire)), wire_bytes, info_dict(out.info));
+    return run([&] { return c_->compress(at<const float>(acc, n), tensor); });
+  }
+  // The same over n floats at `g` in the memory of the compressor's backend (resident_backend:
+  // device memory for cuda): nothing copied in, the selection comes back.
+  py::tuple compress_resident(std::uintptr_t g, std::uint64_t n, const std::string& tensor) {
+    if (g == 0 && n > 0) throw Error("compress_resident: null address for " + std::to_string(n) + " elements");
+    return run([&] { return c_->compress_resident(reinterpret_cast<const float*>(g), n, tensor); });
+  }
+  // The backend whose memory compress_resident reads ("cpu", "cuda", "cuda-host"), or None.
+  py::object resident_backend() const {
+    const auto kind = c_->resident_backend();
+    if (!kind) return py::none();
+    return py::str(std::string(kernels::to_string(*kind)));
   }
 
   // out (n floats) = the mean over workers of the encoded payloads (in rank order), as
@@ -138,6 +138,23 @@ class CompressorHandle {
   compress::Compressor& get() { return *c_; }
 
  private:
+  template <class Compress>
+  py::tuple run(Compress compress_call) {
+    compress::Compressed out;
+    std::vector<std::byte> bytes;
+    {
+      py::gil_scoped_release free;
+      out = compress_call();
+      bytes = compress::encode(out.payload);
+    }
+    std::vector<std::int64_t> indices(out.payload.indices.begin(), out.payload.indices.end());
+    std::vector<std::uint8_t> wire(bytes.size());
+    std::memcpy(wire.data(), bytes.data(), bytes.size());
+    const std::uint64_t wire_bytes = out.payload.wire_bytes();
+    return py::make_tuple(owned_array(std::move(indices)), owned_array(std::move(out.payload.values)),
+                          owned_array(std::move(wire)), wire_bytes, info_dict(out.info));
+  }
+
   std::unique_ptr<compress::Compressor> c_;
 };
 
@@ -249,6 +266,9 @@ PYBIND11_MODULE(_gradscope, m) {
       .def(py::init<const std::string&, double, const std::map<std::string, std::string>&>(),
            py::arg("name"), py::arg("density"), py::arg("options") = std::map<std::string, std::string>{})
       .def("compress", &CompressorHandle::compress, py::arg("address"), py::arg("n"), py::arg("tensor"))
+      .def("compress_resident", &CompressorHandle::compress_resident, py::arg("address"), py::arg("n"),
+           py::arg("tensor"))
+      .def_property_readonly("resident_backend", &CompressorHandle::resident_backend)
       .def("aggregate", &CompressorHandle::aggregate, py::arg("payloads"), py::arg("out"), py::arg("n"))
       .def("exchange", &CompressorHandle::exchange, py::arg("address"), py::arg("n"), py::arg("tensor"),
            py::arg("collectives"), py::arg("sent"), py::arg("mean"))

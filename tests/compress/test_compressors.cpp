@@ -285,3 +285,34 @@ TEST(Dgc, NeverSendsMoreThanFourThirdsK) {
     EXPECT_GT(out.payload.count(), 0u);
   }
 }
+
+// Every selection compressor on the cuda-host backend (the CUDA backend's pass code on the host,
+// what --backend cuda runs on a GPU) sends what it sends on the CPU: the same payload for the
+// exact and sampled rules, the same selection rule at a threshold equal up to the rounding of the
+// sums for SIDCo; a vector already in the backend's memory (compress_resident) gives the same.
+TEST(Backends, SelectionCompressorsSendTheSameOnTheCudaBackendsCode) {
+  const auto g = laplace(300000, 31);
+  for (auto name : compressor_names()) {
+    if (!compressor_info(name).sparse_selection || name == "randomk" || name == "variance") continue;
+    SCOPED_TRACE(std::string(name));
+    auto cpu = make_compressor(name, 0.01, {.backend = "cpu"});
+    auto dev = make_compressor(name, 0.01, {.backend = "cuda-host"});
+    auto resident = make_compressor(name, 0.01, {.backend = "cuda-host"});
+    ASSERT_EQ(dev->resident_backend(), gs::kernels::BackendKind::cuda_host);
+    const Compressed a = cpu->compress(g, "t"), b = dev->compress(g, "t"),
+                     c = resident->compress_resident(g.data(), g.size(), "t");
+    EXPECT_EQ(b.payload.indices, c.payload.indices);
+    EXPECT_EQ(b.info.nonfinite, a.info.nonfinite);
+    if (name.starts_with("sidco-") && name != "sidco-topk") {
+      EXPECT_NEAR(b.info.threshold, a.info.threshold, 1e-6 * a.info.threshold);
+      for (std::size_t j = 0; j < b.payload.indices.size(); ++j)
+        ASSERT_GT(std::fabs(g[std::size_t(b.payload.indices[j])]), b.info.threshold);
+    } else {
+      EXPECT_EQ(b.payload.indices, a.payload.indices);
+      EXPECT_EQ(b.payload.values, a.payload.values);
+    }
+  }
+  auto quantizer = make_compressor("qsgd-mn", 1.0);
+  EXPECT_FALSE(quantizer->resident_backend().has_value());
+  EXPECT_THROW(quantizer->compress_resident(g.data(), g.size(), "t"), gs::Error);
+}

@@ -80,6 +80,28 @@ def test_select_takes_every_sparse_selection_compressor():
         assert 0 < len(indices) <= 20_000 and torch.equal(values, t[indices]), name
 
 
+def test_the_cuda_backends_code_selects_what_the_cpu_selects():
+    # backend="cuda-host" runs the CUDA backend's pass code on the host and reads the tensor in
+    # place (compress_resident), as backend="cuda" reads a CUDA tensor on a GPU machine.
+    t = laplace(50_000, 9)
+    for name in ("topk", "sidco-topk", "dgc", "sidco-e", "redsync"):
+        i_cpu, v_cpu, info_cpu = gradscope.select(t, name, 0.01, backend="cpu")
+        i_dev, v_dev, info_dev = gradscope.select(t, name, 0.01, backend="cuda-host")
+        assert info_dev["selected"] == len(i_dev) and torch.equal(v_dev, t[i_dev]), name
+        if name.startswith("sidco-e"):  # the same threshold up to the rounding of its sums
+            assert info_dev["threshold"] == pytest.approx(info_cpu["threshold"], rel=1e-6)
+            above = torch.nonzero(t.abs() > info_dev["threshold"]).flatten()
+            assert torch.equal(i_dev, above)
+        else:
+            assert torch.equal(i_cpu, i_dev) and torch.equal(v_cpu, v_dev), name
+    core = gradscope._gradscope.Compressor("topk", 0.01, {"backend": "cuda-host"})
+    assert core.resident_backend == "cuda-host"
+    quantizer = gradscope._gradscope.Compressor("qsgd-mn", 1.0, {})
+    assert quantizer.resident_backend is None
+    with pytest.raises(gradscope.Error, match="reads host memory only"):
+        quantizer.compress_resident(t.data_ptr(), t.numel(), "t")
+
+
 @pytest.mark.parametrize("bad, error, words", [
     (torch.zeros(10, dtype=torch.float64), TypeError, "float64"),
     (torch.zeros(10, dtype=torch.int32), TypeError, "int32"),

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "gs/base/join.hpp"
 #include "gs/error.hpp"
 #include "gs/train/dataset.hpp"
 
@@ -57,9 +58,7 @@ std::shared_ptr<Classifier> make_model(const std::string& name) {
   if (name == "mlp") return std::make_shared<Mlp>();
   if (name == "cnn") return std::make_shared<Cnn>();
   if (name == "lstm") return std::make_shared<Lstm>();
-  std::string choices;
-  for (const auto& n : model_names()) choices += (choices.empty() ? "" : ", ") + n;
-  throw Error("unknown model '" + name + "': choose one of " + choices);
+  throw Error("unknown model '" + name + "': choose one of " + join(model_names(), ", "));
 }
 
 std::vector<data::LayerInfo> parameter_layers(const torch::nn::Module& model) {

@@ -12,6 +12,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "gs/base/join.hpp"
 #include "gs/error.hpp"
 
 namespace gs {
@@ -52,9 +53,7 @@ inline std::string real(double v) {
 }
 
 inline std::string int_list(const std::vector<int>& v) {
-  std::string s;
-  for (int x : v) s += (s.empty() ? "" : ",") + std::to_string(x);
-  return s;
+  return join(v, ",", [](int x) { return std::to_string(x); });
 }
 
 [[noreturn]] inline void refuse(std::string_view flag, std::string_view text, const char* what) {
@@ -133,9 +132,7 @@ OptionRow<C> option_row(std::string flag, std::string help, Access access,
     const T& v = access(c);
     if constexpr (std::is_same_v<T, std::string>) {
       if (!ch.empty() && std::find(ch.begin(), ch.end(), v) == ch.end()) {
-        std::string list;
-        for (const auto& x : ch) list += (list.empty() ? "" : ", ") + x;
-        throw Error(f + " '" + v + "' is not one of " + list);
+        throw Error(f + " '" + v + "' is not one of " + join(ch, ", "));
       }
     }
     if (check) check(v);

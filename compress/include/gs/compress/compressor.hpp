@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -15,6 +16,7 @@
 #include "gs/base/option_table.hpp"
 #include "gs/compress/payload.hpp"
 #include "gs/fitting/thresholds.hpp"
+#include "gs/kernels/backend.hpp"
 
 namespace gs::compress {
 
@@ -87,6 +89,15 @@ class Compressor {
   // payloads hold acc's values exactly, at distinct indices; that is what keeps the residual
   // invariant exact.
   virtual Compressed compress(std::span<const float> acc, std::string_view tensor) = 0;
+
+  // The kernels backend whose memory compress_resident() reads: the selection compressors (topk,
+  // the threshold methods, sidco-topk) select through a kernels::Selector on their --backend;
+  // nullopt for the others, which read host memory only.
+  virtual std::optional<kernels::BackendKind> resident_backend() const { return std::nullopt; }
+  // compress() of n floats at g, a vector already in resident_backend()'s memory (device memory
+  // for cuda, e.g. a CUDA tensor): nothing is copied in, only the selection comes back to the host.
+  // gs::Error for a compressor without a resident backend.
+  virtual Compressed compress_resident(const float* g, std::uint64_t n, std::string_view tensor);
 
   // Exchange::collective only: the whole exchange of one vector. Every worker calls it with its own
   // acc (same size everywhere). sent (acc.size()) receives what this worker's contribution decodes

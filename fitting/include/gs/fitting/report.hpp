@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "gs/base/join.hpp"
 #include "gs/fitting/goodness.hpp"
 #include "gs/fitting/passes.hpp"
 #include "gs/fitting/thresholds.hpp"
@@ -17,14 +18,7 @@ inline const std::vector<std::string> kAllDists = {"exponential", "gamma", "gpar
 inline const std::vector<std::string> kAllMethods = {"topk", "sidco-e", "sidco-p", "sidco-gp",
                                                      "sidco-topk", "dgc", "redsync", "gaussianksgd"};
 // A list as a help text shows it: "a,b,c".
-inline std::string comma_list(const std::vector<std::string>& names) {
-  std::string s;
-  for (const auto& n : names) {
-    if (!s.empty()) s += ',';
-    s += n;
-  }
-  return s;
-}
+inline std::string comma_list(const std::vector<std::string>& names) { return join(names, ","); }
 // SIDCo stages used when the caller gives none: a fixed count (no adaptive controller).
 // 3 stages keeps SIDCo-E, -P and -GP within +-10% of the target on Laplace, gamma and GP data
 // for density = 0.1, 0.01, 0.001 (tests/fitting/test_thresholds.cpp).
