@@ -1,51 +1,9 @@
 // gradscope: the command-line front end. Thin: every subcommand parses into a library's config
-// struct and calls it. Errors become one line on stderr and a non-zero exit.
-#include <algorithm>
-#include <cstdio>
-#include <exception>
-#include <map>
-
-#include "command.hpp"
+// struct and calls it (app.cpp). Errors become one line on stderr and a non-zero exit.
+#include "app.hpp"
 #include "gs/base/allocator.hpp"
-#include "gs/error.hpp"
-#include "gs/version.hpp"
-
-namespace gs::cli {
-std::vector<Command>& registry() {
-  static std::vector<Command> commands;
-  return commands;
-}
-}  // namespace gs::cli
 
 int main(int argc, char** argv) {
   gs::tune_allocator();
-  CLI::App app{"gradscope: how gradients are distributed, and how to compress them"};
-  app.set_version_flag("--version", std::string("gradscope ") + gs::kVersion);
-  app.require_subcommand(1);
-
-  auto commands = gs::cli::registry();
-  std::sort(commands.begin(), commands.end(),
-            [](const auto& a, const auto& b) { return a.order < b.order; });
-  std::map<CLI::App*, gs::cli::Runner> runners;
-  for (const auto& c : commands) {
-    CLI::App* sub = app.add_subcommand(c.name, c.help);
-    runners[sub] = c.setup(*sub);
-  }
-
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
-  try {
-    for (auto& [sub, run] : runners)
-      if (sub->parsed()) return run();
-    return 2;
-  } catch (const gs::Error& e) {
-    std::fprintf(stderr, "gradscope: error: %s\n", e.what());
-    return 1;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "gradscope: internal error: %s\n", e.what());
-    return 3;
-  }
+  return gs::cli::run(argc, argv);
 }

@@ -2,6 +2,7 @@
 // workers (c10d Gloo). --workers W starts W processes here; --rank/--master-* place one worker of a
 // group started by hand (one per machine). Rank 0 prints; --json prints one object at the end.
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 
 #include "command.hpp"
@@ -9,6 +10,7 @@
 #include "gs/compress/compressor.hpp"
 #include "gs/compress/model_compressor.hpp"
 #include "gs/error.hpp"
+#include "gs/dist/checkpoint.hpp"
 #include "gs/dist/config.hpp"
 #include "gs/dist/launcher.hpp"
 #include "gs/dist/trainer.hpp"
@@ -22,6 +24,12 @@ int run(const gs::dist::TrainConfig& cfg) {
   if (cfg.momentum_correction && !gs::compress::supports_momentum_correction(*probe))
     throw gs::Error("--momentum-correction masks what a sparse compressor sends; '" + cfg.compressor +
                     "' is not one: drop the flag (its momentum stays in the optimizer)");
+  // The checkpoint directories, checked once where the run starts (a launched worker's launcher did):
+  // a checkpoint to resume from in one line if it does not fit, old checkpoints never mixed in.
+  if (!std::getenv(gs::dist::kStoreHostedEnv)) {
+    if (!cfg.resume.empty()) (void)gs::dist::open_for_resume(cfg.resume, cfg);
+    else gs::dist::prepare_checkpoint_root(cfg);
+  }
   if (cfg.workers > 1 && cfg.rank < 0) return gs::dist::launch_workers(cfg);
   const bool print_steps = !cfg.quiet && !cfg.json;
   auto on_step = [&](const gs::dist::StepReport& s, std::int64_t total) {
@@ -58,6 +66,8 @@ int run(const gs::dist::TrainConfig& cfg) {
               gs::human_bytes(s.bytes_per_step).c_str(), gs::human_bytes(s.dense_bytes_per_step).c_str(),
               s.compress_ms_per_step, s.comm_ms_per_step, s.step_ms);
   if (cfg.workers > 1) std::printf("replicas agree: %s\n", r.replica_max_diff == 0.0 ? "yes" : "NO");
+  if (r.resumed_from > 0) std::printf("resumed after step %lld\n", (long long)r.resumed_from);
+  std::printf("parameters SHA-256 %s\n", r.param_digest.c_str());
   return 0;
 }
 

@@ -49,11 +49,6 @@ torch::Tensor Lstm::forward(torch::Tensor images) {
   return head_(output.select(1, -1));       // the state after the last row
 }
 
-const std::vector<std::string>& model_names() {
-  static const std::vector<std::string> names{"mlp", "cnn", "lstm"};
-  return names;
-}
-
 std::shared_ptr<Classifier> make_model(const std::string& name) {
   if (name == "mlp") return std::make_shared<Mlp>();
   if (name == "cnn") return std::make_shared<Cnn>();

@@ -10,12 +10,9 @@
 
 #include "gs/data/fashion_mnist.hpp"
 #include "gs/data/snapshot.hpp"
+#include "gs/train/model_names.hpp"  // the names run_capture accepts
 
 namespace gs::train {
-
-// The model names run_capture accepts: mlp, cnn, lstm (also declared in models.hpp, whose
-// make_model builds them).
-const std::vector<std::string>& model_names();
 
 struct CaptureConfig {
   std::string model = "cnn";  // one of model_names(): mlp, cnn, lstm

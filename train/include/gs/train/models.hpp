@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "gs/data/snapshot.hpp"
+#include "gs/train/model_names.hpp"
 
 namespace gs::train {
 
@@ -76,8 +77,7 @@ class Lstm final : public Classifier {
   torch::nn::Linear head_{nullptr};
 };
 
-// Names make_model accepts, in the order --help lists them.
-const std::vector<std::string>& model_names();
+// Names make_model accepts, in the order --help lists them: model_names() (gs/train/model_names.hpp).
 // A fresh model, initialised from torch's global generator (seed it first with torch::manual_seed).
 // gs::Error listing the choices for an unknown name.
 std::shared_ptr<Classifier> make_model(const std::string& name);
