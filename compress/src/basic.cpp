@@ -3,6 +3,7 @@
 #include <cmath>
 #include <numeric>
 #include <random>
+#include <sstream>
 
 #include "compressors.hpp"
 #include "gs/error.hpp"
@@ -93,6 +94,20 @@ class RandomkCompressor final : public Compressor {
     c.info.target_density = density();
     c.info.nonfinite = count_nonfinite(acc);
     return c;
+  }
+
+  // The random stream as the standard library writes it (its full engine state, as text).
+  void save_state(StateWriter& w) const override {
+    Compressor::save_state(w);
+    std::ostringstream s;
+    s << rng_;
+    w.put_text(s.str());
+  }
+  void load_state(StateReader& r) override {
+    Compressor::load_state(r);
+    std::istringstream s(r.get_text());
+    s >> rng_;
+    if (!s) r.fail("randomk's random stream does not read back");
   }
 
  private:

@@ -24,6 +24,18 @@ void Compressor::set_density(double density) {
   density_ = density;
 }
 
+void Compressor::save_state(StateWriter& w) const {
+  w.put_text(name());
+  w.put(density_);
+}
+
+void Compressor::load_state(StateReader& r) {
+  r.expect(r.get_text(), std::string(name()), "the compressor");
+  const double density = r.get<double>();
+  if (!(density > 0.0 && density <= 1.0)) r.fail("the compressor's density is out of range");
+  set_density(density);
+}
+
 Compressor::Exchanged Compressor::exchange(std::span<const float>, std::string_view, Collectives&,
                                            std::span<float>, std::span<float>) {
   throw Error("compressor '" + std::string(name()) + "' exchanges by " +

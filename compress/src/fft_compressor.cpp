@@ -111,6 +111,14 @@ class FftCompressor final : public Compressor {
   }
 
   void end_step() override { ++step_; }
+  void save_state(StateWriter& w) const override {
+    Compressor::save_state(w);
+    w.put(step_);
+  }
+  void load_state(StateReader& r) override {
+    Compressor::load_state(r);
+    step_ = r.get<std::uint64_t>();
+  }
 
   Exchanged exchange(std::span<const float> acc, std::string_view tensor, Collectives& comm,
                      std::span<float> sent, std::span<float> mean) override;

@@ -69,6 +69,32 @@ void ModelCompressor::feed_variance(const Group& g) {
       g.name, std::span<const float>(variance_).subspan(g.offset, g.size));
 }
 
+void ModelCompressor::save_state(StateWriter& w) const {
+  w.put(numel_);
+  w.put<std::uint64_t>(groups_.size());
+  w.put(momentum_);
+  w.put_array<float>(velocity_);
+  residual_.save_state(w);
+  compressor_->save_state(w);
+}
+
+void ModelCompressor::load_state(StateReader& r) {
+  r.expect(r.get<std::uint64_t>(), numel_, "the model's parameter count");
+  r.expect(r.get<std::uint64_t>(), std::uint64_t(groups_.size()), "the number of compressed groups");
+  r.expect(r.get<double>(), momentum_, "the momentum correction");
+  auto velocity = r.get_array<float>();
+  r.expect(velocity.size(), velocity_.size(), "the momentum correction's velocity");
+  velocity_ = std::move(velocity);
+  residual_.load_state(r);
+  std::size_t known = 0;
+  for (const Group& g : groups_) known += residual_.contains(g.name);
+  if (known != residual_.size()) r.fail("the residual memory names vectors this model does not have");
+  for (const Group& g : groups_)
+    if (residual_.contains(g.name) && residual_.residual(g.name).size() != g.size)
+      r.fail("the residual of '" + g.name + "' has the wrong size");
+  compressor_->load_state(r);
+}
+
 bool supports_momentum_correction(const Compressor& c) {
   return c.exchange() == Exchange::allgather && c.error_feedback();
 }

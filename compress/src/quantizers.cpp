@@ -50,6 +50,8 @@ class SplitMix64 {
     state_ += 0x9E3779B97F4A7C15ull;
     return double(z >> 11) * 0x1.0p-53;
   }
+  std::uint64_t state() const { return state_; }
+  void set_state(std::uint64_t s) { state_ = s; }
 
  private:
   std::uint64_t state_;
@@ -109,6 +111,15 @@ class QsgdMnCompressor final : public Compressor {
 
   Exchanged exchange(std::span<const float> acc, std::string_view tensor, Collectives& comm,
                      std::span<float> sent, std::span<float> mean) override;
+
+  void save_state(StateWriter& w) const override {
+    Compressor::save_state(w);
+    w.put(rng_.state());
+  }
+  void load_state(StateReader& r) override {
+    Compressor::load_state(r);
+    rng_.set_state(r.get<std::uint64_t>());
+  }
 
  private:
   double scale_of(std::size_t i) const {

@@ -60,6 +60,23 @@ void ResidualMemory::commit_decoded(std::string_view name, std::span<const float
   s.pending = false;
 }
 
+void ResidualMemory::save_state(StateWriter& w) const {
+  w.put<std::uint64_t>(slots_.size());
+  for (const auto& [name, s] : slots_) {
+    if (s.pending) throw Error("residual memory: '" + name + "' is mid-step; save between steps");
+    w.put_text(name);
+    w.put_array<float>(s.e);
+  }
+}
+
+void ResidualMemory::load_state(StateReader& r) {
+  slots_.clear();
+  for (auto n = r.get<std::uint64_t>(); n > 0; --n) {
+    std::string name = r.get_text();
+    slots_[std::move(name)].e = r.get_array<float>();
+  }
+}
+
 bool ResidualMemory::contains(std::string_view name) const { return slots_.count(name) != 0; }
 
 std::span<const float> ResidualMemory::residual(std::string_view name) const {

@@ -122,6 +122,20 @@ class ThresholdCompressor final : public Compressor {
     step_selected_ = step_n_ = 0;
   }
 
+  void save_state(StateWriter& w) const override {
+    Compressor::save_state(w);
+    w.put(calls_);
+    w.put<std::uint8_t>(controller_.has_value());
+    if (controller_) controller_->save_state(w);
+  }
+
+  void load_state(StateReader& r) override {
+    Compressor::load_state(r);  // re-aims or drops the controller as set_density() does
+    calls_ = r.get<std::uint64_t>();
+    r.expect(r.get<std::uint8_t>() != 0, controller_.has_value(), "the adaptive stage controller");
+    if (controller_) controller_->load_state(r);
+  }
+
  private:
   // sidco-topk fits SIDCo-E's stages on its sample to place its bound: a fixed count (the
   // selection is exact whatever the bound, so no controller is needed).

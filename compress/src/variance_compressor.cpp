@@ -87,6 +87,24 @@ class VarianceCompressor final : public Compressor {
     return c;
   }
 
+  // The per-tensor variance sums, by name (between steps none is fresh).
+  void save_state(StateWriter& w) const override {
+    Compressor::save_state(w);
+    w.put<std::uint64_t>(state_.size());
+    for (const auto& [name, s] : state_) {
+      w.put_text(name);
+      w.put_array<float>(s.v);
+    }
+  }
+  void load_state(StateReader& r) override {
+    Compressor::load_state(r);
+    state_.clear();
+    for (auto n = r.get<std::uint64_t>(); n > 0; --n) {
+      std::string name = r.get_text();
+      state_[std::move(name)] = State{r.get_array<float>()};
+    }
+  }
+
  private:
   struct State {
     std::vector<float> v;

@@ -444,4 +444,25 @@ int StageController::record(double achieved_density) {
   return stages_;
 }
 
+void StageController::save_state(StateWriter& w) const {
+  w.put(delta_);
+  w.put<std::int32_t>(stages_);
+  w.put(sum_);
+  w.put<std::int32_t>(count_);
+}
+
+void StageController::load_state(StateReader& r) {
+  const double delta = r.get<double>();
+  if (!(delta > 0.0 && delta < 1.0)) r.fail("the stage controller's target density is out of range");
+  retarget(delta);
+  const int stages = r.get<std::int32_t>();
+  const double sum = r.get<double>();
+  const int count = r.get<std::int32_t>();
+  if (stages < 1 || stages > max_stages_ || count < 0 || count >= 5 || !std::isfinite(sum))
+    r.fail("the stage controller's state is out of range");
+  stages_ = stages;
+  sum_ = sum;
+  count_ = count;
+}
+
 }  // namespace gs

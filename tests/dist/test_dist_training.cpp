@@ -16,52 +16,13 @@
 #include <utility>
 #include <vector>
 
+#include "dist_test_util.hpp"
 #include "gs/data/snapshot.hpp"
 #include "gs/dist/comm.hpp"
 
-namespace fs = std::filesystem;
-
 namespace {
 
-struct ProcResult {
-  int rc = -1;
-  std::string out, err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-class TempDir {
- public:
-  TempDir() {
-    path_ = fs::temp_directory_path() /
-            ("gs_dist_" + std::to_string(::getpid()) + "_" + std::to_string(counter_++));
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-  static inline int counter_ = 0;
-};
-
-// Runs `env args` under a hard 120 s limit (so a broken test fails instead of hanging).
-ProcResult gradscope(const std::string& args, const std::string& env = "") {
-  TempDir d;
-  const std::string cmd = env + " timeout -s KILL 120 " + GS_GRADSCOPE_BIN + " train " + args +
-                          " >" + (d.path() / "out").string() + " 2>" + (d.path() / "err").string();
-  const int st = std::system(cmd.c_str());
-  ProcResult r;
-  r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  r.out = slurp(d.path() / "out");
-  r.err = slurp(d.path() / "err");
-  return r;
-}
+using namespace gs::dist_test;
 
 // Two workers placed by hand (as on two machines), each with its own extra args and env.
 std::pair<ProcResult, ProcResult> manual_pair(const std::string& common, const std::string& extra0,

@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "gs/error.hpp"
-#include "gs/train/capture.hpp"
+#include "gs/train/model_names.hpp"
 
 namespace gs::dist {
 namespace {
@@ -113,10 +113,27 @@ std::vector<TrainOption> make_table() {
                           GS_FIELD(c.timeout), [](const double& v) {
                             if (!(v > 0.0)) throw Error("--timeout must be positive (seconds)");
                           }, {}, false));
+  t.push_back(row<std::string>("--checkpoint",
+                               "write checkpoints into this directory (with --checkpoint-every)",
+                               S::worker, GS_FIELD(c.checkpoint), {}, {}, false));
+  t.push_back(row<std::int64_t>("--checkpoint-every", "steps between checkpoints (0: none)", S::shared,
+                                GS_FIELD(c.checkpoint_every),
+                                at_least<std::int64_t>("--checkpoint-every", 0, ">= 0 (0: none)")));
+  t.back().matters = [](const TrainConfig& c) { return !c.checkpoint.empty(); };
+  t.back().in_json = false;
+  t.push_back(row<std::string>("--resume",
+                               "continue from the latest complete checkpoint in this directory "
+                               "(or from the checkpoint directory given)",
+                               S::worker, GS_FIELD(c.resume), {}, {}, false));
+  t.push_back(row<int>("--max-restarts",
+                       "when a worker dies, restart every worker from the last checkpoint, at most "
+                       "this many times",
+                       S::launcher, GS_FIELD(c.max_restarts),
+                       at_least<int>("--max-restarts", 0, ">= 0"), {}, false));
   t.push_back(row<std::string>("--record", "record rank 0's raw gradients to this snapshot (.h5)",
                                S::output, GS_FIELD(c.record), {}, {}, false));
-  t.push_back(row<bool>("--force", "overwrite the --record file", S::output, GS_FIELD(c.force), {}, {},
-                        false));
+  t.push_back(row<bool>("--force", "overwrite the --record file; delete --checkpoint's old checkpoints",
+                        S::output, GS_FIELD(c.force), {}, {}, false));
   t.push_back(row<bool>("--json", "print one JSON object at the end", S::output, GS_FIELD(c.json), {},
                         {}, false));
   t.push_back(row<bool>("--quiet", "no per-step lines", S::output, GS_FIELD(c.quiet), {}, {}, false));
@@ -158,6 +175,15 @@ void TrainConfig::validate() const {
     }
   }
   if (rank >= workers) throw Error("--rank must be below --workers (world size)");
+  if (!checkpoint.empty() && checkpoint_every == 0)
+    throw Error("--checkpoint " + checkpoint + " needs --checkpoint-every N (steps between checkpoints)");
+  if (checkpoint.empty() && checkpoint_every > 0)
+    throw Error("--checkpoint-every needs --checkpoint DIR (where to write them)");
+  if (!record.empty() && (!resume.empty() || max_restarts > 0))
+    throw Error("--record writes one snapshot from the first step; it cannot be combined with " +
+                std::string(resume.empty() ? "--max-restarts" : "--resume"));
+  if (max_restarts > 0 && (workers < 2 || rank >= 0))
+    throw Error("--max-restarts needs the launcher: --workers 2 or more, without --rank");
 }
 
 double TrainConfig::lr_at(std::int64_t step, std::int64_t total) const {

@@ -6,10 +6,13 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
+#include <optional>
 #include <filesystem>
 #include <thread>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include "gs/dist/checkpoint.hpp"
 #include "gs/error.hpp"
 
 extern char** environ;
@@ -44,11 +47,14 @@ void stop_all(const std::vector<pid_t>& pids, std::vector<bool>& done) {
   }
 }
 
-}  // namespace
+// A worker ended with an error or a signal (the launcher may restart the group).
+struct WorkerFailed : Error {
+  using Error::Error;
+};
 
-int launch_workers(const TrainConfig& config) {
-  config.validate();
-  if (config.workers < 1) throw Error("--workers must be at least 1");
+// One attempt: a fresh store, W workers, watched until all succeed (rank 0's exit status) or one
+// fails (WorkerFailed, after the others are stopped).
+int run_attempt(const TrainConfig& config, int attempt) {
   // The store lives in this process on a free loopback port, so concurrent runs never collide.
   c10d::TCPStoreOptions so;
   so.port = 0;
@@ -65,9 +71,12 @@ int launch_workers(const TrainConfig& config) {
   const std::string exe = std::filesystem::read_symlink("/proc/self/exe").string();
 
   std::vector<std::string> env_strings;
-  for (char** e = environ; *e; ++e)
-    if (std::string_view(*e).rfind(kStoreHostedEnv, 0) != 0) env_strings.emplace_back(*e);
+  for (char** e = environ; *e; ++e) {
+    const std::string_view v(*e);
+    if (v.rfind(kStoreHostedEnv, 0) != 0 && v.rfind(kAttemptEnv, 0) != 0) env_strings.emplace_back(v);
+  }
   env_strings.push_back(std::string(kStoreHostedEnv) + "=1");
+  env_strings.push_back(std::string(kAttemptEnv) + "=" + std::to_string(attempt));
   std::vector<char*> envp;
   for (auto& s : env_strings) envp.push_back(s.data());
   envp.push_back(nullptr);
@@ -106,13 +115,36 @@ int launch_workers(const TrainConfig& config) {
       progressed = true;
       if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
         stop_all(pids, done);
-        throw Error("worker " + std::to_string(i) + " failed (" + describe_status(st) +
+        throw WorkerFailed("worker " + std::to_string(i) + " failed (" + describe_status(st) +
                     "); stopped the other " + std::to_string(pids.size() - 1) + " worker(s)");
       }
     }
     if (!progressed) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return WEXITSTATUS(status[0]);
+}
+
+}  // namespace
+
+int launch_workers(const TrainConfig& config) {
+  config.validate();
+  if (config.workers < 1) throw Error("--workers must be at least 1");
+  TrainConfig run = config;
+  for (int attempt = 0;; ++attempt) {
+    try {
+      return run_attempt(run, attempt);
+    } catch (const WorkerFailed& e) {
+      if (attempt >= config.max_restarts) throw Error(e.what());
+      // Every worker restarts from the last complete checkpoint (or where this run began).
+      std::optional<CheckpointInfo> last;
+      if (!config.checkpoint.empty()) last = latest_checkpoint(config.checkpoint);
+      run.resume = last ? last->dir.string() : config.resume;
+      const std::string from =
+          run.resume.empty() ? "from the first step (no checkpoint yet)" : "from " + run.resume;
+      std::fprintf(stderr, "gradscope: %s; restart %d of %d, %s\n", e.what(), attempt + 1,
+                   config.max_restarts, from.c_str());
+    }
+  }
 }
 
 }  // namespace gs::dist

@@ -75,6 +75,8 @@ std::string to_json(const TrainConfig& c, const TrainResult& r) {
       {"test_accuracy", r.test_accuracy},
       {"wall_s", r.wall_seconds},
       {"replica_max_diff", r.replica_max_diff},
+      {"param_digest", r.param_digest},
+      {"resumed_from_step", r.resumed_from},
       {"summary",
        {{"quality_mean", s.quality_mean}, {"quality_p5", s.quality_p5},
         {"quality_p95", s.quality_p95}, {"density_mean", s.density_mean},

@@ -8,8 +8,10 @@
 #include <optional>
 #include <thread>
 
+#include "gs/base/state_stream.hpp"
 #include "gs/base/timing.hpp"
 #include "gs/compress/model_compressor.hpp"
+#include "gs/dist/checkpoint.hpp"
 #include "gs/dist/comm.hpp"
 #include "gs/dist/launcher.hpp"
 #include "gs/dist/torch_adapter.hpp"
@@ -18,6 +20,7 @@
 #include "gs/train/per_sample.hpp"
 #include "gs/train/recorder.hpp"
 #include "gs/train/threads.hpp"
+#include "worker_state.hpp"
 
 namespace gs::dist {
 
@@ -27,6 +30,7 @@ struct Fault {
   int rank = -1;
   std::int64_t step = -1;
   std::string action;
+  int attempt = 0;  // the launcher's attempt it fires in (restarts count up from 0; -1: every one)
 };
 
 std::optional<Fault> fault_from_env() {
@@ -44,11 +48,14 @@ std::optional<Fault> fault_from_env() {
     if (k == "rank") f.rank = std::stoi(val);
     else if (k == "step") f.step = std::stoll(val);
     else if (k == "action") f.action = val;
+    else if (k == "attempt") f.attempt = val == "any" ? -1 : std::stoi(val);
     else throw Error("GS_DIST_FAULT: unknown key '" + k + "'");
     at = end + 1;
   }
   if (f.action != "exit" && f.action != "hang" && f.action != "nan")
     throw Error("GS_DIST_FAULT: action must be exit, hang or nan");
+  const char* attempt = std::getenv(kAttemptEnv);
+  if (f.attempt >= 0 && f.attempt != (attempt ? std::atoi(attempt) : 0)) return std::nullopt;
   return f;
 }
 
@@ -69,6 +76,7 @@ class Worker {
     join();
     build();
     load_data();
+    if (!config_.resume.empty()) restore();
     steps(on_step);
     finish();
     return std::move(result_);
@@ -157,14 +165,18 @@ class Worker {
     result_.train_examples_per_worker = shard;
   }
 
+  // The steps from start_ (0, or where the checkpoint resumed) to the end; a checkpoint every
+  // --checkpoint-every steps, except after the last.
   void steps(const StepCallback& on_step) {
-    std::int64_t step = 0;
-    for (int epoch = 0; epoch < config_.epochs && step < total_; ++epoch)
-      for (std::int64_t b = 0; b < batches_->per_epoch() && step < total_; ++b, ++step) {
-        const StepReport rep = one_step(epoch, b, step);
-        result_.steps.push_back(rep);
-        if (on_step && rank_ == 0) on_step(rep, total_);
-      }
+    const std::int64_t per_epoch = batches_->per_epoch();
+    for (std::int64_t step = start_; step < total_; ++step) {
+      const StepReport rep = one_step(int(step / per_epoch), step % per_epoch, step);
+      result_.steps.push_back(rep);
+      if (on_step && rank_ == 0) on_step(rep, total_);
+      const std::int64_t done = step + 1;
+      if (config_.checkpoint_every > 0 && done % config_.checkpoint_every == 0 && done < total_)
+        save_checkpoint(done);
+    }
     if (recorder_) recorder_->finish();
     if (!result_.steps.empty()) result_.final_loss = result_.steps.back().loss;
   }
@@ -251,8 +263,65 @@ class Worker {
       comm_->allreduce_sum(d);
       result_.replica_max_diff = d[0];
     }
-    if (rank_ == 0) result_.test_accuracy = train::evaluate(*model_, train::fashion_mnist_tensors("test"));
+    if (rank_ == 0) {
+      result_.param_digest = sha256_hex(std::string_view(reinterpret_cast<const char*>(flat.data()),
+                                                         flat.size() * sizeof(float)));
+      result_.test_accuracy = train::evaluate(*model_, train::fashion_mnist_tensors("test"));
+    }
     if (comm_) comm_->barrier();
+  }
+
+  // This worker's whole state after `done` steps (docs/training.md, "Checkpoints").
+  std::string state(std::int64_t done) const {
+    StateWriter w;
+    w.put<std::int32_t>(world_);
+    w.put<std::int32_t>(rank_);
+    w.put(done);
+    w.put(batches_->per_epoch());
+    w.put_text(torch_state(*model_, *opt_));
+    mc_->save_state(w);
+    dense_->save_state(w);
+    w.put(result_.skipped_steps);
+    w.put<std::int32_t>(skipped_in_a_row_);
+    save_reports(w, result_.steps);
+    return w.take();
+  }
+
+  // Every worker writes its file; once all have (a barrier), the manifest marks the checkpoint
+  // complete and older ones go.
+  void save_checkpoint(std::int64_t done) {
+    CheckpointInfo info;
+    info.dir = checkpoint_dir(config_.checkpoint, done);
+    info.step = done;
+    info.workers = world_;
+    info.model = config_.model;
+    info.compressor = config_.compressor;
+    info.description = config_.shared_description();
+    std::filesystem::create_directories(info.dir);
+    write_rank_state(info.dir, rank_, state(done));
+    if (comm_) comm_->barrier();
+    write_manifest(info);
+    prune_checkpoints(config_.checkpoint, rank_);
+  }
+
+  void restore() {
+    const CheckpointInfo info = open_for_resume(config_.resume, config_);
+    const std::string bytes = read_rank_state(info.dir, rank_);
+    StateReader r(bytes, "checkpoint " + info.dir.string() + " (rank " + std::to_string(rank_) + ")");
+    r.expect(r.get<std::int32_t>(), std::int32_t(world_), "the world size");
+    r.expect(r.get<std::int32_t>(), std::int32_t(rank_), "the rank");
+    start_ = r.get<std::int64_t>();
+    r.expect(start_, info.step, "the step");
+    r.expect(r.get<std::int64_t>(), batches_->per_epoch(), "the number of batches per epoch");
+    if (start_ < 0 || start_ > total_) r.fail("its step lies outside this run's steps");
+    load_torch_state(r, r.get_text(), *model_, *opt_);
+    mc_->load_state(r);
+    dense_->load_state(r);
+    result_.skipped_steps = r.get<std::int64_t>();
+    skipped_in_a_row_ = r.get<std::int32_t>();
+    result_.steps = load_reports(r);
+    if (!r.at_end()) r.fail("has bytes after its state");
+    result_.resumed_from = start_;
   }
 
   const TrainConfig& config_;
@@ -267,7 +336,7 @@ class Worker {
   std::optional<train::GradientRecorder> recorder_;
   train::TensorDataset train_set_;
   std::optional<train::EpochBatches> batches_;
-  std::int64_t total_ = 0;
+  std::int64_t total_ = 0, start_ = 0;
   int skipped_in_a_row_ = 0;
   std::vector<float> grad_, update_;
   TrainResult result_;

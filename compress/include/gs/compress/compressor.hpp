@@ -14,6 +14,7 @@
 
 #include "gs/compress/collectives.hpp"
 #include "gs/base/option_table.hpp"
+#include "gs/base/state_stream.hpp"
 #include "gs/compress/payload.hpp"
 #include "gs/fitting/thresholds.hpp"
 #include "gs/kernels/backend.hpp"
@@ -118,6 +119,13 @@ class Compressor {
 
   // Once per training step, after every vector of the model went through compress().
   virtual void end_step() {}
+
+  // Checkpoints: what the compressor carries from one step to the next (its density, adaptive
+  // controllers, random streams, per-tensor accumulators), saved between steps. load_state() on a
+  // compressor made with the same name and options continues exactly where the saved one stood;
+  // gs::Error (through r) for a state that does not fit. Overrides call the base first.
+  virtual void save_state(StateWriter& w) const;
+  virtual void load_state(StateReader& r);
 
   // out (size p.n) = the vector the payload stands for (zeros where nothing was sent).
   virtual void decompress(const Payload& p, std::span<float> out) const;

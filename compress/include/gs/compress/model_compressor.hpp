@@ -75,6 +75,12 @@ class ModelCompressor {
   // Residual of the whole model laid out flat (numel() floats; zeros before the first step).
   std::vector<float> flat_residual() const;
 
+  // Checkpoints, between steps: the residual memory, the momentum correction's velocity and the
+  // compressor's own state. load_state() into a ModelCompressor built with the same tensors,
+  // granularity and compressor continues exactly; gs::Error (through r) naming what differs.
+  void save_state(StateWriter& w) const;
+  void load_state(StateReader& r);
+
  private:
   std::vector<Group> groups_;
   std::uint64_t numel_ = 0;

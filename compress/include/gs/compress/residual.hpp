@@ -31,6 +31,9 @@ class ResidualMemory {
   std::span<const float> accumulator(std::string_view name) const;
   std::size_t size() const { return slots_.size(); }
   void clear() { slots_.clear(); }
+  // Every residual by name, for checkpoints (between steps: nothing pending).
+  void save_state(StateWriter& w) const;
+  void load_state(StateReader& r);
 
  private:
   struct Slot {

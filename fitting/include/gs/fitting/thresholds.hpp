@@ -15,6 +15,7 @@
 #include <string_view>
 
 #include "gs/base/radix_select.hpp"
+#include "gs/base/state_stream.hpp"
 #include "gs/fitting/distributions.hpp"
 #include "gs/fitting/passes.hpp"
 
@@ -206,6 +207,9 @@ class StageController {
   // Aims at a new target density from the next record() on: the window's steps so far keep the
   // quality they had against their own target; the stage count is clamped to the new maximum.
   void retarget(double density);
+  // Its whole state (target, stage count, the window so far), for checkpoints.
+  void save_state(StateWriter& w) const;
+  void load_state(StateReader& r);
 
  private:
   double delta_;

@@ -44,7 +44,14 @@ struct TrainConfig {
   double warmup_start_density = 0.25;
   std::uint64_t seed = 1;
   std::string record;     // snapshot of rank 0's raw gradients, when set
-  bool force = false;     // overwrite --record
+  // Checkpoints (gs/dist/checkpoint.hpp): every checkpoint_every steps into `checkpoint`; resume
+  // from the latest complete one under `resume`; the launcher restarts every worker from the last
+  // checkpoint up to max_restarts times when one dies.
+  std::string checkpoint;
+  std::int64_t checkpoint_every = 0;
+  std::string resume;
+  int max_restarts = 0;
+  bool force = false;     // overwrite --record, replace --checkpoint's old checkpoints
   double timeout = 60.0;  // seconds any collective or rendezvous may wait
   bool json = false;
   bool quiet = false;
@@ -74,8 +81,8 @@ struct TrainConfig {
 
 // Who an option concerns: every worker alike (compared at start), each worker on its own
 // (passed on, not compared: the kernels backend, the timeout), where a worker sits (rank, store
-// address), or rank 0's output.
-enum class OptionScope { shared, worker, placement, output };
+// address), rank 0's output, or the launcher alone (not passed to workers).
+enum class OptionScope { shared, worker, placement, output, launcher };
 
 // One row of the option table: how the value reads and is checked (gs::OptionRow), who it
 // concerns, and whether it matters for a given config (null: always; the comparison line and the

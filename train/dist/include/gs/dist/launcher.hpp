@@ -17,5 +17,7 @@ int launch_workers(const TrainConfig& config);
 // Environment variable the launcher sets so that rank 0 connects to the launcher's store instead
 // of hosting one.
 inline constexpr const char* kStoreHostedEnv = "GS_DIST_STORE_HOSTED";
+// ... and to the number of restarts so far (0 in the first attempt).
+inline constexpr const char* kAttemptEnv = "GS_DIST_ATTEMPT";
 
 }  // namespace gs::dist

@@ -7,8 +7,9 @@
 // Non-finite gradients: when any worker's gradient holds NaN or Inf, every worker skips the step
 // (no residual update, no optimizer step) and counts it; 10 skipped steps in a row are an error.
 //
-// Test hook: GS_DIST_FAULT="rank=R,step=S,action=exit|hang|nan" makes worker R exit(7), sleep
-// forever, or poison its gradient with NaN at step S.
+// Test hook: GS_DIST_FAULT="rank=R,step=S,action=exit|hang|nan[,attempt=A|any]" makes worker R
+// exit(7), sleep forever, or poison its gradient with NaN at step S, in the launcher's attempt A
+// (default 0: not after a restart; any: in every attempt).
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -46,6 +47,10 @@ struct TrainResult {
   double replica_max_diff = 0.0;
   std::uint64_t parameters = 0;
   std::int64_t train_examples_per_worker = 0;
+  // SHA-256 of rank 0's final parameters (flat float32, in parameter order): equal for two runs
+  // exactly when they end with the same model. Rank 0 only.
+  std::string param_digest;
+  std::int64_t resumed_from = 0;  // steps done when the run resumed from a checkpoint (0: none)
 };
 
 // Summary figures over the non-skipped steps (for the report and docs/RESULTS.md).

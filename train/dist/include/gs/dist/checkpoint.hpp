@@ -1,0 +1,63 @@
+#pragma once
+// Checkpoints of `gradscope train` (docs/training.md, "Checkpoints"). A checkpoint taken after S
+// steps is the directory DIR/step-<S, 8 digits>/ holding
+//   rank-<r>.ckpt   one per worker: "GSCKPT01", the payload's length (u64) and SHA-256 (32 bytes),
+//                   then the payload (the worker's whole state, written by the trainer);
+//   manifest.json   written once every worker's file is in place: what the run was (step, world
+//                   size, model, compressor, the shared configuration line).
+// Every file is written to a temporary name, flushed and renamed, so a checkpoint is either
+// complete (a manifest) or ignored. Only the last kKeptCheckpoints checkpoints are kept.
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "gs/dist/config.hpp"
+
+namespace gs::dist {
+
+inline constexpr int kKeptCheckpoints = 2;
+
+// The SHA-256 of bytes, as 64 lowercase hex digits (OpenSSL).
+std::string sha256_hex(std::string_view bytes);
+
+// Writes bytes to path through a temporary file in the same directory, flushed, then renamed.
+void write_atomically(const std::filesystem::path& path, std::string_view bytes);
+
+struct CheckpointInfo {
+  std::filesystem::path dir;  // DIR/step-<S>
+  std::int64_t step = 0;      // steps done
+  int workers = 0;
+  std::string model, compressor;
+  std::string description;  // TrainConfig::shared_description() of the run that wrote it
+};
+
+// The directory of the checkpoint after `step` steps under root.
+std::filesystem::path checkpoint_dir(const std::filesystem::path& root, std::int64_t step);
+
+// The latest complete checkpoint under root (root itself when it is one); nullopt when root holds
+// none. gs::Error for a manifest that does not read.
+std::optional<CheckpointInfo> latest_checkpoint(const std::filesystem::path& root);
+
+// What `--resume DIR` continues from: the latest complete checkpoint, with every worker's file
+// verified (present, whole, its SHA-256 right) and the run's configuration matching this one.
+// gs::Error in one line otherwise, naming the file or the setting that differs.
+CheckpointInfo open_for_resume(const std::filesystem::path& dir, const TrainConfig& config);
+
+// One worker's part: its payload, written atomically into info.dir as rank-<rank>.ckpt.
+void write_rank_state(const std::filesystem::path& dir, int rank, std::string_view payload);
+// Its payload back, verified (gs::Error naming the file when missing, truncated or corrupt).
+std::string read_rank_state(const std::filesystem::path& dir, int rank);
+
+// The manifest, once every worker's file is written (each worker may write it: same content).
+void write_manifest(const CheckpointInfo& info);
+// Removes the checkpoints under root older than the kKeptCheckpoints latest complete ones
+// (this worker's file; rank 0 also the manifest, first).
+void prune_checkpoints(const std::filesystem::path& root, int rank);
+
+// `--checkpoint DIR` on a run that does not resume: gs::Error when DIR already holds checkpoints
+// (they would be mixed with this run's), unless force, which removes them.
+void prepare_checkpoint_root(const TrainConfig& config);
+
+}  // namespace gs::dist

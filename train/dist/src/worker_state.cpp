@@ -1,0 +1,81 @@
+#include "worker_state.hpp"
+
+#include <sstream>
+
+namespace gs::dist {
+
+std::string torch_state(const torch::nn::Module& model, const torch::optim::Optimizer& opt) {
+  torch::serialize::OutputArchive archive, optimizer;
+  model.save(archive);
+  opt.save(optimizer);
+  archive.write("optimizer", optimizer);
+  archive.write("generator", at::detail::getDefaultCPUGenerator().get_state());
+  std::ostringstream s;
+  archive.save_to(s);
+  return s.str();
+}
+
+void load_torch_state(const StateReader& r, const std::string& bytes, torch::nn::Module& model,
+                      torch::optim::Optimizer& opt) {
+  try {
+    std::istringstream s(bytes);
+    torch::serialize::InputArchive archive, optimizer;
+    archive.load_from(s);
+    model.load(archive);
+    archive.read("optimizer", optimizer);
+    opt.load(optimizer);
+    torch::Tensor generator;
+    archive.read("generator", generator);
+    at::Generator gen = at::detail::getDefaultCPUGenerator();
+    gen.set_state(generator);
+  } catch (const c10::Error& e) {
+    r.fail(std::string("the model or optimizer state does not load: ") + e.what_without_backtrace());
+  }
+}
+
+void save_reports(StateWriter& w, const std::vector<StepReport>& steps) {
+  w.put<std::uint64_t>(steps.size());
+  for (const StepReport& s : steps) {
+    w.put(s.step);
+    w.put<std::int32_t>(s.epoch);
+    w.put(s.lr);
+    w.put(s.loss);
+    w.put<std::uint8_t>(s.skipped);
+    w.put<std::uint8_t>(s.warmup);
+    w.put(s.target_density);
+    w.put(s.density);
+    w.put(s.quality);
+    w.put<std::int32_t>(s.stages);
+    w.put(s.bytes_sent);
+    w.put(s.dense_bytes);
+    w.put(s.compress_seconds);
+    w.put(s.comm_seconds);
+    w.put(s.step_seconds);
+  }
+}
+
+std::vector<StepReport> load_reports(StateReader& r) {
+  std::vector<StepReport> steps;
+  for (auto n = r.get<std::uint64_t>(); n > 0; --n) {
+    StepReport s;
+    s.step = r.get<std::int64_t>();
+    s.epoch = r.get<std::int32_t>();
+    s.lr = r.get<double>();
+    s.loss = r.get<double>();
+    s.skipped = r.get<std::uint8_t>() != 0;
+    s.warmup = r.get<std::uint8_t>() != 0;
+    s.target_density = r.get<double>();
+    s.density = r.get<double>();
+    s.quality = r.get<double>();
+    s.stages = r.get<std::int32_t>();
+    s.bytes_sent = r.get<std::uint64_t>();
+    s.dense_bytes = r.get<std::uint64_t>();
+    s.compress_seconds = r.get<double>();
+    s.comm_seconds = r.get<double>();
+    s.step_seconds = r.get<double>();
+    steps.push_back(s);
+  }
+  return steps;
+}
+
+}  // namespace gs::dist
