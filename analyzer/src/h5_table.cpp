@@ -18,6 +18,18 @@ Handle open_attr(hid_t obj, const char* name, const std::filesystem::path& file)
     throw Error(file.string() + ": not a gradscope analysis file (attribute '" + name + "' missing)");
   return checked(H5Aopen(obj, name, H5P_DEFAULT), H5Aclose, file, std::string("open attribute ") + name);
 }
+// An attribute that must hold one value of class `cls` (or, with `array`, any number of them):
+// gs::Error naming it otherwise, before anything is read into a buffer sized for one.
+Handle open_typed_attr(hid_t obj, const char* name, const std::filesystem::path& file, H5T_class_t cls,
+                       const char* expected, bool array = false) {
+  Handle a = open_attr(obj, name, file);
+  Handle t = checked(H5Aget_type(a.get()), H5Tclose, file, std::string("type of ") + name);
+  Handle s = checked(H5Aget_space(a.get()), H5Sclose, file, std::string("space of ") + name);
+  if (H5Tget_class(t.get()) != cls || (!array && H5Sget_simple_extent_npoints(s.get()) != 1))
+    throw Error(file.string() + ": attribute '" + name + "' is not " + expected +
+                ": a damaged gradscope analysis file");
+  return a;
+}
 }  // namespace
 
 void write_string_attr(hid_t obj, const char* name, const std::string& value,
@@ -50,10 +62,8 @@ void write_f64_array_attr(hid_t obj, const char* name, const std::vector<double>
 bool has_attr(hid_t obj, const char* name) { return H5Aexists(obj, name) > 0; }
 
 std::string read_string_attr(hid_t obj, const char* name, const std::filesystem::path& file) {
-  Handle a = open_attr(obj, name, file);
+  Handle a = open_typed_attr(obj, name, file, H5T_STRING, "one string");
   Handle ft = checked(H5Aget_type(a.get()), H5Tclose, file, std::string("type of ") + name);
-  if (H5Tget_class(ft.get()) != H5T_STRING)
-    throw Error(file.string() + ": attribute '" + name + "' is not a string");
   if (H5Tis_variable_str(ft.get()) > 0) {
     Handle t = checked(H5Tcopy(H5T_C_S1), H5Tclose, file, "string type");
     H5Tset_size(t.get(), H5T_VARIABLE);
@@ -66,27 +76,29 @@ std::string read_string_attr(hid_t obj, const char* name, const std::filesystem:
     return s;
   }
   const std::size_t size = H5Tget_size(ft.get());
-  std::string s(size, '\0');
-  check(H5Aread(a.get(), ft.get(), s.data()), file, std::string("read attribute ") + name);
+  Handle mem = checked(H5Tcopy(H5T_C_S1), H5Tclose, file, "string type");
+  H5Tset_size(mem.get(), size + 1);
+  std::string s(size + 1, '\0');
+  check(H5Aread(a.get(), mem.get(), s.data()), file, std::string("read attribute ") + name);
   return s.substr(0, s.find('\0'));
 }
 
 std::int64_t read_i64_attr(hid_t obj, const char* name, const std::filesystem::path& file) {
-  Handle a = open_attr(obj, name, file);
+  Handle a = open_typed_attr(obj, name, file, H5T_INTEGER, "one integer");
   std::int64_t v = 0;
   check(H5Aread(a.get(), H5T_NATIVE_INT64, &v), file, std::string("read attribute ") + name);
   return v;
 }
 
 std::uint64_t read_u64_attr(hid_t obj, const char* name, const std::filesystem::path& file) {
-  Handle a = open_attr(obj, name, file);
+  Handle a = open_typed_attr(obj, name, file, H5T_INTEGER, "one integer");
   std::uint64_t v = 0;
   check(H5Aread(a.get(), H5T_NATIVE_UINT64, &v), file, std::string("read attribute ") + name);
   return v;
 }
 
 std::vector<double> read_f64_array_attr(hid_t obj, const char* name, const std::filesystem::path& file) {
-  Handle a = open_attr(obj, name, file);
+  Handle a = open_typed_attr(obj, name, file, H5T_FLOAT, "an array of numbers", true);
   Handle s = checked(H5Aget_space(a.get()), H5Sclose, file, "attribute space");
   const auto n = H5Sget_simple_extent_npoints(s.get());
   std::vector<double> v(static_cast<std::size_t>(n < 0 ? 0 : n));

@@ -94,11 +94,11 @@ Payload decode(std::span<const std::byte> in) {
                 " bytes for " + std::to_string(count) + " entries)");
   if (p.kind == PayloadKind::sparse) {
     p.indices.resize(count);
-    std::memcpy(p.indices.data(), in.data() + at, count * 4);
+    if (count > 0) std::memcpy(p.indices.data(), in.data() + at, count * 4);
     at += count * 4;
   }
   p.values.resize(count);
-  std::memcpy(p.values.data(), in.data() + at, count * 4);
+  if (count > 0) std::memcpy(p.values.data(), in.data() + at, count * 4);
   validate(p);
   return p;
 }

@@ -37,7 +37,9 @@ class IdxStream {
   }
 
   // Reads exactly n bytes or throws naming how many were missing.
-  void read_exact(void* out, std::int64_t n, const char* what) {
+  // n bytes; `before` and `total` place them in a longer read, for the message when it ends early.
+  void read_exact(void* out, std::int64_t n, const char* what, std::int64_t before = 0,
+                  std::int64_t total = -1) {
     auto* p = static_cast<unsigned char*>(out);
     std::int64_t done = 0;
     while (done < n) {
@@ -52,8 +54,22 @@ class IdxStream {
       }
       if (got == 0)
         throw gs::Error(path_.string() + ": file ends early: " + what + " needs " +
-                        std::to_string(n) + " bytes, only " + std::to_string(done) + " present");
+                        std::to_string(total < 0 ? n : total) + " bytes, only " +
+                        std::to_string(before + done) + " present");
       done += got;
+    }
+  }
+
+  // n bytes into out, which grows with the data that arrives (at most 16 MiB ahead of it): a
+  // header that claims gigabytes for a file of a few bytes fails with "file ends early" without
+  // allocating them first.
+  void read_growing(std::vector<std::uint8_t>& out, std::int64_t n, const char* what) {
+    constexpr std::int64_t kBlock = std::int64_t{1} << 24;
+    out.clear();
+    while (std::int64_t(out.size()) < n) {
+      const std::int64_t at = std::int64_t(out.size()), step = std::min(n - at, kBlock);
+      out.resize(static_cast<std::size_t>(at + step));
+      read_exact(out.data() + at, step, what, at, n);
     }
   }
 
@@ -98,12 +114,15 @@ IdxImages read_idx_images(const std::filesystem::path& path) {
   if (images.rows == 0 || images.cols == 0)
     throw gs::Error(path.string() + ": images of " + std::to_string(images.rows) + "x" +
                     std::to_string(images.cols) + " pixels hold nothing");
+  // Each factor is below 2^32: the product is checked one factor at a time, before it can overflow.
+  const bool too_many = images.cols > kMaxBytes / images.rows ||
+                        (images.count > 0 && images.rows * images.cols > kMaxBytes / images.count);
+  if (too_many)
+    throw gs::Error(path.string() + ": header claims " + std::to_string(images.count) + " images of " +
+                    std::to_string(images.rows) + "x" + std::to_string(images.cols) +
+                    " pixels, more than 4 GiB; the file is corrupt");
   const std::int64_t bytes = images.count * images.rows * images.cols;
-  if (bytes > kMaxBytes)
-    throw gs::Error(path.string() + ": header claims " + std::to_string(bytes) +
-                    " bytes of pixels; the file is corrupt");
-  images.pixels.resize(static_cast<std::size_t>(bytes));
-  in.read_exact(images.pixels.data(), bytes, "the pixels");
+  in.read_growing(images.pixels, bytes, "the pixels");
   in.expect_end();
   return images;
 }
@@ -114,8 +133,7 @@ IdxLabels read_idx_labels(const std::filesystem::path& path) {
   const std::int64_t count = in.read_be32("the label count");
   if (count > kMaxBytes) throw gs::Error(path.string() + ": label count is corrupt");
   IdxLabels labels;
-  labels.labels.resize(static_cast<std::size_t>(count));
-  in.read_exact(labels.labels.data(), count, "the labels");
+  in.read_growing(labels.labels, count, "the labels");
   in.expect_end();
   return labels;
 }

@@ -212,6 +212,36 @@ TEST(Store, BadSnapshotsGiveClearErrors) {
   EXPECT_EQ(AnalysisReader(c.output).steps().size(), 0u);
 }
 
+// Attributes of the wrong shape or class (found by fuzz_analysis: an array where one integer was
+// read into a one-integer buffer): refused by name before anything is read.
+TEST(Store, AttributesOfTheWrongShapeOrClassAreRefused) {
+  TempDir dir;
+  AnalyzeConfig c = config_for(dir);
+  test::write_synthetic_snapshot(c.input, 2);
+  c.quiet = true;
+  analyze(c);
+  auto rewrite = [&](const char* name, hid_t type, hsize_t points, const void* values) {
+    const hid_t f = H5Fopen(c.output.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    ASSERT_GE(f, 0);
+    H5Adelete(f, name);
+    const hid_t s = H5Screate_simple(1, &points, nullptr);
+    const hid_t a = H5Acreate2(f, name, type, s, H5P_DEFAULT, H5P_DEFAULT);
+    H5Awrite(a, type, values);
+    H5Aclose(a);
+    H5Sclose(s);
+    H5Fclose(f);
+  };
+  const std::int64_t versions[4] = {1, 1, 1, 1};
+  rewrite("format_version", H5T_NATIVE_INT64, 4, versions);
+  std::string e = error_of([&] { AnalysisReader{c.output}; });
+  EXPECT_NE(e.find("attribute 'format_version' is not one integer"), std::string::npos) << e;
+  const double stages = 2.0;
+  rewrite("format_version", H5T_NATIVE_INT64, 1, versions);
+  rewrite("stages", H5T_NATIVE_DOUBLE, 1, &stages);
+  e = error_of([&] { (void)AnalysisReader{c.output}.options(); });
+  EXPECT_NE(e.find("attribute 'stages' is not one integer"), std::string::npos) << e;
+}
+
 TEST(Store, RowsOfAnUncommittedStepAreDropped) {
   TempDir dir;
   test::write_synthetic_snapshot(dir / "snap.h5", 3);

@@ -66,7 +66,8 @@ __attribute__((target("avx2"))) inline void log_parts_avx2(__m256 x, __m256i& e,
 // on the same read. It is copied before the unchecked run and restored for the checked one.
 struct NoExtra {
   template <bool checked>
-  void operator()(std::bool_constant<checked>, __m256, __m256, __m256) const {}
+  __attribute__((target("avx2"), always_inline)) void operator()(std::bool_constant<checked>, __m256,
+                                                                  __m256, __m256) const {}
 };
 __attribute__((target("avx2"))) inline std::uint64_t lane_total(__m256i v) {
   alignas(32) std::uint32_t a[8];
