@@ -16,7 +16,6 @@ table is printed and written to OUT/ddp.table.md.
 """
 
 import argparse
-import gzip
 import json
 import os
 import socket
@@ -24,7 +23,6 @@ import statistics
 import sys
 import time
 
-import numpy as np
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
@@ -34,20 +32,9 @@ from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_
 import gradscope
 import gradscope.ddp
 
-DATA = os.environ.get("GS_FASHION_MNIST_DIR", "/usr/share/datasets/fashion-mnist")
 HOOKS = ["none", "fp16", "powersgd-1", "powersgd-4", "sidco-e", "sidco-gp", "topk", "dgc"]
 DENSITY = 0.01
 WARMUP = 5
-
-
-def load(split):
-    prefix = "train" if split == "train" else "t10k"
-    with gzip.open(os.path.join(DATA, f"{prefix}-images-idx3-ubyte.gz")) as f:
-        x = np.frombuffer(f.read(), np.uint8, offset=16).reshape(-1, 1, 28, 28)
-    with gzip.open(os.path.join(DATA, f"{prefix}-labels-idx1-ubyte.gz")) as f:
-        y = np.frombuffer(f.read(), np.uint8, offset=8)
-    x = (torch.from_numpy(x.astype(np.float32)) / 255.0 - 0.286) / 0.353
-    return x, torch.from_numpy(y.astype(np.int64))
 
 
 class Timed:
@@ -103,7 +90,7 @@ def worker(rank, args, port, hook_name, seed, out_path):
     if timed:
         ddp.register_comm_hook(timed, timed_hook)
     opt = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=0.9)
-    x, y = load("train")
+    x, y = gradscope.fashion_mnist("train")
     order = torch.randperm(len(y), generator=torch.Generator().manual_seed(seed))
     mine = order[rank::args.workers]
     step_s, sent = [], []
@@ -133,7 +120,7 @@ def worker(rank, args, port, hook_name, seed, out_path):
     if hook_name not in ("none", "fp16") and not hook_name.startswith("powersgd"):
         result["gradscope"] = timed.state.summary()
     if rank == 0:
-        tx, ty = load("test")
+        tx, ty = gradscope.fashion_mnist("test")
         model.eval()
         with torch.no_grad():
             right = sum(int((model(tx[i:i + 500].expand(-1, 3, -1, -1)).argmax(1) == ty[i:i + 500]).sum())

@@ -34,9 +34,9 @@ while IFS=: read -r name corpus; do
   "$fuzz/$name" -max_total_time="$seconds" -timeout=30 -rss_limit_mb=2048 -max_len=65536 \
     -print_final_stats=1 -artifact_prefix="$fuzz/crashes/$name-" \
     "$fuzz/found/$name" "$root/tests/fuzz/corpus/$corpus" >"$log" 2>&1 || { result=CRASH; status=1; }
-  execs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$log" | awk '{print $2}' | tail -1)
-  rate=$(grep -o 'stat::average_exec_per_sec: [0-9]*' "$log" | awk '{print $2}' | tail -1)
-  last=$(grep -E '^#[0-9]+' "$log" | grep -o 'cov: [0-9]* ft: [0-9]* corp: [0-9]*' | tail -1)
+  execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | awk '{print $2}' | tail -1 || true)
+  rate=$(grep -o 'stat::average_exec_per_sec: *[0-9]*' "$log" | awk '{print $2}' | tail -1 || true)
+  last=$(grep -E '^#[0-9]+' "$log" | grep -o 'cov: [0-9]* ft: [0-9]* corp: [0-9]*' | tail -1 || true)
   cov=$(awk '{print $2}' <<<"$last")
   ft=$(awk '{print $4}' <<<"$last")
   corp=$(awk '{print $6}' <<<"$last")

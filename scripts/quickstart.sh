@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The two Quick start commands:
 #   scripts/quickstart.sh demo   set up, build, run `gradscope demo` on the built-in default data
-#   scripts/quickstart.sh test   set up, build, run the whole test suite through ctest
+#   scripts/quickstart.sh test   set up, build, run the whole test suite through ctest, then the
+#                                fuzz targets (ctest -L fuzz in build-fuzz/, clang with sanitizers)
 # GS_BUILD_DIR (default build/) and GS_JOBS (default 2) may be set.
 set -euo pipefail
 mode=${1:-demo}
@@ -25,5 +26,12 @@ else
   export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
   # Idle OpenMP threads sleep instead of spinning on cores the other suites need.
   export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
-  exec ctest --test-dir "$build" --output-on-failure -j"$jobs"
+  ctest --test-dir "$build" --output-on-failure -j"$jobs"
+  # The fuzz targets (clang, ASan and UBSan) in their own build, each for a bounded number of
+  # inputs from the committed corpus: ctest -L fuzz.
+  fuzz_build=${GS_FUZZ_BUILD_DIR:-$root/build-fuzz}
+  cmake -S "$root" -B "$fuzz_build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
+    -DCMAKE_CXX_COMPILER=clang++ -DGS_FUZZ=ON
+  cmake --build "$fuzz_build" -j"$jobs"
+  exec ctest --test-dir "$fuzz_build" -L fuzz --output-on-failure -j"$jobs"
 fi

@@ -7,25 +7,11 @@ whole-model gradient vectors of 1e7 to 1e8 elements for `gradscope bench kernels
 """
 
 import argparse
-import gzip
-import os
 
-import numpy as np
 import torch
 import torchvision
 
 import gradscope
-
-DATA = os.environ.get("GS_FASHION_MNIST_DIR", "/usr/share/datasets/fashion-mnist")
-
-
-def fashion_mnist(count):
-    with gzip.open(os.path.join(DATA, "train-images-idx3-ubyte.gz")) as f:
-        x = np.frombuffer(f.read(), np.uint8, offset=16)[: count * 784].reshape(count, 1, 28, 28)
-    with gzip.open(os.path.join(DATA, "train-labels-idx1-ubyte.gz")) as f:
-        y = np.frombuffer(f.read(), np.uint8, offset=8)[:count]
-    x = (torch.from_numpy(x.astype(np.float32)) / 255.0 - 0.286) / 0.353
-    return x, torch.from_numpy(y.astype(np.int64))
 
 
 class Encoder(torch.nn.Module):
@@ -68,7 +54,7 @@ def main():
     torch.manual_seed(1)
     model, prepare = make(args.model)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
-    x, y = fashion_mnist(args.steps * args.batch)
+    x, y = gradscope.fashion_mnist("train", args.steps * args.batch)
     params = sum(p.numel() for p in model.parameters())
     print(f"{args.model}: {params} parameters, {args.steps} steps, recording every {args.every}")
     with gradscope.Recorder(model, args.out, every=args.every, force=args.force, dataset="fashion-mnist",

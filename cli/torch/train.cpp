@@ -27,7 +27,8 @@ int run(const gs::dist::TrainConfig& cfg) {
   // The checkpoint directories, checked once where the run starts (a launched worker's launcher did):
   // a checkpoint to resume from in one line if it does not fit, old checkpoints never mixed in.
   if (!std::getenv(gs::dist::kStoreHostedEnv)) {
-    if (!cfg.resume.empty()) (void)gs::dist::open_for_resume(cfg.resume, cfg);
+    // A worker placed by hand (--rank) may see only its own files: it checks those.
+    if (!cfg.resume.empty()) (void)gs::dist::open_for_resume(cfg.resume, cfg, cfg.rank);
     else gs::dist::prepare_checkpoint_root(cfg);
   }
   if (cfg.workers > 1 && cfg.rank < 0) return gs::dist::launch_workers(cfg);

@@ -9,29 +9,14 @@ rank 0's gradients recorded every 20 steps to a gradscope snapshot:
 """
 
 import argparse
-import gzip
-import os
 import socket
 
-import numpy as np
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
 import gradscope
 import gradscope.ddp
-
-DATA = os.environ.get("GS_FASHION_MNIST_DIR", "/usr/share/datasets/fashion-mnist")
-
-
-def load(split):
-    prefix = "train" if split == "train" else "t10k"
-    with gzip.open(os.path.join(DATA, f"{prefix}-images-idx3-ubyte.gz")) as f:
-        x = np.frombuffer(f.read(), np.uint8, offset=16).reshape(-1, 1, 28, 28)
-    with gzip.open(os.path.join(DATA, f"{prefix}-labels-idx1-ubyte.gz")) as f:
-        y = np.frombuffer(f.read(), np.uint8, offset=8)
-    x = (torch.from_numpy(x.astype(np.float32)) / 255.0 - 0.286) / 0.353
-    return x, torch.from_numpy(y.astype(np.int64))
 
 
 class Net(torch.nn.Module):
@@ -57,7 +42,7 @@ def worker(rank, args, port):
     state = gradscope.ddp.State(method=args.method, ratio=args.ratio)
     ddp.register_comm_hook(state, gradscope.ddp.hook)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
-    x, y = load("train")
+    x, y = gradscope.fashion_mnist("train")
     mine = torch.arange(rank, len(y), args.workers)  # this worker's shard
     recorder = gradscope.Recorder(model, args.record, every=20, force=True) if rank == 0 else None
     for step in range(args.steps):
@@ -74,7 +59,7 @@ def worker(rank, args, port):
     if recorder:
         recorder.close()
     if rank == 0:
-        tx, ty = load("test")
+        tx, ty = gradscope.fashion_mnist("test")
         with torch.no_grad():
             accuracy = (model(tx).argmax(1) == ty).float().mean().item()
         s = state.summary()

@@ -4,6 +4,7 @@
     gradscope.select(t, "sidco-e", 0.01)   the elements a compressor sends: (indices, values, info)
     gradscope.Recorder(model, "run.h5")    gradients of any nn.Module into a gradscope snapshot
     gradscope.ddp.State / gradscope.ddp.hook   compressed DistributedDataParallel (a comm hook)
+    gradscope.fashion_mnist("train")       Fashion-MNIST as normalized tensors (Debian's package)
 
 The work is done by gradscope's C++ libraries (the _gradscope extension); errors from them arrive
 as gradscope.Error, a ValueError, with the same message.
@@ -17,9 +18,11 @@ from . import _gradscope
 from ._gradscope import Error, __version__
 from ._options import compressor_names, option_texts, sparse_selection_names
 from ._tensors import check_density, compress_where_it_lives, describe, float32_view, on_host
+from .datasets import fashion_mnist
 from .recorder import Recorder
 
-__all__ = ["Error", "Recorder", "__version__", "compressor_names", "ddp", "fit", "select"]
+__all__ = ["Error", "Recorder", "__version__", "compressor_names", "ddp", "fashion_mnist", "fit",
+           "select"]
 
 
 def fit(t, ratios=(0.1, 0.01, 0.001), backend="auto"):

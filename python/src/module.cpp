@@ -23,6 +23,7 @@
 #include "gs/compress/compressor.hpp"
 #include "gs/compress/model_compressor.hpp"
 #include "gs/compress/thread_collectives.hpp"
+#include "gs/data/fashion_mnist.hpp"
 #include "gs/data/step_recorder.hpp"
 #include "gs/error.hpp"
 #include "gs/fitting/report.hpp"
@@ -233,6 +234,15 @@ PYBIND11_MODULE(_gradscope, m) {
   py::register_exception<gs::Error>(m, "Error", PyExc_ValueError);
   m.attr("__version__") = gs::kVersion;
   m.def("cuda_built", &gs::kernels::cuda_built);
+  // Fashion-MNIST through the data library's IDX reader: (pixels uint8 [n, rows, cols], labels
+  // uint8 [n]).
+  m.def("fashion_mnist", [](const std::string& split) {
+    const gs::data::FashionMnist d = gs::data::load_fashion_mnist(split);
+    const auto& im = d.images;
+    py::array_t<std::uint8_t> pixels({im.count, im.rows, im.cols}, im.pixels.data());
+    py::array_t<std::uint8_t> labels(py::ssize_t(d.labels.labels.size()), d.labels.labels.data());
+    return py::make_tuple(pixels, labels);
+  }, py::arg("split"));
   m.def("cuda_available", &gs::kernels::cuda_available);
   m.def("fit_json", &fit_json, py::arg("address"), py::arg("n"), py::arg("densities"),
         py::arg("backend"), py::arg("input"));

@@ -1,6 +1,7 @@
 #pragma once
 // Shared by the fuzz targets: the input as a file (for readers that take a path), as a list of
 // command-line arguments, and as a stream of values.
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -78,14 +79,33 @@ class Stream {
   const std::uint8_t* end_;
 };
 
-// Quiets stdout and stderr (the CLI's printing), once.
-inline void silence() {
-  static const bool done = [] {
-    std::freopen("/dev/null", "w", stdout);
-    std::freopen("/dev/null", "w", stderr);
-    return true;
-  }();
-  (void)done;
-}
+// Quiets stdout and stderr (the CLI's printing) while it lives, and gives them back after, so
+// that libFuzzer's own report still reaches stderr.
+class Quiet {
+ public:
+  Quiet() {
+    std::fflush(stdout);
+    std::fflush(stderr);
+    out_ = ::dup(1);
+    err_ = ::dup(2);
+    const int null = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+    ::dup2(null, 1);
+    ::dup2(null, 2);
+    ::close(null);
+  }
+  ~Quiet() {
+    std::fflush(stdout);
+    std::fflush(stderr);
+    ::dup2(out_, 1);
+    ::dup2(err_, 2);
+    ::close(out_);
+    ::close(err_);
+  }
+  Quiet(const Quiet&) = delete;
+  Quiet& operator=(const Quiet&) = delete;
+
+ private:
+  int out_, err_;
+};
 
 }  // namespace gs::fuzz

@@ -12,27 +12,13 @@
         per step whether it was skipped and what came back, and the error that ended the run.
 """
 
-import gzip
-import os
 import sys
 
-import numpy as np
 import torch
 import torch.distributed as dist
 
 import gradscope
 import gradscope.ddp as gddp
-
-FASHION_MNIST = os.environ.get("GS_FASHION_MNIST_DIR", "/usr/share/datasets/fashion-mnist")
-
-
-def fashion_mnist(count):
-    with gzip.open(os.path.join(FASHION_MNIST, "train-images-idx3-ubyte.gz")) as f:
-        images = np.frombuffer(f.read(), np.uint8, offset=16)[: count * 784]
-    with gzip.open(os.path.join(FASHION_MNIST, "train-labels-idx1-ubyte.gz")) as f:
-        labels = np.frombuffer(f.read(), np.uint8, offset=8)[:count]
-    x = torch.from_numpy(images.astype(np.float32) / 255.0).reshape(count, 1, 28, 28)
-    return (x - 0.286) / 0.353, torch.from_numpy(labels.astype(np.int64))
 
 
 class Block(torch.nn.Module):
@@ -74,7 +60,7 @@ def train(rank, world, out, method, ratio, steps):
     state = gddp.State(method, ratio, **options)
     ddp.register_comm_hook(state, gddp.hook)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
-    x, y = fashion_mnist(2048)
+    x, y = gradscope.fashion_mnist("train", 2048)
     shard = torch.arange(rank, 2048, world)
     losses, skipped = [], []
     batch = 32

@@ -143,3 +143,19 @@ def test_core_errors_arrive_with_the_cli_message(gradscope_bin, tmp_path):
     assert isinstance(py_error.value, ValueError)
     with pytest.raises(gradscope.Error, match="ratio"):
         gradscope.fit(t, ratios=(2.0,))
+
+
+def test_fashion_mnist_comes_as_normalized_tensors(monkeypatch, tmp_path):
+    x, y = gradscope.fashion_mnist("test")
+    assert x.shape == (10000, 1, 28, 28) and x.dtype == torch.float32
+    assert y.shape == (10000,) and y.dtype == torch.int64
+    assert int(y.min()) == 0 and int(y.max()) == 9
+    assert torch.bincount(y).tolist() == [1000] * 10  # the test split is balanced
+    # (pixel / 255 - mean) / std: a black pixel is -mean / std, a white one (1 - mean) / std.
+    assert math.isclose(float(x.min()), -0.2860 / 0.3530, rel_tol=1e-6)
+    assert math.isclose(float(x.max()), (1 - 0.2860) / 0.3530, rel_tol=1e-6)
+    head, head_y = gradscope.fashion_mnist("test", count=5)
+    assert torch.equal(head, x[:5]) and torch.equal(head_y, y[:5])
+    monkeypatch.setenv("GS_FASHION_MNIST_DIR", str(tmp_path))
+    with pytest.raises(gradscope.Error, match="dataset-fashion-mnist"):
+        gradscope.fashion_mnist("train")

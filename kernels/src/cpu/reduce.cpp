@@ -27,7 +27,6 @@ using kernels::detail::selected_above;
 using kernels::detail::threshold_as_float;
 
 constexpr float kFloatMax = std::numeric_limits<float>::max();
-constexpr double kInf = std::numeric_limits<double>::infinity();
 
 GS_CPU_CLONES double sum_chunk(const float* g, std::size_t n) {
   double s = 0.0;

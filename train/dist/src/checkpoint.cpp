@@ -170,7 +170,7 @@ std::optional<CheckpointInfo> latest_checkpoint(const fs::path& root) {
   return std::nullopt;
 }
 
-CheckpointInfo open_for_resume(const fs::path& dir, const TrainConfig& config) {
+CheckpointInfo open_for_resume(const fs::path& dir, const TrainConfig& config, int only_rank) {
   if (!fs::is_directory(dir)) throw Error("--resume " + dir.string() + ": no such directory");
   const auto found = latest_checkpoint(dir);
   if (!found)
@@ -187,7 +187,8 @@ CheckpointInfo open_for_resume(const fs::path& dir, const TrainConfig& config) {
                 config.compressor);
   if (const auto d = first_difference(info.description, config.shared_description()); !d.empty())
     throw Error(where + " was written with " + d);
-  for (int r = 0; r < info.workers; ++r) (void)read_rank_state(info.dir, r);
+  for (int r = 0; r < info.workers; ++r)
+    if (only_rank < 0 || r == only_rank) (void)read_rank_state(info.dir, r);
   return info;
 }
 
@@ -233,7 +234,7 @@ void prune_checkpoints(const fs::path& root, int rank) {
   complete.resize(complete.size() - kKeptCheckpoints);
   std::error_code ec;
   for (const auto& dir : complete) {
-    if (rank == 0) fs::remove(dir / "manifest.json", ec);
+    fs::remove(dir / "manifest.json", ec);
     fs::remove(rank_file(dir, rank), ec);
     fs::remove(dir, ec);  // once empty
   }

@@ -305,7 +305,8 @@ class Worker {
   }
 
   void restore() {
-    const CheckpointInfo info = open_for_resume(config_.resume, config_);
+    // Where the run started, every worker's file was verified; here this worker reads its own.
+    const CheckpointInfo info = open_for_resume(config_.resume, config_, rank_);
     const std::string bytes = read_rank_state(info.dir, rank_);
     StateReader r(bytes, "checkpoint " + info.dir.string() + " (rank " + std::to_string(rank_) + ")");
     r.expect(r.get<std::int32_t>(), std::int32_t(world_), "the world size");

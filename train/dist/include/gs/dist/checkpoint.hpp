@@ -41,9 +41,11 @@ std::filesystem::path checkpoint_dir(const std::filesystem::path& root, std::int
 std::optional<CheckpointInfo> latest_checkpoint(const std::filesystem::path& root);
 
 // What `--resume DIR` continues from: the latest complete checkpoint, with every worker's file
-// verified (present, whole, its SHA-256 right) and the run's configuration matching this one.
+// verified (present, whole, its SHA-256 right; only rank `only_rank`'s when it is >= 0, as on a
+// machine that holds one worker's files) and the run's configuration matching this one.
 // gs::Error in one line otherwise, naming the file or the setting that differs.
-CheckpointInfo open_for_resume(const std::filesystem::path& dir, const TrainConfig& config);
+CheckpointInfo open_for_resume(const std::filesystem::path& dir, const TrainConfig& config,
+                               int only_rank = -1);
 
 // One worker's part: its payload, written atomically into info.dir as rank-<rank>.ckpt.
 void write_rank_state(const std::filesystem::path& dir, int rank, std::string_view payload);
@@ -52,8 +54,9 @@ std::string read_rank_state(const std::filesystem::path& dir, int rank);
 
 // The manifest, once every worker's file is written (each worker may write it: same content).
 void write_manifest(const CheckpointInfo& info);
-// Removes the checkpoints under root older than the kKeptCheckpoints latest complete ones
-// (this worker's file; rank 0 also the manifest, first).
+// Removes the checkpoints under root older than the kKeptCheckpoints latest complete ones: the
+// manifest first (the checkpoint is then incomplete), then this worker's file, then the directory
+// once empty.
 void prune_checkpoints(const std::filesystem::path& root, int rank);
 
 // `--checkpoint DIR` on a run that does not resume: gs::Error when DIR already holds checkpoints
