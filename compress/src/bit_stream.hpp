@@ -17,8 +17,9 @@ namespace gs::compress::detail {
 // Appends the bytes of v.
 template <class T>
 void put_field(std::vector<std::byte>& out, T v) {
-  const auto* b = reinterpret_cast<const std::byte*>(&v);
-  out.insert(out.end(), b, b + sizeof(T));
+  const std::size_t at = out.size();
+  out.resize(at + sizeof(T));
+  std::memcpy(out.data() + at, &v, sizeof(T));
 }
 // The T stored at byte `at` of in (the caller has checked that it fits).
 template <class T>

@@ -70,7 +70,9 @@ TEST(CompressorState, EveryCompressorContinuesExactlyFromItsState) {
     // Without the state the run differs (what the state holds matters), except for the dense
     // exchange, which carries nothing from step to step.
     auto fresh = make(name);
-    if (name != "none") EXPECT_NE(step(*fresh, 14), step(*original, 14)) << name;
+    if (name != "none") {
+      EXPECT_NE(step(*fresh, 14), step(*original, 14)) << name;
+    }
   }
 }
 

@@ -24,8 +24,8 @@ class ScratchDir {
     static std::atomic<int> counter{0};
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
     std::string name = "gs_data_";
-    if (info != nullptr) name += std::string(info->test_suite_name()) + "_" + info->name();
-    name += "_" + std::to_string(::getpid()) + "_" + std::to_string(counter++);
+    if (info != nullptr) name.append(info->test_suite_name()).append("_").append(info->name());
+    name.append("_").append(std::to_string(::getpid())).append("_").append(std::to_string(counter++));
     for (char& c : name)
       if (c == '/') c = '_';
     path_ = std::filesystem::temp_directory_path() / name;
