@@ -68,7 +68,8 @@ std::map<std::int64_t, fs::path> step_dirs(const fs::path& root) {
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(root, ec)) {
     const std::string name = e.path().filename().string();
-    if (!e.is_directory() || name.rfind("step-", 0) != 0 || name.size() == 5) continue;
+    if (!e.is_directory() || name.rfind("step-", 0) != 0 || name.size() == 5 || name.size() > 5 + 18)
+      continue;
     if (!std::all_of(name.begin() + 5, name.end(), [](char c) { return c >= '0' && c <= '9'; }))
       continue;
     out[std::stoll(name.substr(5))] = e.path();
