@@ -20,8 +20,6 @@ cmake --build "$build" -j"$jobs" >/dev/null
 
 fuzz=$build/tests/fuzz
 mkdir -p "$fuzz/crashes" "$fuzz/logs"
-# HDF5 and the other system libraries are not instrumented: leaks they keep at exit are theirs.
-export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
 status=0
 echo "| target | seconds | executions | exec/s | cov | ft | corpus | result |"
 echo "|---|---:|---:|---:|---:|---:|---:|---|"
