@@ -323,15 +323,7 @@ LogHistogram log_histogram(std::span<const float> g, double lo, double hi, int b
 #pragma omp critical
     for (std::size_t s = 0; s < slots; ++s) total[s] += local[s];  // integer: order-free
   }
-  LogHistogram h;
-  h.lo = lo;
-  h.hi = hi;
-  h.below = total[0];
-  h.counts.assign(total.begin() + 1, total.begin() + 1 + bins);
-  h.above = total[static_cast<std::size_t>(bins) + 1];
-  h.zeros = total[slots - 2];
-  h.nonfinite = total[slots - 1];
-  return h;
+  return log_histogram_from_slots(lo, hi, total);
 }
 
 }  // namespace gs::kernels::cpu

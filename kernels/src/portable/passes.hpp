@@ -93,16 +93,7 @@ LogHistogram log_histogram(P& p, const float* g, std::uint64_t n, double lo, dou
   auto counts = p.template alloc<unsigned long long>(slots);
   p.zero(counts.data(), slots);
   if (n > 0) p.log_histogram(g, n, slot, counts.data());
-  const auto c = p.download(counts.data(), slots);
-  LogHistogram h;
-  h.lo = lo;
-  h.hi = hi;
-  h.below = c[0];
-  h.counts.assign(c.begin() + 1, c.begin() + 1 + bins);
-  h.above = c[static_cast<std::size_t>(bins) + 1];
-  h.zeros = c[slots - 2];
-  h.nonfinite = c[slots - 1];
-  return h;
+  return log_histogram_from_slots(lo, hi, p.download(counts.data(), slots));
 }
 
 // ---- compaction and exact top-k ----------------------------------------------------------------

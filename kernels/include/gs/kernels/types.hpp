@@ -1,5 +1,6 @@
 #pragma once
 // Result types shared by the CPU (gs/kernels/cpu.hpp) and CUDA (gs/kernels/cuda.hpp) entry points.
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -18,6 +19,22 @@ struct LogHistogram {
   // Lower edge of bin i (i == counts.size() gives hi).
   double edge(std::size_t i) const;
 };
+
+// The histogram from per-slot counts in the layout every backend's pass counts into: [0] below,
+// [1..bins] the bins, [bins + 1] above, [bins + 2] zeros, [bins + 3] non-finite.
+template <class Count>
+LogHistogram log_histogram_from_slots(double lo, double hi, const std::vector<Count>& per_slot) {
+  const std::size_t bins = per_slot.size() - 4;
+  LogHistogram h;
+  h.lo = lo;
+  h.hi = hi;
+  h.below = per_slot[0];
+  h.counts.assign(per_slot.begin() + 1, per_slot.begin() + 1 + static_cast<std::ptrdiff_t>(bins));
+  h.above = per_slot[bins + 1];
+  h.zeros = per_slot[bins + 2];
+  h.nonfinite = per_slot[bins + 3];
+  return h;
+}
 
 // Validates histogram arguments (0 < lo < hi finite, bins in [1, 1<<20]); throws gs::Error.
 void check_log_histogram_args(double lo, double hi, int bins);
