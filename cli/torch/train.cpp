@@ -28,7 +28,7 @@ int run(const gs::dist::TrainConfig& cfg) {
   // a checkpoint to resume from in one line if it does not fit, old checkpoints never mixed in.
   if (!std::getenv(gs::dist::kStoreHostedEnv)) {
     // A worker placed by hand (--rank) may see only its own files: it checks those.
-    if (!cfg.resume.empty()) (void)gs::dist::open_for_resume(cfg.resume, cfg, cfg.rank);
+    if (!cfg.resume.empty()) gs::dist::verify_rank_files(gs::dist::matching_checkpoint(cfg.resume, cfg), cfg.rank);
     else gs::dist::prepare_checkpoint_root(cfg);
   }
   if (cfg.workers > 1 && cfg.rank < 0) return gs::dist::launch_workers(cfg);

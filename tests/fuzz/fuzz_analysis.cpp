@@ -7,9 +7,7 @@
 #include "h5_edit.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  const std::string& base = gs::fuzz::base_files().analysis;
-  gs::fuzz::Stream edits(data, size);
-  const auto bytes = gs::fuzz::edited_image(std::as_bytes(std::span(base)), edits);
+  const auto bytes = gs::fuzz::edited_image(gs::fuzz::base_files().analysis, data, size);
   const gs::data::FileImage image{bytes, "fuzz.analysis.h5"};
   try {
     gs::analyzer::AnalysisReader r(image);

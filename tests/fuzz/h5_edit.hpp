@@ -192,4 +192,11 @@ inline std::vector<std::byte> edited_image(std::span<const std::byte> base, Stre
   return image;
 }
 
+// base (a file's bytes) edited by the whole input.
+inline std::vector<std::byte> edited_image(const std::string& base, const std::uint8_t* data,
+                                           std::size_t size) {
+  Stream edits(data, size);
+  return edited_image(std::as_bytes(std::span(base)), edits);
+}
+
 }  // namespace gs::fuzz

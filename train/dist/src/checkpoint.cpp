@@ -171,7 +171,7 @@ std::optional<CheckpointInfo> latest_checkpoint(const fs::path& root) {
   return std::nullopt;
 }
 
-CheckpointInfo open_for_resume(const fs::path& dir, const TrainConfig& config, int only_rank) {
+CheckpointInfo matching_checkpoint(const fs::path& dir, const TrainConfig& config) {
   if (!fs::is_directory(dir)) throw Error("--resume " + dir.string() + ": no such directory");
   const auto found = latest_checkpoint(dir);
   if (!found)
@@ -188,9 +188,12 @@ CheckpointInfo open_for_resume(const fs::path& dir, const TrainConfig& config, i
                 config.compressor);
   if (const auto d = first_difference(info.description, config.shared_description()); !d.empty())
     throw Error(where + " was written with " + d);
+  return info;
+}
+
+void verify_rank_files(const CheckpointInfo& info, int only_rank) {
   for (int r = 0; r < info.workers; ++r)
     if (only_rank < 0 || r == only_rank) (void)read_rank_state(info.dir, r);
-  return info;
 }
 
 void write_rank_state(const fs::path& dir, int rank, std::string_view payload) {

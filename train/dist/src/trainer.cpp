@@ -305,8 +305,8 @@ class Worker {
   }
 
   void restore() {
-    // Where the run started, every worker's file was verified; here this worker reads its own.
-    const CheckpointInfo info = open_for_resume(config_.resume, config_, rank_);
+    // Where the run started, the files were verified; here this worker reads (and checks) its own.
+    const CheckpointInfo info = matching_checkpoint(config_.resume, config_);
     const std::string bytes = read_rank_state(info.dir, rank_);
     StateReader r(bytes, "checkpoint " + info.dir.string() + " (rank " + std::to_string(rank_) + ")");
     r.expect(r.get<std::int32_t>(), std::int32_t(world_), "the world size");

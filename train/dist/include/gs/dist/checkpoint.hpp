@@ -40,12 +40,14 @@ std::filesystem::path checkpoint_dir(const std::filesystem::path& root, std::int
 // none. gs::Error for a manifest that does not read.
 std::optional<CheckpointInfo> latest_checkpoint(const std::filesystem::path& root);
 
-// What `--resume DIR` continues from: the latest complete checkpoint, with every worker's file
-// verified (present, whole, its SHA-256 right; only rank `only_rank`'s when it is >= 0, as on a
-// machine that holds one worker's files) and the run's configuration matching this one.
-// gs::Error in one line otherwise, naming the file or the setting that differs.
-CheckpointInfo open_for_resume(const std::filesystem::path& dir, const TrainConfig& config,
-                               int only_rank = -1);
+// What `--resume DIR` continues from: the latest complete checkpoint, written by a run whose
+// world size, model, compressor and shared options match this one's. gs::Error in one line
+// otherwise, naming the setting that differs.
+CheckpointInfo matching_checkpoint(const std::filesystem::path& dir, const TrainConfig& config);
+// Reads and verifies every worker's file of info (present, whole, its SHA-256 right), or only rank
+// `only_rank`'s when it is >= 0, as on a machine that holds one worker's files: gs::Error in one
+// line naming the first bad file.
+void verify_rank_files(const CheckpointInfo& info, int only_rank = -1);
 
 // One worker's part: its payload, written atomically into info.dir as rank-<rank>.ckpt.
 void write_rank_state(const std::filesystem::path& dir, int rank, std::string_view payload);
