@@ -130,7 +130,18 @@ bool SidcoStages::first(const MagnitudeStats& s) {
   // The fit describes the non-zero values only: aim at the same d1*n elements among them.
   const double d1_nonzero = d1 * double(n_) / double(s.count);
   run_ = 1;
-  if (d1_nonzero >= 1.0) return false;
+  if (d1_nonzero >= 1.0) {
+    // Stage 1 would keep every non-zero value (a vector mostly of exact zeros, as the gradient of
+    // a 3x3 convolution whose input is 1x1: only the centre taps are non-zero). It keeps them
+    // (eta = 0); the tail stages then go from those count values to the target, unless the
+    // target itself keeps them all.
+    const double target = delta_ * double(n_);
+    if (!multi || target >= double(s.count)) return false;
+    di_ = std::pow(target / double(s.count), 1.0 / double(stages_ - 1));
+    expected_ = double(s.count);
+    tails_left_ = stages_ - 1;
+    return true;
+  }
   const bool degenerate = s.count < 2 || !(s.max > s.min);
   if (degenerate || variant_ == SidcoVariant::exponential) {
     eta_ = sid_threshold(fit_exponential(s), d1_nonzero);

@@ -138,6 +138,31 @@ TEST(Sidco, ZerosDoNotDiluteTheTarget) {
   EXPECT_NEAR(r.quality, 1.0, 0.1);
 }
 
+// Eight values in nine exactly zero (a 3x3 convolution on a 1x1 input): stage 1's quarter of n is
+// more than every non-zero value, so stage 1 keeps them all and the tails aim at the target from
+// there. (Stopping at stage 1 sent every non-zero value: 11x the target.)
+TEST(Sidco, MostlyZerosStillReachTheTargetWithSeveralStages) {
+  std::vector<float> v = synthetic(Law::laplace);
+  for (std::size_t i = 0; i < v.size(); ++i)
+    if (i % 9 != 4) v[i] = 0.0f;
+  NaivePasses passes(v);
+  for (auto variant : {gs::SidcoVariant::exponential, gs::SidcoVariant::pareto, gs::SidcoVariant::gamma_pareto})
+    for (int m : {2, 3})
+      for (double density : {0.05, 0.01}) {
+        const auto r = gs::sidco_threshold(passes, density, variant, m);
+        SCOPED_TRACE(std::string(gs::method_name(variant)) + " M=" + std::to_string(m) +
+                     " density=" + std::to_string(density));
+        EXPECT_EQ(r.stages, m);
+        EXPECT_GT(r.threshold, 0.0);
+        EXPECT_NEAR(r.quality, 1.0, 0.1);
+      }
+  // A target above the non-zero count keeps every non-zero value, in one stage.
+  const auto all = gs::sidco_threshold(passes, 0.2, gs::SidcoVariant::exponential, 3);
+  EXPECT_EQ(all.threshold, 0.0);
+  EXPECT_EQ(all.selected, (v.size() + 4) / 9);
+  EXPECT_EQ(all.stages, 1);
+}
+
 TEST(Thresholds, TopKKeepsExactlyKWithTies) {
   std::vector<float> v = {0.1f, -0.5f, 0.5f, 0.5f, 0.2f, 0.0f, 0.9f, 0.3f, 0.5f, 0.05f};
   NaivePasses passes(v);

@@ -22,7 +22,7 @@
 
 namespace gs::testing {
 
-enum class Shape { normal, laplace, student3, pareto, uniform, ties, specials };
+enum class Shape { normal, laplace, student3, pareto, uniform, ties, specials, centre_taps };
 
 inline const char* shape_name(Shape s) {
   switch (s) {
@@ -33,12 +33,15 @@ inline const char* shape_name(Shape s) {
     case Shape::uniform: return "uniform";
     case Shape::ties: return "ties";
     case Shape::specials: return "nan_inf_zero";
+    case Shape::centre_taps: return "centre_taps";
   }
   return "?";
 }
 
 // Fresh signed data of a shape, seeded. "specials" mixes 1% NaN, 1% +-Inf, 5% zeros, 0.1%
-// subnormals into Laplace data; "ties" draws from 50 values so many magnitudes repeat.
+// subnormals into Laplace data; "ties" draws from 50 values so many magnitudes repeat;
+// "centre_taps" is the gradient of a 3x3 convolution whose input is 1x1 (ResNet's last stage on
+// 28x28 images): eight values in nine exactly zero, the centre taps Laplace.
 inline std::vector<float> make_data(Shape shape, std::size_t n, std::uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::vector<float> g(n);
@@ -57,6 +60,7 @@ inline std::vector<float> make_data(Shape shape, std::size_t n, std::uint64_t se
       case Shape::pareto: v = float(s * 1e-4 * std::pow(1.0 - std::uniform_real_distribution<double>(0, 1)(rng), -1.0 / 1.5)); break;
       case Shape::uniform: v = float(unif(rng)); break;
       case Shape::ties: v = float(s * 0.125 * tie(rng)); break;
+      case Shape::centre_taps: v = (&v - g.data()) % 9 == 4 ? float(s * expo(rng)) : 0.0f; break;
       case Shape::specials: {
         const double u = std::uniform_real_distribution<double>(0, 1)(rng);
         if (u < 0.01) v = std::numeric_limits<float>::quiet_NaN();

@@ -119,7 +119,7 @@ std::vector<std::int64_t> reference_indices(std::span<const float> g, double t) 
 TEST(SidcoSelect, EveryRouteMatchesFittingAndCompactExactly) {
   std::uint64_t seed = 8200;
   cpu::SidcoWorkspace ws;
-  for (Shape shape : {Shape::laplace, Shape::specials})
+  for (Shape shape : {Shape::laplace, Shape::specials, Shape::centre_taps})
     for (std::size_t n : {std::size_t{1000}, std::size_t{140001}, std::size_t{600001}}) {
       const auto g = make_data(shape, n, ++seed);
       NaivePasses naive(g);
@@ -150,7 +150,9 @@ TEST(SidcoSelect, EveryRouteMatchesFittingAndCompactExactly) {
               }
               // Same selection as the oracle's count, up to ties at a threshold a rounding apart.
               EXPECT_NEAR(double(r.selected), double(ref.selected), 2.0 + 1e-6 * double(ref.selected));
-              const bool tail = m > 1 && delta < 0.25 && r.stages > 1;
+              // (The routes' planning assumes stage 1 kept a quarter of g; on centre_taps it
+              // keeps every non-zero value, a ninth: only the selections are compared there.)
+              const bool tail = m > 1 && delta < 0.25 && r.stages > 1 && shape != Shape::centre_taps;
               if (route == cpu::SidcoRoute::candidates && tail) {
                 EXPECT_EQ(r.route, cpu::SidcoRoute::candidates);
                 EXPECT_EQ(r.full_reads, 2);

@@ -61,7 +61,9 @@ std::string_view method_name(SidcoVariant v);  // "sidco-e", "sidco-p", "sidco-g
 // fits the exceedances x > eta, shifted by their minimum t, at di = (density/0.25)^(1/(M-1)) and
 // sets eta = t + tail threshold. Stops early when fewer than 2 distinct exceedances remain.
 // Zeros are excluded from the fit, so stage 1 aims at d1*n/count among the non-zero values (the
-// same d1*n elements the reference targets over all n).
+// same d1*n elements the reference targets over all n); when count <= d1*n, stage 1 keeps every
+// non-zero value (eta = 0) and the tail stages aim from count to density*n at
+// di = (density*n/count)^(1/(M-1)).
 // recount = true is our variant: each tail stage aims at the count the plan expects
 // (d1 * n * di^i elements) divided by the exceedances actually left, so an error of one stage is
 // not carried into the next; the reference (false) aims at di of whatever the last stage left.
