@@ -3,9 +3,12 @@
 // host order the formats assume) and LSB-first bit packing for the compact formats (range-based
 // floats, Rice-coded indices). Bits fill each byte from its least significant bit; a stream ends
 // on a byte boundary.
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <span>
 #include <string>
 #include <vector>
@@ -67,6 +70,26 @@ class BitWriter {
   std::uint64_t acc_ = 0;
   int fill_ = 0;
 };
+
+// Rice parameter with the fewest bits for these gaps (searched near log2 of their mean); the bits
+// of their Rice codes under it in *bits when given.
+inline int rice_parameter(std::span<const std::uint64_t> gaps, std::uint64_t* bits = nullptr) {
+  if (bits) *bits = 0;
+  if (gaps.empty()) return 0;
+  std::uint64_t total = 0;
+  for (std::uint64_t d : gaps) total += d;
+  const double mean = double(total) / double(gaps.size());
+  const int guess = mean >= 1.0 ? int(std::floor(std::log2(mean))) : 0;
+  int best = 0;
+  std::uint64_t best_bits = std::numeric_limits<std::uint64_t>::max();
+  for (int b = std::max(0, guess - 1); b <= std::min(31, guess + 2); ++b) {
+    std::uint64_t n = gaps.size() * std::uint64_t(1 + b);
+    for (std::uint64_t d : gaps) n += d >> b;
+    if (n < best_bits) best_bits = n, best = b;
+  }
+  if (bits) *bits = best_bits;
+  return best;
+}
 
 class BitReader {
  public:

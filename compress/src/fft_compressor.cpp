@@ -53,22 +53,6 @@ std::uint64_t kept_bins(std::uint64_t len, double theta) {
 }
 
 
-// Rice parameter with the fewest bits for these gaps (searched near log2 of their mean).
-int rice_parameter(const std::vector<std::uint64_t>& gaps) {
-  if (gaps.empty()) return 0;
-  const double mean = double(std::accumulate(gaps.begin(), gaps.end(), std::uint64_t(0))) /
-                      double(gaps.size());
-  const int guess = mean >= 1.0 ? int(std::floor(std::log2(mean))) : 0;
-  int best = 0;
-  std::uint64_t best_bits = std::numeric_limits<std::uint64_t>::max();
-  for (int b = std::max(0, guess - 1); b <= std::min(31, guess + 2); ++b) {
-    std::uint64_t bits = gaps.size() * std::uint64_t(1 + b);
-    for (std::uint64_t d : gaps) bits += d >> b;
-    if (bits < best_bits) best_bits = bits, best = b;
-  }
-  return best;
-}
-
 class FftCompressor final : public Compressor {
  public:
   FftCompressor(double density, const CompressorOptions& o)

@@ -3,23 +3,29 @@
     state = gradscope.ddp.State(method="sidco-e", ratio=0.01)
     model.register_comm_hook(state, gradscope.ddp.hook)
 
-Each bucket goes through the same C++ compressor `gradscope train` uses, with error feedback kept
-per parameter (what is not sent waits in a residual and joins the next step's gradient: the
-residual invariant holds exactly, as in the C++ ModelCompressor), and is exchanged with
-torch.distributed on the state's process group:
+The hook returns at once: each bucket is queued to the state's own thread, which does its work in
+DDP's bucket order (so every worker issues its collectives in the same order) while backward goes
+on computing the next buckets' gradients, as PowerSGD's hook does its work in its futures'
+callbacks. Each bucket goes through the same C++ compressor `gradscope train` uses, with error
+feedback kept per parameter (what is not sent waits in a residual and joins the next step's
+gradient: the residual invariant holds exactly, as in the C++ ModelCompressor), and is exchanged
+with torch.distributed on the state's process group:
 - sparse selections (sidco-*, topk, dgc, redsync, gaussianksgd, randomk, variance): each worker's
   encoded payload is all-gathered, asynchronously, so DDP overlaps it with the rest of backward;
   the mean is decoded by the C++ core, in rank order, as ModelCompressor::step decodes it;
 - none: an asynchronous all-reduce of the bucket;
 - the quantizers and fft: their own rounds (all-reduce MAX/MIN/SUM, all-gather of bytes) over
-  torch.distributed (TorchCollectives), synchronously.
+  torch.distributed (TorchCollectives), one after the other on the state's thread.
 A NaN or Inf in any worker's bucket: every worker gets zeros for it, nothing enters the residual,
 the step counts as skipped (state.step_skipped; skip the optimizer step), and 10 skipped steps in
 a row raise gradscope.Error, as in `gradscope train`.
 """
 
 import math
+import queue
+import threading
 import time
+import weakref
 from dataclasses import dataclass, field
 
 import torch
@@ -46,6 +52,13 @@ class StepStats:
     hook_s: float = 0.0      # wall time of the hook calls, which DDP's backward waits for
     skipped: bool = False
     buckets: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def add(self, **amounts):
+        """Adds to counters; the state's thread and the collectives' callbacks both count."""
+        with self._lock:
+            for name, amount in amounts.items():
+                setattr(self, name, getattr(self, name) + amount)
 
     @property
     def density(self):
@@ -146,6 +159,11 @@ class State:
         self._skipped_in_a_row = 0
         self._step = StepStats()
         self._residual = {}       # id(parameter) -> its flat residual (error feedback)
+        self._flat_residual = {}  # ids of a bucket's parameters -> (their residuals' tensor, spare)
+        self._pending = []        # this step's bucket Futures so far
+        self._tasks = queue.SimpleQueue()
+        self._thread = None
+        weakref.finalize(self, self._tasks.put, None)
 
     @property
     def step_skipped(self):
@@ -188,26 +206,55 @@ class State:
         """The compressed exchange of one bucket: a Future whose value is the mean update.
 
         grad: the bucket's flat float32 gradient; parameters: the parameters laid end to end in it
-        (their residuals are kept per parameter, so DDP rebuilding its buckets changes nothing)."""
+        (their residuals are kept per parameter, so DDP rebuilding its buckets changes nothing).
+        Returns at once; the state's thread does the work, bucket after bucket in call order, and
+        the last bucket's Future completes once the whole step is done (state.steps updated)."""
         t0 = time.perf_counter()
+        result = torch.futures.Future()
+        if self._thread is None:
+            self._thread = threading.Thread(target=_run_tasks, args=(self._tasks,), daemon=True,
+                                            name="gradscope-ddp")
+            self._thread.start()
+        task = (self._bucket, (result, index, grad, parameters, last, bucket))
+        self._tasks.put((task, time.perf_counter() - t0))
+        return result
+
+    def _bucket(self, result, index, grad, parameters, last, bucket):
+        """One bucket, on the state's thread: starts its exchange; result gets the mean when it ends
+        (the last bucket's once every bucket of the step has ended and the step is closed)."""
         stats = self._step
         if stats.buckets == 0:
             stats.target_density = self.core.density if self.core.exchange_kind != "allreduce" else 1.0
         stats.buckets += 1
-        kind = self.core.exchange_kind
-        if kind == "allreduce":
-            fut = self._allreduce(grad, stats)
-        elif kind == "collective":
-            fut = self._collective(index, grad, parameters, stats)
-        else:
-            fut = self._allgather(index, grad, parameters, stats, bucket)
-        stats.hook_s += time.perf_counter() - t0
-        if last:
-            self._end_step()
-        return fut
+        try:
+            kind = self.core.exchange_kind
+            if kind == "allreduce":
+                fut = self._allreduce(grad, stats)
+            elif kind == "collective":
+                fut = self._collective(index, grad, parameters, stats)
+            else:
+                fut = self._allgather(index, grad, parameters, stats, bucket)
+        except Exception as e:  # noqa: BLE001 - every error reaches the caller through its Future
+            fut = torch.futures.Future()
+            fut.set_exception(e)
+        self._pending.append(fut)
+        if not last:
+            fut.add_done_callback(lambda f: _forward(f, result))
+            return
+        pending, self._pending, self._step = self._pending, [], StepStats()
 
-    def _end_step(self):
-        stats, self._step = self._step, StepStats()
+        def close_step(_):
+            try:
+                for f in pending:
+                    f.wait()  # each bucket's error, if any, in bucket order
+                self._end_step(stats)
+                result.set_result(fut.value())
+            except Exception as e:  # noqa: BLE001
+                result.set_exception(e)
+
+        torch.futures.collect_all(pending).add_done_callback(close_step)
+
+    def _end_step(self, stats):
         self.core.end_step()
         self.steps.append(stats)
         if stats.skipped:
@@ -221,9 +268,15 @@ class State:
             self._skipped_in_a_row = 0
 
     def _accumulate(self, grad, parameters):
-        """acc = grad + the parameters' residuals (error feedback), or grad itself without it."""
+        """acc = grad + the parameters' residuals (error feedback), or grad itself without it.
+        With error feedback acc is the state's own tensor, never the residual it adds: into the
+        bucket's spare buffer when its parameters are laid out as last time (no allocation)."""
         if not self.core.error_feedback:
             return grad
+        entry = self._flat_residual.get(tuple(id(p) for p in parameters))
+        if entry is not None:
+            residual, spare = entry
+            return grad + residual if spare is None else torch.add(grad, residual, out=spare)
         parts = [self._residual.get(id(p)) for p in parameters]
         if all(r is None for r in parts):
             return grad.clone()
@@ -232,6 +285,14 @@ class State:
         return grad + torch.cat(parts)
 
     def _keep_residual(self, residual, parameters):
+        """residual (a tensor the state owns) becomes the parameters' residuals, as views; the
+        bucket's previous residual becomes its spare buffer."""
+        key = tuple(id(p) for p in parameters)
+        old = self._flat_residual.get(key)
+        spare = old[0] if old is not None and old[0] is not residual else None
+        ids = set(key)  # DDP rebuilt its buckets: forget the old layouts of these parameters
+        self._flat_residual = {k: v for k, v in self._flat_residual.items() if k == key or not ids & set(k)}
+        self._flat_residual[key] = (residual, spare)
         at = 0
         for p in parameters:
             self._residual[id(p)] = residual[at:at + p.numel()]
@@ -245,16 +306,13 @@ class State:
 
     def _allreduce(self, grad, stats):
         n = grad.numel()
-        stats.n += n
-        stats.selected += n
-        stats.bytes_sent += 4 * n
-        stats.dense_bytes += 4 * n
+        stats.add(n=n, selected=n, bytes_sent=4 * n, dense_bytes=4 * n)
         t_launch = time.perf_counter()
         work = dist.all_reduce(grad, group=self.process_group, async_op=True)
         inverse = 1.0 / self.world_size
 
         def mean(fut):
-            stats.comm_s += time.perf_counter() - t_launch
+            stats.add(comm_s=time.perf_counter() - t_launch)
             total = fut.value()[0]
             if not bool(torch.isfinite(total).all()):  # the same sum on every worker: one decision
                 stats.skipped = True
@@ -275,34 +333,32 @@ class State:
         # On the bucket's device where the backend reads it (cuda), else through the host.
         indices, values, wire, wire_bytes, info = compress_where_it_lives(self.core, acc, name,
                                                                            f"bucket {index}")
-        stats.compress_s += time.perf_counter() - t0
+        stats.add(compress_s=time.perf_counter() - t0)
         # One small synchronous round gives every worker's payload size and agrees on skipping
-        # (a NaN or Inf anywhere): all collectives are issued here, in DDP's bucket order.
+        # (a NaN or Inf anywhere): every collective is issued on this thread, in bucket order.
         t_comm = time.perf_counter()
         meta = gather_ints([wire.size, 1 if info["nonfinite"] else 0], self.process_group, grad.device)
-        stats.comm_s += time.perf_counter() - t_comm
+        stats.add(comm_s=time.perf_counter() - t_comm)
         if any(flag for _, flag in meta):
-            return self._skip(grad, stats)
+            return self._skip(grad, stats)  # the residual stays as it was
         t0 = time.perf_counter()
         if self.core.error_feedback:
             residual = acc  # acc is ours (a fresh tensor): the residual is acc with what was sent zeroed
             residual[torch.from_numpy(indices).to(residual.device)] = 0.0
             self._keep_residual(residual, parameters)
-        stats.n += n
-        stats.selected += int(info["selected"])
-        stats.bytes_sent += int(wire_bytes)
-        stats.dense_bytes += 4 * n
-        stats.compress_s += time.perf_counter() - t0
+        stats.add(n=n, selected=int(info["selected"]), bytes_sent=int(wire_bytes), dense_bytes=4 * n,
+                  compress_s=time.perf_counter() - t0)
         t_launch = time.perf_counter()
         parts, work = gather_padded(torch.from_numpy(wire), [size for size, _ in meta],
                                     self.process_group, grad.device)
 
         def decode(fut):
-            stats.comm_s += time.perf_counter() - t_launch
+            fut.wait()
+            stats.add(comm_s=time.perf_counter() - t_launch)
             t1 = time.perf_counter()
             out = torch.empty(n, dtype=torch.float32)  # decoded on the host
             self.core.aggregate([p.cpu().numpy() for p in parts], out.data_ptr(), n)
-            stats.compress_s += time.perf_counter() - t1
+            stats.add(compress_s=time.perf_counter() - t1)
             return out.to(grad.device)
 
         return work.get_future().then(decode)
@@ -315,7 +371,7 @@ class State:
                             device=grad.device)
         dist.all_reduce(flag, group=self.process_group)
         if int(flag.item()) > 0:
-            stats.comm_s += time.perf_counter() - t0
+            stats.add(comm_s=time.perf_counter() - t0)
             return self._skip(grad, stats)
         acc = self._accumulate(grad, parameters).cpu()  # the quantizers' and fft's rounds code on the host
         sent = torch.empty_like(acc)
@@ -325,15 +381,34 @@ class State:
                                               sent.data_ptr(), mean.data_ptr())
         if self.core.error_feedback:
             self._keep_residual((acc - sent).to(grad.device), parameters)
-        stats.n += n
-        stats.selected += int(info["selected"])
-        stats.bytes_sent += int(wire_bytes)
-        stats.dense_bytes += 4 * n
-        elapsed = time.perf_counter() - t0
-        stats.comm_s += elapsed  # the rounds are interleaved with the coding: counted as exchange
+        # the rounds are interleaved with the coding: counted as exchange
+        stats.add(n=n, selected=int(info["selected"]), bytes_sent=int(wire_bytes), dense_bytes=4 * n,
+                  comm_s=time.perf_counter() - t0)
         fut = torch.futures.Future()
         fut.set_result(mean.to(grad.device))
         return fut
+
+
+def _run_tasks(tasks):
+    """The state's thread: runs each queued bucket in order. It holds the queue, not the state,
+    so a state nobody uses any more is collected (its finalizer queues None to end the thread)."""
+    while True:
+        item = tasks.get()
+        if item is None:
+            return
+        (method, args), hook_s = item
+        state = method.__self__
+        state._step.add(hook_s=hook_s)
+        method(*args)
+        del method, args, state, item
+
+
+def _forward(done, result):
+    """result takes done's value or error."""
+    try:
+        result.set_result(done.value())
+    except Exception as e:  # noqa: BLE001
+        result.set_exception(e)
 
 
 def hook(state, bucket):
