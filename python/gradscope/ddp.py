@@ -47,6 +47,8 @@ class StepStats:
     target_density: float = 1.0
     bytes_sent: int = 0
     dense_bytes: int = 0
+    gathered_bytes: int = 0  # what this worker's all-gather buffers carried: whole encodings,
+                             # padded to the longest worker's (Gloo gathers equal sizes only)
     compress_s: float = 0.0  # accumulating, selecting, encoding, decoding (this worker's work)
     comm_s: float = 0.0      # inside collectives (until the asynchronous ones completed)
     hook_s: float = 0.0      # wall time of the hook calls, which DDP's backward waits for
@@ -194,6 +196,7 @@ class State:
             "quality_mean": mean(quality), "quality_p5": quantile(0.05), "quality_p95": quantile(0.95),
             "bytes_per_step": mean(s.bytes_sent for s in done),
             "dense_bytes_per_step": mean(s.dense_bytes for s in done),
+            "gathered_bytes_per_step": mean(s.gathered_bytes for s in done),
             "compress_ms_per_step": 1e3 * mean(s.compress_s for s in done),
             "comm_ms_per_step": 1e3 * mean(s.comm_s for s in done),
             "hook_ms_per_step": 1e3 * mean(s.hook_s for s in done),
@@ -349,8 +352,9 @@ class State:
         stats.add(n=n, selected=int(info["selected"]), bytes_sent=int(wire_bytes), dense_bytes=4 * n,
                   compress_s=time.perf_counter() - t0)
         t_launch = time.perf_counter()
-        parts, work = gather_padded(torch.from_numpy(wire), [size for size, _ in meta],
-                                    self.process_group, grad.device)
+        sizes = [size for size, _ in meta]
+        stats.add(gathered_bytes=max(sizes))
+        parts, work = gather_padded(torch.from_numpy(wire), sizes, self.process_group, grad.device)
 
         def decode(fut):
             fut.wait()
@@ -397,10 +401,14 @@ def _run_tasks(tasks):
         if item is None:
             return
         (method, args), hook_s = item
-        state = method.__self__
-        state._step.add(hook_s=hook_s)
-        method(*args)
-        del method, args, state, item
+        result = args[0]
+        try:
+            method.__self__._step.add(hook_s=hook_s)
+            method(*args)
+        except BaseException as e:  # noqa: BLE001 - the bucket's Future reports it; the thread lives on
+            if not result.done():
+                result.set_exception(e)
+        del method, args, result, item
 
 
 def _forward(done, result):

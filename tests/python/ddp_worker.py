@@ -13,6 +13,7 @@
 """
 
 import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -99,6 +100,29 @@ def exchange(rank, world, out, method, ratio, steps):
                 "bucket_sizes": [sum(p.numel() for p in b) for b in params]}, out)
 
 
+def returns_early(rank, out):
+    """The hook returns before its bucket is exchanged (rank 1 arrives a second late, so rank 0's
+    Future cannot be done yet); an error in the state's thread reaches the caller through the
+    bucket's Future, and the thread serves the next bucket."""
+    state = gddp.State("sidco-e", 0.05, seed=5)
+    bucket = [torch.nn.Parameter(torch.zeros(1000))]
+    g = torch.randn(1000, generator=torch.Generator().manual_seed(rank))
+    if rank == 1:
+        time.sleep(1.0)
+    t0 = time.perf_counter()
+    fut = state.exchange(0, g, bucket, last=True)
+    returned_s, done_at_return = time.perf_counter() - t0, fut.done()
+    mean = fut.wait()
+    try:
+        state.exchange(0, g.double(), bucket, last=True).wait()
+        error = ""
+    except TypeError as e:
+        error = str(e)
+    again = state.exchange(0, g, bucket, last=True).wait()
+    torch.save({"returned_s": returned_s, "done_at_return": done_at_return, "mean": mean,
+                "error": error, "again": again, "steps": len(state.steps)}, out)
+
+
 class PoisonedState(gddp.State):
     """Puts a NaN into one worker's gradient at one step (the fault the NaN rule is for)."""
 
@@ -121,6 +145,8 @@ def main():
             train(rank, world, out, method, ratio, steps)
         elif mode == "exchange":
             exchange(rank, world, out, method, ratio, steps)
+        elif mode == "early":
+            returns_early(rank, out)
         elif mode == "nan":
             poison_from = int(sys.argv[9])
             state = PoisonedState(method, ratio, poison_step=poison_from, poison_rank=world - 1)

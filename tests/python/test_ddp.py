@@ -26,6 +26,8 @@ def test_residual_cnn_trains_with_bit_identical_replicas(tmp_path, world):
     assert s["steps"] == 40 and s["skipped_steps"] == 0
     assert 0.2 < s["quality_mean"] < 3.0, s
     assert s["bytes_per_step"] < 0.1 * s["dense_bytes_per_step"], s  # sparse at density 0.01
+    # The all-gathers carry whole encodings (39 header bytes a bucket), padded to the longest.
+    assert s["gathered_bytes_per_step"] > s["bytes_per_step"], s
 
 
 @pytest.mark.parametrize("method", gradscope.compressor_names())
@@ -73,3 +75,13 @@ def test_nan_in_a_bucket_skips_everywhere_then_stops(tmp_path):
 
 def _registry(name):
     return next(row for row in _gradscope.compressors() if row["name"] == name)
+
+
+def test_hook_returns_at_once_and_reports_errors_through_its_future(tmp_path):
+    outs = run_workers("early", 2, tmp_path, "sidco-e", 0.05, 3)
+    a, b = (torch.load(o) for o in outs)
+    assert not a["done_at_return"]  # its peer was still a second away
+    assert torch.equal(a["mean"], b["mean"]) and a["mean"].abs().sum() > 0
+    for r in (a, b):
+        assert "torch.float64" in r["error"] and "float32" in r["error"], r["error"]
+        assert torch.isfinite(r["again"]).all() and r["steps"] == 2  # the failed bucket closed no step
