@@ -26,7 +26,7 @@ import queue
 import threading
 import time
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
@@ -36,6 +36,7 @@ from ._options import compressor_names, option_texts
 from ._tensors import check_density, compress_where_it_lives, float32_view
 
 MAX_SKIPPED_IN_A_ROW = 10
+_COUNTING = threading.Lock()  # one for every StepStats, which stay plain (picklable) values
 
 
 @dataclass
@@ -54,11 +55,10 @@ class StepStats:
     hook_s: float = 0.0      # wall time of the hook calls, which DDP's backward waits for
     skipped: bool = False
     buckets: int = 0
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def add(self, **amounts):
         """Adds to counters; the state's thread and the collectives' callbacks both count."""
-        with self._lock:
+        with _COUNTING:
             for name, amount in amounts.items():
                 setattr(self, name, getattr(self, name) + amount)
 
