@@ -84,18 +84,30 @@ IndexPlan plan_indices(std::span<const std::int32_t> indices) {
 }
 }  // namespace
 
+namespace {
+std::uint64_t wire_bytes_of(const Payload& p, const IndexPlan& plan) {
+  if (p.kind == PayloadKind::sparse) return plan.bytes + std::uint64_t(p.values.size()) * 4u;
+  return (p.n * p.code_bits + 7) / 8;
+}
+}  // namespace
+
 std::uint64_t Payload::wire_bytes() const {
-  if (kind == PayloadKind::sparse) return plan_indices(indices).bytes + std::uint64_t(values.size()) * 4u;
-  return (n * code_bits + 7) / 8;
+  return wire_bytes_of(*this, kind == PayloadKind::sparse ? plan_indices(indices) : IndexPlan{});
 }
 
 // The format is little-endian; every host we build for is, so values are copied as they are.
 static_assert(std::endian::native == std::endian::little, "the wire format assumes little-endian");
 
 std::vector<std::byte> encode(const Payload& p) {
+  std::uint64_t wire_bytes = 0;
+  return encode(p, wire_bytes);
+}
+
+std::vector<std::byte> encode(const Payload& p, std::uint64_t& wire_bytes) {
   validate(p);
   const bool sparse = p.kind == PayloadKind::sparse;
   const IndexPlan plan = sparse ? plan_indices(p.indices) : IndexPlan{};
+  wire_bytes = wire_bytes_of(p, plan);
   std::vector<std::byte> out;
   out.reserve(kHeader + (sparse ? kIndexHeader + plan.bytes : 0) + p.values.size() * 4);
   for (char c : kMagic) detail::put_field(out, c);

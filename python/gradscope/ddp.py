@@ -218,14 +218,16 @@ class State:
             self._thread = threading.Thread(target=_run_tasks, args=(self._tasks,), daemon=True,
                                             name="gradscope-ddp")
             self._thread.start()
-        task = (self._bucket, (result, index, grad, parameters, last, bucket))
-        self._tasks.put((task, time.perf_counter() - t0))
+        hook_s = time.perf_counter() - t0
+        self._tasks.put((self._bucket, (result, index, grad, parameters, last, bucket, hook_s)))
         return result
 
-    def _bucket(self, result, index, grad, parameters, last, bucket):
+    def _bucket(self, result, index, grad, parameters, last, bucket, hook_s):
         """One bucket, on the state's thread: starts its exchange; result gets the mean when it ends
-        (the last bucket's once every bucket of the step has ended and the step is closed)."""
+        (the last bucket's once every bucket of the step has ended and the step is closed).
+        hook_s: the time the hook call took, counted to the step."""
         stats = self._step
+        stats.add(hook_s=hook_s)
         if stats.buckets == 0:
             stats.target_density = self.core.density if self.core.exchange_kind != "allreduce" else 1.0
         stats.buckets += 1
@@ -400,10 +402,9 @@ def _run_tasks(tasks):
         item = tasks.get()
         if item is None:
             return
-        (method, args), hook_s = item
+        method, args = item
         result = args[0]
         try:
-            method.__self__._step.add(hook_s=hook_s)
             method(*args)
         except BaseException as e:  # noqa: BLE001 - the bucket's Future reports it; the thread lives on
             if not result.done():

@@ -143,15 +143,15 @@ class CompressorHandle {
   py::tuple run(Compress compress_call) {
     compress::Compressed out;
     std::vector<std::byte> bytes;
+    std::uint64_t wire_bytes = 0;
     {
       py::gil_scoped_release free;
       out = compress_call();
-      bytes = compress::encode(out.payload);
+      bytes = compress::encode(out.payload, wire_bytes);
     }
     std::vector<std::int64_t> indices(out.payload.indices.begin(), out.payload.indices.end());
     std::vector<std::uint8_t> wire(bytes.size());
     std::memcpy(wire.data(), bytes.data(), bytes.size());
-    const std::uint64_t wire_bytes = out.payload.wire_bytes();
     return py::make_tuple(owned_array(std::move(indices)), owned_array(std::move(out.payload.values)),
                           owned_array(std::move(wire)), wire_bytes, info_dict(out.info));
   }

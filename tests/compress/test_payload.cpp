@@ -24,6 +24,9 @@ Payload random_sparse(std::uint64_t n, std::size_t count, std::uint64_t seed) {
 TEST(Payload, SparseRoundTripIsBitExact) {
   const Payload p = random_sparse(10000, 37, 11);
   const auto bytes = encode(p);
+  std::uint64_t wire = 0;
+  EXPECT_EQ(encode(p, wire), bytes);
+  EXPECT_EQ(wire, p.wire_bytes());
   // Ascending indices 270 apart: Rice-coded gaps of 8 bits + 1 + 1 ... at most 11 bits each.
   EXPECT_EQ(bytes.size(), 33u + 10u + p.wire_bytes());
   EXPECT_LE(p.wire_bytes(), 37u * 4u + (37u * 11u + 7u) / 8u);

@@ -36,6 +36,8 @@ void validate(const Payload& p, bool check_unique = false);
 // first index, then each index minus the previous one minus 1), its Rice parameter, its byte
 // count, and the indices so coded; then the values as float32. docs/compressors.md.
 std::vector<std::byte> encode(const Payload& p);
+// The same, with p.wire_bytes() from the same index plan (the indices are read once).
+std::vector<std::byte> encode(const Payload& p, std::uint64_t& wire_bytes);
 // Inverse of encode; gs::Error on a wrong magic, a truncated buffer or inconsistent sizes.
 Payload decode(std::span<const std::byte> bytes);
 
