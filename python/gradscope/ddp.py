@@ -165,7 +165,6 @@ class State:
         self._pending = []        # this step's bucket Futures so far
         self._tasks = queue.SimpleQueue()
         self._thread = None
-        weakref.finalize(self, self._tasks.put, None)
 
     @property
     def step_skipped(self):
@@ -218,6 +217,9 @@ class State:
             self._thread = threading.Thread(target=_run_tasks, args=(self._tasks,), daemon=True,
                                             name="gradscope-ddp")
             self._thread.start()
+            # Ended with the state, and at the latest at exit: a daemon thread still alive when
+            # Python finalizes is unwound through C++ frames that cannot be, which aborts.
+            weakref.finalize(self, _stop_tasks, self._tasks, self._thread)
         hook_s = time.perf_counter() - t0
         self._tasks.put((self._bucket, (result, index, grad, parameters, last, bucket, hook_s)))
         return result
@@ -397,7 +399,7 @@ class State:
 
 def _run_tasks(tasks):
     """The state's thread: runs each queued bucket in order. It holds the queue, not the state,
-    so a state nobody uses any more is collected (its finalizer queues None to end the thread)."""
+    so a state nobody uses any more is collected (its finalizer, _stop_tasks, ends the thread)."""
     while True:
         item = tasks.get()
         if item is None:
@@ -410,6 +412,14 @@ def _run_tasks(tasks):
             if not result.done():
                 result.set_exception(e)
         del method, args, result, item
+
+
+def _stop_tasks(tasks, thread, timeout_s=30.0):
+    """Ends the state's thread once its queued buckets are done (waiting at most timeout_s: a
+    collective stuck on a dead peer ends by its own timeout, not here)."""
+    tasks.put(None)
+    if thread is not threading.current_thread():
+        thread.join(timeout_s)
 
 
 def _forward(done, result):
