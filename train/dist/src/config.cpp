@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <sstream>
 
 #include "gs/error.hpp"
 #include "gs/train/model_names.hpp"
@@ -163,17 +162,8 @@ const TrainOption& train_option(std::string_view flag) {
 
 void TrainConfig::validate() const {
   for (const auto& o : train_options()) o.check(*this);
-  if (exponential_warmup()) {
-    if (!compress::density_based(compressor))
-      throw Error("--warmup-schedule exponential walks the density down, and compressor '" +
-                  compressor + "' has no density; use the dense warm-up");
-    if (!(warmup_start_density > density && warmup_start_density <= 1.0)) {
-      std::ostringstream m;
-      m << "--warmup-start-ratio " << warmup_start_density << " must lie above --ratio (" << density
-        << ") and at most 1 for an exponential warm-up";
-      throw Error(m.str());
-    }
-  }
+  warmup().check(compress::density_based(compressor), compressor,
+                 {"--warmup-steps", "--warmup-schedule", "--warmup-start-ratio", "--ratio"});
   if (rank >= workers) throw Error("--rank must be below --workers (world size)");
   if (!checkpoint.empty() && checkpoint_every == 0)
     throw Error("--checkpoint " + checkpoint + " needs --checkpoint-every N (steps between checkpoints)");
@@ -193,11 +183,13 @@ double TrainConfig::lr_at(std::int64_t step, std::int64_t total) const {
   return 0.5 * lr * (1.0 + std::cos(kPi * double(step) / double(total)));
 }
 
-double TrainConfig::density_at(std::int64_t step) const {
-  if (!warmup_at(step)) return density;
-  if (!exponential_warmup()) return 1.0;
-  return warmup_start_density *
-         std::pow(density / warmup_start_density, double(step) / double(warmup_steps));
+compress::WarmupSchedule TrainConfig::warmup() const {
+  compress::WarmupSchedule w;
+  w.steps = warmup_steps;
+  w.kind = compress::WarmupSchedule::parse_kind(warmup_schedule);
+  w.start_density = warmup_start_density;
+  w.density = density;
+  return w;
 }
 
 compress::CompressorOptions TrainConfig::compressor_options(int r) const {

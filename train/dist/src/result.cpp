@@ -5,40 +5,26 @@
 #include <string>
 #include <vector>
 
-#include "gs/base/quantile.hpp"
 #include "gs/dist/trainer.hpp"
 
 namespace gs::dist {
 
 TrainSummary summarize(const TrainResult& r) {
-  TrainSummary s;
-  std::vector<double> q;
-  double n = 0;
+  compress::RunStatistics stats;
   for (const auto& st : r.steps) {
-    if (st.skipped) continue;
-    if (!st.warmup) q.push_back(st.quality);  // quality describes the steps at --ratio
-    s.density_mean += st.density;
-    s.bytes_per_step += double(st.bytes_sent);
-    s.dense_bytes_per_step += double(st.dense_bytes);
-    s.compress_ms_per_step += st.compress_seconds * 1e3;
-    s.comm_ms_per_step += st.comm_seconds * 1e3;
-    s.step_ms += st.step_seconds * 1e3;
-    n += 1;
+    compress::StepFigures f;
+    f.skipped = st.skipped;
+    f.warmup = st.warmup;
+    f.density = st.density;
+    f.quality = st.quality;
+    f.bytes_sent = double(st.bytes_sent);
+    f.dense_bytes = double(st.dense_bytes);
+    f.compress_seconds = st.compress_seconds;
+    f.comm_seconds = st.comm_seconds;
+    f.step_seconds = st.step_seconds;
+    stats.add(f);
   }
-  if (n == 0) return s;
-  for (double v : q) s.quality_mean += v;
-  if (!q.empty()) {
-    s.quality_mean /= double(q.size());
-    s.quality_p5 = quantile(q, 0.05);
-    s.quality_p95 = quantile(q, 0.95);
-  }
-  s.density_mean /= n;
-  s.bytes_per_step /= n;
-  s.dense_bytes_per_step /= n;
-  s.compress_ms_per_step /= n;
-  s.comm_ms_per_step /= n;
-  s.step_ms /= n;
-  return s;
+  return stats.summary();
 }
 
 std::string to_json(const TrainConfig& c, const TrainResult& r) {

@@ -11,6 +11,7 @@
 #include "gs/base/state_stream.hpp"
 #include "gs/base/timing.hpp"
 #include "gs/compress/model_compressor.hpp"
+#include "gs/compress/step_rules.hpp"
 #include "gs/dist/checkpoint.hpp"
 #include "gs/dist/comm.hpp"
 #include "gs/dist/launcher.hpp"
@@ -58,8 +59,6 @@ std::optional<Fault> fault_from_env() {
   if (f.attempt >= 0 && f.attempt != (attempt ? std::atoi(attempt) : 0)) return std::nullopt;
   return f;
 }
-
-constexpr int kMaxSkippedInARow = 10;
 
 bool any_nonfinite(const std::vector<float>& v) {
   return std::any_of(v.begin(), v.end(), [](float x) { return !std::isfinite(x); });
@@ -208,10 +207,10 @@ class Worker {
     if (fault_ && fault_->rank == rank_ && fault_->step == step && fault_->action == "nan")
       grad_[grad_.size() / 2] = std::nanf("");
 
-    rep.warmup = config_.warmup_at(step);
+    rep.warmup = warmup_.warmup_at(step);
     // Only an exponential warm-up moves the compressor's density (back to --ratio after it).
-    const bool uncompressed = rep.warmup && !config_.exponential_warmup();
-    if (config_.exponential_warmup()) mc_->set_density(config_.density_at(step));
+    const bool uncompressed = warmup_.uncompressed_at(step);
+    if (warmup_.exponential()) mc_->set_density(warmup_.density_at(step));
     rep.target_density = uncompressed ? 1.0 : mc_->compressor().density();
     // One small all-reduce carries the non-finite flag and the loss.
     std::vector<double> flags = {any_nonfinite(grad_) ? 1.0 : 0.0, local_loss};
@@ -219,15 +218,10 @@ class Worker {
     if (comm_) comm_->allreduce_sum(flags);
     rep.comm_seconds = seconds_since(t_comm0);
     rep.loss = flags[1] / world_;
-    if (flags[0] > 0) {
-      rep.skipped = true;
-      ++result_.skipped_steps;
-      if (++skipped_in_a_row_ >= kMaxSkippedInARow)
-        throw Error("gradients were NaN or Inf for " + std::to_string(kMaxSkippedInARow) +
-                    " steps in a row (last at step " + std::to_string(step) +
-                    "); lower --lr or check the data");
-    } else {
-      skipped_in_a_row_ = 0;
+    rep.skipped = flags[0] > 0;
+    skip_.record(rep.skipped, step, "lower --lr or check the data");
+    result_.skipped_steps = skip_.skipped();
+    if (!rep.skipped) {
       if (grad_variance_ && !uncompressed) mc_->set_gradient_variance(grad_variance_->compute());
       update_.resize(mc_->numel());
       compress::StepStats st;
@@ -281,8 +275,7 @@ class Worker {
     w.put_text(torch_state(*model_, *opt_));
     mc_->save_state(w);
     dense_->save_state(w);
-    w.put(result_.skipped_steps);
-    w.put<std::int32_t>(skipped_in_a_row_);
+    skip_.save_state(w);
     save_reports(w, result_.steps);
     return w.take();
   }
@@ -318,8 +311,8 @@ class Worker {
     load_torch_state(r, r.get_text(), *model_, *opt_);
     mc_->load_state(r);
     dense_->load_state(r);
-    result_.skipped_steps = r.get<std::int64_t>();
-    skipped_in_a_row_ = r.get<std::int32_t>();
+    skip_.load_state(r);
+    result_.skipped_steps = skip_.skipped();
     result_.steps = load_reports(r);
     if (!r.at_end()) r.fail("has bytes after its state");
     result_.resumed_from = start_;
@@ -337,8 +330,9 @@ class Worker {
   std::optional<train::GradientRecorder> recorder_;
   train::TensorDataset train_set_;
   std::optional<train::EpochBatches> batches_;
+  const compress::WarmupSchedule warmup_ = config_.warmup();
   std::int64_t total_ = 0, start_ = 0;
-  int skipped_in_a_row_ = 0;
+  compress::SkipRule skip_;
   std::vector<float> grad_, update_;
   TrainResult result_;
 };

@@ -11,6 +11,7 @@
 
 #include "gs/base/option_table.hpp"
 #include "gs/compress/compressor.hpp"
+#include "gs/compress/step_rules.hpp"
 
 namespace gs::dist {
 
@@ -71,12 +72,10 @@ struct TrainConfig {
   compress::CompressorOptions compressor_options(int rank) const;
   // The learning rate of step `step` (0-based) of a run of `total` steps.
   double lr_at(std::int64_t step, std::int64_t total) const;
-  // Whether step `step` is a warm-up step.
-  bool warmup_at(std::int64_t step) const { return step < warmup_steps; }
+  // The warm-up as the shared rule (gs/compress/step_rules.hpp) reads it.
+  compress::WarmupSchedule warmup() const;
   // Whether warm-up steps are compressed at a falling density (else they go uncompressed).
-  bool exponential_warmup() const { return warmup_steps > 0 && warmup_schedule == "exponential"; }
-  // The density step `step` runs at: 1 for a dense warm-up step, `density` after the warm-up.
-  double density_at(std::int64_t step) const;
+  bool exponential_warmup() const { return warmup().exponential(); }
 };
 
 // Who an option concerns: every worker alike (compared at start), each worker on its own

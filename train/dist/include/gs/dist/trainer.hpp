@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "gs/compress/step_rules.hpp"
 #include "gs/dist/config.hpp"
 
 namespace gs::dist {
@@ -53,13 +54,9 @@ struct TrainResult {
   std::int64_t resumed_from = 0;  // steps done when the run resumed from a checkpoint (0: none)
 };
 
-// Summary figures over the non-skipped steps (for the report and docs/RESULTS.md).
-struct TrainSummary {
-  double quality_mean = 0.0, quality_p5 = 0.0, quality_p95 = 0.0;
-  double density_mean = 0.0;
-  double bytes_per_step = 0.0, dense_bytes_per_step = 0.0;
-  double compress_ms_per_step = 0.0, comm_ms_per_step = 0.0, step_ms = 0.0;
-};
+// Summary figures over the non-skipped steps (for the report and docs/RESULTS.md): the shared
+// run statistics (gs/compress/step_rules.hpp).
+using TrainSummary = compress::RunSummary;
 TrainSummary summarize(const TrainResult& r);
 
 using StepCallback = std::function<void(const StepReport&, std::int64_t total_steps)>;

@@ -1,0 +1,101 @@
+#pragma once
+// The rules of a compressed training step that every front end shares, each written once:
+// `gradscope train` (train/dist/) and the PyTorch DDP hook (BucketCompressor, gradscope.ddp) both
+// read them.
+// - WarmupSchedule: dense or exponential warm-up over the first steps.
+// - SkipRule: a non-finite gradient on any worker skips the step everywhere; ten skipped steps in
+//   a row are an error.
+// - RunStatistics: the summary over a run's steps (quality percentiles, bytes, times).
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gs/base/state_stream.hpp"
+
+namespace gs::compress {
+
+// Warm-up over the first `steps` steps. dense: those steps exchange the gradient uncompressed.
+// exponential (DGC's): they compress at a density falling geometrically from start_density at
+// step 0 towards `density`, reached at step `steps`.
+struct WarmupSchedule {
+  enum class Kind { dense, exponential };
+  std::int64_t steps = 0;
+  Kind kind = Kind::dense;
+  double start_density = 0.25;
+  double density = 1.0;  // the run's density, after the warm-up
+
+  static Kind parse_kind(std::string_view name);  // "dense" | "exponential"; gs::Error otherwise
+  static std::string_view to_string(Kind k);
+
+  bool warmup_at(std::int64_t step) const { return step < steps; }
+  bool exponential() const { return steps > 0 && kind == Kind::exponential; }
+  // Whether step `step` sends the gradient uncompressed (a dense warm-up step).
+  bool uncompressed_at(std::int64_t step) const { return warmup_at(step) && !exponential(); }
+  // The density step `step` runs at: 1 for a dense warm-up step, `density` after the warm-up.
+  double density_at(std::int64_t step) const;
+
+  // The names a front end gives the settings, for its messages (the CLI's flags, Python's
+  // keywords): so the rule is checked once and the message speaks the caller's words.
+  struct Names {
+    std::string_view steps, kind, start_density, density;
+  };
+  // gs::Error for steps < 0, or an exponential warm-up whose start density is not above the
+  // density and at most 1, or whose compressor has no density (density_based false).
+  void check(bool density_based, std::string_view compressor, const Names& names) const;
+};
+
+// Ten skipped steps in a row end a run: a gradient that stays NaN or Inf will not recover.
+inline constexpr int kMaxSkippedInARow = 10;
+
+class SkipRule {
+ public:
+  // Counts one finished step (skipped: some worker's gradient was NaN or Inf, so no worker used
+  // it). gs::Error, after counting, when this makes kMaxSkippedInARow skipped steps in a row;
+  // `advice` ends the message ("lower --lr or check the data").
+  void record(bool skipped, std::int64_t step, std::string_view advice);
+  std::int64_t skipped() const { return skipped_; }
+  int in_a_row() const { return in_a_row_; }
+  void save_state(StateWriter& w) const;
+  void load_state(StateReader& r);
+
+ private:
+  std::int64_t skipped_ = 0;
+  int in_a_row_ = 0;
+};
+
+// What one finished step did, as a run's summary counts it (per worker).
+struct StepFigures {
+  bool skipped = false;
+  bool warmup = false;  // a warm-up step: its quality is left out (it describes the run's density)
+  double density = 0.0, quality = 0.0;
+  double bytes_sent = 0.0, dense_bytes = 0.0, gathered_bytes = 0.0;
+  double compress_seconds = 0.0, comm_seconds = 0.0, hook_seconds = 0.0, step_seconds = 0.0;
+};
+
+// Means over the non-skipped steps; quality over the non-skipped steps after the warm-up.
+struct RunSummary {
+  std::int64_t steps = 0, skipped_steps = 0;
+  double quality_mean = 0.0, quality_p5 = 0.0, quality_p95 = 0.0;
+  double density_mean = 0.0;
+  double bytes_per_step = 0.0, dense_bytes_per_step = 0.0, gathered_bytes_per_step = 0.0;
+  double compress_ms_per_step = 0.0, comm_ms_per_step = 0.0, hook_ms_per_step = 0.0, step_ms = 0.0;
+};
+
+// Running sums over every step of a run and the quality of each (8 bytes a step, for the
+// percentiles), so a caller may keep only its last steps' records and still summarise the run.
+class RunStatistics {
+ public:
+  void add(const StepFigures& s);
+  RunSummary summary() const;
+  void save_state(StateWriter& w) const;
+  void load_state(StateReader& r);
+
+ private:
+  std::int64_t steps_ = 0, skipped_ = 0, counted_ = 0;
+  double density_ = 0, bytes_ = 0, dense_ = 0, gathered_ = 0;
+  double compress_ = 0, comm_ = 0, hook_ = 0, step_ = 0;
+  std::vector<double> quality_;
+};
+
+}  // namespace gs::compress
