@@ -1,44 +1,12 @@
 #include "gs/compress/model_compressor.hpp"
 
 #include <algorithm>
-#include <chrono>
 
 #include "gs/base/timing.hpp"
 #include "gs/error.hpp"
+#include "timed_collectives.hpp"
 
 namespace gs::compress {
-namespace {
-
-// Passes every call through to `inner` and adds up the time spent inside collectives.
-class TimedCollectives final : public Collectives {
- public:
-  explicit TimedCollectives(Collectives& inner) : inner_(inner) {}
-  double seconds = 0.0;
-  int world_size() const override { return inner_.world_size(); }
-  int rank() const override { return inner_.rank(); }
-  void allreduce_max(std::span<float> v) override { timed([&] { inner_.allreduce_max(v); }); }
-  void allreduce_min(std::span<std::int8_t> v) override { timed([&] { inner_.allreduce_min(v); }); }
-  void allreduce_sum(std::span<std::int8_t> v) override { timed([&] { inner_.allreduce_sum(v); }); }
-  void allreduce_sum(std::span<std::int32_t> v) override { timed([&] { inner_.allreduce_sum(v); }); }
-  void allreduce_sum(std::span<std::int64_t> v) override { timed([&] { inner_.allreduce_sum(v); }); }
-  void allreduce_sum(std::span<float> v) override { timed([&] { inner_.allreduce_sum(v); }); }
-  std::vector<std::vector<std::byte>> allgather(std::span<const std::byte> mine) override {
-    std::vector<std::vector<std::byte>> r;
-    timed([&] { r = inner_.allgather(mine); });
-    return r;
-  }
-
- private:
-  template <class F>
-  void timed(F f) {
-    const auto t0 = Clock::now();
-    f();
-    seconds += seconds_since(t0);
-  }
-  Collectives& inner_;
-};
-
-}  // namespace
 
 ModelCompressor::ModelCompressor(std::vector<TensorSpec> tensors, Granularity granularity,
                                  std::uint64_t bucket_size, std::unique_ptr<Compressor> compressor)

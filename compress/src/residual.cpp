@@ -77,6 +77,26 @@ void ResidualMemory::load_state(StateReader& r) {
   }
 }
 
+void ResidualMemory::discard(std::string_view name) { slot(name).pending = false; }
+
+void ResidualMemory::assign(std::string_view name, std::vector<float> e) {
+  Slot& s = slot(name);
+  s.e = std::move(e);
+  s.pending = false;
+}
+
+std::span<float> ResidualMemory::residual_for_update(std::string_view name) {
+  Slot& s = slot(name);
+  if (s.pending)
+    throw Error("residual memory: '" + std::string(name) + "' is mid-step; update it between steps");
+  return s.e;
+}
+
+void ResidualMemory::erase(std::string_view name) {
+  const auto it = slots_.find(name);
+  if (it != slots_.end()) slots_.erase(it);
+}
+
 bool ResidualMemory::contains(std::string_view name) const { return slots_.count(name) != 0; }
 
 std::span<const float> ResidualMemory::residual(std::string_view name) const {

@@ -91,6 +91,13 @@ class ThresholdCompressor final : public Compressor {
                   : selector_->sidco(g, n, density(), *variant_, stages, sel);
           c.info.threshold = s.threshold;
           c.info.stages = s.stages;
+          if (sel.indices.empty()) {
+            // The fitted tail put the threshold above every value (a bounded law's end, e.g. a
+            // generalized Pareto with xi < 0, fitted short): nothing would go. Send the exact
+            // top-k of what is there instead, as for a degenerate vector.
+            selector_->above(g, n, 0.0, sel);
+            if (sel.indices.size() > k) selector_->topk(g, n, k, sel);
+          }
           // The CPU's first read counted the non-finite values: no extra read for them there.
           const bool counted = selector_->kind() == kernels::BackendKind::cpu;
           return finish(std::move(c), std::move(sel), counted ? s.nonfinite : selector_->nonfinite(g, n));

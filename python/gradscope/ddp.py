@@ -3,29 +3,24 @@
     state = gradscope.ddp.State(method="sidco-e", ratio=0.01)
     model.register_comm_hook(state, gradscope.ddp.hook)
 
-The hook returns at once: each bucket is queued to the state's own thread, which does its work in
-DDP's bucket order (so every worker issues its collectives in the same order) while backward goes
-on computing the next buckets' gradients, as PowerSGD's hook does its work in its futures'
-callbacks. Each bucket goes through the same C++ compressor `gradscope train` uses, with error
-feedback kept per parameter (what is not sent waits in a residual and joins the next step's
-gradient: the residual invariant holds exactly, as in the C++ ModelCompressor), and is exchanged
-with torch.distributed on the state's process group:
-- sparse selections (sidco-*, topk, dgc, redsync, gaussianksgd, randomk, variance): each worker's
-  encoded payload is all-gathered, asynchronously, so DDP overlaps it with the rest of backward;
-  the mean is decoded by the C++ core, in rank order, as ModelCompressor::step decodes it;
-- none: an asynchronous all-reduce of the bucket;
-- the quantizers and fft: their own rounds (all-reduce MAX/MIN/SUM, all-gather of bytes) over
-  torch.distributed (TorchCollectives), one after the other on the state's thread.
-A NaN or Inf in any worker's bucket: every worker gets zeros for it, nothing enters the residual,
-the step counts as skipped (state.step_skipped; skip the optimizer step), and 10 skipped steps in
-a row raise gradscope.Error, as in `gradscope train`.
+Every rule of the hook is gradscope's C++ one (gs::compress::BucketCompressor, the code
+`gradscope train` runs): error feedback kept per parameter, the warm-up schedules, the agreement on
+skipping a NaN/Inf bucket and the ten-in-a-row limit, the statistics and the checkpointed state.
+This module adds only what is Python's: torch.distributed collectives (TorchCollectives), the
+Futures DDP waits for, the state's thread, and pickling.
+
+The hook returns at once: each bucket is queued to the state's thread, which exchanges the
+buckets one after the other in DDP's order while backward computes the next ones. Its collectives
+run on a process group of the state's own (made with torch.distributed.new_group over the same
+ranks at the first step), so they never interleave with DDP's own collectives
+(find_unused_parameters, static_graph) or with another model's on the same group.
 """
 
-import math
-import queue
+import datetime
 import threading
 import time
 import weakref
+import queue
 from dataclasses import dataclass
 
 import torch
@@ -33,47 +28,38 @@ import torch.distributed as dist
 
 from . import _gradscope
 from ._options import compressor_names, option_texts
-from ._tensors import check_density, compress_where_it_lives, float32_view
+from ._tensors import check_density
 
-MAX_SKIPPED_IN_A_ROW = 10
-_COUNTING = threading.Lock()  # one for every StepStats, which stay plain (picklable) values
+_STATE_FORMAT = "gradscope.ddp.State/1"
+# What travels: float32 values whatever the bucket's dtype (docs/python.md, "dtypes").
+_FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
 
 
 @dataclass
 class StepStats:
-    """What one training step cost and achieved, over every bucket of this worker."""
+    """What one training step cost and achieved, over every bucket of this worker (computed by
+    the C++ core)."""
 
     n: int = 0
     selected: int = 0
     target_density: float = 1.0
+    density: float = 0.0
+    quality: float = 0.0
+    stages: int = 0
     bytes_sent: int = 0
     dense_bytes: int = 0
-    gathered_bytes: int = 0  # what this worker's all-gather buffers carried: whole encodings,
-                             # padded to the longest worker's (Gloo gathers equal sizes only)
-    compress_s: float = 0.0  # accumulating, selecting, encoding, decoding (this worker's work)
-    comm_s: float = 0.0      # inside collectives (until the asynchronous ones completed)
-    hook_s: float = 0.0      # wall time of the hook calls, which DDP's backward waits for
-    skipped: bool = False
+    gathered_bytes: int = 0  # what the all-gathers carried: whole encodings, padded to the longest
+    compress_s: float = 0.0  # accumulating, selecting, encoding, decoding (the state's thread)
+    comm_s: float = 0.0      # inside collectives
+    hook_s: float = 0.0      # inside the hook calls, which DDP's backward waits for
     buckets: int = 0
-
-    def add(self, **amounts):
-        """Adds to counters; the state's thread and the collectives' callbacks both count."""
-        with _COUNTING:
-            for name, amount in amounts.items():
-                setattr(self, name, getattr(self, name) + amount)
-
-    @property
-    def density(self):
-        return self.selected / self.n if self.n else 0.0
-
-    @property
-    def quality(self):
-        return self.density / self.target_density if self.target_density > 0 else 0.0
+    skipped: bool = False
+    warmup: bool = False
 
 
 class TorchCollectives:
-    """gs::compress::Collectives over torch.distributed, for the compressors with their own
-    exchange rounds. The C++ core hands NumPy views of its buffers; each call reduces in place."""
+    """gs::compress::Collectives over torch.distributed: the C++ core hands NumPy views of its
+    buffers; each call reduces in place (or returns every worker's bytes), synchronously."""
 
     def __init__(self, group, device):
         self.group = group
@@ -100,318 +86,240 @@ class TorchCollectives:
         self._reduce(array, dist.ReduceOp.SUM)
 
     def allgather(self, array):
-        sizes = gather_ints([array.size], self.group, self.device)
-        parts, work = gather_padded(torch.from_numpy(array.copy()), [s[0] for s in sizes], self.group,
-                                    self.device)
-        work.wait()
-        return [bytes(p.cpu().numpy()) for p in parts]
-
-
-def gather_ints(values, group, device):
-    """Every worker's list of ints (the same length everywhere), in rank order: one small
-    synchronous all-gather."""
-    mine = torch.tensor(values, dtype=torch.int64, device=device)
-    all_ = [torch.empty_like(mine) for _ in range(dist.get_world_size(group))]
-    dist.all_gather(all_, mine, group=group)
-    return [t.tolist() for t in all_]
-
-
-def gather_padded(mine, sizes, group, device):
-    """The asynchronous all-gather of every worker's uint8 tensor, padded to the longest (sizes:
-    every worker's length, from gather_ints). Returns (each worker's bytes, as views into the
-    output buffers, valid once the work is done; the work)."""
-    longest = max(max(sizes), 1)  # Gloo wants non-empty buffers
-    padded = torch.zeros(longest, dtype=torch.uint8, device=device)
-    padded[: mine.numel()] = mine.to(device)
-    outs = [torch.empty(longest, dtype=torch.uint8, device=device) for _ in sizes]
-    work = dist.all_gather(outs, padded, group=group, async_op=True)
-    return [o[:s] for o, s in zip(outs, sizes)], work
+        """Every worker's bytes in rank order: their sizes first, then the bytes padded to the
+        longest (Gloo gathers equal sizes only)."""
+        mine = torch.tensor([array.size], dtype=torch.int64, device=self.device)
+        sizes = [torch.empty_like(mine) for _ in range(self.world_size)]
+        dist.all_gather(sizes, mine, group=self.group)
+        sizes = [int(s.item()) for s in sizes]
+        longest = max(max(sizes), 1)  # Gloo wants non-empty buffers
+        padded = torch.zeros(longest, dtype=torch.uint8, device=self.device)
+        padded[: array.size] = torch.from_numpy(array).to(self.device)
+        outs = [torch.empty(longest, dtype=torch.uint8, device=self.device) for _ in sizes]
+        dist.all_gather(outs, padded, group=self.group)
+        return [bytes(o[:s].cpu().numpy()) for o, s in zip(outs, sizes)]
 
 
 class State:
-    """A gradscope compressor for DDP's buckets, with its per-parameter residuals and statistics.
+    """A gradscope compressor for DDP's buckets: its residuals, warm-up, skip rule and statistics.
 
     method: any name of `gradscope train --compressor` (gradscope.compressor_names()).
     ratio: the density, the fraction of elements to send, in (0, 1].
-    options: the compressor options of the C++ table (stages, bits, variance_alpha, variance_zeta,
-    fft_exponent_bits, fft_mantissa_bits, fft_chunk, backend, seed); the seed is made per worker.
+    process_group: the ranks to average over (default: the whole job). The hook's collectives run
+        on a group of their own over the same ranks, made at the first step; making it is a
+        collective of the whole job (torch.distributed.new_group), so with a subgroup pass
+        hook_group=, a group you made for the hook alone.
+    warmup_steps, warmup ("dense" | "exponential"), warmup_start_ratio: as `gradscope train
+        --warmup-steps --warmup-schedule --warmup-start-ratio`.
+    history: how many recent steps state.steps keeps (summary() covers every step).
+    timeout: seconds any of the hook's collectives may wait for the other workers (default: torch's
+        default for new groups, 30 minutes).
     variance: for method "variance", a callable(bucket) returning the bucket's per-element sum of
-    squared per-sample gradients / B^2 (a float32 tensor like bucket.buffer()).
+        squared per-sample gradients / B^2 (a tensor like bucket.buffer()).
+    options: the compressor options of the C++ table (stages, bits, variance_alpha, variance_zeta,
+        fft_exponent_bits, fft_mantissa_bits, fft_chunk, backend, seed); the seed is made per worker.
     """
 
-    def __init__(self, method="sidco-e", ratio=0.01, process_group=None, variance=None, **options):
+    def __init__(self, method="sidco-e", ratio=0.01, process_group=None, variance=None,
+                 warmup_steps=0, warmup="dense", warmup_start_ratio=0.25, history=1000,
+                 timeout=None, hook_group=None, **options):
         names = compressor_names()
         if method not in names:
             raise ValueError(f"unknown compressor {method!r}: use one of {', '.join(names)}")
+        if not dist.is_initialized():
+            raise _gradscope.Error("gradscope.ddp.State needs torch.distributed: call "
+                                   "torch.distributed.init_process_group first")
+        if timeout is not None and not float(timeout) > 0:
+            raise ValueError(f"timeout must be a number of seconds > 0, got {timeout!r}")
+        if int(history) < 1:
+            raise ValueError(f"history must be >= 1 (steps kept in state.steps), got {history!r}")
         self.method = method
         self.ratio = check_density(ratio)
         self.process_group = process_group if process_group is not None else dist.group.WORLD
         self.rank = dist.get_rank(self.process_group)
         self.world_size = dist.get_world_size(self.process_group)
-        seed = int(options.pop("seed", 1))
-        texts = option_texts(options)
-        texts["seed"] = str(seed * 1000003 + self.rank)  # as gradscope train: one stream per worker
-        self.core = _gradscope.Compressor(method, self.ratio, texts)
-        if self.core.needs_gradient_variance and variance is None:
+        self.variance = variance
+        self.timeout = None if timeout is None else float(timeout)
+        self._seed = int(options.pop("seed", 1))
+        self._options = option_texts(options)
+        self._warmup = (int(warmup_steps), str(warmup), float(warmup_start_ratio))
+        self._history = int(history)
+        texts = dict(self._options, seed=str(self._seed * 1000003 + self.rank))  # one stream a worker
+        self._core = _gradscope.BucketCompressor(method, self.ratio, texts, *self._warmup, self._history)
+        if self._core.needs_gradient_variance and variance is None:
             raise ValueError(f"compressor {method!r} weighs elements by their gradient variance: "
                              "give State(variance=callable(bucket) -> tensor)")
-        self.variance = variance
-        self.steps = []           # StepStats of every finished step
-        self.skipped_steps = 0
-        self._skipped_in_a_row = 0
-        self._step = StepStats()
-        self._residual = {}       # id(parameter) -> its flat residual (error feedback)
-        self._flat_residual = {}  # ids of a bucket's parameters -> (their residuals' tensor, spare)
-        self._pending = []        # this step's bucket Futures so far
+        self._hook_group = hook_group
+        self._comm = None
         self._tasks = queue.SimpleQueue()
         self._thread = None
+        self._busy = threading.Condition()
+        self._queued = 0
+        self.last_error = None  # the last error a bucket met, as raised (gradscope.Error, ...)
+
+    # ---- what users read -----------------------------------------------------------------
+
+    @property
+    def steps(self):
+        """StepStats of the last `history` finished steps."""
+        return [StepStats(**row) for row in self._core.history()]
 
     @property
     def step_skipped(self):
         """Whether the last finished step met a NaN or Inf on some worker (skip its optimizer step)."""
-        return bool(self.steps) and self.steps[-1].skipped
+        return self._core.last_step_skipped
+
+    @property
+    def skipped_steps(self):
+        return self._core.summary()["skipped_steps"]
 
     def summary(self):
-        """Per-step statistics over the finished, non-skipped steps, as gradscope train reports."""
-        done = [s for s in self.steps if not s.skipped]
-        out = {"method": self.method, "ratio": self.ratio, "workers": self.world_size,
-               "steps": len(self.steps), "skipped_steps": self.skipped_steps}
-        if not done:
-            return out
-        quality = sorted(s.quality for s in done)
+        """Per-step statistics over every finished, non-skipped step, as gradscope train reports."""
+        return dict({"method": self.method, "ratio": self.ratio, "workers": self.world_size},
+                    **self._core.summary())
 
-        def mean(values):
-            values = list(values)
-            return sum(values) / len(values)
+    # ---- checkpoints ---------------------------------------------------------------------
 
-        def quantile(q):
-            pos = q * (len(quality) - 1)
-            lo = math.floor(pos)
-            hi = min(lo + 1, len(quality) - 1)
-            return quality[lo] + (pos - lo) * (quality[hi] - quality[lo])
+    def state_dict(self):
+        """Everything that carries from one step to the next (residuals, step count and so the
+        warm-up's position, the stage controller, the sampling streams, the skip count and the
+        statistics), plus the settings it belongs to. Between steps; waits for queued buckets."""
+        self._drain()
+        return {"format": _STATE_FORMAT, "method": self.method, "ratio": self.ratio,
+                "options": dict(self._options), "seed": self._seed, "warmup": self._warmup,
+                "history": self._history, "rank": self.rank, "world_size": self.world_size,
+                "core": self._core.save_state()}
 
-        out.update({
-            "density_mean": mean(s.density for s in done),
-            "quality_mean": mean(quality), "quality_p5": quantile(0.05), "quality_p95": quantile(0.95),
-            "bytes_per_step": mean(s.bytes_sent for s in done),
-            "dense_bytes_per_step": mean(s.dense_bytes for s in done),
-            "gathered_bytes_per_step": mean(s.gathered_bytes for s in done),
-            "compress_ms_per_step": 1e3 * mean(s.compress_s for s in done),
-            "comm_ms_per_step": 1e3 * mean(s.comm_s for s in done),
-            "hook_ms_per_step": 1e3 * mean(s.hook_s for s in done),
-        })
-        return out
+    def load_state_dict(self, d):
+        """Continues from state_dict() d, saved by the same rank of a run with the same settings."""
+        self._drain()
+        if not isinstance(d, dict) or d.get("format") != _STATE_FORMAT:
+            raise _gradscope.Error("not a gradscope.ddp.State state_dict (or of another version)")
+        mine = {"method": self.method, "ratio": self.ratio, "options": self._options,
+                "seed": self._seed, "warmup": self._warmup, "rank": self.rank,
+                "world_size": self.world_size}
+        for key, value in mine.items():
+            theirs = tuple(d[key]) if key == "warmup" else d.get(key)
+            if theirs != value:
+                raise _gradscope.Error(f"the state_dict was saved with {key}={theirs!r}, this State has "
+                                       f"{key}={value!r}: load each rank's own state into a State made "
+                                       "with the same settings")
+        self._core.load_state(d["core"])
 
-    # ---- one bucket ------------------------------------------------------------------------
+    def __getstate__(self):
+        """Pickles the settings and the state; the process groups and the thread stay behind (the
+        unpickled State binds the default group, as PowerSGDState does)."""
+        return {"state": self.state_dict(), "variance": self.variance, "timeout": self.timeout}
+
+    def __setstate__(self, pickled):
+        s = pickled["state"]
+        options = dict(s["options"])
+        options.update(seed=s["seed"])
+        for key in ("bits",):  # list options come back as their text
+            if key in options and isinstance(options[key], str):
+                options[key] = [int(b) for b in options[key].split(",") if b]
+        warmup_steps, warmup, start = s["warmup"]
+        self.__init__(s["method"], s["ratio"], variance=pickled["variance"], warmup_steps=warmup_steps,
+                      warmup=warmup, warmup_start_ratio=start, history=s["history"],
+                      timeout=pickled["timeout"], **options)
+        self.load_state_dict(s)
+
+    # ---- one bucket ----------------------------------------------------------------------
 
     def exchange(self, index, grad, parameters, last=True, bucket=None):
-        """The compressed exchange of one bucket: a Future whose value is the mean update.
+        """The compressed exchange of one bucket: a Future whose value is the mean update, in
+        grad's dtype and on its device (wait() raises the bucket's error as it was raised).
 
-        grad: the bucket's flat float32 gradient; parameters: the parameters laid end to end in it
-        (their residuals are kept per parameter, so DDP rebuilding its buckets changes nothing).
-        Returns at once; the state's thread does the work, bucket after bucket in call order, and
-        the last bucket's Future completes once the whole step is done (state.steps updated)."""
+        grad: the bucket's flat gradient (float32, float16, bfloat16 or float64); parameters: the
+        parameters laid end to end in it. Returns at once; the state's thread does the work,
+        bucket after bucket in call order; the last bucket's Future completes once the step is
+        closed (state.steps updated)."""
         t0 = time.perf_counter()
+        if grad.dtype not in _FLOAT_DTYPES:
+            raise TypeError(f"bucket {index} has dtype {grad.dtype}: gradscope compresses float32, "
+                            "float16, bfloat16 and float64 gradients")
+        host = grad.detach()
+        if host.device.type != "cpu" or host.dtype != torch.float32 or not host.is_contiguous():
+            host = host.to(device="cpu", dtype=torch.float32).contiguous()  # values travel as float32
+        params = [(id(p), p.numel()) for p in parameters]
+        comm = self._collectives(grad.device)
         result = torch.futures.Future()
-        if self._thread is None:
-            self._thread = threading.Thread(target=_run_tasks, args=(self._tasks,), daemon=True,
-                                            name="gradscope-ddp")
-            self._thread.start()
-            # Ended with the state, and at the latest at exit: a daemon thread still alive when
-            # Python finalizes is unwound through C++ frames that cannot be, which aborts.
-            weakref.finalize(self, _stop_tasks, self._tasks, self._thread)
+        self._start_thread()
+        with self._busy:
+            self._queued += 1
         hook_s = time.perf_counter() - t0
-        self._tasks.put((self._bucket, (result, index, grad, parameters, last, bucket, hook_s)))
+        self._tasks.put((self, result, index, host, params, comm, last, bucket, grad, hook_s))
         return result
 
-    def _bucket(self, result, index, grad, parameters, last, bucket, hook_s):
-        """One bucket, on the state's thread: starts its exchange; result gets the mean when it ends
-        (the last bucket's once every bucket of the step has ended and the step is closed).
-        hook_s: the time the hook call took, counted to the step."""
-        stats = self._step
-        stats.add(hook_s=hook_s)
-        if stats.buckets == 0:
-            stats.target_density = self.core.density if self.core.exchange_kind != "allreduce" else 1.0
-        stats.buckets += 1
+    def _bucket(self, result, index, host, params, comm, last, bucket, grad, hook_s):
+        """One bucket, on the state's thread."""
         try:
-            kind = self.core.exchange_kind
-            if kind == "allreduce":
-                fut = self._allreduce(grad, stats)
-            elif kind == "collective":
-                fut = self._collective(index, grad, parameters, stats)
-            else:
-                fut = self._allgather(index, grad, parameters, stats, bucket)
+            out = torch.empty(host.numel(), dtype=torch.float32)
+            v_address, v_n = 0, 0
+            if self._core.needs_gradient_variance:
+                v = self.variance(bucket).detach().to(device="cpu", dtype=torch.float32).contiguous()
+                v_address, v_n = v.data_ptr(), v.numel()
+            self._core.exchange(index, host.data_ptr(), host.numel(), params, comm, out.data_ptr(), last,
+                                v_address, v_n, hook_s)
+            result.set_result(out if out.dtype == grad.dtype and grad.device.type == "cpu"
+                              else out.to(device=grad.device, dtype=grad.dtype))
         except Exception as e:  # noqa: BLE001 - every error reaches the caller through its Future
-            fut = torch.futures.Future()
-            fut.set_exception(e)
-        self._pending.append(fut)
-        if not last:
-            fut.add_done_callback(lambda f: _forward(f, result))
+            self.last_error = e
+            result.set_exception(e)
+
+    def _collectives(self, device):
+        """The hook's own process group (made at the first call, by every worker at the same
+        point: the first bucket of the first step) wrapped as the C++ core's Collectives."""
+        if self._comm is None:
+            group = self._hook_group
+            if group is None:
+                ranks = dist.get_process_group_ranks(self.process_group)
+                kwargs = {} if self.timeout is None else {"timeout": datetime.timedelta(seconds=self.timeout)}
+                group = dist.new_group(ranks=ranks, backend=dist.get_backend(self.process_group), **kwargs)
+            self._hook_group = group
+            self._comm = TorchCollectives(group, device)
+        return self._comm
+
+    def _start_thread(self):
+        if self._thread is not None:
             return
-        pending, self._pending, self._step = self._pending, [], StepStats()
+        self._thread = threading.Thread(target=_run_tasks, args=(self._tasks,), daemon=True,
+                                        name="gradscope-ddp")
+        self._thread.start()
+        # Ended with the state, and at the latest at exit: a daemon thread still alive when Python
+        # finalizes is unwound through C++ frames that cannot be, which aborts.
+        weakref.finalize(self, _stop_tasks, self._tasks, self._thread)
 
-        def close_step(_):
-            try:
-                for f in pending:
-                    f.wait()  # each bucket's error, if any, in bucket order
-                self._end_step(stats)
-                result.set_result(fut.value())
-            except Exception as e:  # noqa: BLE001
-                result.set_exception(e)
+    def _done_one(self):
+        with self._busy:
+            self._queued -= 1
+            self._busy.notify_all()
 
-        torch.futures.collect_all(pending).add_done_callback(close_step)
-
-    def _end_step(self, stats):
-        self.core.end_step()
-        self.steps.append(stats)
-        if stats.skipped:
-            self.skipped_steps += 1
-            self._skipped_in_a_row += 1
-            if self._skipped_in_a_row >= MAX_SKIPPED_IN_A_ROW:
-                raise _gradscope.Error(
-                    f"gradients were NaN or Inf for {MAX_SKIPPED_IN_A_ROW} steps in a row (last at "
-                    f"step {len(self.steps) - 1}); lower the learning rate or check the data")
-        else:
-            self._skipped_in_a_row = 0
-
-    def _accumulate(self, grad, parameters):
-        """acc = grad + the parameters' residuals (error feedback), or grad itself without it.
-        With error feedback acc is the state's own tensor, never the residual it adds: into the
-        bucket's spare buffer when its parameters are laid out as last time (no allocation)."""
-        if not self.core.error_feedback:
-            return grad
-        entry = self._flat_residual.get(tuple(id(p) for p in parameters))
-        if entry is not None:
-            residual, spare = entry
-            return grad + residual if spare is None else torch.add(grad, residual, out=spare)
-        parts = [self._residual.get(id(p)) for p in parameters]
-        if all(r is None for r in parts):
-            return grad.clone()
-        parts = [r if r is not None else torch.zeros(p.numel(), dtype=grad.dtype, device=grad.device)
-                 for r, p in zip(parts, parameters)]
-        return grad + torch.cat(parts)
-
-    def _keep_residual(self, residual, parameters):
-        """residual (a tensor the state owns) becomes the parameters' residuals, as views; the
-        bucket's previous residual becomes its spare buffer."""
-        key = tuple(id(p) for p in parameters)
-        old = self._flat_residual.get(key)
-        spare = old[0] if old is not None and old[0] is not residual else None
-        ids = set(key)  # DDP rebuilt its buckets: forget the old layouts of these parameters
-        self._flat_residual = {k: v for k, v in self._flat_residual.items() if k == key or not ids & set(k)}
-        self._flat_residual[key] = (residual, spare)
-        at = 0
-        for p in parameters:
-            self._residual[id(p)] = residual[at:at + p.numel()]
-            at += p.numel()
-
-    def _skip(self, grad, stats):
-        stats.skipped = True
-        fut = torch.futures.Future()
-        fut.set_result(torch.zeros_like(grad))
-        return fut
-
-    def _allreduce(self, grad, stats):
-        n = grad.numel()
-        stats.add(n=n, selected=n, bytes_sent=4 * n, dense_bytes=4 * n)
-        t_launch = time.perf_counter()
-        work = dist.all_reduce(grad, group=self.process_group, async_op=True)
-        inverse = 1.0 / self.world_size
-
-        def mean(fut):
-            stats.add(comm_s=time.perf_counter() - t_launch)
-            total = fut.value()[0]
-            if not bool(torch.isfinite(total).all()):  # the same sum on every worker: one decision
-                stats.skipped = True
-                return torch.zeros_like(total)
-            return total.mul_(inverse)
-
-        return work.get_future().then(mean)
-
-    def _allgather(self, index, grad, parameters, stats, bucket):
-        _, n, _ = float32_view(grad, f"bucket {index}", devices=("cpu", "cuda"))
-        t0 = time.perf_counter()
-        acc = self._accumulate(grad, parameters)
-        name = f"bucket{index}"
-        if self.core.needs_gradient_variance:
-            v = self.variance(bucket).detach().cpu().contiguous()
-            v_address, v_n, _ = float32_view(v, f"the gradient variance of bucket {index}")
-            self.core.add_gradient_variance(name, v_address, v_n)
-        # On the bucket's device where the backend reads it (cuda), else through the host.
-        indices, values, wire, wire_bytes, info = compress_where_it_lives(self.core, acc, name,
-                                                                           f"bucket {index}")
-        stats.add(compress_s=time.perf_counter() - t0)
-        # One small synchronous round gives every worker's payload size and agrees on skipping
-        # (a NaN or Inf anywhere): every collective is issued on this thread, in bucket order.
-        t_comm = time.perf_counter()
-        meta = gather_ints([wire.size, 1 if info["nonfinite"] else 0], self.process_group, grad.device)
-        stats.add(comm_s=time.perf_counter() - t_comm)
-        if any(flag for _, flag in meta):
-            return self._skip(grad, stats)  # the residual stays as it was
-        t0 = time.perf_counter()
-        if self.core.error_feedback:
-            residual = acc  # acc is ours (a fresh tensor): the residual is acc with what was sent zeroed
-            residual[torch.from_numpy(indices).to(residual.device)] = 0.0
-            self._keep_residual(residual, parameters)
-        stats.add(n=n, selected=int(info["selected"]), bytes_sent=int(wire_bytes), dense_bytes=4 * n,
-                  compress_s=time.perf_counter() - t0)
-        t_launch = time.perf_counter()
-        sizes = [size for size, _ in meta]
-        stats.add(gathered_bytes=max(sizes))
-        parts, work = gather_padded(torch.from_numpy(wire), sizes, self.process_group, grad.device)
-
-        def decode(fut):
-            fut.wait()
-            stats.add(comm_s=time.perf_counter() - t_launch)
-            t1 = time.perf_counter()
-            out = torch.empty(n, dtype=torch.float32)  # decoded on the host
-            self.core.aggregate([p.cpu().numpy() for p in parts], out.data_ptr(), n)
-            stats.add(compress_s=time.perf_counter() - t1)
-            return out.to(grad.device)
-
-        return work.get_future().then(decode)
-
-    def _collective(self, index, grad, parameters, stats):
-        _, n, _ = float32_view(grad, f"bucket {index}", devices=("cpu", "cuda"))
-        t0 = time.perf_counter()
-        # Agree on skipping before any round: one flag all-reduced.
-        flag = torch.tensor([0 if bool(torch.isfinite(grad).all()) else 1], dtype=torch.int64,
-                            device=grad.device)
-        dist.all_reduce(flag, group=self.process_group)
-        if int(flag.item()) > 0:
-            stats.add(comm_s=time.perf_counter() - t0)
-            return self._skip(grad, stats)
-        acc = self._accumulate(grad, parameters).cpu()  # the quantizers' and fft's rounds code on the host
-        sent = torch.empty_like(acc)
-        mean = torch.empty_like(acc)
-        comm = TorchCollectives(self.process_group, grad.device)
-        wire_bytes, info = self.core.exchange(acc.data_ptr(), n, f"bucket{index}", comm,
-                                              sent.data_ptr(), mean.data_ptr())
-        if self.core.error_feedback:
-            self._keep_residual((acc - sent).to(grad.device), parameters)
-        # the rounds are interleaved with the coding: counted as exchange
-        stats.add(n=n, selected=int(info["selected"]), bytes_sent=int(wire_bytes), dense_bytes=4 * n,
-                  comm_s=time.perf_counter() - t0)
-        fut = torch.futures.Future()
-        fut.set_result(mean.to(grad.device))
-        return fut
+    def _drain(self, timeout_s=600.0):
+        """Waits until every queued bucket is done (a checkpoint is taken between steps)."""
+        with self._busy:
+            if not self._busy.wait_for(lambda: self._queued == 0, timeout=timeout_s):
+                raise _gradscope.Error(f"{self._queued} bucket(s) still queued after {timeout_s:g} s: "
+                                       "take the state between steps")
+        if self._core.mid_step:
+            raise _gradscope.Error("the state is mid-step (its last bucket has not come yet): take it "
+                                   "between steps, after backward() returned")
 
 
 def _run_tasks(tasks):
-    """The state's thread: runs each queued bucket in order. It holds the queue, not the state,
-    so a state nobody uses any more is collected (its finalizer, _stop_tasks, ends the thread)."""
+    """The state's thread: runs each queued bucket in order. It holds the queue and, per task, a
+    strong reference to the state only while the task runs, so a state nobody uses any more is
+    collected (its finalizer, _stop_tasks, ends the thread)."""
     while True:
         item = tasks.get()
         if item is None:
             return
-        method, args = item
-        result = args[0]
+        state, *args = item
         try:
-            method(*args)
-        except BaseException as e:  # noqa: BLE001 - the bucket's Future reports it; the thread lives on
-            if not result.done():
-                result.set_exception(e)
-        del method, args, result, item
+            state._bucket(*args)
+        finally:
+            state._done_one()
+        del state, args, item
 
 
 def _stop_tasks(tasks, thread, timeout_s=30.0):
@@ -422,25 +330,14 @@ def _stop_tasks(tasks, thread, timeout_s=30.0):
         thread.join(timeout_s)
 
 
-def _forward(done, result):
-    """result takes done's value or error."""
-    try:
-        result.set_result(done.value())
-    except Exception as e:  # noqa: BLE001
-        result.set_exception(e)
+def _value(fut):
+    """The bucket's update, or its error raised: in a then() callback, which gives DDP a Future
+    completed with an error (it re-raises it from backward() as a RuntimeError with this message)
+    rather than a value it cannot use."""
+    return fut.wait()
 
 
 def hook(state, bucket):
     """DDP communication hook: model.register_comm_hook(gradscope.ddp.State(...), gradscope.ddp.hook)."""
-    grad = bucket.buffer()
-    parameters = bucket.parameters()
-    _check_layout(bucket, grad, parameters)
-    return state.exchange(bucket.index(), grad, parameters, bucket.is_last(), bucket)
-
-
-def _check_layout(bucket, grad, parameters):
-    """The bucket's buffer must hold its parameters' gradients end to end, in parameters() order:
-    the residuals are kept per parameter on that assumption."""
-    if sum(p.numel() for p in parameters) != grad.numel():
-        raise _gradscope.Error(f"bucket {bucket.index()}: {grad.numel()} elements for parameters of "
-                               f"{sum(p.numel() for p in parameters)}")
+    fut = state.exchange(bucket.index(), bucket.buffer(), bucket.parameters(), bucket.is_last(), bucket)
+    return fut.then(_value)

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "collectives.hpp"
+#include "options.hpp"
 #include "gs/base/join.hpp"
 #include "gs/analyzer/vectors.hpp"
 #include "gs/base/allocator.hpp"
@@ -35,33 +36,12 @@ namespace py = pybind11;
 namespace gs::python {
 namespace {
 
-template <class T>
-std::span<T> at(std::uintptr_t address, std::uint64_t n) {
-  if (n > 0 && address == 0) throw Error("a null address for " + std::to_string(n) + " elements");
-  return {reinterpret_cast<T*>(address), static_cast<std::size_t>(n)};
-}
-
 // A NumPy array that owns `values` (moved into a capsule, no copy).
 template <class T>
 py::array_t<T> owned_array(std::vector<T>&& values) {
   auto* heap = new std::vector<T>(std::move(values));
   py::capsule owner(heap, [](void* p) { delete static_cast<std::vector<T>*>(p); });
   return py::array_t<T>({heap->size()}, {sizeof(T)}, heap->data(), owner);
-}
-
-compress::CompressorOptions parse_options(const std::map<std::string, std::string>& given) {
-  compress::CompressorOptions o;
-  for (const auto& [key, text] : given) {
-    const auto& rows = compress::compressor_option_rows();
-    const auto row = std::find_if(rows.begin(), rows.end(), [&](const auto& r) { return r.key() == key; });
-    if (row == rows.end()) {
-      throw Error("unknown compressor option '" + key + "': the options are " +
-                  join(rows, ", ", [](const auto& r) { return r.key(); }));
-    }
-    row->set(o, text);
-    row->check(o);
-  }
-  return o;
 }
 
 py::dict info_dict(const compress::CompressInfo& info) {
@@ -87,7 +67,7 @@ class CompressorHandle {
   // compress() of n floats at `acc` (host memory): (indices int64, values float32, encoded payload
   // uint8, wire bytes, info). The payload is the wire image ModelCompressor::step all-gathers.
   py::tuple compress(std::uintptr_t acc, std::uint64_t n, const std::string& tensor) {
-    return run([&] { return c_->compress(at<const float>(acc, n), tensor); });
+    return run([&] { return c_->compress(span_at<const float>(acc, n), tensor); });
   }
   // The same over n floats at `g` in the memory of the compressor's backend (resident_backend:
   // device memory for cuda): nothing copied in, the selection comes back.
@@ -116,7 +96,7 @@ class CompressorHandle {
                     std::to_string(decoded.back().n) + " elements for a vector of " + std::to_string(n));
     }
     py::gil_scoped_release free;
-    c_->aggregate(decoded, at<float>(out, n));
+    c_->aggregate(decoded, span_at<float>(out, n));
   }
 
   // Exchange::collective: the compressor's own rounds over `collectives` (a Python object with
@@ -127,13 +107,13 @@ class CompressorHandle {
     compress::Compressor::Exchanged r;
     {
       py::gil_scoped_release free;
-      r = c_->exchange(at<const float>(acc, n), tensor, comm, at<float>(sent, n), at<float>(mean, n));
+      r = c_->exchange(span_at<const float>(acc, n), tensor, comm, span_at<float>(sent, n), span_at<float>(mean, n));
     }
     return py::make_tuple(r.wire_bytes, info_dict(r.info));
   }
 
   void add_gradient_variance(const std::string& tensor, std::uintptr_t v, std::uint64_t n) {
-    c_->add_gradient_variance(tensor, at<const float>(v, n));
+    c_->add_gradient_variance(tensor, span_at<const float>(v, n));
   }
 
   compress::Compressor& get() { return *c_; }
@@ -166,7 +146,7 @@ std::string fit_json(std::uintptr_t address, std::uint64_t n, const std::vector<
   FitReportOptions options;
   options.densities = densities;
   py::gil_scoped_release free;
-  const auto passes = kernels::make_passes(at<const float>(address, n), kind);
+  const auto passes = kernels::make_passes(span_at<const float>(address, n), kind);
   return analyzer::fit_json(fit_report(*passes, options), input, std::string(kernels::to_string(kind)))
       .dump();
 }
@@ -221,6 +201,7 @@ std::vector<std::vector<py::array_t<float>>> model_compressor_steps(
 }  // namespace
 
 void bind_recorder(py::module_& m);
+void bind_ddp(py::module_& m);
 
 }  // namespace gs::python
 
@@ -231,7 +212,11 @@ PYBIND11_MODULE(_gradscope, m) {
   // The heap settings of gradscope's programs (gs/base/allocator.hpp), for the whole process:
   // large temporary tensors are then reused rather than mapped and faulted in every step.
   gs::tune_allocator();
-  py::register_exception<gs::Error>(m, "Error", PyExc_ValueError);
+  // gradscope.Error is a RuntimeError (what DDP re-raises its hooks' errors as, and what torch's own
+  // errors are) and a ValueError (bad input to fit, select and the Recorder).
+  py::register_exception<gs::Error>(
+      m, "Error", py::make_tuple(py::handle(PyExc_RuntimeError), py::handle(PyExc_ValueError)));
+  m.attr("default_sidco_stages") = gs::kDefaultSidcoStages;
   m.attr("__version__") = gs::kVersion;
   m.def("cuda_built", &gs::kernels::cuda_built);
   // Fashion-MNIST through the data library's IDX reader: (pixels uint8 [n, rows, cols], labels
@@ -295,4 +280,5 @@ PYBIND11_MODULE(_gradscope, m) {
   m.def("model_compressor_steps", &model_compressor_steps, py::arg("name"), py::arg("density"),
         py::arg("options"), py::arg("bucket_sizes"), py::arg("grads"));
   bind_recorder(m);
+  bind_ddp(m);
 }

@@ -113,14 +113,20 @@ def returns_early(rank, out):
     fut = state.exchange(0, g, bucket, last=True)
     returned_s, done_at_return = time.perf_counter() - t0, fut.done()
     mean = fut.wait()
+    # A bucket whose parameters do not add up to its size: the C++ core refuses it on the
+    # state's thread, and the error comes back through the Future as it was raised.
+    wrong = [torch.nn.Parameter(torch.zeros(999))]
+    fut = state.exchange(0, g, wrong, last=True)
     try:
-        state.exchange(0, g.double(), bucket, last=True).wait()
-        error = ""
-    except TypeError as e:
-        error = str(e)
+        fut.wait()
+        error, error_type = "", ""
+    except Exception as e:  # noqa: BLE001 - the test checks the type
+        error, error_type = str(e), type(e).__name__
+    is_gradscope_error = isinstance(state.last_error, gradscope.Error) and isinstance(state.last_error, RuntimeError)
     again = state.exchange(0, g, bucket, last=True).wait()
     torch.save({"returned_s": returned_s, "done_at_return": done_at_return, "mean": mean,
-                "error": error, "again": again, "steps": len(state.steps)}, out)
+                "error": error, "error_type": error_type, "is_gradscope_error": is_gradscope_error,
+                "again": again, "steps": len(state.steps)}, out)
 
 
 class PoisonedState(gddp.State):

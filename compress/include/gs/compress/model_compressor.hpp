@@ -25,6 +25,13 @@ struct StepStats {
   std::uint64_t dense_bytes = 0;      // 4 n: what sending the gradient uncompressed costs
   double compress_seconds = 0.0;      // residual + selection + packing (+ decoding, in step())
   double comm_seconds = 0.0;          // step() only: time inside collectives
+  // BucketCompressor's steps (a step of several exchanges) also count:
+  std::uint64_t gathered_bytes = 0;   // what the all-gathers carried for this worker: whole
+                                      // encodings, padded to the longest worker's
+  double hook_seconds = 0.0;          // inside the framework's hook calls
+  int buckets = 0;
+  bool skipped = false;               // NaN/Inf on some worker: zeros instead, residual untouched
+  bool warmup = false;                // a warm-up step
 
   double density() const { return n ? double(selected) / double(n) : 0.0; }
   double quality() const { return target_density > 0 ? density() / target_density : 0.0; }

@@ -26,6 +26,14 @@ class ResidualMemory {
   // Same, for compressors that decode their own contribution: e = acc - sent.
   void commit_decoded(std::string_view name, std::span<const float> sent);
 
+  // Drops the last accumulate() of `name` uncommitted: e stays as it was (a skipped step).
+  void discard(std::string_view name);
+  // Sets e for `name` (a new slot, or a whole new residual), and gives write access to it, for a
+  // caller that moves residuals between slots (BucketCompressor when DDP regroups parameters).
+  void assign(std::string_view name, std::vector<float> e);
+  std::span<float> residual_for_update(std::string_view name);
+  void erase(std::string_view name);
+
   bool contains(std::string_view name) const;
   std::span<const float> residual(std::string_view name) const;  // gs::Error if unknown
   std::span<const float> accumulator(std::string_view name) const;

@@ -1,0 +1,116 @@
+#pragma once
+// BucketCompressor: one worker's compressed exchange of a model's gradient handed over bucket by
+// bucket, over collectives the framework supplies: the C++ side of the PyTorch DDP communication
+// hook (gradscope.ddp), which only adds torch.distributed collectives and Futures. Per bucket it
+// does what ModelCompressor::step does per group (error feedback, compression, exchange,
+// decoding); per step it applies the rules `gradscope train` applies (gs/compress/step_rules.hpp:
+// warm-up, skipping non-finite steps, statistics). Everything that carries from one step to the
+// next lives here and checkpoints with save_state().
+//
+// Residuals are kept per parameter (a bucket names its parameters by keys the framework chooses,
+// e.g. Python's id()): DDP may regroup its parameters into other buckets after the first step, and
+// each parameter's residual follows it. Keys are process-local; checkpoints store the residuals in
+// the order the parameters were first seen, which a new process of the same model sees again
+// (DDP's first buckets follow the parameter order).
+//
+// Skipping: a worker whose bucket holds NaN or Inf says so in the exchange (an empty payload in
+// the all-gather, a flag before a compressor's own rounds, a non-finite sum in an all-reduce); then
+// every worker gets zeros for that bucket, nothing enters its residual, and the step counts as
+// skipped.
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "gs/compress/collectives.hpp"
+#include "gs/compress/compressor.hpp"
+#include "gs/compress/model_compressor.hpp"
+#include "gs/compress/residual.hpp"
+#include "gs/compress/step_rules.hpp"
+
+namespace gs::compress {
+
+struct BucketParam {
+  std::uint64_t key = 0;    // the framework's name for the parameter, stable within a process
+  std::uint64_t numel = 0;  // its elements in the bucket
+};
+
+class BucketCompressor {
+ public:
+  // history: how many finished steps' StepStats history() keeps (the summary covers every step).
+  BucketCompressor(std::unique_ptr<Compressor> compressor, WarmupSchedule warmup,
+                   std::size_t history = 1000);
+
+  const Compressor& compressor() const { return *compressor_; }
+  const WarmupSchedule& warmup() const { return warmup_; }
+
+  // One bucket of the current step. g: the bucket's gradient, the parameters' gradients laid end
+  // to end in `params` order; out (g.size()) receives the mean update over the workers (zeros when
+  // the bucket is skipped). variance: for compressors that needs_gradient_variance(), the bucket's
+  // per-element sum of squared per-sample gradients / B^2 (empty otherwise). hook_seconds: the
+  // time the framework's hook call took, counted to the step. last: the step's last bucket, which
+  // closes the step: the compressor's end_step, the statistics, and the skip rule (gs::Error when
+  // this makes the tenth skipped step in a row). Every worker calls it for the same buckets in the
+  // same order.
+  void exchange(int index, std::span<const float> g, std::span<const BucketParam> params,
+                Collectives& comm, std::span<float> out, bool last,
+                std::span<const float> variance = {}, double hook_seconds = 0.0);
+
+  std::int64_t steps() const { return steps_; }  // finished steps
+  bool mid_step() const { return buckets_in_step_ > 0; }
+  // Whether the last finished step was skipped (skip its optimizer step).
+  bool last_step_skipped() const { return !history_.empty() && history_.back().skipped; }
+  const std::deque<StepStats>& history() const { return history_; }
+  RunSummary summary() const { return statistics_.summary(); }
+
+  // Checkpoints, between steps: the step count (the warm-up's position), the compressor's own
+  // state (stage controller, random streams), every parameter's residual, the skip count and the
+  // run's statistics. load_state() into a BucketCompressor made with the same compressor, options
+  // and warm-up continues exactly; gs::Error (through r) naming what differs.
+  void save_state(StateWriter& w) const;
+  void load_state(StateReader& r);
+
+ private:
+  struct Placed {                // where a parameter's residual lives
+    std::string layout;          // the bucket layout holding it ("" while not placed)
+    std::uint64_t offset = 0;    // its first element there
+    std::uint64_t numel = 0;
+  };
+
+  void begin_step();
+  void end_step();
+  // The parameters' ordinals (assigned on first sight) and the residual slot of this layout,
+  // filled from wherever each parameter's residual lived before.
+  std::string place(std::span<const BucketParam> params, std::uint64_t n, int index);
+  bool exchange_dense(Compressor& c, const std::string& slot, std::span<const float> g,
+                      Collectives& comm, std::span<float> out, StepStats& s);
+  bool exchange_sparse(const std::string& slot, const std::string& tensor, std::span<const float> g,
+                       std::span<const float> variance, Collectives& comm, std::span<float> out,
+                       StepStats& s);
+  bool exchange_collective(const std::string& slot, const std::string& tensor,
+                           std::span<const float> g, Collectives& comm, std::span<float> out,
+                           StepStats& s);
+
+  std::unique_ptr<Compressor> compressor_;
+  std::unique_ptr<Compressor> dense_;  // "none": the dense warm-up's exchange
+  WarmupSchedule warmup_;
+  std::size_t history_limit_;
+
+  ResidualMemory residual_;                          // one slot per bucket layout
+  std::map<std::uint64_t, std::uint64_t> ordinal_;   // key -> ordinal (order of first sight)
+  std::vector<Placed> placed_;                       // per ordinal
+  std::map<std::uint64_t, std::vector<float>> loaded_;  // residuals from a checkpoint, not placed yet
+
+  std::int64_t steps_ = 0;
+  int buckets_in_step_ = 0;
+  bool uncompressed_ = false;  // this step is a dense warm-up step
+  StepStats current_;
+  std::deque<StepStats> history_;
+  SkipRule skip_;
+  RunStatistics statistics_;
+};
+
+}  // namespace gs::compress

@@ -1,0 +1,324 @@
+#include "gs/compress/bucket_compressor.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <set>
+
+#include "compressors.hpp"
+#include "gs/base/timing.hpp"
+#include "gs/error.hpp"
+#include "timed_collectives.hpp"
+
+namespace gs::compress {
+namespace {
+
+constexpr std::string_view kStateTag = "gradscope-bucket-compressor/1";
+constexpr std::string_view kAdvice = "lower the learning rate or check the data";
+
+bool any_nonfinite(std::span<const float> v) {
+  return std::any_of(v.begin(), v.end(), [](float x) { return !std::isfinite(x); });
+}
+
+}  // namespace
+
+BucketCompressor::BucketCompressor(std::unique_ptr<Compressor> compressor, WarmupSchedule warmup,
+                                   std::size_t history)
+    : compressor_(std::move(compressor)), dense_(make_compressor("none", 1.0)),
+      warmup_(warmup), history_limit_(std::max<std::size_t>(history, 1)) {
+  if (!compressor_) throw Error("bucket compressor: no compressor given");
+  warmup_.density = compressor_->density();
+}
+
+std::string BucketCompressor::place(std::span<const BucketParam> params, std::uint64_t n, int index) {
+  std::uint64_t total = 0;
+  for (const BucketParam& p : params) total += p.numel;
+  if (total != n)
+    throw Error("bucket " + std::to_string(index) + ": " + std::to_string(n) +
+                " elements for parameters of " + std::to_string(total));
+  std::string layout;  // the ordinals, which name the layout's residual slot
+  for (const BucketParam& p : params) {
+    auto [it, fresh] = ordinal_.try_emplace(p.key, placed_.size());
+    if (fresh) {
+      placed_.push_back({"", 0, p.numel});
+      const auto loaded = loaded_.find(it->second);
+      if (loaded != loaded_.end() && loaded->second.size() != p.numel)
+        throw Error("bucket " + std::to_string(index) + ": parameter #" + std::to_string(it->second) +
+                    " has " + std::to_string(p.numel) + " elements; its residual in the loaded state has " +
+                    std::to_string(loaded->second.size()) + " (a state of another model?)");
+    } else if (placed_[it->second].numel != p.numel) {
+      throw Error("bucket " + std::to_string(index) + ": a parameter had " +
+                  std::to_string(placed_[it->second].numel) + " elements and now has " +
+                  std::to_string(p.numel));
+    }
+    layout += std::to_string(it->second) + ",";
+  }
+  if (!compressor_->error_feedback()) return layout;
+
+  // Parameters whose residual lives elsewhere (another layout, the loaded state, or nowhere yet:
+  // zeros) move into this layout's slot; a layout no parameter lives in any more is dropped.
+  if (!residual_.contains(layout)) residual_.assign(layout, std::vector<float>(n, 0.0f));
+  std::set<std::string> left;
+  std::uint64_t at = 0;
+  for (const BucketParam& p : params) {
+    const std::uint64_t o = ordinal_.at(p.key);
+    Placed& where = placed_[o];
+    if (where.layout != layout) {
+      auto dst = residual_.residual_for_update(layout).subspan(at, p.numel);
+      if (!where.layout.empty()) {
+        const auto src = residual_.residual(where.layout).subspan(where.offset, p.numel);
+        std::copy(src.begin(), src.end(), dst.begin());
+        left.insert(where.layout);
+      } else if (const auto loaded = loaded_.find(o); loaded != loaded_.end()) {
+        std::copy(loaded->second.begin(), loaded->second.end(), dst.begin());
+        loaded_.erase(loaded);
+      } else {
+        std::fill(dst.begin(), dst.end(), 0.0f);
+      }
+      where.layout = layout;
+    }
+    where.offset = at;
+    at += p.numel;
+  }
+  for (const std::string& old : left)
+    if (std::none_of(placed_.begin(), placed_.end(), [&](const Placed& p) { return p.layout == old; }))
+      residual_.erase(old);
+  return layout;
+}
+
+void BucketCompressor::begin_step() {
+  uncompressed_ = warmup_.uncompressed_at(steps_);
+  if (warmup_.exponential()) compressor_->set_density(warmup_.density_at(steps_));
+  current_ = StepStats{};
+  current_.warmup = warmup_.warmup_at(steps_);
+  current_.target_density =
+      uncompressed_ || compressor_->exchange() == Exchange::allreduce ? 1.0 : compressor_->density();
+}
+
+void BucketCompressor::exchange(int index, std::span<const float> g, std::span<const BucketParam> params,
+                                Collectives& comm, std::span<float> out, bool last,
+                                std::span<const float> variance, double hook_seconds) {
+  if (out.size() != g.size())
+    throw Error("bucket " + std::to_string(index) + ": the update has " + std::to_string(out.size()) +
+                " elements, the gradient " + std::to_string(g.size()));
+  const std::string slot = place(params, g.size(), index);
+  const std::string tensor = "bucket" + std::to_string(index);
+  if (buckets_in_step_++ == 0) begin_step();
+  StepStats& s = current_;
+  s.buckets += 1;
+  s.hook_seconds += hook_seconds;
+  const auto t0 = Clock::now();
+  TimedCollectives timed(comm);
+  bool skipped = false;
+  try {
+    if (!uncompressed_ && compressor_->needs_gradient_variance() && variance.size() != g.size())
+      throw Error("compressor '" + std::string(compressor_->name()) + "' weighs elements by their "
+                  "gradient variance: give it for every bucket (" + std::to_string(variance.size()) +
+                  " values for a bucket of " + std::to_string(g.size()) + ")");
+    if (uncompressed_) {
+      skipped = exchange_dense(*dense_, slot, g, timed, out, s);
+    } else {
+      switch (compressor_->exchange()) {
+        case Exchange::allreduce: skipped = exchange_dense(*compressor_, slot, g, timed, out, s); break;
+        case Exchange::allgather: skipped = exchange_sparse(slot, tensor, g, variance, timed, out, s); break;
+        case Exchange::collective: skipped = exchange_collective(slot, tensor, g, timed, out, s); break;
+      }
+    }
+  } catch (...) {
+    // A failed bucket ends the step here: nothing of it is kept half-done.
+    if (compressor_->error_feedback() && residual_.contains(slot)) residual_.discard(slot);
+    buckets_in_step_ = 0;
+    throw;
+  }
+  if (skipped) {
+    s.skipped = true;
+    std::fill(out.begin(), out.end(), 0.0f);
+  }
+  s.comm_seconds += timed.seconds;
+  s.compress_seconds += seconds_since(t0) - timed.seconds;
+  if (last) end_step();
+}
+
+bool BucketCompressor::exchange_dense(Compressor& c, const std::string& slot, std::span<const float> g,
+                                      Collectives& comm, std::span<float> out, StepStats& s) {
+  const bool ef = c.error_feedback() && &c == compressor_.get();
+  const auto acc = ef ? residual_.accumulate(slot, g) : g;
+  Compressed mine = c.compress(acc, slot);
+  // With error feedback the residual needs this worker's own payload after the sum: sum a copy.
+  std::vector<float> summed;
+  if (ef) summed = mine.payload.values;
+  std::span<float> sum = ef ? std::span<float>(summed) : std::span<float>(mine.payload.values);
+  comm.allreduce_sum(sum);
+  // Every worker holds the same sum: one decision, no extra round.
+  if (any_nonfinite(sum)) {
+    if (ef) residual_.discard(slot);
+    return true;
+  }
+  const std::uint64_t wire_bytes = mine.payload.wire_bytes();
+  if (ef) {
+    residual_.commit(slot, mine.payload, c);
+    mine.payload.values = std::move(summed);
+  }
+  c.decode_sum(mine.payload, comm.world_size(), out);
+  s.n += g.size();
+  s.selected += mine.info.selected;
+  s.bytes_sent += wire_bytes;
+  s.gathered_bytes += wire_bytes;
+  s.dense_bytes += 4 * g.size();
+  return false;
+}
+
+bool BucketCompressor::exchange_sparse(const std::string& slot, const std::string& tensor,
+                                       std::span<const float> g, std::span<const float> variance,
+                                       Collectives& comm, std::span<float> out, StepStats& s) {
+  Compressor& c = *compressor_;
+  const bool ef = c.error_feedback();
+  // The variance compressor refuses non-finite input rather than counting it: look first.
+  const bool refuses_nonfinite = c.needs_gradient_variance();
+  const bool bad_input = refuses_nonfinite && any_nonfinite(g);
+  const auto acc = ef ? residual_.accumulate(slot, g) : g;
+  Compressed mine;
+  if (!bad_input) {
+    if (refuses_nonfinite) c.add_gradient_variance(tensor, variance);
+    mine = c.compress(acc, tensor);
+  }
+  std::vector<std::byte> wire;
+  std::uint64_t wire_bytes = 0;
+  if (!bad_input && mine.info.nonfinite == 0) wire = encode(mine.payload, wire_bytes);
+  const auto all = comm.allgather(wire);  // an empty payload: that worker met NaN or Inf
+  std::uint64_t longest = 0;
+  bool skip = false;
+  for (const auto& part : all) {
+    longest = std::max<std::uint64_t>(longest, part.size());
+    skip = skip || part.empty();
+  }
+  s.gathered_bytes += longest;
+  if (skip) {
+    if (ef) residual_.discard(slot);
+    return true;
+  }
+  std::vector<Payload> payloads;
+  payloads.reserve(all.size());
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    payloads.push_back(decode(all[r]));
+    if (payloads.back().n != g.size())
+      throw Error("worker " + std::to_string(r) + " sent a payload of " + std::to_string(payloads.back().n) +
+                  " elements for bucket '" + tensor + "' of " + std::to_string(g.size()) +
+                  " (do all workers run the same model?)");
+  }
+  c.aggregate(payloads, out);
+  if (ef) residual_.commit(slot, mine.payload, c);
+  s.n += g.size();
+  s.selected += mine.info.selected;
+  s.bytes_sent += wire_bytes;
+  s.dense_bytes += 4 * g.size();
+  s.stages = std::max(s.stages, mine.info.stages);
+  s.group_quality.push_back(mine.info.quality());
+  return false;
+}
+
+bool BucketCompressor::exchange_collective(const std::string& slot, const std::string& tensor,
+                                           std::span<const float> g, Collectives& comm,
+                                           std::span<float> out, StepStats& s) {
+  Compressor& c = *compressor_;
+  // The compressor's rounds cannot carry a flag: agree on skipping first, in one small round.
+  std::int32_t flag = any_nonfinite(g) ? 1 : 0;
+  comm.allreduce_sum(std::span<std::int32_t>(&flag, 1));
+  if (flag > 0) return true;
+  const bool ef = c.error_feedback();
+  const auto acc = ef ? residual_.accumulate(slot, g) : g;
+  std::vector<float> sent(g.size());
+  const auto r = c.exchange(acc, tensor, comm, sent, out);
+  if (ef) residual_.commit_decoded(slot, sent);
+  s.n += g.size();
+  s.selected += r.info.selected;
+  s.bytes_sent += r.wire_bytes;
+  s.gathered_bytes += r.wire_bytes;
+  s.dense_bytes += 4 * g.size();
+  s.stages = std::max(s.stages, r.info.stages);
+  s.group_quality.push_back(r.info.quality());
+  return false;
+}
+
+void BucketCompressor::end_step() {
+  buckets_in_step_ = 0;
+  if (!uncompressed_) compressor_->end_step();
+  const std::int64_t step = steps_++;
+  StepFigures f;
+  f.skipped = current_.skipped;
+  f.warmup = current_.warmup;
+  f.density = current_.density();
+  f.quality = current_.quality();
+  f.bytes_sent = double(current_.bytes_sent);
+  f.dense_bytes = double(current_.dense_bytes);
+  f.gathered_bytes = double(current_.gathered_bytes);
+  f.compress_seconds = current_.compress_seconds;
+  f.comm_seconds = current_.comm_seconds;
+  f.hook_seconds = current_.hook_seconds;
+  statistics_.add(f);
+  history_.push_back(std::move(current_));
+  if (history_.size() > history_limit_) history_.pop_front();
+  current_ = StepStats{};
+  skip_.record(f.skipped, step, kAdvice);
+}
+
+void BucketCompressor::save_state(StateWriter& w) const {
+  if (mid_step()) throw Error("bucket compressor: save the state between steps, not inside one");
+  w.put_text(kStateTag);
+  w.put(steps_);
+  w.put(warmup_.steps);
+  w.put_text(WarmupSchedule::to_string(warmup_.kind));
+  w.put(warmup_.start_density);
+  compressor_->save_state(w);
+  // Residuals by ordinal, placed or still as loaded.
+  std::map<std::uint64_t, std::span<const float>> residuals;
+  for (std::uint64_t o = 0; o < placed_.size(); ++o)
+    if (!placed_[o].layout.empty())
+      residuals[o] = residual_.residual(placed_[o].layout).subspan(placed_[o].offset, placed_[o].numel);
+  for (const auto& [o, e] : loaded_) residuals.emplace(o, e);
+  w.put<std::uint64_t>(residuals.size());
+  for (const auto& [o, e] : residuals) {
+    w.put(o);
+    w.put_array<float>(e);
+  }
+  skip_.save_state(w);
+  statistics_.save_state(w);
+}
+
+void BucketCompressor::load_state(StateReader& r) {
+  if (mid_step()) throw Error("bucket compressor: load a state between steps, not inside one");
+  if (r.get_text() != kStateTag) r.fail("is not a gradscope DDP hook state (or of another version)");
+  const auto steps = r.get<std::int64_t>();
+  if (steps < 0) r.fail("has a negative step count");
+  r.expect(r.get<std::int64_t>(), warmup_.steps, "the warm-up's length (warmup_steps)");
+  r.expect(r.get_text(), std::string(WarmupSchedule::to_string(warmup_.kind)), "the warm-up schedule");
+  r.expect(r.get<double>(), warmup_.start_density, "the warm-up's start density");
+  compressor_->load_state(r);
+  std::map<std::uint64_t, std::vector<float>> loaded;
+  for (auto n = r.get<std::uint64_t>(); n > 0; --n) {
+    const auto o = r.get<std::uint64_t>();
+    loaded[o] = r.get_array<float>();
+  }
+  SkipRule skip;
+  skip.load_state(r);
+  RunStatistics statistics;
+  statistics.load_state(r);
+  if (!r.at_end()) r.fail("has bytes after its state");
+  if (!compressor_->error_feedback() && !loaded.empty()) r.fail("holds residuals for a compressor without any");
+  // Parameters this process has already seen keep their ordinals (the same as the saver's: both
+  // numbered them in the order DDP first handed them over); their residuals are placed again at
+  // their next bucket.
+  for (const auto& [o, e] : loaded)
+    if (o < placed_.size() && placed_[o].numel != e.size())
+      r.fail("the residual of parameter #" + std::to_string(o) + " has " + std::to_string(e.size()) +
+             " elements, this model's parameter " + std::to_string(placed_[o].numel));
+  residual_.clear();
+  for (auto& p : placed_) p.layout.clear();
+  loaded_ = std::move(loaded);
+  steps_ = steps;
+  skip_ = skip;
+  statistics_ = std::move(statistics);
+  history_.clear();
+}
+
+}  // namespace gs::compress

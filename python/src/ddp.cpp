@@ -1,0 +1,147 @@
+// The C++ side of gradscope.ddp: a BucketCompressor (gs/compress/bucket_compressor.hpp) behind a
+// handle Python drives with its torch.distributed collectives. Every rule of the hook (residuals,
+// warm-up, skipping, statistics) is the C++ one; Python adds the collectives, the Futures and
+// pickling.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "collectives.hpp"
+#include "gs/base/state_stream.hpp"
+#include "gs/compress/bucket_compressor.hpp"
+#include "gs/error.hpp"
+#include "options.hpp"
+
+namespace py = pybind11;
+
+namespace gs::python {
+namespace {
+
+py::dict stats_dict(const compress::StepStats& s) {
+  py::dict d;
+  d["n"] = s.n;
+  d["selected"] = s.selected;
+  d["target_density"] = s.target_density;
+  d["density"] = s.density();
+  d["quality"] = s.quality();
+  d["stages"] = s.stages;
+  d["bytes_sent"] = s.bytes_sent;
+  d["dense_bytes"] = s.dense_bytes;
+  d["gathered_bytes"] = s.gathered_bytes;
+  d["compress_s"] = s.compress_seconds;
+  d["comm_s"] = s.comm_seconds;
+  d["hook_s"] = s.hook_seconds;
+  d["buckets"] = s.buckets;
+  d["skipped"] = s.skipped;
+  d["warmup"] = s.warmup;
+  return d;
+}
+
+py::dict summary_dict(const compress::RunSummary& s) {
+  py::dict d;
+  d["steps"] = s.steps;
+  d["skipped_steps"] = s.skipped_steps;
+  if (s.steps == s.skipped_steps) return d;
+  d["density_mean"] = s.density_mean;
+  d["quality_mean"] = s.quality_mean;
+  d["quality_p5"] = s.quality_p5;
+  d["quality_p95"] = s.quality_p95;
+  d["bytes_per_step"] = s.bytes_per_step;
+  d["dense_bytes_per_step"] = s.dense_bytes_per_step;
+  d["gathered_bytes_per_step"] = s.gathered_bytes_per_step;
+  d["compress_ms_per_step"] = s.compress_ms_per_step;
+  d["comm_ms_per_step"] = s.comm_ms_per_step;
+  d["hook_ms_per_step"] = s.hook_ms_per_step;
+  return d;
+}
+
+class BucketHandle {
+ public:
+  BucketHandle(const std::string& name, double density, const std::map<std::string, std::string>& options,
+               std::int64_t warmup_steps, const std::string& warmup, double warmup_start_density,
+               std::size_t history) {
+    compress::WarmupSchedule w;
+    w.steps = warmup_steps;
+    w.kind = compress::WarmupSchedule::parse_kind(warmup);
+    w.start_density = warmup_start_density;
+    w.density = density;
+    w.check(compress::density_based(name), name,
+            {"warmup_steps", "warmup", "warmup_start_ratio", "ratio"});
+    core_ = std::make_unique<compress::BucketCompressor>(
+        compress::make_compressor(name, density, parse_options(options)), w, history);
+  }
+
+  // One bucket: n floats at g (host memory, float32), its parameters as (key, numel) pairs, the
+  // update into n floats at out. collectives: the Python object with rank, world_size,
+  // allreduce_max/min/sum and allgather (gradscope.ddp.TorchCollectives).
+  void exchange(int index, std::uintptr_t g, std::uint64_t n,
+                const std::vector<std::pair<std::uint64_t, std::uint64_t>>& params,
+                py::object collectives, std::uintptr_t out, bool last, std::uintptr_t variance,
+                std::uint64_t variance_n, double hook_seconds) {
+    std::vector<compress::BucketParam> ps;
+    ps.reserve(params.size());
+    for (const auto& [key, numel] : params) ps.push_back({key, numel});
+    PythonCollectives comm(std::move(collectives));
+    py::gil_scoped_release free;
+    core_->exchange(index, span_at<const float>(g, n), ps, comm, span_at<float>(out, n), last,
+                    span_at<const float>(variance, variance_n), hook_seconds);
+  }
+
+  py::list history() const {
+    py::list rows;
+    for (const auto& s : core_->history()) rows.append(stats_dict(s));
+    return rows;
+  }
+
+  py::bytes save_state() const {
+    StateWriter w;
+    core_->save_state(w);
+    return py::bytes(w.bytes());
+  }
+
+  void load_state(const py::bytes& bytes) {
+    const std::string b = bytes;
+    StateReader r(b, "the gradscope.ddp state");
+    core_->load_state(r);
+  }
+
+  compress::BucketCompressor& get() { return *core_; }
+
+ private:
+  std::unique_ptr<compress::BucketCompressor> core_;
+};
+
+}  // namespace
+
+void bind_ddp(py::module_& m) {
+  using compress::to_string;
+  py::class_<BucketHandle>(m, "BucketCompressor")
+      .def(py::init<const std::string&, double, const std::map<std::string, std::string>&, std::int64_t,
+                    const std::string&, double, std::size_t>(),
+           py::arg("name"), py::arg("density"), py::arg("options"), py::arg("warmup_steps"),
+           py::arg("warmup"), py::arg("warmup_start_density"), py::arg("history"))
+      .def("exchange", &BucketHandle::exchange, py::arg("index"), py::arg("address"), py::arg("n"),
+           py::arg("params"), py::arg("collectives"), py::arg("out"), py::arg("last"),
+           py::arg("variance"), py::arg("variance_n"), py::arg("hook_seconds"))
+      .def("history", &BucketHandle::history)
+      .def("summary", [](BucketHandle& h) { return summary_dict(h.get().summary()); })
+      .def("save_state", &BucketHandle::save_state)
+      .def("load_state", &BucketHandle::load_state)
+      .def_property_readonly("steps", [](BucketHandle& h) { return h.get().steps(); })
+      .def_property_readonly("mid_step", [](BucketHandle& h) { return h.get().mid_step(); })
+      .def_property_readonly("last_step_skipped", [](BucketHandle& h) { return h.get().last_step_skipped(); })
+      .def_property_readonly("density", [](BucketHandle& h) { return h.get().compressor().density(); })
+      .def_property_readonly("exchange_kind",
+                             [](BucketHandle& h) { return std::string(to_string(h.get().compressor().exchange())); })
+      .def_property_readonly("needs_gradient_variance",
+                             [](BucketHandle& h) { return h.get().compressor().needs_gradient_variance(); });
+}
+
+}  // namespace gs::python

@@ -1,0 +1,275 @@
+// BucketCompressor (the DDP hook's C++ step) and the shared step rules: equal to ModelCompressor
+// bucket for bucket, residuals that follow their parameters into other buckets, the skip rule,
+// the warm-up schedules and checkpoints that continue exactly.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "gs/base/state_stream.hpp"
+#include "gs/compress/bucket_compressor.hpp"
+#include "gs/compress/model_compressor.hpp"
+#include "gs/compress/thread_collectives.hpp"
+#include "gs/error.hpp"
+
+using namespace gs::compress;
+
+namespace {
+
+// Laplace-like values, a few large, different per seed.
+std::vector<float> grad(std::size_t n, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> d(0.0f, 0.01f);
+  std::uniform_real_distribution<float> u(0.0f, 1.0f);
+  std::vector<float> g(n);
+  for (auto& v : g) v = d(rng) * std::pow(u(rng), 4.0f);
+  return g;
+}
+
+CompressorOptions seeded(int rank) {
+  CompressorOptions o;
+  o.seed = 7 * 1000003ull + std::uint64_t(rank);
+  return o;
+}
+
+std::unique_ptr<BucketCompressor> make_bucket(const std::string& method, double density, int rank,
+                                              WarmupSchedule w = {}) {
+  return std::make_unique<BucketCompressor>(make_compressor(method, density, seeded(rank)), w);
+}
+
+// Two buckets of parameters {10: 300, 11: 200} and {12: 77}.
+const std::vector<std::vector<BucketParam>> kBuckets = {{{10, 300}, {11, 200}}, {{12, 77}}};
+
+std::string message_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const gs::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+class BucketEqualsModel : public ::testing::TestWithParam<std::string> {};
+
+// Bucket by bucket, the hook's exchange is ModelCompressor::step with one group per bucket: the
+// same mean, to the bit, for every exchange kind.
+TEST_P(BucketEqualsModel, MeanUpdatesToTheBit) {
+  const std::string method = GetParam();
+  const double density = density_based(method) ? 0.05 : 1.0;
+  constexpr int kWorkers = 3, kSteps = 4;
+  const std::uint64_t n0 = 500, n1 = 77;
+  std::vector<std::vector<std::vector<float>>> bucket_out(kWorkers), model_out(kWorkers);
+  run_workers(kWorkers, [&](Collectives& comm) {
+    const int r = comm.rank();
+    auto bc = make_bucket(method, density, r);
+    ModelCompressor mc({{"bucket0", n0}, {"bucket1", n1}}, Granularity::layer, 0,
+                       make_compressor(method, density, seeded(r)));
+    for (int s = 0; s < kSteps; ++s) {
+      const auto g = grad(n0 + n1, 100 * std::uint64_t(s) + std::uint64_t(r));
+      std::vector<float> a(n0 + n1), b(n0 + n1);
+      bc->exchange(0, std::span<const float>(g).first(n0), kBuckets[0], comm, std::span<float>(a).first(n0), false);
+      bc->exchange(1, std::span<const float>(g).subspan(n0), kBuckets[1], comm, std::span<float>(a).subspan(n0), true);
+      mc.step(g, comm, b);
+      bucket_out[std::size_t(r)].push_back(a);
+      model_out[std::size_t(r)].push_back(b);
+    }
+    EXPECT_EQ(bc->steps(), kSteps);
+  });
+  for (int r = 0; r < kWorkers; ++r)
+    for (int s = 0; s < kSteps; ++s) {
+      if (method == "none") {  // float sums in another order (per bucket vs whole): equal to rounding
+        for (std::size_t i = 0; i < n0 + n1; ++i)
+          EXPECT_NEAR(bucket_out[r][s][i], model_out[r][s][i], 1e-9) << i;
+      } else {
+        EXPECT_EQ(bucket_out[r][s], model_out[r][s]) << method << " step " << s << " worker " << r;
+      }
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, BucketEqualsModel,
+                         ::testing::Values("sidco-e", "sidco-gp", "topk", "dgc", "randomk", "none",
+                                           "qsgd-mn", "fft"),
+                         [](const auto& info) {
+                           std::string s = info.param;
+                           for (auto& c : s) c = c == '-' ? '_' : c;
+                           return s;
+                         });
+
+// DDP may regroup parameters after the first step: each parameter's residual goes with it. With one
+// worker, what was sent plus what waits equals what came in, per parameter, at every step.
+TEST(BucketCompressor, ResidualsFollowTheirParametersIntoOtherBuckets) {
+  SoloCollectives solo;
+  auto bc = make_bucket("topk", 0.05, 0);
+  const std::vector<std::vector<std::vector<BucketParam>>> layouts = {
+      kBuckets, {{{12, 77}, {11, 200}}, {{10, 300}}}, {{{11, 200}, {10, 300}, {12, 77}}}};
+  std::map<std::uint64_t, std::vector<double>> in, sent;  // per parameter key, summed over steps
+  for (int s = 0; s < 6; ++s) {
+    const auto& layout = layouts[std::size_t(s) % layouts.size()];
+    for (std::size_t b = 0; b < layout.size(); ++b) {
+      std::uint64_t n = 0;
+      for (const auto& p : layout[b]) n += p.numel;
+      const auto g = grad(n, 31 * std::uint64_t(s) + b);
+      std::vector<float> out(n);
+      bc->exchange(int(b), g, layout[b], solo, out, b + 1 == layout.size());
+      std::uint64_t at = 0;
+      for (const auto& p : layout[b]) {
+        auto& i = in[p.key];
+        auto& o = sent[p.key];
+        i.resize(p.numel);
+        o.resize(p.numel);
+        for (std::uint64_t j = 0; j < p.numel; ++j) {
+          i[j] += g[at + j];
+          o[j] += out[at + j];
+        }
+        at += p.numel;
+      }
+    }
+  }
+  // Through a checkpoint (residuals stored by parameter, in order of first sight), then one step
+  // of zero gradients in a single bucket: what it sends comes from the residuals alone, and each
+  // sent value must be what waited for that element (in - sent so far).
+  gs::StateWriter w;
+  bc->save_state(w);
+  auto fresh = make_bucket("topk", 0.05, 0);
+  gs::StateReader r(w.bytes(), "test");
+  fresh->load_state(r);
+  std::vector<float> zeros(577, 0.0f), out(577);
+  const std::vector<BucketParam> all = {{10, 300}, {11, 200}, {12, 77}};
+  fresh->exchange(0, zeros, all, solo, out, true);
+  std::uint64_t at = 0;
+  for (const auto& p : all) {
+    for (std::uint64_t j = 0; j < p.numel; ++j) {
+      const double waited = in[p.key][j] - sent[p.key][j];
+      if (out[at + j] != 0.0f) {
+        EXPECT_NEAR(out[at + j], waited, 1e-6) << p.key << "[" << j << "]";
+      }
+    }
+    at += p.numel;
+  }
+  std::size_t nonzero = 0;
+  for (float v : out) nonzero += v != 0.0f;
+  EXPECT_EQ(nonzero, 28u);  // k = floor(577 * 0.05): the loaded residuals were there to send
+}
+
+TEST(BucketCompressor, ANonFiniteBucketIsSkippedEverywhereAndTenInARowFail) {
+  constexpr int kWorkers = 2;
+  std::vector<std::string> errors(kWorkers);
+  std::vector<std::vector<bool>> skipped(kWorkers);
+  run_workers(kWorkers, [&](Collectives& comm) {
+    const int r = comm.rank();
+    auto bc = make_bucket("sidco-e", 0.05, r);
+    try {
+      for (int s = 0; s < 20; ++s) {
+        auto g = grad(577, std::uint64_t(s * 10 + r));
+        if (s >= 2 && r == 1) g[5] = std::nanf("");  // worker 1 goes bad from step 2 on
+        std::vector<float> out(577, 1.0f);
+        bc->exchange(0, std::span<const float>(g).first(500), kBuckets[0], comm,
+                     std::span<float>(out).first(500), false);
+        bc->exchange(1, std::span<const float>(g).subspan(500), kBuckets[1], comm,
+                     std::span<float>(out).subspan(500), true);
+        skipped[std::size_t(r)].push_back(bc->last_step_skipped());
+        if (bc->last_step_skipped()) {
+          for (float v : std::span<float>(out).first(500)) ASSERT_EQ(v, 0.0f);  // zeros, everywhere
+        }
+      }
+    } catch (const gs::Error& e) {
+      errors[std::size_t(r)] = e.what();
+      EXPECT_EQ(bc->summary().skipped_steps, 10);
+      EXPECT_EQ(bc->summary().steps, 12);
+    }
+  });
+  for (int r = 0; r < kWorkers; ++r) {
+    EXPECT_NE(errors[std::size_t(r)].find("NaN or Inf for 10 steps in a row (last at step 11)"), std::string::npos)
+        << errors[std::size_t(r)];
+    const std::vector<bool> expected = {false, false, true, true, true, true, true, true, true, true, true};
+    EXPECT_EQ(skipped[std::size_t(r)], expected);
+  }
+}
+
+TEST(BucketCompressor, WarmupSchedulesAreTheTrainersOnes) {
+  SoloCollectives solo;
+  WarmupSchedule dense;
+  dense.steps = 2;
+  WarmupSchedule expo = dense;
+  expo.kind = WarmupSchedule::Kind::exponential;
+  expo.start_density = 0.5;
+  for (const auto& w : {dense, expo}) {
+    auto bc = make_bucket("topk", 0.01, 0, w);
+    for (int s = 0; s < 4; ++s) {
+      const auto g = grad(577, std::uint64_t(s));
+      std::vector<float> out(577);
+      bc->exchange(0, g, {{{1, 577}}}, solo, out, true);
+      const StepStats& st = bc->history().back();
+      EXPECT_EQ(st.warmup, s < 2);
+      const double expected = s >= 2 ? 0.01 : w.exponential() ? 0.5 * std::pow(0.02, s / 2.0) : 1.0;
+      EXPECT_NEAR(st.target_density, expected, 1e-12) << s;
+      EXPECT_EQ(st.selected, s < 2 && !w.exponential() ? 577u : gs::target_count(577, expected));
+    }
+  }
+  WarmupSchedule bad = expo;
+  bad.start_density = 0.005;  // below the density
+  EXPECT_NE(message_of([&] { bad.check(true, "topk", {"warmup_steps", "warmup", "warmup_start_ratio", "ratio"}); })
+                .find("warmup_start_ratio 0.005 must lie above ratio"),
+            std::string::npos);
+}
+
+TEST(BucketCompressor, ACheckpointContinuesExactly) {
+  SoloCollectives solo;
+  auto a = make_bucket("sidco-e", 0.02, 0);
+  auto b = make_bucket("sidco-e", 0.02, 0);
+  auto run = [&](BucketCompressor& bc, int s) {
+    std::vector<float> out(577);
+    const auto g = grad(577, std::uint64_t(1000 + s));
+    bc.exchange(0, std::span<const float>(g).first(500), kBuckets[0], solo, std::span<float>(out).first(500), false);
+    bc.exchange(1, std::span<const float>(g).subspan(500), kBuckets[1], solo, std::span<float>(out).subspan(500), true);
+    return out;
+  };
+  for (int s = 0; s < 7; ++s) run(*a, s);
+  gs::StateWriter w;
+  a->save_state(w);
+  gs::StateReader r(w.bytes(), "test");
+  b->load_state(r);
+  EXPECT_EQ(b->steps(), 7);
+  for (int s = 7; s < 12; ++s) EXPECT_EQ(run(*a, s), run(*b, s)) << s;
+  EXPECT_EQ(a->summary().quality_mean, b->summary().quality_mean);
+  // A state of another compressor or warm-up is refused, naming what differs.
+  WarmupSchedule w2;
+  w2.steps = 3;
+  auto other = make_bucket("sidco-e", 0.02, 0, w2);
+  gs::StateReader r2(w.bytes(), "the saved state");
+  EXPECT_NE(message_of([&] { other->load_state(r2); }).find("warm-up's length"), std::string::npos);
+}
+
+TEST(BucketCompressor, BadBucketsAreRefusedNamingTheProblem) {
+  SoloCollectives solo;
+  auto bc = make_bucket("topk", 0.05, 0);
+  std::vector<float> g(100, 1.0f), out(100);
+  EXPECT_NE(message_of([&] { bc->exchange(3, g, {{{1, 99}}}, solo, out, true); })
+                .find("bucket 3: 100 elements for parameters of 99"),
+            std::string::npos);
+  bc->exchange(0, g, {{{1, 100}}}, solo, out, true);
+  std::vector<float> g2(50, 1.0f), out2(50);
+  EXPECT_NE(message_of([&] { bc->exchange(0, g2, {{{1, 50}}}, solo, out2, true); })
+                .find("had 100 elements and now has 50"),
+            std::string::npos);
+}
+
+TEST(StepRules, RunStatisticsSummariseEveryStep) {
+  RunStatistics st;
+  for (int s = 0; s < 5; ++s) {
+    StepFigures f;
+    f.skipped = s == 4;
+    f.warmup = s == 0;
+    f.quality = 1.0 + s;
+    f.density = 0.01;
+    f.bytes_sent = 100.0 * s;
+    st.add(f);
+  }
+  const RunSummary sum = st.summary();
+  EXPECT_EQ(sum.steps, 5);
+  EXPECT_EQ(sum.skipped_steps, 1);
+  EXPECT_DOUBLE_EQ(sum.quality_mean, 3.0);  // steps 1 to 3: not the warm-up, not the skipped one
+  EXPECT_DOUBLE_EQ(sum.bytes_per_step, 150.0);  // steps 0 to 3
+}
