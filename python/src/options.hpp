@@ -29,8 +29,19 @@ inline compress::CompressorOptions parse_options(const std::map<std::string, std
       throw Error("unknown compressor option '" + key + "': the options are " +
                   join(rows, ", ", [](const auto& r) { return r.key(); }));
     }
-    row->set(o, text);
-    row->check(o);
+    try {
+      row->set(o, text);
+      row->check(o);
+    } catch (const Error& e) {
+      // The table's messages name the flag ("--backend 'gpu' is not one of ..."); Python callers
+      // gave a keyword: say backend='gpu'.
+      std::string m = e.what();
+      const std::string quoted = row->flag + " '";
+      if (m.starts_with(quoted)) m = row->key() + "='" + m.substr(quoted.size());
+      else if (m.starts_with(row->flag + ": '")) m = row->key() + "='" + m.substr(row->flag.size() + 3);
+      else if (m.starts_with(row->flag)) m = row->key() + m.substr(row->flag.size());
+      throw Error(m);
+    }
   }
   return o;
 }

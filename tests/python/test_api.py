@@ -80,6 +80,26 @@ def test_select_takes_every_sparse_selection_compressor():
         assert 0 < len(indices) <= 20_000 and torch.equal(values, t[indices]), name
 
 
+def test_select_and_fit_share_the_default_stage_count():
+    t = laplace(100_000, 7)
+    assert gradscope.DEFAULT_SIDCO_STAGES == 3
+    fit_rows = {(r["method"], r["ratio"]): r for r in gradscope.fit(t, ratios=(0.01,), backend="cpu")["thresholds"]}
+    for method in ("sidco-e", "sidco-p", "sidco-gp"):
+        _, _, info = gradscope.select(t, method, 0.01, backend="cpu")  # no stages given
+        assert info["stages"] == fit_rows[(method, 0.01)]["stages"], method
+        assert 0.8 < info["quality"] < 1.25, (method, info)
+
+
+def test_no_sidco_variant_selects_nothing_from_a_vector_with_values():
+    # 99% of the magnitudes at the maximum: the fitted laws put the threshold at or above it
+    # (sidco-e at 4.6 with one stage); the selection then falls back to the exact top-k.
+    t = torch.cat([torch.ones(9900), torch.full((100,), 0.5)])[torch.randperm(10_000, generator=torch.Generator().manual_seed(1))]
+    for method in ("sidco-e", "sidco-p", "sidco-gp"):
+        for stages in (1, 2, 3):
+            _, values, info = gradscope.select(t, method, 0.01, stages=stages, backend="cpu")
+            assert info["selected"] > 0 and len(values) == info["selected"], (method, stages, info)
+
+
 def test_the_cuda_backends_code_selects_what_the_cpu_selects():
     # backend="cuda-host" runs the CUDA backend's pass code on the host and reads the tensor in
     # place (compress_resident), as backend="cuda" reads a CUDA tensor on a GPU machine.
@@ -159,3 +179,12 @@ def test_fashion_mnist_comes_as_normalized_tensors(monkeypatch, tmp_path):
     monkeypatch.setenv("GS_FASHION_MNIST_DIR", str(tmp_path))
     with pytest.raises(gradscope.Error, match="dataset-fashion-mnist"):
         gradscope.fashion_mnist("train")
+
+
+def test_errors_are_runtime_errors_in_pythons_words():
+    assert issubclass(gradscope.Error, RuntimeError) and issubclass(gradscope.Error, ValueError)
+    t = laplace(1000, 8)
+    with pytest.raises(gradscope.Error, match=r"^backend='gpu' is not one of auto, cpu, cuda"):
+        gradscope.select(t, "topk", 0.01, backend="gpu")
+    with pytest.raises(gradscope.Error, match=r"^stages='x' is not an integer"):
+        gradscope.select(t, "sidco-e", 0.01, stages="x")
