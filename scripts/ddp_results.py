@@ -6,7 +6,11 @@ which its callbacks' collectives need on Gloo), and gradscope's hook with sidco-
 and dgc.
 
     PYTHONPATH=build/python python3 scripts/ddp_results.py [--workers 4] [--steps 400] [--seeds 1]
-        [--hooks none,fp16,powersgd-1,...] [--out results/ddp]
+        [--hooks none,fp16,powersgd-1,...] [--warmup-steps N] [--warmup-schedule dense|exponential]
+        [--warmup-start-ratio R] [--out results/ddp]
+
+--warmup-*: gradscope.ddp.State's warm-up for the gradscope hooks (the steps it sends more count in
+the bytes per step like any other).
 
 Per run, one JSON in OUT (reused when present): test accuracy on the 10000 test images, bytes each
 worker sends per step (its own contribution: dense 4 n, fp16 2 n, PowerSGD its P and Q factors
@@ -59,7 +63,7 @@ def timed_hook(timed, bucket):
     return timed.call(bucket)
 
 
-def make_hook(name, n):
+def make_hook(name, n, args):
     """(hook state, bytes this worker sends per step as a function of the step)."""
     if name == "fp16":
         return Timed(default_hooks.fp16_compress_hook, dist.group.WORLD), lambda s: 2 * n
@@ -67,7 +71,8 @@ def make_hook(name, n):
         state = powerSGD_hook.PowerSGDState(process_group=None, matrix_approximation_rank=int(name[-1]),
                                             start_powerSGD_iter=2, random_seed=0)
         return Timed(powerSGD_hook.powerSGD_hook, state), None  # bytes: from its own counters
-    state = gradscope.ddp.State(method=name, ratio=DENSITY)
+    state = gradscope.ddp.State(method=name, ratio=DENSITY, warmup_steps=args.warmup_steps,
+                                warmup=args.warmup_schedule, warmup_start_ratio=args.warmup_start_ratio)
     return Timed(gradscope.ddp.hook, state), None
 
 
@@ -86,7 +91,7 @@ def worker(rank, args, port, hook_name, seed, out_path):
     else:
         ddp = torch.nn.parallel.DistributedDataParallel(model)
     n = sum(p.numel() for p in model.parameters())
-    timed, bytes_of = (None, lambda s: 4 * n) if hook_name == "none" else make_hook(hook_name, n)
+    timed, bytes_of = (None, lambda s: 4 * n) if hook_name == "none" else make_hook(hook_name, n, args)
     if timed:
         ddp.register_comm_hook(timed, timed_hook)
     opt = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=0.9)
@@ -116,8 +121,8 @@ def worker(rank, args, port, hook_name, seed, out_path):
               "bytes_per_step": statistics.mean(sent[WARMUP:]), "dense_bytes_per_step": 4 * n,
               "step_ms": 1e3 * statistics.mean(step_s[WARMUP:]),
               "hook_ms": 1e3 * statistics.mean(timed.per_step[WARMUP:]) if timed else 0.0,
-              "final_loss": float(loss)}
-    if hook_name not in ("none", "fp16") and not hook_name.startswith("powersgd"):
+              "final_loss": float(loss), "warmup": warmup_label(args) if is_gradscope(hook_name) else ""}
+    if is_gradscope(hook_name):
         result["gradscope"] = timed.state.summary()
     if rank == 0:
         tx, ty = gradscope.fashion_mnist("test")
@@ -132,17 +137,28 @@ def worker(rank, args, port, hook_name, seed, out_path):
     dist.destroy_process_group()
 
 
+def is_gradscope(name):
+    return name not in ("none", "fp16") and not name.startswith("powersgd")
+
+
+def warmup_label(args):
+    if args.warmup_steps == 0:
+        return ""
+    start = f" from {args.warmup_start_ratio:g}" if args.warmup_schedule == "exponential" else ""
+    return f"{args.warmup_schedule} warm-up {args.warmup_steps}{start}"
+
+
 def table(rows):
     lines = ["| hook | seeds | test acc. | sent/step/worker | vs dense | step ms | hook ms/step |",
              "|---|---|---|---|---|---|---|"]
-    for name in HOOKS:
-        runs = [r for r in rows if r["hook"] == name]
-        if not runs:
-            continue
+    kinds = sorted({(r["hook"], r.get("warmup", "")) for r in rows}, key=lambda k: (HOOKS.index(k[0]), k[1]))
+    for name, warmup in kinds:
+        runs = [r for r in rows if r["hook"] == name and r.get("warmup", "") == warmup]
         acc = [100 * r["test_accuracy"] for r in runs]
         spread = f" ± {statistics.stdev(acc):.2f}" if len(acc) > 1 else ""
         b = statistics.mean(r["bytes_per_step"] for r in runs)
-        label = name if name in ("none", "fp16") or name.startswith("powersgd") else f"gradscope {name} at {DENSITY}"
+        label = f"gradscope {name} at {DENSITY}" if is_gradscope(name) else name
+        label += f", {warmup}" if warmup else ""
         lines.append(f"| {label} | {','.join(str(r['seed']) for r in runs)} | {statistics.mean(acc):.2f}{spread} | "
                      f"{b / 1024:.1f} KiB | {b / runs[0]['dense_bytes_per_step']:.4f} | "
                      f"{statistics.mean(r['step_ms'] for r in runs):.0f} | "
@@ -158,6 +174,9 @@ def main():
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--seeds", default="1")
     p.add_argument("--hooks", default=",".join(HOOKS))
+    p.add_argument("--warmup-steps", type=int, default=0)
+    p.add_argument("--warmup-schedule", default="dense", choices=["dense", "exponential"])
+    p.add_argument("--warmup-start-ratio", type=float, default=0.25)
     p.add_argument("--out", default="results/ddp")
     args = p.parse_args()
     os.makedirs(args.out, exist_ok=True)
@@ -166,7 +185,8 @@ def main():
         for name in args.hooks.split(","):
             if name not in HOOKS:
                 raise SystemExit(f"unknown hook {name}: use {', '.join(HOOKS)}")
-            path = os.path.join(args.out, f"{name}-s{seed}-w{args.workers}-n{args.steps}.json")
+            tag = warmup_label(args).replace(" ", "-") if is_gradscope(name) else ""
+            path = os.path.join(args.out, f"{name}{'-' + tag if tag else ''}-s{seed}-w{args.workers}-n{args.steps}.json")
             if not os.path.exists(path):
                 print(f"ddp_results: {name}, seed {seed}", file=sys.stderr, flush=True)
                 with socket.socket() as s:
