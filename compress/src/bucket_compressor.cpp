@@ -36,6 +36,13 @@ std::string BucketCompressor::place(std::span<const BucketParam> params, std::ui
   if (total != n)
     throw Error("bucket " + std::to_string(index) + ": " + std::to_string(n) +
                 " elements for parameters of " + std::to_string(total));
+  for (const BucketParam& p : params) {  // checked before anything is numbered
+    const auto known = ordinal_.find(p.key);
+    if (known != ordinal_.end() && placed_[known->second].numel != p.numel)
+      throw Error("bucket " + std::to_string(index) + ": a parameter had " +
+                  std::to_string(placed_[known->second].numel) + " elements and now has " +
+                  std::to_string(p.numel));
+  }
   std::string layout;  // the ordinals, which name the layout's residual slot
   for (const BucketParam& p : params) {
     auto [it, fresh] = ordinal_.try_emplace(p.key, placed_.size());
@@ -46,10 +53,6 @@ std::string BucketCompressor::place(std::span<const BucketParam> params, std::ui
         throw Error("bucket " + std::to_string(index) + ": parameter #" + std::to_string(it->second) +
                     " has " + std::to_string(p.numel) + " elements; its residual in the loaded state has " +
                     std::to_string(loaded->second.size()) + " (a state of another model?)");
-    } else if (placed_[it->second].numel != p.numel) {
-      throw Error("bucket " + std::to_string(index) + ": a parameter had " +
-                  std::to_string(placed_[it->second].numel) + " elements and now has " +
-                  std::to_string(p.numel));
     }
     layout += std::to_string(it->second) + ",";
   }
@@ -173,13 +176,14 @@ bool BucketCompressor::exchange_sparse(const std::string& slot, const std::strin
                                        Collectives& comm, std::span<float> out, StepStats& s) {
   Compressor& c = *compressor_;
   const bool ef = c.error_feedback();
-  // The variance compressor refuses non-finite input rather than counting it: look first.
-  const bool refuses_nonfinite = c.needs_gradient_variance();
-  const bool bad_input = refuses_nonfinite && any_nonfinite(g);
+  // The variance compressor refuses non-finite input rather than counting it (info.nonfinite, as
+  // the others do): look first, and give it the step's variance only when it will compress.
+  const bool weighs_variance = c.needs_gradient_variance();
+  const bool bad_input = weighs_variance && any_nonfinite(g);
   const auto acc = ef ? residual_.accumulate(slot, g) : g;
   Compressed mine;
   if (!bad_input) {
-    if (refuses_nonfinite) c.add_gradient_variance(tensor, variance);
+    if (weighs_variance) c.add_gradient_variance(tensor, variance);
     mine = c.compress(acc, tensor);
   }
   std::vector<std::byte> wire;

@@ -141,7 +141,8 @@ class State:
         self.variance = variance
         self.timeout = None if timeout is None else float(timeout)
         self._seed = int(options.pop("seed", 1))
-        self._options = option_texts(options)
+        self._option_values = dict(options)  # as given, for pickling
+        self._options = option_texts(options)  # as the C++ table reads them
         self._warmup = (int(warmup_steps), str(warmup), float(warmup_start_ratio))
         self._history = int(history)
         texts = dict(self._options, seed=str(self._seed * 1000003 + self.rank))  # one stream a worker
@@ -209,19 +210,15 @@ class State:
     def __getstate__(self):
         """Pickles the settings and the state; the process groups and the thread stay behind (the
         unpickled State binds the default group, as PowerSGDState does)."""
-        return {"state": self.state_dict(), "variance": self.variance, "timeout": self.timeout}
+        return {"state": self.state_dict(), "options": self._option_values, "variance": self.variance,
+                "timeout": self.timeout}
 
     def __setstate__(self, pickled):
         s = pickled["state"]
-        options = dict(s["options"])
-        options.update(seed=s["seed"])
-        for key in ("bits",):  # list options come back as their text
-            if key in options and isinstance(options[key], str):
-                options[key] = [int(b) for b in options[key].split(",") if b]
         warmup_steps, warmup, start = s["warmup"]
         self.__init__(s["method"], s["ratio"], variance=pickled["variance"], warmup_steps=warmup_steps,
                       warmup=warmup, warmup_start_ratio=start, history=s["history"],
-                      timeout=pickled["timeout"], **options)
+                      timeout=pickled["timeout"], seed=s["seed"], **pickled["options"])
         self.load_state_dict(s)
 
     # ---- one bucket ----------------------------------------------------------------------

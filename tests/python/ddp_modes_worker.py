@@ -9,6 +9,7 @@ one per rank, over Gloo on loopback). Models are written here, as a user writes 
               | whole (the same run as save + resume, uninterrupted)
               | nan (the last rank's gradient is NaN at every step)
               | dtype_exchange (State.exchange on buckets of each float dtype)
+              | pickle (a State pickled and unpickled mid-run trains on)
     writes OUT (torch.save): final parameters, losses, the state's summary and its steps' stats.
 """
 
@@ -96,6 +97,31 @@ def train(mode, rank, world, out, steps, arg):
     for step, x, y in batches(rank, world, steps):
         losses.append(step_once(mode, ddp, opt, state, x, y, step))
     save_result(out, [model], [state], losses)
+
+
+def pickled(rank, world, out, steps):
+    """A State pickled after STEPS steps and unpickled (binding the default group, as PowerSGDState
+    does) holds the same state and trains on, on a new DDP wrapper of the model."""
+    import pickle
+
+    torch.manual_seed(0)
+    model = BranchNet()
+    ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.05)
+    state = gddp.State("qsgd-mn-ts", 1.0, timeout=TIMEOUT_S, bits=[6, 10], warmup_steps=1)
+    ddp.register_comm_hook(state, gddp.hook)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
+    data = list(batches(rank, world, steps + 2))
+    for step, x, y in data[:steps]:
+        step_once("plain", ddp, opt, state, x, y, step)
+    blob = pickle.dumps(state)
+    again = pickle.loads(blob)
+    same = again.state_dict()["core"] == state.state_dict()["core"] and again.summary() == state.summary()
+    ddp2 = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.05)
+    ddp2.register_comm_hook(again, gddp.hook)
+    for step, x, y in data[steps:]:
+        step_once("plain", ddp2, opt, again, x, y, step)
+    save_result(out, [model], [again], [])
+    torch.save(dict(torch.load(out), same=same, pickled_bytes=len(blob)), out)
 
 
 def dtype_exchange(rank, world, out, steps):
@@ -198,6 +224,8 @@ def main():
             nan_run(rank, world, out, steps)
         elif mode == "dtype_exchange":
             dtype_exchange(rank, world, out, steps)
+        elif mode == "pickle":
+            pickled(rank, world, out, steps)
         elif mode in ("save", "resume", "whole"):
             checkpointed(mode, rank, world, out, steps, f"{arg}.{rank}")
         else:

@@ -98,3 +98,12 @@ def test_an_error_in_the_hook_fails_backward_with_gradscopes_message(tmp_path):
         assert e["type"] == "RuntimeError" and "Unable to cast" not in e["message"], e
         assert "gradients were NaN or Inf for 10 steps in a row" in e["message"], e
         assert e["last_error"] == "Error" and e["is_gradscope_error"], e
+
+
+def test_a_pickled_state_unpickles_with_its_state_and_trains_on(tmp_path):
+    results = run("pickle", 2, tmp_path, steps=4)
+    assert_replicas_equal(results)
+    for r in results:
+        assert r["same"], "the unpickled state differs"
+        s = r["summaries"][0]
+        assert s["steps"] == 6 and s["skipped_steps"] == 0, s
