@@ -10,8 +10,10 @@
 #include "gs/compress/bucket_compressor.hpp"
 #include "gs/compress/model_compressor.hpp"
 #include "gs/compress/thread_collectives.hpp"
+#include "common/error_message.hpp"
 #include "gs/error.hpp"
 
+using gs::test::message_of;
 using namespace gs::compress;
 
 namespace {
@@ -40,14 +42,6 @@ std::unique_ptr<BucketCompressor> make_bucket(const std::string& method, double 
 // Two buckets of parameters {10: 300, 11: 200} and {12: 77}.
 const std::vector<std::vector<BucketParam>> kBuckets = {{{10, 300}, {11, 200}}, {{12, 77}}};
 
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const gs::Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 }  // namespace
 

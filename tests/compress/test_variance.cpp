@@ -8,8 +8,10 @@
 #include <string>
 
 #include "gs/compress/model_compressor.hpp"
+#include "common/error_message.hpp"
 #include "gs/error.hpp"
 
+using gs::test::message_of;
 using namespace gs::compress;
 
 namespace {
@@ -34,14 +36,6 @@ CompressorOptions options(double alpha, double zeta = 0.999) {
   o.variance_alpha = alpha;
   o.variance_zeta = zeta;
   return o;
-}
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const gs::Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 }  // namespace
