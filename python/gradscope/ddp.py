@@ -31,6 +31,7 @@ from ._options import compressor_names, option_texts
 from ._tensors import check_density
 
 _STATE_FORMAT = "gradscope.ddp.State/1"
+_AT_FIRST_STEP = object()  # hook_group of an unpickled State: made at its first step
 # What travels: float32 values whatever the bucket's dtype (docs/python.md, "dtypes").
 _FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
 
@@ -106,9 +107,9 @@ class State:
     method: any name of `gradscope train --compressor` (gradscope.compressor_names()).
     ratio: the density, the fraction of elements to send, in (0, 1].
     process_group: the ranks to average over (default: the whole job). The hook's collectives run
-        on a group of their own over the same ranks, made at the first step; making it is a
-        collective of the whole job (torch.distributed.new_group), so with a subgroup pass
-        hook_group=, a group you made for the hook alone.
+        on a group of their own over the same ranks, made here; making it is a collective of the
+        whole job (torch.distributed.new_group: every process makes its State at the same point, as
+        it makes DDP), so with a subgroup pass hook_group=, a group you made for the hook alone.
     warmup_steps, warmup ("dense" | "exponential"), warmup_start_ratio: as `gradscope train
         --warmup-steps --warmup-schedule --warmup-start-ratio`.
     history: how many recent steps state.steps keeps (summary() covers every step).
@@ -150,7 +151,7 @@ class State:
         if self._core.needs_gradient_variance and variance is None:
             raise ValueError(f"compressor {method!r} weighs elements by their gradient variance: "
                              "give State(variance=callable(bucket) -> tensor)")
-        self._hook_group = hook_group
+        self._hook_group = None if hook_group is _AT_FIRST_STEP else hook_group or self._new_hook_group()
         self._comm = None
         self._tasks = queue.SimpleQueue()
         self._thread = None
@@ -209,7 +210,8 @@ class State:
 
     def __getstate__(self):
         """Pickles the settings and the state; the process groups and the thread stay behind (the
-        unpickled State binds the default group, as PowerSGDState does)."""
+        unpickled State binds the default group, as PowerSGDState does, and makes its own group at
+        its first step, where every worker is)."""
         return {"state": self.state_dict(), "options": self._option_values, "variance": self.variance,
                 "timeout": self.timeout}
 
@@ -218,7 +220,8 @@ class State:
         warmup_steps, warmup, start = s["warmup"]
         self.__init__(s["method"], s["ratio"], variance=pickled["variance"], warmup_steps=warmup_steps,
                       warmup=warmup, warmup_start_ratio=start, history=s["history"],
-                      timeout=pickled["timeout"], seed=s["seed"], **pickled["options"])
+                      timeout=pickled["timeout"], hook_group=_AT_FIRST_STEP, seed=s["seed"],
+                      **pickled["options"])
         self.load_state_dict(s)
 
     # ---- one bucket ----------------------------------------------------------------------
@@ -264,17 +267,18 @@ class State:
             self.last_error = e
             result.set_exception(e)
 
+    def _new_hook_group(self):
+        ranks = dist.get_process_group_ranks(self.process_group)
+        kwargs = {} if self.timeout is None else {"timeout": datetime.timedelta(seconds=self.timeout)}
+        return dist.new_group(ranks=ranks, backend=dist.get_backend(self.process_group), **kwargs)
+
     def _collectives(self, device):
-        """The hook's own process group (made at the first call, by every worker at the same
-        point: the first bucket of the first step) wrapped as the C++ core's Collectives."""
+        """The hook's own process group as the C++ core's Collectives (an unpickled state makes
+        its group here, at the first bucket of its first step, where every worker is)."""
         if self._comm is None:
-            group = self._hook_group
-            if group is None:
-                ranks = dist.get_process_group_ranks(self.process_group)
-                kwargs = {} if self.timeout is None else {"timeout": datetime.timedelta(seconds=self.timeout)}
-                group = dist.new_group(ranks=ranks, backend=dist.get_backend(self.process_group), **kwargs)
-            self._hook_group = group
-            self._comm = TorchCollectives(group, device)
+            if self._hook_group is None:
+                self._hook_group = self._new_hook_group()
+            self._comm = TorchCollectives(self._hook_group, device)
         return self._comm
 
     def _start_thread(self):
