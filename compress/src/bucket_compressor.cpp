@@ -5,7 +5,6 @@
 #include <cstdint>
 #include <set>
 
-#include "compressors.hpp"
 #include "gs/base/timing.hpp"
 #include "gs/error.hpp"
 #include "timed_collectives.hpp"
