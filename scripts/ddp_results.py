@@ -14,8 +14,9 @@ the bytes per step like any other).
 
 Per run, one JSON in OUT (reused when present): test accuracy on the 10000 test images, bytes each
 worker sends per step (its own contribution: dense 4 n, fp16 2 n, PowerSGD its P and Q factors
-and the tensors it leaves uncompressed, gradscope the encoded payload), step time and the time
-spent inside the hook calls (what backward waits for), both per step after 5 warm-up steps. The
+and the tensors it leaves uncompressed, gradscope the encoded payload), averaged over every step
+(the steps a hook sends dense or denser count), step time and the time spent inside the hook calls
+(what backward waits for), both per step after the first 5 steps. The
 table is printed and written to OUT/ddp.table.md.
 """
 
@@ -118,7 +119,8 @@ def worker(rank, args, port, hook_name, seed, out_path):
             sent.append(timed.state.steps[-1].bytes_sent)
     result = {"hook": hook_name, "seed": seed, "workers": args.workers, "steps": args.steps,
               "batch": args.batch, "lr": args.lr, "parameters": n,
-              "bytes_per_step": statistics.mean(sent[WARMUP:]), "dense_bytes_per_step": 4 * n,
+              # bytes over every step (a hook's dense first steps count); times after the first 5
+              "bytes_per_step": statistics.mean(sent), "dense_bytes_per_step": 4 * n,
               "step_ms": 1e3 * statistics.mean(step_s[WARMUP:]),
               "hook_ms": 1e3 * statistics.mean(timed.per_step[WARMUP:]) if timed else 0.0,
               "final_loss": float(loss), "warmup": warmup_label(args) if is_gradscope(hook_name) else ""}
