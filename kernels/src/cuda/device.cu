@@ -49,11 +49,12 @@ class CudaRuntime final : public DeviceRuntime {
     int pools = 0;
     GS_CUDA_CHECK(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device));
     p.memory_pools = pools != 0;
-    const int previous = current_device();  // the probe asks about the current device
-    if (previous != device) set_device(device);
-    cudaFuncAttributes attr{};
-    const cudaError_t st = cudaFuncGetAttributes(&attr, probe_kernel);
-    if (previous != device) set_device(previous);
+    cudaError_t st = cudaSuccess;
+    {
+      DeviceGuard guard(*this, device);  // the probe asks about the current device
+      cudaFuncAttributes attr{};
+      st = cudaFuncGetAttributes(&attr, probe_kernel);
+    }
     if (st != cudaSuccess) cudaGetLastError();
     if (st != cudaSuccess && st != cudaErrorNoKernelImageForDevice && st != cudaErrorInvalidDeviceFunction)
       throw_cuda(st, "cudaFuncGetAttributes(probe_kernel)", __FILE__, __LINE__);
