@@ -16,10 +16,10 @@
 #   - GoogleTest: found by CMake, or GTEST_SRC=/path/to/googletest-source (built here); without
 #     either the test suites are skipped, said loudly, and only the benchmarks run.
 #   - Google Benchmark: optional (the GPU figures come from gs_kernels_bench, which needs none).
-# Usage: scripts/gpu-check.sh [--report FILE] [--no-sanitizer] [--no-large] [BUILD_DIR]
+# Usage: scripts/gpu-check.sh [--report FILE [--force]] [--no-sanitizer] [--no-large] [BUILD_DIR]
 #   BUILD_DIR       default build-gpu; every log and result in BUILD_DIR/gpu-check
 #   --report FILE   also write FILE (Markdown): the machine, the commit, what ran and what it
-#                   measured, for docs/BENCHMARKS.md
+#                   measured, for docs/BENCHMARKS.md (an existing FILE only with --force)
 #   --no-sanitizer  skip the compute-sanitizer runs (they take the longest)
 #   --no-large      skip the large-vector cases
 # CUDA_ARCHS=86 (say) builds for that architecture only instead of the default list (faster).
@@ -29,6 +29,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 REPORT=""
 SANITIZE=1
 LARGE=1
+FORCE=0
 BUILD=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -36,6 +37,7 @@ while [[ $# -gt 0 ]]; do
               REPORT="$2"; shift 2 ;;
     --no-sanitizer) SANITIZE=0; shift ;;
     --no-large) LARGE=0; shift ;;
+    --force) FORCE=1; shift ;;
     -h|--help) sed -n '2,30p' "${BASH_SOURCE[0]}"; exit 0 ;;
     -*) echo "gpu-check: error: unknown option $1 (see --help)" >&2; exit 1 ;;
     *) [[ -z "${BUILD}" ]] || { echo "gpu-check: error: one build directory only" >&2; exit 1; }
@@ -46,7 +48,8 @@ BUILD="${BUILD:-${ROOT}/build-gpu}"
 if [[ -n "${REPORT}" ]]; then
   [[ "${REPORT}" = /* ]] || REPORT="${PWD}/${REPORT}"
   [[ -d "$(dirname "${REPORT}")" ]] || { echo "gpu-check: error: no folder for --report ${REPORT}" >&2; exit 1; }
-  [[ ! -e "${REPORT}" ]] || { echo "gpu-check: error: ${REPORT} exists; remove it or name another" >&2; exit 1; }
+  [[ ! -e "${REPORT}" || ${FORCE} -eq 1 ]] \
+    || { echo "gpu-check: error: ${REPORT} exists; pass --force to replace it, or name another" >&2; exit 1; }
 fi
 OUT_DIR="${BUILD}/gpu-check"
 PYTHON="${PYTHON:-python3}"
