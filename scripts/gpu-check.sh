@@ -1,22 +1,56 @@
 #!/usr/bin/env bash
 # gpu-check.sh: build fitting/, kernels/ and compress/ with CUDA on a GPU machine, run their test
 # suites (the CUDA cases included: kernels' backends and cuFFT engine, the compressors on backend
-# cuda) and the GPU kernel benchmarks, then the Python package's CUDA tensor tests
-# (tests/python/gpu: a full build with the extension), and print a short table.
+# cuda), the CUDA cases under compute-sanitizer (memcheck, racecheck, initcheck, synccheck), the
+# large-vector cases (past 32-bit offsets and indices; sizes that do not fit in the device's free
+# memory are skipped, and said) and the GPU kernel benchmarks, then the Python package's CUDA tensor
+# tests (tests/python/gpu: a full build with the extension; the 2-GPU torchrun test of the DDP hook
+# skips itself with fewer than two GPUs; the overlap of a hook step with the backward pass, timed
+# with CUDA events), the same Python tests under compute-sanitizer, and print a short table.
 #
-# Needs: an NVIDIA GPU with its driver, CUDA 13 (nvcc on PATH or in /usr/local/cuda/bin),
-# CMake >= 3.25, a C++20 host compiler, Python 3 with PyTorch built for CUDA (device bandwidth
-# and torch.topk figures). None of the project's Debian packages are needed:
+# Needs: an NVIDIA GPU with its driver, CUDA 13 (nvcc and compute-sanitizer on PATH or in
+# /usr/local/cuda/bin), CMake >= 3.25, a C++20 host compiler, Python 3 with PyTorch built for CUDA
+# (device bandwidth and torch.topk figures). None of the project's Debian packages are needed:
 #   - Boost headers (Boost.Math, header-only): found by CMake, or BOOST_ROOT=/path/to/boost
 #     (a folder holding boost/math/...; carrying one in is enough).
 #   - GoogleTest: found by CMake, or GTEST_SRC=/path/to/googletest-source (built here); without
 #     either the test suites are skipped, said loudly, and only the benchmarks run.
 #   - Google Benchmark: optional (the GPU figures come from gs_kernels_bench, which needs none).
-# Usage: scripts/gpu-check.sh [BUILD_DIR]      (default: build-gpu; results in BUILD_DIR/gpu-check)
+# Usage: scripts/gpu-check.sh [--report FILE [--force]] [--no-sanitizer] [--no-large] [BUILD_DIR]
+#   BUILD_DIR       default build-gpu; every log and result in BUILD_DIR/gpu-check
+#   --report FILE   also write FILE (Markdown): the machine, the commit, what ran and what it
+#                   measured, for docs/BENCHMARKS.md (an existing FILE only with --force)
+#   --no-sanitizer  skip the compute-sanitizer runs (they take the longest)
+#   --no-large      skip the large-vector cases
+# CUDA_ARCHS=86 (say) builds for that architecture only instead of the default list (faster).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-BUILD="${1:-${ROOT}/build-gpu}"
+REPORT=""
+SANITIZE=1
+LARGE=1
+FORCE=0
+BUILD=""
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --report) [[ $# -ge 2 ]] || { echo "gpu-check: error: --report needs a file name" >&2; exit 1; }
+              REPORT="$2"; shift 2 ;;
+    --no-sanitizer) SANITIZE=0; shift ;;
+    --no-large) LARGE=0; shift ;;
+    --force) FORCE=1; shift ;;
+    -h|--help) sed -n '2,30p' "${BASH_SOURCE[0]}"; exit 0 ;;
+    -*) echo "gpu-check: error: unknown option $1 (see --help)" >&2; exit 1 ;;
+    *) [[ -z "${BUILD}" ]] || { echo "gpu-check: error: one build directory only" >&2; exit 1; }
+       BUILD="$1"; shift ;;
+  esac
+done
+BUILD="${BUILD:-${ROOT}/build-gpu}"
+if [[ -n "${REPORT}" ]]; then
+  [[ "${REPORT}" = /* ]] || REPORT="${PWD}/${REPORT}"
+  [[ -d "$(dirname "${REPORT}")" ]] || { echo "gpu-check: error: no folder for --report ${REPORT}" >&2; exit 1; }
+  [[ ! -e "${REPORT}" || ${FORCE} -eq 1 ]] \
+    || { echo "gpu-check: error: ${REPORT} exists; pass --force to replace it, or name another" >&2; exit 1; }
+fi
 OUT_DIR="${BUILD}/gpu-check"
 PYTHON="${PYTHON:-python3}"
 JOBS="${JOBS:-$(nproc)}"
@@ -37,8 +71,10 @@ command -v cmake >/dev/null || die "cmake (>= 3.25) not found"
   || die "${PYTHON} has no PyTorch with CUDA (set PYTHON=/path/to/python)"
 
 mkdir -p "${OUT_DIR}"
+ARCH_ARGS=()
+[[ -n "${CUDA_ARCHS:-}" ]] && ARCH_ARGS=(-DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHS}")
 CMAKE_ARGS=(-DCMAKE_BUILD_TYPE=Release -DGS_ENABLE_APPS=OFF -DGS_ENABLE_TORCH=OFF -DGS_ENABLE_GUI=OFF
-            -DGS_ENABLE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90)
+            -DGS_ENABLE_CUDA=ON "${ARCH_ARGS[@]}")
 if [[ -n "${BOOST_ROOT:-}" ]]; then
   [[ -d "${BOOST_ROOT}/boost/math" ]] || die "BOOST_ROOT=${BOOST_ROOT} holds no boost/math headers"
   CMAKE_ARGS+=(-DBOOST_ROOT="${BOOST_ROOT}" -DBoost_INCLUDE_DIR="${BOOST_ROOT}" -DBoost_NO_SYSTEM_PATHS=ON)
@@ -81,6 +117,38 @@ if [[ ${have_gtest} -eq 1 ]]; then
     fi
   done
   if grep -q "SKIPPED" "${OUT_DIR}/tests.log"; then tests_status="${tests_status}, with skips"; fi
+fi
+
+# The CUDA cases (kernels' cuda twins and CUDA-only checks, the compressors' and the fft engine's
+# cases that ask for backend cuda) under each compute-sanitizer tool.
+CUDA_KERNEL_CASES='*/cuda:Cuda.*'
+CUDA_COMPRESS_CASES='*Cuda*:*cuda*'
+sanitizer_rows=()
+SANITIZER="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
+if [[ ${have_gtest} -eq 1 && ${SANITIZE} -eq 1 ]]; then
+  [[ -x "${SANITIZER}" ]] || die "compute-sanitizer not found (CUDA's bin folder), or pass --no-sanitizer"
+  for tool in memcheck racecheck initcheck synccheck; do
+    say "compute-sanitizer --tool ${tool} over the cuda cases"
+    status="clean"
+    for run in "kernels/gs_kernels_tests:${CUDA_KERNEL_CASES}" "compress/test_compress:${CUDA_COMPRESS_CASES}"; do
+      if ! "${SANITIZER}" --tool "${tool}" --error-exitcode 3 "${BUILD}/tests/${run%%:*}" \
+           --gtest_filter="${run#*:}" --gtest_brief=1 > "${OUT_DIR}/sanitizer-${tool}-$(basename "${run%%:*}").log" 2>&1; then
+        status="FAILED (${OUT_DIR}/sanitizer-${tool}-$(basename "${run%%:*}").log)"
+      fi
+    done
+    sanitizer_rows+=("${tool}|${status}")
+  done
+fi
+
+large_status="not run (--no-large)"
+if [[ ${have_gtest} -eq 1 && ${LARGE} -eq 1 ]]; then
+  say "large vectors: 6e8, 2^31 (int32), 2.2e9 (int64) elements, each where it fits"
+  if GS_LARGE_N=1 "${BUILD}/tests/kernels/gs_kernels_tests" --gtest_filter='CudaLarge.*' > "${OUT_DIR}/large.log" 2>&1; then
+    large_status="passed"
+    grep -q "SKIPPED" "${OUT_DIR}/large.log" && large_status="passed, with sizes skipped: $(grep -c '^\[ SKIPPED  \] n =' "${OUT_DIR}/large.log") (see large.log)"
+  else
+    large_status="FAILED (see ${OUT_DIR}/large.log)"
+  fi
 fi
 
 say "timing the CUDA backend (sizes ${SIZES}, densities ${DENSITIES})"
@@ -143,20 +211,68 @@ python_status="not run (GS_PYTHON_CHECK=0)"
 if [[ "${GS_PYTHON_CHECK:-1}" != 0 ]]; then
   say "building the Python package (${BUILD}-python) and running tests/python/gpu"
   if cmake -S "${ROOT}" -B "${BUILD}-python" -DCMAKE_BUILD_TYPE=Release -DGS_ENABLE_CUDA=ON \
-        -DCMAKE_CUDA_ARCHITECTURES=90 -DGS_ENABLE_GUI=OFF -DGS_PYTHON="$(command -v "${PYTHON}")" \
+        "${ARCH_ARGS[@]}" -DGS_ENABLE_GUI=OFF -DGS_PYTHON="$(command -v "${PYTHON}")" \
         > "${OUT_DIR}/python-configure.log" 2>&1 \
      && cmake --build "${BUILD}-python" -j "${JOBS}" --target _gradscope > "${OUT_DIR}/python-build.log" 2>&1; then
-    if PYTHONPATH="${BUILD}-python/python" "${PYTHON}" -m pytest -q "${ROOT}/tests/python/gpu" \
-         > "${OUT_DIR}/python-tests.log" 2>&1; then
+    : > "${OUT_DIR}/overlap.jsonl"
+    if GS_GPU_CHECK_OUT="${OUT_DIR}/overlap.jsonl" PYTHONPATH="${BUILD}-python/python" \
+         "${PYTHON}" -m pytest -q -rs "${ROOT}/tests/python/gpu" > "${OUT_DIR}/python-tests.log" 2>&1; then
       python_status="passed"
     else
       python_status="FAILED (see ${OUT_DIR}/python-tests.log)"
+    fi
+    grep -q "SKIPPED" "${OUT_DIR}/python-tests.log" && python_status="${python_status}, with skips: $(grep -o 'SKIPPED.*' "${OUT_DIR}/python-tests.log" | head -3 | tr '\n' ' ')"
+    if [[ ${SANITIZE} -eq 1 ]]; then
+      # The single-process tests only: torchrun's workers and the timing check are not for a sanitizer.
+      for tool in memcheck racecheck initcheck synccheck; do
+        say "compute-sanitizer --tool ${tool} over tests/python/gpu"
+        status="clean"
+        PYTHONPATH="${BUILD}-python/python" "${SANITIZER}" --tool "${tool}" --error-exitcode 3 \
+          "${PYTHON}" -m pytest -q "${ROOT}/tests/python/gpu/test_cuda_tensors.py" \
+          > "${OUT_DIR}/sanitizer-${tool}-python.log" 2>&1 || status="FAILED (${OUT_DIR}/sanitizer-${tool}-python.log)"
+        sanitizer_rows+=("${tool} (python)|${status}")
+      done
     fi
   else
     python_status="not built (the full build needs the project's dependencies; see ${OUT_DIR}/python-*.log)"
   fi
 fi
-echo "tests: ${tests_status}"
-echo "python CUDA tests: ${python_status}"
-cat "${OUT_DIR}/summary.txt"
-echo "full results: ${OUT_DIR}/ (kernels_cuda.json, tests.log, summary.txt)"
+overlap="not measured"
+if [[ -s "${OUT_DIR}/overlap.jsonl" ]]; then overlap="$(tail -1 "${OUT_DIR}/overlap.jsonl")"; fi
+{
+  echo "tests: ${tests_status}"
+  for row in "${sanitizer_rows[@]}"; do echo "compute-sanitizer ${row%%|*}: ${row#*|}"; done
+  [[ ${SANITIZE} -eq 1 ]] || echo "compute-sanitizer: not run (--no-sanitizer)"
+  echo "large vectors: ${large_status}"
+  echo "python CUDA tests: ${python_status}"
+  echo "hook overlap with the backward pass (CUDA events, ms): ${overlap}"
+} > "${OUT_DIR}/status.txt"
+cat "${OUT_DIR}/status.txt" "${OUT_DIR}/summary.txt"
+echo "full results: ${OUT_DIR}/ (kernels_cuda.json, tests.log, sanitizer-*.log, large.log, summary.txt)"
+
+if [[ -n "${REPORT}" ]]; then
+  {
+    echo "# gpu-check report"
+    echo
+    echo "- date: $(date -u +%Y-%m-%dT%H:%MZ)"
+    echo "- commit: $(git -C "${ROOT}" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "${ROOT}" diff --quiet 2>/dev/null || echo ' (with local changes)')"
+    echo "- GPU: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | paste -sd';')"
+    echo "- CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores; OS: $(. /etc/os-release && echo "${PRETTY_NAME}")"
+    echo "- CUDA: $(nvcc --version | tail -1); architectures: $(grep -m1 '^CMAKE_CUDA_ARCHITECTURES' "${BUILD}/CMakeCache.txt" | cut -d= -f2)"
+    echo "- PyTorch: $("${PYTHON}" -c 'import torch; print(torch.__version__, "CUDA", torch.version.cuda)')"
+    echo "- reproduce: scripts/gpu-check.sh --report FILE (sizes ${SIZES}, densities ${DENSITIES})"
+    echo
+    echo "## What ran"
+    echo
+    echo '```'
+    cat "${OUT_DIR}/status.txt"
+    echo '```'
+    echo
+    echo "## Kernels (medians)"
+    echo
+    echo '```'
+    cat "${OUT_DIR}/summary.txt"
+    echo '```'
+  } > "${REPORT}"
+  echo "report: ${REPORT}"
+fi

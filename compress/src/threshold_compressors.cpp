@@ -12,6 +12,7 @@
 #include "gs/fitting/thresholds.hpp"
 #include "gs/kernels/backend.hpp"
 #include "gs/kernels/cpu.hpp"
+#include "gs/kernels/device.hpp"
 #include "gs/kernels/select.hpp"
 
 namespace gs::compress::detail {
@@ -103,6 +104,8 @@ class ThresholdCompressor final : public Compressor {
           return finish(std::move(c), std::move(sel), counted ? s.nonfinite : selector_->nonfinite(g, n));
         }
         r = threshold_by_name(name_, *selector_->passes(g, n), density(), stages, seed_ + calls_++);
+      } catch (const kernels::DeviceError&) {
+        throw;  // the device failed (out of memory, a launch): not the vector; never another method
       } catch (const gs::Error&) {
         // Degenerate vector (e.g. fewer finite non-zero values than the fit needs, as in a
         // residual that is all zeros): exact top-k of what is there, which is what any estimate

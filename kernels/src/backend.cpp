@@ -2,11 +2,13 @@
 #include "gs/kernels/backend.hpp"
 
 #include <cmath>
+#include <cstdio>
 #include <string>
 
 #include "gs/error.hpp"
 #include "gs/kernels/cpu.hpp"
 #include "gs/kernels/cuda_host.hpp"
+#include "gs/kernels/device.hpp"
 #include "gs/kernels/types.hpp"
 
 #if defined(GS_HAVE_CUDA)
@@ -34,7 +36,9 @@ bool cuda_built() {
 
 bool cuda_available() {
 #if defined(GS_HAVE_CUDA)
-  return cuda::device_count() > 0;
+  DevicePolicy& policy = cuda::device_policy();
+  DeviceRuntime& rt = policy.runtime();
+  return rt.device_count() > 0 && policy.unusable_reason(rt.current_device()).empty();
 #else
   return false;
 #endif
@@ -43,19 +47,18 @@ bool cuda_available() {
 BackendKind resolve_backend(std::string_view name) {
   if (name == "cpu") return BackendKind::cpu;
   if (name == "cuda-host") return BackendKind::cuda_host;
-  if (name == "auto") return cuda_available() ? BackendKind::cuda : BackendKind::cpu;
-  if (name == "cuda") {
-    if (!cuda_built())
-      throw gs::Error("backend 'cuda': this build has no CUDA backend (configure with "
-                      "-DGS_ENABLE_CUDA=ON where nvcc is present), use --backend cpu or auto");
+  if (name != "auto" && name != "cuda")
+    throw gs::Error("unknown backend '" + std::string(name) + "': use auto, cpu or cuda (or cuda-host)");
 #if defined(GS_HAVE_CUDA)
-    if (!cuda_available())
-      throw gs::Error("backend 'cuda': no usable GPU (" + cuda::device_status() +
-                      "); use --backend cpu or auto");
+  const DevicePolicy::Choice choice = cuda::device_policy().choose(name);
+  if (!choice.warning.empty()) std::fprintf(stderr, "gradscope: warning: %s\n", choice.warning.c_str());
+  return choice.kind;
+#else
+  if (name == "cuda")
+    throw gs::Error("backend 'cuda': this build has no CUDA backend (configure with "
+                    "-DGS_ENABLE_CUDA=ON where nvcc is present), use --backend cpu or auto");
+  return BackendKind::cpu;
 #endif
-    return BackendKind::cuda;
-  }
-  throw gs::Error("unknown backend '" + std::string(name) + "': use auto, cpu or cuda (or cuda-host)");
 }
 
 std::unique_ptr<gs::MagnitudePasses> make_passes(std::span<const float> host_data, BackendKind kind) {

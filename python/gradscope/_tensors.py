@@ -44,16 +44,32 @@ def float32_view(x, what="the input", devices=("cpu",)):
     raise TypeError(f"{what} is a {type(x).__name__}: give a torch.Tensor or a numpy.ndarray of float32")
 
 
-def compress_where_it_lives(core, x, name, what):
+def stream_of(x, stream=None):
+    """(device index, stream as an integer cudaStream_t) for a CUDA tensor: `stream` (a
+    torch.cuda.Stream of x's device) or else torch's current stream of x's device. gradscope's work
+    on x is ordered after that stream, and that stream after the work."""
+    index = x.device.index if x.device.index is not None else torch.cuda.current_device()
+    if stream is None:
+        stream = torch.cuda.current_stream(index)
+    elif stream.device.index != index:
+        raise ValueError(f"the stream is on {stream.device} but the tensor on {x.device}: "
+                         "pass a stream of the tensor's device")
+    return index, stream.cuda_stream
+
+
+def compress_where_it_lives(core, x, name, what, stream=None):
     """core.compress on x without copying it where the compressor's backend can read it there: a
-    CUDA tensor on the cuda backend, a host tensor on cpu or cuda-host (core.compress_resident).
-    A CUDA tensor given to a host backend goes to the host once; a host tensor given to the cuda
-    backend is uploaded once by the core. Returns core.compress's tuple."""
+    CUDA tensor on the cuda backend (on x's device, ordered after `stream`, by default torch's
+    current stream there: a thread of its own passes the stream x was written on), a host tensor
+    on cpu or cuda-host (core.compress_resident). A CUDA tensor given to a host backend goes to the
+    host once; a host tensor given to the cuda backend is uploaded once by the core. Returns
+    core.compress's tuple."""
     address, n, device = float32_view(x, what, devices=("cpu", "cuda"))
     resident = core.resident_backend
     if device == "cuda":
         if resident == "cuda":
-            return core.compress_resident(address, n, name)
+            index, handle = stream_of(x, stream)
+            return core.compress_resident(address, n, name, device=index, stream=handle)
         host = x.detach().cpu()  # kept alive for the call
         return core.compress(host.data_ptr(), n, name)
     if resident in ("cpu", "cuda-host"):

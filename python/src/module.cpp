@@ -29,6 +29,7 @@
 #include "gs/error.hpp"
 #include "gs/fitting/report.hpp"
 #include "gs/kernels/backend.hpp"
+#include "gs/kernels/device.hpp"
 #include "gs/version.hpp"
 
 namespace py = pybind11;
@@ -70,10 +71,17 @@ class CompressorHandle {
     return run([&] { return c_->compress(span_at<const float>(acc, n), tensor); });
   }
   // The same over n floats at `g` in the memory of the compressor's backend (resident_backend:
-  // device memory for cuda): nothing copied in, the selection comes back.
-  py::tuple compress_resident(std::uintptr_t g, std::uint64_t n, const std::string& tensor) {
+  // device memory for cuda): nothing copied in, the selection comes back. With the cuda backend,
+  // `stream` (a cudaStream_t as an integer, torch's current stream of the tensor's device; 0: the
+  // legacy default stream) is what the work is ordered after, and what is ordered after the work;
+  // `device` is that stream's device (-1: the current one), checked against the data's.
+  py::tuple compress_resident(std::uintptr_t g, std::uint64_t n, const std::string& tensor, int device,
+                              std::uintptr_t stream) {
     if (g == 0 && n > 0) throw Error("compress_resident: null address for " + std::to_string(n) + " elements");
-    return run([&] { return c_->compress_resident(reinterpret_cast<const float*>(g), n, tensor); });
+    return run([&] {
+      const kernels::CallerStream caller(device, reinterpret_cast<kernels::StreamHandle>(stream));
+      return c_->compress_resident(reinterpret_cast<const float*>(g), n, tensor);
+    });
   }
   // The backend whose memory compress_resident reads ("cpu", "cuda", "cuda-host"), or None.
   py::object resident_backend() const {
@@ -262,7 +270,7 @@ PYBIND11_MODULE(_gradscope, m) {
            py::arg("name"), py::arg("density"), py::arg("options") = std::map<std::string, std::string>{})
       .def("compress", &CompressorHandle::compress, py::arg("address"), py::arg("n"), py::arg("tensor"))
       .def("compress_resident", &CompressorHandle::compress_resident, py::arg("address"), py::arg("n"),
-           py::arg("tensor"))
+           py::arg("tensor"), py::arg("device") = -1, py::arg("stream") = std::uintptr_t{0})
       .def_property_readonly("resident_backend", &CompressorHandle::resident_backend)
       .def("aggregate", &CompressorHandle::aggregate, py::arg("payloads"), py::arg("out"), py::arg("n"))
       .def("exchange", &CompressorHandle::exchange, py::arg("address"), py::arg("n"), py::arg("tensor"),

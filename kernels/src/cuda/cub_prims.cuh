@@ -11,6 +11,7 @@
 #include <cub/device/device_reduce.cuh>
 #include <cub/device/device_select.cuh>
 #include <thrust/iterator/counting_iterator.h>
+#include <thrust/iterator/tabulate_output_iterator.h>
 #include <thrust/iterator/transform_iterator.h>
 
 #include <vector>
@@ -68,9 +69,10 @@ auto mapped(F f) {
       thrust::counting_iterator<std::uint64_t>(0), f);
 }
 
+// Runs on `stream` (gradscope's, on the current device) with grids for `multiprocessors` SMs.
 class CubPrims {
  public:
-  explicit CubPrims(cudaStream_t stream) : stream_(stream) {}
+  CubPrims(cudaStream_t stream, int multiprocessors) : stream_(stream), sms_(multiprocessors) {}
 
   template <class T>
   using Buffer = DeviceBuffer<T>;
@@ -98,6 +100,8 @@ class CubPrims {
     copy_to_device(dst, host, count * sizeof(T), stream_);
   }
   void synchronize() const { cuda::synchronize(stream_); }
+
+  int grid_for(std::uint64_t n) const { return static_cast<int>(grid_blocks(sms_, kThreads, n)); }
 
   template <class Acc, class Elem, class Merge>
   Acc reduce(const float* g, std::uint64_t n, const Elem& elem, const Merge& merge) const {
@@ -127,26 +131,15 @@ class CubPrims {
     return read_back(out.data(), stream_);
   }
 
+  // DeviceSelect has no output bound: its output is a store that drops what lands past capacity.
   template <class Index, class Pred>
-  std::uint64_t select_if(std::uint64_t n, const Pred& pred, Index* out) const {
-    if (n == 0) return 0;
-    DeviceBuffer<unsigned long long> count(1, stream_);
-    thrust::counting_iterator<Index> first(0);
-    cub_run([&](void* temp, std::size_t& bytes) {
-      return cub::DeviceSelect::If(temp, bytes, first, out, count.data(), static_cast<std::int64_t>(n),
-                                   pred, stream_);
-    }, stream_);
-    return read_back(count.data(), stream_);
+  std::uint64_t select_if(std::uint64_t n, const Pred& pred, Index* out, std::uint64_t capacity) const {
+    return select(thrust::counting_iterator<Index>(0), n, pred, out, capacity);
   }
   template <class Index, class Pred>
-  std::uint64_t select_from(const Index* in, std::uint64_t m, const Pred& pred, Index* out) const {
-    if (m == 0) return 0;
-    DeviceBuffer<unsigned long long> count(1, stream_);
-    cub_run([&](void* temp, std::size_t& bytes) {
-      return cub::DeviceSelect::If(temp, bytes, in, out, count.data(), static_cast<std::int64_t>(m),
-                                   pred, stream_);
-    }, stream_);
-    return read_back(count.data(), stream_);
+  std::uint64_t select_from(const Index* in, std::uint64_t m, const Pred& pred, Index* out,
+                            std::uint64_t capacity) const {
+    return select(in, m, pred, out, capacity);
   }
 
   template <class Digit>
@@ -187,7 +180,41 @@ class CubPrims {
   }
 
  private:
+  template <class In, class Index, class Pred>
+  std::uint64_t select(In in, std::uint64_t m, const Pred& pred, Index* out, std::uint64_t capacity) const {
+    if (m == 0) return 0;
+    DeviceBuffer<unsigned long long> count(1, stream_);
+    const auto store = thrust::make_tabulate_output_iterator(portable::BoundedStore<Index>{out, capacity});
+    cub_run([&](void* temp, std::size_t& bytes) {
+      return cub::DeviceSelect::If(temp, bytes, in, store, count.data(), static_cast<std::int64_t>(m), pred,
+                                   stream_);
+    }, stream_);
+    return read_back(count.data(), stream_);
+  }
+
   cudaStream_t stream_;
+  int sms_;
+};
+
+// One entry point of the CUDA backend: the data's device current, gradscope's stream there
+// ordered after the caller's (DeviceScope), and primitives on that stream and device.
+class CubCall {
+ public:
+  CubCall(const void* d_data, cudaStream_t caller)
+      : scope_(policy(), d_data, caller),
+        prims_(static_cast<cudaStream_t>(scope_.stream()), scope_.properties().multiprocessors) {}
+  CubPrims& prims() { return prims_; }
+
+ private:
+  DeviceScope scope_;
+  CubPrims prims_;
+};
+
+// The CUDA backend of portable::Passes and PortableSelector: each call is a CubCall after `caller`.
+struct CubBackend {
+  using Prims = CubPrims;
+  CubCall call(const void* d_data) const { return CubCall(d_data, caller); }
+  cudaStream_t caller = nullptr;
 };
 
 }  // namespace gs::kernels::cuda::detail

@@ -1,6 +1,6 @@
 #pragma once
-// Private helpers of the CUDA backend: status checks that throw gs::Error, the pool-backed
-// two-phase CUB temp-storage call, and launch geometry.
+// Private helpers of the CUDA backend: status checks that throw DeviceError, the device policy
+// over the CUDA runtime, the pool-backed two-phase CUB temp-storage call.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -8,14 +8,18 @@
 
 #include "gs/error.hpp"
 #include "gs/kernels/cuda.hpp"
+#include "gs/kernels/device.hpp"
 
 namespace gs::kernels::cuda::detail {
 
+// A failed status as DeviceError (gs/kernels/device.hpp: device_error), with the call and place.
 [[noreturn]] void throw_cuda(cudaError_t status, const char* expr, const char* file, int line);
+
+inline DevicePolicy& policy() { return device_policy(); }
 
 }  // namespace gs::kernels::cuda::detail
 
-// Checks a CUDA status; a failure becomes gs::Error naming the call, the place and the reason.
+// Checks a CUDA status; a failure becomes DeviceError naming the call, the place and the reason.
 #define GS_CUDA_CHECK(expr)                                                        \
   do {                                                                             \
     const cudaError_t gs_status_ = (expr);                                         \
@@ -29,10 +33,6 @@ namespace gs::kernels::cuda::detail {
 namespace gs::kernels::cuda::detail {
 
 inline constexpr int kThreads = 256;
-
-// Blocks for a grid-stride pass over n elements: enough to fill the GPU a few times over, fixed
-// for a given device and n, so block partials merge in the same order every run.
-int grid_for(std::uint64_t n);
 
 // CUB's two-phase calls through one function: the first call sizes the temp storage, which comes
 // from the stream-ordered pool (DeviceBuffer), the second runs. `call(void* temp, size_t& bytes)`

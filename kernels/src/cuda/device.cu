@@ -1,5 +1,5 @@
-// CUDA backend: device discovery, stream-ordered pool memory, copies, error conversion.
-#include <mutex>
+// CUDA backend: the CUDA runtime behind the device policy (gs/kernels/device.hpp), gradscope's
+// pool memory, copies, error conversion.
 #include <string>
 
 #include "cuda_common.cuh"
@@ -8,61 +8,121 @@ namespace gs::kernels::cuda {
 namespace detail {
 
 void throw_cuda(cudaError_t status, const char* expr, const char* file, int line) {
-  cudaGetLastError();  // clear a sticky-free error so later calls start clean
-  throw gs::Error(std::string("CUDA error: ") + cudaGetErrorName(status) + " (" +
-                  cudaGetErrorString(status) + ") in " + expr + " at " + file + ":" +
-                  std::to_string(line));
+  cudaGetLastError();  // clear a non-sticky error so later calls start clean
+  throw device_error(cudaGetErrorName(status), cudaGetErrorString(status),
+                     std::string(expr) + " at " + file + ":" + std::to_string(line));
 }
 
-int grid_for(std::uint64_t n) {
-  static int sms = [] {
-    int dev = 0, count = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess) return 80;
-    if (cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) return 80;
+namespace {
+
+// Launched by nothing: whether its attributes load says whether this build has a kernel image
+// the device can run (SASS for it, or PTX it can compile).
+__global__ void probe_kernel() {}
+
+class CudaRuntime final : public DeviceRuntime {
+ public:
+  int device_count() override {
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess) {
+      cudaGetLastError();
+      return 0;
+    }
     return count;
-  }();
-  const std::uint64_t needed = (n + kThreads - 1) / kThreads;
-  const std::uint64_t cap = static_cast<std::uint64_t>(sms) * 8;  // 8 resident blocks per SM
-  const std::uint64_t g = needed < cap ? needed : cap;
-  return static_cast<int>(g > 0 ? g : 1);
-}
+  }
+  std::string status() override {
+    int count = 0;
+    const cudaError_t st = cudaGetDeviceCount(&count);
+    if (st != cudaSuccess) {
+      cudaGetLastError();
+      return std::string("CUDA runtime: ") + cudaGetErrorString(st);
+    }
+    return std::to_string(count) + " CUDA device(s)";
+  }
+  DeviceProperties properties(int device) override {
+    DeviceProperties p;
+    cudaDeviceProp prop{};
+    GS_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+    p.name = prop.name;
+    p.major = prop.major;
+    p.minor = prop.minor;
+    p.multiprocessors = prop.multiProcessorCount;
+    int pools = 0;
+    GS_CUDA_CHECK(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device));
+    p.memory_pools = pools != 0;
+    cudaError_t st = cudaSuccess;
+    {
+      DeviceGuard guard(*this, device);  // the probe asks about the current device
+      cudaFuncAttributes attr{};
+      st = cudaFuncGetAttributes(&attr, probe_kernel);
+    }
+    if (st != cudaSuccess) cudaGetLastError();
+    if (st != cudaSuccess && st != cudaErrorNoKernelImageForDevice && st != cudaErrorInvalidDeviceFunction)
+      throw_cuda(st, "cudaFuncGetAttributes(probe_kernel)", __FILE__, __LINE__);
+    p.kernel_image = st == cudaSuccess;
+    return p;
+  }
+  int current_device() override {
+    int dev = 0;
+    GS_CUDA_CHECK(cudaGetDevice(&dev));
+    return dev;
+  }
+  void set_device(int device) override { GS_CUDA_CHECK(cudaSetDevice(device)); }
+  int device_of(const void* p) override {
+    cudaPointerAttributes attr{};
+    if (cudaPointerGetAttributes(&attr, p) != cudaSuccess) {
+      cudaGetLastError();
+      return -1;  // not memory the runtime knows: host memory
+    }
+    return attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged ? attr.device : -1;
+  }
+  StreamHandle create_stream() override {
+    cudaStream_t s = nullptr;
+    GS_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    return s;
+  }
+  void order_after(StreamHandle waiter, StreamHandle signal) override {
+    if (waiter == signal) return;
+    cudaEvent_t ev = nullptr;
+    GS_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+    const cudaError_t rec = cudaEventRecord(ev, static_cast<cudaStream_t>(signal));
+    const cudaError_t wait = rec == cudaSuccess ? cudaStreamWaitEvent(static_cast<cudaStream_t>(waiter), ev, 0) : rec;
+    cudaEventDestroy(ev);  // released once the wait is done
+    GS_CUDA_CHECK(wait);
+  }
+  void* create_pool(std::uint64_t release_threshold) override {
+    cudaMemPoolProps props{};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = current_device();
+    cudaMemPool_t pool = nullptr;
+    GS_CUDA_CHECK(cudaMemPoolCreate(&pool, &props));
+    GS_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &release_threshold));
+    return pool;
+  }
+};
+
+}  // namespace
 
 }  // namespace detail
 
-int device_count() {
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess) {
-    cudaGetLastError();
-    return 0;
-  }
-  return count;
+DevicePolicy& device_policy() {
+  // Never destroyed: streams and pools live as long as the process (the runtime tears them down).
+  static detail::CudaRuntime* runtime = new detail::CudaRuntime;
+  static DevicePolicy* p = new DevicePolicy(*runtime);
+  return *p;
 }
 
-std::string device_status() {
-  int count = 0;
-  const cudaError_t st = cudaGetDeviceCount(&count);
-  if (st != cudaSuccess) {
-    cudaGetLastError();
-    return std::string("CUDA runtime: ") + cudaGetErrorString(st);
-  }
-  return std::to_string(count) + " CUDA device(s)";
-}
+int device_count() { return detail::policy().runtime().device_count(); }
+
+std::string device_status() { return detail::policy().runtime().status(); }
 
 void* device_allocate(std::size_t bytes, cudaStream_t stream) {
-  // Keep freed blocks in the device's default pool instead of returning them to the driver, so
-  // repeated temp storage of the same size costs no allocation.
-  static std::once_flag pool_once;
-  std::call_once(pool_once, [] {
-    int dev = 0;
-    cudaMemPool_t pool;
-    if (cudaGetDevice(&dev) == cudaSuccess && cudaDeviceGetDefaultMemPool(&pool, dev) == cudaSuccess) {
-      std::uint64_t keep = ~std::uint64_t{0};
-      cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
-    }
-    cudaGetLastError();
-  });
+  // gradscope's own pool on the current device (a DeviceScope made the data's device current).
+  int dev = 0;
+  GS_CUDA_CHECK(cudaGetDevice(&dev));
+  auto pool = static_cast<cudaMemPool_t>(detail::policy().pool(dev));
   void* p = nullptr;
-  GS_CUDA_CHECK(cudaMallocAsync(&p, bytes, stream));
+  GS_CUDA_CHECK(cudaMallocFromPoolAsync(&p, bytes, pool, stream));
   return p;
 }
 

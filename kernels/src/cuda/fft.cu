@@ -1,9 +1,12 @@
 // The cuFFT engine of gs/kernels/fft.hpp: host batches copied to pooled device buffers, one
-// batched r2c or c2r plan per (length, batch) made on first use, results copied back. Every
-// cuFFT and CUDA status becomes gs::Error.
+// batched r2c or c2r plan per (length, batch) made on first use, results copied back. The plans
+// share one work area from gradscope's pool (they run one at a time on the engine's stream), sized
+// for the largest; cuFFT allocates none of its own. The engine stays on the device that was
+// current when it was made. Every cuFFT and CUDA status becomes DeviceError.
 #include <cufft.h>
 
 #include <map>
+#include <optional>
 #include <string>
 #include <tuple>
 
@@ -29,18 +32,29 @@ const char* cufft_name(cufftResult r) {
 
 void check(cufftResult r, const char* expr, std::uint64_t len, std::uint64_t batch) {
   if (r != CUFFT_SUCCESS)
-    throw gs::Error(std::string("real FFT (cuFFT): ") + cufft_name(r) + " (" +
+    throw DeviceError(std::string("real FFT (cuFFT): ") + cufft_name(r) + " (" +
                     std::to_string(int(r)) + ") in " + expr + " for " + std::to_string(batch) +
-                    " chunk(s) of " + std::to_string(len));
+                    " chunk(s) of " + std::to_string(len),
+                      r == CUFFT_ALLOC_FAILED);
 }
 
 class CufftRealFft final : public RealFft {
  public:
-  CufftRealFft() { GS_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)); }
+  CufftRealFft() : device_(detail::policy().runtime().current_device()) {
+    if (const std::string why = detail::policy().unusable_reason(device_); !why.empty())
+      throw gs::Error("real FFT (cuFFT): " + why + "; use the CPU engine");
+    GS_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  }
   ~CufftRealFft() override {
+    std::optional<DeviceGuard> guard;
+    try {
+      guard.emplace(detail::policy().runtime(), device_);
+    } catch (const gs::Error&) {  // a destructor cannot report it: free what can be freed
+    }
     for (auto& [key, plan] : plans_) cufftDestroy(plan);
     real_.reset();
     spec_.reset();
+    work_.reset();
     cudaStreamSynchronize(stream_);
     cudaStreamDestroy(stream_);
   }
@@ -52,6 +66,7 @@ class CufftRealFft final : public RealFft {
   void forward(std::span<const float> in, std::uint64_t len, std::span<float> spectrum) override {
     const std::uint64_t batch = kernels::detail::check_fft_sizes("forward", in.size(), len, spectrum.size());
     if (batch == 0) return;
+    DeviceGuard guard(detail::policy().runtime(), device_);
     reserve(in.size(), spectrum.size());
     copy_to_device(real_.data(), in.data(), in.size_bytes(), stream_);
     check(cufftExecR2C(plan(len, batch, CUFFT_R2C), real_.data(),
@@ -63,6 +78,7 @@ class CufftRealFft final : public RealFft {
   void backward(std::span<const float> spectrum, std::uint64_t len, std::span<float> out) override {
     const std::uint64_t batch = kernels::detail::check_fft_sizes("backward", out.size(), len, spectrum.size());
     if (batch == 0) return;
+    DeviceGuard guard(detail::policy().runtime(), device_);
     reserve(out.size(), spectrum.size());
     // c2r may overwrite its input: it is our device copy, never the caller's spectrum.
     copy_to_device(spec_.data(), spectrum.data(), spectrum.size_bytes(), stream_);
@@ -89,6 +105,7 @@ class CufftRealFft final : public RealFft {
     const bool r2c = type == CUFFT_R2C;
     std::size_t work = 0;
     cufftResult r = cufftSetStream(h, stream_);
+    if (r == CUFFT_SUCCESS) r = cufftSetAutoAllocation(h, 0);  // the shared work area instead
     // Basic layout: chunks back to back, len reals and bins complex values each.
     if (r == CUFFT_SUCCESS)
       r = cufftMakePlanMany64(h, 1, n, nullptr, 1, r2c ? n[0] : bins, nullptr, 1, r2c ? bins : n[0],
@@ -97,13 +114,31 @@ class CufftRealFft final : public RealFft {
       cufftDestroy(h);
       check(r, "cufftSetStream/cufftMakePlanMany64", len, batch);
     }
+    try {
+      share_work_area(h, work, len, batch);
+    } catch (...) {
+      cufftDestroy(h);
+      throw;
+    }
     plans_.emplace(key, h);
     return h;
   }
 
+  // Every plan points at the one work area, grown (and handed to every plan again) when a new
+  // plan needs more. The old area is freed in stream order, after the work queued on it.
+  void share_work_area(cufftHandle fresh, std::size_t bytes, std::uint64_t len, std::uint64_t batch) {
+    if (bytes > work_.size()) {
+      work_ = DeviceBuffer<unsigned char>(bytes, stream_);
+      for (auto& [key, plan] : plans_) check(cufftSetWorkArea(plan, work_.data()), "cufftSetWorkArea", len, batch);
+    }
+    if (work_.data()) check(cufftSetWorkArea(fresh, work_.data()), "cufftSetWorkArea", len, batch);
+  }
+
+  int device_;
   cudaStream_t stream_ = nullptr;
   std::map<std::tuple<std::uint64_t, std::uint64_t, int>, cufftHandle> plans_;
   DeviceBuffer<float> real_, spec_;
+  DeviceBuffer<unsigned char> work_;  // shared by every plan
 };
 
 }  // namespace

@@ -5,39 +5,40 @@
 
 namespace gs::kernels::cuda {
 
-using detail::CubPrims;
+using detail::CubBackend;
+using detail::CubCall;
 
 double sum(const float* d_g, std::uint64_t n, cudaStream_t stream) {
-  CubPrims p(stream);
-  return portable::sum(p, d_g, n);
+  CubCall c(d_g, stream);
+  return portable::sum(c.prims(), d_g, n);
 }
 
 MagnitudeStats stats(const float* d_g, std::uint64_t n, cudaStream_t stream) {
-  CubPrims p(stream);
-  return portable::stats(p, d_g, n);
+  CubCall c(d_g, stream);
+  return portable::stats(c.prims(), d_g, n);
 }
 
 MagnitudeStats stats_above(const float* d_g, std::uint64_t n, double threshold, double shift,
                            cudaStream_t stream) {
-  CubPrims p(stream);
-  return portable::stats_above(p, d_g, n, threshold, shift);
+  CubCall c(d_g, stream);
+  return portable::stats_above(c.prims(), d_g, n, threshold, shift);
 }
 
 std::uint64_t count_above(const float* d_g, std::uint64_t n, double threshold, cudaStream_t stream) {
-  CubPrims p(stream);
-  return portable::count_above(p, d_g, n, threshold);
+  CubCall c(d_g, stream);
+  return portable::count_above(c.prims(), d_g, n, threshold);
 }
 
 GpSums gp_sums(const float* d_g, std::uint64_t n, double theta, double threshold, double shift,
                cudaStream_t stream) {
-  CubPrims p(stream);
-  return portable::gp_sums(p, d_g, n, theta, threshold, shift);
+  CubCall c(d_g, stream);
+  return portable::gp_sums(c.prims(), d_g, n, theta, threshold, shift);
 }
 
 LogHistogram log_histogram(const float* d_g, std::uint64_t n, double lo, double hi, int bins,
                            cudaStream_t stream) {
-  CubPrims p(stream);
-  return portable::log_histogram(p, d_g, n, lo, hi, bins);
+  CubCall c(d_g, stream);
+  return portable::log_histogram(c.prims(), d_g, n, lo, hi, bins);
 }
 
 }  // namespace gs::kernels::cuda

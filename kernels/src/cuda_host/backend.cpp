@@ -55,14 +55,16 @@ void random_sample(const float* g, std::uint64_t n, std::uint64_t m, std::uint64
 }
 
 std::unique_ptr<gs::MagnitudePasses> make_passes(std::span<const float> host_data) {
-  return std::make_unique<portable::Passes<HostPrims>>(HostPrims{}, host_data);
+  return std::make_unique<portable::Passes<HostBackend>>(HostBackend{}, host_data);
 }
 std::unique_ptr<gs::MagnitudePasses> make_passes(const float* g, std::uint64_t n) {
-  return std::make_unique<portable::Passes<HostPrims>>(HostPrims{}, g, n);
+  return std::make_unique<portable::Passes<HostBackend>>(HostBackend{}, g, n);
 }
 
 std::unique_ptr<Selector> make_selector() {
-  return std::make_unique<portable::PortableSelector<HostPrims>>(HostPrims{}, BackendKind::cuda_host);
+  return std::make_unique<portable::PortableSelector<HostBackend>>(HostBackend{}, BackendKind::cuda_host);
 }
+
+void fail_allocation_after(std::int64_t allocations) { allocations_before_failure = allocations; }
 
 }  // namespace gs::kernels::cuda_host

@@ -4,6 +4,7 @@
 // per-thread bodies for every thread of the grid the GPU would launch (a 2-SM device's), so the
 // grid-stride indexing, the 4-wide loads and the tails are exercised as on the device.
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cstdint>
 #include <cstring>
@@ -13,13 +14,20 @@
 
 #include "../portable/bodies.hpp"
 #include "gs/error.hpp"
+#include "gs/kernels/device.hpp"
 
 namespace gs::kernels::cuda_host {
+
+// fail_allocation_after's count: allocations left before the injected failure (-1: none).
+inline std::atomic<std::int64_t> allocations_before_failure{-1};
 
 class HostPrims {
  public:
   static constexpr std::uint64_t kThreads = 256;  // per block, as the CUDA backend
-  static constexpr std::uint64_t kSms = 2;        // blocks: 8 per SM, as cuda's grid_for
+
+  // The SMs of the device whose grid the hand-written kernels' twins run: a small GPU's (2).
+  HostPrims() = default;
+  explicit HostPrims(int multiprocessors) : sms_(multiprocessors) {}
 
   template <class T>
   class Buffer {
@@ -34,8 +42,13 @@ class HostPrims {
     std::vector<T> v_;
   };
 
+  // Fails as a device out of memory would when a test asked for it (fail_allocation_after).
   template <class T>
   Buffer<T> alloc(std::size_t count) const {
+    if (allocations_before_failure.load() >= 0 && allocations_before_failure.fetch_sub(1) == 0)
+      throw device_error("cudaErrorMemoryAllocation", "out of memory",
+                         "the cuda-host backend's allocation of " + std::to_string(count * sizeof(T)) +
+                             " bytes (injected)");
     return Buffer<T>(count);
   }
   template <class T>
@@ -56,10 +69,7 @@ class HostPrims {
   }
   void synchronize() const {}
 
-  static std::uint64_t grid_for(std::uint64_t n) {
-    const std::uint64_t needed = (n + kThreads - 1) / kThreads, cap = kSms * 8;
-    return std::max<std::uint64_t>(1, std::min(needed, cap));
-  }
+  std::uint64_t grid_for(std::uint64_t n) const { return grid_blocks(sms_, kThreads, n); }
 
   // reduce_kernel's twin: every thread of every block, the block's threads merged in order, the
   // block partials merged in block order.
@@ -89,18 +99,22 @@ class HostPrims {
     return s;
   }
 
+  // Through the same bounded store as the CUB primitives: nothing past capacity.
   template <class Index, class Pred>
-  std::uint64_t select_if(std::uint64_t n, const Pred& pred, Index* out) const {
+  std::uint64_t select_if(std::uint64_t n, const Pred& pred, Index* out, std::uint64_t capacity) const {
+    const portable::BoundedStore<Index> store{out, capacity};
     std::uint64_t m = 0;
     for (std::uint64_t i = 0; i < n; ++i)
-      if (pred(Index(i))) out[m++] = Index(i);
+      if (pred(Index(i))) store(std::int64_t(m++), Index(i));
     return m;
   }
   template <class Index, class Pred>
-  std::uint64_t select_from(const Index* in, std::uint64_t m, const Pred& pred, Index* out) const {
+  std::uint64_t select_from(const Index* in, std::uint64_t m, const Pred& pred, Index* out,
+                            std::uint64_t capacity) const {
+    const portable::BoundedStore<Index> store{out, capacity};
     std::uint64_t c = 0;
     for (std::uint64_t j = 0; j < m; ++j)
-      if (pred(in[j])) out[c++] = in[j];
+      if (pred(in[j])) store(std::int64_t(c++), in[j]);
     return c;
   }
 
@@ -162,6 +176,19 @@ class HostPrims {
       return descending ? x > y : x < y;
     };
   }
+
+  int sms_ = 2;
+};
+
+// The host as a backend of portable::Passes and PortableSelector: a call holds nothing.
+struct HostBackend {
+  using Prims = HostPrims;
+  struct Call {
+    HostPrims p;
+    HostPrims& prims() { return p; }
+  };
+  Call call(const void* /*data*/) const { return Call{prims}; }
+  HostPrims prims;
 };
 
 }  // namespace gs::kernels::cuda_host

@@ -250,4 +250,16 @@ struct GatherKeys {
   GS_HD void operator()(std::uint64_t j) const { out[j] = magnitude_key(g[idx[j]]); }
 };
 
+// A selection's store: the j-th selected index goes to out[j] only while j < capacity, so a
+// selection that finds more than its buffer holds writes nothing past it (the count still counts
+// them all, and the caller reports the mismatch).
+template <class Index>
+struct BoundedStore {
+  Index* out;
+  std::uint64_t capacity;
+  GS_HD void operator()(std::int64_t j, Index i) const {
+    if (static_cast<std::uint64_t>(j) < capacity) out[j] = i;
+  }
+};
+
 }  // namespace gs::kernels::portable

@@ -12,8 +12,9 @@
 //   reduce<Acc>(g, n, elem, merge)      grid-stride reduction (reduce_thread), partials in order
 //   for_each(m, f)                      f(j) for every j < m
 //   sum<T>(m, f)                        sum of f(j), j < m
-//   select_if(n, pred, Index* out)      stable: the i < n with pred(i), ascending; returns count
-//   select_from(in, m, pred, out)       the same over a list of indices
+//   select_if(n, pred, Index* out, capacity)   stable: the i < n with pred(i), ascending, the
+//                                       first `capacity` of them written; returns the full count
+//   select_from(in, m, pred, out, capacity)    the same over a list of indices
 //   histogram(n, digit, bins, counts)   counts[b] = #{i < n : digit(i) == b}, b < bins
 //   sort_keys(in, out, m, begin_bit, end_bit, descending)            radix order, stable
 //   sort_pairs(kin, kout, vin, vout, m, begin_bit, end_bit, descending)
@@ -103,22 +104,20 @@ void gather(P& p, const float* g, const Index* idx, std::uint64_t m, float* valu
   if (values && m > 0) p.for_each(m, GatherValues<Index>{g, idx, values});
 }
 
-// The elements above threshold (finite, |g| > t), stable, into buffers of `capacity`; a selection
-// larger than capacity throws before anything is written. passes: 1 (2 when capacity < n).
+// The elements above threshold (finite, |g| > t), stable, into buffers of `capacity`: one bounded
+// selection counts and writes, so nothing lands past capacity, and a selection larger than
+// capacity throws (no values written). passes: 1.
 template <class P, class Index>
 std::uint64_t compact_above(P& p, const float* g, std::uint64_t n, double threshold, Index* indices,
                             float* values, std::uint64_t capacity) {
   check_threshold(threshold, "compact_above");
   check_index_range<Index>(n, "compact_above");
-  if (capacity < n) {
-    // The selection writes every selected element: count first so nothing lands past capacity.
-    const std::uint64_t need = count_above(p, g, n, threshold);
-    if (need > capacity)
-      throw gs::Error("compact_above: output buffers hold " + std::to_string(capacity) + " but " +
-                      std::to_string(need) + " are needed; size them with count_above (or n)");
-  }
   const std::uint64_t m =
-      n == 0 ? 0 : p.select_if(n, AbovePred{g, kernels::detail::threshold_as_float(threshold)}, indices);
+      n == 0 ? 0
+             : p.select_if(n, AbovePred{g, kernels::detail::threshold_as_float(threshold)}, indices, capacity);
+  if (m > capacity)
+    throw gs::Error("compact_above: output buffers hold " + std::to_string(capacity) + " but " +
+                    std::to_string(m) + " are needed; size them with count_above (or n)");
   gather(p, g, indices, m, values);
   p.synchronize();
   return m;
@@ -157,7 +156,8 @@ KthKey<P, Index> kth_key(P& p, const float* g, std::uint64_t n, std::uint64_t k,
   r.above = cum;
   r.candidate_count = hist[bin];
   r.candidates = p.template alloc<Index>(r.candidate_count);
-  const std::uint64_t got = p.select_if(n, InBinPred{g, bin}, r.candidates.data());  // pass 2
+  const std::uint64_t got =
+      p.select_if(n, InBinPred{g, bin}, r.candidates.data(), r.candidate_count);  // pass 2
   if (got != r.candidate_count)
     throw gs::Error(std::string(what) + ": the histogram counted " + std::to_string(r.candidate_count) +
                     " elements in the k-th bin but the selection found " + std::to_string(got) +
@@ -182,12 +182,12 @@ void topk(P& p, const float* g, std::uint64_t n, std::uint64_t k, Index* indices
   const std::uint64_t keep_ties = k - kth.above - greater;
   auto ties = p.template alloc<Index>(kth.candidate_count);
   const std::uint64_t tie_count = p.select_from(kth.candidates.data(), kth.candidate_count,
-                                                KeyEqualPred{g, kth.key}, ties.data());
+                                                KeyEqualPred{g, kth.key}, ties.data(), kth.candidate_count);
   if (keep_ties < 1 || keep_ties > tie_count)
     throw gs::Error("topk: internal error, " + std::to_string(keep_ties) + " ties to keep of " +
                     std::to_string(tie_count) + " (please report)");
   const Index last_tie = p.read(ties.data() + (keep_ties - 1));
-  const std::uint64_t m = p.select_if(n, TopkPred<Index>{g, kth.key, last_tie}, indices);  // pass 3
+  const std::uint64_t m = p.select_if(n, TopkPred<Index>{g, kth.key, last_tie}, indices, k);  // pass 3
   if (m != k)
     throw gs::Error("topk: internal error, selected " + std::to_string(m) + " of k = " +
                     std::to_string(k) + " (please report)");
@@ -257,7 +257,10 @@ std::vector<double> sorted_sample(P& p, const float* g, std::uint64_t n, std::ui
       continue;
     }
     auto idx = p.template alloc<std::int64_t>(kept);
-    p.select_if(n, pred, idx.data());
+    if (const std::uint64_t got = p.select_if(n, pred, idx.data(), kept); got != kept)
+      throw gs::Error("sorted_sample: the counting pass kept " + std::to_string(kept) +
+                      " elements but the selection found " + std::to_string(got) +
+                      "; was the vector modified while it was read?");
     auto h = p.template alloc<std::uint64_t>(kept);
     auto h_sorted = p.template alloc<std::uint64_t>(kept);
     auto x = p.template alloc<float>(kept);
@@ -295,7 +298,8 @@ TopkSelection<P, Index> sidco_topk(P& p, const float* g, std::uint64_t n, double
   auto cand = p.template alloc<Index>(n);
   std::uint64_t m = 0, finite = std::numeric_limits<std::uint64_t>::max();
   for (;;) {
-    m = n == 0 ? 0 : p.select_if(n, AbovePred{g, kernels::detail::threshold_as_float(bound)}, cand.data());
+    m = n == 0 ? 0
+               : p.select_if(n, AbovePred{g, kernels::detail::threshold_as_float(bound)}, cand.data(), n);
     if (plan.reads() == 1) r.candidates = m;
     if (m < plan.k() && finite == std::numeric_limits<std::uint64_t>::max())
       finite = count_above(p, g, n, -1.0);  // only on a shortfall: is every finite x in?
@@ -344,44 +348,64 @@ SidcoSelectResult sidco_topk(P& p, const float* g, std::uint64_t n, double densi
   return topk_result(r);
 }
 
-// ---- gs::MagnitudePasses over P ----------------------------------------------------------------
+// ---- gs::MagnitudePasses over a backend ---------------------------------------------------------
 
-template <class P>
+// A backend B: B::Prims is its P, and B::call(data) gives what one entry point runs with: an
+// object whose prims() is a P for the device of `data` (the CUDA backend's holds a DeviceScope:
+// that device current, gradscope's stream ordered after the caller's; the host's holds nothing).
+template <class B>
 class Passes final : public gs::MagnitudePasses {
+  using P = typename B::Prims;
+
  public:
-  // Over g in P's memory (not owned; must outlive the object).
-  Passes(P prims, const float* g, std::uint64_t n) : p_(std::move(prims)), g_(g), n_(n) {}
-  // Over a copy of host data in P's memory (one upload).
-  Passes(P prims, std::span<const float> host) : p_(std::move(prims)), n_(host.size()) {
-    owned_ = p_.template alloc<float>(host.size());
-    p_.upload(owned_.data(), host.data(), host.size());
+  // Over g in B's memory (not owned; must outlive the object).
+  Passes(B backend, const float* g, std::uint64_t n) : b_(std::move(backend)), g_(g), n_(n) {}
+  // Over a copy of host data in B's memory (one upload).
+  Passes(B backend, std::span<const float> host) : b_(std::move(backend)), n_(host.size()) {
+    auto call = b_.call(nullptr);
+    owned_ = call.prims().template alloc<float>(host.size());
+    call.prims().upload(owned_.data(), host.data(), host.size());
     g_ = owned_.data();
   }
   std::uint64_t size() const override { return n_; }
-  MagnitudeStats stats() override { return portable::stats(p_, g_, n_); }
-  MagnitudeStats stats_above(double t, double shift) override {
-    return portable::stats_above(p_, g_, n_, t, shift);
+  MagnitudeStats stats() override {
+    return run([&](P& p) { return portable::stats(p, g_, n_); });
   }
-  std::uint64_t count_above(double t) override { return portable::count_above(p_, g_, n_, t); }
+  MagnitudeStats stats_above(double t, double shift) override {
+    return run([&](P& p) { return portable::stats_above(p, g_, n_, t, shift); });
+  }
+  std::uint64_t count_above(double t) override {
+    return run([&](P& p) { return portable::count_above(p, g_, n_, t); });
+  }
   GpSums gp_sums(double theta, double t, double shift) override {
-    return portable::gp_sums(p_, g_, n_, theta, t, shift);
+    return run([&](P& p) { return portable::gp_sums(p, g_, n_, theta, t, shift); });
   }
   std::vector<double> sorted_sample(std::uint64_t max_points, std::uint64_t seed,
                                     bool* subsampled) override {
-    return portable::sorted_sample(p_, g_, n_, max_points, seed, subsampled);
+    return run([&](P& p) { return portable::sorted_sample(p, g_, n_, max_points, seed, subsampled); });
   }
-  double kth_largest(std::uint64_t k) override { return portable::kth_largest(p_, g_, n_, k); }
+  double kth_largest(std::uint64_t k) override {
+    return run([&](P& p) { return double(portable::kth_largest(p, g_, n_, k)); });
+  }
   std::vector<float> random_sample(std::uint64_t m, std::uint64_t seed) override {
-    auto out = p_.template alloc<float>(m);
-    portable::random_sample(p_, g_, n_, m, seed, out.data());
-    return p_.download(out.data(), m);
+    return run([&](P& p) {
+      auto out = p.template alloc<float>(m);
+      portable::random_sample(p, g_, n_, m, seed, out.data());
+      return p.download(out.data(), m);
+    });
   }
   std::vector<float> spread_sample(std::uint64_t lines, std::uint64_t len) override {
-    return portable::spread_sample(p_, g_, n_, lines, len);
+    return run([&](P& p) { return portable::spread_sample(p, g_, n_, lines, len); });
   }
 
  private:
-  P p_;
+  template <class F>
+  auto run(F f) {
+    auto call = b_.call(g_);
+    return f(call.prims());
+  }
+
+  B b_;
   Buffer<P, float> owned_;
   const float* g_ = nullptr;
   std::uint64_t n_ = 0;

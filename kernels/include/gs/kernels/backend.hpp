@@ -21,12 +21,15 @@ namespace gs::kernels {
 enum class BackendKind { cpu, cuda, cuda_host };
 
 std::string_view to_string(BackendKind kind);
-// True when this build has the CUDA backend and a usable GPU is present.
+// True when this build has the CUDA backend and the current GPU can run its kernels (this build
+// has a kernel image for it and it supports memory pools).
 bool cuda_available();
 // True when this build has the CUDA backend (whether or not a GPU is present).
 bool cuda_built();
-// "auto" (CUDA when available, else CPU), "cpu", "cuda" or "cuda-host". gs::Error for an unknown
-// name, or for "cuda" when cuda_available() is false (the message says why: not built, or no GPU).
+// "auto" (CUDA when available, else CPU: with one warning on stderr per process when a GPU is
+// present but cannot run the kernels), "cpu", "cuda" or "cuda-host". gs::Error for an unknown
+// name, or for "cuda" when cuda_available() is false (the message says why: not built, no GPU, no
+// kernel image for it or no memory pools).
 BackendKind resolve_backend(std::string_view name);
 
 // Passes over a host vector. With BackendKind::cuda the data are copied to the device once and

@@ -1,10 +1,17 @@
 #pragma once
 // CUDA backend (built with GS_ENABLE_CUDA): the operations of gs/kernels/cpu.hpp over device
-// memory. Device pointers are d_-prefixed and the stream is the last parameter. Functions that
-// return a host value (a count, statistics) synchronize the stream before returning; the others
-// only enqueue. Every CUDA status is checked and a failure throws gs::Error (never aborts).
+// memory. Device pointers are d_-prefixed and the caller's stream is the last parameter (null: the
+// legacy default stream). Every entry point runs on the device of its data (found from the
+// pointer's attributes; that device is made current for the call and the caller's again after),
+// on gradscope's own stream there, ordered after the caller's stream with an event; on return the
+// caller's stream is ordered after that work, so what the caller queues next sees the results.
+// Functions that return a host value (a count, statistics) synchronize gradscope's stream only;
+// the others only enqueue. Memory comes from gradscope's own pool (gs/kernels/device.hpp). Every
+// CUDA status is checked and a failure throws DeviceError (never aborts).
 // The same selection rule, ln approximation and hashes as the CPU backend (gs/kernels/elementwise.hpp),
-// so both backends select, sample and bin the same elements. This header needs no CUDA headers.
+// so both backends select and sample the same elements, and bin them the same but for an element
+// within an ulp of a bin edge (CUDA's double log is within 1 ulp, like glibc's, but not always
+// equal to it: the numerical policy in docs/architecture.md). This header needs no CUDA headers.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -15,6 +22,7 @@
 #include "gs/error.hpp"
 #include "gs/fitting/passes.hpp"
 #include "gs/fitting/stats.hpp"
+#include "gs/kernels/device.hpp"
 #include "gs/kernels/select.hpp"
 #include "gs/kernels/types.hpp"
 
@@ -27,13 +35,18 @@ class RealFft;
 
 namespace gs::kernels::cuda {
 
-// Number of usable CUDA devices (0 without a driver or GPU; never throws).
+// The device policy over the CUDA runtime (one per process): properties, streams and pools per
+// device, the backend choice.
+DevicePolicy& device_policy();
+
+// Number of CUDA devices (0 without a driver or GPU; never throws).
 int device_count();
 // Why device_count() is what it is, in words (for error messages).
 std::string device_status();
 
-// Device memory from the runtime's stream-ordered pool (cudaMallocAsync): freeing returns it to
-// the pool, so the two-phase CUB temp storage and scratch buffers cost no cudaMalloc after warm-up.
+// Device memory from gradscope's pool of the current device (cudaMallocFromPoolAsync): freeing
+// returns it to the pool, which keeps up to kPoolReleaseThreshold bytes past a synchronization,
+// so the two-phase CUB temp storage and scratch buffers cost no driver allocation after warm-up.
 void* device_allocate(std::size_t bytes, cudaStream_t stream);
 void device_free(void* d_ptr, cudaStream_t stream) noexcept;
 void copy_to_device(void* d_dst, const void* src, std::size_t bytes, cudaStream_t stream);
@@ -103,8 +116,8 @@ GpSums gp_sums(const float* d_g, std::uint64_t n, double theta, double threshold
 
 // Compaction above a threshold (cub::DeviceSelect, stable: indices ascending) into caller device
 // buffers of `capacity` elements, plus the signed values (d_values may be null). Returns the count.
-// When capacity < n the selection goes through pooled scratch first, so nothing is written past
-// capacity; a selection larger than capacity throws gs::Error. passes: 1 (+ a gather of the
+// The selection's store drops what lands past capacity, so nothing is written past it; a selection
+// larger than capacity throws gs::Error (no values written). passes: 1 (+ a gather of the
 // selected values).
 std::uint64_t compact_above(const float* d_g, std::uint64_t n, double threshold,
                             std::int32_t* d_indices, float* d_values, std::uint64_t capacity,

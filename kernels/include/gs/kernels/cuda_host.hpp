@@ -44,4 +44,8 @@ std::unique_ptr<gs::MagnitudePasses> make_passes(const float* g, std::uint64_t n
 // The Selector of this backend (make_selector(BackendKind::cuda_host)).
 std::unique_ptr<Selector> make_selector();
 
+// For tests of how callers treat device errors: after `allocations` more allocations of this
+// backend, the next one throws the DeviceError a device out of memory gives (once; -1 cancels).
+void fail_allocation_after(std::int64_t allocations);
+
 }  // namespace gs::kernels::cuda_host

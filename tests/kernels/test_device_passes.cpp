@@ -1,0 +1,177 @@
+// The CUDA backend's rules that host runs can show, on its portable pass code (white-box: the
+// primitives are wrapped to guard every buffer and to change the vector between passes):
+// selections bounded by capacity, the numerical policy across device sizes, and device errors
+// reaching the caller through a compressor instead of switching it to its fallback.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "cuda_host/host_prims.hpp"
+#include "gs/compress/compressor.hpp"
+#include "gs/kernels/cuda_host.hpp"
+#include "gs/kernels/device.hpp"
+#include "harness.hpp"
+#include "portable/passes.hpp"
+
+namespace gs::testing {
+namespace {
+
+using gs::kernels::cuda_host::HostPrims;
+namespace portable = gs::kernels::portable;
+
+constexpr unsigned char kGuardByte = 0xAB;
+int damaged_buffers = 0;  // GuardedBuffers whose guard was written
+
+// A host buffer followed by guard bytes, checked when it goes.
+template <class T>
+class GuardedBuffer {
+ public:
+  GuardedBuffer() = default;
+  explicit GuardedBuffer(std::size_t count)
+      : bytes_((count + kGuard) * sizeof(T), kGuardByte), count_(count) {}
+  GuardedBuffer(GuardedBuffer&&) noexcept = default;
+  GuardedBuffer& operator=(GuardedBuffer&& o) noexcept {
+    check();
+    bytes_ = std::move(o.bytes_);
+    count_ = o.count_;
+    o.count_ = 0;
+    return *this;
+  }
+  ~GuardedBuffer() { check(); }
+  T* data() { return reinterpret_cast<T*>(bytes_.data()); }
+  const T* data() const { return reinterpret_cast<const T*>(bytes_.data()); }
+  std::size_t size() const { return count_; }
+
+ private:
+  void check() const {
+    if (bytes_.size() != (count_ + kGuard) * sizeof(T)) return;  // moved from
+    for (std::size_t b = count_ * sizeof(T); b < bytes_.size(); ++b)
+      if (bytes_[b] != kGuardByte) {
+        ++damaged_buffers;
+        return;
+      }
+  }
+  std::vector<unsigned char> bytes_;
+  std::size_t count_ = 0;
+};
+
+// The host primitives with guarded buffers, and a hook run after each histogram pass (a writer
+// changing the vector between the passes of one call).
+struct GuardedPrims : HostPrims {
+  template <class T>
+  using Buffer = GuardedBuffer<T>;
+  template <class T>
+  Buffer<T> alloc(std::size_t count) const {
+    return Buffer<T>(count);
+  }
+  template <class Digit>
+  void histogram(std::uint64_t n, const Digit& digit, int bins, unsigned long long* counts) const {
+    HostPrims::histogram(n, digit, bins, counts);
+    if (after_histogram) after_histogram();
+  }
+  std::function<void()> after_histogram;
+};
+
+TEST(CudaHostDevice, CompactionWritesNothingPastCapacity) {
+  const auto g = make_data(Shape::laplace, 10000, 11);
+  const std::uint64_t need = gs::kernels::cuda_host::count_above(g.data(), g.size(), 1e-3);
+  ASSERT_GT(need, 100u);
+  const std::uint64_t capacity = need / 2;
+  damaged_buffers = 0;
+  {
+    GuardedBuffer<std::int32_t> idx(capacity);
+    GuardedBuffer<float> val(capacity);
+    GuardedPrims p;
+    try {
+      portable::compact_above(p, g.data(), g.size(), 1e-3, idx.data(), val.data(), capacity);
+      ADD_FAILURE() << "a selection larger than capacity must throw";
+    } catch (const gs::Error& e) {
+      EXPECT_NE(std::string(e.what()).find(std::to_string(need) + " are needed"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(damaged_buffers, 0) << "the selection wrote past capacity";
+}
+
+TEST(CudaHostDevice, TopkOnAVectorChangedBetweenPassesStopsWithinItsBuffers) {
+  auto g = make_data(Shape::laplace, 20000, 12);
+  const std::uint64_t k = 200;
+  const float kth = gs::kernels::cuda_host::kth_largest(g.data(), g.size(), k);
+  damaged_buffers = 0;
+  GuardedPrims p;
+  // After the histogram counted the k-th bin, every element moves into that bin.
+  p.after_histogram = [&] {
+    for (auto& v : g) v = kth;
+  };
+  {
+    GuardedBuffer<std::int64_t> idx(k);
+    GuardedBuffer<float> val(k);
+    try {
+      portable::topk(p, g.data(), g.size(), k, idx.data(), val.data());
+      ADD_FAILURE() << "topk must notice that the selection found more than the histogram counted";
+    } catch (const gs::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("modified while it was read"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(damaged_buffers, 0) << "the candidates' selection wrote past its buffer";
+}
+
+// The documented numerical policy: per-element formulas round the same everywhere (no FMA
+// contraction on either side), and the grid-stride reduction's partition follows the device's SM
+// count, so counts, zeros, non-finite counts, min and max are exact across devices and the sums
+// agree to 1e-12 of the sum of their terms' magnitudes (docs/architecture.md, "Numerics").
+TEST(CudaHostDevice, StatisticsAcrossDeviceSizesWithinTheStatedTolerance) {
+  const auto g = make_data(Shape::specials, 1'000'003, 13);
+  HostPrims two(2);
+  const MagnitudeStats small = portable::stats(two, g.data(), g.size());
+  for (const int sms : {1, 40, 80, 132}) {
+    HostPrims p(sms);
+    const MagnitudeStats s = portable::stats(p, g.data(), g.size());
+    EXPECT_EQ(s.count, small.count) << sms;
+    EXPECT_EQ(s.zeros, small.zeros) << sms;
+    EXPECT_EQ(s.nonfinite, small.nonfinite) << sms;
+    EXPECT_EQ(s.min, small.min) << sms;
+    EXPECT_EQ(s.max, small.max) << sms;
+    constexpr double kTol = 1e-12;
+    EXPECT_LE(std::abs(s.sum - small.sum), kTol * small.sum) << sms;
+    EXPECT_LE(std::abs(s.sum_sq - small.sum_sq), kTol * small.sum_sq) << sms;
+    EXPECT_LE(std::abs(s.sum_log - small.sum_log), kTol * std::abs(small.sum_log)) << sms;
+    EXPECT_LE(std::abs(s.sum_signed - small.sum_signed), kTol * small.sum) << sms;
+  }
+}
+
+// Injects one out-of-memory into the cuda-host backend for its lifetime.
+struct InjectedOutOfMemory {
+  explicit InjectedOutOfMemory(std::int64_t after) { gs::kernels::cuda_host::fail_allocation_after(after); }
+  ~InjectedOutOfMemory() { gs::kernels::cuda_host::fail_allocation_after(-1); }
+};
+
+TEST(CudaHostDevice, CompressorsLetDeviceErrorsThroughAndFallBackOnlyOnDegenerateVectors) {
+  const auto g = make_data(Shape::laplace, 100000, 14);
+  for (const char* method : {"sidco-e", "sidco-topk", "dgc", "gaussianksgd"}) {
+    SCOPED_TRACE(method);
+    auto c = gs::compress::make_compressor(method, 0.01, {.backend = "cuda-host"});
+    c->compress(g, "warm");  // the staging buffer exists: the next allocation is inside the method
+    {
+      InjectedOutOfMemory oom(0);
+      try {
+        c->compress(g, "t");
+        ADD_FAILURE() << "an out-of-memory inside the threshold's passes must reach the caller";
+      } catch (const gs::kernels::DeviceError& e) {
+        EXPECT_TRUE(e.out_of_memory());
+        EXPECT_NE(std::string(e.what()).find("out of memory"), std::string::npos) << e.what();
+      }
+    }
+    // A vector of zeros has nothing to fit: the fallback (exact top-k of what is there) runs,
+    // without an error; whatever it selects is zero.
+    const std::vector<float> zeros(4096, 0.0f);
+    const auto r = c->compress(zeros, "zeros");
+    EXPECT_LE(r.payload.indices.size(), 41u);
+    for (const float v : r.payload.values) EXPECT_EQ(v, 0.0f);
+  }
+}
+
+}  // namespace
+}  // namespace gs::testing
