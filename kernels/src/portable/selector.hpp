@@ -43,7 +43,9 @@ class PortableSelector final : public Selector {
   }
   SidcoSelectResult sidco_topk(const float* g, std::uint64_t n, double density, int stages,
                                Selection<std::int32_t>& out) override {
-    return portable::sidco_topk(p_, g, n, density, stages, out);
+    SidcoSelectResult r = portable::sidco_topk(p_, g, n, density, stages, out);
+    r.nonfinite = nonfinite(g, n);  // no pass of its own counts them
+    return r;
   }
 
  private:
