@@ -12,6 +12,7 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/torch.h>
 
+#include "gs/base/timing.hpp"
 #include "gs/error.hpp"
 
 namespace gs::dist {
@@ -30,7 +31,7 @@ struct Communicator::Impl {
       if (auto nl = msg.find('\n'); nl != std::string::npos) msg.resize(nl);
       throw Error(std::string("worker ") + std::to_string(opt.rank) + ": " + what +
                   " failed (a peer died, hung past --timeout " +
-                  std::to_string(opt.timeout.count() / 1000.0) + " s, or lost its connection): " +
+                  human_duration(double(opt.timeout.count()) / 1000.0) + ", or lost its connection): " +
                   msg);
     }
   }
@@ -66,7 +67,7 @@ Communicator::Communicator(const CommOptions& o) : impl_(std::make_unique<Impl>(
     if (auto nl = msg.find('\n'); nl != std::string::npos) msg.resize(nl);
     throw Error("worker " + std::to_string(o.rank) + " could not join the group at " +
                 o.master_addr + ":" + std::to_string(o.master_port) + " within " +
-                std::to_string(o.timeout.count() / 1000.0) + " s (are all " +
+                human_duration(double(o.timeout.count()) / 1000.0) + " (are all " +
                 std::to_string(o.world_size) + " workers started, and the port free?): " + msg);
   }
 }

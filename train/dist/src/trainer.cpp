@@ -8,6 +8,7 @@
 #include <optional>
 #include <thread>
 
+#include "gs/base/join.hpp"
 #include "gs/base/state_stream.hpp"
 #include "gs/base/timing.hpp"
 #include "gs/compress/model_compressor.hpp"
@@ -37,11 +38,8 @@ std::optional<Fault> fault_from_env() {
   const char* v = std::getenv("GS_DIST_FAULT");
   if (!v || !*v) return std::nullopt;
   Fault f;
-  std::string s = v;
-  std::size_t at = 0;
-  while (at <= s.size()) {
-    const auto end = std::min(s.find(',', at), s.size());
-    const std::string kv = s.substr(at, end - at);
+  for (std::string_view item : split_list(v)) {
+    const std::string kv(item);
     const auto eq = kv.find('=');
     if (eq == std::string::npos) throw Error("GS_DIST_FAULT: expected key=value, got '" + kv + "'");
     const std::string k = kv.substr(0, eq), val = kv.substr(eq + 1);
@@ -50,7 +48,6 @@ std::optional<Fault> fault_from_env() {
     else if (k == "action") f.action = val;
     else if (k == "attempt") f.attempt = val == "any" ? -1 : std::stoi(val);
     else throw Error("GS_DIST_FAULT: unknown key '" + k + "'");
-    at = end + 1;
   }
   if (f.action != "exit" && f.action != "hang" && f.action != "nan")
     throw Error("GS_DIST_FAULT: action must be exit, hang or nan");

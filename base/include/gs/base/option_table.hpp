@@ -79,13 +79,7 @@ inline double parse_real(std::string_view flag, std::string_view text) {
 
 inline std::vector<int> parse_int_list(std::string_view flag, std::string_view text) {
   std::vector<int> out;
-  if (text.empty()) return out;
-  std::size_t at = 0;
-  while (at <= text.size()) {
-    const std::size_t end = std::min(text.find(',', at), text.size());
-    out.push_back(parse_integer<int>(flag, text.substr(at, end - at)));
-    at = end + 1;
-  }
+  for (std::string_view item : split_list(text)) out.push_back(parse_integer<int>(flag, item));
   return out;
 }
 
