@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "gs/error.hpp"
-#include "gs/train/model_names.hpp"
+#include "gs/train/common_options.hpp"
 
 namespace gs::dist {
 namespace {
@@ -30,6 +30,14 @@ TrainOption row(std::string flag, std::string help, OptionScope scope, Access ac
 // An accessor of one field, for a const or a mutable config alike.
 #define GS_FIELD(expr) [](auto& c) -> auto& { return expr; }
 
+// A row `gradscope capture` shares (gs/train/common_options.hpp).
+TrainOption common(std::string_view flag, OptionScope scope) {
+  TrainOption o;
+  static_cast<OptionRow<TrainConfig>&>(o) = train::common_option<TrainConfig>(flag);
+  o.scope = scope;
+  return o;
+}
+
 template <class T>
 std::function<void(const T&)> at_least(std::string flag, T low, std::string rule) {
   return [flag, low, rule](const T& v) {
@@ -46,8 +54,7 @@ std::vector<std::string> compressor_choices() {
 std::vector<TrainOption> make_table() {
   using S = OptionScope;
   std::vector<TrainOption> t;
-  t.push_back(row<std::string>("--model", "model to train", S::shared, GS_FIELD(c.model), {},
-                               train::model_names()));
+  t.push_back(common("--model", S::shared));
   t.push_back(row<std::string>("--compressor", "compression method (docs/compressors.md)", S::shared,
                                GS_FIELD(c.compressor), {}, compressor_choices()));
   t.push_back(row<double>("--ratio", "target density: fraction of elements sent, in (0, 1]", S::shared,
@@ -67,21 +74,13 @@ std::vector<TrainOption> make_table() {
   t.push_back(row<std::uint64_t>("--bucket-size", "elements per bucket (--granularity bucket)",
                                  S::shared, GS_FIELD(c.bucket_size),
                                  at_least<std::uint64_t>("--bucket-size", 1, "at least 1")));
-  t.push_back(row<std::int64_t>("--batch", "examples per worker per step", S::shared, GS_FIELD(c.batch),
-                                at_least<std::int64_t>("--batch", 1, "at least 1")));
-  t.push_back(row<double>("--lr", "SGD learning rate (of the first step)", S::shared, GS_FIELD(c.lr),
-                          [](const double& v) {
-                            if (!(v > 0.0) || !std::isfinite(v))
-                              throw Error("--lr must be a positive number");
-                          }));
+  t.push_back(common("--batch", S::shared));
+  t.push_back(common("--lr", S::shared));
   t.push_back(row<std::string>("--lr-schedule",
                                "constant; cosine: decays from --lr to 0 over the run's steps; step: "
                                "--lr / 10 over the last tenth of the steps",
                                S::shared, GS_FIELD(c.lr_schedule), {}, {"constant", "cosine", "step"}));
-  t.push_back(row<double>("--momentum", "SGD momentum", S::shared, GS_FIELD(c.momentum),
-                          [](const double& v) {
-                            if (!(v >= 0.0 && v < 1.0)) throw Error("--momentum must be in [0, 1)");
-                          }));
+  t.push_back(common("--momentum", S::shared));
   t.push_back(row<bool>("--momentum-correction",
                         "keep the momentum per worker before sparsification, masked where sent (DGC)",
                         S::shared, GS_FIELD(c.momentum_correction)));
@@ -97,8 +96,7 @@ std::vector<TrainOption> make_table() {
   t.push_back(row<double>("--warmup-start-ratio", "exponential warm-up: the density of the first step",
                           S::shared, GS_FIELD(c.warmup_start_density)));
   t.back().matters = [](const TrainConfig& c) { return c.exponential_warmup(); };
-  t.push_back(row<std::uint64_t>("--seed", "seed of the model, the data order and the sampling",
-                                 S::shared, GS_FIELD(c.seed)));
+  t.push_back(common("--seed", S::shared));
   // The compressor's own options, from compress/'s table; the sampling seed is derived from --seed
   // per worker, and the kernels backend may differ between workers (one may have a GPU).
   for (const auto& r : compress::compressor_option_rows()) {

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
-"""Acceptance of `gradscope fit` against scipy (run by ctest as fitting.cli_vs_scipy).
+"""Acceptance of `gradscope fit` against scipy (run by ctest as cli.fit_vs_scipy).
 
-usage: check_fit_cli.py GRADSCOPE OUTDIR
+usage: check_fit_vs_scipy.py GRADSCOPE OUTDIR
 
 Draws signed samples whose magnitudes follow each SID (Laplace, double gamma, double generalized
 Pareto), writes them as float32 .npy under OUTDIR, runs `gradscope fit x.npy --json` and asserts:

@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include "dist_test_util.hpp"
+#include "train_test_util.hpp"
 #include "gs/data/snapshot.hpp"
 #include "gs/dist/comm.hpp"
 
@@ -291,6 +291,7 @@ TEST(DistTraining, PeerThatDiesOrHangsMakesTheOtherFail) {
     // hung rank 1 only ends by its 20 s kill.
     EXPECT_EQ(r0.rc, 1) << action << ": " << r0.err;
     EXPECT_NE(r0.err.find("failed"), std::string::npos) << r0.err;
+    EXPECT_NE(r0.err.find("--timeout 4 s,"), std::string::npos) << r0.err;  // as people write it
     if (action == "exit") {
       EXPECT_EQ(r1.rc, 7);
     }

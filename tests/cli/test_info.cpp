@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <fstream>
 
-#include "data_test_util.hpp"
+#include "data/data_test_util.hpp"
 
 namespace gs::data::test {
 namespace {

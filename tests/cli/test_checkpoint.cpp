@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "dist_test_util.hpp"
+#include "train_test_util.hpp"
 
 namespace {
 

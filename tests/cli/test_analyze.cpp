@@ -10,7 +10,7 @@
 
 #include "gs/analyzer/store.hpp"
 #include "gs/analyzer/summary.hpp"
-#include "synthetic_snapshot.hpp"
+#include "analyzer/synthetic_snapshot.hpp"
 #include "common/temp_dir.hpp"
 
 namespace gs::analyzer {

@@ -1,6 +1,7 @@
 #pragma once
-// Running the gradscope binary from the distributed-training tests: a temporary directory and
-// `gradscope train ARGS` under a hard time limit, its exit status and output captured.
+// Running the gradscope binary from the training tests: a temporary directory and
+// `gradscope train ARGS` (or another command) under a hard time limit, its exit status and output
+// captured.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -41,10 +42,12 @@ class TempDir {
   static inline int counter_ = 0;
 };
 
-// Runs `env args` under a hard 120 s limit (so a broken test fails instead of hanging).
-inline ProcResult gradscope(const std::string& args, const std::string& env = "") {
+// Runs `env gradscope COMMAND args` under a hard 120 s limit (so a broken test fails instead of
+// hanging).
+inline ProcResult gradscope_command(const std::string& command, const std::string& args,
+                                    const std::string& env = "") {
   TempDir d;
-  const std::string cmd = env + " timeout -s KILL 120 " + GS_GRADSCOPE_BIN + " train " + args +
+  const std::string cmd = env + " timeout -s KILL 120 " + GS_GRADSCOPE_BIN + " " + command + " " + args +
                           " >" + (d.path() / "out").string() + " 2>" + (d.path() / "err").string();
   const int st = std::system(cmd.c_str());
   ProcResult r;
@@ -52,6 +55,11 @@ inline ProcResult gradscope(const std::string& args, const std::string& env = ""
   r.out = slurp(d.path() / "out");
   r.err = slurp(d.path() / "err");
   return r;
+}
+
+// `gradscope train args`.
+inline ProcResult gradscope(const std::string& args, const std::string& env = "") {
+  return gradscope_command("train", args, env);
 }
 
 }  // namespace gs::dist_test
