@@ -141,7 +141,55 @@ TEST(Checkpoint, CheckpointsThatDoNotFitAreRefusedInOneLine) {
             std::string::npos);
 }
 
+// The step-* directories under root, by name.
+std::vector<std::string> checkpoint_names(const fs::path& root) {
+  std::vector<std::string> v;
+  for (const auto& e : fs::directory_iterator(root)) v.push_back(e.path().filename().string());
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+// --keep-checkpoints K keeps the K latest; 1 is kept even when the run dies writing the next one,
+// and the resumed run ends where the uninterrupted one does.
+TEST(Checkpoint, OnlyTheLatestAreKeptAndAKillMidWriteLosesNone) {
+  TempDir d;
+  const fs::path root = d.path() / "ckpt";
+  const std::string run = kRun + " --compressor sidco-e --ratio 0.01 --json";
+  const std::string every = " --checkpoint " + root.string() + " --checkpoint-every 2";
+  const auto full = json_of(gradscope(run + every));  // checkpoints at 2, 4, .., 10
+  EXPECT_EQ(checkpoint_names(root), (std::vector<std::string>{"step-00000008", "step-00000010"}));
+  fs::remove_all(root);
+  ASSERT_EQ(gradscope(run + every + " --keep-checkpoints 3").rc, 0);
+  EXPECT_EQ(checkpoint_names(root),
+            (std::vector<std::string>{"step-00000006", "step-00000008", "step-00000010"}));
+
+  // Rank 1 is killed halfway through its file of the checkpoint after step 6; with one kept, the
+  // one after step 4 must still be there, whole.
+  fs::remove_all(root);
+  const ProcResult killed = gradscope(run + every + " --keep-checkpoints 1",
+                                      "GS_DIST_FAULT=rank=1,step=6,action=kill-in-checkpoint");
+  EXPECT_NE(killed.rc, 0);
+  EXPECT_NE(killed.err.find("worker 1"), std::string::npos) << killed.err;
+  EXPECT_FALSE(fs::exists(step_dir(root, 6) / "manifest.json"));
+  EXPECT_FALSE(fs::exists(step_dir(root, 6) / "rank-1.ckpt"));
+  bool half_written = false;
+  for (const auto& e : fs::directory_iterator(step_dir(root, 6)))
+    half_written |= e.path().filename().string().starts_with("rank-1.ckpt.tmp.");
+  EXPECT_TRUE(half_written);
+  EXPECT_TRUE(fs::exists(step_dir(root, 4) / "manifest.json"));
+  EXPECT_FALSE(fs::exists(step_dir(root, 2)));
+  // The resumed run picks step 4 (the newest complete one), rewrites step 6, ends as the
+  // uninterrupted run, and its pruning removes what the kill left.
+  const auto resumed = json_of(gradscope(run + every + " --keep-checkpoints 1 --resume " + root.string()));
+  EXPECT_EQ(resumed["resumed_from_step"].get<int>(), 4);
+  EXPECT_EQ(resumed["param_digest"], full["param_digest"]);
+  EXPECT_EQ(checkpoint_names(root), std::vector<std::string>{"step-00000010"});
+}
+
 TEST(Checkpoint, BadCheckpointOptionsAreRefused) {
+  EXPECT_NE(one_line(gradscope("--steps 2 --checkpoint /tmp/x --checkpoint-every 1 --keep-checkpoints 0"))
+                .find("--keep-checkpoints must be at least 1"),
+            std::string::npos);
   EXPECT_NE(one_line(gradscope("--steps 2 --checkpoint /tmp/x")).find("--checkpoint-every"), std::string::npos);
   EXPECT_NE(one_line(gradscope("--steps 2 --workers 2 --max-restarts 1 --record /tmp/x.h5")).find("--record"),
             std::string::npos);

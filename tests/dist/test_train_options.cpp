@@ -44,7 +44,7 @@ TEST(TrainOptions, OutOfRangeValuesAreRefusedNamingTheFlag) {
       {"--ratio", "0"},          {"--ratio", "1.5"},     {"--workers", "0"},   {"--batch", "0"},
       {"--batch", "60001"},      {"--lr", "0"},          {"--lr", "inf"},      {"--momentum", "1"},
       {"--momentum", "-0.1"},    {"--model", "resnet"},  {"--compressor", "zip"}, {"--epochs", "0"},
-      {"--steps", "-1"},         {"--timeout", "0"},
+      {"--steps", "-1"},         {"--timeout", "0"},     {"--keep-checkpoints", "0"},
       {"--checkpoint-every", "-1"}, {"--granularity", "tensor"}};
   for (const auto& [flag, text] : bad) {
     TrainConfig c;
@@ -94,6 +94,7 @@ TEST(TrainOptions, TheWorkerLineRoundTrips) {
   c.momentum_correction = true;
   c.checkpoint = "/tmp/ck";
   c.checkpoint_every = 5;
+  c.keep_checkpoints = 4;
   c.timeout = 2.5;
   c.json = true;
   for (int r = 0; r < 3; ++r) {
@@ -101,6 +102,7 @@ TEST(TrainOptions, TheWorkerLineRoundTrips) {
     EXPECT_EQ(w.shared_description(), c.shared_description()) << r;
     EXPECT_EQ(w.rank, r);
     EXPECT_EQ(w.master_port, 4567);
+    EXPECT_EQ(w.keep_checkpoints, 4);
     EXPECT_EQ(w.timeout, 2.5);
     EXPECT_EQ(w.checkpoint, "/tmp/ck");
     EXPECT_EQ(w.json, r == 0);
@@ -112,6 +114,8 @@ TEST(TrainOptions, TheWorkerLineRoundTrips) {
   TrainConfig plain;
   EXPECT_EQ(plain.shared_description().find("checkpoint-every"), std::string::npos);
   EXPECT_NE(c.shared_description().find("checkpoint-every=5"), std::string::npos);
+  EXPECT_EQ(plain.shared_description().find("keep-checkpoints"), std::string::npos);
+  EXPECT_NE(c.shared_description().find("keep-checkpoints=4"), std::string::npos);
 }
 
 }  // namespace

@@ -28,8 +28,8 @@ constexpr std::string_view kMagic = "GSCKPT01";
 constexpr std::size_t kDigestBytes = 32;
 constexpr std::size_t kHeaderBytes = 8 + 8 + kDigestBytes;
 constexpr int kManifestFormat = 1;
-// Options a resumed run may change: how often it checkpoints.
-constexpr std::string_view kMayDiffer[] = {"checkpoint-every"};
+// Options a resumed run may change: how often it checkpoints and how many it keeps.
+constexpr std::string_view kMayDiffer[] = {"checkpoint-every", "keep-checkpoints"};
 
 std::string sha256_raw(std::string_view bytes) {
   unsigned char md[EVP_MAX_MD_SIZE];
@@ -56,10 +56,6 @@ std::string slurp(const fs::path& p) {
   std::ostringstream s;
   s << f.rdbuf();
   return s.str();
-}
-
-fs::path rank_file(const fs::path& dir, int rank) {
-  return dir / ("rank-" + std::to_string(rank) + ".ckpt");
 }
 
 // step-<digits> directories under root, by step.
@@ -128,8 +124,16 @@ std::string first_difference(const std::string& theirs, const std::string& ours)
 
 std::string sha256_hex(std::string_view bytes) { return hex(sha256_raw(bytes)); }
 
+fs::path temporary_path(const fs::path& path) {
+  return path.string() + ".tmp." + std::to_string(::getpid());
+}
+
+fs::path rank_file(const fs::path& dir, int rank) {
+  return dir / ("rank-" + std::to_string(rank) + ".ckpt");
+}
+
 void write_atomically(const fs::path& path, std::string_view bytes) {
-  const fs::path tmp = path.string() + ".tmp." + std::to_string(::getpid());
+  const fs::path tmp = temporary_path(path);
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw Error("cannot write " + tmp.string() + ": " + std::strerror(errno));
   std::size_t done = 0;
@@ -230,16 +234,26 @@ void write_manifest(const CheckpointInfo& info) {
   write_atomically(info.dir / "manifest.json", j.dump(2) + "\n");
 }
 
-void prune_checkpoints(const fs::path& root, int rank) {
-  std::vector<fs::path> complete;
-  for (const auto& [step, dir] : step_dirs(root))
-    if (fs::exists(dir / "manifest.json")) complete.push_back(dir);
-  if (complete.size() <= std::size_t(kKeptCheckpoints)) return;
-  complete.resize(complete.size() - kKeptCheckpoints);
+void prune_checkpoints(const fs::path& root, int rank, int keep) {
+  if (keep < 1) throw Error("--keep-checkpoints must be at least 1");
+  const auto dirs = step_dirs(root);
+  // The oldest step kept: that of the keep-th latest complete checkpoint.
+  std::int64_t oldest_kept = -1;
+  int found = 0;
+  for (auto it = dirs.rbegin(); it != dirs.rend() && found < keep; ++it)
+    if (fs::exists(it->second / "manifest.json")) oldest_kept = it->first, ++found;
+  if (found < keep) return;
+  const std::string own = rank_file(fs::path(), rank).string();
   std::error_code ec;
-  for (const auto& dir : complete) {
+  for (const auto& [step, dir] : dirs) {
+    if (step >= oldest_kept) break;
     fs::remove(dir / "manifest.json", ec);
-    fs::remove(rank_file(dir, rank), ec);
+    std::vector<fs::path> mine;
+    for (const auto& e : fs::directory_iterator(dir, ec)) {
+      const std::string name = e.path().filename().string();
+      if (name == own || name.starts_with(own + ".tmp.")) mine.push_back(e.path());
+    }
+    for (const auto& p : mine) fs::remove(p, ec);
     fs::remove(dir, ec);  // once empty
   }
 }

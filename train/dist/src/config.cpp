@@ -119,6 +119,12 @@ std::vector<TrainOption> make_table() {
                                 at_least<std::int64_t>("--checkpoint-every", 0, ">= 0 (0: none)")));
   t.back().matters = [](const TrainConfig& c) { return !c.checkpoint.empty(); };
   t.back().in_json = false;
+  t.push_back(row<int>("--keep-checkpoints",
+                       "complete checkpoints kept; older ones are deleted once a new one is written "
+                       "and verified",
+                       S::shared, GS_FIELD(c.keep_checkpoints),
+                       at_least<int>("--keep-checkpoints", 1, "at least 1"), {}, false));
+  t.back().matters = [](const TrainConfig& c) { return !c.checkpoint.empty(); };
   t.push_back(row<std::string>("--resume",
                                "continue from the latest complete checkpoint in this directory "
                                "(or from the checkpoint directory given)",

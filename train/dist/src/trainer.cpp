@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <cstdlib>
+#include <fstream>
 #include <optional>
 #include <thread>
 
@@ -49,8 +51,8 @@ std::optional<Fault> fault_from_env() {
     else if (k == "attempt") f.attempt = val == "any" ? -1 : std::stoi(val);
     else throw Error("GS_DIST_FAULT: unknown key '" + k + "'");
   }
-  if (f.action != "exit" && f.action != "hang" && f.action != "nan")
-    throw Error("GS_DIST_FAULT: action must be exit, hang or nan");
+  if (f.action != "exit" && f.action != "hang" && f.action != "nan" && f.action != "kill-in-checkpoint")
+    throw Error("GS_DIST_FAULT: action must be exit, hang, nan or kill-in-checkpoint");
   const char* attempt = std::getenv(kAttemptEnv);
   if (f.attempt >= 0 && f.attempt != (attempt ? std::atoi(attempt) : 0)) return std::nullopt;
   return f;
@@ -285,7 +287,7 @@ class Worker {
   }
 
   // Every worker writes its file; once all have (a barrier), the manifest marks the checkpoint
-  // complete and older ones go.
+  // complete, and once this worker's file of it reads back whole, older ones go.
   void save_checkpoint(std::int64_t done) {
     CheckpointInfo info;
     info.dir = checkpoint_dir(config_.checkpoint, done);
@@ -295,10 +297,26 @@ class Worker {
     info.compressor = config_.compressor;
     info.description = config_.shared_description();
     std::filesystem::create_directories(info.dir);
-    write_rank_state(info.dir, rank_, state(done));
+    const std::string payload = state(done);
+    if (fault_ && fault_->rank == rank_ && fault_->step == done && fault_->action == "kill-in-checkpoint")
+      die_writing(rank_file(info.dir, rank_), payload);
+    write_rank_state(info.dir, rank_, payload);
     if (comm_) comm_->barrier();
     write_manifest(info);
-    prune_checkpoints(config_.checkpoint, rank_);
+    (void)read_rank_state(info.dir, rank_);  // gs::Error naming the file unless it verifies
+    const auto latest = latest_checkpoint(config_.checkpoint);
+    if (!latest || latest->step != done)
+      throw Error("checkpoint " + info.dir.string() + " does not read back as the latest one");
+    prune_checkpoints(config_.checkpoint, rank_, config_.keep_checkpoints);
+  }
+
+  // The fault hook's kill in the middle of a checkpoint: half of this worker's file written under
+  // its temporary name, then SIGKILL, as a machine that goes down mid-write leaves it.
+  [[noreturn]] static void die_writing(const std::filesystem::path& file, const std::string& payload) {
+    std::ofstream(temporary_path(file), std::ios::binary)
+        .write(payload.data(), std::streamsize(payload.size() / 2));
+    std::raise(SIGKILL);
+    std::_Exit(9);
   }
 
   void restore() {

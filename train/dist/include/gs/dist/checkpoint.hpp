@@ -6,7 +6,8 @@
 //   manifest.json   written once every worker's file is in place: what the run was (step, world
 //                   size, model, compressor, the shared configuration line).
 // Every file is written to a temporary name, flushed and renamed, so a checkpoint is either
-// complete (a manifest) or ignored. Only the last kKeptCheckpoints checkpoints are kept.
+// complete (a manifest) or ignored. Only the last --keep-checkpoints complete checkpoints are kept,
+// and older ones go only once the new one is complete and this worker's file of it reads back.
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -17,13 +18,14 @@
 
 namespace gs::dist {
 
-inline constexpr int kKeptCheckpoints = 2;
-
 // The SHA-256 of bytes, as 64 lowercase hex digits (OpenSSL).
 std::string sha256_hex(std::string_view bytes);
 
-// Writes bytes to path through a temporary file in the same directory, flushed, then renamed.
+// Writes bytes to path through a temporary file in the same directory (temporary_path), flushed,
+// then renamed.
 void write_atomically(const std::filesystem::path& path, std::string_view bytes);
+// The temporary name this process writes path under: path.tmp.<pid>.
+std::filesystem::path temporary_path(const std::filesystem::path& path);
 
 struct CheckpointInfo {
   std::filesystem::path dir;  // DIR/step-<S>
@@ -49,6 +51,8 @@ CheckpointInfo matching_checkpoint(const std::filesystem::path& dir, const Train
 // line naming the first bad file.
 void verify_rank_files(const CheckpointInfo& info, int only_rank = -1);
 
+// The file of worker `rank` in a checkpoint directory: rank-<rank>.ckpt.
+std::filesystem::path rank_file(const std::filesystem::path& dir, int rank);
 // One worker's part: its payload, written atomically into info.dir as rank-<rank>.ckpt.
 void write_rank_state(const std::filesystem::path& dir, int rank, std::string_view payload);
 // Its payload back, verified (gs::Error naming the file when missing, truncated or corrupt).
@@ -56,10 +60,11 @@ std::string read_rank_state(const std::filesystem::path& dir, int rank);
 
 // The manifest, once every worker's file is written (each worker may write it: same content).
 void write_manifest(const CheckpointInfo& info);
-// Removes the checkpoints under root older than the kKeptCheckpoints latest complete ones: the
-// manifest first (the checkpoint is then incomplete), then this worker's file, then the directory
-// once empty.
-void prune_checkpoints(const std::filesystem::path& root, int rank);
+// Removes what lies under root older than the `keep` latest complete checkpoints (keep >= 1):
+// complete ones and those a killed run left incomplete alike. The manifest goes first (the
+// checkpoint is then incomplete), then this worker's file and its unfinished temporary files, then
+// the directory once empty (the last worker to prune removes it).
+void prune_checkpoints(const std::filesystem::path& root, int rank, int keep);
 
 // `--checkpoint DIR` on a run that does not resume: gs::Error when DIR already holds checkpoints
 // (they would be mixed with this run's), unless force, which removes them.

@@ -44,11 +44,13 @@ struct TrainConfig {
   double warmup_start_density = 0.25;
   std::uint64_t seed = 1;
   std::string record;     // snapshot of rank 0's raw gradients, when set
-  // Checkpoints (gs/dist/checkpoint.hpp): every checkpoint_every steps into `checkpoint`; resume
+  // Checkpoints (gs/dist/checkpoint.hpp): every checkpoint_every steps into `checkpoint`, the
+  // latest keep_checkpoints kept; resume
   // from the latest complete one under `resume`; the launcher restarts every worker from the last
   // checkpoint up to max_restarts times when one dies.
   std::string checkpoint;
   std::int64_t checkpoint_every = 0;
+  int keep_checkpoints = 2;  // complete checkpoints kept; older ones go once a new one verifies
   std::string resume;
   int max_restarts = 0;
   bool force = false;     // overwrite --record, replace --checkpoint's old checkpoints

@@ -7,9 +7,10 @@
 // Non-finite gradients: when any worker's gradient holds NaN or Inf, every worker skips the step
 // (no residual update, no optimizer step) and counts it; 10 skipped steps in a row are an error.
 //
-// Test hook: GS_DIST_FAULT="rank=R,step=S,action=exit|hang|nan[,attempt=A|any]" makes worker R
-// exit(7), sleep forever, or poison its gradient with NaN at step S, in the launcher's attempt A
-// (default 0: not after a restart; any: in every attempt).
+// Test hook: GS_DIST_FAULT="rank=R,step=S,action=exit|hang|nan|kill-in-checkpoint[,attempt=A|any]"
+// makes worker R exit(7), sleep forever, or poison its gradient with NaN at step S, or die by
+// SIGKILL halfway through writing its file of the checkpoint after S steps, in the launcher's
+// attempt A (default 0: not after a restart; any: in every attempt).
 #include <cstdint>
 #include <functional>
 #include <string>
