@@ -38,6 +38,10 @@ TEST(Capture, OutOfRangeFlagsAreOneLineAndWriteNothing) {
       EXPECT_NE(t.err.find(want), std::string::npos) << args << ": " << t.err;
     }
   }
+  // No file named: no file written in the working directory either.
+  const ProcResult none = gradscope_command("capture", "--model mlp --steps 1");
+  EXPECT_NE(none.rc, 0);
+  EXPECT_NE(none.err.find("--out: name the snapshot file to write"), std::string::npos) << none.err;
 }
 
 }  // namespace

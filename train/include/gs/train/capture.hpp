@@ -23,7 +23,7 @@ struct CaptureConfig {
   double lr = 0.05;
   double momentum = 0.9;
   std::uint64_t seed = 1;  // model initialisation and shuffling
-  std::filesystem::path out = "gradscope-capture.h5";
+  std::filesystem::path out;  // the snapshot file to write: --out, required
   bool force = false;       // overwrite out
   int threads = 2;          // compute threads: torch intra-op and the BLAS pool
   int deflate_level = 4;    // 0..9 for the snapshot's gradient datasets
