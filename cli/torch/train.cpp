@@ -11,10 +11,10 @@
 #include "gs/compress/compressor.hpp"
 #include "gs/compress/model_compressor.hpp"
 #include "gs/error.hpp"
-#include "gs/dist/checkpoint.hpp"
-#include "gs/dist/config.hpp"
-#include "gs/dist/launcher.hpp"
-#include "gs/dist/trainer.hpp"
+#include "gs/distributed/checkpoint.hpp"
+#include "gs/distributed/config.hpp"
+#include "gs/distributed/launcher.hpp"
+#include "gs/distributed/trainer.hpp"
 
 namespace {
 

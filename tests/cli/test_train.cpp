@@ -18,7 +18,7 @@
 
 #include "train_test_util.hpp"
 #include "gs/data/snapshot.hpp"
-#include "gs/dist/comm.hpp"
+#include "gs/distributed/comm.hpp"
 
 namespace {
 

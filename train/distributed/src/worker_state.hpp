@@ -7,7 +7,7 @@
 #include <torch/torch.h>
 
 #include "gs/base/state_stream.hpp"
-#include "gs/dist/trainer.hpp"
+#include "gs/distributed/trainer.hpp"
 
 namespace gs::dist {
 

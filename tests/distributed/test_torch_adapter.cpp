@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "gs/dist/torch_adapter.hpp"
+#include "gs/distributed/torch_adapter.hpp"
 #include "gs/error.hpp"
 #include "gs/train/models.hpp"
 

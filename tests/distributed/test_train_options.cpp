@@ -1,4 +1,4 @@
-// The option table of `gradscope train` (train/dist/src/config.cpp), directly: each row reads what
+// The option table of `gradscope train` (train/distributed/src/config.cpp), directly: each row reads what
 // it writes, ranges are refused in one line naming the flag, the options capture shares have the
 // same ranges there, and the worker line round-trips through the table.
 #include <gtest/gtest.h>
@@ -6,7 +6,7 @@
 #include <string>
 
 #include "common/error_message.hpp"
-#include "gs/dist/config.hpp"
+#include "gs/distributed/config.hpp"
 #include "gs/error.hpp"
 #include "gs/train/capture.hpp"
 

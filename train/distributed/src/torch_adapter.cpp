@@ -1,4 +1,4 @@
-#include "gs/dist/torch_adapter.hpp"
+#include "gs/distributed/torch_adapter.hpp"
 
 #include <cstring>
 

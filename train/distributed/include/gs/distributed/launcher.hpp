@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "gs/dist/config.hpp"
+#include "gs/distributed/config.hpp"
 
 namespace gs::dist {
 

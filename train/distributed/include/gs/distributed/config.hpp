@@ -44,7 +44,7 @@ struct TrainConfig {
   double warmup_start_density = 0.25;
   std::uint64_t seed = 1;
   std::string record;     // snapshot of rank 0's raw gradients, when set
-  // Checkpoints (gs/dist/checkpoint.hpp): every checkpoint_every steps into `checkpoint`, the
+  // Checkpoints (gs/distributed/checkpoint.hpp): every checkpoint_every steps into `checkpoint`, the
   // latest keep_checkpoints kept; resume
   // from the latest complete one under `resume`; the launcher restarts every worker from the last
   // checkpoint up to max_restarts times when one dies.

@@ -1,4 +1,4 @@
-#include "gs/dist/launcher.hpp"
+#include "gs/distributed/launcher.hpp"
 
 #include <signal.h>
 #include <spawn.h>
@@ -12,7 +12,7 @@
 #include <thread>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
-#include "gs/dist/checkpoint.hpp"
+#include "gs/distributed/checkpoint.hpp"
 #include "gs/error.hpp"
 
 extern char** environ;

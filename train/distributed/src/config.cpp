@@ -1,6 +1,6 @@
 // TrainConfig and its option table: one row per `gradscope train` option, from which the CLI,
 // validation, the workers' comparison line, their arguments and the JSON echo are generated.
-#include "gs/dist/config.hpp"
+#include "gs/distributed/config.hpp"
 
 #include <algorithm>
 #include <cmath>

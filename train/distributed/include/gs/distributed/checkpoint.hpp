@@ -14,7 +14,7 @@
 #include <string>
 #include <string_view>
 
-#include "gs/dist/config.hpp"
+#include "gs/distributed/config.hpp"
 
 namespace gs::dist {
 

@@ -1,6 +1,6 @@
 // Checkpoint files: atomic writes, the rank files' header and digest, the manifest, finding the
 // latest complete checkpoint and refusing one that does not belong to this run.
-#include "gs/dist/checkpoint.hpp"
+#include "gs/distributed/checkpoint.hpp"
 
 #include <fcntl.h>
 #include <openssl/evp.h>

@@ -1,6 +1,6 @@
 // One worker of compressed data-parallel training, in its phases: join the group, build the model
 // and its compressor, load the data, run the steps, finish (replica check and evaluation).
-#include "gs/dist/trainer.hpp"
+#include "gs/distributed/trainer.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -14,10 +14,10 @@
 #include "gs/base/state_stream.hpp"
 #include "gs/base/timing.hpp"
 #include "gs/compress/model_compressor.hpp"
-#include "gs/dist/checkpoint.hpp"
-#include "gs/dist/comm.hpp"
-#include "gs/dist/launcher.hpp"
-#include "gs/dist/torch_adapter.hpp"
+#include "gs/distributed/checkpoint.hpp"
+#include "gs/distributed/comm.hpp"
+#include "gs/distributed/launcher.hpp"
+#include "gs/distributed/torch_adapter.hpp"
 #include "gs/error.hpp"
 #include "gs/train/loop.hpp"
 #include "gs/train/per_sample.hpp"

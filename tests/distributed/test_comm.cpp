@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "gs/compress/compressor.hpp"
-#include "gs/dist/comm.hpp"
+#include "gs/distributed/comm.hpp"
 #include "gs/error.hpp"
 
 using gs::dist::CommOptions;

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "gs/base/quantile.hpp"
-#include "gs/dist/trainer.hpp"
+#include "gs/distributed/trainer.hpp"
 
 namespace gs::dist {
 

@@ -1,4 +1,4 @@
-#include "gs/dist/comm.hpp"
+#include "gs/distributed/comm.hpp"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "gs/dist/config.hpp"
+#include "gs/distributed/config.hpp"
 
 namespace gs::dist {
 
