@@ -2,13 +2,13 @@
 #include "gs/analyzer/analyze.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <fstream>
 #include <limits>
 #include <set>
 
 #include "gs/analyzer/vectors.hpp"
+#include "gs/base/timing.hpp"
 #include "gs/error.hpp"
 #include "gs/fitting/thresholds.hpp"
 #include "gs/kernels/backend.hpp"
@@ -17,12 +17,7 @@ namespace gs::analyzer {
 namespace {
 
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-double since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 struct Timed {
   ThresholdResult result;
@@ -41,7 +36,7 @@ Timed timed_threshold(const std::string& method, MagnitudePasses& passes, double
   } catch (const Error& e) {
     t.error = e.what();
   }
-  t.seconds = since(t0);
+  t.seconds = seconds_since(t0);
   return t;
 }
 
@@ -56,7 +51,7 @@ void analyze_vector(MagnitudePasses& passes, const FitReportOptions& options,
   fit_only.methods.clear();
   const auto t0 = Clock::now();
   const FitReport rep = fit_report(passes, fit_only);
-  into.vectors.push_back({step, scope, kind, rep.n, rep.zeros, rep.nonfinite, since(t0)});
+  into.vectors.push_back({step, scope, kind, rep.n, rep.zeros, rep.nonfinite, seconds_since(t0)});
 
   for (const auto& f : rep.fits) {
     FitRow row{step, scope, kind, f.dist, kNaN, kNaN, kNaN, kNaN, kNaN, kNaN, kNaN, 0, false, f.error};
@@ -186,13 +181,13 @@ AnalyzeResult analyze(const AnalyzeConfig& config, const ProgressFn& progress) {
         run_one(v, rec.step, layers[l].name, kinds[l], res);
       }
     }
-    res.step.seconds = since(t0);
+    res.step.seconds = seconds_since(t0);
     writer.append(res);
     ++result.steps_analyzed;
   }
   result.vectors_analyzed = static_cast<std::size_t>(vectors_done);
   writer.close();
-  result.seconds = since(start);
+  result.seconds = seconds_since(start);
   return result;
 }
 

@@ -22,18 +22,8 @@ std::string joined(const std::vector<std::string>& v) {
   return join(v, ",");
 }
 std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::string cur;
-  for (char c : s) {
-    if (c == ',') {
-      out.push_back(cur);
-      cur.clear();
-    } else {
-      cur += c;
-    }
-  }
-  if (!cur.empty() || !out.empty()) out.push_back(cur);
-  return out;
+  const auto items = split_list(s);
+  return {items.begin(), items.end()};
 }
 
 std::string now_utc() {

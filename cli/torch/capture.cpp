@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "command.hpp"
+#include "table_flags.hpp"
 #include "gs/base/bytes.hpp"
 #include "gs/train/capture.hpp"
 #include "progress.hpp"
@@ -55,28 +56,8 @@ int run_capture_command(const CaptureOptions& options) {
 GS_COMMAND("capture", "Train a Fashion-MNIST model and record its gradients to a snapshot file", 10,
            [](CLI::App& sub) -> Runner {
              auto o = std::make_shared<CaptureOptions>();
-             auto& c = o->config;
-             sub.add_option("--model", c.model, "model to train")
-                 ->check(CLI::IsMember(train::model_names()))
-                 ->capture_default_str();
-             sub.add_option("--steps", c.steps, "training steps (SGD updates)")
-                 ->check(CLI::PositiveNumber)
-                 ->capture_default_str();
-             sub.add_option("--every", c.every, "record steps 0, K, 2K, ...")
-                 ->check(CLI::PositiveNumber)
-                 ->capture_default_str();
-             sub.add_option("--batch", c.batch, "batch size")
-                 ->check(CLI::Range(std::int64_t{1}, std::int64_t{60000}))
-                 ->capture_default_str();
-             sub.add_option("--lr", c.lr, "learning rate")->capture_default_str();
-             sub.add_option("--momentum", c.momentum, "SGD momentum")->capture_default_str();
-             sub.add_option("--seed", c.seed, "seed of initialisation and shuffling")
-                 ->capture_default_str();
-             sub.add_option("--threads", c.threads, "torch CPU threads")->capture_default_str();
-             sub.add_option("--deflate", c.deflate_level, "gradient compression level 0..9")
-                 ->capture_default_str();
-             sub.add_option("--out", c.out, "snapshot file to write (.h5)")->required();
-             sub.add_flag("--force", c.force, "overwrite --out if it exists");
+             auto config = std::shared_ptr<train::CaptureConfig>(o, &o->config);
+             add_table_flags(sub, train::capture_options(), config);
              sub.add_flag("--quiet", o->quiet, "no progress output");
              return [o] { return run_capture_command(*o); };
            });

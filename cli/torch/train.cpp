@@ -6,14 +6,15 @@
 #include <iostream>
 
 #include "command.hpp"
+#include "table_flags.hpp"
 #include "gs/base/bytes.hpp"
 #include "gs/compress/compressor.hpp"
 #include "gs/compress/model_compressor.hpp"
 #include "gs/error.hpp"
-#include "gs/dist/checkpoint.hpp"
-#include "gs/dist/config.hpp"
-#include "gs/dist/launcher.hpp"
-#include "gs/dist/trainer.hpp"
+#include "gs/distributed/checkpoint.hpp"
+#include "gs/distributed/config.hpp"
+#include "gs/distributed/launcher.hpp"
+#include "gs/distributed/trainer.hpp"
 
 namespace {
 
@@ -76,27 +77,7 @@ int run(const gs::dist::TrainConfig& cfg) {
 // table, its range checked by TrainConfig::validate() when the command runs.
 gs::cli::Runner setup(CLI::App& sub) {
   auto cfg = std::make_shared<gs::dist::TrainConfig>();
-  const gs::dist::TrainConfig defaults;
-  for (const auto& opt : gs::dist::train_options()) {
-    auto parse = [cfg, &opt](const std::string& text) {
-      try {
-        opt.set(*cfg, text);
-      } catch (const gs::Error& e) {
-        throw CLI::ValidationError(e.what());
-      }
-    };
-    if (opt.kind == gs::ValueKind::flag) {
-      sub.add_flag_function(opt.flag, [parse](std::int64_t) { parse("1"); }, opt.help);
-      continue;
-    }
-    auto* o = sub.add_option_function<std::string>(opt.flag, parse, opt.help);
-    using Kind = gs::ValueKind;
-    o->type_name(opt.kind == Kind::integer ? "INT" : opt.kind == Kind::real ? "NUMBER"
-                 : opt.kind == Kind::int_list ? "INT,..." : "TEXT");
-    const std::string fallback = opt.get(defaults);
-    if (!fallback.empty()) o->default_str(fallback);
-    if (!opt.choices.empty()) o->check(CLI::IsMember(opt.choices));
-  }
+  gs::cli::add_table_flags(sub, gs::dist::train_options(), cfg);
   return [cfg] { return run(*cfg); };
 }
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "gs/compress/compressor.hpp"
+#include "gs/fitting/threshold_methods.hpp"
 
 namespace gs::compress::detail {
 
@@ -17,10 +18,9 @@ std::unique_ptr<Compressor> make_variance(double density, const CompressorOption
 // fft (fft_compressor.cpp): gs::Error when the build lacks FFTW3 or for bad fft_* options.
 std::unique_ptr<Compressor> make_fft(double density, const CompressorOptions& o);
 
-// The methods that estimate a magnitude threshold and send what lies above it
-// (threshold_compressors.cpp); each is a fitting/ threshold rule of the same name.
-enum class ThresholdMethod { sidco_e, sidco_p, sidco_gp, sidco_topk, dgc, redsync, gaussianksgd };
-std::unique_ptr<Compressor> make_threshold_compressor(ThresholdMethod method, double density,
+// The compressor of a threshold method (threshold_compressors.cpp): it sends what its rule
+// selects; an exact method's is the top-k compressor.
+std::unique_ptr<Compressor> make_threshold_compressor(const ThresholdMethodInfo& method, double density,
                                                       const CompressorOptions& o);
 // The unbiased quantizers (quantizers.cpp) with one scale (qsgd-mn), two (qsgd-mn-ts) or several
 // (qsgd-mn-ms): gs::Error for bad options.quant_bits.

@@ -21,7 +21,7 @@
 
 #include "compressors.hpp"
 #include "gs/error.hpp"
-#include "gs/kernels/elementwise.hpp"
+#include "gs/base/mix64.hpp"
 
 namespace gs::compress {
 
@@ -39,14 +39,14 @@ std::string bits_text(std::span<const int> bits) {
 namespace gs::compress::detail {
 namespace {
 
-// SplitMix64 (the kernels' mix64 over a Weyl sequence): small, fast and well mixed; one stream
+// SplitMix64 (gs::mix64 over a Weyl sequence): small, fast and well mixed; one stream
 // per compressor, seeded per worker.
 class SplitMix64 {
  public:
   explicit SplitMix64(std::uint64_t seed) : state_(seed) {}
   // Uniform in [0, 1) with 53 random bits.
   double uniform() {
-    const std::uint64_t z = kernels::detail::mix64(state_);
+    const std::uint64_t z = mix64(state_);
     state_ += 0x9E3779B97F4A7C15ull;
     return double(z >> 11) * 0x1.0p-53;
   }

@@ -1,7 +1,6 @@
 // The compressor registry: one row per method, read by make_compressor, the CLI's help and option
 // checks, the benchmarks and the Python package.
 #include <algorithm>
-#include <array>
 #include <string>
 #include <vector>
 
@@ -14,63 +13,58 @@
 namespace gs::compress {
 namespace {
 
-using detail::ThresholdMethod;
-
 bool fft_available() { return kernels::real_fft_available(kernels::BackendKind::cpu); }
-
-template <ThresholdMethod M>
-std::unique_ptr<Compressor> make_threshold(double density, const CompressorOptions& o) {
-  return detail::make_threshold_compressor(M, density, o);
-}
 
 constexpr auto kAllgather = Exchange::allgather;
 constexpr auto kCollective = Exchange::collective;
 
-const std::array<CompressorInfo, 15> kRegistry = {{
-    {"sidco-e", "SIDCo: exponential fits at every stage (multi-stage, adaptive stage count)",
-     kAllgather, true, true, make_threshold<ThresholdMethod::sidco_e>},
-    {"sidco-p", "SIDCo: generalized-Pareto fits at every stage", kAllgather, true, true,
-     make_threshold<ThresholdMethod::sidco_p>},
-    {"sidco-gp", "SIDCo: a gamma first stage, generalized-Pareto tail stages", kAllgather, true, true,
-     make_threshold<ThresholdMethod::sidco_gp>},
-    {"sidco-topk", "exact top-k at SIDCo's cost: the k largest above a bound fitted to a sample",
-     kAllgather, true, true, make_threshold<ThresholdMethod::sidco_topk>},
-    {"topk", "exact top-k by magnitude (ties to the lower index)", kAllgather, true, true,
-     [](double d, const CompressorOptions& o) { return detail::make_topk(d, o); }},
-    {"dgc", "DGC: the threshold of a 1% random sample, exact top-k when it overshoots", kAllgather,
-     true, true, make_threshold<ThresholdMethod::dgc>},
-    {"redsync", "RedSync: bisection between the mean and the maximum of |g|", kAllgather, true, true,
-     make_threshold<ThresholdMethod::redsync>},
-    {"gaussianksgd", "GaussianKSGD: a normal quantile of g, corrected up to 3 times", kAllgather,
-     true, true, make_threshold<ThresholdMethod::gaussianksgd>},
-    {"randomk", "k elements drawn uniformly at random", kAllgather, true, true,
-     [](double d, const CompressorOptions& o) { return detail::make_randomk(d, o.seed); }},
-    {"none", "no compression: the dense gradient, all-reduced", Exchange::allreduce, false, false,
-     [](double, const CompressorOptions&) { return detail::make_none(); }},
-    {"variance", "variance-based: an element is sent once its sum outweighs its variance",
-     kAllgather, false, false, detail::make_variance},
-    {"qsgd-mn", "unbiased stochastic quantizer, one scale (--bits)", kCollective, false, false,
-     [](double, const CompressorOptions& o) { return detail::make_quantizer(detail::Scales::one, o); }},
-    {"qsgd-mn-ts", "unbiased quantizer with two scales (--bits lo,hi)", kCollective, false, false,
-     [](double, const CompressorOptions& o) { return detail::make_quantizer(detail::Scales::two, o); }},
-    {"qsgd-mn-ms", "unbiased quantizer with several scales (--bits)", kCollective, false, false,
-     [](double, const CompressorOptions& o) { return detail::make_quantizer(detail::Scales::several, o); }},
-    {"fft", "the largest chunked-FFT coefficients as range-based floats", kCollective, true, false,
-     detail::make_fft, fft_available},
-}};
+// Built on first use, so other files' static tables may read it: a row per threshold method (each
+// sends a sparse selection of its input, sized by the density), then the other compressors.
+const std::vector<CompressorInfo>& registry() {
+  static const std::vector<CompressorInfo> rows = [] {
+    std::vector<CompressorInfo> v;
+    for (const ThresholdMethodInfo& m : threshold_methods())
+      v.push_back({m.name, m.summary, kAllgather, true, true,
+                   [&m](double d, const CompressorOptions& o) {
+                     return detail::make_threshold_compressor(m, d, o);
+                   },
+                   m.available});
+    const CompressorInfo others[] = {
+        {"randomk", "k elements drawn uniformly at random", kAllgather, true, true,
+         [](double d, const CompressorOptions& o) { return detail::make_randomk(d, o.seed); }},
+        {"none", "no compression: the dense gradient, all-reduced", Exchange::allreduce, false, false,
+         [](double, const CompressorOptions&) { return detail::make_none(); }},
+        {"variance", "variance-based: an element is sent once its sum outweighs its variance",
+         kAllgather, false, false, detail::make_variance},
+        {"qsgd-mn", "unbiased stochastic quantizer, one scale (--bits)", kCollective, false, false,
+         [](double, const CompressorOptions& o) { return detail::make_quantizer(detail::Scales::one, o); }},
+        {"qsgd-mn-ts", "unbiased quantizer with two scales (--bits lo,hi)", kCollective, false, false,
+         [](double, const CompressorOptions& o) { return detail::make_quantizer(detail::Scales::two, o); }},
+        {"qsgd-mn-ms", "unbiased quantizer with several scales (--bits)", kCollective, false, false,
+         [](double, const CompressorOptions& o) {
+           return detail::make_quantizer(detail::Scales::several, o);
+         }},
+        {"fft", "the largest chunked-FFT coefficients as range-based floats", kCollective, true, false,
+         detail::make_fft, fft_available},
+    };
+    v.insert(v.end(), std::begin(others), std::end(others));
+    return v;
+  }();
+  return rows;
+}
 
 std::string known_names() {
-  return join(kRegistry, ", ", [](const auto& row) { return row.name; });
+  return join(registry(), ", ", [](const auto& row) { return row.name; });
 }
 
 }  // namespace
 
-std::span<const CompressorInfo> compressor_registry() { return kRegistry; }
+std::span<const CompressorInfo> compressor_registry() { return registry(); }
 
 const CompressorInfo& compressor_info(std::string_view name) {
-  const auto it = std::find_if(kRegistry.begin(), kRegistry.end(),
+  const auto it = std::find_if(registry().begin(), registry().end(),
                                [&](const CompressorInfo& row) { return row.name == name; });
-  if (it == kRegistry.end())
+  if (it == registry().end())
     throw Error("unknown compressor '" + std::string(name) + "': choose one of " + known_names());
   return *it;
 }
@@ -78,7 +72,7 @@ const CompressorInfo& compressor_info(std::string_view name) {
 std::span<const std::string_view> compressor_names() {
   static const std::vector<std::string_view> names = [] {
     std::vector<std::string_view> v;
-    for (const auto& row : kRegistry)
+    for (const auto& row : registry())
       if (!row.available || row.available()) v.push_back(row.name);
     return v;
   }();

@@ -1,6 +1,7 @@
-// Compressors that estimate a magnitude threshold and send everything above it: SIDCo-E/-P/-GP
-// (with the adaptive stage controller shared by all tensors of the model), DGC, RedSync and
-// GaussianKSGD, and sidco-topk. The threshold rules live in fitting/ (gs/fitting/thresholds.hpp);
+// Compressors that estimate a magnitude threshold and send everything above it: one per row of
+// the threshold-method table (gs/fitting/threshold_methods.hpp), e.g. SIDCo-E/-P/-GP (with the
+// adaptive stage controller shared by all tensors of the model), DGC, RedSync, GaussianKSGD and
+// sidco-topk. The threshold rules live in fitting/ (gs/fitting/thresholds.hpp);
 // the passes, compaction and exact top-k run on the backend's kernels::Selector, where the vector
 // stays from the estimate to the payload.
 #include <algorithm>
@@ -11,7 +12,6 @@
 #include "gs/error.hpp"
 #include "gs/fitting/thresholds.hpp"
 #include "gs/kernels/backend.hpp"
-#include "gs/kernels/cpu.hpp"
 #include "gs/kernels/device.hpp"
 #include "gs/kernels/select.hpp"
 
@@ -19,45 +19,25 @@ namespace gs::compress::detail {
 
 namespace {
 
-// The fitting/ rule's name, and SIDCo's variant, of each method.
-struct MethodRule {
-  std::string_view name;
-  std::optional<SidcoVariant> variant;
-};
-MethodRule rule_of(ThresholdMethod m) {
-  switch (m) {
-    case ThresholdMethod::sidco_e: return {"sidco-e", SidcoVariant::exponential};
-    case ThresholdMethod::sidco_p: return {"sidco-p", SidcoVariant::pareto};
-    case ThresholdMethod::sidco_gp: return {"sidco-gp", SidcoVariant::gamma_pareto};
-    case ThresholdMethod::dgc: return {"dgc", std::nullopt};
-    case ThresholdMethod::redsync: return {"redsync", std::nullopt};
-    case ThresholdMethod::gaussianksgd: return {"gaussianksgd", std::nullopt};
-    case ThresholdMethod::sidco_topk: return {"sidco-topk", std::nullopt};
-  }
-  throw Error("threshold compressor: unknown method");
-}
-
 class ThresholdCompressor final : public Compressor {
  public:
-  ThresholdCompressor(ThresholdMethod method, double density, const CompressorOptions& o)
+  ThresholdCompressor(const ThresholdMethodInfo& method, double density, const CompressorOptions& o)
       : Compressor(density),
         method_(method),
-        name_(rule_of(method).name),
-        variant_(rule_of(method).variant),
         seed_(o.seed),
         selector_(kernels::make_selector(kernels::resolve_backend(o.backend))),
         fixed_stages_(o.stages) {
-    if (variant_ && fixed_stages_ == 0 && density < 1.0) controller_.emplace(density, 1);
+    if (staged() && fixed_stages_ == 0 && density < 1.0) controller_.emplace(density, 1);
   }
 
-  std::string_view name() const override { return name_; }
+  std::string_view name() const override { return method_.name; }
 
   // The adaptive controller aims at the new density: each step's achieved density is judged
   // against the target of that step, and the stage count carries over (clamped to what the new
   // density allows).
   void set_density(double density) override {
     Compressor::set_density(density);
-    if (!variant_ || fixed_stages_ != 0) return;
+    if (!staged() || fixed_stages_ != 0) return;
     if (density >= 1.0) controller_.reset();
     else if (controller_) controller_->retarget(density);
     else controller_.emplace(density, 1);
@@ -80,16 +60,16 @@ class ThresholdCompressor final : public Compressor {
     } else if (n > 0) {
       const std::uint64_t k = target_count(n, density());
       std::optional<ThresholdResult> r;
-      const int stages = variant_ ? (controller_ ? controller_->stages() : fixed_stages_) : 0;
+      const int stages = staged() ? (controller_ ? controller_->stages() : fixed_stages_) : 0;
       try {
-        if (method_ == ThresholdMethod::sidco_topk || variant_) {
+        if (method_.kind == ThresholdKind::sidco_topk || staged()) {
           // One pipeline each for the threshold and its selection: sidco-topk's exact top-k with
           // a SIDCo bound (about one read of acc), SIDCo's stages and compaction (M + 1 reads or
           // fewer on the CPU, not M + 2).
           const kernels::SidcoSelectResult s =
-              method_ == ThresholdMethod::sidco_topk
+              method_.kind == ThresholdKind::sidco_topk
                   ? selector_->sidco_topk(g, n, density(), topk_stages(), sel)
-                  : selector_->sidco(g, n, density(), *variant_, stages, sel);
+                  : selector_->sidco(g, n, density(), method_.variant, stages, sel);
           c.info.threshold = s.threshold;
           c.info.stages = s.stages;
           if (sel.indices.empty()) {
@@ -99,11 +79,9 @@ class ThresholdCompressor final : public Compressor {
             selector_->above(g, n, 0.0, sel);
             if (sel.indices.size() > k) selector_->topk(g, n, k, sel);
           }
-          // The CPU's first read counted the non-finite values: no extra read for them there.
-          const bool counted = selector_->kind() == kernels::BackendKind::cpu;
-          return finish(std::move(c), std::move(sel), counted ? s.nonfinite : selector_->nonfinite(g, n));
+          return finish(std::move(c), std::move(sel), s.nonfinite);
         }
-        r = threshold_by_name(name_, *selector_->passes(g, n), density(), stages, seed_ + calls_++);
+        r = method_.rule(*selector_->passes(g, n), density(), {stages, seed_ + calls_++, false});
       } catch (const kernels::DeviceError&) {
         throw;  // the device failed (out of memory, a launch): not the vector; never another method
       } catch (const gs::Error&) {
@@ -112,8 +90,9 @@ class ThresholdCompressor final : public Compressor {
         // aims at.
         r.reset();
       }
-      if (r && method_ == ThresholdMethod::dgc && r->stages == 2) {
-        // DGC's hierarchical step, when the sampled threshold overshot 4k/3: exact top-k.
+      if (r && r->exact) {
+        // The rule keeps exactly the k largest (DGC's hierarchical step, when the sampled
+        // threshold overshot 4k/3): exact top-k, ties to the lower indices.
         selector_->topk(g, n, k, sel);
         c.info.threshold = r->threshold;
       } else if (r) {
@@ -147,6 +126,8 @@ class ThresholdCompressor final : public Compressor {
   }
 
  private:
+  // SIDCo's stages: the adaptive controller or the caller's fixed count.
+  bool staged() const { return method_.kind == ThresholdKind::sidco; }
   // sidco-topk fits SIDCo-E's stages on its sample to place its bound: a fixed count (the
   // selection is exact whatever the bound, so no controller is needed).
   int topk_stages() const { return fixed_stages_ > 0 ? fixed_stages_ : 2; }
@@ -164,9 +145,7 @@ class ThresholdCompressor final : public Compressor {
     return c;
   }
 
-  ThresholdMethod method_;
-  std::string_view name_;
-  std::optional<SidcoVariant> variant_;
+  const ThresholdMethodInfo& method_;  // its row of threshold_methods()
   std::uint64_t seed_;
   std::uint64_t calls_ = 0;
   std::unique_ptr<kernels::Selector> selector_;  // the backend's selection; keeps its buffers
@@ -177,8 +156,9 @@ class ThresholdCompressor final : public Compressor {
 
 }  // namespace
 
-std::unique_ptr<Compressor> make_threshold_compressor(ThresholdMethod method, double density,
+std::unique_ptr<Compressor> make_threshold_compressor(const ThresholdMethodInfo& method, double density,
                                                       const CompressorOptions& o) {
+  if (method.kind == ThresholdKind::exact) return make_topk(density, o);
   return std::make_unique<ThresholdCompressor>(method, density, o);
 }
 

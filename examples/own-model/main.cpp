@@ -18,8 +18,8 @@
 
 #include "gs/compress/model_compressor.hpp"
 #include "gs/data/snapshot.hpp"
-#include "gs/dist/comm.hpp"
-#include "gs/dist/torch_adapter.hpp"
+#include "gs/distributed/comm.hpp"
+#include "gs/distributed/torch_adapter.hpp"
 #include "gs/error.hpp"
 #include "gs/train/dataset.hpp"
 #include "gs/train/models.hpp"

@@ -20,8 +20,7 @@ void validate(const FitReportOptions& o) {
   };
   for (const auto& d : o.dists)
     if (!known(kAllDists, d)) throw Error("unknown distribution '" + d + "': use " + list(kAllDists));
-  for (const auto& m : o.methods)
-    if (!known(kAllMethods, m)) throw Error("unknown method '" + m + "': use " + list(kAllMethods));
+  for (const auto& m : o.methods) threshold_method(m);  // gs::Error listing the known ones
   for (double r : o.densities) threshold_target(1, r);
   if (o.stages < 1) throw Error("SIDCo stages must be at least 1");
   if (o.ks_max_points == 0) throw Error("the KS sample size must be at least 1");

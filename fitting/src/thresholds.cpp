@@ -18,8 +18,17 @@ namespace {
 
 constexpr double kFirstStageDensity = 0.25;
 
-ThresholdResult finish(std::string method, MagnitudePasses& passes, double density, double eta,
-                       int stages) {
+// Threshold at density d of the GP fitted by moments to peaks with the given mean and variance.
+double gp_moment_tail(double m, double v, double d) {
+  const double density = m * m / v;
+  const double xi = 0.5 * (1.0 - density), sigma = 0.5 * m * (1.0 + density);
+  return formula::gpareto_quantile_c(d, xi, sigma);
+}
+
+}  // namespace
+
+ThresholdResult counted_threshold(std::string method, MagnitudePasses& passes, double density,
+                                  double eta, int stages) {
   ThresholdResult r;
   r.method = std::move(method);
   r.density = density;
@@ -29,15 +38,6 @@ ThresholdResult finish(std::string method, MagnitudePasses& passes, double densi
   r.quality = double(r.selected) / double(passes.size()) / density;
   return r;
 }
-
-// Threshold at density d of the GP fitted by moments to peaks with the given mean and variance.
-double gp_moment_tail(double m, double v, double d) {
-  const double density = m * m / v;
-  const double xi = 0.5 * (1.0 - density), sigma = 0.5 * m * (1.0 + density);
-  return formula::gpareto_quantile_c(d, xi, sigma);
-}
-
-}  // namespace
 
 void check_density(double density) {
   if (!(density > 0.0 && density <= 1.0)) {
@@ -89,18 +89,9 @@ double gaussian_threshold(const Normal& g, double density) {
   return g.mu() + formula::std_normal_quantile_c(0.5 * density) * g.sigma();
 }
 
-std::string_view method_name(SidcoVariant v) {
-  switch (v) {
-    case SidcoVariant::exponential: return "sidco-e";
-    case SidcoVariant::pareto: return "sidco-p";
-    case SidcoVariant::gamma_pareto: return "sidco-gp";
-  }
-  return "sidco";
-}
-
 SidcoStages::SidcoStages(std::uint64_t n, double density, SidcoVariant variant, int stages,
                          bool recount)
-    : n_(n), delta_(density), variant_(variant), stages_(stages), recount_(recount) {
+    : n_(n), density_(density), variant_(variant), stages_(stages), recount_(recount) {
   threshold_target(n, density);
   if (stages < 1) throw Error("SIDCo: the number of stages must be at least 1");
 }
@@ -118,7 +109,7 @@ StatsFields SidcoStages::tail_fields() const {
   return f;
 }
 
-bool SidcoStages::single_stage() const { return !(stages_ > 1 && delta_ < kFirstStageDensity); }
+bool SidcoStages::single_stage() const { return !(stages_ > 1 && density_ < kFirstStageDensity); }
 
 bool SidcoStages::first(const MagnitudeStats& s) {
   eta_ = 0.0;
@@ -126,7 +117,7 @@ bool SidcoStages::first(const MagnitudeStats& s) {
   tails_left_ = 0;
   if (s.count == 0) return false;  // nothing non-zero to keep
   const bool multi = !single_stage();
-  const double d1 = multi ? kFirstStageDensity : delta_;
+  const double d1 = multi ? kFirstStageDensity : density_;
   // The fit describes the non-zero values only: aim at the same d1*n elements among them.
   const double d1_nonzero = d1 * double(n_) / double(s.count);
   run_ = 1;
@@ -135,7 +126,7 @@ bool SidcoStages::first(const MagnitudeStats& s) {
     // a 3x3 convolution whose input is 1x1: only the centre taps are non-zero). It keeps them
     // (eta = 0); the tail stages then go from those count values to the target, unless the
     // target itself keeps them all.
-    const double target = delta_ * double(n_);
+    const double target = density_ * double(n_);
     if (!multi || target >= double(s.count)) return false;
     di_ = std::pow(target / double(s.count), 1.0 / double(stages_ - 1));
     expected_ = double(s.count);
@@ -151,7 +142,7 @@ bool SidcoStages::first(const MagnitudeStats& s) {
     eta_ = sid_threshold(fit_gamma_closed_form(s), d1_nonzero);
   }
   if (!multi || degenerate) return false;
-  di_ = std::pow(delta_ / kFirstStageDensity, 1.0 / double(stages_ - 1));
+  di_ = std::pow(density_ / kFirstStageDensity, 1.0 / double(stages_ - 1));
   expected_ = d1 * double(n_);  // exceedances the plan expects after each stage
   tails_left_ = stages_ - 1;
   return true;
@@ -191,7 +182,7 @@ ThresholdResult sidco_estimate(MagnitudePasses& passes, double density, SidcoVar
 ThresholdResult sidco_threshold(MagnitudePasses& passes, double density, SidcoVariant variant,
                                 int stages, bool recount) {
   const ThresholdResult r = sidco_estimate(passes, density, variant, stages, recount);
-  return finish(r.method, passes, density, r.threshold, r.stages);
+  return counted_threshold(r.method, passes, density, r.threshold, r.stages);
 }
 
 namespace {
@@ -340,6 +331,7 @@ ThresholdResult sidco_topk_threshold(MagnitudePasses& passes, double density, in
   r.stages = plan.reads();
   r.selected = plan.k();
   r.quality = double(plan.k()) / double(n) / density;
+  r.exact = true;
   return r;
 }
 
@@ -361,6 +353,7 @@ ThresholdResult topk_threshold(MagnitudePasses& passes, double density) {
   r.stages = 1;
   r.selected = k;
   r.quality = double(k) / double(n) / density;
+  r.exact = true;
   return r;
 }
 
@@ -374,12 +367,13 @@ ThresholdResult dgc_threshold(MagnitudePasses& passes, double density, std::uint
   const auto kk = std::min<std::uint64_t>(
       sample.size(), std::max<std::uint64_t>(1, std::uint64_t(std::ceil(double(sample.size()) * density))));
   std::nth_element(sample.begin(), sample.begin() + (kk - 1), sample.end(), std::greater<>());
-  ThresholdResult r = finish("dgc", passes, density, double(sample[kk - 1]), 1);
+  ThresholdResult r = counted_threshold("dgc", passes, density, double(sample[kk - 1]), 1);
   if (3 * r.selected > 4 * k) {  // hierarchical step: exact top-k among the selection
     r.threshold = passes.kth_largest(k);
     r.selected = k;
     r.stages = 2;
     r.quality = double(k) / double(n) / density;
+    r.exact = true;
   }
   return r;
 }
@@ -388,7 +382,7 @@ ThresholdResult redsync_threshold(MagnitudePasses& passes, double density) {
   const std::uint64_t n = passes.size();
   const std::uint64_t k = threshold_target(n, density);
   const MagnitudeStats s = passes.stats();
-  if (s.count == 0) return finish("redsync", passes, density, 0.0, 0);
+  if (s.count == 0) return counted_threshold("redsync", passes, density, 0.0, 0);
   const double mean = s.sum / double(s.count + s.zeros);
   double l = 0.0, r = 1.0, eta = mean;
   int steps = 0;
@@ -400,7 +394,7 @@ ThresholdResult redsync_threshold(MagnitudePasses& passes, double density) {
     if (nnz > k && nnz < 2 * k) break;
     if (2 * nnz < k) r = t; else l = t;
   }
-  return finish("redsync", passes, density, eta, steps);
+  return counted_threshold("redsync", passes, density, eta, steps);
 }
 
 ThresholdResult gaussianksgd_threshold(MagnitudePasses& passes, double density) {
@@ -414,21 +408,7 @@ ThresholdResult gaussianksgd_threshold(MagnitudePasses& passes, double density) 
     else if (3 * nnz > 4 * k) eta *= 1.5;
     else break;
   }
-  return finish("gaussianksgd", passes, density, eta, 1 + corrections);
-}
-
-ThresholdResult threshold_by_name(std::string_view method, MagnitudePasses& passes, double density,
-                                  int stages, std::uint64_t seed, bool recount) {
-  if (method == "topk") return topk_threshold(passes, density);
-  if (method == "sidco-e") return sidco_threshold(passes, density, SidcoVariant::exponential, stages, recount);
-  if (method == "sidco-p") return sidco_threshold(passes, density, SidcoVariant::pareto, stages, recount);
-  if (method == "sidco-gp") return sidco_threshold(passes, density, SidcoVariant::gamma_pareto, stages, recount);
-  if (method == "dgc") return dgc_threshold(passes, density, seed);
-  if (method == "redsync") return redsync_threshold(passes, density);
-  if (method == "gaussianksgd") return gaussianksgd_threshold(passes, density);
-  if (method == "sidco-topk") return sidco_topk_threshold(passes, density, std::max(stages, 1));
-  throw Error("unknown threshold method '" + std::string(method) +
-              "': use topk, sidco-e, sidco-p, sidco-gp, sidco-topk, dgc, redsync or gaussianksgd");
+  return counted_threshold("gaussianksgd", passes, density, eta, 1 + corrections);
 }
 
 StageController::StageController(double density, int initial_stages) : stages_(initial_stages) {
@@ -437,13 +417,13 @@ StageController::StageController(double density, int initial_stages) : stages_(i
 
 void StageController::retarget(double density) {
   threshold_target(1, density);  // validates density
-  delta_ = density;
+  density_ = density;
   max_stages_ = std::max(1, int(std::ceil(std::log2(1.0 / density) - 1e-12)));
   stages_ = std::clamp(stages_, 1, max_stages_);
 }
 
 int StageController::record(double achieved_density) {
-  sum_ += achieved_density / delta_;
+  sum_ += achieved_density / density_;
   if (++count_ == 5) {
     const double estimate = sum_ / count_;
     if (estimate > 1.2) --stages_;
@@ -456,16 +436,16 @@ int StageController::record(double achieved_density) {
 }
 
 void StageController::save_state(StateWriter& w) const {
-  w.put(delta_);
+  w.put(density_);
   w.put<std::int32_t>(stages_);
   w.put(sum_);
   w.put<std::int32_t>(count_);
 }
 
 void StageController::load_state(StateReader& r) {
-  const double delta = r.get<double>();
-  if (!(delta > 0.0 && delta < 1.0)) r.fail("the stage controller's target density is out of range");
-  retarget(delta);
+  const double density = r.get<double>();
+  if (!(density > 0.0 && density < 1.0)) r.fail("the stage controller's target density is out of range");
+  retarget(density);
   const int stages = r.get<std::int32_t>();
   const double sum = r.get<double>();
   const int count = r.get<std::int32_t>();

@@ -11,6 +11,7 @@
 #include <QTimer>
 
 #include "gs/base/allocator.hpp"
+#include "gs/version.hpp"
 #include "main_window.hpp"
 
 namespace {
@@ -40,7 +41,7 @@ int main(int argc, char** argv) {
   offscreen_for_screenshots(argc, argv);
   QApplication app(argc, argv);
   QApplication::setApplicationName("gradscope-gui");
-  QApplication::setApplicationVersion("0.1.0");
+  QApplication::setApplicationVersion(gs::kVersion);
   QCommandLineParser parser;
   parser.setApplicationDescription(
       "Gradient distributions and threshold estimates of a gradscope snapshot file.");

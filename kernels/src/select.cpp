@@ -22,6 +22,7 @@ SidcoSelectResult Selector::sidco(const float* g, std::uint64_t n, double densit
   r.selected = out.indices.size();
   r.route = SidcoRoute::full_passes;
   r.full_reads = t.stages + 1;
+  r.nonfinite = nonfinite(g, n);
   return r;
 }
 

@@ -7,23 +7,21 @@
 #include <vector>
 
 #include "gs/error.hpp"
+#include "gs/base/join.hpp"
 #include "gs/kernels/bench.hpp"
 
 namespace {
 template <class T>
 std::vector<T> parse_list(const std::string& s) {
   std::vector<T> out;
-  std::size_t pos = 0;
-  while (pos <= s.size()) {
-    const std::size_t comma = s.find(',', pos);
-    const std::string item = s.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+  for (std::string_view text : gs::split_list(s)) {
+    const std::string item(text);
     char* end = nullptr;
     const double v = std::strtod(item.c_str(), &end);
     if (item.empty() || *end != '\0') throw gs::Error("not a number list: '" + s + "'");
     out.push_back(static_cast<T>(v));
-    if (comma == std::string::npos) break;
-    pos = comma + 1;
   }
+  if (out.empty()) throw gs::Error("not a number list: '" + s + "'");
   return out;
 }
 }  // namespace

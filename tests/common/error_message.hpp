@@ -1,14 +1,14 @@
 #pragma once
-// The message of the gs::Error a call throws ("(no error)" when it throws none), for tests that
-// check what a refusal says.
+// The message of the gs::Error a call throws, for tests that check what an error says.
 #include <functional>
 #include <string>
 
 #include "gs/error.hpp"
 
-namespace gs::test {
+namespace gs::testing {
 
-inline std::string message_of(const std::function<void()>& f) {
+// e.what() of the gs::Error f throws; "(no error)" when it throws none.
+inline std::string error_message(const std::function<void()>& f) {
   try {
     f();
   } catch (const gs::Error& e) {
@@ -17,4 +17,4 @@ inline std::string message_of(const std::function<void()>& f) {
   return "(no error)";
 }
 
-}  // namespace gs::test
+}  // namespace gs::testing

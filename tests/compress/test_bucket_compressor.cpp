@@ -13,7 +13,7 @@
 #include "common/error_message.hpp"
 #include "gs/error.hpp"
 
-using gs::test::message_of;
+using gs::testing::error_message;
 using namespace gs::compress;
 
 namespace {
@@ -204,7 +204,7 @@ TEST(BucketCompressor, WarmupSchedulesAreTheTrainersOnes) {
   }
   WarmupSchedule bad = expo;
   bad.start_density = 0.005;  // below the density
-  EXPECT_NE(message_of([&] { bad.check(true, "topk", {"warmup_steps", "warmup", "warmup_start_ratio", "ratio"}); })
+  EXPECT_NE(error_message([&] { bad.check(true, "topk", {"warmup_steps", "warmup", "warmup_start_ratio", "ratio"}); })
                 .find("warmup_start_ratio 0.005 must lie above ratio"),
             std::string::npos);
 }
@@ -233,19 +233,19 @@ TEST(BucketCompressor, ACheckpointContinuesExactly) {
   w2.steps = 3;
   auto other = make_bucket("sidco-e", 0.02, 0, w2);
   gs::StateReader r2(w.bytes(), "the saved state");
-  EXPECT_NE(message_of([&] { other->load_state(r2); }).find("warm-up's length"), std::string::npos);
+  EXPECT_NE(error_message([&] { other->load_state(r2); }).find("warm-up's length"), std::string::npos);
 }
 
 TEST(BucketCompressor, BadBucketsAreRefusedNamingTheProblem) {
   SoloCollectives solo;
   auto bc = make_bucket("topk", 0.05, 0);
   std::vector<float> g(100, 1.0f), out(100);
-  EXPECT_NE(message_of([&] { bc->exchange(3, g, {{{1, 99}}}, solo, out, true); })
+  EXPECT_NE(error_message([&] { bc->exchange(3, g, {{{1, 99}}}, solo, out, true); })
                 .find("bucket 3: 100 elements for parameters of 99"),
             std::string::npos);
   bc->exchange(0, g, {{{1, 100}}}, solo, out, true);
   std::vector<float> g2(50, 1.0f), out2(50);
-  EXPECT_NE(message_of([&] { bc->exchange(0, g2, {{{1, 50}}}, solo, out2, true); })
+  EXPECT_NE(error_message([&] { bc->exchange(0, g2, {{{1, 50}}}, solo, out2, true); })
                 .find("had 100 elements and now has 50"),
             std::string::npos);
 }

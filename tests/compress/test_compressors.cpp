@@ -9,6 +9,7 @@
 #include "common/random_data.hpp"
 #include "gs/compress/compressor.hpp"
 #include "gs/error.hpp"
+#include "gs/fitting/threshold_methods.hpp"
 
 using namespace gs::compress;
 
@@ -66,6 +67,34 @@ TEST(Registry, RowsAreUniqueAndDescribed) {
   EXPECT_TRUE(density_based("sidco-e"));
   EXPECT_FALSE(density_based("qsgd-mn"));
   EXPECT_THROW(compressor_info("sidco-x"), gs::Error);
+}
+
+// Every row of the threshold-method table is a compressor with the row's name and summary that
+// sends about the density (exactly k for an exact rule), and reports the non-finite values it
+// left out, on the CPU and on the CUDA backend's code run on the host.
+TEST(Registry, EveryThresholdMethodIsACompressor) {
+  auto g = laplace(50000, 21);
+  g[10] = std::numeric_limits<float>::quiet_NaN();
+  g[20] = std::numeric_limits<float>::infinity();
+  for (const auto& method : gs::threshold_methods())
+    for (const char* backend : {"cpu", "cuda-host"}) {
+      SCOPED_TRACE(std::string(method.name) + " on " + backend);
+      const CompressorInfo& row = compressor_info(method.name);
+      EXPECT_EQ(row.summary, method.summary);
+      EXPECT_TRUE(row.sparse_selection);
+      EXPECT_TRUE(row.density_based);
+      auto c = make_compressor(method.name, 0.01, {.backend = backend});
+      EXPECT_EQ(c->name(), method.name);
+      const auto out = c->compress(g, "w");
+      const std::uint64_t k = gs::target_count(g.size(), 0.01);
+      EXPECT_EQ(out.info.nonfinite, 2u);
+      EXPECT_GT(out.info.selected, k / 3);
+      EXPECT_LT(out.info.selected, 3 * k);
+      if (method.kind == gs::ThresholdKind::exact || method.kind == gs::ThresholdKind::sidco_topk) {
+        EXPECT_EQ(out.info.selected, k);
+      }
+      for (float v : out.payload.values) EXPECT_TRUE(std::isfinite(v));
+    }
 }
 
 TEST(TopK, KeepsExactlyTheKLargest) {

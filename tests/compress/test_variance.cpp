@@ -11,7 +11,6 @@
 #include "common/error_message.hpp"
 #include "gs/error.hpp"
 
-using gs::test::message_of;
 using namespace gs::compress;
 
 namespace {
@@ -158,7 +157,7 @@ TEST(Variance, BadInputThrows) {
   auto c = make_compressor("variance", 0.01);
   const std::vector<float> acc = {1.0f, -2.0f, 3.0f};
   // No variance for this step.
-  EXPECT_NE(message_of([&] { c->compress(acc, "w"); }).find("no gradient variance for 'w'"),
+  EXPECT_NE(gs::testing::error_message([&] { c->compress(acc, "w"); }).find("no gradient variance for 'w'"),
             std::string::npos);
   c->add_gradient_variance("w", std::vector<float>{1.0f, 1.0f, 1.0f});
   EXPECT_THROW(c->compress(acc, "other"), gs::Error);
@@ -167,7 +166,7 @@ TEST(Variance, BadInputThrows) {
   // NaN / Inf in acc: named, nothing changes, the variance is still there for a clean retry.
   auto bad = acc;
   bad[1] = std::nanf("");
-  EXPECT_NE(message_of([&] { c->compress(bad, "w"); }).find("'w' holds NaN or Inf"), std::string::npos);
+  EXPECT_NE(gs::testing::error_message([&] { c->compress(bad, "w"); }).find("'w' holds NaN or Inf"), std::string::npos);
   bad[1] = -INFINITY;
   EXPECT_THROW(c->compress(bad, "w"), gs::Error);
   EXPECT_NO_THROW(c->compress(acc, "w"));

@@ -4,7 +4,7 @@
 #include <cstdlib>
 
 #include "fuzz_util.hpp"
-#include "gs/dist/config.hpp"
+#include "gs/distributed/config.hpp"
 #include "gs/error.hpp"
 
 namespace {

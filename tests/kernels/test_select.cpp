@@ -238,6 +238,7 @@ TEST_P(Selector, PlacesOnceAndSelectsAsTheReferences) {
       if (n >= 1000) {
         const auto r = sel->sidco(d, n, 0.01, gs::SidcoVariant::exponential, 2, out);
         EXPECT_EQ(r.selected, out.indices.size());
+        EXPECT_EQ(r.nonfinite, n - finite);  // every backend counts them (the compressors report it)
         const Picked ref = reference_compact(g, r.threshold);  // exactly what is above its threshold
         EXPECT_EQ(std::vector<std::int64_t>(out.indices.begin(), out.indices.end()), ref.indices);
         EXPECT_GE(r.stages, s == Shape::centre_taps ? 2 : 1);

@@ -11,6 +11,7 @@
 #include "gs/base/quantile.hpp"
 #include "gs/base/timing.hpp"
 #include "gs/error.hpp"
+#include "gs/train/common_options.hpp"
 #include "gs/train/dataset.hpp"
 #include "gs/train/loop.hpp"
 #include "gs/train/models.hpp"
@@ -19,27 +20,49 @@
 
 namespace gs::train {
 
+const std::vector<OptionRow<CaptureConfig>>& capture_options() {
+  using C = CaptureConfig;
+  auto at_least = [](const char* flag, std::int64_t low) {
+    return [flag, low](const auto& v) {
+      if (std::int64_t(v) < low)
+        throw Error(std::string(flag) + " must be at least " + std::to_string(low) + " (got " +
+                    std::to_string(v) + ")");
+    };
+  };
+  static const std::vector<OptionRow<C>> table = {
+      common_option<C>("--model"),
+      option_row<std::int64_t, C>("--steps", "training steps (SGD updates)",
+                                  [](auto& c) -> auto& { return c.steps; }, at_least("--steps", 1)),
+      option_row<std::int64_t, C>("--every", "record steps 0, K, 2K, ...",
+                                  [](auto& c) -> auto& { return c.every; }, at_least("--every", 1)),
+      common_option<C>("--batch"),
+      common_option<C>("--lr"),
+      common_option<C>("--momentum"),
+      common_option<C>("--seed"),
+      option_row<int, C>("--threads", "compute threads (torch and BLAS)",
+                         [](auto& c) -> auto& { return c.threads; }, at_least("--threads", 1)),
+      option_row<int, C>("--deflate", "gradient compression level 0..9",
+                         [](auto& c) -> auto& { return c.deflate_level; },
+                         [](const int& v) {
+                           if (v < 0 || v > 9)
+                             throw Error("--deflate must be between 0 and 9 (got " + std::to_string(v) + ")");
+                         }),
+      option_row<std::filesystem::path, C>("--out", "snapshot file to write (.h5)",
+                                           [](auto& c) -> auto& { return c.out; },
+                                           [](const std::filesystem::path& p) {
+                                             if (p.empty())
+                                               throw Error("--out: name the snapshot file to write");
+                                           }),
+      option_row<bool, C>("--force", "overwrite --out if it exists", [](auto& c) -> auto& { return c.force; }),
+  };
+  return table;
+}
+
 void CaptureConfig::validate() const {
-  const auto& names = model_names();
-  if (std::find(names.begin(), names.end(), model) == names.end())
-    make_model(model);  // throws the error that lists the choices
-  if (steps < 1) throw Error("steps must be at least 1 (got " + std::to_string(steps) + ")");
-  if (every < 1)
-    throw Error("recording interval (every) must be at least 1 (got " + std::to_string(every) + ")");
-  if (batch < 1 || batch > 60000)
-    throw Error("batch size must be between 1 and 60000, the training set's size (got " +
-                std::to_string(batch) + ")");
-  if (!(lr > 0.0) || !std::isfinite(lr))
-    throw Error("learning rate must be positive and finite (got " + std::to_string(lr) + ")");
-  if (!(momentum >= 0.0 && momentum < 1.0))
-    throw Error("momentum must be in [0, 1) (got " + std::to_string(momentum) + ")");
-  if (threads < 1) throw Error("threads must be at least 1");
-  if (deflate_level < 0 || deflate_level > 9)
-    throw Error("deflate level must be between 0 and 9 (got " + std::to_string(deflate_level) + ")");
+  for (const auto& o : capture_options()) o.check(*this);
   if (queue_depth < 1) throw Error("queue depth must be at least 1");
   if (test_images < 0 || test_images > 10000)
     throw Error("test_images must be between 0 (all) and 10000 (got " + std::to_string(test_images) + ")");
-  if (out.empty()) throw Error("no output file given: name the snapshot file to write");
 }
 
 CaptureResult run_capture(const CaptureConfig& config, const CaptureCallback& progress) {

@@ -15,6 +15,7 @@
 
 #include "gs/analyzer/plots/series.hpp"
 #include "gs/analyzer/plots/vector_view.hpp"
+#include "gs/fitting/threshold_methods.hpp"
 
 namespace gs::analyzer::plots {
 
@@ -26,14 +27,26 @@ QColor dist_color(const std::string& dist) {
   return it == colors.end() ? QColor(Qt::darkGray) : it->second;
 }
 
+namespace {
+
+// The method's row of the threshold-method table, or null for a name this build does not know
+// (an analysis file from another build).
+const ThresholdMethodInfo* method_row(const std::string& method) {
+  for (const auto& row : threshold_methods())
+    if (row.name == method) return &row;
+  return nullptr;
+}
+
+bool exact_method(const std::string& method) {
+  const ThresholdMethodInfo* row = method_row(method);
+  return row && row->kind == ThresholdKind::exact;
+}
+
+}  // namespace
+
 QColor method_color(const std::string& method) {
-  static const std::map<std::string, QColor> colors = {
-      {"topk", QColor(0, 0, 0)},          {"sidco-e", QColor(31, 119, 180)},
-      {"sidco-p", QColor(148, 103, 189)}, {"sidco-gp", QColor(44, 160, 44)},
-      {"dgc", QColor(214, 39, 40)},       {"redsync", QColor(140, 86, 75)},
-      {"gaussianksgd", QColor(255, 127, 14)}, {"sidco-topk", QColor(23, 190, 207)}};
-  auto it = colors.find(method);
-  return it == colors.end() ? QColor(Qt::darkGray) : it->second;
+  const ThresholdMethodInfo* row = method_row(method);
+  return row ? QColor(QRgb(row->colour)) : QColor(Qt::darkGray);
 }
 
 namespace {
@@ -273,8 +286,8 @@ void plot_histogram(QCustomPlot* plot, const VectorView& view, double density) {
       continue;
     QCPGraph* line = add_graph(plot, QString::fromStdString(r.method),
                                {r.threshold, r.threshold}, {ylo * 1e-6, yhi * 1e6},
-                               QPen(method_color(r.method), r.method == "topk" ? 2.2 : 1.4,
-                                    r.method == "topk" ? Qt::SolidLine : Qt::DashLine));
+                               QPen(method_color(r.method), exact_method(r.method) ? 2.2 : 1.4,
+                                    exact_method(r.method) ? Qt::SolidLine : Qt::DashLine));
     // The tooltip shows the threshold and the count selected; the table lists them all.
     line->setProperty("gs_method", QString::fromStdString(r.method));
     line->setName(QString("%1 (%2 sel.)")
@@ -368,7 +381,7 @@ void plot_quality(QCustomPlot* plot, const TrainingSeries& series, double densit
   double lo = 0.7, hi = 1.4;
   for (const auto& p : series.methods) {
     // Top-k's quality is 1 by construction: the 1.0 line stands for it.
-    if (p.method == "topk" || std::abs(p.density - density) > 1e-9 * density) continue;
+    if (exact_method(p.method) || std::abs(p.density - density) > 1e-9 * density) continue;
     if (!(std::isfinite(p.quality) && p.quality > 0)) continue;
     by_method[p.method].first.push_back(double(p.step));
     by_method[p.method].second.push_back(p.quality);
@@ -413,7 +426,9 @@ void plot_stages(QCustomPlot* plot, const TrainingSeries& series, double density
   std::map<std::string, std::pair<QVector<double>, QVector<double>>> by_method;
   int most = 1;
   for (const auto& p : series.methods) {
-    if (p.method.rfind("sidco", 0) != 0 || std::abs(p.density - density) > 1e-9 * density) continue;
+    const ThresholdMethodInfo* row = method_row(p.method);
+    const bool staged = row && (row->kind == ThresholdKind::sidco || row->kind == ThresholdKind::sidco_topk);
+    if (!staged || std::abs(p.density - density) > 1e-9 * density) continue;
     by_method[p.method].first.push_back(double(p.step));
     by_method[p.method].second.push_back(double(p.stages));
     most = std::max(most, p.stages);

@@ -1,10 +1,10 @@
 #include "gs/analyzer/plots/vector_view.hpp"
 
-#include <chrono>
 #include <cmath>
 #include <map>
 #include <variant>
 
+#include "gs/base/timing.hpp"
 #include "gs/error.hpp"
 #include "gs/kernels/backend.hpp"
 #include "gs/kernels/cpu.hpp"
@@ -48,11 +48,10 @@ const DistFit* find_fit(const FitReport& report, const std::string& dist) {
 
 VectorView analyse_vector(std::span<const float> g, const std::string& scope, std::int64_t step,
                           const ViewOptions& options) {
-  const auto start = std::chrono::steady_clock::now();
+  const Stopwatch watch;
   VectorView view = histogram_view(g, scope, step, options);
   add_fits(view, g, options);
-  view.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  view.seconds = watch.seconds();
   return view;
 }
 
@@ -60,7 +59,7 @@ VectorView histogram_view(std::span<const float> g, const std::string& scope, st
                           const ViewOptions& options) {
   if (options.bins < 1 || options.curve_points < 2)
     throw Error("histogram bins must be >= 1 and curve points >= 2");
-  const auto start = std::chrono::steady_clock::now();
+  const Stopwatch watch;
   VectorView view;
   view.scope = scope;
   view.step = step;
@@ -84,18 +83,16 @@ VectorView histogram_view(std::span<const float> g, const std::string& scope, st
     view.bin_center.push_back(std::sqrt(a * b));
     view.bin_density.push_back(double(h.counts[i]) / (double(s.count) * (b - a)));
   }
-  view.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  view.seconds = watch.seconds();
   return view;
 }
 
 void add_fits(VectorView& view, std::span<const float> g, const ViewOptions& options) {
-  const auto start = std::chrono::steady_clock::now();
+  const Stopwatch watch;
   auto passes = kernels::make_passes(g, kernels::resolve_backend(options.backend));
   view.report = fit_report(*passes, options.report);
   add_curves(view, options.curve_points);
-  view.seconds +=
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  view.seconds += watch.seconds();
 }
 
 void add_curves(VectorView& view, int curve_points) {

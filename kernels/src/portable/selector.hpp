@@ -52,8 +52,13 @@ class PortableSelector final : public Selector {
   }
   SidcoSelectResult sidco_topk(const float* g, std::uint64_t n, double density, int stages,
                                Selection<std::int32_t>& out) override {
-    auto call = b_.call(g);
-    return portable::sidco_topk(call.prims(), g, n, density, stages, out);
+    SidcoSelectResult r;
+    {
+      auto call = b_.call(g);
+      r = portable::sidco_topk(call.prims(), g, n, density, stages, out);
+    }
+    r.nonfinite = nonfinite(g, n);  // no pass of its own counts them
+    return r;
   }
 
  private:

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -17,7 +18,8 @@
 
 namespace gs {
 
-// How a value reads: a word, an integer, a real number, a switch, a comma list of integers.
+// How a value reads: a word (or a path), an integer, a real number, a switch, a comma list of
+// integers.
 enum class ValueKind { text, integer, real, flag, int_list };
 
 // One setting of a config C.
@@ -79,13 +81,7 @@ inline double parse_real(std::string_view flag, std::string_view text) {
 
 inline std::vector<int> parse_int_list(std::string_view flag, std::string_view text) {
   std::vector<int> out;
-  if (text.empty()) return out;
-  std::size_t at = 0;
-  while (at <= text.size()) {
-    const std::size_t end = std::min(text.find(',', at), text.size());
-    out.push_back(parse_integer<int>(flag, text.substr(at, end - at)));
-    at = end + 1;
-  }
+  for (std::string_view item : split_list(text)) out.push_back(parse_integer<int>(flag, item));
   return out;
 }
 
@@ -110,9 +106,9 @@ OptionRow<C> option_row(std::string flag, std::string help, Access access,
       if (t != "1" && t != "0" && t != "true" && t != "false") txt::refuse(f, t, "a switch (1 or 0)");
       access(c) = t == "1" || t == "true";
     };
-  } else if constexpr (std::is_same_v<T, std::string>) {
+  } else if constexpr (std::is_same_v<T, std::string> || std::is_same_v<T, std::filesystem::path>) {
     o.kind = ValueKind::text;
-    o.get = [access](const C& c) { return access(c); };
+    o.get = [access](const C& c) { return std::string(access(c)); };
     o.set = [access](C& c, std::string_view t) { access(c) = std::string(t); };
   } else if constexpr (std::is_same_v<T, double>) {
     o.kind = ValueKind::real;

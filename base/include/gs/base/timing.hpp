@@ -1,6 +1,10 @@
 #pragma once
 // Wall-clock timing of steps and passes: one monotonic clock for the whole project.
 #include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
 
 namespace gs {
 
@@ -21,5 +25,18 @@ class Stopwatch {
  private:
   Clock::time_point start_;
 };
+
+// A duration as people write it: "20 s", "1.5 s", "250 ms", "40 µs": three significant digits at
+// most (whole seconds from 1000 s on), the unit chosen after rounding, so 0.9996 s is "1 s".
+inline std::string human_duration(double seconds) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.3g", seconds);
+  const double r = std::strtod(buf, nullptr), a = std::fabs(r);
+  if (a >= 1000.0) std::snprintf(buf, sizeof buf, "%.0f s", seconds);
+  else if (a >= 1.0 || a == 0.0 || !std::isfinite(a)) std::snprintf(buf, sizeof buf, "%.3g s", r);
+  else if (a >= 1e-3) std::snprintf(buf, sizeof buf, "%.3g ms", r * 1e3);
+  else std::snprintf(buf, sizeof buf, "%.3g µs", r * 1e6);
+  return buf;
+}
 
 }  // namespace gs

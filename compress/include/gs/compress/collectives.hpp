@@ -4,7 +4,7 @@
 // that all-gather their own byte encoding) may call. Every worker calls the same operations in the
 // same order with equal-sized buffers. Implementations: SoloCollectives (one worker, here),
 // ThreadCollectives (workers as threads of one process, for tests and benchmarks) and the Gloo
-// communicator of train/dist.
+// communicator of train/distributed.
 #include <cstddef>
 #include <cstdint>
 #include <span>

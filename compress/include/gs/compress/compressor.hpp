@@ -4,6 +4,7 @@
 // instance serves every tensor of a model, so model-wide state (SIDCo's adaptive number of stages)
 // lives in it and advances once per step through end_step().
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -153,12 +154,13 @@ struct CompressorInfo {
   // It sends a selection of the input's own elements as sparse (index, value) pairs.
   bool sparse_selection;
   // Makes one; density already checked to lie in (0, 1].
-  std::unique_ptr<Compressor> (*make)(double density, const CompressorOptions& options);
+  std::function<std::unique_ptr<Compressor>(double density, const CompressorOptions& options)> make;
   // Whether this build can make it (null: always); when not, make_compressor says why.
   bool (*available)() = nullptr;
 };
 
-// Every row, in a stable order (including those this build cannot make).
+// Every row, in a stable order (including those this build cannot make): a row per threshold
+// method (gs/fitting/threshold_methods.hpp, in its order), then the others.
 std::span<const CompressorInfo> compressor_registry();
 // The row of `name`; gs::Error for an unknown name, listing the known ones.
 const CompressorInfo& compressor_info(std::string_view name);

@@ -3,7 +3,7 @@
 // gradient laid out flat. compress() runs error feedback group by group and returns one payload
 // over the flat index space (group payloads concatenated, indices shifted by the group's offset),
 // which is what a worker exchanges once per step; aggregate() turns every worker's payload into the
-// mean update. Framework-free: the torch adapter (train/dist/) only copies tensors in and out.
+// mean update. Framework-free: the torch adapter (train/distributed/) only copies tensors in and out.
 #include <cstdint>
 #include <memory>
 #include <span>

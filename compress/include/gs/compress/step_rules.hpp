@@ -1,6 +1,6 @@
 #pragma once
 // The rules of a compressed training step that every front end shares, each written once:
-// `gradscope train` (train/dist/) and the PyTorch DDP hook (BucketCompressor, gradscope.ddp) both
+// `gradscope train` (train/distributed/) and the PyTorch DDP hook (BucketCompressor, gradscope.ddp) both
 // read them.
 // - WarmupSchedule: dense or exponential warm-up over the first steps.
 // - SkipRule: a non-finite gradient on any worker skips the step everywhere; ten skipped steps in

@@ -10,13 +10,14 @@
 #include "gs/base/join.hpp"
 #include "gs/fitting/goodness.hpp"
 #include "gs/fitting/passes.hpp"
+#include "gs/fitting/threshold_methods.hpp"
 #include "gs/fitting/thresholds.hpp"
 
 namespace gs {
 
 inline const std::vector<std::string> kAllDists = {"exponential", "gamma", "gpareto", "normal"};
-inline const std::vector<std::string> kAllMethods = {"topk", "sidco-e", "sidco-p", "sidco-gp",
-                                                     "sidco-topk", "dgc", "redsync", "gaussianksgd"};
+// The threshold methods this build offers, from their table (gs/fitting/threshold_methods.hpp).
+inline const std::vector<std::string> kAllMethods = threshold_method_names();
 // A list as a help text shows it: "a,b,c".
 inline std::string comma_list(const std::vector<std::string>& names) { return join(names, ","); }
 // SIDCo stages used when the caller gives none: a fixed count (no adaptive controller).

@@ -43,7 +43,7 @@ double gamma_threshold_approx(const Gamma& d, double density);
 double gaussian_threshold(const Normal& signed_g, double density);
 
 struct ThresholdResult {
-  std::string method;  // topk | sidco-e | sidco-p | sidco-gp | sidco-topk | dgc | redsync | gaussianksgd
+  std::string method;  // its row's name in threshold_methods() (gs/fitting/threshold_methods.hpp)
   double density = 0.0;  // target density density
   double threshold = 0.0;
   int stages = 0;              // SIDCo: stages run; dgc: 1, or 2 with the hierarchical step;
@@ -51,10 +51,19 @@ struct ThresholdResult {
                                // sidco-topk: bounds tried (1, plus one per fallback read)
   std::uint64_t selected = 0;  // elements the rule keeps
   double quality = 0.0;        // achieved density / target = (selected/n)/density
+  // The rule keeps exactly the k largest, ties at the threshold to the lower indices (topk,
+  // sidco-topk, DGC's hierarchical step), not every x above the threshold.
+  bool exact = false;
 };
 
+// The result of a rule that settled on threshold eta after `stages` steps: it counts what the
+// threshold selects (one pass) for selected and quality.
+ThresholdResult counted_threshold(std::string method, MagnitudePasses& passes, double density,
+                                  double eta, int stages);
+
 enum class SidcoVariant { exponential, pareto, gamma_pareto };  // SIDCo-E, -P, -GP
-std::string_view method_name(SidcoVariant v);  // "sidco-e", "sidco-p", "sidco-gp"
+// The name of the threshold method that runs SIDCo's variant v (its row in threshold_methods()).
+std::string_view method_name(SidcoVariant v);
 
 // SIDCo with M stages (algorithms.md section 2): stage 1 fits the variant's first law to all
 // non-zero x at density d1 = 0.25 (density itself when M == 1 or density >= 0.25); each later stage
@@ -97,7 +106,7 @@ class SidcoStages {
   bool tail(const MagnitudeStats& y);
   double threshold() const { return eta_; }
   int stages_run() const { return run_; }
-  double density() const { return delta_; }
+  double density() const { return density_; }
   // True when stage 1's threshold is the final one (one stage asked for, or density at or above
   // the first stage's density), degenerate data aside; backends use it to plan.
   bool single_stage() const;
@@ -107,7 +116,7 @@ class SidcoStages {
 
  private:
   std::uint64_t n_;
-  double delta_;
+  double density_;
   SidcoVariant variant_;
   int stages_;
   bool recount_;
@@ -191,8 +200,8 @@ ThresholdResult redsync_threshold(MagnitudePasses& passes, double density);
 // GaussianKSGD: normal of the signed g, threshold on x, up to 3 corrections (x0.5 / x1.5).
 ThresholdResult gaussianksgd_threshold(MagnitudePasses& passes, double density);
 
-// Method by report name (as listed in ThresholdResult::method); stages is used by SIDCo only,
-// seed by DGC only. gs::Error for an unknown name.
+// The rule of the method named (a row of threshold_methods()); stages is used by SIDCo and
+// sidco-topk only, seed by DGC only. gs::Error for an unknown name, listing the known ones.
 ThresholdResult threshold_by_name(std::string_view method, MagnitudePasses& passes, double density,
                                   int stages, std::uint64_t seed, bool recount = false);
 
@@ -214,7 +223,7 @@ class StageController {
   void load_state(StateReader& r);
 
  private:
-  double delta_;
+  double density_;
   int max_stages_;
   int stages_;
   double sum_ = 0.0;

@@ -7,6 +7,7 @@
 
 #include "gs/error.hpp"
 #include "gs/fitting/stats.hpp"
+#include "gs/base/mix64.hpp"
 #include "gs/hostdevice.hpp"
 
 namespace gs::kernels::detail {
@@ -129,14 +130,7 @@ GS_HD inline void add_fast(MagnitudeStats& s, float g) {
   }
 }
 
-// splitmix64: the hash behind every random choice, so CPU and CUDA draw the same elements.
-GS_HD inline std::uint64_t mix64(std::uint64_t z) {
-  z += 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
+// The hash of element i under seed (gs::mix64), so CPU and CUDA draw the same elements.
 GS_HD inline std::uint64_t element_hash(std::uint64_t seed, std::uint64_t i) {
   return mix64(mix64(seed) ^ (i * 0xd1b54a32d192ed03ull));
 }

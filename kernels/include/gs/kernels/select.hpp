@@ -38,8 +38,8 @@ class Selector {
                                        Selection<std::int32_t>& out) = 0;
   // SIDCo's threshold (variant, stages; the reference's stage rule) and the selection above it.
   // The CPU runs its pipeline (cpu::sidco_select, candidates kept between stages); the others
-  // gs::sidco_estimate over passes() and one compaction. nonfinite of the result is counted only
-  // by the CPU pipeline (else 0).
+  // gs::sidco_estimate over passes() and one compaction. Every backend counts the result's
+  // nonfinite (the CPU in its first read, the others with nonfinite()); so does sidco_topk.
   virtual SidcoSelectResult sidco(const float* g, std::uint64_t n, double density,
                                   SidcoVariant variant, int stages, Selection<std::int32_t>& out);
 };

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "gs/base/option_table.hpp"
 #include "gs/data/fashion_mnist.hpp"
 #include "gs/data/snapshot.hpp"
 #include "gs/train/model_names.hpp"  // the names run_capture accepts
@@ -22,7 +23,7 @@ struct CaptureConfig {
   double lr = 0.05;
   double momentum = 0.9;
   std::uint64_t seed = 1;  // model initialisation and shuffling
-  std::filesystem::path out = "gradscope-capture.h5";
+  std::filesystem::path out;  // the snapshot file to write: --out, required
   bool force = false;       // overwrite out
   int threads = 2;          // compute threads: torch intra-op and the BLAS pool
   int deflate_level = 4;    // 0..9 for the snapshot's gradient datasets
@@ -31,9 +32,14 @@ struct CaptureConfig {
   // Test images to evaluate: 0 means all 10000 (the figure to report); fewer keeps tests fast.
   std::int64_t test_images = 0;
 
-  // gs::Error naming the first bad field (model name, non-positive counts, lr, momentum, ...).
+  // gs::Error naming the first bad field: every option's check (capture_options()), then the
+  // settings without a flag.
   void validate() const;
 };
+
+// One row per `gradscope capture` option, the ones train shares from gs/train/common_options.hpp
+// (same help and range); the CLI's flags and CaptureConfig::validate() read it.
+const std::vector<OptionRow<CaptureConfig>>& capture_options();
 
 struct CaptureProgress {
   std::int64_t step = 0;  // steps done

@@ -1,0 +1,199 @@
+// Checkpoint, resume and restart of `gradscope train` (two workers, short MLP runs): a run that
+// resumes from either of two checkpoints, or that loses a worker and is restarted by the launcher,
+// ends with the same parameters (param_digest) as the same run uninterrupted; checkpoints that are
+// corrupt, truncated or of another configuration are refused in one line.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "train_test_util.hpp"
+
+namespace {
+
+using namespace gs::dist_test;
+
+const std::string kRun = "--model mlp --batch 32 --seed 4 --lr 0.05 --quiet --workers 2 --steps 12";
+
+nlohmann::json json_of(const ProcResult& r) {
+  EXPECT_EQ(r.rc, 0) << r.err;
+  return r.rc == 0 ? nlohmann::json::parse(r.out) : nlohmann::json::object();
+}
+
+std::string one_line(const ProcResult& r) {
+  EXPECT_NE(r.rc, 0);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  return r.err;
+}
+
+// The losses of every step, as the run reports them (the resumed part and the restored part).
+std::vector<double> losses(const nlohmann::json& j) {
+  std::vector<double> v;
+  for (const auto& s : j["per_step"]) v.push_back(s["loss"].get<double>());
+  return v;
+}
+
+fs::path step_dir(const fs::path& root, int step) {
+  char name[32];
+  std::snprintf(name, sizeof name, "step-%08d", step);
+  return root / name;
+}
+
+// The stage controller's window (sidco-e), a random stream (randomk) and per-tensor sums
+// (variance) all carry over a checkpoint.
+TEST(Checkpoint, ResumingFromEitherCheckpointGivesTheSameParameters) {
+  for (const std::string comp : {"sidco-e", "randomk", "variance"}) {
+    TempDir d;
+    const fs::path root = d.path() / "ckpt";
+    const std::string run = kRun + " --compressor " + comp + " --ratio 0.01 --json";
+    const auto full = json_of(gradscope(run + " --checkpoint " + root.string() + " --checkpoint-every 4"));
+    const std::string digest = full["param_digest"];
+    ASSERT_EQ(digest.size(), 64u);
+    // Checkpoints after steps 4 and 8 (none after the last step), both kept.
+    ASSERT_TRUE(fs::exists(step_dir(root, 4) / "manifest.json"));
+    ASSERT_TRUE(fs::exists(step_dir(root, 8) / "manifest.json"));
+    EXPECT_FALSE(fs::exists(step_dir(root, 12)));
+    for (int step : {4, 8}) {
+      const auto resumed = json_of(gradscope(run + " --resume " + step_dir(root, step).string()));
+      EXPECT_EQ(resumed["param_digest"], digest) << comp << " from step " << step;
+      EXPECT_EQ(resumed["resumed_from_step"].get<int>(), step);
+      EXPECT_EQ(losses(resumed), losses(full)) << comp << " from step " << step;
+      EXPECT_EQ(resumed["test_accuracy"], full["test_accuracy"]);
+    }
+    // --resume DIR takes the latest complete checkpoint.
+    EXPECT_EQ(json_of(gradscope(run + " --resume " + root.string()))["resumed_from_step"].get<int>(), 8);
+  }
+  // The digest tells runs apart: another seed ends elsewhere.
+  const auto a = json_of(gradscope(kRun + " --compressor topk --ratio 0.01 --json"));
+  std::string other_seed = kRun;
+  other_seed.replace(other_seed.find("--seed 4"), 8, "--seed 5");
+  const auto b = json_of(gradscope(other_seed + " --compressor topk --ratio 0.01 --json"));
+  EXPECT_NE(a["param_digest"], b["param_digest"]);
+}
+
+TEST(Checkpoint, ALostWorkerIsRestartedFromTheLastCheckpoint) {
+  TempDir d;
+  const fs::path root = d.path() / "ckpt";
+  const std::string run = kRun + " --compressor sidco-e --ratio 0.01 --json --checkpoint " +
+                          root.string() + " --checkpoint-every 4";
+  const auto uninterrupted = json_of(gradscope(kRun + " --compressor sidco-e --ratio 0.01 --json"));
+  const ProcResult r = gradscope(run + " --max-restarts 1", "GS_DIST_FAULT=rank=1,step=9,action=exit");
+  const auto restarted = json_of(r);
+  EXPECT_NE(r.err.find("worker 1 failed"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("restart 1 of 1, from " + step_dir(root, 8).string()), std::string::npos) << r.err;
+  EXPECT_EQ(restarted["param_digest"], uninterrupted["param_digest"]);
+  EXPECT_EQ(restarted["resumed_from_step"].get<int>(), 8);
+  // A worker that dies in every attempt: once out of restarts, the failure stands.
+  TempDir d2;
+  const ProcResult out = gradscope(kRun + " --compressor sidco-e --ratio 0.01 --checkpoint " +
+                                       (d2.path() / "c").string() + " --checkpoint-every 4 --max-restarts 1",
+                                   "GS_DIST_FAULT=rank=1,step=9,action=exit,attempt=any");
+  EXPECT_NE(out.rc, 0);
+  EXPECT_NE(out.err.find("restart 1 of 1"), std::string::npos) << out.err;
+  EXPECT_NE(out.err.rfind("worker 1 failed"), out.err.find("worker 1 failed")) << out.err;
+}
+
+TEST(Checkpoint, CheckpointsThatDoNotFitAreRefusedInOneLine) {
+  TempDir d;
+  const fs::path root = d.path() / "ckpt";
+  const std::string any_model = "--batch 32 --seed 4 --quiet --steps 12 --compressor sidco-e --ratio 0.01";
+  const std::string base = any_model + " --model mlp";
+  ASSERT_EQ(gradscope(base + " --lr 0.05 --workers 2 --checkpoint " + root.string() + " --checkpoint-every 4").rc, 0);
+  const std::string resume = " --resume " + root.string();
+  EXPECT_NE(one_line(gradscope(base + " --lr 0.05 --workers 3" + resume)).find("written by 2 workers"),
+            std::string::npos);
+  EXPECT_NE(one_line(gradscope(any_model + " --lr 0.05 --workers 2 --model cnn" + resume)).find("model mlp"),
+            std::string::npos);
+  EXPECT_NE(one_line(gradscope("--model mlp --batch 32 --seed 4 --quiet --steps 12 --compressor topk "
+                               "--ratio 0.01 --lr 0.05 --workers 2" + resume))
+                .find("compressor sidco-e"),
+            std::string::npos);
+  EXPECT_NE(one_line(gradscope(base + " --lr 0.1 --workers 2" + resume)).find("--lr 0.05 (this run: 0.1)"),
+            std::string::npos);
+  // Old checkpoints are never mixed with a new run's, nor deleted without --force.
+  EXPECT_NE(one_line(gradscope(base + " --lr 0.05 --workers 2 --checkpoint " + root.string() +
+                               " --checkpoint-every 4")).find("--force"),
+            std::string::npos);
+
+  // The latest checkpoint's rank 1 file: one byte flipped, then cut short.
+  const fs::path file = step_dir(root, 8) / "rank-1.ckpt";
+  const auto size = fs::file_size(file);
+  {
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(std::streamoff(size - 10));
+    const char c = char(f.get() ^ 0x5a);
+    f.seekp(std::streamoff(size - 10));
+    f.put(c);
+  }
+  const std::string ok = base + " --lr 0.05 --workers 2 --json";
+  EXPECT_NE(one_line(gradscope(ok + resume)).find("rank-1.ckpt is corrupt"), std::string::npos);
+  fs::resize_file(file, size - 100);
+  EXPECT_NE(one_line(gradscope(ok + resume)).find("rank-1.ckpt is truncated"), std::string::npos);
+  fs::remove(file);
+  EXPECT_NE(one_line(gradscope(ok + resume)).find("rank-1.ckpt is missing"), std::string::npos);
+  // The checkpoint before it is still whole.
+  EXPECT_EQ(json_of(gradscope(ok + " --resume " + step_dir(root, 4).string()))["resumed_from_step"].get<int>(), 4);
+  // Nothing to resume from.
+  EXPECT_NE(one_line(gradscope(ok + " --resume " + (d.path() / "nothing").string())).find("no such directory"),
+            std::string::npos);
+}
+
+// The step-* directories under root, by name.
+std::vector<std::string> checkpoint_names(const fs::path& root) {
+  std::vector<std::string> v;
+  for (const auto& e : fs::directory_iterator(root)) v.push_back(e.path().filename().string());
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+// --keep-checkpoints K keeps the K latest; 1 is kept even when the run dies writing the next one,
+// and the resumed run ends where the uninterrupted one does.
+TEST(Checkpoint, OnlyTheLatestAreKeptAndAKillMidWriteLosesNone) {
+  TempDir d;
+  const fs::path root = d.path() / "ckpt";
+  const std::string run = kRun + " --compressor sidco-e --ratio 0.01 --json";
+  const std::string every = " --checkpoint " + root.string() + " --checkpoint-every 2";
+  const auto full = json_of(gradscope(run + every));  // checkpoints at 2, 4, .., 10
+  EXPECT_EQ(checkpoint_names(root), (std::vector<std::string>{"step-00000008", "step-00000010"}));
+  fs::remove_all(root);
+  ASSERT_EQ(gradscope(run + every + " --keep-checkpoints 3").rc, 0);
+  EXPECT_EQ(checkpoint_names(root),
+            (std::vector<std::string>{"step-00000006", "step-00000008", "step-00000010"}));
+
+  // Rank 1 is killed halfway through its file of the checkpoint after step 6; with one kept, the
+  // one after step 4 must still be there, whole.
+  fs::remove_all(root);
+  const ProcResult killed = gradscope(run + every + " --keep-checkpoints 1",
+                                      "GS_DIST_FAULT=rank=1,step=6,action=kill-in-checkpoint");
+  EXPECT_NE(killed.rc, 0);
+  EXPECT_NE(killed.err.find("worker 1"), std::string::npos) << killed.err;
+  EXPECT_FALSE(fs::exists(step_dir(root, 6) / "manifest.json"));
+  EXPECT_FALSE(fs::exists(step_dir(root, 6) / "rank-1.ckpt"));
+  bool half_written = false;
+  for (const auto& e : fs::directory_iterator(step_dir(root, 6)))
+    half_written |= e.path().filename().string().starts_with("rank-1.ckpt.tmp.");
+  EXPECT_TRUE(half_written);
+  EXPECT_TRUE(fs::exists(step_dir(root, 4) / "manifest.json"));
+  EXPECT_FALSE(fs::exists(step_dir(root, 2)));
+  // The resumed run picks step 4 (the newest complete one), rewrites step 6, ends as the
+  // uninterrupted run, and its pruning removes what the kill left.
+  const auto resumed = json_of(gradscope(run + every + " --keep-checkpoints 1 --resume " + root.string()));
+  EXPECT_EQ(resumed["resumed_from_step"].get<int>(), 4);
+  EXPECT_EQ(resumed["param_digest"], full["param_digest"]);
+  EXPECT_EQ(checkpoint_names(root), std::vector<std::string>{"step-00000010"});
+}
+
+TEST(Checkpoint, BadCheckpointOptionsAreRefused) {
+  EXPECT_NE(one_line(gradscope("--steps 2 --checkpoint /tmp/x --checkpoint-every 1 --keep-checkpoints 0"))
+                .find("--keep-checkpoints must be at least 1"),
+            std::string::npos);
+  EXPECT_NE(one_line(gradscope("--steps 2 --checkpoint /tmp/x")).find("--checkpoint-every"), std::string::npos);
+  EXPECT_NE(one_line(gradscope("--steps 2 --workers 2 --max-restarts 1 --record /tmp/x.h5")).find("--record"),
+            std::string::npos);
+  EXPECT_NE(one_line(gradscope("--steps 2 --max-restarts 1")).find("launcher"), std::string::npos);
+}
+
+}  // namespace

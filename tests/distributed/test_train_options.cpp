@@ -1,0 +1,121 @@
+// The option table of `gradscope train` (train/distributed/src/config.cpp), directly: each row reads what
+// it writes, ranges are refused in one line naming the flag, the options capture shares have the
+// same ranges there, and the worker line round-trips through the table.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "common/error_message.hpp"
+#include "gs/distributed/config.hpp"
+#include "gs/error.hpp"
+#include "gs/train/capture.hpp"
+
+namespace {
+
+using gs::dist::TrainConfig;
+
+
+// A config parsed from "--flag value ..." arguments through the table, as the CLI and a worker do.
+TrainConfig parse(const std::vector<std::string>& args) {
+  TrainConfig c;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const auto& row = gs::dist::train_option(args[i]);
+    if (row.kind == gs::ValueKind::flag) row.set(c, "1");
+    else row.set(c, args.at(++i));
+  }
+  return c;
+}
+
+TEST(TrainOptions, EveryRowReadsWhatItWrites) {
+  TrainConfig c;
+  c.density = 0.1 + 0.2;
+  c.compression.quant_bits = {3, 5};
+  c.checkpoint = "dir";
+  for (const auto& row : gs::dist::train_options()) {
+    TrainConfig back;
+    row.set(back, row.get(c));
+    EXPECT_EQ(row.get(back), row.get(c)) << row.flag;
+  }
+  EXPECT_THROW(gs::dist::train_option("--no-such"), gs::Error);
+}
+
+TEST(TrainOptions, OutOfRangeValuesAreRefusedNamingTheFlag) {
+  const std::pair<const char*, const char*> bad[] = {
+      {"--ratio", "0"},          {"--ratio", "1.5"},     {"--workers", "0"},   {"--batch", "0"},
+      {"--batch", "60001"},      {"--lr", "0"},          {"--lr", "inf"},      {"--momentum", "1"},
+      {"--momentum", "-0.1"},    {"--model", "resnet"},  {"--compressor", "zip"}, {"--epochs", "0"},
+      {"--steps", "-1"},         {"--timeout", "0"},     {"--keep-checkpoints", "0"},
+      {"--checkpoint-every", "-1"}, {"--granularity", "tensor"}};
+  for (const auto& [flag, text] : bad) {
+    TrainConfig c;
+    gs::dist::train_option(flag).set(c, text);
+    const std::string msg = gs::testing::error_message([&] { c.validate(); });
+    EXPECT_EQ(msg.rfind(flag, 0), 0u) << flag << " " << text << ": " << msg;
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  }
+  EXPECT_NO_THROW(TrainConfig{}.validate());
+}
+
+// capture takes --model, --batch, --lr, --momentum and --seed from the same rows: the same help,
+// and the same values pass and fail in both.
+TEST(TrainOptions, CaptureSharesTheRangesOfTrain) {
+  for (const char* flag : {"--model", "--batch", "--lr", "--momentum", "--seed"}) {
+    const gs::OptionRow<gs::train::CaptureConfig>* cap = nullptr;
+    for (const auto& o : gs::train::capture_options())
+      if (o.flag == flag) cap = &o;
+    ASSERT_NE(cap, nullptr) << flag;
+    const gs::dist::TrainOption& tr = gs::dist::train_option(flag);
+    EXPECT_EQ(cap->help, tr.help) << flag;
+    EXPECT_EQ(cap->choices, tr.choices) << flag;
+    for (const char* text : {"0", "1", "-1", "0.5", "0.999", "60000", "60001", "nan", "mlp", "cnn", "x"}) {
+      auto accepts = [&](const auto& row, auto config) {
+        try {
+          row.set(config, text);
+          row.check(config);
+          return true;
+        } catch (const gs::Error&) {
+          return false;
+        }
+      };
+      EXPECT_EQ(accepts(tr, TrainConfig{}), accepts(*cap, gs::train::CaptureConfig{})) << flag << " " << text;
+    }
+  }
+}
+
+// What the launcher passes each worker parses back, through the same table, into the config the
+// worker compares: the same shared line, its own rank, the output only on rank 0.
+TEST(TrainOptions, TheWorkerLineRoundTrips) {
+  TrainConfig c;
+  c.workers = 3;
+  c.compressor = "qsgd-mn-ts";
+  c.compression.quant_bits = {2, 6};
+  c.density = 0.003;
+  c.lr_schedule = "cosine";
+  c.momentum_correction = true;
+  c.checkpoint = "/tmp/ck";
+  c.checkpoint_every = 5;
+  c.keep_checkpoints = 4;
+  c.timeout = 2.5;
+  c.json = true;
+  for (int r = 0; r < 3; ++r) {
+    const TrainConfig w = parse(c.worker_args(r, 4567));
+    EXPECT_EQ(w.shared_description(), c.shared_description()) << r;
+    EXPECT_EQ(w.rank, r);
+    EXPECT_EQ(w.master_port, 4567);
+    EXPECT_EQ(w.keep_checkpoints, 4);
+    EXPECT_EQ(w.timeout, 2.5);
+    EXPECT_EQ(w.checkpoint, "/tmp/ck");
+    EXPECT_EQ(w.json, r == 0);
+    EXPECT_EQ(w.quiet, r != 0);
+    EXPECT_EQ(w.max_restarts, 0);  // the launcher's alone
+    EXPECT_NO_THROW(w.validate());
+  }
+  // A setting that matters only with another one stays off the line without it.
+  TrainConfig plain;
+  EXPECT_EQ(plain.shared_description().find("checkpoint-every"), std::string::npos);
+  EXPECT_NE(c.shared_description().find("checkpoint-every=5"), std::string::npos);
+  EXPECT_EQ(plain.shared_description().find("keep-checkpoints"), std::string::npos);
+  EXPECT_NE(c.shared_description().find("keep-checkpoints=4"), std::string::npos);
+}
+
+}  // namespace

@@ -1,0 +1,76 @@
+// What a run reports: the summary over its steps, and the --json output of `gradscope train` (the
+// config echoed from the option table, the summary and the per-step arrays).
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+#include "gs/distributed/trainer.hpp"
+
+namespace gs::dist {
+
+TrainSummary summarize(const TrainResult& r) {
+  compress::RunStatistics stats;
+  for (const auto& st : r.steps) {
+    compress::StepFigures f;
+    f.skipped = st.skipped;
+    f.warmup = st.warmup;
+    f.density = st.density;
+    f.quality = st.quality;
+    f.bytes_sent = double(st.bytes_sent);
+    f.dense_bytes = double(st.dense_bytes);
+    f.compress_seconds = st.compress_seconds;
+    f.comm_seconds = st.comm_seconds;
+    f.step_seconds = st.step_seconds;
+    stats.add(f);
+  }
+  return stats.summary();
+}
+
+std::string to_json(const TrainConfig& c, const TrainResult& r) {
+  using nlohmann::json;
+  const TrainSummary s = summarize(r);
+  json steps = json::array();
+  for (const auto& st : r.steps)
+    steps.push_back({{"step", st.step}, {"epoch", st.epoch}, {"lr", st.lr}, {"loss", st.loss},
+                     {"skipped", st.skipped}, {"warmup", st.warmup},
+                     {"target_density", st.target_density}, {"density", st.density}, {"quality", st.quality},
+                     {"stages", st.stages}, {"bytes_sent", st.bytes_sent},
+                     {"dense_bytes", st.dense_bytes}, {"compress_s", st.compress_seconds},
+                     {"comm_s", st.comm_seconds}, {"step_s", st.step_seconds}});
+  json config = json::object();
+  for (const auto& o : train_options()) {
+    if (!o.in_json) continue;
+    const std::string v = o.get(c);
+    json& field = config[o.key()];
+    switch (o.kind) {
+      case ValueKind::text: field = v; break;
+      case ValueKind::flag: field = v == "1"; break;
+      case ValueKind::integer: field = json::parse(v); break;
+      case ValueKind::real: field = std::stod(v); break;
+      case ValueKind::int_list: field = json::parse("[" + v + "]"); break;
+    }
+  }
+  json j = {
+      {"config", config},
+      {"parameters", r.parameters},
+      {"train_examples_per_worker", r.train_examples_per_worker},
+      {"steps_run", r.steps.size()},
+      {"skipped_steps", r.skipped_steps},
+      {"final_loss", r.final_loss},
+      {"test_accuracy", r.test_accuracy},
+      {"wall_s", r.wall_seconds},
+      {"replica_max_diff", r.replica_max_diff},
+      {"param_digest", r.param_digest},
+      {"resumed_from_step", r.resumed_from},
+      {"summary",
+       {{"quality_mean", s.quality_mean}, {"quality_p5", s.quality_p5},
+        {"quality_p95", s.quality_p95}, {"density_mean", s.density_mean},
+        {"bytes_per_step", s.bytes_per_step}, {"dense_bytes_per_step", s.dense_bytes_per_step},
+        {"compress_ms_per_step", s.compress_ms_per_step},
+        {"comm_ms_per_step", s.comm_ms_per_step}, {"step_ms", s.step_ms}}},
+      {"per_step", steps}};
+  return j.dump();
+}
+
+}  // namespace gs::dist
