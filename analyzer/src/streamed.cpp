@@ -160,15 +160,28 @@ double StreamedPasses::kth_largest(std::uint64_t k) {
 
 std::vector<float> StreamedPasses::random_sample(std::uint64_t m, std::uint64_t seed) {
   if (n_ == 0 && m > 0) throw Error("random_sample: cannot sample from an empty vector");
-  // The CPU backend's draws (global index j for draw t), served in index order in one pass.
-  std::vector<std::pair<std::uint64_t, std::uint64_t>> draws(m);  // (j, t)
-  for (std::uint64_t t = 0; t < m; ++t) draws[t] = {hash_to_range(element_hash(seed, t), n_), t};
-  std::sort(draws.begin(), draws.end());
+  if (m > std::numeric_limits<std::uint32_t>::max())
+    throw Error("random_sample: at most 2^32 - 1 draws when streamed");
+  // The CPU backend's draws: draw t reads global index j(t). Draws are grouped by the segment
+  // they read (a counting sort of t, 4 bytes a draw), then served in one pass.
+  auto index_of = [&](std::uint64_t t) { return hash_to_range(element_hash(seed, t), n_); };
+  std::vector<std::uint64_t> starts{0};
+  for (std::size_t s = 0; s < source_.count(); ++s) starts.push_back(starts.back() + source_.size(s));
+  auto segment_of = [&](std::uint64_t j) {
+    return static_cast<std::size_t>(std::upper_bound(starts.begin(), starts.end(), j) - starts.begin() - 1);
+  };
+  std::vector<std::uint64_t> first(source_.count() + 1, 0);  // bucket bounds, then write positions
+  for (std::uint64_t t = 0; t < m; ++t) ++first[segment_of(index_of(t)) + 1];
+  for (std::size_t s = 0; s < source_.count(); ++s) first[s + 1] += first[s];
+  std::vector<std::uint32_t> draws(m);
+  std::vector<std::uint64_t> at(first.begin(), first.end() - 1);
+  for (std::uint64_t t = 0; t < m; ++t) draws[at[segment_of(index_of(t))]++] = static_cast<std::uint32_t>(t);
   std::vector<float> out(m);
-  std::size_t next = 0;
+  std::size_t segment = 0;
   each([&](std::span<const float> v, std::uint64_t offset) {
-    for (; next < draws.size() && draws[next].first < offset + v.size(); ++next)
-      out[draws[next].second] = std::fabs(v[draws[next].first - offset]);
+    for (std::uint64_t d = first[segment]; d < first[segment + 1]; ++d)
+      out[draws[d]] = std::fabs(v[index_of(draws[d]) - offset]);
+    ++segment;
   });
   return out;
 }

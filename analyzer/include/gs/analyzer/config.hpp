@@ -48,7 +48,7 @@ struct AnalyzeConfig {
   int qq_points = 19;
   // How the work runs; neither changes a result, so neither is stored with the results.
   int jobs = 0;                  // layers analysed in parallel on the CPU (0: one per core)
-  std::uint64_t memory_mib = 256;  // layers held in memory per step; the whole model is streamed
+  std::uint64_t memory_mib = 128;  // layers held in memory per step; the whole model is streamed
                                    // layer by layer beyond it (gs/analyzer/streamed.hpp)
   bool force = false;  // recompute from scratch, replace the output, CSV and report files
   bool quiet = false;
