@@ -4,9 +4,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <exception>
 #include <fstream>
 #include <limits>
-#include <exception>
 #include <memory>
 #include <mutex>
 #include <set>

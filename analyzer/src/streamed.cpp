@@ -84,18 +84,12 @@ std::vector<double> StreamedPasses::sorted_sample(std::uint64_t max_points, std:
     });
     if (subsampled) *subsampled = false;
   } else {
-    // The CPU backend's rule over global indices: keep the max_points elements of smallest hash,
-    // after a filter that keeps each with probability p (retried with 4p when too few pass).
-    struct Keyed {
-      std::uint64_t hash, index;
-      float x;
-    };
-    const double m = static_cast<double>(max_points);
-    double p = std::min(1.0, (m + 6.0 * std::sqrt(m) + 64.0) / static_cast<double>(available));
+    // The CPU backend's rule (kernels::detail::sample_keep_probability) over global indices.
+    using Keyed = kernels::detail::HashKept;
+    double p = kernels::detail::sample_keep_probability(max_points, available);
     std::vector<Keyed> kept;
     for (;;) {
-      const std::uint64_t cutoff = p >= 1.0 ? std::numeric_limits<std::uint64_t>::max()
-                                            : static_cast<std::uint64_t>(p * 18446744073709551616.0);
+      const std::uint64_t cutoff = kernels::detail::sample_hash_cutoff(p);
       kept.clear();
       each([&](std::span<const float> v, std::uint64_t offset) {
         for (std::size_t i = 0; i < v.size(); ++i) {
@@ -106,17 +100,11 @@ std::vector<double> StreamedPasses::sorted_sample(std::uint64_t max_points, std:
         }
       });
       if (kept.size() >= max_points) break;
-      if (p >= 1.0) throw Error("sorted_sample: the segments changed between two passes");
+      if (p >= 1.0) throw kernels::detail::sample_count_changed(available, kept.size());
       p = std::min(1.0, 4.0 * p);
     }
-    std::nth_element(kept.begin(), kept.begin() + static_cast<std::ptrdiff_t>(max_points - 1), kept.end(),
-                     [](const Keyed& a, const Keyed& b) {
-                       return a.hash != b.hash ? a.hash < b.hash : a.index < b.index;
-                     });
-    kept.resize(max_points);
-    out.reserve(max_points);
-    for (const Keyed& k : kept) out.push_back(k.x);
     if (subsampled) *subsampled = true;
+    return kernels::detail::smallest_hash_values(kept, max_points);
   }
   std::sort(out.begin(), out.end());
   return out;
