@@ -6,6 +6,7 @@
 #include "gs/analyzer/analyze.hpp"
 #include "gs/error.hpp"
 #include "common/temp_dir.hpp"
+#include "error_text.hpp"
 #include "same_store.hpp"
 #include "synthetic_snapshot.hpp"
 
@@ -24,14 +25,7 @@ AnalyzeConfig shard_config(const TempDir& dir, const std::string& out, const std
   return c;
 }
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using test::error_of;
 
 TEST(Merge, ShardsMergedEqualOneRun) {
   TempDir dir;
