@@ -86,12 +86,18 @@ Runner setup(CLI::App& sub) {
       ->delimiter(',')->capture_default_str();
   sub.add_option("--granularity", a->granularity, "layer, model (whole model flattened) or both")
       ->capture_default_str();
-  sub.add_option("--steps", a->steps, "Rows of the snapshot's steps, a:b:c like a Python slice (default all)");
+  sub.add_option("--steps", a->steps,
+                 "Rows of the snapshot's steps, a:b:c like a Python slice (default all); shards of "
+                 "one run merge with gradscope merge");
   sub.add_option("--backend", c.backend, "auto, cpu or cuda")->capture_default_str();
   sub.add_option("--stages", c.stages, "SIDCo stages")->capture_default_str();
   sub.add_option("--ks-max-points", c.ks_max_points,
                  "Largest sample for KS/AD (a uniform subsample beyond it)")->capture_default_str();
   sub.add_option("--seed", c.seed, "Seed of the KS subsample and DGC's sample")->capture_default_str();
+  sub.add_option("--jobs,-j", c.jobs, "Layers analysed in parallel (0: one per core)")->capture_default_str();
+  sub.add_option("--memory", c.memory_mib,
+                 "MiB of layers held per step; a larger model is streamed layer by layer")
+      ->capture_default_str();
   sub.add_option("--csv", a->csv_dir, "Also write fits.csv, thresholds.csv, tails.csv, vectors.csv here");
   sub.add_option("--report", a->report_dir,
                  "Also write a Markdown report (report.md) with PNG plots (Qt build) here");

@@ -16,7 +16,7 @@ StepSummary summarize_steps(const std::vector<data::StepRecord>& steps);
 
 std::string shape_text(const std::vector<std::int64_t>& shape);
 
-// raw / stored gradient bytes: what shuffle + deflate saved; empty before the first step.
+// raw / stored gradient bytes: what the snapshot's compression saved; empty before the first step.
 std::optional<double> compression_ratio(const data::StorageInfo& storage);
 
 // The human-readable summary of `gradscope info` on stdout.

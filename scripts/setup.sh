@@ -7,6 +7,7 @@ packages=(
   libopenblas0-pthread
   libboost-math-dev
   libhdf5-dev hdf5-tools
+  hdf5-filter-plugin hdf5-filter-plugin-blosc-serial python3-hdf5plugin
   libtorch-dev libgloo-dev
   qt6-base-dev libqcustomplot-dev libqcustomplot2.1-qt6
   libcli11-dev nlohmann-json3-dev

@@ -3,10 +3,18 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
 #include <fstream>
 #include <limits>
+#include <memory>
+#include <mutex>
 #include <set>
 
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
+#include "gs/analyzer/streamed.hpp"
 #include "gs/analyzer/vectors.hpp"
 #include "gs/base/timing.hpp"
 #include "gs/error.hpp"
@@ -94,6 +102,63 @@ void analyze_vector(MagnitudePasses& passes, const FitReportOptions& options,
     }
 }
 
+namespace {
+
+// A step's layers as the segments of the whole model. The first layers that fit in the memory
+// budget are read once into one contiguous buffer (all of them when the model fits, and the whole
+// model is then that buffer, as it always was); the others are read again at each use.
+class StepLayers final : public SegmentSource {
+ public:
+  StepLayers(const data::SnapshotReader& reader, std::size_t row, std::uint64_t budget_floats,
+             std::vector<float>& buffer)
+      : reader_(reader), row_(row), buffer_(buffer) {
+    std::uint64_t at = 0;
+    for (const auto& l : reader.layers()) {
+      offsets_.push_back(at);
+      at += static_cast<std::uint64_t>(l.numel());
+    }
+    offsets_.push_back(at);
+    while (cached_ < count() && offsets_[cached_ + 1] <= budget_floats) ++cached_;
+    if (buffer_.size() < offsets_[cached_]) buffer_.resize(offsets_[cached_]);
+    for (std::size_t l = 0; l < cached_; ++l) reader_.read(row_, l, cached(l));
+  }
+  std::size_t count() const override { return reader_.layers().size(); }
+  std::uint64_t size(std::size_t l) const override { return offsets_[l + 1] - offsets_[l]; }
+  std::span<const float> get(std::size_t l, std::vector<float>& scratch) const override {
+    if (l < cached_) return cached(l);
+    scratch.resize(size(l));
+    reader_.read(row_, l, scratch);
+    return scratch;
+  }
+  bool all_cached() const { return cached_ == count(); }
+  std::span<const float> model() const { return {buffer_.data(), offsets_.back()}; }
+
+ private:
+  std::span<float> cached(std::size_t l) const {
+    return {buffer_.data() + offsets_[l], static_cast<std::size_t>(size(l))};
+  }
+  const data::SnapshotReader& reader_;
+  std::size_t row_;
+  std::vector<float>& buffer_;
+  std::vector<std::uint64_t> offsets_;
+  std::size_t cached_ = 0;
+};
+
+template <class T>
+void move_append(std::vector<T>& into, std::vector<T>& from) {
+  into.insert(into.end(), std::make_move_iterator(from.begin()), std::make_move_iterator(from.end()));
+}
+
+void move_append(StepResults& into, StepResults& part) {
+  move_append(into.vectors, part.vectors);
+  move_append(into.fits, part.fits);
+  move_append(into.tails, part.tails);
+  move_append(into.qq, part.qq);
+  move_append(into.thresholds, part.thresholds);
+}
+
+}  // namespace
+
 AnalyzeResult analyze(const AnalyzeConfig& config, const ProgressFn& progress) {
   config.validate();
   const auto start = Clock::now();
@@ -106,11 +171,9 @@ AnalyzeResult analyze(const AnalyzeConfig& config, const ProgressFn& progress) {
 
   std::vector<std::pair<std::string, std::vector<std::int64_t>>> shapes;
   std::size_t max_scope = std::string(kModelScope).size();
-  std::size_t max_layer = 0;
   for (const auto& l : layers) {
     shapes.emplace_back(l.name, l.shape);
     max_scope = std::max(max_scope, l.name.size());
-    max_layer = std::max(max_layer, static_cast<std::size_t>(l.numel()));
   }
   const SourceIdentity source =
       source_identity(config.input, reader.meta().created, shapes, reader.meta().model);
@@ -139,14 +202,15 @@ AnalyzeResult analyze(const AnalyzeConfig& config, const ProgressFn& progress) {
   const FitReportOptions options = config.fit_options();
   std::vector<std::string> kinds;
   for (const auto& l : layers) kinds.push_back(layer_kind(l));
+  // The GPU takes one vector at a time; the CPU analyses layers in parallel, each on one thread.
+  const int jobs = backend == kernels::BackendKind::cpu ? config.threads() : 1;
+  const std::uint64_t budget_floats = config.memory_mib * (std::uint64_t{1} << 20) / sizeof(float);
 
-  // One buffer for the whole run: a model's worth with the whole-model scope, else one layer's.
-  std::vector<float> buffer(whole ? static_cast<std::size_t>(reader.total_numel()) : max_layer);
+  std::vector<float> buffer;  // the cached layers, reused step after step
   std::int64_t vectors_done = 0;
-  auto run_one = [&](std::span<const float> v, std::int64_t step, const std::string& scope,
-                     const std::string& kind, StepResults& into) {
-    auto passes = kernels::make_passes(v, backend);
-    analyze_vector(*passes, options, config.methods, step, scope, kind, into);
+  std::mutex progress_mutex;
+  auto tick = [&](std::int64_t step, const std::string& scope) {
+    std::lock_guard lock(progress_mutex);
     ++vectors_done;
     if (progress) progress(vectors_done, total, "step " + std::to_string(step) + " " + scope);
   };
@@ -156,30 +220,40 @@ AnalyzeResult analyze(const AnalyzeConfig& config, const ProgressFn& progress) {
     const data::StepRecord& rec = reader.steps()[row];
     StepResults res;
     res.step = {rec.step, row, rec.loss, rec.lr, 0.0};
+    const StepLayers step_layers(reader, row, budget_floats, buffer);
     if (whole) {
-      std::size_t offset = 0;
-      for (std::size_t l = 0; l < layers.size(); ++l) {
-        const auto n = static_cast<std::size_t>(layers[l].numel());
-        reader.read(row, l, std::span<float>(buffer).subspan(offset, n));
-        offset += n;
-      }
-      run_one(std::span<const float>(buffer.data(), offset), rec.step, kModelScope, kKindModel, res);
-      if (per_layer) {
-        offset = 0;
-        for (std::size_t l = 0; l < layers.size(); ++l) {
-          const auto n = static_cast<std::size_t>(layers[l].numel());
-          run_one(std::span<const float>(buffer.data() + offset, n), rec.step, layers[l].name, kinds[l],
-                  res);
-          offset += n;
+      // In memory when the model fits the budget (on any backend), else streamed layer by layer.
+      std::unique_ptr<MagnitudePasses> passes;
+      if (step_layers.all_cached()) passes = kernels::make_passes(step_layers.model(), backend);
+      else passes = std::make_unique<StreamedPasses>(step_layers);
+      analyze_vector(*passes, options, config.methods, rec.step, kModelScope, kKindModel, res);
+      tick(rec.step, kModelScope);
+    }
+    if (per_layer) {
+      std::vector<StepResults> parts(layers.size());
+      std::vector<std::exception_ptr> errors(layers.size());
+#pragma omp parallel num_threads(jobs)
+      {
+        // A layer's passes run on its own thread alone: the layers are the parallel work.
+#if defined(_OPENMP)
+        omp_set_num_threads(1);
+#endif
+        std::vector<float> scratch;
+#pragma omp for schedule(dynamic, 1)
+        for (std::int64_t i = 0; i < static_cast<std::int64_t>(layers.size()); ++i) {
+          const auto l = static_cast<std::size_t>(i);
+          try {
+            auto passes = kernels::make_passes(step_layers.get(l, scratch), backend);
+            analyze_vector(*passes, options, config.methods, rec.step, layers[l].name, kinds[l], parts[l]);
+            tick(rec.step, layers[l].name);
+          } catch (...) {
+            errors[l] = std::current_exception();
+          }
         }
       }
-    } else {
-      for (std::size_t l = 0; l < layers.size(); ++l) {
-        const auto n = static_cast<std::size_t>(layers[l].numel());
-        std::span<float> v(buffer.data(), n);
-        reader.read(row, l, v);
-        run_one(v, rec.step, layers[l].name, kinds[l], res);
-      }
+      for (auto& e : errors)
+        if (e) std::rethrow_exception(e);
+      for (auto& part : parts) move_append(res, part);
     }
     res.step.seconds = seconds_since(t0);
     writer.append(res);

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <thread>
 
 #include "gs/base/join.hpp"
 #include "gs/error.hpp"
@@ -105,8 +106,14 @@ void AnalyzeConfig::validate() const {
   if (stages < 1) throw Error("SIDCo stages must be at least 1");
   if (ks_max_points == 0) throw Error("the KS sample size must be at least 1");
   if (qq_points < 1) throw Error("QQ points must be at least 1");
+  if (jobs < 0) throw Error("--jobs must be 0 (one per core) or more, not " + std::to_string(jobs));
+  if (memory_mib < 1) throw Error("--memory must be at least 1 MiB");
   if (backend != "auto" && backend != "cpu" && backend != "cuda")
     throw Error("unknown backend '" + backend + "': use auto, cpu or cuda");
+}
+
+int AnalyzeConfig::threads() const {
+  return jobs > 0 ? jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
 FitReportOptions AnalyzeConfig::fit_options() const {

@@ -322,6 +322,7 @@ const fs::path& AnalysisReader::path() const { return impl_->path; }
 const SourceIdentity& AnalysisReader::source() const { return impl_->source; }
 const StoredOptions& AnalysisReader::options() const { return impl_->options; }
 std::string AnalysisReader::created() const { return impl_->created; }
+std::size_t AnalysisReader::scope_width() const { return impl_->widths.scope; }
 
 std::vector<StepRow> AnalysisReader::steps() const {
   return read_table<StepRow>(impl_->file.get(), tables::kSteps, tables::step_fields(), impl_->committed,

@@ -50,6 +50,20 @@ void validate_layers(const std::filesystem::path& path, const std::vector<LayerI
 
 }  // namespace
 
+void check_destination(const std::filesystem::path& path, bool force, const std::string& force_words) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::is_directory(path, ec))
+    throw gs::Error(path.string() + ": is a directory; give a file name inside it, e.g. " +
+                    (path / "run.h5").string());
+  const fs::path parent = path.has_parent_path() ? path.parent_path() : fs::path(".");
+  if (!fs::is_directory(parent, ec))
+    throw gs::Error(path.string() + ": the directory " + parent.string() +
+                    " does not exist; create it first");
+  if (fs::exists(path, ec) && !force)
+    throw gs::Error(path.string() + ": file exists; refusing to overwrite it (use " + force_words + ")");
+}
+
 struct SnapshotWriter::Impl {
   std::filesystem::path path;
   std::vector<LayerInfo> layers;
@@ -123,12 +137,10 @@ void SnapshotWriter::Impl::create_layer(hid_t layers_group, const LayerInfo& lay
   H5Handle space = h5::space_handle(H5Screate_simple(2, dims, maxdims), path, where);
   H5Handle dcpl = h5::plist_handle(H5Pcreate(H5P_DATASET_CREATE), path, where);
   h5::check(H5Pset_chunk(dcpl.get(), 2, chunk), path, where);
-  if (options.deflate_level > 0) {
-    // Shuffle groups the bytes of each float by significance, which deflate compresses far better.
-    h5::check(H5Pset_shuffle(dcpl.get()), path, where);
-    h5::check(H5Pset_deflate(dcpl.get(), static_cast<unsigned>(options.deflate_level)), path,
-              where);
-  }
+  // Level 0 keeps its old meaning, raw floats, whatever the codec.
+  if (options.deflate_level > 0)
+    h5::set_codec_filters(dcpl.get(), snapshot_codec(options.compression), options.deflate_level,
+                          path, where);
   H5Handle grad = h5::dataset_handle(H5Dcreate2(group.get(), "grad", H5T_IEEE_F32LE, space.get(),
                                                 H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
                                      path, where + "/grad");
@@ -159,10 +171,10 @@ SnapshotWriter::SnapshotWriter(const std::filesystem::path& path, SnapshotMeta m
     throw gs::Error(path.string() + ": this build writes snapshot format version " +
                     std::to_string(kSnapshotFormatVersion) + " only, not " +
                     std::to_string(meta.format_version));
+  snapshot_codec(options.compression);  // an unknown name fails before anything is made
   validate_layers(path, layers);
+  check_destination(path, options.force);
   std::error_code ec;
-  if (std::filesystem::exists(path, ec) && !options.force)
-    throw gs::Error(path.string() + ": file exists; refusing to overwrite it (use --force)");
   impl_->layers = std::move(layers);
   try {
     impl_->create(meta, options);

@@ -17,37 +17,71 @@ import torch
 
 from . import _gradscope
 
+_FORGOT_BEGIN = ("Recorder: a gradient arrived outside a step: call rec.begin_step(step) before "
+                 "backward() and rec.end_step(loss, lr) after it")
+
 
 class Recorder:
-    def __init__(self, model, path, every=10, force=False, queue_depth=4, deflate=4, dataset="", seed=0):
+    def __init__(self, model, path, every=10, force=False, queue_depth=4, compression=None, deflate=4,
+                 dataset="", seed=0, read_grad=False):
         if not isinstance(model, torch.nn.Module):
             raise TypeError(f"Recorder records a torch.nn.Module, got {type(model).__name__}")
         params = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
         if not params:
             raise ValueError(f"{type(model).__name__} has no parameters that require gradients")
         layers = [(name, list(p.shape)) for name, p in params]
+        if compression is None:
+            compression = _gradscope.default_snapshot_codec()
         self._core = _gradscope.StepRecorder(os.fspath(path), layers, type(model).__name__, dataset,
                                              int(seed), int(every), int(queue_depth), bool(force),
-                                             int(deflate))
+                                             str(compression), int(deflate))
         self.path = os.fspath(path)
-        self._hooks = [p.register_hook(self._hook_for(i)) for i, (_, p) in enumerate(params)]
+        self._in_step = False  # between begin_step and end_step
+        # read_grad: no hooks; end_step reads each .grad as it is then (under DDP, averaged).
+        self._params = [p for _, p in params] if read_grad else []
+        self._hooks = [] if read_grad else [p.register_hook(self._hook_for(i)) for i, (_, p) in enumerate(params)]
 
     def _hook_for(self, layer):
         def hook(grad):
+            if not self._in_step:
+                raise _gradscope.Error(_FORGOT_BEGIN)
             if self._core.capturing:
-                host = grad.detach().to(device="cpu", dtype=torch.float32).contiguous()
-                self._core.put(layer, host.data_ptr(), host.numel())
+                self._put(layer, grad)
         return hook
+
+    def _put(self, layer, grad):
+        # A float32 tensor on the host is read in place: put() copies it once into the writer's
+        # buffer. Anything else is converted first.
+        host = grad.detach()
+        if host.device.type != "cpu" or host.dtype != torch.float32 or not host.is_contiguous():
+            host = host.to(device="cpu", dtype=torch.float32).contiguous()
+        self._core.put(layer, host.data_ptr(), host.numel())
 
     def begin_step(self, step):
         """Before backward() of training step `step` (steps increase). Returns whether this step is
         recorded; waits while every buffer waits for the writer (a slow disk holds training back)."""
-        return self._core.begin_step(int(step))
+        recorded = self._core.begin_step(int(step))
+        self._in_step = True
+        return recorded
 
     def end_step(self, loss, lr):
         """After backward(): queues the step's gradients with its loss and learning rate. A
         parameter that got no gradient this step is recorded as zeros."""
+        if not self._in_step:
+            raise _gradscope.Error(_FORGOT_BEGIN)
+        self._in_step = False
+        if self._core.capturing:
+            for layer, p in enumerate(self._params):
+                if p.grad is not None:
+                    self._put(layer, p.grad)
         self._core.end_step(float(loss), float(lr))
+
+    @staticmethod
+    def compressions():
+        """The names `compression=` takes (gs::data::snapshot_codecs), the default first."""
+        names = _gradscope.snapshot_codec_names()
+        default = _gradscope.default_snapshot_codec()
+        return [default] + [n for n in names if n != default]
 
     @property
     def steps_recorded(self):

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "gs/data/codecs.hpp"
 #include "gs/data/snapshot.hpp"
 #include "gs/data/step_recorder.hpp"
 #include "gs/error.hpp"
@@ -21,7 +22,10 @@ void bind_recorder(py::module_& m) {
   py::class_<StepRecorder>(m, "StepRecorder")
       .def(py::init([](const std::string& path, const std::vector<std::pair<std::string, std::vector<std::int64_t>>>& layers,
                        const std::string& model, const std::string& dataset, std::uint64_t seed,
-                       std::int64_t every, std::size_t queue_depth, bool force, int deflate_level) {
+                       std::int64_t every, std::size_t queue_depth, bool force,
+                       const std::string& compression, int deflate_level) {
+             // Python's words for force, checked before the writer's own check would say --force.
+             data::check_destination(path, force, "force=True");
              std::vector<data::LayerInfo> infos;
              for (const auto& [name, shape] : layers) infos.push_back({name, shape});
              data::SnapshotMeta meta;
@@ -30,13 +34,15 @@ void bind_recorder(py::module_& m) {
              meta.seed = seed;
              data::WriterOptions wo;
              wo.force = force;
+             wo.compression = compression;
              wo.deflate_level = deflate_level;
              return std::make_unique<StepRecorder>(
                  infos, data::snapshot_sink(data::SnapshotWriter(path, meta, infos, wo)),
                  data::RecorderOptions{every, queue_depth});
            }),
            py::arg("path"), py::arg("layers"), py::arg("model"), py::arg("dataset"), py::arg("seed"),
-           py::arg("every"), py::arg("queue_depth"), py::arg("force"), py::arg("deflate_level"))
+           py::arg("every"), py::arg("queue_depth"), py::arg("force"),
+           py::arg("compression"), py::arg("deflate_level"))
       .def("begin_step", &StepRecorder::begin_step, py::call_guard<py::gil_scoped_release>())
       .def("put",
            [](StepRecorder& r, std::size_t layer, std::uintptr_t address, std::uint64_t n) {
@@ -48,6 +54,8 @@ void bind_recorder(py::module_& m) {
       .def_property_readonly("capturing", &StepRecorder::capturing)
       .def_property_readonly("steps_recorded", &StepRecorder::steps_recorded)
       .def_property_readonly("every", &StepRecorder::every);
+  m.def("snapshot_codec_names", &data::snapshot_codec_names);
+  m.def("default_snapshot_codec", [] { return std::string(data::kDefaultSnapshotCodec); });
 }
 
 }  // namespace gs::python

@@ -246,6 +246,12 @@ TEST(AnalyzeConfigTest, BadOptionsAreRefusedBeforeAnyFileIsMade) {
   c.stages = 0;
   expect_error(c, "stages");
   c = small_config(dir);
+  c.jobs = -1;
+  expect_error(c, "--jobs must be 0 (one per core) or more");
+  c = small_config(dir);
+  c.memory_mib = 0;
+  expect_error(c, "--memory must be at least 1 MiB");
+  c = small_config(dir);
   c.output.clear();
   EXPECT_THROW(c.validate(), Error);
 }

@@ -10,6 +10,7 @@
 #include "gs/error.hpp"
 #include "synthetic_snapshot.hpp"
 #include "common/temp_dir.hpp"
+#include "error_text.hpp"
 
 namespace gs::analyzer {
 namespace {
@@ -28,14 +29,7 @@ AnalyzeConfig config_for(const TempDir& dir) {
   return c;
 }
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using test::error_of;
 
 void expect_fit_rows_equal(const FitRow& a, const FitRow& b) {
   EXPECT_EQ(a.step, b.step);

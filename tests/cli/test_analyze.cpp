@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <fstream>
@@ -10,6 +11,7 @@
 
 #include "gs/analyzer/store.hpp"
 #include "gs/analyzer/summary.hpp"
+#include "analyzer/same_store.hpp"
 #include "analyzer/synthetic_snapshot.hpp"
 #include "common/temp_dir.hpp"
 
@@ -25,11 +27,13 @@ struct CliRun {
   std::string err;  // stderr
 };
 
-CliRun run(const std::string& args, const TempDir& dir) {
+// `gradscope COMMAND_AND_ARGS`.
+CliRun run_gradscope(const std::string& command_and_args, const TempDir& dir) {
   const fs::path err_file = dir / "stderr.txt";
   // Passive OpenMP waits: on a loaded 2-core machine spinning threads of tiny parallel regions
   // slow these small runs tenfold (the results do not depend on it).
-  const std::string cmd = "OMP_WAIT_POLICY=passive " + std::string(GS_GRADSCOPE_BIN) + " analyze " + args + " 2>" + err_file.string();
+  const std::string cmd = "OMP_WAIT_POLICY=passive " + std::string(GS_GRADSCOPE_BIN) + " " +
+                          command_and_args + " 2>" + err_file.string();
   CliRun r;
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;
@@ -41,6 +45,34 @@ CliRun run(const std::string& args, const TempDir& dir) {
   std::ifstream e(err_file);
   r.err.assign(std::istreambuf_iterator<char>(e), {});
   return r;
+}
+
+CliRun run(const std::string& args, const TempDir& dir) { return run_gradscope("analyze " + args, dir); }
+
+// Shards run as separate processes (one of them on one thread) and merged: the store one run writes.
+TEST(AnalyzeCli, ShardsMergeIntoTheStoreOfOneRun) {
+  TempDir dir;
+  test::write_synthetic_snapshot(dir / "snap.h5", 5);
+  const std::string base = (dir / "snap.h5").string() + " --ratios 0.1,0.01 --backend cpu --quiet --out ";
+  for (const std::string shard : {"single.h5 --steps 0:", "p0.h5 --steps 0:2", "p1.h5 --steps 2:4 --jobs 1",
+                                   "p2.h5 --steps 4:"}) {
+    const CliRun r = run(base + (dir / shard).string(), dir);
+    ASSERT_EQ(r.status, 0) << shard << ": " << r.err;
+  }
+  const std::string merge = "merge --json --out " + (dir / "merged.h5").string() + " " +
+                            (dir / "p2.h5").string() + " " + (dir / "p0.h5").string() + " " +
+                            (dir / "p1.h5").string();
+  CliRun r = run_gradscope(merge, dir);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["steps"], 5);
+  EXPECT_EQ(j["selection"], "0::1");
+  test::expect_same_store(AnalysisReader(dir / "merged.h5"), AnalysisReader(dir / "single.h5"));
+  // Again without --force: refused in one line, the merged file kept.
+  r = run_gradscope(merge, dir);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("already exists"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
 
 TEST(AnalyzeCli, JsonCsvReportAndAppend) {

@@ -102,3 +102,83 @@ def test_refuses_to_overwrite_and_bad_models(tmp_path):
         gradscope.Recorder(frozen, tmp_path / "y.h5")
     with pytest.raises(gradscope.Error, match="at least 1"):
         gradscope.Recorder(TwoTower(), tmp_path / "z.h5", every=0)
+
+
+def one_line(excinfo):
+    text = str(excinfo.value)
+    assert "\n" not in text, text
+    return text
+
+
+def test_refuses_bad_destinations_in_one_line(tmp_path):
+    with pytest.raises(gradscope.Error) as e:
+        gradscope.Recorder(TwoTower(), tmp_path / "missing" / "run.h5")
+    assert "does not exist" in one_line(e) and "missing" in one_line(e)
+    with pytest.raises(gradscope.Error) as e:
+        gradscope.Recorder(TwoTower(), tmp_path)
+    assert "is a directory" in one_line(e)
+    path = tmp_path / "run.h5"
+    gradscope.Recorder(TwoTower(), path).close()
+    with pytest.raises(gradscope.Error) as e:
+        gradscope.Recorder(TwoTower(), path)
+    assert "force=True" in one_line(e) and "--force" not in one_line(e)
+    with pytest.raises(gradscope.Error) as e:
+        gradscope.Recorder(TwoTower(), tmp_path / "c.h5", compression="zip")
+    assert "unknown snapshot compression 'zip'" in one_line(e)
+    assert not (tmp_path / "c.h5").exists()
+
+
+def test_a_forgotten_begin_step_is_an_error(tmp_path):
+    model = TwoTower()
+    with gradscope.Recorder(model, tmp_path / "run.h5", every=1) as rec:
+        loss = model(torch.randn(4, 12)).pow(2).mean()
+        with pytest.raises(gradscope.Error, match=r"call rec.begin_step\(step\) before backward\(\)"):
+            loss.backward()
+        with pytest.raises(gradscope.Error, match="begin_step"):
+            rec.end_step(1.0, 0.1)
+        # Used as documented, the same recorder records.
+        rec.begin_step(0)
+        model.zero_grad()
+        model(torch.randn(4, 12)).pow(2).mean().backward()
+        rec.end_step(1.0, 0.1)
+        assert rec.steps_recorded == 1
+
+
+@pytest.mark.parametrize("compression", gradscope.Recorder.compressions())
+def test_every_compression_reads_back_with_h5py(tmp_path, compression):
+    torch.manual_seed(1)
+    model = TwoTower()
+    path = tmp_path / f"{compression}.h5"
+    with gradscope.Recorder(model, path, every=1, compression=compression) as rec:
+        rec.begin_step(0)
+        model(torch.randn(8, 12)).pow(2).mean().backward()
+        rec.end_step(1.0, 0.1)
+        want = {n: p.grad.flatten().numpy().copy() for n, p in model.named_parameters() if p.grad is not None}
+    with h5py.File(path, "r") as f:
+        for name, grad in want.items():
+            np.testing.assert_array_equal(f[f"layers/{name}/grad"][0], grad)
+
+
+def test_read_grad_records_grad_as_it_is_at_end_step(tmp_path):
+    """read_grad=True reads .grad at end_step (what DDP has averaged by then): a change made to
+    .grad after backward() shows in the file, which the hooks would not see."""
+    torch.manual_seed(2)
+    model = TwoTower()
+    paths = {mode: tmp_path / f"{mode}.h5" for mode in ("hooks", "grad")}
+    recs = {"hooks": gradscope.Recorder(model, paths["hooks"], every=1),
+            "grad": gradscope.Recorder(model, paths["grad"], every=1, read_grad=True)}
+    for rec in recs.values():
+        rec.begin_step(0)
+    model(torch.randn(8, 12)).pow(2).mean().backward()
+    local = {n: p.grad.flatten().numpy().copy() for n, p in model.named_parameters() if p.grad is not None}
+    for p in model.parameters():
+        if p.grad is not None:
+            p.grad.mul_(0.5)  # stands for DDP's averaging
+    for rec in recs.values():
+        rec.end_step(1.0, 0.1)
+        rec.close()
+    with h5py.File(paths["hooks"], "r") as hooks, h5py.File(paths["grad"], "r") as grad:
+        for name, g in local.items():
+            np.testing.assert_array_equal(hooks[f"layers/{name}/grad"][0], g)
+            np.testing.assert_array_equal(grad[f"layers/{name}/grad"][0], 0.5 * g)
+        assert not grad["layers/unused/grad"][0].any()

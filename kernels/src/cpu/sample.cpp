@@ -14,12 +14,7 @@ namespace gs::kernels::cpu {
 namespace {
 
 using kernels::detail::element_hash;
-
-struct Keyed {
-  std::uint64_t hash;
-  std::uint64_t index;
-  float x;
-};
+using Keyed = kernels::detail::HashKept;
 
 // Finite non-zero x whose hash is below cutoff, in index order (per-chunk lists, concatenated).
 std::vector<Keyed> hash_filter(std::span<const float> g, std::uint64_t seed, std::uint64_t cutoff) {
@@ -57,26 +52,16 @@ std::vector<double> sorted_sample(std::span<const float> g, std::uint64_t max_po
     // Keep the max_points elements of smallest hash: a uniform subsample without replacement
     // that does not depend on the thread count or the backend. The filter keeps each element with
     // probability p, set a few standard deviations above the need; a miss retries with 4p.
-    const double m = static_cast<double>(max_points);
-    double p = std::min(1.0, (m + 6.0 * std::sqrt(m) + 64.0) / static_cast<double>(finite_nonzero));
+    double p = kernels::detail::sample_keep_probability(max_points, finite_nonzero);
     std::vector<Keyed> kept;
     for (;;) {
-      const std::uint64_t cutoff =
-          p >= 1.0 ? std::numeric_limits<std::uint64_t>::max()
-                   : static_cast<std::uint64_t>(p * 18446744073709551616.0);
-      kept = hash_filter(g, seed, cutoff);  // pass 2
+      kept = hash_filter(g, seed, kernels::detail::sample_hash_cutoff(p));  // pass 2
       if (kept.size() >= max_points) break;
       if (p >= 1.0) throw kernels::detail::sample_count_changed(finite_nonzero, kept.size());  // never loop on it
       p = std::min(1.0, 4.0 * p);
     }
-    auto by_hash = [](const Keyed& a, const Keyed& b) {
-      return a.hash != b.hash ? a.hash < b.hash : a.index < b.index;
-    };
-    std::nth_element(kept.begin(), kept.begin() + (max_points - 1), kept.end(), by_hash);
-    kept.resize(max_points);
-    out.reserve(max_points);
-    for (const Keyed& k : kept) out.push_back(k.x);
     if (subsampled) *subsampled = true;
+    return kernels::detail::smallest_hash_values(kept, max_points);
   }
   std::sort(out.begin(), out.end());
   return out;

@@ -244,11 +244,9 @@ std::vector<double> sorted_sample(P& p, const float* g, std::uint64_t n, std::ui
   }
   // As on the CPU: keep hashes below a cutoff (about 1.1 max_points survive), retry with 4p if too
   // few did, then the max_points smallest hashes (stable radix sort: ties by index, as the CPU).
-  const double m = static_cast<double>(max_points);
-  double prob = std::min(1.0, (m + 6.0 * std::sqrt(m) + 64.0) / static_cast<double>(finite_nonzero));
+  double prob = kernels::detail::sample_keep_probability(max_points, finite_nonzero);
   for (;;) {
-    const std::uint64_t cutoff = prob >= 1.0 ? std::numeric_limits<std::uint64_t>::max()
-                                             : static_cast<std::uint64_t>(prob * 18446744073709551616.0);
+    const std::uint64_t cutoff = kernels::detail::sample_hash_cutoff(prob);
     const HashBelow pred{g, seed, cutoff};
     const std::uint64_t kept = p.template sum<unsigned long long>(n, HashBelowCount{pred});
     if (kept < max_points) {

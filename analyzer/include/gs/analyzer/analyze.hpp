@@ -2,7 +2,8 @@
 // The analysis pipeline behind `gradscope analyze`: for each selected step of a snapshot, each
 // layer and/or the whole model flattened, every SID fit with its goodness of fit (fit_report) and
 // every threshold method at every density, timed and compared with exact top-k's threshold. Streams
-// step by step: one model's worth of floats in memory (one layer's with granularity=layer).
+// step by step, holding at most config.memory_mib MiB of layers plus one layer per job: a larger
+// model is streamed layer by layer (gs/analyzer/streamed.hpp).
 #include <cstdint>
 #include <functional>
 #include <iosfwd>

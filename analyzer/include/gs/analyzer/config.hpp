@@ -46,6 +46,10 @@ struct AnalyzeConfig {
   std::uint64_t ks_max_points = kDefaultKsMaxPoints;
   std::uint64_t seed = 20240601;
   int qq_points = 19;
+  // How the work runs; neither changes a result, so neither is stored with the results.
+  int jobs = 0;                  // layers analysed in parallel on the CPU (0: one per core)
+  std::uint64_t memory_mib = 128;  // layers held in memory per step; the whole model is streamed
+                                   // layer by layer beyond it (gs/analyzer/streamed.hpp)
   bool force = false;  // recompute from scratch, replace the output, CSV and report files
   bool quiet = false;
   // Exports after the analysis (empty: none).
@@ -55,6 +59,8 @@ struct AnalyzeConfig {
 
   // gs::Error naming the first bad option and what to use instead.
   void validate() const;
+  // jobs, or the cores when it is 0.
+  int threads() const;
   // The report options used for every vector.
   FitReportOptions fit_options() const;
 };

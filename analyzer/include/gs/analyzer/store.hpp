@@ -149,6 +149,7 @@ class AnalysisReader {
   const SourceIdentity& source() const;
   const StoredOptions& options() const;
   std::string created() const;  // when the analysis file was made
+  std::size_t scope_width() const;  // bytes of the scope fields (the longest layer name, or 8)
 
   // Committed rows only (those of steps in /steps), in the order they were written.
   std::vector<StepRow> steps() const;
@@ -163,5 +164,20 @@ class AnalysisReader {
   void load();  // reads what the open file holds into impl_
   std::unique_ptr<Impl> impl_;
 };
+
+// Shards of one analysis: `gradscope analyze` runs over the same snapshot with the same options
+// whose step selections tile one selection (a:b:s, b:c:s, ..., the last one may be open, each
+// shard's length a multiple of s). merge_stores writes their rows, step by step in snapshot row
+// order, into `output`, which then equals the store of one run over the whole selection a:...:s
+// (timings and the creation time aside). gs::Error naming the shard and what differs: another
+// snapshot, other options, selections that do not tile, no shard; an existing output is replaced
+// only with replace.
+struct MergeResult {
+  std::size_t shards = 0;
+  std::size_t steps = 0;
+  std::string selection;  // the merged step selection, canonical a:b:s
+};
+MergeResult merge_stores(const std::vector<std::filesystem::path>& shards,
+                         const std::filesystem::path& output, bool replace);
 
 }  // namespace gs::analyzer

@@ -2,7 +2,7 @@
 // Gradient snapshot store, format v1 (docs/snapshot-format.md). One HDF5 file per run:
 //   root attributes: format="gradscope-snapshot", format_version=1, model, dataset, seed,
 //                    created (ISO 8601 UTC), gradscope_version
-//   /layers/<name>/grad  float32 [steps (unlimited) x numel], chunked, shuffle + deflate,
+//   /layers/<name>/grad  float32 [steps (unlimited) x numel], chunked, compressed by a codec,
 //                        attribute shape (int64[]) = the parameter's shape
 //   /layers/<name>/step  int64 [steps]
 //   /steps               compound {step int64, loss float64, lr float64} [steps]
@@ -15,6 +15,8 @@
 #include <span>
 #include <string>
 #include <vector>
+
+#include "gs/data/codecs.hpp"
 
 namespace gs::data {
 
@@ -44,7 +46,9 @@ struct SnapshotMeta {
 
 struct WriterOptions {
   bool force = false;     // overwrite an existing file; otherwise refuse with gs::Error
-  int deflate_level = 4;  // 0..9; 0 stores gradients uncompressed (no shuffle, no deflate)
+  // How gradients are compressed on disk: a name of snapshot_codecs() (gs/data/codecs.hpp).
+  std::string compression = kDefaultSnapshotCodec;
+  int deflate_level = 4;  // 0..9, for compression "deflate"; 0 stores raw floats whatever the codec
   // A grad chunk is one step's row of a layer, capped at this many floats (default 256 Ki = 1 MiB,
   // the size of HDF5's default chunk cache) so huge layers span several chunks.
   std::int64_t max_chunk_elements = std::int64_t{1} << 18;
@@ -71,6 +75,12 @@ class SnapshotWriter {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// Where a new file may be written: gs::Error, one line, when path is a directory, its directory
+// does not exist, or it exists and !force (the message suggests force_words, the caller's way of
+// saying force: "--force" on the command line, "force=True" in Python).
+void check_destination(const std::filesystem::path& path, bool force,
+                       const std::string& force_words = "--force");
 
 // An HDF5 file's bytes in memory (received over a network, or fed by a fuzzer), read through
 // HDF5's core driver, which copies them; `name` stands for the file in messages.
@@ -112,7 +122,7 @@ class SnapshotReader {
                      const std::function<void(std::size_t, const StepRecord&,
                                               std::span<const float>)>& fn) const;
 
-  // Bytes the grad datasets occupy on disk (after shuffle + deflate); see storage_info().
+  // Bytes the grad datasets occupy on disk (after compression); see storage_info().
   std::uint64_t stored_grad_bytes() const;
 
  private:

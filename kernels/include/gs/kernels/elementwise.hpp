@@ -2,8 +2,11 @@
 // Per-element formulas shared by the CPU and CUDA backends (GS_HD: written once, compiled by g++
 // and nvcc), so both backends select, bin and sample exactly the same elements.
 #include <cstdint>
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "gs/error.hpp"
 #include "gs/fitting/stats.hpp"
@@ -156,6 +159,39 @@ GS_HD inline long long log_bin(double x, double log_lo, double bins_per_log, int
   long long b = static_cast<long long>((::log(x) - log_lo) * bins_per_log);
   b = b < 0 ? 0 : b;
   return b >= bins ? bins - 1 : b;
+}
+
+// sorted_sample's subsample, on every backend and streamed (gs::analyzer::StreamedPasses): the
+// max_points elements of smallest element_hash(seed, global index), found through a filter that
+// keeps each finite non-zero element with probability p (a few standard deviations above the need,
+// so about 1.1 max_points survive) and retries with 4p when too few did.
+inline double sample_keep_probability(std::uint64_t max_points, std::uint64_t available) {
+  const double m = static_cast<double>(max_points);
+  return std::min(1.0, (m + 6.0 * std::sqrt(m) + 64.0) / static_cast<double>(available));
+}
+// The hash bound of keep probability p: hashes below it pass.
+inline std::uint64_t sample_hash_cutoff(double p) {
+  return p >= 1.0 ? ~std::uint64_t{0} : static_cast<std::uint64_t>(p * 18446744073709551616.0);
+}
+
+// An element that passed the filter, and the subsample the kept ones give: the x of the
+// max_points smallest (hash, index), ascending. kept is reordered.
+struct HashKept {
+  std::uint64_t hash;
+  std::uint64_t index;
+  float x;
+};
+inline std::vector<double> smallest_hash_values(std::vector<HashKept>& kept, std::uint64_t max_points) {
+  const auto by_hash = [](const HashKept& a, const HashKept& b) {
+    return a.hash != b.hash ? a.hash < b.hash : a.index < b.index;
+  };
+  std::nth_element(kept.begin(), kept.begin() + static_cast<std::ptrdiff_t>(max_points - 1), kept.end(),
+                   by_hash);
+  std::vector<double> out;
+  out.reserve(max_points);
+  for (std::uint64_t k = 0; k < max_points; ++k) out.push_back(kept[k].x);
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 // sorted_sample's error when its hash filter, keeping everything (p = 1), returns fewer finite

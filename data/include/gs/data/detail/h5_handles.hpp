@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "gs/data/codecs.hpp"
 #include "gs/error.hpp"
 
 namespace gs::data::h5 {
@@ -98,6 +99,11 @@ struct StepRow {
   double lr;
 };
 H5Handle step_row_type(const std::filesystem::path& file);
+// Sets the filters of `codec` on a dataset creation list (codecs.cpp); gs::Error naming the Debian
+// package when libhdf5 cannot load the codec's plugin.
+void set_codec_filters(hid_t dcpl, const SnapshotCodec& codec, int deflate_level,
+                       const std::filesystem::path& file, const std::string& where);
+
 // Variable-length UTF-8 string type (h5py reads it back as str).
 H5Handle string_type(const std::filesystem::path& file);
 
