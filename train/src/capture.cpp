@@ -41,7 +41,12 @@ const std::vector<OptionRow<CaptureConfig>>& capture_options() {
       common_option<C>("--seed"),
       option_row<int, C>("--threads", "compute threads (torch and BLAS)",
                          [](auto& c) -> auto& { return c.threads; }, at_least("--threads", 1)),
-      option_row<int, C>("--deflate", "gradient compression level 0..9",
+      option_row<std::string, C>("--compression",
+                                 "how the snapshot's gradients are compressed (lz4 is fast; deflate "
+                                 "is smaller and slower; none stores raw floats)",
+                                 [](auto& c) -> auto& { return c.compression; }, {},
+                                 data::snapshot_codec_names()),
+      option_row<int, C>("--deflate", "deflate level 0..9, for --compression deflate",
                          [](auto& c) -> auto& { return c.deflate_level; },
                          [](const int& v) {
                            if (v < 0 || v > 9)
@@ -83,6 +88,7 @@ CaptureResult run_capture(const CaptureConfig& config, const CaptureCallback& pr
   meta.seed = config.seed;
   data::WriterOptions writer_options;
   writer_options.force = config.force;
+  writer_options.compression = config.compression;
   writer_options.deflate_level = config.deflate_level;
   // The file is created (and its directory checked) before the data are loaded.
   GradientRecorder recorder(*model, data::SnapshotWriter(config.out, meta, layers, writer_options),

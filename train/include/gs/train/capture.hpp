@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "gs/base/option_table.hpp"
+#include "gs/data/codecs.hpp"
 #include "gs/data/fashion_mnist.hpp"
 #include "gs/data/snapshot.hpp"
 #include "gs/train/model_names.hpp"  // the names run_capture accepts
@@ -26,7 +27,9 @@ struct CaptureConfig {
   std::filesystem::path out;  // the snapshot file to write: --out, required
   bool force = false;       // overwrite out
   int threads = 2;          // compute threads: torch intra-op and the BLAS pool
-  int deflate_level = 4;    // 0..9 for the snapshot's gradient datasets
+  // How the snapshot's gradients are compressed: a name of data::snapshot_codecs().
+  std::string compression = data::kDefaultSnapshotCodec;
+  int deflate_level = 4;    // 0..9, for compression "deflate" (0: raw floats)
   std::size_t queue_depth = 4;
   std::filesystem::path data_dir = data::fashion_mnist_dir();
   // Test images to evaluate: 0 means all 10000 (the figure to report); fewer keeps tests fast.
