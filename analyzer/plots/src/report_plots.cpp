@@ -22,6 +22,7 @@
 #include "gs/analyzer/vectors.hpp"
 #include "gs/data/snapshot.hpp"
 #include "gs/error.hpp"
+#include "gs/fitting/threshold_methods.hpp"
 
 namespace gs::analyzer::plots {
 namespace {
@@ -139,6 +140,15 @@ void ensure_application() {
   std::setlocale(LC_ALL, locale.c_str());
 }
 
+namespace {
+// The method the others are judged against (its error is 0 by definition): the table's exact row.
+bool is_reference_method(const std::string& name) {
+  for (const auto& m : threshold_methods())
+    if (m.name == name) return m.kind == ThresholdKind::exact;
+  return false;
+}
+}  // namespace
+
 std::vector<ErrorBar> threshold_error_bars(const std::vector<VectorRow>& vectors,
                                            const std::vector<ThresholdRow>& thresholds,
                                            const StoredOptions& options) {
@@ -146,7 +156,7 @@ std::vector<ErrorBar> threshold_error_bars(const std::vector<VectorRow>& vectors
   for (const auto& v : vectors) size[{v.step, v.scope}] = v.n;
   std::map<std::pair<std::string, double>, std::vector<double>> errors;
   for (const auto& t : thresholds) {
-    if (!t.error.empty() || t.method == "topk") continue;
+    if (!t.error.empty() || is_reference_method(t.method)) continue;
     const auto n = size.find({t.step, t.scope});
     if (n != size.end() && double(n->second) * t.density < kMinTargetCountForQuality) continue;
     if (std::isfinite(t.rel_error)) errors[{t.method, t.density}].push_back(std::fabs(t.rel_error));
