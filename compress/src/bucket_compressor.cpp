@@ -35,24 +35,25 @@ std::string BucketCompressor::place(std::span<const BucketParam> params, std::ui
   if (total != n)
     throw Error("bucket " + std::to_string(index) + ": " + std::to_string(n) +
                 " elements for parameters of " + std::to_string(total));
+  std::uint64_t next = placed_.size();  // the ordinal the next new parameter gets
   for (const BucketParam& p : params) {  // checked before anything is numbered
     const auto known = ordinal_.find(p.key);
     if (known != ordinal_.end() && placed_[known->second].numel != p.numel)
       throw Error("bucket " + std::to_string(index) + ": a parameter had " +
                   std::to_string(placed_[known->second].numel) + " elements and now has " +
                   std::to_string(p.numel));
+    if (known == ordinal_.end()) {
+      const auto loaded = loaded_.find(next++);
+      if (loaded != loaded_.end() && loaded->second.size() != p.numel)
+        throw Error("bucket " + std::to_string(index) + ": parameter #" + std::to_string(next - 1) +
+                    " has " + std::to_string(p.numel) + " elements; its residual in the loaded state has " +
+                    std::to_string(loaded->second.size()) + " (a state of another model?)");
+    }
   }
   std::string layout;  // the ordinals, which name the layout's residual slot
   for (const BucketParam& p : params) {
     auto [it, fresh] = ordinal_.try_emplace(p.key, placed_.size());
-    if (fresh) {
-      placed_.push_back({"", 0, p.numel});
-      const auto loaded = loaded_.find(it->second);
-      if (loaded != loaded_.end() && loaded->second.size() != p.numel)
-        throw Error("bucket " + std::to_string(index) + ": parameter #" + std::to_string(it->second) +
-                    " has " + std::to_string(p.numel) + " elements; its residual in the loaded state has " +
-                    std::to_string(loaded->second.size()) + " (a state of another model?)");
-    }
+    if (fresh) placed_.push_back({"", 0, p.numel});
     layout += std::to_string(it->second) + ",";
   }
   if (!compressor_->error_feedback()) return layout;
@@ -71,7 +72,7 @@ std::string BucketCompressor::place(std::span<const BucketParam> params, std::ui
         const auto src = residual_.residual(where.layout).subspan(where.offset, p.numel);
         std::copy(src.begin(), src.end(), dst.begin());
         left.insert(where.layout);
-      } else if (const auto loaded = loaded_.find(o); loaded != loaded_.end()) {
+      } else if (const auto loaded = loaded_.find(o); loaded != loaded_.end() && loaded->second.size() == p.numel) {
         std::copy(loaded->second.begin(), loaded->second.end(), dst.begin());
         loaded_.erase(loaded);
       } else {
@@ -100,23 +101,34 @@ void BucketCompressor::begin_step() {
 void BucketCompressor::exchange(int index, std::span<const float> g, std::span<const BucketParam> params,
                                 Collectives& comm, std::span<float> out, bool last,
                                 std::span<const float> variance, double hook_seconds) {
-  if (out.size() != g.size())
-    throw Error("bucket " + std::to_string(index) + ": the update has " + std::to_string(out.size()) +
-                " elements, the gradient " + std::to_string(g.size()));
-  const std::string slot = place(params, g.size(), index);
-  const std::string tensor = "bucket" + std::to_string(index);
-  if (buckets_in_step_++ == 0) begin_step();
-  StepStats& s = current_;
-  s.buckets += 1;
-  s.hook_seconds += hook_seconds;
-  const auto t0 = Clock::now();
-  TimedCollectives timed(comm);
-  bool skipped = false;
+  if (failed_) {
+    // An earlier bucket of this step failed: the step is abandoned, its other buckets with it.
+    if (last) abandon_step(true);
+    throw Error("bucket " + std::to_string(index) + ": an earlier bucket of this step failed; the "
+                "step is abandoned");
+  }
+  const bool first = buckets_in_step_++ == 0;
   try {
+    if (out.size() != g.size())
+      throw Error("bucket " + std::to_string(index) + ": the update has " + std::to_string(out.size()) +
+                  " elements, the gradient " + std::to_string(g.size()));
+    if (first) begin_step();
+    const std::string slot = place(params, g.size(), index);
+    // The variance compressor keeps per-element state under the tensor's name: name it after the
+    // layout, so that it follows the parameters as the residuals do (a regrouped layout starts
+    // afresh) instead of meeting another layout under the same bucket number.
+    const std::string tensor =
+        compressor_->needs_gradient_variance() ? slot : "bucket" + std::to_string(index);
+    StepStats& s = current_;
+    s.buckets += 1;
+    s.hook_seconds += hook_seconds;
+    const auto t0 = Clock::now();
+    TimedCollectives timed(comm);
     if (!uncompressed_ && compressor_->needs_gradient_variance() && variance.size() != g.size())
       throw Error("compressor '" + std::string(compressor_->name()) + "' weighs elements by their "
                   "gradient variance: give it for every bucket (" + std::to_string(variance.size()) +
                   " values for a bucket of " + std::to_string(g.size()) + ")");
+    bool skipped = false;
     if (uncompressed_) {
       skipped = exchange_dense(*dense_, slot, g, timed, out, s);
     } else {
@@ -126,19 +138,30 @@ void BucketCompressor::exchange(int index, std::span<const float> g, std::span<c
         case Exchange::collective: skipped = exchange_collective(slot, tensor, g, timed, out, s); break;
       }
     }
+    if (skipped) {
+      s.skipped = true;
+      std::fill(out.begin(), out.end(), 0.0f);
+    }
+    s.comm_seconds += timed.seconds;
+    s.compress_seconds += seconds_since(t0) - timed.seconds;
   } catch (...) {
-    // A failed bucket ends the step here: nothing of it is kept half-done.
-    if (compressor_->error_feedback() && residual_.contains(slot)) residual_.discard(slot);
-    buckets_in_step_ = 0;
+    abandon_step(last);
     throw;
   }
-  if (skipped) {
-    s.skipped = true;
-    std::fill(out.begin(), out.end(), 0.0f);
-  }
-  s.comm_seconds += timed.seconds;
-  s.compress_seconds += seconds_since(t0) - timed.seconds;
   if (last) end_step();
+}
+
+void BucketCompressor::abandon_step(bool last) {
+  // Nothing of the step is kept: every residual stays as it was before it.
+  for (const auto& c : pending_)
+    if (residual_.contains(c.slot)) residual_.discard(c.slot);
+  pending_.clear();
+  failed_ = !last;
+  if (last) buckets_in_step_ = 0;
+}
+
+void BucketCompressor::defer_commit(const std::string& slot, Payload payload, std::vector<float> sent) {
+  pending_.push_back({slot, std::move(payload), std::move(sent)});
 }
 
 bool BucketCompressor::exchange_dense(Compressor& c, const std::string& slot, std::span<const float> g,
@@ -158,8 +181,9 @@ bool BucketCompressor::exchange_dense(Compressor& c, const std::string& slot, st
   }
   const std::uint64_t wire_bytes = mine.payload.wire_bytes();
   if (ef) {
-    residual_.commit(slot, mine.payload, c);
+    Payload own = mine.payload;
     mine.payload.values = std::move(summed);
+    defer_commit(slot, std::move(own), {});
   }
   c.decode_sum(mine.payload, comm.world_size(), out);
   s.n += g.size();
@@ -210,13 +234,13 @@ bool BucketCompressor::exchange_sparse(const std::string& slot, const std::strin
                   " (do all workers run the same model?)");
   }
   c.aggregate(payloads, out);
-  if (ef) residual_.commit(slot, mine.payload, c);
   s.n += g.size();
   s.selected += mine.info.selected;
   s.bytes_sent += wire_bytes;
   s.dense_bytes += 4 * g.size();
   s.stages = std::max(s.stages, mine.info.stages);
   s.group_quality.push_back(mine.info.quality());
+  if (ef) defer_commit(slot, std::move(mine.payload), {});
   return false;
 }
 
@@ -232,7 +256,7 @@ bool BucketCompressor::exchange_collective(const std::string& slot, const std::s
   const auto acc = ef ? residual_.accumulate(slot, g) : g;
   std::vector<float> sent(g.size());
   const auto r = c.exchange(acc, tensor, comm, sent, out);
-  if (ef) residual_.commit_decoded(slot, sent);
+  if (ef) defer_commit(slot, {}, std::move(sent));
   s.n += g.size();
   s.selected += r.info.selected;
   s.bytes_sent += r.wire_bytes;
@@ -245,6 +269,14 @@ bool BucketCompressor::exchange_collective(const std::string& slot, const std::s
 
 void BucketCompressor::end_step() {
   buckets_in_step_ = 0;
+  // The residuals change only with the whole step: a step skipped on any bucket keeps them all
+  // as they were, as gradscope train does (the user skips its optimizer step; nothing is lost).
+  for (auto& c : pending_) {
+    if (current_.skipped) residual_.discard(c.slot);
+    else if (c.sent.empty()) residual_.commit(c.slot, c.payload, *compressor_);
+    else residual_.commit_decoded(c.slot, c.sent);
+  }
+  pending_.clear();
   if (!uncompressed_) compressor_->end_step();
   const std::int64_t step = steps_++;
   StepFigures f;
@@ -296,6 +328,18 @@ void BucketCompressor::load_state(StateReader& r) {
   r.expect(r.get<std::int64_t>(), warmup_.steps, "the warm-up's length (warmup_steps)");
   r.expect(r.get_text(), std::string(WarmupSchedule::to_string(warmup_.kind)), "the warm-up schedule");
   r.expect(r.get<double>(), warmup_.start_density, "the warm-up's start density");
+  StateWriter before;  // a state that fails past here leaves the compressor as it was
+  compressor_->save_state(before);
+  try {
+    load_rest(r, steps);
+  } catch (...) {
+    StateReader back(before.bytes(), "the compressor's own state");
+    compressor_->load_state(back);
+    throw;
+  }
+}
+
+void BucketCompressor::load_rest(StateReader& r, std::int64_t steps) {
   compressor_->load_state(r);
   std::map<std::uint64_t, std::vector<float>> loaded;
   for (auto n = r.get<std::uint64_t>(); n > 0; --n) {

@@ -12,8 +12,9 @@ Futures DDP waits for, the state's thread, and pickling.
 The hook returns at once: each bucket is queued to the state's thread, which exchanges the
 buckets one after the other in DDP's order while backward computes the next ones. Its collectives
 run on a process group of the state's own (made with torch.distributed.new_group over the same
-ranks at the first step), so they never interleave with DDP's own collectives
-(find_unused_parameters, static_graph) or with another model's on the same group.
+ranks when the State is made), so they never interleave with DDP's own collectives
+(find_unused_parameters, static_graph) or with another model's on the same group. Read the
+state's statistics after backward() returns (the state's thread updates them during it).
 """
 
 import datetime
@@ -253,17 +254,21 @@ class State:
 
     def _bucket(self, result, index, host, params, comm, last, bucket, grad, hook_s):
         """One bucket, on the state's thread."""
+        reached = False  # whether the core saw the bucket (it abandons a failed step itself)
         try:
             out = torch.empty(host.numel(), dtype=torch.float32)
             v_address, v_n = 0, 0
             if self._core.needs_gradient_variance:
                 v = self.variance(bucket).detach().to(device="cpu", dtype=torch.float32).contiguous()
                 v_address, v_n = v.data_ptr(), v.numel()
+            reached = True
             self._core.exchange(index, host.data_ptr(), host.numel(), params, comm, out.data_ptr(), last,
                                 v_address, v_n, hook_s)
             result.set_result(out if out.dtype == grad.dtype and grad.device.type == "cpu"
                               else out.to(device=grad.device, dtype=grad.dtype))
         except Exception as e:  # noqa: BLE001 - every error reaches the caller through its Future
+            if not reached:
+                self._core.fail_bucket(last)
             self.last_error = e
             result.set_exception(e)
 

@@ -130,6 +130,7 @@ void bind_ddp(py::module_& m) {
       .def("exchange", &BucketHandle::exchange, py::arg("index"), py::arg("address"), py::arg("n"),
            py::arg("params"), py::arg("collectives"), py::arg("out"), py::arg("last"),
            py::arg("variance"), py::arg("variance_n"), py::arg("hook_seconds"))
+      .def("fail_bucket", [](BucketHandle& h, bool last) { h.get().fail_bucket(last); }, py::arg("last"))
       .def("history", &BucketHandle::history)
       .def("summary", [](BucketHandle& h) { return summary_dict(h.get().summary()); })
       .def("save_state", &BucketHandle::save_state)

@@ -267,3 +267,72 @@ TEST(StepRules, RunStatisticsSummariseEveryStep) {
   EXPECT_DOUBLE_EQ(sum.quality_mean, 3.0);  // steps 1 to 3: not the warm-up, not the skipped one
   EXPECT_DOUBLE_EQ(sum.bytes_per_step, 150.0);  // steps 0 to 3
 }
+
+// The residuals change only with a whole step: a step skipped on its second bucket leaves the
+// first bucket's residual as it was, so the next step sends what a run without that step sends.
+TEST(BucketCompressor, ASkippedStepLeavesEveryResidualAsItWas) {
+  constexpr int kWorkers = 2;
+  std::vector<std::vector<float>> with_skip(kWorkers), without(kWorkers);
+  for (const bool skip : {true, false}) {
+    run_workers(kWorkers, [&](Collectives& comm) {
+      const int r = comm.rank();
+      auto bc = make_bucket("topk", 0.05, r);
+      std::vector<float> out(577);
+      auto step = [&](std::uint64_t seed, bool poison) {
+        auto g = grad(577, seed * 10 + std::uint64_t(r));
+        if (poison && r == 1) g[550] = std::nanf("");  // in the second bucket only
+        bc->exchange(0, std::span<const float>(g).first(500), kBuckets[0], comm,
+                     std::span<float>(out).first(500), false);
+        bc->exchange(1, std::span<const float>(g).subspan(500), kBuckets[1], comm,
+                     std::span<float>(out).subspan(500), true);
+      };
+      step(1, false);
+      if (skip) {
+        step(2, true);
+        EXPECT_TRUE(bc->last_step_skipped());
+      }
+      step(3, false);
+      (skip ? with_skip : without)[std::size_t(r)] = out;
+    });
+  }
+  for (int r = 0; r < kWorkers; ++r) EXPECT_EQ(with_skip[r], without[r]) << "worker " << r;
+}
+
+// An error in a bucket abandons its step: the step's other buckets are refused, nothing of it is
+// kept, and the next step runs as if it never happened.
+TEST(BucketCompressor, AFailedBucketAbandonsItsStep) {
+  SoloCollectives solo;
+  auto a = make_bucket("topk", 0.05, 0), b = make_bucket("topk", 0.05, 0);
+  const std::vector<std::vector<BucketParam>> three = {{{10, 300}}, {{11, 200}}, {{12, 77}}};
+  auto step = [&](BucketCompressor& bc, std::uint64_t seed) {
+    const auto g = grad(577, seed);
+    std::vector<float> out(577);
+    std::uint64_t at = 0;
+    for (std::size_t i = 0; i < three.size(); ++i) {
+      const auto n = three[i][0].numel;
+      bc.exchange(int(i), std::span<const float>(g).subspan(at, n), three[i], solo,
+                  std::span<float>(out).subspan(at, n), i + 1 == three.size());
+      at += n;
+    }
+    return out;
+  };
+  step(*a, 1);
+  step(*b, 1);
+  const auto g = grad(577, 2);
+  std::vector<float> out(577);
+  a->exchange(0, std::span<const float>(g).first(300), three[0], solo, std::span<float>(out).first(300), false);
+  const std::vector<BucketParam> wrong = {{11, 199}};
+  EXPECT_NE(error_message([&] {
+              a->exchange(1, std::span<const float>(g).subspan(300, 200), wrong, solo,
+                          std::span<float>(out).subspan(300, 200), false);
+            }).find("bucket 1: 200 elements for parameters of 199"),
+            std::string::npos);
+  EXPECT_NE(error_message([&] {
+              a->exchange(2, std::span<const float>(g).subspan(500), three[2], solo,
+                          std::span<float>(out).subspan(500), true);
+            }).find("an earlier bucket of this step failed"),
+            std::string::npos);
+  EXPECT_EQ(a->steps(), 1);
+  EXPECT_FALSE(a->mid_step());
+  EXPECT_EQ(step(*a, 3), step(*b, 3));
+}

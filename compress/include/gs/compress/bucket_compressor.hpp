@@ -61,6 +61,12 @@ class BucketCompressor {
 
   std::int64_t steps() const { return steps_; }  // finished steps
   bool mid_step() const { return buckets_in_step_ > 0; }
+  // A bucket the framework could not hand over (its own error before exchange()): the step is
+  // abandoned as if exchange() had failed on it.
+  void fail_bucket(bool last) {
+    ++buckets_in_step_;
+    abandon_step(last);
+  }
   // Whether the last finished step was skipped (skip its optimizer step).
   bool last_step_skipped() const { return !history_.empty() && history_.back().skipped; }
   const std::deque<StepStats>& history() const { return history_; }
@@ -80,8 +86,20 @@ class BucketCompressor {
     std::uint64_t numel = 0;
   };
 
+  // A change of residual this step makes, applied by end_step (or dropped with the step).
+  struct PendingCommit {
+    std::string slot;
+    Payload payload;         // this worker's payload (the sparse and dense paths)
+    std::vector<float> sent; // what this worker's contribution decoded to (own rounds)
+  };
+
   void begin_step();
   void end_step();
+  // After an error: the step's residual changes are dropped and, unless `last` closed it, its
+  // remaining buckets are refused until the last one.
+  void abandon_step(bool last);
+  void defer_commit(const std::string& slot, Payload payload, std::vector<float> sent);
+  void load_rest(StateReader& r, std::int64_t steps);
   // The parameters' ordinals (assigned on first sight) and the residual slot of this layout,
   // filled from wherever each parameter's residual lived before.
   std::string place(std::span<const BucketParam> params, std::uint64_t n, int index);
@@ -106,6 +124,8 @@ class BucketCompressor {
 
   std::int64_t steps_ = 0;
   int buckets_in_step_ = 0;
+  bool failed_ = false;  // a bucket of this step failed: the rest wait for the last one
+  std::vector<PendingCommit> pending_;
   bool uncompressed_ = false;  // this step is a dense warm-up step
   StepStats current_;
   std::deque<StepStats> history_;
