@@ -18,10 +18,10 @@ state's statistics after backward() returns (the state's thread updates them dur
 """
 
 import datetime
+import queue
 import threading
 import time
 import weakref
-import queue
 from dataclasses import dataclass
 
 import torch

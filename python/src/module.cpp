@@ -7,7 +7,6 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -18,7 +17,6 @@
 
 #include "collectives.hpp"
 #include "options.hpp"
-#include "gs/base/join.hpp"
 #include "gs/analyzer/vectors.hpp"
 #include "gs/base/allocator.hpp"
 #include "gs/compress/compressor.hpp"
