@@ -181,3 +181,75 @@ TEST(Goodness, EdfStatisticsMatchSerialFormulasOnLargeSamples) {
 }
 
 }  // namespace
+
+namespace {
+
+// Interpolating the law between dense sorted points (the default) against evaluating it at every
+// point, on samples spanning many octaves like gradient magnitudes, with repeated values, and on
+// laws chosen to be hard for the interpolants: a steep normal, a bounded generalized Pareto with
+// points at its end, gamma shapes below and above 1.
+TEST(Goodness, InterpolatedEdfStatisticsEqualPointByPointOnes) {
+  std::mt19937_64 rng(29);
+  std::vector<double> spread(400000);
+  std::lognormal_distribution<double> ln(-9.0, 2.0);
+  for (auto& v : spread) v = double(float(ln(rng)));  // float values, so some repeat
+  std::sort(spread.begin(), spread.end());
+  std::vector<double> narrow(200000);
+  std::normal_distribution<double> nd(1.0, 1e-4);
+  for (auto& v : narrow) v = nd(rng);
+  std::sort(narrow.begin(), narrow.end());
+  std::vector<double> bounded(200000);
+  std::uniform_real_distribution<double> u(0.0, 2.0);
+  for (auto& v : bounded) v = u(rng);
+  bounded.back() = 2.0;  // the support's end of GeneralizedPareto(-0.5, 1)
+  std::sort(bounded.begin(), bounded.end());
+  // With the least share of points each case must take from the interpolants (the steep normal
+  // turns from 0 to 1 within a few segments: the checks keep it exact; the bounded Pareto's ln S
+  // falls to -inf at 2).
+  struct Case {
+    const std::vector<double>* x;
+    gs::Sid law;
+    double interpolated;
+  };
+  const std::vector<Case> cases = {
+      {&spread, gs::Exponential(4e-4), 0.95},
+      {&spread, gs::Gamma(0.3, 2e-3), 0.95},
+      {&spread, gs::Gamma(3.0, 1e-4), 0.95},
+      {&spread, gs::GeneralizedPareto(0.4, 1e-4), 0.95},
+      {&spread, gs::GeneralizedPareto(-0.3, 2e-3), 0.95},
+      {&spread, gs::Normal(2e-4, 3e-4), 0.95},
+      {&narrow, gs::Normal(1.0, 1e-4), 0.0},
+      {&narrow, gs::Gamma(2.0, 0.5), 0.95},
+      {&bounded, gs::GeneralizedPareto(-0.5, 1.0), 0.7},
+      {&bounded, gs::Normal(1.0, 0.5), 0.95},
+  };
+  for (const auto& [x, d, share] : cases) {
+    SCOPED_TRACE(std::string(gs::name(d)) + " " + std::to_string(x->size()));
+    const gs::EdfStatistics fast = gs::edf_statistics(d, *x);
+    const gs::EdfStatistics exact = gs::edf_statistics(d, *x, gs::EdfEvaluation::exact);
+    EXPECT_EQ(exact.interpolated, 0u);
+    EXPECT_GE(double(fast.interpolated), share * double(x->size()));
+    EXPECT_NEAR(fast.ks_D, exact.ks_D, 1e-12);
+    if (std::isinf(exact.ad_A2)) {
+      EXPECT_EQ(fast.ad_A2, exact.ad_A2);
+    } else {
+      EXPECT_NEAR(fast.ad_A2, exact.ad_A2, 1e-10 * std::max(1.0, std::fabs(exact.ad_A2)));
+    }
+  }
+}
+
+// Beyond 2 n d^2 = 746 Massart's bound puts P(D_n > d) below half the smallest subnormal: the
+// p-value is 0 without the n-term sum, and the sum agrees; just inside, it is positive and within
+// the bound.
+TEST(Goodness, KsPvalueBeyondMassartsBoundIsZero) {
+  const std::uint64_t n = 1000000;
+  const double beyond = std::sqrt(750.0 / (2.0 * double(n)));
+  EXPECT_EQ(gs::ks_pvalue(beyond, n), 0.0);
+  EXPECT_EQ(2.0 * gs::smirnov_sf(n, beyond), 0.0);
+  const double inside = std::sqrt(600.0 / (2.0 * double(n)));
+  const double p = gs::ks_pvalue(inside, n);
+  EXPECT_GT(p, 0.0);
+  EXPECT_LE(p, 2.0 * std::exp(-600.0));
+}
+
+}  // namespace

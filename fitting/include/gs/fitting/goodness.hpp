@@ -52,11 +52,23 @@ double ad_statistic(const Sid& d, std::span<const double> sorted);
 // ks_statistic and ad_statistic return, at half the cost or less. Large samples run in parallel
 // (OpenMP) over fixed chunks reduced in chunk order, so the result does not depend on the thread
 // count. gs::Error if the sample is empty or unsorted.
+//
+//
+// By default the law is interpolated where the sorted points are dense: in each segment of 1/128
+// to 1/256 of a binary octave holding 8 or more points, F, ln F and ln(1-F) come from quintic
+// Hermite interpolants of the law's values, slopes and curvatures at the segment's ends, each
+// checked against the law at the segment's middle to 1e-13 (else the segment's points are
+// evaluated one by one). D and A^2 then equal the point-by-point statistics within 1e-12 in D and
+// 1e-10 relative in A^2 (tests/fitting; on a ResNet-50 step's layers 3e-16 and 1e-12).
+// EdfEvaluation::exact evaluates the law at every point.
 struct EdfStatistics {
   double ks_D = 0.0;
   double ad_A2 = 0.0;
+  std::uint64_t interpolated = 0;  // points whose F, ln F, ln(1-F) came from the interpolants
 };
-EdfStatistics edf_statistics(const Sid& d, std::span<const double> sorted);
+enum class EdfEvaluation { interpolated, exact };
+EdfStatistics edf_statistics(const Sid& d, std::span<const double> sorted,
+                             EdfEvaluation how = EdfEvaluation::interpolated);
 
 // Tail check for compression: predicted exceedances n*density vs observed count above the fitted
 // eta = quantile(complement(d, density*n/count)) (the law describes the count non-zero values).
