@@ -311,20 +311,40 @@ Knot knot(const Law& law, double x) {
   return k;
 }
 
+// The three quintics on one segment, in powers of t = (x - start) / width (Horner's rule per
+// point). From the Hermite form with Δ = y1 - y0, d = w y', c = w^2 y'' at t = 0 and 1:
+// y0 + d0 t + c0/2 t^2 + (10Δ - 6d0 - 4d1 - 3c0/2 + c1/2) t^3 + (-15Δ + 8d0 + 7d1 + 3c0/2 - c1) t^4
+// + (6Δ - 3d0 - 3d1 - c0/2 + c1/2) t^5; differences keep the coefficients free of cancellation.
 struct Segment {
-  double start = 0.0, width = 0.0;
-  Knot lo, hi;
+  double start = 0.0, inv_width = 0.0;  // a segment's width is a power of 2: 1/w is exact
+  Knot hi;                              // the next segment's start, when it is used next
+  std::array<std::array<double, 6>, 3> k{};
+
+  void set(double lo_x, double hi_x, const Knot& lo, const Knot& high) {
+    start = lo_x;
+    const double w = hi_x - lo_x, w2 = w * w;
+    inv_width = 1.0 / w;
+    hi = high;
+    const std::array<const std::array<double, 3>*, 3> y0 = {&lo.cdf, &lo.log_cdf, &lo.log_sf};
+    const std::array<const std::array<double, 3>*, 3> y1 = {&hi.cdf, &hi.log_cdf, &hi.log_sf};
+    for (std::size_t f = 0; f < 3; ++f) {
+      const auto& a = *y0[f];
+      const auto& b = *y1[f];
+      const double delta = b[0] - a[0], d0 = w * a[1], d1 = w * b[1], c0 = w2 * a[2], c1 = w2 * b[2];
+      k[f] = {a[0],
+              d0,
+              0.5 * c0,
+              10.0 * delta - 6.0 * d0 - 4.0 * d1 - 1.5 * c0 + 0.5 * c1,
+              -15.0 * delta + 8.0 * d0 + 7.0 * d1 + 1.5 * c0 - c1,
+              6.0 * delta - 3.0 * d0 - 3.0 * d1 - 0.5 * c0 + 0.5 * c1};
+    }
+  }
   CdfPoint at(double x) const {
-    const double t = (x - start) / width, t2 = t * t, t3 = t2 * t, t4 = t3 * t, t5 = t4 * t;
-    const double w = width, w2 = w * w;
-    // The quintic Hermite basis: value, slope and curvature at t = 0 and at t = 1.
-    const double v0 = 1.0 - 10.0 * t3 + 15.0 * t4 - 6.0 * t5, v1 = 1.0 - v0;
-    const double d0 = (t - 6.0 * t3 + 8.0 * t4 - 3.0 * t5) * w, d1 = (-4.0 * t3 + 7.0 * t4 - 3.0 * t5) * w;
-    const double c0 = 0.5 * (t2 - 3.0 * t3 + 3.0 * t4 - t5) * w2, c1 = 0.5 * (t3 - 2.0 * t4 + t5) * w2;
-    auto mix = [&](const std::array<double, 3>& a, const std::array<double, 3>& b) {
-      return v0 * a[0] + v1 * b[0] + d0 * a[1] + d1 * b[1] + c0 * a[2] + c1 * b[2];
+    const double t = (x - start) * inv_width;
+    auto horner = [t](const std::array<double, 6>& c) {
+      return ((((c[5] * t + c[4]) * t + c[3]) * t + c[2]) * t + c[1]) * t + c[0];
     };
-    return {mix(lo.cdf, hi.cdf), mix(lo.log_cdf, hi.log_cdf), mix(lo.log_sf, hi.log_sf)};
+    return {horner(k[0]), horner(k[1]), horner(k[2])};
   }
 };
 
@@ -349,7 +369,8 @@ struct EdfAccumulator {
   double m = 0.0;
   EdfChunk c;
   void add(std::size_t j, const CdfPoint& p) {
-    c.dmax = std::max({c.dmax, double(j + 1) / m - p.cdf, p.cdf - double(j) / m});
+    const double above = double(j + 1) / m - p.cdf, below = p.cdf - double(j) / m;
+    c.dmax = std::max(c.dmax, std::max(above, below));
     const double wf = 2.0 * double(j) + 1.0, ws = 2.0 * (m - double(j)) - 1.0;
     c.ad_sum += static_cast<long double>(wf * p.log_cdf + ws * p.log_sf);
   }
@@ -385,13 +406,12 @@ EdfChunk edf_chunk(const Law& law, std::span<const double> x, std::size_t begin,
     while (r < end && segment_of(x[r]) == s) ++r;
     if (r - j >= kMinRun && s != 0 && held != s) {
       const double lo = segment_start(s), hi = segment_start(s + 1);
-      seg.lo = held == s - 1 ? seg.hi : knot(law, lo);  // the previous segment ends where this starts
-      seg.hi = knot(law, hi);
-      seg.start = lo;
-      seg.width = hi - lo;
+      // The previous segment's end is this one's start.
+      const Knot start = held == s - 1 ? seg.hi : knot(law, lo);
+      seg.set(lo, hi, start, knot(law, hi));
       held = s;
-      const double mid = lo + 0.5 * seg.width;
-      held_ok = seg.lo.usable && seg.hi.usable && agrees(seg.at(mid), cdf_point(law, mid));
+      const double mid = 0.5 * (lo + hi);
+      held_ok = start.usable && seg.hi.usable && agrees(seg.at(mid), cdf_point(law, mid));
     }
     if (r - j >= kMinRun && held == s && held_ok) {
       for (std::size_t i = j; i < r; ++i) acc.add(i, seg.at(x[i]));
