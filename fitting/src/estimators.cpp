@@ -159,17 +159,20 @@ ProfileMax maximise_profile(Profile&& profile, double lower, double ymean) {
   return r;
 }
 
+// The law at theta from xi(theta) = mean ln(1 + theta y) (theta = 0: the exponential).
+GpMleResult gp_at(const MagnitudeStats& y, double theta, double xi, double loglik, int npasses,
+                  bool converged) {
+  if (theta == 0.0) return {GeneralizedPareto(0.0, y.mean()), loglik, y.count, npasses, converged};
+  return {GeneralizedPareto(xi, xi / theta), loglik, y.count, npasses, converged};
+}
+
+// The same when the search kept only the profile's value at theta: one more pass for xi.
 GpMleResult gp_result(MagnitudePasses& passes, double threshold, double shift,
                       const MagnitudeStats& y, double theta, double loglik, int npasses,
                       bool converged) {
-  double xi = 0.0, sigma = y.mean();
-  if (theta != 0.0) {
-    const GpSums g = passes.gp_sums(theta, threshold, shift);
-    ++npasses;
-    xi = g.sum_log1p / double(y.count);
-    sigma = xi / theta;
-  }
-  return {GeneralizedPareto(xi, sigma), loglik, y.count, npasses, converged};
+  if (theta == 0.0) return gp_at(y, theta, 0.0, loglik, npasses, converged);
+  const GpSums g = passes.gp_sums(theta, threshold, shift);
+  return gp_at(y, theta, g.sum_log1p / double(y.count), loglik, npasses + 1, converged);
 }
 
 // The search of maximise_profile with every profile value a full pass (gp_sums).
@@ -201,6 +204,7 @@ constexpr std::size_t kGpTopPoints = 256;
 //   l'' = -n (xi'' (1/xi + 1) - xi'^2/xi^2 + 1/theta^2).
 struct ProfilePoint {
   double theta = 0.0;
+  double xi = 0.0;  // xi(theta): the law's shape at this point, without another pass
   double l = kNegInf, dl = 0.0, d2l = 0.0;
 };
 ProfilePoint profile_point(MagnitudePasses& passes, double threshold, double shift, double n,
@@ -211,6 +215,7 @@ ProfilePoint profile_point(MagnitudePasses& passes, double threshold, double shi
   p.l = gp_profile(n, ymean, theta, g.sum_log1p);
   if (!std::isfinite(p.l)) return p;
   const double xi = g.sum_log1p / n, i1 = g.sum_inv / n, i2 = g.sum_inv2 / n;
+  p.xi = xi;
   const double d1 = (1.0 - i1) / theta, d2 = -(1.0 - 2.0 * i1 + i2) / (theta * theta);
   p.dl = -n * (d1 * (1.0 / xi + 1.0) - 1.0 / theta);
   p.d2l = -n * (d2 * (1.0 / xi + 1.0) - d1 * d1 / (xi * xi) + 1.0 / (theta * theta));
@@ -306,7 +311,7 @@ GpMleResult fit_gpareto_mle(MagnitudePasses& passes, std::span<const double> sor
     full.passes += npasses;
     return full;
   }
-  return gp_result(passes, threshold, shift, y, cur.theta, cur.l, npasses, true);
+  return gp_at(y, cur.theta, cur.xi, cur.l, npasses, true);
 }
 
 }  // namespace gs

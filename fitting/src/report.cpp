@@ -26,13 +26,25 @@ void validate(const FitReportOptions& o) {
   if (o.ks_max_points == 0) throw Error("the KS sample size must be at least 1");
 }
 
+// A fitted law and its log-likelihood over every non-zero finite value.
+struct Fitted {
+  Sid law;
+  double loglik;
+};
+
 // sorted: the KS sample, which also brackets the generalized-Pareto search (few full passes).
-Sid fit_by_name(const std::string& dist, MagnitudePasses& passes, const MagnitudeStats& s,
-                std::span<const double> sorted) {
-  if (dist == "exponential") return fit_exponential(s);
-  if (dist == "gamma") return fit_gamma_mle(s);
-  if (dist == "gpareto") return fit_gpareto_mle(passes, sorted).dist;
-  return fit_normal(s);
+// The generalized Pareto's likelihood is the profile's maximum the search found (the closed form
+// -n ln sigma - (1 + 1/xi) sum ln(1 + xi x/sigma) at the same law, without another pass).
+Fitted fit_by_name(const std::string& dist, MagnitudePasses& passes, const MagnitudeStats& s,
+                   std::span<const double> sorted) {
+  if (dist == "gpareto") {
+    const GpMleResult gp = fit_gpareto_mle(passes, sorted);
+    return {gp.dist, gp.loglik};
+  }
+  const Sid law = dist == "exponential" ? Sid(fit_exponential(s))
+                  : dist == "gamma"     ? Sid(fit_gamma_mle(s))
+                                        : Sid(fit_normal(s));
+  return {law, loglik(law, passes, s)};
 }
 
 }  // namespace
@@ -54,9 +66,9 @@ FitReport fit_report(MagnitudePasses& passes, const FitReportOptions& o) {
     DistFit f;
     f.dist = dist;
     try {
-      const Sid d = fit_by_name(dist, passes, s, sample);
+      const auto [d, ll] = fit_by_name(dist, passes, s, sample);
       f.params = params(d);
-      f.loglik = loglik(d, passes, s);
+      f.loglik = ll;
       f.aic = aic(f.loglik, parameter_count(d));
       f.ks_n = sample.size();
       f.ks_subsampled = subsampled;

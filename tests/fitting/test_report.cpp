@@ -40,6 +40,16 @@ TEST(Report, FitsAndThresholdsOnGammaData) {
     EXPECT_EQ(f.qq.size(), 19u);
     EXPECT_DOUBLE_EQ(f.aic, 2.0 * double(f.params.size()) - 2.0 * f.loglik);
   }
+  // Each law's likelihood is the closed form at its parameters (the generalized Pareto's comes
+  // from its search, without another pass over the data).
+  const gs::MagnitudeStats s = passes.stats();
+  const gs::Sid laws[] = {gs::Exponential(r.fits[0].params[0].second),
+                          gs::Gamma(r.fits[1].params[0].second, r.fits[1].params[1].second),
+                          gs::GeneralizedPareto(r.fits[2].params[0].second, r.fits[2].params[1].second),
+                          gs::Normal(r.fits[3].params[0].second, r.fits[3].params[1].second)};
+  for (std::size_t i = 0; i < 4; ++i)
+    EXPECT_NEAR(r.fits[i].loglik, gs::loglik(laws[i], passes, s), 1e-12 * std::fabs(r.fits[i].loglik))
+        << r.fits[i].dist;
   // The true law wins on likelihood and KS.
   EXPECT_GT(r.fits[1].loglik, r.fits[0].loglik);
   EXPECT_GT(r.fits[1].loglik, r.fits[3].loglik);
