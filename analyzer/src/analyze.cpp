@@ -221,7 +221,11 @@ AnalyzeResult analyze(const AnalyzeConfig& config, const ProgressFn& progress) {
     StepResults res;
     res.step = {rec.step, row, rec.loss, rec.lr, 0.0};
     const StepLayers step_layers(reader, row, budget_floats, buffer);
-    if (whole) {
+    // The whole model in memory joins the layers' pool as its first task (the largest): its
+    // passes then run on one thread while the other cores take layers, instead of the layers
+    // waiting for its less parallel parts (sampling, sorting, searches).
+    const bool model_in_pool = whole && per_layer && jobs > 1 && step_layers.all_cached();
+    if (whole && !model_in_pool) {
       // In memory when the model fits the budget (on any backend), else streamed layer by layer.
       std::unique_ptr<MagnitudePasses> passes;
       if (step_layers.all_cached()) passes = kernels::make_passes(step_layers.model(), backend);
@@ -230,24 +234,34 @@ AnalyzeResult analyze(const AnalyzeConfig& config, const ProgressFn& progress) {
       tick(rec.step, kModelScope);
     }
     if (per_layer) {
-      std::vector<StepResults> parts(layers.size());
-      std::vector<std::exception_ptr> errors(layers.size());
+      // Task 0 is the model when it is in the pool; task i (+1) is layer i.
+      const std::size_t first_layer = model_in_pool ? 1 : 0;
+      const std::size_t tasks = layers.size() + first_layer;
+      std::vector<StepResults> parts(tasks);
+      std::vector<std::exception_ptr> errors(tasks);
 #pragma omp parallel num_threads(jobs)
       {
-        // A layer's passes run on its own thread alone: the layers are the parallel work.
+        // A vector's passes run on its own thread alone: the vectors are the parallel work.
 #if defined(_OPENMP)
         omp_set_num_threads(1);
 #endif
         std::vector<float> scratch;
 #pragma omp for schedule(dynamic, 1)
-        for (std::int64_t i = 0; i < static_cast<std::int64_t>(layers.size()); ++i) {
-          const auto l = static_cast<std::size_t>(i);
+        for (std::int64_t i = 0; i < static_cast<std::int64_t>(tasks); ++i) {
+          const auto t = static_cast<std::size_t>(i);
           try {
+            if (t < first_layer) {
+              auto passes = kernels::make_passes(step_layers.model(), backend);
+              analyze_vector(*passes, options, config.methods, rec.step, kModelScope, kKindModel, parts[t]);
+              tick(rec.step, kModelScope);
+              continue;
+            }
+            const std::size_t l = t - first_layer;
             auto passes = kernels::make_passes(step_layers.get(l, scratch), backend);
-            analyze_vector(*passes, options, config.methods, rec.step, layers[l].name, kinds[l], parts[l]);
+            analyze_vector(*passes, options, config.methods, rec.step, layers[l].name, kinds[l], parts[t]);
             tick(rec.step, layers[l].name);
           } catch (...) {
-            errors[l] = std::current_exception();
+            errors[t] = std::current_exception();
           }
         }
       }
