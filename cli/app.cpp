@@ -17,7 +17,17 @@ std::vector<Command>& registry() {
   return commands;
 }
 
+namespace {
+std::vector<std::string>& invocation_storage() {
+  static std::vector<std::string> arguments;
+  return arguments;
+}
+}  // namespace
+
+const std::vector<std::string>& invocation() { return invocation_storage(); }
+
 int run(int argc, const char* const* argv) {
+  invocation_storage().assign(argv, argv + argc);
   CLI::App app{"gradscope: how gradients are distributed, and how to compress them"};
   app.set_version_flag("--version", std::string("gradscope ") + gs::kVersion);
   app.require_subcommand(1);

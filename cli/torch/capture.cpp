@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <memory>
 
-#include "command.hpp"
+#include "torch_commands.hpp"
 #include "table_flags.hpp"
 #include "gs/base/bytes.hpp"
 #include "gs/train/capture.hpp"
@@ -53,13 +53,12 @@ int run_capture_command(const CaptureOptions& options) {
 
 }  // namespace
 
-GS_COMMAND("capture", "Train a Fashion-MNIST model and record its gradients to a snapshot file", 10,
-           [](CLI::App& sub) -> Runner {
-             auto o = std::make_shared<CaptureOptions>();
-             auto config = std::shared_ptr<train::CaptureConfig>(o, &o->config);
-             add_table_flags(sub, train::capture_options(), config);
-             sub.add_flag("--quiet", o->quiet, "no progress output");
-             return [o] { return run_capture_command(*o); };
-           });
+GS_TORCH_COMMAND("capture", [](CLI::App& sub) -> Runner {
+  auto o = std::make_shared<CaptureOptions>();
+  auto config = std::shared_ptr<train::CaptureConfig>(o, &o->config);
+  add_table_flags(sub, train::capture_options(), config);
+  sub.add_flag("--quiet", o->quiet, "no progress output");
+  return [o] { return run_capture_command(*o); };
+});
 
 }  // namespace gs::cli

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "command.hpp"
+#include "torch_commands.hpp"
 #include "gs/analyzer/analyze.hpp"
 #include "gs/data/snapshot.hpp"
 #include "gs/error.hpp"
@@ -143,15 +143,14 @@ int run_demo(const DemoOptions& options) {
 
 }  // namespace
 
-GS_COMMAND("demo", "Record a short Fashion-MNIST CNN training run and show what it holds", 1,
-           [](CLI::App& sub) -> Runner {
-             auto o = std::make_shared<DemoOptions>();
-             sub.add_option("--out", o->out,
-                            "snapshot file; if it exists, -1, -2, ... is appended (unless --force)")
-                 ->capture_default_str();
-             sub.add_flag("--force", o->force, "overwrite --out if it exists");
-             sub.add_flag("--quiet", o->quiet, "no progress output");
-             return [o] { return run_demo(*o); };
-           });
+GS_TORCH_COMMAND("demo", [](CLI::App& sub) -> Runner {
+  auto o = std::make_shared<DemoOptions>();
+  sub.add_option("--out", o->out,
+                 "snapshot file; if it exists, -1, -2, ... is appended (unless --force)")
+      ->capture_default_str();
+  sub.add_flag("--force", o->force, "overwrite --out if it exists");
+  sub.add_flag("--quiet", o->quiet, "no progress output");
+  return [o] { return run_demo(*o); };
+});
 
 }  // namespace gs::cli

@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <iostream>
 
-#include "command.hpp"
+#include "torch_commands.hpp"
 #include "table_flags.hpp"
 #include "gs/base/bytes.hpp"
 #include "gs/compress/compressor.hpp"
@@ -83,4 +83,4 @@ gs::cli::Runner setup(CLI::App& sub) {
 
 }  // namespace
 
-GS_COMMAND("train", "compressed (distributed) training on Fashion-MNIST", 40, setup);
+GS_TORCH_COMMAND("train", setup);

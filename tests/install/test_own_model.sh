@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
-# install.own_model: BUILD_DIR EXAMPLE_DIR WORK_DIR GRADSCOPE
+# install.own_model: BUILD_DIR EXAMPLE_DIR WORK_DIR
 # Installs BUILD_DIR into WORK_DIR/prefix, builds the example against that prefix only, runs two
-# workers of it on loopback and checks what they report and the snapshot rank 0 recorded.
+# workers of it on loopback and checks what they report and the snapshot rank 0 recorded, read by
+# the installed gradscope; then runs a torch command through the installed gradscope, which hands
+# it to the installed gradscope-torch beside it.
 set -euo pipefail
-build=$1 example=$2 work=$3 gradscope=$4
+build=$1 example=$2 work=$3
 rm -rf "$work"
 mkdir -p "$work"
 cmake --install "$build" --prefix "$work/prefix" > "$work/install.log"
+gradscope="$work/prefix/bin/gradscope"
+[[ -x "$gradscope" && -x "$work/prefix/bin/gradscope-torch" ]] \
+  || { echo "bin/gradscope and bin/gradscope-torch were not installed" >&2; exit 1; }
 # Only the prefix: no path into the source or build tree reaches the example.
 cmake -S "$example" -B "$work/build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$work/prefix" \
   > "$work/configure.log"
@@ -41,4 +46,19 @@ layers = info["layers"]
 assert len(layers) == 16 and layers[0]["name"] == "stem.weight", layers
 assert info["total_numel"] == sum(l["numel"] for l in layers)
 print("snapshot ok:", len(layers), "layers, steps", info["steps"]["numbers"])
+PY
+
+# The installed pair: gradscope without libtorch, a torch command run by gradscope-torch.
+if ldd "$gradscope" | grep -E 'libtorch|libc10'; then
+  echo "the installed gradscope links libtorch" >&2
+  exit 1
+fi
+"$gradscope" capture --model mlp --steps 2 --every 1 --out "$work/capture.h5" --quiet > "$work/capture.log" 2>&1 \
+  || { cat "$work/capture.log" >&2; exit 1; }
+"$gradscope" info "$work/capture.h5" --json > "$work/capture.json"
+python3 - "$work/capture.json" <<'PY'
+import json, sys
+info = json.load(open(sys.argv[1]))
+assert info["model"] == "mlp" and info["steps"]["numbers"] == [0, 1], info
+print("installed gradscope capture ok: steps", info["steps"]["numbers"])
 PY
