@@ -1,8 +1,9 @@
 // The CPU backend's sorted samples against a std::sort reference: the radix sort on float bits
 // (kernels::detail::sorted_widened) and cpu::sorted_sample on both of its paths (everything, and
 // the hash subsample) must give exactly the vector that widening and std::sort give, on awkward
-// inputs: subnormals, FLT_MAX, many repeats, one value only, keys that differ in a single radix
-// digit, and 0 / -0 / NaN / +-Inf (never in a sample). Exact comparisons throughout.
+// inputs: subnormals, FLT_MAX, many repeats, one value only, keys that differ in one radix digit
+// only or share the middle ones, and 0 / -0 / NaN / +-Inf (never in a sample). Exact comparisons
+// throughout.
 #include <algorithm>
 #include <array>
 #include <bit>
@@ -55,11 +56,11 @@ std::vector<float> positive_values(Values kind, std::size_t n, std::uint64_t see
       case Values::subnormal: v = bits(1u, 0x007fffffu); break;         // below FLT_MIN
       case Values::repeats: v = std::array{kDenormMin, 0.5f, kMax}[rng() % 3]; break;
       case Values::one_value: v = 3.0f; break;                          // every digit shared
-      case Values::low_digit: v = bits(0x3f800000u, 0x3f8007ffu); break;  // keys differ in bits 0-10
+      case Values::low_digit: v = bits(0x3f800000u, 0x3f8000ffu); break;  // keys differ in bits 0-7
       case Values::top_digit: v = std::ldexp(1.0f, int(rng() % 200) - 100); break;  // exponents only
       case Values::middle_digits: v = bits(0x3f800000u, 0x3fbfffffu); break;  // top digit shared
-      case Values::outer_digits:  // bits 11-21 shared
-        v = std::bit_cast<float>((std::uint32_t(1 + rng() % 0x1fd) << 22) | (0x155u << 11) | std::uint32_t(rng() % 2048));
+      case Values::outer_digits:  // bits 8-23 shared
+        v = std::bit_cast<float>((std::uint32_t(1 + rng() % 0x7e) << 24) | (0x5555u << 8) | std::uint32_t(rng() % 256));
         break;
       case Values::laplace: v = float(expo(rng)) + kDenormMin; break;
     }
@@ -73,7 +74,7 @@ std::vector<double> reference_sorted(const std::vector<float>& x) {
   return r;
 }
 
-constexpr std::size_t kSizes[] = {0, 1, 2, 3, 511, 512, 513, 4099, 200003, (std::size_t{1} << 20) + 3};
+constexpr std::size_t kSizes[] = {0, 1, 2, 3, 255, 256, 257, 4099, 200003, (std::size_t{1} << 20) + 3};
 
 TEST(SortedWidened, EqualsStdSortOnAwkwardValues) {
   std::uint64_t seed = 500;
@@ -89,7 +90,7 @@ TEST(SortedWidened, EqualsStdSortOnAwkwardValues) {
 }
 
 TEST(SortedWidened, AlreadySortedAndReversedInputs) {
-  for (std::size_t n : {std::size_t{513}, std::size_t{100000}}) {
+  for (std::size_t n : {std::size_t{257}, std::size_t{100000}}) {
     std::vector<float> up = positive_values(Values::full_range, n, 9);
     std::sort(up.begin(), up.end());
     std::vector<float> down(up.rbegin(), up.rend());

@@ -3,9 +3,11 @@
 // The sample is up to a million positive finite floats, and std::sort on their widened doubles
 // took about a tenth of the per-layer analysis. Positive finite floats order like their bit
 // patterns read as unsigned integers, so an LSD radix sort on those bits orders them with a few
-// linear passes: three digits of 11 bits (the 31 bits below the sign; 2048 counters per digit fit
-// in L1). Equal values are indistinguishable once widened, so the result is exactly the vector
-// std::sort would give.
+// linear passes. Four digits of 8 bits (the sign bit is 0): on a 1M-value sample the scatter
+// passes with 256 buckets ran at 1 to 2 ms each where 2048 buckets (three digits of 11 bits) took
+// 3.5 ms, and the fourth pass is cheap (gradient magnitudes share most exponent bits, or the
+// digit is skipped). Equal values are indistinguishable once widened, so the result is exactly
+// the vector std::sort would give.
 #include <array>
 #include <algorithm>
 #include <bit>
@@ -18,11 +20,11 @@
 namespace gs::kernels::detail {
 namespace {
 
-constexpr int kDigitBits = 11;
+constexpr int kDigitBits = 8;
 constexpr std::size_t kBuckets = std::size_t{1} << kDigitBits;
-constexpr int kDigits = 3;
-// Below this size the three 2048-counter histograms cost more than a comparison sort.
-constexpr std::size_t kRadixMin = 512;
+constexpr int kDigits = 4;
+// Below this size setting up the histograms costs more than a comparison sort.
+constexpr std::size_t kRadixMin = 256;
 
 inline std::size_t digit(float x, int d) {
   return (std::bit_cast<std::uint32_t>(x) >> (d * kDigitBits)) & (kBuckets - 1);
@@ -50,7 +52,7 @@ std::vector<double> sorted_widened(std::vector<float>& x) {
     std::copy(x.begin(), x.end(), out.begin());
     return out;
   }
-  // One read counts all three digits.
+  // One read counts every digit.
   std::vector<Histogram> count(kDigits, Histogram{});
   for (const float v : x) {
     assert(v > 0.0f && std::bit_cast<std::uint32_t>(v) < kNonfiniteKey);
