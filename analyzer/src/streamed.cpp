@@ -75,39 +75,37 @@ std::vector<double> StreamedPasses::sorted_sample(std::uint64_t max_points, std:
                                                   bool* subsampled) {
   if (max_points == 0) throw Error("sorted_sample: max_points must be at least 1");
   const std::uint64_t available = count_above(0.0);
-  std::vector<double> out;
   if (available <= max_points) {
-    out.reserve(available);
+    std::vector<float> x;
+    x.reserve(available);
     each([&](std::span<const float> v, std::uint64_t) {
       for (float g : v)
-        if (finite_nonzero(std::fabs(g))) out.push_back(std::fabs(static_cast<double>(g)));
+        if (finite_nonzero(std::fabs(g))) x.push_back(std::fabs(g));
     });
     if (subsampled) *subsampled = false;
-  } else {
-    // The CPU backend's rule (kernels::detail::sample_keep_probability) over global indices.
-    using Keyed = kernels::detail::HashKept;
-    double p = kernels::detail::sample_keep_probability(max_points, available);
-    std::vector<Keyed> kept;
-    for (;;) {
-      const std::uint64_t cutoff = kernels::detail::sample_hash_cutoff(p);
-      kept.clear();
-      each([&](std::span<const float> v, std::uint64_t offset) {
-        for (std::size_t i = 0; i < v.size(); ++i) {
-          const float x = std::fabs(v[i]);
-          if (!finite_nonzero(x)) continue;
-          const std::uint64_t h = element_hash(seed, offset + i);
-          if (h < cutoff) kept.push_back({h, offset + i, x});
-        }
-      });
-      if (kept.size() >= max_points) break;
-      if (p >= 1.0) throw kernels::detail::sample_count_changed(available, kept.size());
-      p = std::min(1.0, 4.0 * p);
-    }
-    if (subsampled) *subsampled = true;
-    return kernels::detail::smallest_hash_values(kept, max_points);
+    return kernels::detail::sorted_widened(x);  // the CPU backend's sort: the same vector
   }
-  std::sort(out.begin(), out.end());
-  return out;
+  // The CPU backend's rule (kernels::detail::sample_keep_probability) over global indices.
+  using Keyed = kernels::detail::HashKept;
+  double p = kernels::detail::sample_keep_probability(max_points, available);
+  std::vector<Keyed> kept;
+  for (;;) {
+    const std::uint64_t cutoff = kernels::detail::sample_hash_cutoff(p);
+    kept.clear();
+    each([&](std::span<const float> v, std::uint64_t offset) {
+      for (std::size_t i = 0; i < v.size(); ++i) {
+        const float x = std::fabs(v[i]);
+        if (!finite_nonzero(x)) continue;
+        const std::uint64_t h = element_hash(seed, offset + i);
+        if (h < cutoff) kept.push_back({h, offset + i, x});
+      }
+    });
+    if (kept.size() >= max_points) break;
+    if (p >= 1.0) throw kernels::detail::sample_count_changed(available, kept.size());
+    p = std::min(1.0, 4.0 * p);
+  }
+  if (subsampled) *subsampled = true;
+  return kernels::detail::smallest_hash_values(kept, max_points);
 }
 
 double StreamedPasses::kth_largest(std::uint64_t k) {

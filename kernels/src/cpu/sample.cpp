@@ -4,6 +4,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <utility>
 
 #include "parallel.hpp"
 #include "gs/error.hpp"
@@ -42,29 +43,25 @@ std::vector<double> sorted_sample(std::span<const float> g, std::uint64_t max_po
                                   std::uint64_t seed, bool* subsampled) {
   if (max_points == 0) throw gs::Error("sorted_sample: max_points must be at least 1");
   const std::uint64_t finite_nonzero = count_above(g, 0.0);  // pass 1
-  std::vector<double> out;
   if (finite_nonzero <= max_points) {
-    auto sel = select_above64(g, 0.0);
-    out.reserve(sel.values.size());
-    for (float v : sel.values) out.push_back(std::fabs(static_cast<double>(v)));
+    std::vector<float> x = std::move(select_above64(g, 0.0).values);  // pass 2
+    for (float& v : x) v = std::fabs(v);
     if (subsampled) *subsampled = false;
-  } else {
-    // Keep the max_points elements of smallest hash: a uniform subsample without replacement
-    // that does not depend on the thread count or the backend. The filter keeps each element with
-    // probability p, set a few standard deviations above the need; a miss retries with 4p.
-    double p = kernels::detail::sample_keep_probability(max_points, finite_nonzero);
-    std::vector<Keyed> kept;
-    for (;;) {
-      kept = hash_filter(g, seed, kernels::detail::sample_hash_cutoff(p));  // pass 2
-      if (kept.size() >= max_points) break;
-      if (p >= 1.0) throw kernels::detail::sample_count_changed(finite_nonzero, kept.size());  // never loop on it
-      p = std::min(1.0, 4.0 * p);
-    }
-    if (subsampled) *subsampled = true;
-    return kernels::detail::smallest_hash_values(kept, max_points);
+    return kernels::detail::sorted_widened(x);
   }
-  std::sort(out.begin(), out.end());
-  return out;
+  // Keep the max_points elements of smallest hash: a uniform subsample without replacement
+  // that does not depend on the thread count or the backend. The filter keeps each element with
+  // probability p, set a few standard deviations above the need; a miss retries with 4p.
+  double p = kernels::detail::sample_keep_probability(max_points, finite_nonzero);
+  std::vector<Keyed> kept;
+  for (;;) {
+    kept = hash_filter(g, seed, kernels::detail::sample_hash_cutoff(p));  // pass 2
+    if (kept.size() >= max_points) break;
+    if (p >= 1.0) throw kernels::detail::sample_count_changed(finite_nonzero, kept.size());  // never loop on it
+    p = std::min(1.0, 4.0 * p);
+  }
+  if (subsampled) *subsampled = true;
+  return kernels::detail::smallest_hash_values(kept, max_points);
 }
 
 std::vector<float> random_sample(std::span<const float> g, std::uint64_t m, std::uint64_t seed) {

@@ -174,6 +174,11 @@ inline std::uint64_t sample_hash_cutoff(double p) {
   return p >= 1.0 ? ~std::uint64_t{0} : static_cast<std::uint64_t>(p * 18446744073709551616.0);
 }
 
+// The floats of x in ascending order, widened to double: exactly std::sort's result on the widened
+// values, by a radix sort on their bits (cpu/sort.cpp). x must hold finite floats > 0 (their bit
+// patterns then order like them); it is reordered, and the sort takes one scratch buffer of its size.
+std::vector<double> sorted_widened(std::vector<float>& x);
+
 // An element that passed the filter, and the subsample the kept ones give: the x of the
 // max_points smallest (hash, index), ascending. kept is reordered.
 struct HashKept {
@@ -187,11 +192,9 @@ inline std::vector<double> smallest_hash_values(std::vector<HashKept>& kept, std
   };
   std::nth_element(kept.begin(), kept.begin() + static_cast<std::ptrdiff_t>(max_points - 1), kept.end(),
                    by_hash);
-  std::vector<double> out;
-  out.reserve(max_points);
-  for (std::uint64_t k = 0; k < max_points; ++k) out.push_back(kept[k].x);
-  std::sort(out.begin(), out.end());
-  return out;
+  std::vector<float> x(max_points);
+  for (std::uint64_t k = 0; k < max_points; ++k) x[k] = kept[k].x;
+  return sorted_widened(x);
 }
 
 // sorted_sample's error when its hash filter, keeping everything (p = 1), returns fewer finite
