@@ -338,7 +338,7 @@ ThresholdResult sidco_topk_threshold(MagnitudePasses& passes, double density, in
 ThresholdResult topk_threshold(MagnitudePasses& passes, double density) {
   const std::uint64_t n = passes.size();
   const std::uint64_t k = threshold_target(n, density);
-  const MagnitudeStats s = passes.stats();
+  const MagnitudeStats s = passes.stats_light({});  // the counts alone: no squares, no logs
   const std::uint64_t finite = s.count + s.zeros;
   if (k > finite) {
     std::ostringstream os;
