@@ -1,8 +1,8 @@
 """Shared by the pytest suites of the gradscope package (run by ctest with PYTHONPATH=build/python
 and GS_GRADSCOPE_BIN, the gradscope executable of the same build)."""
 
+import itertools
 import os
-import socket
 import subprocess
 import sys
 
@@ -11,10 +11,13 @@ import pytest
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+_rendezvous = itertools.count()
+
+
+def rendezvous(tmp_path):
+    """A new torch.distributed rendezvous (init_method) in tmp_path. A file, not a port found free
+    and then released: another test running at the same time cannot take it between the two."""
+    return f"file://{tmp_path / f'rendezvous-{next(_rendezvous)}'}"
 
 
 @pytest.fixture
@@ -32,14 +35,14 @@ def run_workers(mode, world, tmp_path, *args, timeout=240):
 
 
 def run_script(script, mode, world, tmp_path, *args, timeout=240):
-    """Starts `world` processes of `script` MODE RANK WORLD PORT OUT ARGS... (ranks 0..world-1)
+    """Starts `world` processes of `script` MODE RANK WORLD RENDEZVOUS OUT ARGS... (ranks 0..world-1)
     and waits for all of them, killing any still running after `timeout` seconds (a failure, not
     a hang); returns the output file of each rank."""
-    port = free_port()
+    url = rendezvous(tmp_path)
     outs = [str(tmp_path / f"{mode}-{world}-{r}.pt") for r in range(world)]
     env = dict(os.environ, OMP_NUM_THREADS="1")
     procs = [subprocess.Popen([sys.executable, os.path.join(HERE, script), mode, str(r),
-                               str(world), str(port), outs[r], *map(str, args)],
+                               str(world), url, outs[r], *map(str, args)],
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
              for r in range(world)]
     logs = []

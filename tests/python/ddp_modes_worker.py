@@ -1,7 +1,7 @@
 """One worker process of the DDP-mode, dtype and checkpoint tests (started by test_ddp_modes.py,
 one per rank, over Gloo on loopback). Models are written here, as a user writes their own.
 
-    ddp_modes_worker.py MODE RANK WORLD PORT OUT STEPS [ARG]
+    ddp_modes_worker.py MODE RANK WORLD RENDEZVOUS OUT STEPS [ARG]
         MODE: plain | find_unused | static_graph | bucket_view | no_sync | two_models
               | dtype (ARG: float16, bfloat16 or float64) | warmup (ARG: dense or exponential)
               | save (ARG: checkpoint path; trains STEPS // 2 steps, saves, stops)
@@ -213,10 +213,10 @@ def save_result(out, models, states, losses):
 
 
 def main():
-    mode, rank, world, port, out, steps = sys.argv[1:7]
+    mode, rank, world, url, out, steps = sys.argv[1:7]
     arg = sys.argv[7] if len(sys.argv) > 7 else None
     rank, world, steps = int(rank), int(world), int(steps)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    dist.init_process_group("gloo", init_method=url, rank=rank, world_size=world)
     try:
         if mode == "two_models":
             two_models(rank, world, out, steps)

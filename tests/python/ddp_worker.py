@@ -1,13 +1,13 @@
 """One worker process of the DDP tests (started by test_ddp.py, one per rank, over Gloo on loopback).
 
-    ddp_worker.py train    RANK WORLD PORT OUT METHOD RATIO STEPS
+    ddp_worker.py train    RANK WORLD RENDEZVOUS OUT METHOD RATIO STEPS
         trains ResidualNet (written here, not one of gradscope's models) on Fashion-MNIST with DDP
         and gradscope's hook; writes OUT (torch.save): final parameters, losses, the state summary,
         which steps were skipped.
-    ddp_worker.py exchange RANK WORLD PORT OUT METHOD RATIO STEPS
+    ddp_worker.py exchange RANK WORLD RENDEZVOUS OUT METHOD RATIO STEPS
         runs State.exchange directly on fixed per-rank gradients of two "buckets" for STEPS steps;
         writes OUT: the inputs and the mean updates it returned, for the C++ reference.
-    ddp_worker.py nan      RANK WORLD PORT OUT METHOD RATIO STEPS FROM
+    ddp_worker.py nan      RANK WORLD RENDEZVOUS OUT METHOD RATIO STEPS FROM
         exchanges one bucket per step; the last rank puts a NaN in it from step FROM on; writes OUT:
         per step whether it was skipped and what came back, and the error that ended the run.
 """
@@ -143,9 +143,9 @@ class PoisonedState(gddp.State):
 
 
 def main():
-    mode, rank, world, port, out, method, ratio, steps = sys.argv[1:9]
+    mode, rank, world, url, out, method, ratio, steps = sys.argv[1:9]
     rank, world, steps, ratio = int(rank), int(world), int(steps), float(ratio)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    dist.init_process_group("gloo", init_method=url, rank=rank, world_size=world)
     try:
         if mode == "train":
             train(rank, world, out, method, ratio, steps)

@@ -10,7 +10,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from conftest import free_port
+from conftest import rendezvous
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -21,8 +21,8 @@ SMOKE = textwrap.dedent("""
     import gradscope
     import gradscope.ddp
 
-    rank, world, port = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    rank, world, url = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+    dist.init_process_group("gloo", init_method=url, rank=rank, world_size=world)
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
     ddp = torch.nn.parallel.DistributedDataParallel(model)
@@ -61,8 +61,8 @@ def ddp_smoke(python, where):
     """Two processes of SMOKE, run in `where` (outside the tree); returns rank 0's output."""
     script = where / "smoke.py"
     script.write_text(SMOKE)
-    port = str(free_port())
-    procs = [subprocess.Popen([str(python), str(script), str(r), "2", port], cwd=where, env=clean_env(),
+    url = rendezvous(where)
+    procs = [subprocess.Popen([str(python), str(script), str(r), "2", url], cwd=where, env=clean_env(),
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for r in range(2)]
     try:
         outs = [p.communicate(timeout=180)[0] for p in procs]
