@@ -1,11 +1,8 @@
 // `gradscope analyze` end to end: JSON on stdout parses, CSV and report are written, re-runs
 // append, and nothing is replaced without --force.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <algorithm>
-#include <array>
-#include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -13,6 +10,7 @@
 #include "gs/analyzer/summary.hpp"
 #include "analyzer/same_store.hpp"
 #include "analyzer/synthetic_snapshot.hpp"
+#include "common/run_command.hpp"
 #include "common/temp_dir.hpp"
 
 namespace gs::analyzer {
@@ -34,14 +32,8 @@ CliRun run_gradscope(const std::string& command_and_args, const TempDir& dir) {
   // slow these small runs tenfold (the results do not depend on it).
   const std::string cmd = "OMP_WAIT_POLICY=passive " + std::string(GS_GRADSCOPE_BIN) + " " +
                           command_and_args + " 2>" + err_file.string();
-  CliRun r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf{};
-  std::size_t n = 0;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  const gs::testing::CommandRun run = gs::testing::run_command(cmd);
+  CliRun r{run.status, run.out, {}};
   std::ifstream e(err_file);
   r.err.assign(std::istreambuf_iterator<char>(e), {});
   return r;

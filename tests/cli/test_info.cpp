@@ -2,30 +2,19 @@
 // and a clear error for a bad file.
 #include <nlohmann/json.hpp>
 
-#include <cstdio>
 #include <fstream>
 
+#include "common/run_command.hpp"
 #include "data/data_test_util.hpp"
 
 namespace gs::data::test {
 namespace {
 
-struct CliRun {
-  int status = -1;
-  std::string out;
-};
+using CliRun = gs::testing::CommandRun;
 
 CliRun run_cli(const std::string& args, const std::filesystem::path& stderr_file) {
-  const std::string cmd = std::string("'") + GS_GRADSCOPE_BIN + "' " + args + " 2>'" +
-                          stderr_file.string() + "'";
-  CliRun r;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return r;
-  char buf[4096];
-  while (std::size_t n = std::fread(buf, 1, sizeof buf, pipe)) r.out.append(buf, n);
-  const int st = pclose(pipe);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
+  return gs::testing::run_command(std::string("'") + GS_GRADSCOPE_BIN + "' " + args + " 2>'" +
+                                  stderr_file.string() + "'");
 }
 
 std::string slurp(const std::filesystem::path& p) {

@@ -2,11 +2,11 @@
 // the documented layout as h5dump shows it.
 #include <hdf5.h>
 
-#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iterator>
 
+#include "common/run_command.hpp"
 #include "data_test_util.hpp"
 
 namespace gs::data::test {
@@ -302,13 +302,9 @@ TEST(Snapshot, H5DumpShowsDocumentedLayout) {
   ScratchDir dir;
   const auto path = dir / "run.h5";
   write_file(path, odd_layers(), 3, 9);
-  const std::string cmd = "h5dump -H '" + path.string() + "' 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  ASSERT_NE(pipe, nullptr);
-  std::string out;
-  char buf[4096];
-  while (std::size_t n = std::fread(buf, 1, sizeof buf, pipe)) out.append(buf, n);
-  ASSERT_EQ(pclose(pipe), 0) << out;
+  const gs::testing::CommandRun h5dump = gs::testing::run_command("h5dump -H '" + path.string() + "' 2>&1");
+  ASSERT_EQ(h5dump.status, 0) << h5dump.out;
+  const std::string& out = h5dump.out;
   for (const char* name :
        {"ATTRIBUTE \"format\"", "ATTRIBUTE \"format_version\"", "ATTRIBUTE \"model\"",
         "ATTRIBUTE \"dataset\"", "ATTRIBUTE \"seed\"", "ATTRIBUTE \"created\"",

@@ -4,12 +4,12 @@
 #include <unistd.h>
 
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
 #include <sstream>
 
+#include "common/run_command.hpp"
 #include "gs/data/snapshot.hpp"
 #include "gs/error.hpp"
 #include "gs/train/capture.hpp"
@@ -44,16 +44,7 @@ class Capture : public ::testing::Test {
   fs::path dir_;
 };
 
-std::string run_command(const std::string& cmd) {
-  std::string out;
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return out;
-  char buf[4096];
-  std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
-  ::pclose(pipe);
-  return out;
-}
+std::string run_command(const std::string& cmd) { return gs::testing::run_command(cmd).out; }
 
 double mean(const std::vector<double>& v, std::size_t first, std::size_t last) {
   return std::accumulate(v.begin() + first, v.begin() + last, 0.0) / double(last - first);
