@@ -48,7 +48,8 @@ int forward(const std::string& command) {
   argv.push_back(nullptr);
   std::fflush(nullptr);
   ::execv(exe.c_str(), argv.data());
-  throw Error("could not start " + exe.string() + ": " + std::strerror(errno));
+  const int err = errno;  // before anything below can change it
+  throw Error("could not start " + exe.string() + ": " + std::strerror(err));
 }
 
 // One registrar per row, at the row's place in --help. The subcommand has no options and no --help

@@ -221,10 +221,12 @@ AnalyzeResult analyze(const AnalyzeConfig& config, const ProgressFn& progress) {
     StepResults res;
     res.step = {rec.step, row, rec.loss, rec.lr, 0.0};
     const StepLayers step_layers(reader, row, budget_floats, buffer);
-    // The whole model in memory joins the layers' pool as its first task (the largest): its
-    // passes then run on one thread while the other cores take layers, instead of the layers
-    // waiting for its less parallel parts (sampling, sorting, searches).
-    const bool model_in_pool = whole && per_layer && jobs > 1 && step_layers.all_cached();
+    // On two cores the whole model in memory joins the layers' pool as its first task (the
+    // largest): its passes run on one thread while the other core takes layers, instead of the
+    // layers waiting for its less parallel parts (sampling, sorting, searches). The model and the
+    // layers hold the same values, so on one thread the model takes about half the step's work:
+    // with more cores that one thread would outlast the layers, and the model goes first on all.
+    const bool model_in_pool = whole && per_layer && jobs == 2 && step_layers.all_cached();
     if (whole && !model_in_pool) {
       // In memory when the model fits the budget (on any backend), else streamed layer by layer.
       std::unique_ptr<MagnitudePasses> passes;

@@ -393,7 +393,7 @@ EdfChunk edf_chunk(const Law& law, std::span<const double> x, std::size_t begin,
     return acc.c;
   }
   Segment seg;
-  std::uint64_t held = 0;  // the segment whose knots seg holds (0: none; segment 0 is never used)
+  std::uint64_t held = 0;  // the segment whose knots seg holds (0: none; 0 and 1 are never used)
   bool held_ok = false;
   for (std::size_t j = begin; j < end;) {
     if (!(x[j] > 0.0)) {  // the bits of x <= 0 do not order like the values
@@ -404,13 +404,16 @@ EdfChunk edf_chunk(const Law& law, std::span<const double> x, std::size_t begin,
     const std::uint64_t s = segment_of(x[j]);
     std::size_t r = j + 1;
     while (r < end && segment_of(x[r]) == s) ++r;
-    if (r - j >= kMinRun && s != 0 && held != s) {
-      const double lo = segment_start(s), hi = segment_start(s + 1);
+    const double lo = segment_start(s), hi = segment_start(s + 1);
+    // Segments of normal doubles whose end is finite: the top octave's last segment ends at +inf,
+    // and below 2^-1016 (subnormals included) 1/width overflows.
+    const bool finite_segment = std::isfinite(hi) && std::isfinite(1.0 / (hi - lo)) && s > 1;
+    if (r - j >= kMinRun && finite_segment && held != s) {
       // The previous segment's end is this one's start.
       const Knot start = held == s - 1 ? seg.hi : knot(law, lo);
       seg.set(lo, hi, start, knot(law, hi));
       held = s;
-      const double mid = 0.5 * (lo + hi);
+      const double mid = lo + 0.5 * (hi - lo);
       held_ok = start.usable && seg.hi.usable && agrees(seg.at(mid), cdf_point(law, mid));
     }
     if (r - j >= kMinRun && held == s && held_ok) {
