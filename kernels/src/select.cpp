@@ -6,6 +6,7 @@
 #include "gs/error.hpp"
 #include "gs/kernels/cpu.hpp"
 #include "gs/kernels/cuda_host.hpp"
+#include "gs/kernels/vector_ops.hpp"
 #if defined(GS_HAVE_CUDA)
 #include "gs/kernels/cuda.hpp"
 #endif
@@ -24,6 +25,11 @@ SidcoSelectResult Selector::sidco(const float* g, std::uint64_t n, double densit
   r.full_reads = t.stages + 1;
   r.nonfinite = nonfinite(g, n);
   return r;
+}
+
+Selector::Resident Selector::resident_selection() const {
+  throw Error("the " + std::string(to_string(kind())) + " backend keeps no selection of its own: read "
+              "the one it returned");
 }
 
 namespace {
@@ -63,6 +69,23 @@ class CpuSelector final : public Selector {
 };
 
 }  // namespace
+
+std::unique_ptr<VectorOps> make_vector_ops(BackendKind kind, int device) {
+  switch (kind) {
+    case BackendKind::cpu: break;
+    case BackendKind::cuda_host: return cuda_host::make_vector_ops(device);
+    case BackendKind::cuda:
+#if defined(GS_HAVE_CUDA)
+      resolve_backend("cuda");  // throws, saying why, without a usable GPU
+      return cuda::make_vector_ops(device);
+#else
+      resolve_backend("cuda");
+      break;
+#endif
+  }
+  throw Error("make_vector_ops: the " + std::string(to_string(kind)) +
+              " backend keeps its vectors in host memory: there is no device to work on");
+}
 
 std::unique_ptr<Selector> make_selector(BackendKind kind, void* stream) {
   switch (kind) {

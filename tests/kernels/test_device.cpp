@@ -176,6 +176,21 @@ TEST(CudaHostDevice, ScopeOrdersItselfAfterTheCallerStreamAndTheCallerAfterIt) {
   EXPECT_EQ(rt.orders[1], std::make_pair(kCallerStream, own)) << "the caller's stream waits for gradscope's";
 }
 
+// Rule: host data with no caller stream (a vector to upload) is ordered after no stream: the legacy
+// default stream, which would stand for the caller's, is a barrier for every blocking stream of
+// the device (PyTorch's compute stream among them), both ways.
+TEST(CudaHostDevice, HostDataIsNeverOrderedWithTheLegacyStream) {
+  FakeRuntime rt;
+  rt.devices = {good_device(80)};
+  DevicePolicy policy(rt);
+  { DeviceScope scope(policy, nullptr, nullptr); }
+  const float host[4] = {1, 2, 3, 4};
+  { DeviceScope scope(policy, host, nullptr); }
+  EXPECT_TRUE(rt.orders.empty()) << rt.orders.size() << " orderings with the legacy stream";
+  { DeviceScope scope(policy, host, kCallerStream); }  // a caller's stream given: ordered both ways
+  EXPECT_EQ(rt.orders.size(), 2u);
+}
+
 TEST(CudaHostDevice, CallerStreamOverridesTheSelectorsStreamAndPlacesHostData) {
   FakeRuntime rt;
   rt.devices = {good_device(80), good_device(80)};

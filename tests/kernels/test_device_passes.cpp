@@ -148,14 +148,39 @@ struct InjectedOutOfMemory {
   ~InjectedOutOfMemory() { gs::kernels::cuda_host::fail_allocation_after(-1); }
 };
 
+// Rule: above() and sidco-topk take their n-sized buffers (indices and values, candidates) from the
+// Selector's workspace, kept from call to call on the device: past the pool's release threshold a
+// fresh n-sized buffer each call would be a driver allocation each call.
+TEST(CudaHostDevice, SelectionsReuseTheirWorkspace) {
+  const auto g = make_data(Shape::laplace, 100000, 15);
+  auto sel = gs::kernels::make_selector(gs::kernels::BackendKind::cuda_host);
+  const float* d = sel->place(g);
+  gs::kernels::Selection<std::int32_t> out;
+  sel->above(d, g.size(), 0.01, out);
+  sel->sidco_topk(d, g.size(), 0.01, 2, out);
+  const std::uint64_t before = gs::kernels::cuda_host::allocated_bytes();
+  {
+    InjectedOutOfMemory oom(0);  // any allocation now fails
+    sel->above(d, g.size(), 0.01, out);
+  }
+  const auto resident = sel->resident_selection();
+  EXPECT_EQ(resident.count, out.indices.size());
+  EXPECT_EQ(std::vector<std::int32_t>(resident.indices, resident.indices + resident.count), out.indices)
+      << "the last selection stays where it was made";
+  sel->sidco_topk(d, g.size(), 0.01, 2, out);
+  EXPECT_LT(gs::kernels::cuda_host::allocated_bytes() - before, 4 * g.size())
+      << "sidco-topk's n candidates come from the workspace";
+}
+
 TEST(CudaHostDevice, CompressorsLetDeviceErrorsThroughAndFallBackOnlyOnDegenerateVectors) {
   const auto g = make_data(Shape::laplace, 100000, 14);
   for (const char* method : {"sidco-e", "sidco-topk", "dgc", "gaussianksgd"}) {
     SCOPED_TRACE(method);
     auto c = gs::compress::make_compressor(method, 0.01, {.backend = "cuda-host"});
-    c->compress(g, "warm");  // the staging buffer exists: the next allocation is inside the method
     {
-      InjectedOutOfMemory oom(0);
+      // The first allocation stages the vector; the next is inside the method (its workspace,
+      // made on the first call and reused after).
+      InjectedOutOfMemory oom(1);
       try {
         c->compress(g, "t");
         ADD_FAILURE() << "an out-of-memory inside the threshold's passes must reach the caller";

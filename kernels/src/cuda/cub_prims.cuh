@@ -34,6 +34,15 @@ __global__ void __launch_bounds__(kThreads)
   if (threadIdx.x == 0) partials[blockIdx.x] = r;
 }
 
+// The block partials merged in block order by one thread, as the host would merge them (so results
+// repeat bit for bit), leaving one accumulator to read back instead of one per block.
+template <class Acc, class Merge>
+__global__ void merge_partials_kernel(const Acc* partials, int count, Merge merge, Acc* out) {
+  Acc r{};
+  for (int b = 0; b < count; ++b) r = merge(r, partials[b]);
+  *out = r;
+}
+
 template <class F>
 __global__ void for_each_kernel(std::uint64_t m, F f) {
   const std::uint64_t stride = std::uint64_t(gridDim.x) * blockDim.x;
@@ -99,6 +108,11 @@ class CubPrims {
   void upload(T* dst, const T* host, std::size_t count) const {
     copy_to_device(dst, host, count * sizeof(T), stream_);
   }
+  // A device-to-device copy (queued only).
+  template <class T>
+  void copy(T* dst, const T* src, std::size_t count) const {
+    if (count) GS_CUDA_CHECK(cudaMemcpyAsync(dst, src, count * sizeof(T), cudaMemcpyDeviceToDevice, stream_));
+  }
   void synchronize() const { cuda::synchronize(stream_); }
 
   int grid_for(std::uint64_t n) const { return static_cast<int>(grid_blocks(sms_, kThreads, n)); }
@@ -106,13 +120,13 @@ class CubPrims {
   template <class Acc, class Elem, class Merge>
   Acc reduce(const float* g, std::uint64_t n, const Elem& elem, const Merge& merge) const {
     const int grid = grid_for(n);
-    DeviceBuffer<Acc> partials(static_cast<std::size_t>(grid), stream_);
+    DeviceBuffer<Acc> partials(static_cast<std::size_t>(grid) + 1, stream_);  // + the merged one
     const bool aligned = (reinterpret_cast<std::uintptr_t>(g) & 15u) == 0;
     reduce_kernel<Acc><<<grid, kThreads, 0, stream_>>>(g, n, aligned, elem, merge, partials.data());
     GS_CUDA_CHECK_LAUNCH();
-    Acc r{};
-    for (const Acc& p : partials.download()) r = merge(r, p);
-    return r;
+    merge_partials_kernel<Acc><<<1, 1, 0, stream_>>>(partials.data(), grid, merge, partials.data() + grid);
+    GS_CUDA_CHECK_LAUNCH();
+    return read_back(partials.data() + grid, stream_);
   }
 
   template <class F>
@@ -204,6 +218,7 @@ class CubCall {
       : scope_(policy(), d_data, caller),
         prims_(static_cast<cudaStream_t>(scope_.stream()), scope_.properties().multiprocessors) {}
   CubPrims& prims() { return prims_; }
+  int device() const { return scope_.device(); }
 
  private:
   DeviceScope scope_;

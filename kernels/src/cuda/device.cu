@@ -1,5 +1,7 @@
 // CUDA backend: the CUDA runtime behind the device policy (gs/kernels/device.hpp), gradscope's
 // pool memory, copies, error conversion.
+#include <algorithm>
+#include <cstring>
 #include <string>
 
 #include "cuda_common.cuh"
@@ -130,16 +132,54 @@ void device_free(void* d_ptr, cudaStream_t stream) noexcept {
   if (d_ptr && cudaFreeAsync(d_ptr, stream) != cudaSuccess) cudaGetLastError();
 }
 
+namespace {
+
+// Copies of this size or more go through a pinned host buffer of the thread's, kept and reused
+// (grown by doubling), so they run at the bus's speed without pinning the caller's memory; smaller
+// ones (counts, statistics) go directly.
+constexpr std::size_t kPinnedFrom = std::size_t{64} << 10;
+
+struct PinnedStaging {
+  void* p = nullptr;
+  std::size_t size = 0;
+  ~PinnedStaging() {
+    if (p) cudaFreeHost(p);  // at thread exit; a failure then has no one to tell
+  }
+  void* at_least(std::size_t bytes) {
+    if (size < bytes) {
+      const std::size_t grown = std::max(bytes, 2 * size);
+      if (p) cudaFreeHost(p);
+      p = nullptr;
+      size = 0;
+      GS_CUDA_CHECK(cudaHostAlloc(&p, grown, cudaHostAllocPortable));
+      size = grown;
+    }
+    return p;
+  }
+};
+thread_local PinnedStaging staging;
+
+}  // namespace
+
 void copy_to_device(void* d_dst, const void* src, std::size_t bytes, cudaStream_t stream) {
   if (bytes == 0) return;
+  add_bus_bytes(bytes);
+  if (bytes >= kPinnedFrom) {
+    void* pinned = staging.at_least(bytes);
+    std::memcpy(pinned, src, bytes);
+    src = pinned;
+  }
   GS_CUDA_CHECK(cudaMemcpyAsync(d_dst, src, bytes, cudaMemcpyHostToDevice, stream));
   GS_CUDA_CHECK(cudaStreamSynchronize(stream));  // the host buffer may go away after return
 }
 
 void copy_to_host(void* dst, const void* d_src, std::size_t bytes, cudaStream_t stream) {
   if (bytes == 0) return;
-  GS_CUDA_CHECK(cudaMemcpyAsync(dst, d_src, bytes, cudaMemcpyDeviceToHost, stream));
+  add_bus_bytes(bytes);
+  void* to = bytes >= kPinnedFrom ? staging.at_least(bytes) : dst;
+  GS_CUDA_CHECK(cudaMemcpyAsync(to, d_src, bytes, cudaMemcpyDeviceToHost, stream));
   GS_CUDA_CHECK(cudaStreamSynchronize(stream));
+  if (to != dst) std::memcpy(dst, to, bytes);
 }
 
 void synchronize(cudaStream_t stream) { GS_CUDA_CHECK(cudaStreamSynchronize(stream)); }

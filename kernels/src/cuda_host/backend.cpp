@@ -3,6 +3,7 @@
 
 #include "../portable/passes.hpp"
 #include "../portable/selector.hpp"
+#include "../portable/vector_ops.hpp"
 #include "host_prims.hpp"
 
 namespace gs::kernels::cuda_host {
@@ -65,6 +66,13 @@ std::unique_ptr<Selector> make_selector() {
   return std::make_unique<portable::PortableSelector<HostBackend>>(HostBackend{}, BackendKind::cuda_host);
 }
 
+std::unique_ptr<VectorOps> make_vector_ops(int device) {
+  device_policy().properties(device);  // gs::Error for a device that does not exist
+  return std::make_unique<portable::PortableVectorOps<HostBackend>>(HostBackend{}, BackendKind::cuda_host, device,
+                                                                    runtime());
+}
+
 void fail_allocation_after(std::int64_t allocations) { allocations_before_failure = allocations; }
+std::uint64_t allocated_bytes() { return bytes_allocated.load(); }
 
 }  // namespace gs::kernels::cuda_host

@@ -2,7 +2,10 @@
 // The primitives of portable/passes.hpp on the host: the `cuda-host` backend. Each runs the same
 // per-element bodies as the CUB primitives, sequentially; the two hand-written kernels run their
 // per-thread bodies for every thread of the grid the GPU would launch (a 2-SM device's), so the
-// grid-stride indexing, the 4-wide loads and the tails are exercised as on the device.
+// grid-stride indexing, the 4-wide loads and the tails are exercised as on the device. Buffers
+// belong to the fake device current on the allocating thread (runtime.hpp), every operation counts
+// as work on the current device, and copies between "device" buffers and the host's own memory
+// count towards bus_bytes() as the CUDA backend's copies do.
 #include <algorithm>
 #include <atomic>
 #include <climits>
@@ -15,11 +18,14 @@
 #include "../portable/bodies.hpp"
 #include "gs/error.hpp"
 #include "gs/kernels/device.hpp"
+#include "runtime.hpp"
 
 namespace gs::kernels::cuda_host {
 
 // fail_allocation_after's count: allocations left before the injected failure (-1: none).
 inline std::atomic<std::int64_t> allocations_before_failure{-1};
+// Bytes the backend allocated (allocated_bytes()).
+inline std::atomic<std::uint64_t> bytes_allocated{0};
 
 class HostPrims {
  public:
@@ -29,17 +35,44 @@ class HostPrims {
   HostPrims() = default;
   explicit HostPrims(int multiprocessors) : sms_(multiprocessors) {}
 
+  // Memory of the device current when it was made (runtime().remember), uninitialized.
   template <class T>
   class Buffer {
    public:
     Buffer() = default;
-    explicit Buffer(std::size_t count) : v_(count) {}
-    T* data() { return v_.data(); }
-    const T* data() const { return v_.data(); }
-    std::size_t size() const { return v_.size(); }
+    explicit Buffer(std::size_t count) : p_(count ? new T[count] : nullptr), size_(count) {
+      runtime().remember(p_, count * sizeof(T), runtime().current_device());
+    }
+    ~Buffer() { reset(); }
+    Buffer(const Buffer&) = delete;
+    Buffer& operator=(const Buffer&) = delete;
+    Buffer(Buffer&& o) noexcept : p_(o.p_), size_(o.size_) {
+      o.p_ = nullptr;
+      o.size_ = 0;
+    }
+    Buffer& operator=(Buffer&& o) noexcept {
+      if (this != &o) {
+        reset();
+        p_ = o.p_;
+        size_ = o.size_;
+        o.p_ = nullptr;
+        o.size_ = 0;
+      }
+      return *this;
+    }
+    T* data() { return p_; }
+    const T* data() const { return p_; }
+    std::size_t size() const { return size_; }
 
    private:
-    std::vector<T> v_;
+    void reset() noexcept {
+      if (p_) runtime().forget(p_);
+      delete[] p_;
+      p_ = nullptr;
+      size_ = 0;
+    }
+    T* p_ = nullptr;
+    std::size_t size_ = 0;
   };
 
   // Fails as a device out of memory would when a test asked for it (fail_allocation_after).
@@ -49,23 +82,35 @@ class HostPrims {
       throw device_error("cudaErrorMemoryAllocation", "out of memory",
                          "the cuda-host backend's allocation of " + std::to_string(count * sizeof(T)) +
                              " bytes (injected)");
+    runtime().note_work();
+    bytes_allocated += count * sizeof(T);
     return Buffer<T>(count);
   }
   template <class T>
   void zero(T* p, std::size_t count) const {
+    runtime().note_work();
     std::fill(p, p + count, T{});
   }
   template <class T>
   T read(const T* p) const {
+    copied(sizeof(T));
     return *p;
   }
   template <class T>
   std::vector<T> download(const T* p, std::size_t count) const {
+    copied(count * sizeof(T));
     return std::vector<T>(p, p + count);
   }
   template <class T>
   void upload(T* dst, const T* host, std::size_t count) const {
+    copied(count * sizeof(T));
     if (count) std::memcpy(dst, host, count * sizeof(T));
+  }
+  // A device-to-device copy.
+  template <class T>
+  void copy(T* dst, const T* src, std::size_t count) const {
+    runtime().note_work();
+    if (count) std::memmove(dst, src, count * sizeof(T));
   }
   void synchronize() const {}
 
@@ -77,6 +122,8 @@ class HostPrims {
   Acc reduce(const float* g, std::uint64_t n, const Elem& elem, const Merge& merge) const {
     const std::uint64_t grid = grid_for(n), stride = grid * kThreads;
     const bool aligned = (reinterpret_cast<std::uintptr_t>(g) & 15u) == 0;
+    runtime().note_work();
+    copied(sizeof(Acc));  // the merged result, as the CUDA backend reads it back
     Acc total{};
     for (std::uint64_t b = 0; b < grid; ++b) {
       Acc block{};
@@ -89,11 +136,14 @@ class HostPrims {
 
   template <class F>
   void for_each(std::uint64_t m, const F& f) const {
+    if (m) runtime().note_work();
     for (std::uint64_t j = 0; j < m; ++j) f(j);
   }
 
   template <class T, class F>
   T sum(std::uint64_t m, const F& f) const {
+    runtime().note_work();
+    copied(sizeof(T));
     T s{};
     for (std::uint64_t j = 0; j < m; ++j) s += f(j);
     return s;
@@ -103,6 +153,7 @@ class HostPrims {
   template <class Index, class Pred>
   std::uint64_t select_if(std::uint64_t n, const Pred& pred, Index* out, std::uint64_t capacity) const {
     const portable::BoundedStore<Index> store{out, capacity};
+    select_work();
     std::uint64_t m = 0;
     for (std::uint64_t i = 0; i < n; ++i)
       if (pred(Index(i))) store(std::int64_t(m++), Index(i));
@@ -112,6 +163,7 @@ class HostPrims {
   std::uint64_t select_from(const Index* in, std::uint64_t m, const Pred& pred, Index* out,
                             std::uint64_t capacity) const {
     const portable::BoundedStore<Index> store{out, capacity};
+    select_work();
     std::uint64_t c = 0;
     for (std::uint64_t j = 0; j < m; ++j)
       if (pred(in[j])) store(std::int64_t(c++), in[j]);
@@ -121,6 +173,7 @@ class HostPrims {
   // cub::DeviceHistogram::HistogramEven over [0, bins): samples outside are dropped.
   template <class Digit>
   void histogram(std::uint64_t n, const Digit& digit, int bins, unsigned long long* counts) const {
+    runtime().note_work();
     for (std::uint64_t i = 0; i < n; ++i) {
       const int d = digit(i);
       if (d >= 0 && d < bins) ++counts[d];
@@ -130,6 +183,7 @@ class HostPrims {
   // log_histogram_kernel's twin (its shared-memory counters change nothing but speed).
   void log_histogram(const float* g, std::uint64_t n, const portable::LogSlots& slot,
                      unsigned long long* counts) const {
+    runtime().note_work();
     for (std::uint64_t i = 0; i < n; ++i) ++counts[slot(g[i])];
   }
 
@@ -137,12 +191,14 @@ class HostPrims {
   // integers and floats mapped so that unsigned order is their order), stable.
   template <class K>
   void sort_keys(const K* in, K* out, std::uint64_t m, int begin_bit, int end_bit, bool descending) const {
+    runtime().note_work();
     std::copy(in, in + m, out);
     std::stable_sort(out, out + m, order<K>(begin_bit, end_bit, descending));
   }
   template <class K, class V>
   void sort_pairs(const K* kin, K* kout, const V* vin, V* vout, std::uint64_t m, int begin_bit,
                   int end_bit, bool descending) const {
+    runtime().note_work();
     std::vector<std::uint64_t> perm(m);
     std::iota(perm.begin(), perm.end(), std::uint64_t{0});
     const auto less = order<K>(begin_bit, end_bit, descending);
@@ -155,6 +211,13 @@ class HostPrims {
   }
 
  private:
+  // A copy between the host and a device buffer (bus_bytes), as work of the current device.
+  static void copied(std::uint64_t bytes) {
+    runtime().note_work();
+    add_bus_bytes(bytes);
+  }
+  // DeviceSelect's count comes back to the host.
+  static void select_work() { copied(sizeof(unsigned long long)); }
   template <class K>
   static auto radix_form(K key) {
     using U = std::conditional_t<sizeof(K) == 8, std::uint64_t, std::uint32_t>;
@@ -180,15 +243,23 @@ class HostPrims {
   int sms_ = 2;
 };
 
-// The host as a backend of portable::Passes and PortableSelector: a call holds nothing.
+// The host as a backend of portable::Passes and PortableSelector: each call runs on the fake
+// device of its data under the device policy's scope (cuda_host::device_policy()), as a CubCall
+// runs on a GPU: that device current, ordered after the caller's stream.
 struct HostBackend {
   using Prims = HostPrims;
-  struct Call {
-    HostPrims p;
-    HostPrims& prims() { return p; }
+  class Call {
+   public:
+    Call(const void* data, StreamHandle caller) : scope_(device_policy(), data, caller) {}
+    HostPrims& prims() { return p_; }
+    int device() const { return scope_.device(); }
+
+   private:
+    DeviceScope scope_;
+    HostPrims p_;
   };
-  Call call(const void* /*data*/) const { return Call{prims}; }
-  HostPrims prims;
+  Call call(const void* data) const { return Call(data, caller); }
+  StreamHandle caller = nullptr;
 };
 
 }  // namespace gs::kernels::cuda_host

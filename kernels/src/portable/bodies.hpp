@@ -250,6 +250,61 @@ struct GatherKeys {
   GS_HD void operator()(std::uint64_t j) const { out[j] = magnitude_key(g[idx[j]]); }
 };
 
+// Radix top-k's bin of the k-th largest key, found where the histogram lies (one thread), so that
+// three numbers come back instead of the histogram: out = {bin (kFiniteBins when the finite keys
+// number fewer than k), keys in the bins above it, keys in it}.
+struct KthBinBody {
+  const unsigned long long* hist;
+  std::uint64_t k;
+  unsigned long long* out;
+  GS_HD void operator()(std::uint64_t) const {
+    unsigned long long cum = 0;
+    for (std::uint32_t b = kFiniteBins; b-- > 0;) {
+      if (cum + hist[b] >= k) {
+        out[0] = b;
+        out[1] = cum;
+        out[2] = hist[b];
+        return;
+      }
+      cum += hist[b];
+    }
+    out[0] = kFiniteBins;
+    out[1] = cum;
+    out[2] = 0;
+  }
+};
+
+// ---- the DDP hook's element-wise work (vector_ops.hpp) -----------------------------------------
+
+struct AddBody {  // out = a + b, one float add per element (as the host's residual memory does)
+  const float* a;
+  const float* b;
+  float* out;
+  GS_HD void operator()(std::uint64_t i) const { out[i] = a[i] + b[i]; }
+};
+template <class T>
+struct FillBody {
+  T* v;
+  T value;
+  GS_HD void operator()(std::uint64_t i) const { v[i] = value; }
+};
+struct ScaleBody {
+  float* v;
+  float factor;
+  GS_HD void operator()(std::uint64_t i) const { v[i] *= factor; }
+};
+struct ZeroAtBody {
+  float* v;
+  const std::int32_t* idx;
+  GS_HD void operator()(std::uint64_t j) const { v[idx[j]] = 0.0f; }
+};
+struct ScatterAddBody {  // distinct indices: no two threads add to one element
+  float* out;
+  const std::int32_t* idx;
+  const float* val;
+  GS_HD void operator()(std::uint64_t j) const { out[idx[j]] += val[j]; }
+};
+
 // A selection's store: the j-th selected index goes to out[j] only while j < capacity, so a
 // selection that finds more than its buffer holds writes nothing past it (the count still counts
 // them all, and the caller reports the mismatch).

@@ -137,24 +137,18 @@ struct KthKey {
 template <class P, class Index>
 KthKey<P, Index> kth_key(P& p, const float* g, std::uint64_t n, std::uint64_t k, const char* what) {
   KthKey<P, Index> r;
-  auto hist_buf = p.template alloc<unsigned long long>(kBins);
+  auto hist_buf = p.template alloc<unsigned long long>(kBins + 3);  // + the bin's three numbers
   p.zero(hist_buf.data(), kBins);
   if (n > 0) p.histogram(n, TopDigit{g}, int(kBins), hist_buf.data());  // pass 1
-  const auto hist = p.download(hist_buf.data(), kBins);
-  std::uint64_t cum = 0;
-  std::uint32_t bin = kFiniteBins;
-  for (std::uint32_t b = kFiniteBins; b-- > 0;) {
-    if (cum + hist[b] >= k) {
-      bin = b;
-      break;
-    }
-    cum += hist[b];
-  }
+  p.for_each(1, KthBinBody{hist_buf.data(), k, hist_buf.data() + kBins});
+  const auto found = p.download(hist_buf.data() + kBins, 3);
+  const auto bin = std::uint32_t(found[0]);
+  const std::uint64_t cum = found[1];
   if (bin == kFiniteBins)
     throw gs::Error(std::string(what) + ": k = " + std::to_string(k) + " exceeds the " +
                     std::to_string(cum) + " finite elements; ask for at most that many");
   r.above = cum;
-  r.candidate_count = hist[bin];
+  r.candidate_count = found[2];
   r.candidates = p.template alloc<Index>(r.candidate_count);
   const std::uint64_t got =
       p.select_if(n, InBinPred{g, bin}, r.candidates.data(), r.candidate_count);  // pass 2
@@ -286,14 +280,21 @@ struct TopkSelection {
   std::uint64_t candidates = 0;  // the first read's
 };
 
+// workspace: a buffer of at least n indices the caller keeps between calls for the candidates
+// (null: allocated here).
 template <class P, class Index>
 TopkSelection<P, Index> sidco_topk(P& p, const float* g, std::uint64_t n, double density, int stages,
-                                   SidcoTopkBound& plan) {
+                                   SidcoTopkBound& plan, Buffer<P, Index>* workspace = nullptr) {
   check_index_range<Index>(n, "sidco-topk");
   plan.reset(n, density, stages);
   TopkSelection<P, Index> r;
   double bound = plan.first(spread_sample(p, g, n, SidcoTopkBound::sample_lines(n), SidcoTopkBound::kLineLength));
-  auto cand = p.template alloc<Index>(n);
+  Buffer<P, Index> own;
+  if (!workspace || workspace->size() < n) {
+    own = p.template alloc<Index>(n);
+    workspace = &own;
+  }
+  Buffer<P, Index>& cand = *workspace;
   std::uint64_t m = 0, finite = std::numeric_limits<std::uint64_t>::max();
   for (;;) {
     m = n == 0 ? 0

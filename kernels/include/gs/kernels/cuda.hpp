@@ -25,6 +25,7 @@
 #include "gs/kernels/device.hpp"
 #include "gs/kernels/select.hpp"
 #include "gs/kernels/types.hpp"
+#include "gs/kernels/vector_ops.hpp"
 
 struct CUstream_st;
 using cudaStream_t = CUstream_st*;  // the CUDA runtime's own definition, repeated
@@ -162,6 +163,9 @@ std::unique_ptr<gs::MagnitudePasses> make_device_passes(const float* d_g, std::u
 // The Selector of this backend over `stream` (use gs::kernels::make_selector, which checks for a
 // GPU first).
 std::unique_ptr<Selector> make_selector(cudaStream_t stream);
+
+// The VectorOps of gs/kernels/vector_ops.hpp on `device` (use gs::kernels::make_vector_ops).
+std::unique_ptr<VectorOps> make_vector_ops(int device);
 
 // The cuFFT engine of gs/kernels/fft.hpp (use gs::kernels::make_real_fft, which checks for a GPU
 // first): one plan per (length, batch, direction), its own stream, pooled device buffers.

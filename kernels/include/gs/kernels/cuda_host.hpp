@@ -5,15 +5,19 @@
 // the hand-written kernels' per-thread bodies over the grid a small GPU would launch), so tests
 // check that logic against the naive oracle and the CPU backend on machines without a GPU. It is
 // for checking, not for speed: use the CPU backend for work.
+#include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <span>
 #include <vector>
 
 #include "gs/fitting/passes.hpp"
+#include "gs/kernels/device.hpp"
 #include "gs/fitting/stats.hpp"
 #include "gs/kernels/select.hpp"
 #include "gs/kernels/types.hpp"
+#include "gs/kernels/vector_ops.hpp"
 
 namespace gs::kernels::cuda_host {
 
@@ -43,9 +47,41 @@ std::unique_ptr<gs::MagnitudePasses> make_passes(const float* g, std::uint64_t n
 
 // The Selector of this backend (make_selector(BackendKind::cuda_host)).
 std::unique_ptr<Selector> make_selector();
+// Its VectorOps on fake device `device` (make_vector_ops(BackendKind::cuda_host, device)).
+std::unique_ptr<VectorOps> make_vector_ops(int device);
+
+// The backend's devices: kHostDevices fake devices over host memory, behind the same device
+// policy as CUDA's (gs/kernels/device.hpp), so the calls of the Selector, the passes and the
+// vector operations (make_selector, make_passes, make_vector_ops with BackendKind::cuda_host) run
+// on the device of their data, with each thread's current device starting at 0 as on a GPU.
+// Memory the backend allocates belongs to the device current on the allocating thread.
+inline constexpr int kHostDevices = 16;
+DevicePolicy& device_policy();
+
+// Declares [data, data + bytes) memory of fake device `device` for the object's lifetime: host
+// memory standing for a tensor on that device (the DDP hook's cuda-host buckets).
+class DeviceMemory {
+ public:
+  DeviceMemory(const void* data, std::size_t bytes, int device);
+  ~DeviceMemory();
+  DeviceMemory(const DeviceMemory&) = delete;
+  DeviceMemory& operator=(const DeviceMemory&) = delete;
+
+ private:
+  const void* data_;
+};
+
+// Work done on each fake device (allocations, copies, launches' stand-ins, streams, pools,
+// pointer queries: each counted against the device current on the thread that did it), since the
+// process started or the last reset; devices with none are left out. Tests read it to see that
+// work lands on the device of its data and nowhere else.
+std::map<int, std::uint64_t> work_by_device();
+void reset_work_by_device();
 
 // For tests of how callers treat device errors: after `allocations` more allocations of this
 // backend, the next one throws the DeviceError a device out of memory gives (once; -1 cancels).
 void fail_allocation_after(std::int64_t allocations);
+// Bytes this backend allocated since the process started (tests of its workspaces).
+std::uint64_t allocated_bytes();
 
 }  // namespace gs::kernels::cuda_host

@@ -86,6 +86,12 @@ class DeviceGuard {
 // the rest (peaks of 8n to 16n bytes on larger vectors) goes back for PyTorch and others.
 inline constexpr std::uint64_t kPoolReleaseThreshold = std::uint64_t{256} << 20;
 
+// Bytes this thread copied between host and device memory, both ways, since it started: every
+// copy of the CUDA backend (and of the cuda-host backend, whose host copies stand for them) adds
+// its size. The DDP hook reads it around a bucket (host_device_bytes in its statistics).
+std::uint64_t bus_bytes();
+void add_bus_bytes(std::uint64_t bytes);
+
 // Blocks of `threads` for a grid-stride pass over n elements on `multiprocessors` SMs: 8 resident
 // blocks per SM at most, fixed for a device and n, so block partials merge in the same order.
 std::uint64_t grid_blocks(int multiprocessors, std::uint64_t threads, std::uint64_t n);
@@ -151,7 +157,10 @@ class CallerStream {
 // One entry point's stay on a device: the device of `data` (host data or null: the CallerStream's
 // device, else the current one) made current, gradscope's stream there ordered after the caller's
 // (the CallerStream's, else `caller`). On leaving, the caller's stream is ordered after gradscope's
-// and the previous device is current again. Only gradscope's stream is ever synchronized.
+// and the previous device is current again. Only gradscope's stream is ever synchronized. Host data
+// (or none) with neither a CallerStream nor a caller stream is ordered after no stream: nothing on
+// a stream produced it, and the legacy default stream, which would then stand for the caller's,
+// is a barrier for every blocking stream of the device (PyTorch's among them).
 class DeviceScope {
  public:
   DeviceScope(DevicePolicy& policy, const void* data, StreamHandle caller);
@@ -168,6 +177,7 @@ class DeviceScope {
   int device_ = 0;
   int previous_ = -1;  // the device to make current again, or -1 when it did not change
   StreamHandle caller_ = nullptr;
+  bool ordered_ = true;  // whether the work is ordered after the caller's stream (and it after the work)
   StreamHandle stream_ = nullptr;
   const DeviceProperties* props_ = nullptr;
   int exceptions_ = 0;

@@ -42,6 +42,17 @@ class Selector {
   // nonfinite (the CPU in its first read, the others with nonfinite()); so does sidco_topk.
   virtual SidcoSelectResult sidco(const float* g, std::uint64_t n, double density,
                                   SidcoVariant variant, int stages, Selection<std::int32_t>& out);
+
+  // The last selection (of above, topk, sidco or sidco_topk) where it was made: its indices and
+  // values in this backend's memory (device memory for cuda), equal to the `out` it filled and
+  // valid until the next call. The DDP hook gathers it there and zeroes it in the residual there.
+  // The CPU backend keeps none (gs::Error).
+  struct Resident {
+    const std::int32_t* indices = nullptr;
+    const float* values = nullptr;
+    std::uint64_t count = 0;
+  };
+  virtual Resident resident_selection() const;
 };
 
 // A Selector on `kind`'s backend; stream: the CUDA stream (cudaStream_t) its work is queued on
