@@ -49,10 +49,13 @@ class TopkCompressor final : public Compressor {
     return compress_resident(selector_->place(acc), acc.size(), tensor);
   }
   std::optional<kernels::BackendKind> resident_backend() const override { return selector_->kind(); }
+  kernels::Selector::Resident resident_selection() const override { return resident_; }
   Compressed compress_resident(const float* g, std::uint64_t n, std::string_view) override {
     Compressed c;
     kernels::Selection<std::int32_t> sel;
     selector_->topk(g, n, target_count(n, density()), sel);
+    resident_ = selector_->kind() == kernels::BackendKind::cpu ? kernels::Selector::Resident{}
+                                                               : selector_->resident_selection();
     c.payload.n = n;
     c.payload.indices = std::move(sel.indices);
     c.payload.values = std::move(sel.values);
@@ -70,6 +73,7 @@ class TopkCompressor final : public Compressor {
 
  private:
   std::unique_ptr<kernels::Selector> selector_;
+  kernels::Selector::Resident resident_;
 };
 
 class RandomkCompressor final : public Compressor {

@@ -7,12 +7,14 @@
 
 #include "gs/base/timing.hpp"
 #include "gs/error.hpp"
+#include "gs/kernels/device.hpp"
+#include "residual_slots.hpp"
 #include "timed_collectives.hpp"
 
 namespace gs::compress {
 namespace {
 
-constexpr std::string_view kStateTag = "gradscope-bucket-compressor/1";
+constexpr std::string_view kStateTag = "gradscope-bucket-compressor/2";
 constexpr std::string_view kAdvice = "lower the learning rate or check the data";
 
 bool any_nonfinite(std::span<const float> v) {
@@ -24,9 +26,17 @@ bool any_nonfinite(std::span<const float> v) {
 BucketCompressor::BucketCompressor(std::unique_ptr<Compressor> compressor, WarmupSchedule warmup,
                                    std::size_t history)
     : compressor_(std::move(compressor)), dense_(make_compressor("none", 1.0)),
-      warmup_(warmup), history_limit_(std::max<std::size_t>(history, 1)) {
+      warmup_(warmup), history_limit_(std::max<std::size_t>(history, 1)),
+      host_slots_(std::make_unique<detail::HostSlots>(residual_)) {
   if (!compressor_) throw Error("bucket compressor: no compressor given");
   warmup_.density = compressor_->density();
+}
+
+BucketCompressor::~BucketCompressor() = default;
+
+detail::ResidualSlots& BucketCompressor::slots() {
+  if (resident_) return *resident_;
+  return *host_slots_;
 }
 
 std::string BucketCompressor::place(std::span<const BucketParam> params, std::uint64_t n, int index) {
@@ -60,23 +70,22 @@ std::string BucketCompressor::place(std::span<const BucketParam> params, std::ui
 
   // Parameters whose residual lives elsewhere (another layout, the loaded state, or nowhere yet:
   // zeros) move into this layout's slot; a layout no parameter lives in any more is dropped.
-  if (!residual_.contains(layout)) residual_.assign(layout, std::vector<float>(n, 0.0f));
+  detail::ResidualSlots& store = slots();
+  if (!store.contains(layout)) store.create(layout, n);
   std::set<std::string> left;
   std::uint64_t at = 0;
   for (const BucketParam& p : params) {
     const std::uint64_t o = ordinal_.at(p.key);
     Placed& where = placed_[o];
     if (where.layout != layout) {
-      auto dst = residual_.residual_for_update(layout).subspan(at, p.numel);
       if (!where.layout.empty()) {
-        const auto src = residual_.residual(where.layout).subspan(where.offset, p.numel);
-        std::copy(src.begin(), src.end(), dst.begin());
+        store.move(layout, at, where.layout, where.offset, p.numel);
         left.insert(where.layout);
       } else if (const auto loaded = loaded_.find(o); loaded != loaded_.end() && loaded->second.size() == p.numel) {
-        std::copy(loaded->second.begin(), loaded->second.end(), dst.begin());
+        store.write(layout, at, loaded->second);
         loaded_.erase(loaded);
       } else {
-        std::fill(dst.begin(), dst.end(), 0.0f);
+        store.zero(layout, at, p.numel);
       }
       where.layout = layout;
     }
@@ -85,7 +94,7 @@ std::string BucketCompressor::place(std::span<const BucketParam> params, std::ui
   }
   for (const std::string& old : left)
     if (std::none_of(placed_.begin(), placed_.end(), [&](const Placed& p) { return p.layout == old; }))
-      residual_.erase(old);
+      store.erase(old);
   return layout;
 }
 
@@ -98,9 +107,15 @@ void BucketCompressor::begin_step() {
       uncompressed_ || compressor_->exchange() == Exchange::allreduce ? 1.0 : compressor_->density();
 }
 
-void BucketCompressor::exchange(int index, std::span<const float> g, std::span<const BucketParam> params,
-                                Collectives& comm, std::span<float> out, bool last,
-                                std::span<const float> variance, double hook_seconds) {
+std::string BucketCompressor::tensor_name(const Compressor& c, const std::string& slot, int index) {
+  // The variance compressor keeps per-element state under the tensor's name: name it after the
+  // layout, so that it follows the parameters as the residuals do (a regrouped layout starts
+  // afresh) instead of meeting another layout under the same bucket number.
+  return c.needs_gradient_variance() ? slot : "bucket" + std::to_string(index);
+}
+
+void BucketCompressor::run_bucket(int index, bool last, double hook_seconds, Collectives& comm,
+                                  const std::function<bool(TimedCollectives&, StepStats&)>& body) {
   if (failed_) {
     // An earlier bucket of this step failed: the step is abandoned, its other buckets with it.
     if (last) abandon_step(true);
@@ -109,39 +124,15 @@ void BucketCompressor::exchange(int index, std::span<const float> g, std::span<c
   }
   const bool first = buckets_in_step_++ == 0;
   try {
-    if (out.size() != g.size())
-      throw Error("bucket " + std::to_string(index) + ": the update has " + std::to_string(out.size()) +
-                  " elements, the gradient " + std::to_string(g.size()));
     if (first) begin_step();
-    const std::string slot = place(params, g.size(), index);
-    // The variance compressor keeps per-element state under the tensor's name: name it after the
-    // layout, so that it follows the parameters as the residuals do (a regrouped layout starts
-    // afresh) instead of meeting another layout under the same bucket number.
-    const std::string tensor =
-        compressor_->needs_gradient_variance() ? slot : "bucket" + std::to_string(index);
     StepStats& s = current_;
     s.buckets += 1;
     s.hook_seconds += hook_seconds;
     const auto t0 = Clock::now();
+    const std::uint64_t bus0 = kernels::bus_bytes();
     TimedCollectives timed(comm);
-    if (!uncompressed_ && compressor_->needs_gradient_variance() && variance.size() != g.size())
-      throw Error("compressor '" + std::string(compressor_->name()) + "' weighs elements by their "
-                  "gradient variance: give it for every bucket (" + std::to_string(variance.size()) +
-                  " values for a bucket of " + std::to_string(g.size()) + ")");
-    bool skipped = false;
-    if (uncompressed_) {
-      skipped = exchange_dense(*dense_, slot, g, timed, out, s);
-    } else {
-      switch (compressor_->exchange()) {
-        case Exchange::allreduce: skipped = exchange_dense(*compressor_, slot, g, timed, out, s); break;
-        case Exchange::allgather: skipped = exchange_sparse(slot, tensor, g, variance, timed, out, s); break;
-        case Exchange::collective: skipped = exchange_collective(slot, tensor, g, timed, out, s); break;
-      }
-    }
-    if (skipped) {
-      s.skipped = true;
-      std::fill(out.begin(), out.end(), 0.0f);
-    }
+    if (body(timed, s)) s.skipped = true;
+    s.host_device_bytes += kernels::bus_bytes() - bus0;
     s.comm_seconds += timed.seconds;
     s.compress_seconds += seconds_since(t0) - timed.seconds;
   } catch (...) {
@@ -151,10 +142,47 @@ void BucketCompressor::exchange(int index, std::span<const float> g, std::span<c
   if (last) end_step();
 }
 
+void BucketCompressor::exchange(int index, std::span<const float> g, std::span<const BucketParam> params,
+                                Collectives& comm, std::span<float> out, bool last,
+                                std::span<const float> variance, double hook_seconds) {
+  run_bucket(index, last, hook_seconds, comm, [&](TimedCollectives& timed, StepStats& s) {
+    if (out.size() != g.size())
+      throw Error("bucket " + std::to_string(index) + ": the update has " + std::to_string(out.size()) +
+                  " elements, the gradient " + std::to_string(g.size()));
+    if (resident_)
+      throw Error("bucket " + std::to_string(index) + ": this state keeps its residuals on device " +
+                  std::to_string(ops_->device()) + "; give it that device's buckets (one state per device)");
+    const std::string slot = place(params, g.size(), index);
+    return exchange_host(index, slot, g, variance, timed, out, s);
+  });
+}
+
+bool BucketCompressor::exchange_host(int index, const std::string& slot, std::span<const float> g,
+                                     std::span<const float> variance, Collectives& comm, std::span<float> out,
+                                     StepStats& s) {
+  const std::string tensor = tensor_name(*compressor_, slot, index);
+  if (!uncompressed_ && compressor_->needs_gradient_variance() && variance.size() != g.size())
+    throw Error("compressor '" + std::string(compressor_->name()) + "' weighs elements by their "
+                "gradient variance: give it for every bucket (" + std::to_string(variance.size()) +
+                " values for a bucket of " + std::to_string(g.size()) + ")");
+  bool skipped = false;
+  if (uncompressed_) {
+    skipped = exchange_dense(*dense_, slot, g, comm, out, s);
+  } else {
+    switch (compressor_->exchange()) {
+      case Exchange::allreduce: skipped = exchange_dense(*compressor_, slot, g, comm, out, s); break;
+      case Exchange::allgather: skipped = exchange_sparse(slot, tensor, g, variance, comm, out, s); break;
+      case Exchange::collective: skipped = exchange_collective(slot, tensor, g, comm, out, s); break;
+    }
+  }
+  if (skipped) std::fill(out.begin(), out.end(), 0.0f);
+  return skipped;
+}
+
 void BucketCompressor::abandon_step(bool last) {
   // Nothing of the step is kept: every residual stays as it was before it.
   for (const auto& c : pending_)
-    if (residual_.contains(c.slot)) residual_.discard(c.slot);
+    if (slots().contains(c.slot)) slots().discard(c.slot);
   pending_.clear();
   failed_ = !last;
   if (last) buckets_in_step_ = 0;
@@ -272,7 +300,10 @@ void BucketCompressor::end_step() {
   // The residuals change only with the whole step: a step skipped on any bucket keeps them all
   // as they were, as gradscope train does (the user skips its optimizer step; nothing is lost).
   for (auto& c : pending_) {
-    if (current_.skipped) residual_.discard(c.slot);
+    if (c.resident) {
+      if (current_.skipped) resident_->discard(c.slot);
+      else resident_->commit(c.slot);
+    } else if (current_.skipped) residual_.discard(c.slot);
     else if (c.sent.empty()) residual_.commit(c.slot, c.payload, *compressor_);
     else residual_.commit_decoded(c.slot, c.sent);
   }
@@ -287,6 +318,8 @@ void BucketCompressor::end_step() {
   f.bytes_sent = double(current_.bytes_sent);
   f.dense_bytes = double(current_.dense_bytes);
   f.gathered_bytes = double(current_.gathered_bytes);
+  f.host_device_bytes = double(current_.host_device_bytes);
+  f.host_device_gathered_bytes = double(current_.host_device_gathered_bytes);
   f.compress_seconds = current_.compress_seconds;
   f.comm_seconds = current_.comm_seconds;
   f.hook_seconds = current_.hook_seconds;
@@ -306,10 +339,11 @@ void BucketCompressor::save_state(StateWriter& w) const {
   w.put(warmup_.start_density);
   compressor_->save_state(w);
   // Residuals by ordinal, placed or still as loaded.
-  std::map<std::uint64_t, std::span<const float>> residuals;
+  std::map<std::uint64_t, std::vector<float>> residuals;
+  auto& store = const_cast<BucketCompressor*>(this)->slots();  // reads only
   for (std::uint64_t o = 0; o < placed_.size(); ++o)
     if (!placed_[o].layout.empty())
-      residuals[o] = residual_.residual(placed_[o].layout).subspan(placed_[o].offset, placed_[o].numel);
+      residuals[o] = store.read(placed_[o].layout, placed_[o].offset, placed_[o].numel);
   for (const auto& [o, e] : loaded_) residuals.emplace(o, e);
   w.put<std::uint64_t>(residuals.size());
   for (const auto& [o, e] : residuals) {
@@ -359,7 +393,7 @@ void BucketCompressor::load_rest(StateReader& r, std::int64_t steps) {
     if (o < placed_.size() && placed_[o].numel != e.size())
       r.fail("the residual of parameter #" + std::to_string(o) + " has " + std::to_string(e.size()) +
              " elements, this model's parameter " + std::to_string(placed_[o].numel));
-  residual_.clear();
+  slots().clear();
   for (auto& p : placed_) p.layout.clear();
   loaded_ = std::move(loaded);
   steps_ = steps;

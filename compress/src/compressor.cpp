@@ -48,6 +48,10 @@ Compressed Compressor::compress_resident(const float*, std::uint64_t, std::strin
               "sidco-topk) on the vector's backend");
 }
 
+kernels::Selector::Resident Compressor::resident_selection() const {
+  throw Error("compressor '" + std::string(name()) + "' keeps no selection in a backend's memory");
+}
+
 void Compressor::add_gradient_variance(std::string_view, std::span<const float>) {
   throw Error("compressor '" + std::string(name()) + "' does not use gradient variances");
 }

@@ -73,6 +73,8 @@ void RunStatistics::add(const StepFigures& s) {
   bytes_ += s.bytes_sent;
   dense_ += s.dense_bytes;
   gathered_ += s.gathered_bytes;
+  bus_ += s.host_device_bytes;
+  bus_gathered_ += s.host_device_gathered_bytes;
   compress_ += s.compress_seconds;
   comm_ += s.comm_seconds;
   hook_ += s.hook_seconds;
@@ -96,6 +98,8 @@ RunSummary RunStatistics::summary() const {
   s.bytes_per_step = bytes_ / n;
   s.dense_bytes_per_step = dense_ / n;
   s.gathered_bytes_per_step = gathered_ / n;
+  s.host_device_bytes_per_step = bus_ / n;
+  s.host_device_gathered_bytes_per_step = bus_gathered_ / n;
   s.compress_ms_per_step = 1e3 * compress_ / n;
   s.comm_ms_per_step = 1e3 * comm_ / n;
   s.hook_ms_per_step = 1e3 * hook_ / n;
@@ -107,7 +111,8 @@ void RunStatistics::save_state(StateWriter& w) const {
   w.put(steps_);
   w.put(skipped_);
   w.put(counted_);
-  for (double v : {density_, bytes_, dense_, gathered_, compress_, comm_, hook_, step_}) w.put(v);
+  for (double v : {density_, bytes_, dense_, gathered_, bus_, bus_gathered_, compress_, comm_, hook_, step_})
+    w.put(v);
   w.put_array<double>(quality_);
 }
 
@@ -115,7 +120,8 @@ void RunStatistics::load_state(StateReader& r) {
   steps_ = r.get<std::int64_t>();
   skipped_ = r.get<std::int64_t>();
   counted_ = r.get<std::int64_t>();
-  for (double* v : {&density_, &bytes_, &dense_, &gathered_, &compress_, &comm_, &hook_, &step_})
+  for (double* v : {&density_, &bytes_, &dense_, &gathered_, &bus_, &bus_gathered_, &compress_, &comm_, &hook_,
+                    &step_})
     *v = r.get<double>();
   quality_ = r.get_array<double>();
   if (steps_ < 0 || skipped_ < 0 || counted_ != steps_ - skipped_ ||

@@ -49,6 +49,7 @@ class ThresholdCompressor final : public Compressor {
   }
 
   std::optional<kernels::BackendKind> resident_backend() const override { return selector_->kind(); }
+  kernels::Selector::Resident resident_selection() const override { return resident_; }
 
   Compressed compress_resident(const float* g, std::uint64_t n, std::string_view /*tensor*/) override {
     Compressed c;
@@ -135,6 +136,10 @@ class ThresholdCompressor final : public Compressor {
   // The payload of the selection; counts what was selected towards the step's achieved density
   // (the stage controller's input). nonfinite: NaN/Inf in the input.
   Compressed finish(Compressed c, kernels::Selection<std::int32_t>&& sel, std::uint64_t nonfinite) {
+    // The backend's last selection is the one sent (the CPU's lives in the payload only).
+    resident_ = selector_->kind() == kernels::BackendKind::cpu || c.info.n == 0
+                    ? kernels::Selector::Resident{}
+                    : selector_->resident_selection();
     c.payload.n = c.info.n;
     c.payload.indices = std::move(sel.indices);
     c.payload.values = std::move(sel.values);
@@ -152,6 +157,7 @@ class ThresholdCompressor final : public Compressor {
   int fixed_stages_;
   std::optional<StageController> controller_;
   std::uint64_t step_selected_ = 0, step_n_ = 0;
+  kernels::Selector::Resident resident_;  // where the last selection lives (resident backends)
 };
 
 }  // namespace

@@ -29,13 +29,15 @@ class TimedCollectives final : public Collectives {
     return r;
   }
 
- private:
+  // Any other communication to count with these (the device collectives).
   template <class F>
   void timed(F f) {
     const auto t0 = Clock::now();
     f();
     seconds += seconds_since(t0);
   }
+
+ private:
   Collectives& inner_;
 };
 

@@ -19,6 +19,7 @@
 // skipped.
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -30,12 +31,29 @@
 #include "gs/compress/model_compressor.hpp"
 #include "gs/compress/residual.hpp"
 #include "gs/compress/step_rules.hpp"
+#include "gs/kernels/vector_ops.hpp"
 
 namespace gs::compress {
+
+class TimedCollectives;
+namespace detail {
+class ResidualSlots;
+class ResidentResiduals;
+}  // namespace detail
 
 struct BucketParam {
   std::uint64_t key = 0;    // the framework's name for the parameter, stable within a process
   std::uint64_t numel = 0;  // its elements in the bucket
+};
+
+// A bucket in a backend's device memory (a CUDA tensor for backend cuda; for cuda-host, host
+// memory declared memory of a fake device): its n float32 gradients, overwritten with the update.
+struct DeviceBucket {
+  int index = 0;
+  float* data = nullptr;
+  std::uint64_t n = 0;
+  kernels::BackendKind backend = kernels::BackendKind::cuda;
+  int device = 0;
 };
 
 class BucketCompressor {
@@ -43,6 +61,7 @@ class BucketCompressor {
   // history: how many finished steps' StepStats history() keeps (the summary covers every step).
   BucketCompressor(std::unique_ptr<Compressor> compressor, WarmupSchedule warmup,
                    std::size_t history = 1000);
+  ~BucketCompressor();
 
   const Compressor& compressor() const { return *compressor_; }
   const WarmupSchedule& warmup() const { return warmup_; }
@@ -58,6 +77,24 @@ class BucketCompressor {
   void exchange(int index, std::span<const float> g, std::span<const BucketParam> params,
                 Collectives& comm, std::span<float> out, bool last,
                 std::span<const float> variance = {}, double hook_seconds = 0.0);
+
+  // The same for a bucket on a device, left there. The calling thread is bound to the bucket's
+  // device first, for good (VectorOps::bind_thread: the hook's worker thread of rank r works on
+  // GPU r). With a compressor that selects on that backend (resident_backend() == b.backend:
+  // topk, the threshold methods, sidco-topk) the residuals live on the device (gradscope's pool),
+  // the selection is made there, and only what must cross the bus does: this worker's selection
+  // (index, value pairs) to the host, where it is encoded and all-gathered through `comm`, and the
+  // other workers' selections back; with `device_comm` (the framework's collectives take device
+  // memory: NCCL) the selections are all-gathered on the device and nothing crosses but counts.
+  // Every worker's selection is added into the bucket on the device in rank order and scaled by
+  // 1/workers, as Compressor::aggregate does on the host, so the update is the same to the bit. A
+  // dense warm-up step all-reduces the bucket on the device with device_comm, else through the
+  // host; a compressor without a resident backend (randomk, the quantizers, fft, variance) gets
+  // the bucket on the host and its update back. Statistics count the bytes that cross
+  // (StepStats::host_device_bytes). One BucketCompressor serves one device.
+  void exchange_resident(const DeviceBucket& b, std::span<const BucketParam> params, Collectives& comm,
+                         DeviceCollectives* device_comm, bool last, std::span<const float> variance = {},
+                         double hook_seconds = 0.0);
 
   std::int64_t steps() const { return steps_; }  // finished steps
   bool mid_step() const { return buckets_in_step_ > 0; }
@@ -91,10 +128,27 @@ class BucketCompressor {
     std::string slot;
     Payload payload;         // this worker's payload (the sparse and dense paths)
     std::vector<float> sent; // what this worker's contribution decoded to (own rounds)
+    bool resident = false;   // a device slot: its accumulator, sent entries zeroed, becomes e
   };
 
   void begin_step();
   void end_step();
+  // One bucket's bookkeeping around `body` (which returns whether the bucket was skipped): the
+  // step's begin and end, a failed bucket abandoning the step, the times and bus bytes.
+  void run_bucket(int index, bool last, double hook_seconds, Collectives& comm,
+                  const std::function<bool(TimedCollectives&, StepStats&)>& body);
+  bool exchange_host(int index, const std::string& slot, std::span<const float> g,
+                     std::span<const float> variance, Collectives& comm, std::span<float> out, StepStats& s);
+  bool exchange_on_device(const DeviceBucket& b, std::span<const BucketParam> params, TimedCollectives& comm,
+                          DeviceCollectives* device_comm, std::span<const float> variance, StepStats& s);
+  bool dense_on_device(const DeviceBucket& b, const std::string& slot, TimedCollectives& comm,
+                       DeviceCollectives* device_comm, StepStats& s);
+  bool sparse_on_device(const DeviceBucket& b, const std::string& slot, TimedCollectives& comm,
+                        DeviceCollectives* device_comm, StepStats& s);
+  // Whether the compressor selects in `backend`'s memory (sparse, error-fed, resident there).
+  bool selects_on(kernels::BackendKind backend) const;
+  detail::ResidualSlots& slots();
+  static std::string tensor_name(const Compressor& c, const std::string& slot, int index);
   // After an error: the step's residual changes are dropped and, unless `last` closed it, its
   // remaining buckets are refused until the last one.
   void abandon_step(bool last);
@@ -117,7 +171,10 @@ class BucketCompressor {
   WarmupSchedule warmup_;
   std::size_t history_limit_;
 
-  ResidualMemory residual_;                          // one slot per bucket layout
+  ResidualMemory residual_;                          // one slot per bucket layout (host buckets)
+  std::unique_ptr<detail::ResidualSlots> host_slots_;   // residual_ as place() moves slots
+  std::unique_ptr<kernels::VectorOps> ops_;             // the device of the device buckets
+  std::unique_ptr<detail::ResidentResiduals> resident_; // their residuals, on that device
   std::map<std::uint64_t, std::uint64_t> ordinal_;   // key -> ordinal (order of first sight)
   std::vector<Placed> placed_;                       // per ordinal
   std::map<std::uint64_t, std::vector<float>> loaded_;  // residuals from a checkpoint, not placed yet

@@ -29,6 +29,24 @@ class Collectives {
   virtual std::vector<std::vector<std::byte>> allgather(std::span<const std::byte> mine) = 0;
 };
 
+// Collectives over buffers in device memory, for a framework whose collectives take them
+// directly (torch.distributed over NCCL): the DDP hook's device path then exchanges a CUDA
+// bucket's selection without it crossing the bus. Every worker calls the same operations in the
+// same order; the caller orders its device work before each call and after it (the framework's
+// collectives run after, and before, the calling thread's current stream).
+class DeviceCollectives {
+ public:
+  virtual ~DeviceCollectives() = default;
+  // Every worker's count, in rank order (host values).
+  virtual std::vector<std::int64_t> allgather_counts(std::int64_t mine) = 0;
+  // Every worker's `count` indices and values (count equal everywhere: pad to the longest) into
+  // indices_all and values_all (world_size * count each, rank after rank).
+  virtual void allgather(const std::int32_t* indices, const float* values, std::uint64_t count,
+                         std::int32_t* indices_all, float* values_all) = 0;
+  // Element-wise sum over the workers, in place.
+  virtual void allreduce_sum(float* values, std::uint64_t n) = 0;
+};
+
 // One worker: every reduction is the identity, the all-gather returns the caller's bytes.
 class SoloCollectives : public Collectives {
  public:

@@ -19,6 +19,7 @@
 #include "gs/compress/payload.hpp"
 #include "gs/fitting/thresholds.hpp"
 #include "gs/kernels/backend.hpp"
+#include "gs/kernels/select.hpp"
 
 namespace gs::compress {
 
@@ -100,6 +101,10 @@ class Compressor {
   // for cuda, e.g. a CUDA tensor): nothing is copied in, only the selection comes back to the host.
   // gs::Error for a compressor without a resident backend.
   virtual Compressed compress_resident(const float* g, std::uint64_t n, std::string_view tensor);
+  // After compress_resident(): the selection it sent (its payload's indices and values) where it
+  // was made, in resident_backend()'s memory, valid until the compressor's next call. gs::Error for
+  // a compressor without a resident backend.
+  virtual kernels::Selector::Resident resident_selection() const;
 
   // Exchange::collective only: the whole exchange of one vector. Every worker calls it with its own
   // acc (same size everywhere). sent (acc.size()) receives what this worker's contribution decodes

@@ -29,6 +29,11 @@ struct StepStats {
   std::uint64_t gathered_bytes = 0;   // what the all-gathers carried for this worker: whole
                                       // encodings, padded to the longest worker's
   double hook_seconds = 0.0;          // inside the framework's hook calls
+  // Device buckets (BucketCompressor::exchange_resident): bytes that crossed between host and
+  // device memory, both ways, and the part of them that was other workers' selections arriving
+  // through a host all-gather (Gloo) on their way to the device.
+  std::uint64_t host_device_bytes = 0;
+  std::uint64_t host_device_gathered_bytes = 0;
   int buckets = 0;
   bool skipped = false;               // NaN/Inf on some worker: zeros instead, residual untouched
   bool warmup = false;                // a warm-up step

@@ -70,6 +70,7 @@ struct StepFigures {
   bool warmup = false;  // a warm-up step: its quality is left out (it describes the run's density)
   double density = 0.0, quality = 0.0;
   double bytes_sent = 0.0, dense_bytes = 0.0, gathered_bytes = 0.0;
+  double host_device_bytes = 0.0, host_device_gathered_bytes = 0.0;
   double compress_seconds = 0.0, comm_seconds = 0.0, hook_seconds = 0.0, step_seconds = 0.0;
 };
 
@@ -79,6 +80,7 @@ struct RunSummary {
   double quality_mean = 0.0, quality_p5 = 0.0, quality_p95 = 0.0;
   double density_mean = 0.0;
   double bytes_per_step = 0.0, dense_bytes_per_step = 0.0, gathered_bytes_per_step = 0.0;
+  double host_device_bytes_per_step = 0.0, host_device_gathered_bytes_per_step = 0.0;
   double compress_ms_per_step = 0.0, comm_ms_per_step = 0.0, hook_ms_per_step = 0.0, step_ms = 0.0;
 };
 
@@ -93,7 +95,7 @@ class RunStatistics {
 
  private:
   std::int64_t steps_ = 0, skipped_ = 0, counted_ = 0;
-  double density_ = 0, bytes_ = 0, dense_ = 0, gathered_ = 0;
+  double density_ = 0, bytes_ = 0, dense_ = 0, gathered_ = 0, bus_ = 0, bus_gathered_ = 0;
   double compress_ = 0, comm_ = 0, hook_ = 0, step_ = 0;
   std::vector<double> quality_;
 };

@@ -1,0 +1,197 @@
+// BucketCompressor::exchange_resident: the DDP hook's buckets left on their device
+// (gs/compress/bucket_compressor.hpp). The rules are the host path's; what differs is where the
+// vectors live: residuals, selection and the update on the device, and across the bus only the
+// selections (or nothing but counts, with device collectives).
+#include <algorithm>
+#include <cstring>
+
+#include "gs/compress/bucket_compressor.hpp"
+#include "gs/error.hpp"
+#include "gs/kernels/device.hpp"
+#include "residual_slots.hpp"
+#include "timed_collectives.hpp"
+
+namespace gs::compress {
+
+bool BucketCompressor::selects_on(kernels::BackendKind backend) const {
+  const Compressor& c = *compressor_;
+  return c.resident_backend() == backend && c.exchange() == Exchange::allgather && c.error_feedback();
+}
+
+void BucketCompressor::exchange_resident(const DeviceBucket& b, std::span<const BucketParam> params,
+                                         Collectives& comm, DeviceCollectives* device_comm, bool last,
+                                         std::span<const float> variance, double hook_seconds) {
+  run_bucket(b.index, last, hook_seconds, comm, [&](TimedCollectives& timed, StepStats& s) {
+    if (b.backend == kernels::BackendKind::cpu)
+      throw Error("bucket " + std::to_string(b.index) + ": the cpu backend has no device; exchange host buckets");
+    if (!ops_) {
+      ops_ = kernels::make_vector_ops(b.backend, b.device);
+    } else if (ops_->device() != b.device || ops_->kind() != b.backend) {
+      throw Error("bucket " + std::to_string(b.index) + " is on " + std::string(kernels::to_string(b.backend)) +
+                  " device " + std::to_string(b.device) + ", this state's buckets on " +
+                  std::string(kernels::to_string(ops_->kind())) + " device " + std::to_string(ops_->device()) +
+                  ": one state serves one device (DDP: one state per process)");
+    }
+    // First, before any other runtime call of this thread: rank r's worker works on GPU r.
+    ops_->bind_thread();
+    return exchange_on_device(b, params, timed, device_comm, variance, s);
+  });
+}
+
+bool BucketCompressor::exchange_on_device(const DeviceBucket& b, std::span<const BucketParam> params,
+                                          TimedCollectives& comm, DeviceCollectives* device_comm,
+                                          std::span<const float> variance, StepStats& s) {
+  kernels::VectorOps& ops = *ops_;
+  const bool there = selects_on(b.backend);
+  if (there && !resident_) {
+    if (std::any_of(placed_.begin(), placed_.end(), [](const Placed& p) { return !p.layout.empty(); }))
+      throw Error("bucket " + std::to_string(b.index) + ": this state keeps its residuals on the host; "
+                  "give it host buckets (one state per device)");
+    resident_ = std::make_unique<detail::ResidentResiduals>(ops);
+  }
+  const std::string slot = place(params, b.n, b.index);
+  bool skipped = false;
+  if (uncompressed_ || (compressor_->exchange() == Exchange::allreduce && !there)) {
+    skipped = dense_on_device(b, slot, comm, device_comm, s);
+  } else if (there) {
+    skipped = sparse_on_device(b, slot, comm, device_comm, s);
+  } else {
+    // Host rules (randomk, the quantizers, fft, variance): the bucket down, its update up.
+    std::vector<float> g(b.n), out(b.n);
+    ops.download(g.data(), b.data, b.n * sizeof(float));
+    skipped = exchange_host(b.index, slot, g, variance, comm, out, s);
+    if (!skipped) ops.upload(b.data, out.data(), b.n * sizeof(float));
+  }
+  if (skipped) ops.fill(b.data, 0.0f, b.n);
+  return skipped;
+}
+
+bool BucketCompressor::dense_on_device(const DeviceBucket& b, const std::string& slot, TimedCollectives& comm,
+                                       DeviceCollectives* device_comm, StepStats& s) {
+  kernels::VectorOps& ops = *ops_;
+  Compressor& c = uncompressed_ ? *dense_ : *compressor_;
+  if (!device_comm) {  // through the host: Gloo reduces host memory
+    std::vector<float> g(b.n), out(b.n);
+    ops.download(g.data(), b.data, b.n * sizeof(float));
+    const bool skipped = exchange_dense(c, slot, g, comm, out, s);
+    if (!skipped) ops.upload(b.data, out.data(), b.n * sizeof(float));
+    return skipped;
+  }
+  // "none": the bucket itself is the payload (its residual would stay 0: acc - acc).
+  comm.timed([&] { device_comm->allreduce_sum(b.data, b.n); });
+  if (ops.nonfinite(b.data, b.n) > 0) return true;  // the same sum everywhere: one decision
+  ops.scale(b.data, 1.0f / float(comm.world_size()), b.n);
+  const std::uint64_t bytes = 4 * b.n;
+  s.n += b.n;
+  s.selected += b.n;
+  s.bytes_sent += bytes;
+  s.gathered_bytes += bytes;
+  s.dense_bytes += bytes;
+  return false;
+}
+
+bool BucketCompressor::sparse_on_device(const DeviceBucket& b, const std::string& slot, TimedCollectives& comm,
+                                        DeviceCollectives* device_comm, StepStats& s) {
+  kernels::VectorOps& ops = *ops_;
+  Compressor& c = *compressor_;
+  const int workers = comm.world_size();
+  const float* acc = resident_->accumulate(slot, b.data, b.n);
+  Compressed mine = c.compress_resident(acc, b.n, tensor_name(c, slot, b.index));
+  const kernels::Selector::Resident sel = mine.info.n > 0 ? c.resident_selection() : kernels::Selector::Resident{};
+  if (sel.count != mine.payload.count())
+    throw Error("bucket " + std::to_string(b.index) + ": the device holds a selection of " +
+                std::to_string(sel.count) + ", the payload " + std::to_string(mine.payload.count()) +
+                " (please report)");
+  const bool bad = mine.info.nonfinite > 0;
+  std::uint64_t wire_bytes = 0;
+  // The update: every worker's selection added in rank order, then the mean (Compressor::aggregate).
+  const auto add_all = [&](const std::function<void(int)>& add_rank) {
+    ops.fill(b.data, 0.0f, b.n);
+    for (int r = 0; r < workers; ++r) add_rank(r);
+    ops.scale(b.data, 1.0f / float(workers), b.n);
+  };
+  if (device_comm) {
+    std::vector<std::int64_t> counts;
+    comm.timed([&] { counts = device_comm->allgather_counts(bad ? -1 : std::int64_t(sel.count)); });
+    if (std::int64_t(counts.size()) != workers)
+      throw Error("the device all-gather of counts returned " + std::to_string(counts.size()) + " for " +
+                  std::to_string(workers) + " workers");
+    if (std::any_of(counts.begin(), counts.end(), [](std::int64_t k) { return k < 0; })) {
+      resident_->discard(slot);  // a worker met NaN or Inf
+      return true;
+    }
+    const std::uint64_t longest = std::max<std::uint64_t>(1, std::uint64_t(*std::max_element(counts.begin(), counts.end())));
+    auto own_idx = ops.ints(longest);
+    auto own_val = ops.floats(longest);
+    ops.fill(own_idx.data(), 0, longest);  // the padding travels too: defined bytes
+    ops.fill(own_val.data(), 0.0f, longest);
+    ops.copy(own_idx.data(), sel.indices, sel.count);
+    ops.copy(own_val.data(), sel.values, sel.count);
+    auto idx_all = ops.ints(longest * std::uint64_t(workers));
+    auto val_all = ops.floats(longest * std::uint64_t(workers));
+    comm.timed([&] { device_comm->allgather(own_idx.data(), own_val.data(), longest, idx_all.data(), val_all.data()); });
+    add_all([&](int r) {
+      const std::uint64_t at = std::uint64_t(r) * longest;
+      ops.scatter_add(b.data, idx_all.data() + at, val_all.data() + at, std::uint64_t(counts[std::size_t(r)]));
+    });
+    wire_bytes = 8 * sel.count;  // pairs as they are: 4-byte index, 4-byte value
+    s.gathered_bytes += 8 * longest + 8;
+  } else {
+    std::vector<std::byte> wire;
+    if (!bad) wire = encode(mine.payload, wire_bytes);
+    const auto all = comm.allgather(wire);  // an empty payload: that worker met NaN or Inf
+    std::uint64_t longest = 0;
+    bool skip = false;
+    for (const auto& part : all) {
+      longest = std::max<std::uint64_t>(longest, part.size());
+      skip = skip || part.empty();
+    }
+    s.gathered_bytes += longest;
+    if (skip) {
+      resident_->discard(slot);
+      return true;
+    }
+    std::vector<Payload> payloads;
+    payloads.reserve(all.size());
+    std::uint64_t most = 0;
+    for (std::size_t r = 0; r < all.size(); ++r) {
+      payloads.push_back(decode(all[r]));
+      validate(payloads.back());  // indices in range before they address device memory
+      if (payloads.back().n != b.n || payloads.back().kind != PayloadKind::sparse)
+        throw Error("worker " + std::to_string(r) + " sent a payload of " + std::to_string(payloads.back().n) +
+                    " elements for bucket " + std::to_string(b.index) + " of " + std::to_string(b.n) +
+                    " (do all workers run the same model?)");
+      most = std::max<std::uint64_t>(most, payloads.back().count());
+    }
+    // The others' selections come up (the host all-gather's part of the bus); this worker's own is
+    // on the device already.
+    auto up_idx = ops.ints(std::max<std::uint64_t>(most, 1));
+    auto up_val = ops.floats(std::max<std::uint64_t>(most, 1));
+    add_all([&](int r) {
+      if (r == comm.rank()) {
+        ops.scatter_add(b.data, sel.indices, sel.values, sel.count);
+        return;
+      }
+      const Payload& p = payloads[std::size_t(r)];
+      const std::uint64_t bus0 = kernels::bus_bytes();
+      ops.upload(up_idx.data(), p.indices.data(), p.indices.size() * sizeof(std::int32_t));
+      ops.upload(up_val.data(), p.values.data(), p.values.size() * sizeof(float));
+      s.host_device_gathered_bytes += kernels::bus_bytes() - bus0;
+      ops.scatter_add(b.data, up_idx.data(), up_val.data(), p.count());
+    });
+  }
+  resident_->zero_sent(slot, sel.indices, sel.count);
+  s.n += b.n;
+  s.selected += mine.info.selected;
+  s.bytes_sent += wire_bytes;
+  s.dense_bytes += 4 * b.n;
+  s.stages = std::max(s.stages, mine.info.stages);
+  s.group_quality.push_back(mine.info.quality());
+  PendingCommit commit;
+  commit.slot = slot;
+  commit.resident = true;
+  pending_.push_back(std::move(commit));
+  return false;
+}
+
+}  // namespace gs::compress

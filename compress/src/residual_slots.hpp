@@ -1,0 +1,89 @@
+#pragma once
+// Internal: where BucketCompressor keeps its residual slots (one per bucket layout), as place(),
+// checkpoints and a dropped step need them: on the host (ResidualMemory, host buckets) or in a
+// backend's device memory (ResidentResiduals, the device buckets of exchange_resident).
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "gs/compress/residual.hpp"
+#include "gs/kernels/vector_ops.hpp"
+
+namespace gs::compress::detail {
+
+class ResidualSlots {
+ public:
+  virtual ~ResidualSlots() = default;
+  virtual bool contains(const std::string& slot) const = 0;
+  virtual void create(const std::string& slot, std::uint64_t n) = 0;  // zeros
+  virtual void erase(const std::string& slot) = 0;
+  virtual void clear() = 0;
+  // e(dst)[at, at + count) = e(src)[from, from + count), between two slots.
+  virtual void move(const std::string& dst, std::uint64_t at, const std::string& src, std::uint64_t from,
+                    std::uint64_t count) = 0;
+  virtual void write(const std::string& dst, std::uint64_t at, std::span<const float> values) = 0;
+  virtual void zero(const std::string& dst, std::uint64_t at, std::uint64_t count) = 0;
+  virtual std::vector<float> read(const std::string& slot, std::uint64_t at, std::uint64_t count) const = 0;
+  // The step's accumulate of `slot` is dropped: e stays as it was.
+  virtual void discard(const std::string& slot) = 0;
+};
+
+// The host's slots: a view of a ResidualMemory.
+class HostSlots final : public ResidualSlots {
+ public:
+  explicit HostSlots(ResidualMemory& m) : m_(m) {}
+  bool contains(const std::string& slot) const override { return m_.contains(slot); }
+  void create(const std::string& slot, std::uint64_t n) override { m_.assign(slot, std::vector<float>(n, 0.0f)); }
+  void erase(const std::string& slot) override { m_.erase(slot); }
+  void clear() override { m_.clear(); }
+  void move(const std::string& dst, std::uint64_t at, const std::string& src, std::uint64_t from,
+            std::uint64_t count) override;
+  void write(const std::string& dst, std::uint64_t at, std::span<const float> values) override;
+  void zero(const std::string& dst, std::uint64_t at, std::uint64_t count) override;
+  std::vector<float> read(const std::string& slot, std::uint64_t at, std::uint64_t count) const override;
+  void discard(const std::string& slot) override { m_.discard(slot); }
+
+ private:
+  ResidualMemory& m_;
+};
+
+// Error feedback on a device: per slot the residual e and the step's accumulator acc = g + e, both
+// in device memory. The sent entries are zeroed in acc where the selection lies, and committing a
+// step makes acc the new e (ResidualMemory's rule for sparse payloads, on the device).
+class ResidentResiduals final : public ResidualSlots {
+ public:
+  explicit ResidentResiduals(kernels::VectorOps& ops) : ops_(ops) {}
+  bool contains(const std::string& slot) const override { return slots_.count(slot) != 0; }
+  void create(const std::string& slot, std::uint64_t n) override;
+  void erase(const std::string& slot) override { slots_.erase(slot); }
+  void clear() override { slots_.clear(); }
+  void move(const std::string& dst, std::uint64_t at, const std::string& src, std::uint64_t from,
+            std::uint64_t count) override;
+  void write(const std::string& dst, std::uint64_t at, std::span<const float> values) override;
+  void zero(const std::string& dst, std::uint64_t at, std::uint64_t count) override;
+  std::vector<float> read(const std::string& slot, std::uint64_t at, std::uint64_t count) const override;
+  void discard(const std::string& slot) override { at(slot).pending = false; }
+
+  // acc = g + e (g: n floats on the device); returns acc.
+  const float* accumulate(const std::string& slot, const float* g, std::uint64_t n);
+  // acc[idx[j]] = 0 for the k indices sent (device memory).
+  void zero_sent(const std::string& slot, const std::int32_t* idx, std::uint64_t k);
+  void commit(const std::string& slot);
+
+ private:
+  struct Slot {
+    kernels::DeviceArray<float> e, acc;
+    bool pending = false;
+  };
+  Slot& at(const std::string& slot);
+  const Slot& at(const std::string& slot) const;
+  // e of `slot` while no step is pending on it (gs::Error otherwise), with [from, from + count) in it.
+  float* residual_at(const std::string& slot, std::uint64_t from, std::uint64_t count);
+
+  kernels::VectorOps& ops_;
+  std::map<std::string, Slot> slots_;
+};
+
+}  // namespace gs::compress::detail

@@ -1,0 +1,249 @@
+// BucketCompressor::exchange_resident, the DDP hook's device path, on the cuda-host backend: the
+// CUDA path's code over fake devices in host memory (gs/kernels/cuda_host.hpp), so its rules run
+// without a GPU. Each case names the rule of the GPU path it stands for; docs/BENCHMARKS.md
+// ("Mutations") lists the change to the code that makes each one fail.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <random>
+#include <thread>
+
+#include "gs/base/state_stream.hpp"
+#include "gs/compress/bucket_compressor.hpp"
+#include "gs/compress/thread_collectives.hpp"
+#include "gs/kernels/cuda_host.hpp"
+#include "gs/kernels/device.hpp"
+
+using namespace gs::compress;
+namespace ch = gs::kernels::cuda_host;
+
+namespace {
+
+std::vector<float> grad(std::size_t n, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> d(0.0f, 0.01f);
+  std::uniform_real_distribution<float> u(0.0f, 1.0f);
+  std::vector<float> g(n);
+  for (auto& v : g) v = d(rng) * std::pow(u(rng), 4.0f);
+  return g;
+}
+
+// Laplace values: |g| exponential, the law SIDCo-E fits, so its selection lands near the density.
+std::vector<float> laplace(std::size_t n, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::exponential_distribution<float> e(100.0f);
+  std::bernoulli_distribution sign(0.5);
+  std::vector<float> g(n);
+  for (auto& v : g) v = sign(rng) ? e(rng) : -e(rng);
+  return g;
+}
+
+std::unique_ptr<BucketCompressor> make_bucket(const std::string& method, double density, int rank,
+                                              const std::string& backend, WarmupSchedule w = {}) {
+  CompressorOptions o;
+  o.seed = 7 * 1000003ull + std::uint64_t(rank);
+  o.backend = backend;
+  return std::make_unique<BucketCompressor>(make_compressor(method, density, o), w);
+}
+
+// DeviceCollectives over host collectives: cuda-host's device memory is host memory, so the
+// pairs can travel through the threads' all-gather as NCCL would carry them between GPUs.
+class ThreadDeviceCollectives final : public DeviceCollectives {
+ public:
+  explicit ThreadDeviceCollectives(Collectives& c) : c_(c) {}
+  std::vector<std::int64_t> allgather_counts(std::int64_t mine) override {
+    std::vector<std::int64_t> out;
+    for (const auto& part : c_.allgather(std::as_bytes(std::span(&mine, 1)))) {
+      std::int64_t v = 0;
+      std::memcpy(&v, part.data(), sizeof v);
+      out.push_back(v);
+    }
+    return out;
+  }
+  void allgather(const std::int32_t* indices, const float* values, std::uint64_t count,
+                 std::int32_t* indices_all, float* values_all) override {
+    gather(indices, count, indices_all);
+    gather(values, count, values_all);
+  }
+  void allreduce_sum(float* values, std::uint64_t n) override { c_.allreduce_sum(std::span(values, n)); }
+
+ private:
+  template <class T>
+  void gather(const T* mine, std::uint64_t count, T* all) {
+    const auto parts = c_.allgather(std::as_bytes(std::span(mine, count)));
+    for (std::size_t r = 0; r < parts.size(); ++r) std::memcpy(all + r * count, parts[r].data(), parts[r].size());
+  }
+  Collectives& c_;
+};
+
+// Buckets as DDP hands them over: step 0 in registration order, later steps regrouped.
+const std::vector<std::vector<std::vector<BucketParam>>> kLayouts = {
+    {{{10, 3000}, {11, 2000}}, {{12, 770}}}, {{{12, 770}, {11, 2000}}, {{10, 3000}}}};
+
+// One worker's updates over `steps` steps: the host path (backend cpu) or the device path
+// (cuda-host, its buckets on fake device `device`, with or without device collectives).
+std::vector<std::vector<float>> run(const std::string& method, double density, Collectives& comm, bool device,
+                                    bool device_comm, int steps, WarmupSchedule w = {}, int fake_device = 1) {
+  auto bc = make_bucket(method, density, comm.rank(), device ? "cuda-host" : "cpu", w);
+  ThreadDeviceCollectives dc(comm);
+  std::vector<std::vector<float>> out;
+  for (int s = 0; s < steps; ++s) {
+    const auto& layout = kLayouts[std::size_t(s > 0)];
+    std::vector<float> step_out;
+    for (std::size_t b = 0; b < layout.size(); ++b) {
+      std::uint64_t n = 0;
+      for (const auto& p : layout[b]) n += p.numel;
+      auto g = grad(n, 1000 * std::uint64_t(s) + 10 * b + std::uint64_t(comm.rank()));
+      const bool last = b + 1 == layout.size();
+      if (device) {
+        const ch::DeviceMemory on(g.data(), g.size() * sizeof(float), fake_device);
+        const gs::kernels::CallerStream caller(fake_device, nullptr);
+        bc->exchange_resident({int(b), g.data(), n, gs::kernels::BackendKind::cuda_host, fake_device}, layout[b],
+                              comm, device_comm ? &dc : nullptr, last);
+        step_out.insert(step_out.end(), g.begin(), g.end());
+      } else {
+        std::vector<float> o(n);
+        bc->exchange(int(b), g, layout[b], comm, o, last);
+        step_out.insert(step_out.end(), o.begin(), o.end());
+      }
+    }
+    out.push_back(std::move(step_out));
+  }
+  EXPECT_EQ(bc->steps(), steps);
+  return out;
+}
+
+}  // namespace
+
+class CudaHostBucket : public ::testing::TestWithParam<std::string> {};
+
+// Rule: a bucket kept on its device gets the update the host path computes, to the bit (the same
+// residual arithmetic, selection and rank-ordered sum), whether the selections are gathered through
+// the host (Gloo) or on the device (NCCL), and whether the compressor selects on the device or
+// needs the host (randomk, the quantizers: the bucket goes down and the update up).
+TEST_P(CudaHostBucket, UpdatesEqualTheHostPathToTheBit) {
+  const std::string method = GetParam();
+  const double density = density_based(method) ? 0.01 : 1.0;
+  constexpr int kWorkers = 3, kSteps = 4;
+  std::vector<std::vector<std::vector<float>>> host(kWorkers), gathered(kWorkers), on_device(kWorkers);
+  run_workers(kWorkers, [&](Collectives& comm) {
+    const auto r = std::size_t(comm.rank());
+    host[r] = run(method, density, comm, false, false, kSteps);
+    gathered[r] = run(method, density, comm, true, false, kSteps, {}, int(r) + 1);
+    on_device[r] = run(method, density, comm, true, true, kSteps, {}, int(r) + 1);
+  });
+  for (int r = 0; r < kWorkers; ++r)
+    for (int s = 0; s < kSteps; ++s) {
+      EXPECT_EQ(gathered[r][s], host[r][s]) << method << ": host gather, step " << s << " worker " << r;
+      if (method != "none")  // a float all-reduce: another order of the sum (Gloo's ring vs ours)
+        EXPECT_EQ(on_device[r][s], host[r][s]) << method << ": device gather, step " << s << " worker " << r;
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Methods, CudaHostBucket,
+                         ::testing::Values("topk", "sidco-e", "sidco-topk", "dgc", "randomk", "qsgd-mn", "none"),
+                         [](const auto& info) {
+                           std::string s = info.param;
+                           for (char& c : s) c = c == '-' ? '_' : c;
+                           return s;
+                         });
+
+// Rule: the worker thread of rank r works on GPU r. A thread starts with device 0 current (as a
+// CUDA thread does); a bucket on device 1 must leave device 0 without any work, not even the
+// pointer query that would start a context there.
+TEST(CudaHostBucketRules, TheWorkerThreadWorksOnTheBucketsDevice) {
+  std::map<int, std::uint64_t> work;
+  std::thread worker([&] {
+    ch::reset_work_by_device();
+    SoloCollectives solo;
+    run("sidco-e", 0.01, solo, true, false, 3);
+    work = ch::work_by_device();
+  });
+  worker.join();
+  EXPECT_GT(work[1], 0u) << "the bucket's device did the work";
+  EXPECT_EQ(work.count(0), 0u) << "work landed on device 0: " << work[0] << " operations";
+}
+
+// Rule: only the selection crosses the bus. At density 0.01 this worker's selection goes down (8
+// bytes a pair) and, with a host all-gather, the others' come up (counted apart); with device
+// collectives nothing but counts crosses. At most 3% of the bucket's bytes, warm-up aside, when the
+// selection lands near the density (Laplace gradients: 2% of them are the pairs).
+TEST(CudaHostBucketRules, OnlyTheSelectionCrossesTheBus) {
+  for (const std::string method : {"sidco-e", "topk"}) {
+    for (const bool device_comm : {false, true}) {
+      SCOPED_TRACE(method + (device_comm ? ", device collectives" : ", host gather"));
+      std::vector<StepStats> stats(2);
+      run_workers(2, [&](Collectives& comm) {
+        auto bc = make_bucket(method, 0.01, comm.rank(), "cuda-host");
+        ThreadDeviceCollectives dc(comm);
+        const int dev = comm.rank() + 1;
+        for (int s = 0; s < 3; ++s) {
+          auto g = laplace(200000, 77 * std::uint64_t(s) + std::uint64_t(comm.rank()));
+          const ch::DeviceMemory on(g.data(), g.size() * sizeof(float), dev);
+          const gs::kernels::CallerStream caller(dev, nullptr);
+          bc->exchange_resident({0, g.data(), g.size(), gs::kernels::BackendKind::cuda_host, dev},
+                                std::vector<BucketParam>{{1, 200000}}, comm, device_comm ? &dc : nullptr, true);
+        }
+        stats[std::size_t(comm.rank())] = bc->history().back();
+      });
+      for (const StepStats& s : stats) {
+        const double bucket = 4.0 * 200000;
+        const double own = double(s.host_device_bytes - s.host_device_gathered_bytes);
+        EXPECT_GE(own, 8.0 * double(s.selected)) << "the selection comes down";
+        EXPECT_LE(own, 0.03 * bucket) << s.host_device_bytes << " bytes crossed";
+        if (device_comm) {
+          EXPECT_EQ(s.host_device_gathered_bytes, 0u);
+        } else {
+          EXPECT_GT(s.host_device_gathered_bytes, 0u) << "the other worker's selection comes up";
+          EXPECT_LE(double(s.host_device_gathered_bytes), 0.03 * bucket);
+        }
+      }
+    }
+  }
+}
+
+// Rule: residuals live on the device and follow their parameters; a checkpoint (taken between
+// steps, the residuals read back from the device) continues exactly in a new process's state.
+TEST(CudaHostBucketRules, ACheckpointOfDeviceResidualsContinuesExactly) {
+  SoloCollectives solo;
+  auto a = make_bucket("sidco-e", 0.01, 0, "cuda-host");
+  auto step = [&](BucketCompressor& bc, int s) {
+    auto g = grad(5770, 5 + std::uint64_t(s));
+    const ch::DeviceMemory on(g.data(), g.size() * sizeof(float), 2);
+    const gs::kernels::CallerStream caller(2, nullptr);
+    const std::vector<BucketParam> all = {{10, 3000}, {11, 2000}, {12, 770}};
+    bc.exchange_resident({0, g.data(), g.size(), gs::kernels::BackendKind::cuda_host, 2}, all, solo, nullptr, true);
+    return g;
+  };
+  for (int s = 0; s < 3; ++s) step(*a, s);
+  gs::StateWriter w;
+  a->save_state(w);
+  auto b = make_bucket("sidco-e", 0.01, 0, "cuda-host");
+  gs::StateReader r(w.bytes(), "test");
+  b->load_state(r);
+  for (int s = 3; s < 6; ++s) EXPECT_EQ(step(*a, s), step(*b, s)) << "step " << s;
+}
+
+// Rule: work is ordered after the caller's stream (the hook's, which waits for the bucket), and one
+// state serves one device: a bucket of another device is refused, naming both.
+TEST(CudaHostBucketRules, OneStateServesOneDevice) {
+  SoloCollectives solo;
+  auto bc = make_bucket("topk", 0.01, 0, "cuda-host");
+  auto g = grad(1000, 1);
+  {
+    const ch::DeviceMemory on(g.data(), g.size() * sizeof(float), 1);
+    bc->exchange_resident({0, g.data(), 1000, gs::kernels::BackendKind::cuda_host, 1}, std::vector<BucketParam>{{1, 1000}},
+                          solo, nullptr, true);
+  }
+  const ch::DeviceMemory on(g.data(), g.size() * sizeof(float), 2);
+  try {
+    bc->exchange_resident({0, g.data(), 1000, gs::kernels::BackendKind::cuda_host, 2},
+                          std::vector<BucketParam>{{1, 1000}}, solo, nullptr, true);
+    ADD_FAILURE() << "a bucket on another device must be refused";
+  } catch (const gs::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("device 2"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("device 1"), std::string::npos) << e.what();
+  }
+}
