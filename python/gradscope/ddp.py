@@ -15,8 +15,17 @@ run on a process group of the state's own (made with torch.distributed.new_group
 ranks when the State is made), so they never interleave with DDP's own collectives
 (find_unused_parameters, static_graph) or with another model's on the same group. Read the
 state's statistics after backward() returns (the state's thread updates them during it).
+
+A CUDA bucket stays on its GPU (BucketCompressor::exchange_resident): the state's thread works on
+the bucket's device, on a stream of its own that waits for an event recorded when DDP handed the
+bucket over; residuals, selection and the update live on the device, and only the selected
+(index, value) pairs cross the bus (none with NCCL, whose collectives take device memory). The
+Future is a CUDA Future of that device, so DDP's stream waits for the update without the host
+waiting. backend="cuda-host" runs the same path on the host, with rank r's buckets standing on
+fake device r (docs/gpu.md).
 """
 
+import ctypes
 import datetime
 import queue
 import threading
@@ -51,6 +60,8 @@ class StepStats:
     bytes_sent: int = 0
     dense_bytes: int = 0
     gathered_bytes: int = 0  # what the all-gathers carried: whole encodings, padded to the longest
+    host_device_bytes: int = 0  # device buckets: bytes that crossed between host and device
+    host_device_gathered_bytes: int = 0  # of which other workers' selections, via a host gather
     compress_s: float = 0.0  # accumulating, selecting, encoding, decoding (the state's thread)
     comm_s: float = 0.0      # inside collectives
     hook_s: float = 0.0      # inside the hook calls, which DDP's backward waits for
@@ -59,15 +70,53 @@ class StepStats:
     warmup: bool = False
 
 
+def _tensor_at(address, n, dtype, device):
+    """The n elements of dtype at address in device's memory, as a tensor that does not own them
+    (the C++ core keeps them alive for the call)."""
+    if device.type == "cuda":
+        typestr = {torch.float32: "<f4", torch.int32: "<i4"}[dtype]
+
+        class _Memory:  # the CUDA array interface: torch reads device memory through it
+            __cuda_array_interface__ = {"shape": (n,), "typestr": typestr, "data": (address, False),
+                                        "version": 2}
+
+        return torch.as_tensor(_Memory(), device=device)
+    ctype = {torch.float32: ctypes.c_float, torch.int32: ctypes.c_int32}[dtype]
+    return torch.frombuffer((ctype * n).from_address(address), dtype=dtype) if n else torch.empty(0, dtype=dtype)
+
+
 class TorchCollectives:
     """gs::compress::Collectives over torch.distributed: the C++ core hands NumPy views of its
-    buffers; each call reduces in place (or returns every worker's bytes), synchronously."""
+    buffers; each call reduces in place (or returns every worker's bytes), synchronously. With
+    device_collectives (NCCL, which reduces device memory), it also serves the core's
+    DeviceCollectives: device memory at the addresses given, wrapped as tensors of `device`."""
 
-    def __init__(self, group, device):
+    def __init__(self, group, device, device_collectives=None):
         self.group = group
-        self.device = device
         self.rank = dist.get_rank(group)
         self.world_size = dist.get_world_size(group)
+        nccl = dist.get_backend(group) == "nccl"
+        # Host buffers travel in host memory unless the backend reduces device memory only (NCCL):
+        # Gloo would copy a CUDA tensor to the host for its own work anyway.
+        self.device = device if nccl else torch.device("cpu")
+        if device_collectives is None:
+            device_collectives = device.type == "cuda" and nccl
+        self.device_collectives = bool(device_collectives)
+
+    def allgather_counts(self, mine):
+        t = torch.tensor([mine], dtype=torch.int64, device=self.device)
+        outs = [torch.empty_like(t) for _ in range(self.world_size)]
+        dist.all_gather(outs, t, group=self.group)
+        return torch.cat(outs).tolist()
+
+    def allgather_pairs(self, indices, values, count, indices_all, values_all):
+        for address, all_address, dtype in ((indices, indices_all, torch.int32), (values, values_all, torch.float32)):
+            mine = _tensor_at(address, count, dtype, self.device)
+            every = _tensor_at(all_address, count * self.world_size, dtype, self.device)
+            dist.all_gather(list(every.chunk(self.world_size)), mine, group=self.group)
+
+    def allreduce_sum_device(self, address, n):
+        dist.all_reduce(_tensor_at(address, n, torch.float32, self.device), group=self.group)
 
     def _reduce(self, array, op):
         t = torch.from_numpy(array)
@@ -120,11 +169,17 @@ class State:
         squared per-sample gradients / B^2 (a tensor like bucket.buffer()).
     options: the compressor options of the C++ table (stages, bits, variance_alpha, variance_zeta,
         fft_exponent_bits, fft_mantissa_bits, fft_chunk, backend, seed); the seed is made per worker.
+        backend: where the selection runs, "auto" (the default: the GPU when there is a usable
+        one), "cuda", "cpu" (a CUDA bucket is then copied to the host and its update back) or
+        "cuda-host" (the CUDA path's code on the host, rank r's buckets on fake device r: for
+        checking that path without a GPU).
+    device_timing: time each CUDA bucket's compress and exchange with CUDA events on the hook's
+        stream (device_ms()).
     """
 
     def __init__(self, method="sidco-e", ratio=0.01, process_group=None, variance=None,
                  warmup_steps=0, warmup="dense", warmup_start_ratio=0.25, history=1000,
-                 timeout=None, hook_group=None, **options):
+                 timeout=None, hook_group=None, device_timing=False, **options):
         names = compressor_names()
         if method not in names:
             raise ValueError(f"unknown compressor {method!r}: use one of {', '.join(names)}")
@@ -143,6 +198,7 @@ class State:
         self.variance = variance
         self.timeout = None if timeout is None else float(timeout)
         self._seed = int(options.pop("seed", 1))
+        options.setdefault("backend", "auto")
         self._option_values = dict(options)  # as given, for pickling
         self._options = option_texts(options)  # as the C++ table reads them
         self._warmup = (int(warmup_steps), str(warmup), float(warmup_start_ratio))
@@ -154,6 +210,10 @@ class State:
                              "give State(variance=callable(bucket) -> tensor)")
         self._hook_group = None if hook_group is _AT_FIRST_STEP else hook_group or self._new_hook_group()
         self._comm = None
+        self._device_collectives = None  # None: NCCL's own answer (tests force it over Gloo)
+        self._streams = {}  # the hook's CUDA stream per device
+        self.device_timing = bool(device_timing)
+        self._step_events, self._last_step_events = [], []
         self._tasks = queue.SimpleQueue()
         self._thread = None
         self._busy = threading.Condition()
@@ -234,33 +294,55 @@ class State:
         grad: the bucket's flat gradient (float32, float16, bfloat16 or float64); parameters: the
         parameters laid end to end in it. Returns at once; the state's thread does the work,
         bucket after bucket in call order; the last bucket's Future completes once the step is
-        closed (state.steps updated)."""
+        closed (state.steps updated). A bucket on a device (CUDA, or cuda-host's stand-in) gets its
+        update written into grad itself, on the device."""
         t0 = time.perf_counter()
         if grad.dtype not in _FLOAT_DTYPES:
             raise TypeError(f"bucket {index} has dtype {grad.dtype}: gradscope compresses float32, "
                             "float16, bfloat16 and float64 gradients")
-        host = grad.detach()
-        if host.device.type != "cpu" or host.dtype != torch.float32 or not host.is_contiguous():
-            host = host.to(device="cpu", dtype=torch.float32).contiguous()  # values travel as float32
         params = [(id(p), p.numel()) for p in parameters]
         comm = self._collectives(grad.device)
-        result = torch.futures.Future()
+        device = self._bucket_device(grad)
+        if device is None:
+            host = grad.detach()
+            if host.device.type != "cpu" or host.dtype != torch.float32 or not host.is_contiguous():
+                host = host.to(device="cpu", dtype=torch.float32).contiguous()  # values travel as float32
+            task, result = (self._bucket, host), torch.futures.Future()
+        else:
+            ready = None
+            if grad.is_cuda:  # the bucket is complete once DDP's stream gets here
+                ready = torch.cuda.Event()
+                ready.record(torch.cuda.current_stream(grad.device))
+            task = (self._bucket_on_device, device, ready)
+            result = torch.futures.Future(devices=[grad.device]) if grad.is_cuda else torch.futures.Future()
         self._start_thread()
         with self._busy:
             self._queued += 1
         hook_s = time.perf_counter() - t0
-        self._tasks.put((self, result, index, host, params, comm, last, bucket, grad, hook_s))
+        self._tasks.put((self, task, result, index, params, comm, last, bucket, grad, hook_s))
         return result
 
-    def _bucket(self, result, index, host, params, comm, last, bucket, grad, hook_s):
-        """One bucket, on the state's thread."""
+    def _bucket_device(self, grad):
+        """(backend, device) where a bucket stays, or None for the host path."""
+        if grad.is_cuda and _gradscope.cuda_built():
+            return ("cuda", grad.device.index if grad.device.index is not None else torch.cuda.current_device())
+        if not grad.is_cuda and self._options.get("backend") == "cuda-host":
+            return ("cuda-host", self.rank)
+        return None
+
+    def _variance_on_host(self, bucket):
+        if not self._core.needs_gradient_variance:
+            return None, 0, 0
+        v = self.variance(bucket).detach().to(device="cpu", dtype=torch.float32).contiguous()
+        return v, v.data_ptr(), v.numel()
+
+    def _bucket(self, task, result, index, params, comm, last, bucket, grad, hook_s):
+        """One bucket on the host, on the state's thread."""
+        _, host = task
         reached = False  # whether the core saw the bucket (it abandons a failed step itself)
         try:
             out = torch.empty(host.numel(), dtype=torch.float32)
-            v_address, v_n = 0, 0
-            if self._core.needs_gradient_variance:
-                v = self.variance(bucket).detach().to(device="cpu", dtype=torch.float32).contiguous()
-                v_address, v_n = v.data_ptr(), v.numel()
+            v, v_address, v_n = self._variance_on_host(bucket)
             reached = True
             self._core.exchange(index, host.data_ptr(), host.numel(), params, comm, out.data_ptr(), last,
                                 v_address, v_n, hook_s)
@@ -271,6 +353,72 @@ class State:
                 self._core.fail_bucket(last)
             self.last_error = e
             result.set_exception(e)
+
+    def _bucket_on_device(self, task, result, index, params, comm, last, bucket, grad, hook_s):
+        """One bucket left on its device, on the state's thread: worked on a stream of the hook's
+        that waits for the bucket, the update written into grad there."""
+        _, (backend, device), ready = task
+        reached = False
+        try:
+            if backend == "cuda":
+                with torch.cuda.device(device):  # this thread works on the bucket's device
+                    stream = self._streams.get(device)
+                    if stream is None:
+                        stream = self._streams[device] = torch.cuda.Stream(device)
+                    stream.wait_event(ready)
+                    with torch.cuda.stream(stream):
+                        events = self._start_timing(stream)
+                        reached = self._run_on_device(backend, device, stream.cuda_stream, index, params, comm,
+                                                      last, bucket, grad, hook_s)
+                        self._end_timing(stream, events, last)
+                        result.set_result(grad)  # a CUDA Future: records an event on this stream
+            else:
+                reached = self._run_on_device(backend, device, 0, index, params, comm, last, bucket, grad, hook_s)
+                result.set_result(grad)
+        except Exception as e:  # noqa: BLE001 - every error reaches the caller through its Future
+            if not reached:
+                self._core.fail_bucket(last)
+            self.last_error = e
+            result.set_exception(e)
+
+    def _run_on_device(self, backend, device, stream, index, params, comm, last, bucket, grad, hook_s):
+        work = grad.detach()
+        if work.dtype != torch.float32 or not work.is_contiguous():
+            work = work.to(torch.float32).contiguous()  # on the device, in this thread's stream
+        v, v_address, v_n = self._variance_on_host(bucket)
+        self._core.exchange_resident(index, work.data_ptr(), work.numel(), params, comm, last, v_address, v_n,
+                                     hook_s, backend, device, stream)
+        if work.data_ptr() != grad.data_ptr():
+            grad.copy_(work)
+        return True
+
+    def _start_timing(self, stream):
+        if not self.device_timing:
+            return None
+        start = torch.cuda.Event(enable_timing=True)
+        start.record(stream)
+        return start
+
+    def _end_timing(self, stream, start, last):
+        if start is None:
+            return
+        end = torch.cuda.Event(enable_timing=True)
+        end.record(stream)
+        self._step_events.append((start, end))
+        if last:
+            self._last_step_events, self._step_events = self._step_events, []
+
+    def device_ms(self):
+        """With device_timing: the milliseconds the last finished step's CUDA buckets spent in
+        compress and exchange on the hook's stream, from each bucket being ready to its update being
+        written (CUDA events; waits for them)."""
+        if not self.device_timing:
+            raise _gradscope.Error("device_ms() needs State(..., device_timing=True)")
+        total = 0.0
+        for start, end in self._last_step_events:
+            end.synchronize()
+            total += start.elapsed_time(end)
+        return total
 
     def _new_hook_group(self):
         ranks = dist.get_process_group_ranks(self.process_group)
@@ -283,7 +431,7 @@ class State:
         if self._comm is None:
             if self._hook_group is None:
                 self._hook_group = self._new_hook_group()
-            self._comm = TorchCollectives(self._hook_group, device)
+            self._comm = TorchCollectives(self._hook_group, device, self._device_collectives)
         return self._comm
 
     def _start_thread(self):
@@ -320,12 +468,13 @@ def _run_tasks(tasks):
         item = tasks.get()
         if item is None:
             return
-        state, *args = item
+        state, task, *args = item
         try:
-            state._bucket(*args)
+            run = task[0]  # the state's _bucket or _bucket_on_device
+            run(task, *args)
         finally:
             state._done_one()
-        del state, args, item
+        del state, task, run, args, item
 
 
 def _stop_tasks(tasks, thread, timeout_s=30.0):

@@ -63,4 +63,34 @@ class PythonCollectives final : public compress::Collectives {
   int rank_ = 0, world_ = 1;
 };
 
+// gs::compress::DeviceCollectives over the same Python object (its allgather_counts,
+// allgather_pairs and allreduce_sum_device, which wrap the device memory at the addresses given as
+// tensors of the collectives' device; see gradscope/ddp.py).
+class PythonDeviceCollectives final : public compress::DeviceCollectives {
+ public:
+  explicit PythonDeviceCollectives(pybind11::object impl) : impl_(std::move(impl)) {}
+  ~PythonDeviceCollectives() override {
+    pybind11::gil_scoped_acquire gil;
+    impl_ = pybind11::object();
+  }
+  std::vector<std::int64_t> allgather_counts(std::int64_t mine) override {
+    pybind11::gil_scoped_acquire gil;
+    return impl_.attr("allgather_counts")(mine).cast<std::vector<std::int64_t>>();
+  }
+  void allgather(const std::int32_t* indices, const float* values, std::uint64_t count,
+                 std::int32_t* indices_all, float* values_all) override {
+    pybind11::gil_scoped_acquire gil;
+    impl_.attr("allgather_pairs")(address(indices), address(values), count, address(indices_all),
+                                  address(values_all));
+  }
+  void allreduce_sum(float* values, std::uint64_t n) override {
+    pybind11::gil_scoped_acquire gil;
+    impl_.attr("allreduce_sum_device")(address(values), n);
+  }
+
+ private:
+  static std::uintptr_t address(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
+  pybind11::object impl_;
+};
+
 }  // namespace gs::python

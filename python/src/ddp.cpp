@@ -16,6 +16,9 @@
 #include "collectives.hpp"
 #include "gs/base/state_stream.hpp"
 #include "gs/compress/bucket_compressor.hpp"
+#include "gs/kernels/backend.hpp"
+#include "gs/kernels/cuda_host.hpp"
+#include "gs/kernels/device.hpp"
 #include "gs/error.hpp"
 #include "options.hpp"
 
@@ -35,6 +38,8 @@ py::dict stats_dict(const compress::StepStats& s) {
   d["bytes_sent"] = s.bytes_sent;
   d["dense_bytes"] = s.dense_bytes;
   d["gathered_bytes"] = s.gathered_bytes;
+  d["host_device_bytes"] = s.host_device_bytes;
+  d["host_device_gathered_bytes"] = s.host_device_gathered_bytes;
   d["compress_s"] = s.compress_seconds;
   d["comm_s"] = s.comm_seconds;
   d["hook_s"] = s.hook_seconds;
@@ -56,6 +61,8 @@ py::dict summary_dict(const compress::RunSummary& s) {
   d["bytes_per_step"] = s.bytes_per_step;
   d["dense_bytes_per_step"] = s.dense_bytes_per_step;
   d["gathered_bytes_per_step"] = s.gathered_bytes_per_step;
+  d["host_device_bytes_per_step"] = s.host_device_bytes_per_step;
+  d["host_device_gathered_bytes_per_step"] = s.host_device_gathered_bytes_per_step;
   d["compress_ms_per_step"] = s.compress_ms_per_step;
   d["comm_ms_per_step"] = s.comm_ms_per_step;
   d["hook_ms_per_step"] = s.hook_ms_per_step;
@@ -94,6 +101,39 @@ class BucketHandle {
                     span_at<const float>(variance, variance_n), hook_seconds);
   }
 
+  // One bucket in device memory (exchange_resident): n floats at `address` on `device` of
+  // `backend` ("cuda", or "cuda-host": host memory standing for that fake device's), overwritten
+  // with the update. stream: a cudaStream_t as an integer (the hook's stream on that device, which
+  // is ordered after the bucket's producer) that the work is ordered after and that is ordered
+  // after the work; 0 for none. collectives: as exchange()'s; when its `device_collectives` is
+  // true, it also all-gathers and all-reduces device memory (allgather_counts, allgather_pairs,
+  // allreduce_sum_device).
+  void exchange_resident(int index, std::uintptr_t address, std::uint64_t n,
+                         const std::vector<std::pair<std::uint64_t, std::uint64_t>>& params,
+                         py::object collectives, bool last, std::uintptr_t variance, std::uint64_t variance_n,
+                         double hook_seconds, const std::string& backend, int device, std::uintptr_t stream) {
+    std::vector<compress::BucketParam> ps;
+    ps.reserve(params.size());
+    for (const auto& [key, numel] : params) ps.push_back({key, numel});
+    compress::DeviceBucket b;
+    b.index = index;
+    b.data = span_at<float>(address, n).data();
+    b.n = n;
+    b.backend = kernels::resolve_backend(backend);
+    b.device = device;
+    const bool on_device = collectives.attr("device_collectives").cast<bool>();
+    PythonCollectives comm(collectives);
+    std::unique_ptr<PythonDeviceCollectives> device_comm;
+    if (on_device) device_comm = std::make_unique<PythonDeviceCollectives>(collectives);
+    std::unique_ptr<kernels::cuda_host::DeviceMemory> fake;
+    if (b.backend == kernels::BackendKind::cuda_host)
+      fake = std::make_unique<kernels::cuda_host::DeviceMemory>(b.data, n * sizeof(float), device);
+    py::gil_scoped_release free;
+    const kernels::CallerStream caller(device, reinterpret_cast<kernels::StreamHandle>(stream));
+    core_->exchange_resident(b, ps, comm, device_comm.get(), last, span_at<const float>(variance, variance_n),
+                             hook_seconds);
+  }
+
   py::list history() const {
     py::list rows;
     for (const auto& s : core_->history()) rows.append(stats_dict(s));
@@ -130,6 +170,10 @@ void bind_ddp(py::module_& m) {
       .def("exchange", &BucketHandle::exchange, py::arg("index"), py::arg("address"), py::arg("n"),
            py::arg("params"), py::arg("collectives"), py::arg("out"), py::arg("last"),
            py::arg("variance"), py::arg("variance_n"), py::arg("hook_seconds"))
+      .def("exchange_resident", &BucketHandle::exchange_resident, py::arg("index"), py::arg("address"),
+           py::arg("n"), py::arg("params"), py::arg("collectives"), py::arg("last"), py::arg("variance"),
+           py::arg("variance_n"), py::arg("hook_seconds"), py::arg("backend"), py::arg("device"),
+           py::arg("stream"))
       .def("fail_bucket", [](BucketHandle& h, bool last) { h.get().fail_bucket(last); }, py::arg("last"))
       .def("history", &BucketHandle::history)
       .def("summary", [](BucketHandle& h) { return summary_dict(h.get().summary()); })

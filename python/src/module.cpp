@@ -27,6 +27,7 @@
 #include "gs/error.hpp"
 #include "gs/fitting/report.hpp"
 #include "gs/kernels/backend.hpp"
+#include "gs/kernels/cuda_host.hpp"
 #include "gs/kernels/device.hpp"
 #include "gs/version.hpp"
 
@@ -235,6 +236,9 @@ PYBIND11_MODULE(_gradscope, m) {
     return py::make_tuple(pixels, labels);
   }, py::arg("split"));
   m.def("cuda_available", &gs::kernels::cuda_available);
+  // The cuda-host backend's fake devices: the work done on each (tests check where work lands).
+  m.def("cuda_host_work_by_device", &gs::kernels::cuda_host::work_by_device);
+  m.def("cuda_host_reset_work", &gs::kernels::cuda_host::reset_work_by_device);
   m.def("fit_json", &fit_json, py::arg("address"), py::arg("n"), py::arg("densities"),
         py::arg("backend"), py::arg("input"));
   m.def("compressors", [] {

@@ -7,6 +7,11 @@
     ddp_worker.py exchange RANK WORLD RENDEZVOUS OUT METHOD RATIO STEPS
         runs State.exchange directly on fixed per-rank gradients of two "buckets" for STEPS steps;
         writes OUT: the inputs and the mean updates it returned, for the C++ reference.
+    ddp_worker.py device   RANK WORLD RENDEZVOUS OUT METHOD RATIO STEPS BACKEND
+        trains an MLP (2 MiB of gradients) with the hook on BACKEND: cpu, cuda-host (each rank's
+        buckets on fake device `rank`, the CUDA path's code on the host), or cuda-host-device (the
+        same with the selections gathered as device memory, NCCL's way, here over Gloo); writes OUT:
+        parameters, losses, the summary and the work done on each fake device.
     ddp_worker.py nan      RANK WORLD RENDEZVOUS OUT METHOD RATIO STEPS FROM
         exchanges one bucket per step; the last rank puts a NaN in it from step FROM on; writes OUT:
         per step whether it was skipped and what came back, and the error that ended the run.
@@ -20,6 +25,7 @@ import torch.distributed as dist
 
 import gradscope
 import gradscope.ddp as gddp
+from gradscope import _gradscope
 
 
 class Block(torch.nn.Module):
@@ -76,6 +82,32 @@ def train(rank, world, out, method, ratio, steps):
         losses.append(float(loss))
     params = torch.cat([p.detach().flatten() for p in model.parameters()])
     torch.save({"params": params, "losses": losses, "summary": state.summary(), "skipped": skipped}, out)
+
+
+def device(rank, world, out, method, ratio, steps, backend):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(784, 512), torch.nn.ReLU(),
+                                torch.nn.Linear(512, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10))
+    ddp = torch.nn.parallel.DistributedDataParallel(model)
+    state = gddp.State(method, ratio, backend="cpu" if backend == "cpu" else "cuda-host")
+    if backend == "cuda-host-device":
+        state._device_collectives = True
+    ddp.register_comm_hook(state, gddp.hook)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
+    x, y = gradscope.fashion_mnist("train", 1024)
+    shard = torch.arange(rank, 1024, world)
+    _gradscope.cuda_host_reset_work()
+    losses = []
+    for step in range(steps):
+        idx = shard[(step * 32) % (len(shard) - 32):][:32]
+        loss = torch.nn.functional.cross_entropy(ddp(x[idx]), y[idx])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(float(loss))
+    params = torch.cat([p.detach().flatten() for p in model.parameters()])
+    torch.save({"params": params, "losses": losses, "summary": state.summary(),
+                "work": _gradscope.cuda_host_work_by_device()}, out)
 
 
 def exchange(rank, world, out, method, ratio, steps):
@@ -151,6 +183,8 @@ def main():
             train(rank, world, out, method, ratio, steps)
         elif mode == "exchange":
             exchange(rank, world, out, method, ratio, steps)
+        elif mode == "device":
+            device(rank, world, out, method, ratio, steps, sys.argv[9])
         elif mode == "early":
             returns_early(rank, out)
         elif mode == "nan":

@@ -30,6 +30,29 @@ def test_residual_cnn_trains_with_bit_identical_replicas(tmp_path, world):
     assert s["gathered_bytes_per_step"] > s["bytes_per_step"], s
 
 
+@pytest.mark.parametrize("world", [2, 4])
+def test_device_buckets_stay_on_their_device_and_train_as_the_cpu_path(tmp_path, world):
+    # backend="cuda-host" runs the CUDA bucket path (residuals, selection, update on the device;
+    # rank r's worker thread on device r) on the host: the same parameters as the host path, to
+    # the bit, with the selections gathered through Gloo's host all-gather and as device memory
+    # (NCCL's way); no work on any other device than the rank's; only the selection crosses.
+    runs = {b: [torch.load(o) for o in run_workers("device", world, tmp_path, "sidco-e", 0.01, 8, b)]
+            for b in ("cpu", "cuda-host", "cuda-host-device")}
+    reference = runs["cpu"][0]["params"]
+    for backend in ("cuda-host", "cuda-host-device"):
+        for rank, r in enumerate(runs[backend]):
+            assert torch.equal(r["params"], reference), (backend, rank)
+            assert set(r["work"]) == {rank}, (backend, rank, r["work"])  # rank r on device r only
+            s = r["summary"]
+            own = s["host_device_bytes_per_step"] - s["host_device_gathered_bytes_per_step"]
+            assert 0 < own <= 0.03 * s["dense_bytes_per_step"], (backend, s)
+            if backend == "cuda-host-device":
+                assert s["host_device_gathered_bytes_per_step"] == 0, s
+            else:  # the other workers' selections come up, about as many bytes again per worker
+                assert 0 < s["host_device_gathered_bytes_per_step"] <= 0.03 * (world - 1) * s["dense_bytes_per_step"], s
+    assert runs["cpu"][0]["summary"]["host_device_bytes_per_step"] == 0
+
+
 @pytest.mark.parametrize("method", gradscope.compressor_names())
 def test_every_train_compressor_trains_in_the_hook(tmp_path, method):
     ratio = 0.05 if _registry(method)["density_based"] else 1.0

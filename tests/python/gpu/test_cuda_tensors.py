@@ -1,8 +1,13 @@
 """CUDA tensors through the gradscope package, for a GPU machine (scripts/gpu-check.sh runs this
-with a CUDA build of PyTorch; ctest does not, since no machine of the project has a GPU). The same
-code paths run in CI on the host through backend="cuda-host" (tests/python/test_api.py)."""
+with a CUDA build of PyTorch; ctest does not, since CI has no GPU). The same code paths run in CI
+on the host through backend="cuda-host" (tests/python/test_api.py, tests/python/test_ddp.py).
+GS_GPU_CHECK_OUT=FILE appends each test's figures as JSON lines for the check's report."""
 
+import json
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -19,37 +24,88 @@ def laplace(n, seed):
     return torch.distributions.Laplace(0.0, 1e-3).sample((n,)).float() * (1 + torch.rand(n, generator=g))
 
 
+def report(name, figures):
+    if os.environ.get("GS_GPU_CHECK_OUT"):
+        with open(os.environ["GS_GPU_CHECK_OUT"], "a") as out:
+            out.write(json.dumps({"test": name, **figures}) + "\n")
+
+
 @pytest.mark.parametrize("method", ["topk", "sidco-topk", "dgc", "sidco-e"])
 def test_select_reads_a_cuda_tensor_in_place(method):
     t = laplace(1_000_000, 3)
     i_cpu, v_cpu, info_cpu = gradscope.select(t, method, 0.01, backend="cpu")
     i_gpu, v_gpu, info_gpu = gradscope.select(t.cuda(), method, 0.01, backend="cuda")
-    assert torch.equal(v_gpu, t[i_gpu])
+    assert torch.equal(v_gpu.cpu(), t[i_gpu.cpu()])
     if method == "sidco-e":
         assert info_gpu["threshold"] == pytest.approx(info_cpu["threshold"], rel=1e-6)
     else:
-        assert torch.equal(i_cpu, i_gpu)
+        assert torch.equal(i_cpu, i_gpu.cpu())
 
 
-def test_the_hook_trains_cuda_buckets_over_nccl(tmp_path):
+def test_fit_on_a_cuda_tensor_equals_the_cpu():
+    t = laplace(500_000, 4)
+    cpu = gradscope.fit(t, backend="cpu")
+    gpu = gradscope.fit(t.cuda(), backend="cuda")
+    assert gpu["backend"] == "cuda" and gpu["n"] == cpu["n"]
+    for a, b in zip(cpu["fits"], gpu["fits"]):
+        assert a["dist"] == b["dist"]
+        for key, value in a["params"].items():
+            assert b["params"][key] == pytest.approx(value, rel=1e-9), (a["dist"], key)
+        assert b["ks_D"] == pytest.approx(a["ks_D"], rel=1e-6, abs=1e-12), a["dist"]
+    exact = {(r["method"], r["ratio"]): r for r in cpu["thresholds"] if r["method"] in ("topk", "sidco-topk")}
+    for r in gpu["thresholds"]:
+        if (r["method"], r["ratio"]) in exact:
+            assert r["selected"] == exact[(r["method"], r["ratio"])]["selected"], r
+
+
+def _init_nccl_world_of_one(port):
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    os.environ.setdefault("MASTER_PORT", "29581")
+    os.environ["MASTER_PORT"] = str(port)
     dist.init_process_group("nccl", rank=0, world_size=1)
+
+
+def test_the_hook_keeps_cuda_buckets_on_the_gpu_over_nccl():
+    _init_nccl_world_of_one(29581)
     try:
         torch.manual_seed(0)
-        model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10)).cuda()
+        model = torch.nn.Sequential(torch.nn.Linear(1024, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 10)).cuda()
         ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[0])
         state = gradscope.ddp.State("sidco-e", 0.01, backend="cuda")
         ddp.register_comm_hook(state, gradscope.ddp.hook)
         opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
-        x, y = torch.randn(32, 64, device="cuda"), torch.randint(0, 10, (32,), device="cuda")
-        for _ in range(5):
+        x, y = torch.randn(64, 1024, device="cuda"), torch.randint(0, 10, (64,), device="cuda")
+        for _ in range(8):
             opt.zero_grad()
             torch.nn.functional.cross_entropy(ddp(x), y).backward()
             opt.step()
-        summary = state.summary()
-        assert summary["steps"] == 5 and summary["skipped_steps"] == 0
-        assert 0 < summary["density_mean"] < 0.1
+        s = state.summary()
+        report("hook_nccl_world_1", {k: s[k] for k in ("density_mean", "host_device_bytes_per_step",
+                                                        "dense_bytes_per_step", "hook_ms_per_step")})
+        assert s["steps"] == 8 and s["skipped_steps"] == 0
+        assert 0 < s["density_mean"] < 0.05
         assert all(torch.isfinite(p).all() for p in model.parameters())
+        # NCCL gathers the selections on the device: only counts and statistics cross.
+        assert s["host_device_gathered_bytes_per_step"] == 0, s
+        assert s["host_device_bytes_per_step"] <= 0.03 * s["dense_bytes_per_step"], s
     finally:
         dist.destroy_process_group()
+
+
+def test_the_hook_over_gloo_with_cuda_tensors_on_two_processes(tmp_path):
+    worker = Path(__file__).with_name("ddp_gloo_cuda_worker.py")
+    url = f"file://{tmp_path / 'rendezvous'}"
+    procs = [subprocess.Popen([sys.executable, str(worker), str(r), "2", url], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) for r in range(2)]
+    outs = [p.communicate(timeout=300)[0] for p in procs]
+    assert all(p.returncode == 0 for p in procs), "\n".join(o[-3000:] for o in outs)
+    ranks = [json.loads(line) for o in outs for line in o.splitlines() if line.startswith("{")]
+    assert sorted(r["rank"] for r in ranks) == [0, 1]
+    digests = {r["digest"] for r in ranks}
+    assert len(digests) == 1, ranks  # bit-identical replicas
+    for r in ranks:
+        s = r["summary"]
+        own = s["host_device_bytes_per_step"] - s["host_device_gathered_bytes_per_step"]
+        assert 0 < own <= 0.03 * s["dense_bytes_per_step"], s
+        report(f"hook_gloo_cuda_rank{r['rank']}", {"own_bus_bytes_per_step": own,
+                                                    "gathered_bus_bytes_per_step": s["host_device_gathered_bytes_per_step"],
+                                                    "dense_bytes_per_step": s["dense_bytes_per_step"]})
