@@ -41,6 +41,8 @@ Timed timed_threshold(const std::string& method, MagnitudePasses& passes, double
   const auto t0 = Clock::now();
   try {
     t.result = threshold_by_name(method, passes, density, o.stages, o.seed, o.sidco_recount);
+  } catch (const DeviceFailure&) {
+    throw;  // the device failed, not the method: never a row (fit_report does the same)
   } catch (const Error& e) {
     t.error = e.what();
   }
