@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "command.hpp"
+#include "device_failure.hpp"
 #include "gs/analyzer/analyze.hpp"
 #include "progress.hpp"
 #ifdef GS_HAVE_PLOTS
@@ -35,9 +36,19 @@ int run_analyze(AnalyzeArgs& a) {
     if (!bar) bar = std::make_unique<Progress>("analyze", total, c.quiet);
     bar->update(done, note);
   };
-  const analyzer::AnalyzeResult r = analyzer::analyze(c, progress);
+  analyzer::AnalyzeResult r;
+  try {
+    r = analyzer::analyze(c, progress);
+  } catch (const DeviceFailure& e) {
+    bar.reset();  // ends the bar's line before the error's
+    throw device_stop(e, "the steps analysed before it stay in " + c.output.string() +
+                             " (the same command adds the rest)");
+  }
   if (bar) bar->finish(std::to_string(r.steps_analyzed) + " steps, " + std::to_string(r.vectors_analyzed) +
                        " vectors analysed");
+  if (!r.device_error.empty())
+    warn_ran_on_cpu(r.device_error_backend, r.device_error,
+                    "step " + std::to_string(r.device_error_step) + " and the later ones were analysed");
   const analyzer::AnalysisReader reader(c.output);
   // Plots are drawn by the Qt build's renderer (analyzer/plots/); without it the report holds
   // the tables and says why there are no plots.
@@ -60,8 +71,14 @@ int run_analyze(AnalyzeArgs& a) {
                      {"steps_skipped", r.steps_skipped},
                      {"steps_analyzed", r.steps_analyzed},
                      {"vectors_analyzed", r.vectors_analyzed},
+                     {"backend", r.backend},
                      {"seconds", r.seconds},
                      {"summary", analyzer::summary_json(summary)}};
+    if (!r.device_error.empty()) {  // the steps from device_error_step on ran on the CPU
+      j["device_error"] = r.device_error;
+      j["device_error_backend"] = r.device_error_backend;
+      j["device_error_step"] = r.device_error_step;
+    }
     std::cout << j.dump(2) << '\n';
   } else if (!c.quiet) {
     if (r.steps_skipped > 0)
@@ -90,6 +107,7 @@ Runner setup(CLI::App& sub) {
                  "Rows of the snapshot's steps, a:b:c like a Python slice (default all); shards of "
                  "one run merge with gradscope merge");
   sub.add_option("--backend", c.backend, "auto, cpu or cuda")->capture_default_str();
+  add_on_device_error_option(sub, c.on_device_error);
   sub.add_option("--stages", c.stages, "SIDCo stages")->capture_default_str();
   sub.add_option("--ks-max-points", c.ks_max_points,
                  "Largest sample for KS/AD (a uniform subsample beyond it)")->capture_default_str();

@@ -1,5 +1,6 @@
 // gradscope fit INPUT [--step S] [--layer NAME | --whole-model] [--ratios ...] [--dists ...]
-//                     [--methods ...] [--backend auto|cpu|cuda] [--stages M] [--json]
+//                     [--methods ...] [--backend auto|cpu|cuda] [--on-device-error stop|cpu]
+//                     [--stages M] [--json]
 // Fits the sparsity-inducing distributions to x = |g| of one snapshot step (or a .npy vector),
 // tests their fit and compares threshold methods. The work is gs::fit_report (fitting/); this file
 // loads the data (snapshot vectors through gs::analyzer, shared with `gradscope analyze`), picks
@@ -9,6 +10,7 @@
 #include <string>
 
 #include "command.hpp"
+#include "device_failure.hpp"
 #include "gs/analyzer/vectors.hpp"
 #include "gs/error.hpp"
 #include "gs/fitting/report.hpp"
@@ -21,6 +23,7 @@ namespace {
 struct FitConfig {
   VectorInput input;
   std::string backend = "auto";
+  std::string on_device_error = "stop";  // analyzer::kOnDeviceErrorChoices
   bool json = false;
   FitReportOptions report;
 };
@@ -62,13 +65,28 @@ void print_table(const FitReport& r, const std::string& source, const std::strin
   }
 }
 
-int run_fit(const FitConfig& cfg) {
-  const kernels::BackendKind kind = kernels::resolve_backend(cfg.backend);
-  const LoadedVector in = load_vector(cfg.input);
+FitReport fit_on(const LoadedVector& in, kernels::BackendKind kind, const FitReportOptions& o) {
   const auto passes = kernels::make_passes(in.values, kind);
-  const FitReport report = fit_report(*passes, cfg.report);
+  return fit_report(*passes, o);
+}
+
+int run_fit(const FitConfig& cfg) {
+  kernels::BackendKind kind = kernels::resolve_backend(cfg.backend);
+  const LoadedVector in = load_vector(cfg.input);
+  FitReport report;
+  std::string device_error;  // the failure the CPU retry followed
+  try {
+    report = fit_on(in, kind, cfg.report);
+  } catch (const DeviceFailure& e) {
+    if (cfg.on_device_error != "cpu" || kind == kernels::BackendKind::cpu) throw device_stop(e);
+    device_error = e.what();
+    warn_ran_on_cpu(std::string(kernels::to_string(kind)), device_error, "fitted again");
+    kind = kernels::BackendKind::cpu;
+    report = fit_on(in, kind, cfg.report);
+  }
   const std::string backend(kernels::to_string(kind));
-  if (cfg.json) std::printf("%s\n", analyzer::fit_json(report, in.source, backend).dump(2).c_str());
+  if (cfg.json)
+    std::printf("%s\n", analyzer::fit_json(report, in.source, backend, device_error).dump(2).c_str());
   else print_table(report, in.source, backend);
   return 0;
 }
@@ -89,6 +107,7 @@ Runner setup(CLI::App& sub) {
       ->delimiter(',')
       ->capture_default_str();
   sub.add_option("--backend", cfg->backend, "auto, cpu or cuda")->capture_default_str();
+  add_on_device_error_option(sub, cfg->on_device_error);
   sub.add_option("--stages", cfg->report.stages,
                  "SIDCo stages, fixed (no adaptive controller); 3 meets +-10% on Laplace, gamma "
                  "and generalized-Pareto data except SIDCo-E on heavy tails")

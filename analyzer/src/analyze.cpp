@@ -41,6 +41,8 @@ Timed timed_threshold(const std::string& method, MagnitudePasses& passes, double
   const auto t0 = Clock::now();
   try {
     t.result = threshold_by_name(method, passes, density, o.stages, o.seed, o.sidco_recount);
+  } catch (const DeviceFailure&) {
+    throw;  // the device failed, not the method: never a row (fit_report does the same)
   } catch (const Error& e) {
     t.error = e.what();
   }
@@ -162,7 +164,7 @@ void move_append(StepResults& into, StepResults& part) {
 AnalyzeResult analyze(const AnalyzeConfig& config, const ProgressFn& progress) {
   config.validate();
   const auto start = Clock::now();
-  const kernels::BackendKind backend = kernels::resolve_backend(config.backend);
+  kernels::BackendKind backend = kernels::resolve_backend(config.backend);
   std::error_code ec;
   if (fs::exists(config.output) && fs::equivalent(config.input, config.output, ec))
     throw Error(config.output.string() + " is the snapshot itself: choose another --out file");
@@ -202,8 +204,6 @@ AnalyzeResult analyze(const AnalyzeConfig& config, const ProgressFn& progress) {
   const FitReportOptions options = config.fit_options();
   std::vector<std::string> kinds;
   for (const auto& l : layers) kinds.push_back(layer_kind(l));
-  // The GPU takes one vector at a time; the CPU analyses layers in parallel, each on one thread.
-  const int jobs = backend == kernels::BackendKind::cpu ? config.threads() : 1;
   const std::uint64_t budget_floats = config.memory_mib * (std::uint64_t{1} << 20) / sizeof(float);
 
   std::vector<float> buffer;  // the cached layers, reused step after step
@@ -215,11 +215,12 @@ AnalyzeResult analyze(const AnalyzeConfig& config, const ProgressFn& progress) {
     if (progress) progress(vectors_done, total, "step " + std::to_string(step) + " " + scope);
   };
   if (progress) progress(0, total, "");
-  for (std::size_t row : pending) {
-    const auto t0 = Clock::now();
-    const data::StepRecord& rec = reader.steps()[row];
+
+  // One step's results on the backend (no I/O but reading the snapshot).
+  auto analyze_step = [&](std::size_t row, const data::StepRecord& rec, kernels::BackendKind on) {
     StepResults res;
-    res.step = {rec.step, row, rec.loss, rec.lr, 0.0};
+    // The GPU takes one vector at a time; the CPU analyses layers in parallel, each on one thread.
+    const int jobs = on == kernels::BackendKind::cpu ? config.threads() : 1;
     const StepLayers step_layers(reader, row, budget_floats, buffer);
     // On two cores the whole model in memory joins the layers' pool as its first task (the
     // largest): its passes run on one thread while the other core takes layers, instead of the
@@ -230,7 +231,7 @@ AnalyzeResult analyze(const AnalyzeConfig& config, const ProgressFn& progress) {
     if (whole && !model_in_pool) {
       // In memory when the model fits the budget (on any backend), else streamed layer by layer.
       std::unique_ptr<MagnitudePasses> passes;
-      if (step_layers.all_cached()) passes = kernels::make_passes(step_layers.model(), backend);
+      if (step_layers.all_cached()) passes = kernels::make_passes(step_layers.model(), on);
       else passes = std::make_unique<StreamedPasses>(step_layers);
       analyze_vector(*passes, options, config.methods, rec.step, kModelScope, kKindModel, res);
       tick(rec.step, kModelScope);
@@ -253,13 +254,13 @@ AnalyzeResult analyze(const AnalyzeConfig& config, const ProgressFn& progress) {
           const auto t = static_cast<std::size_t>(i);
           try {
             if (t < first_layer) {
-              auto passes = kernels::make_passes(step_layers.model(), backend);
+              auto passes = kernels::make_passes(step_layers.model(), on);
               analyze_vector(*passes, options, config.methods, rec.step, kModelScope, kKindModel, parts[t]);
               tick(rec.step, kModelScope);
               continue;
             }
             const std::size_t l = t - first_layer;
-            auto passes = kernels::make_passes(step_layers.get(l, scratch), backend);
+            auto passes = kernels::make_passes(step_layers.get(l, scratch), on);
             analyze_vector(*passes, options, config.methods, rec.step, layers[l].name, kinds[l], parts[t]);
             tick(rec.step, layers[l].name);
           } catch (...) {
@@ -271,10 +272,33 @@ AnalyzeResult analyze(const AnalyzeConfig& config, const ProgressFn& progress) {
         if (e) std::rethrow_exception(e);
       for (auto& part : parts) move_append(res, part);
     }
-    res.step.seconds = seconds_since(t0);
+    return res;
+  };
+
+  for (std::size_t row : pending) {
+    const auto t0 = Clock::now();
+    const data::StepRecord& rec = reader.steps()[row];
+    const std::int64_t done_before = vectors_done;
+    StepResults res;
+    try {
+      res = analyze_step(row, rec, backend);
+    } catch (const DeviceFailure& e) {
+      // The device failed during this step (nothing of it is written). Stop: the steps written so
+      // far stay, and a later run adds the rest. Or, asked to, analyse this step again on the CPU,
+      // and the remaining steps there too: a device that failed once is not tried again.
+      if (config.on_device_error != "cpu" || backend == kernels::BackendKind::cpu) throw;
+      result.device_error = e.what();
+      result.device_error_backend = std::string(kernels::to_string(backend));
+      result.device_error_step = rec.step;
+      backend = kernels::BackendKind::cpu;
+      vectors_done = done_before;  // this step's vectors count again
+      res = analyze_step(row, rec, backend);
+    }
+    res.step = {rec.step, row, rec.loss, rec.lr, seconds_since(t0)};
     writer.append(res);
     ++result.steps_analyzed;
   }
+  result.backend = std::string(kernels::to_string(backend));
   result.vectors_analyzed = static_cast<std::size_t>(vectors_done);
   writer.close();
   result.seconds = seconds_since(start);

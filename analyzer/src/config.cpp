@@ -108,8 +108,9 @@ void AnalyzeConfig::validate() const {
   if (qq_points < 1) throw Error("QQ points must be at least 1");
   if (jobs < 0) throw Error("--jobs must be 0 (one per core) or more, not " + std::to_string(jobs));
   if (memory_mib < 1) throw Error("--memory must be at least 1 MiB");
-  if (backend != "auto" && backend != "cpu" && backend != "cuda")
-    throw Error("unknown backend '" + backend + "': use auto, cpu or cuda");
+  if (backend != "auto" && backend != "cpu" && backend != "cuda" && backend != "cuda-host")
+    throw Error("unknown backend '" + backend + "': use auto, cpu or cuda (or cuda-host, for checks)");
+  check({on_device_error}, kOnDeviceErrorChoices, "--on-device-error value");
 }
 
 int AnalyzeConfig::threads() const {

@@ -97,12 +97,13 @@ nlohmann::ordered_json fit_report_json(const FitReport& r) {
 }
 
 nlohmann::ordered_json fit_json(const FitReport& report, const std::string& input,
-                                const std::string& backend) {
+                                const std::string& backend, const std::string& device_error) {
   const nlohmann::ordered_json body = fit_report_json(report);
   nlohmann::ordered_json j;
   for (const char* key : {"n", "excluded", "zeros", "nonfinite"}) j[key] = body.at(key);
   j["input"] = input;
   j["backend"] = backend;
+  if (!device_error.empty()) j["device_error"] = device_error;
   for (const char* key : {"fits", "thresholds"}) j[key] = body.at(key);
   return j;
 }

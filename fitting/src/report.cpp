@@ -49,6 +49,12 @@ Fitted fit_by_name(const std::string& dist, MagnitudePasses& passes, const Magni
 
 }  // namespace
 
+// A fit or a method that fails on this vector (too few values, all equal, a numerical failure of
+// Boost.Math) becomes its row's error; the report goes on. A failure of the device behind the
+// passes is no property of the vector, so it ends the report: gs::DeviceFailure (base/, the base
+// of kernels' DeviceError) is the one type let through. A marker type rather than "rethrow all
+// but the fit failures" because the fit failures are no one type (gs::Error and Boost.Math's
+// std::domain_error, std::overflow_error, ...), and because fitting/ cannot name kernels/.
 FitReport fit_report(MagnitudePasses& passes, const FitReportOptions& o) {
   validate(o);
   FitReport r;
@@ -78,6 +84,8 @@ FitReport fit_report(MagnitudePasses& passes, const FitReportOptions& o) {
       f.ad_A2 = edf.ad_A2;
       for (double density : o.densities) f.tail.push_back(tail_check(d, passes, s, density));
       f.qq = qq_points(d, sample, o.qq_points);
+    } catch (const DeviceFailure&) {
+      throw;  // the machine failed, not the fit: never a row (see below)
     } catch (const std::exception& e) {  // gs::Error, or a numerical failure of Boost.Math
       f.error = e.what();
     }
@@ -90,6 +98,8 @@ FitReport fit_report(MagnitudePasses& passes, const FitReportOptions& o) {
       t.result.density = density;
       try {
         t.result = threshold_by_name(method, passes, density, o.stages, o.seed, o.sidco_recount);
+      } catch (const DeviceFailure&) {
+        throw;
       } catch (const std::exception& e) {
         t.error = e.what();
       }

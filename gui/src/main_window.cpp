@@ -309,7 +309,7 @@ bool MainWindow::openSnapshot(const QString& path, const QString& analysis) {
     const auto beside = find_analysis_beside(path.toStdString());
     if (!beside.empty()) analysis_path = QString::fromStdString(beside.string());
   }
-  source_ = make_training_source(reader_, {}, options_.report);
+  source_ = make_training_source(reader_, {}, options_.report, options_.backend);
   if (!analysis_path.isEmpty() && !openAnalysis(analysis_path)) {
     requestView();  // the analysis file failed (message shown): plot from the snapshot alone
     requestSeries();
@@ -328,7 +328,7 @@ bool MainWindow::openAnalysis(const QString& path) {
   if (series_cancel_) *series_cancel_ = true;
   series_watcher_.waitForFinished();
   try {
-    auto source = make_training_source(reader_, path.toStdString(), options_.report);
+    auto source = make_training_source(reader_, path.toStdString(), options_.report, options_.backend);
     const auto& densities = static_cast<AnalysisTrainingSource&>(*source).densities();
     source_ = std::move(source);
     const double keep = density();
@@ -440,7 +440,7 @@ bool MainWindow::selectRatio(double density) {
   fillRatios(options_.report.densities);
   ratio_box_->setCurrentIndex(ratio_box_->findData(density));
   if (reader_) {
-    auto fresh = std::make_shared<SnapshotTrainingSource>(reader_, options_.report);
+    auto fresh = std::make_shared<SnapshotTrainingSource>(reader_, options_.report, options_.backend);
     if (dynamic_cast<SnapshotTrainingSource*>(source_.get())) source_ = fresh;
     requestView();
     requestSeries();

@@ -15,6 +15,17 @@
 #include "gs/analyzer/plots/charts.hpp"
 
 namespace gs::gui {
+namespace {
+
+// A worker's failure in one line. A failure of the device is no property of the data: it says so,
+// and how to fit without the device, instead of leaving rows that read as failed fits.
+QString failure_text(const std::exception& e) {
+  if (dynamic_cast<const DeviceFailure*>(&e) == nullptr) return QString::fromStdString(e.what());
+  return QString("device failure: %1 (start gradscope-gui with --backend cpu to fit on the CPU)")
+      .arg(QString::fromStdString(e.what()));
+}
+
+}  // namespace
 
 bool MainWindow::busy() const {
   return view_watcher_.isRunning() || series_watcher_.isRunning() || step_debounce_.isActive() ||
@@ -84,7 +95,7 @@ void MainWindow::startView() {
       add_fits(*view, g, options);
       out.view = std::move(view);
     } catch (const std::exception& e) {
-      out.error = QString("%1 at row %2: %3").arg(QString::fromStdString(scope)).arg(row).arg(e.what());
+      out.error = QString("%1 at row %2: %3").arg(QString::fromStdString(scope)).arg(row).arg(failure_text(e));
     }
     return out;
   }));
@@ -207,7 +218,7 @@ void MainWindow::startSeries() {
     try {
       out.series = std::make_shared<const TrainingSeries>(source->load(scope, progress, *cancel));
     } catch (const std::exception& e) {
-      out.error = QString("over training (%1): %2").arg(QString::fromStdString(scope), e.what());
+      out.error = QString("over training (%1): %2").arg(QString::fromStdString(scope), failure_text(e));
     }
     return out;
   }));

@@ -17,8 +17,12 @@ std::mutex& hdf5_mutex() {
 // ---- on the fly -------------------------------------------------------------------------------
 
 SnapshotTrainingSource::SnapshotTrainingSource(std::shared_ptr<const data::SnapshotReader> reader,
-                                               FitReportOptions options, std::size_t max_steps)
-    : reader_(std::move(reader)), options_(std::move(options)), max_steps_(max_steps) {
+                                               FitReportOptions options, std::string backend,
+                                               std::size_t max_steps)
+    : reader_(std::move(reader)),
+      options_(std::move(options)),
+      backend_(std::move(backend)),
+      max_steps_(max_steps) {
   if (!reader_) throw Error("no snapshot to compute the series from");
   if (max_steps_ < 2) throw Error("the series needs at least 2 steps");
   options_.qq_points = 1;  // the series shows no QQ plot
@@ -53,6 +57,7 @@ TrainingSeries SnapshotTrainingSource::load(const std::string& scope,
     if (scope != kModelScope) layer = reader_->layer_index(scope);
   }
   const auto rows = rows_for(steps.size(), max_steps_);
+  const kernels::BackendKind backend = kernels::resolve_backend(backend_);
   int done = 0;
   for (std::size_t row : rows) {
     if (cancel) break;
@@ -66,7 +71,7 @@ TrainingSeries SnapshotTrainingSource::load(const std::string& scope,
         g = scope == kModelScope ? reader_->read_model(row) : reader_->read(row, layer);
       }
       StepEntry entry;
-      auto passes = kernels::make_passes(g, kernels::resolve_backend("auto"));
+      auto passes = kernels::make_passes(g, backend);
       const FitReport report = fit_report(*passes, options_);
       for (const auto& f : report.fits)
         entry.ks.push_back({step, f.dist, f.error.empty() ? f.ks_D : std::nan("")});
@@ -133,8 +138,8 @@ std::filesystem::path find_analysis_beside(const std::filesystem::path& snapshot
 
 std::unique_ptr<TrainingSource> make_training_source(
     std::shared_ptr<const data::SnapshotReader> reader, const std::filesystem::path& analysis,
-    const FitReportOptions& options) {
-  auto on_the_fly = std::make_unique<SnapshotTrainingSource>(std::move(reader), options);
+    const FitReportOptions& options, const std::string& backend) {
+  auto on_the_fly = std::make_unique<SnapshotTrainingSource>(std::move(reader), options, backend);
   if (analysis.empty()) return on_the_fly;
   return std::make_unique<AnalysisTrainingSource>(analysis, std::move(on_the_fly));
 }

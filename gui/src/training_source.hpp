@@ -42,11 +42,13 @@ class TrainingSource {
 };
 
 // fit_report over at most max_steps evenly strided steps of the snapshot (the last one always),
-// cached per (scope, step) so a live file only costs its new steps.
+// cached per (scope, step) so a live file only costs its new steps, on `backend` (auto, cpu,
+// cuda: the window's --backend). A device failure is thrown (gs::DeviceFailure), never a point.
 class SnapshotTrainingSource final : public TrainingSource {
  public:
   SnapshotTrainingSource(std::shared_ptr<const data::SnapshotReader> reader,
-                         FitReportOptions options, std::size_t max_steps = 40);
+                         FitReportOptions options, std::string backend = "auto",
+                         std::size_t max_steps = 40);
   std::string describe() const override;
   TrainingSeries load(const std::string& scope, const SeriesProgress& progress,
                       const std::atomic<bool>& cancel) override;
@@ -60,6 +62,7 @@ class SnapshotTrainingSource final : public TrainingSource {
   };
   std::shared_ptr<const data::SnapshotReader> reader_;
   FitReportOptions options_;
+  std::string backend_;
   std::size_t max_steps_;
   std::map<std::pair<std::string, std::int64_t>, StepEntry> cache_;
 };
@@ -84,9 +87,10 @@ class AnalysisTrainingSource final : public TrainingSource {
 // FILE.analysis.h5 beside FILE.h5 (or FILE.h5.analysis.h5), when one exists; else empty.
 std::filesystem::path find_analysis_beside(const std::filesystem::path& snapshot);
 
-// The analysis file when analysis is not empty (gs::Error if it cannot be read), else on the fly.
+// The analysis file when analysis is not empty (gs::Error if it cannot be read), else on the fly
+// on `backend`.
 std::unique_ptr<TrainingSource> make_training_source(
     std::shared_ptr<const data::SnapshotReader> reader, const std::filesystem::path& analysis,
-    const FitReportOptions& options);
+    const FitReportOptions& options, const std::string& backend = "auto");
 
 }  // namespace gs::gui

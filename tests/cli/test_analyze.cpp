@@ -10,34 +10,16 @@
 #include "gs/analyzer/summary.hpp"
 #include "analyzer/same_store.hpp"
 #include "analyzer/synthetic_snapshot.hpp"
-#include "common/run_command.hpp"
+#include "cli/gradscope_run.hpp"
 #include "common/temp_dir.hpp"
 
 namespace gs::analyzer {
 namespace {
 
 namespace fs = std::filesystem;
+using gs::testing::CliRun;
+using gs::testing::run_gradscope;
 using gs::testing::TempDir;
-
-struct CliRun {
-  int status = -1;
-  std::string out;  // stdout
-  std::string err;  // stderr
-};
-
-// `gradscope COMMAND_AND_ARGS`.
-CliRun run_gradscope(const std::string& command_and_args, const TempDir& dir) {
-  const fs::path err_file = dir / "stderr.txt";
-  // Passive OpenMP waits: on a loaded 2-core machine spinning threads of tiny parallel regions
-  // slow these small runs tenfold (the results do not depend on it).
-  const std::string cmd = "OMP_WAIT_POLICY=passive " + std::string(GS_GRADSCOPE_BIN) + " " +
-                          command_and_args + " 2>" + err_file.string();
-  const gs::testing::CommandRun run = gs::testing::run_command(cmd);
-  CliRun r{run.status, run.out, {}};
-  std::ifstream e(err_file);
-  r.err.assign(std::istreambuf_iterator<char>(e), {});
-  return r;
-}
 
 CliRun run(const std::string& args, const TempDir& dir) { return run_gradscope("analyze " + args, dir); }
 

@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "common/naive_passes.hpp"
@@ -142,6 +144,102 @@ TEST(Report, EdgeCasesAreRecordedNotThrown) {
   EXPECT_EQ(r.nonfinite, 2u);
   EXPECT_TRUE(r.fits[0].error.empty());
   EXPECT_EQ(r.fits[0].ks_n, 3u);
+}
+
+// The naive passes with one call (the fail_at-th of any pass, counting from 0) throwing what
+// `fail` throws instead: a failure of the machine behind the passes, or of the data.
+class FailingPasses final : public gs::MagnitudePasses {
+  template <class F>
+  auto call(F f) {  // (defined first: the passes below deduce their return type from it)
+    if (calls_++ == fail_at_) fail_();
+    return f();
+  }
+
+ public:
+  FailingPasses(std::span<const float> g, std::int64_t fail_at, std::function<void()> fail)
+      : inner_(g), fail_at_(fail_at), fail_(std::move(fail)) {}
+  std::int64_t calls() const { return calls_; }
+
+  std::uint64_t size() const override { return inner_.size(); }
+  gs::MagnitudeStats stats() override { return call([&] { return inner_.stats(); }); }
+  gs::MagnitudeStats stats_above(double t, double s) override {
+    return call([&] { return inner_.stats_above(t, s); });
+  }
+  gs::MagnitudeStats stats_light(gs::StatsFields f) override {
+    return call([&] { return inner_.stats_light(f); });
+  }
+  gs::MagnitudeStats stats_above_light(double t, double s, gs::StatsFields f) override {
+    return call([&] { return inner_.stats_above_light(t, s, f); });
+  }
+  std::uint64_t count_above(double t) override { return call([&] { return inner_.count_above(t); }); }
+  gs::GpSums gp_sums(double theta, double t, double s) override {
+    return call([&] { return inner_.gp_sums(theta, t, s); });
+  }
+  std::vector<double> sorted_sample(std::uint64_t m, std::uint64_t seed, bool* sub) override {
+    return call([&] { return inner_.sorted_sample(m, seed, sub); });
+  }
+  double kth_largest(std::uint64_t k) override { return call([&] { return inner_.kth_largest(k); }); }
+  std::vector<float> random_sample(std::uint64_t m, std::uint64_t seed) override {
+    return call([&] { return inner_.random_sample(m, seed); });
+  }
+  std::vector<float> spread_sample(std::uint64_t lines, std::uint64_t len) override {
+    return call([&] { return inner_.spread_sample(lines, len); });
+  }
+
+ private:
+  NaivePasses inner_;
+  std::int64_t fail_at_;
+  std::function<void()> fail_;
+  std::int64_t calls_ = 0;
+};
+
+// A device that fails at any pass of the report ends the report with its error: no fit and no
+// method ever records it as its own failure. A failure of the data at the same pass (a gs::Error)
+// stays in the row of the fit or method it hit, as before.
+TEST(Report, DeviceFailuresEndTheReportAndNeverBecomeARow) {
+  std::mt19937_64 rng(29);
+  std::gamma_distribution<double> g(0.7, 0.02);
+  std::vector<float> v(3000);
+  for (auto& x : v) x = float(rng() & 1 ? g(rng) : -g(rng));
+  gs::FitReportOptions o;
+  o.densities = {0.01, 0.001};
+  FailingPasses counting(v, -1, [] {});
+  const gs::FitReport clean = gs::fit_report(counting, o);
+  const std::int64_t passes = counting.calls();
+  ASSERT_GT(passes, 20);  // every fit and method reads the data: the failures below land in each
+  for (const auto& f : clean.fits) ASSERT_TRUE(f.error.empty()) << f.dist << ": " << f.error;
+
+  const std::string device = "CUDA error: cudaErrorMemoryAllocation (out of memory) in a test";
+  int data_rows = 0;
+  for (std::int64_t at = 0; at < passes; ++at) {
+    SCOPED_TRACE("failing pass " + std::to_string(at) + " of " + std::to_string(passes));
+    FailingPasses failing(v, at, [&] { throw gs::DeviceFailure(device); });
+    try {
+      const gs::FitReport r = gs::fit_report(failing, o);
+      ADD_FAILURE() << "the report returned after a device failure";
+      for (const auto& f : r.fits) EXPECT_EQ(f.error.find("out of memory"), std::string::npos) << f.dist;
+      for (const auto& t : r.thresholds)
+        EXPECT_EQ(t.error.find("out of memory"), std::string::npos) << t.result.method;
+    } catch (const gs::DeviceFailure& e) {
+      EXPECT_EQ(e.what(), device);
+    }
+    // The same pass failing for the data: the report goes on, and the failure is somewhere in a row
+    // (the first pass, the statistics every fit needs, and the KS sample stop it instead).
+    FailingPasses bad_data(v, at, [] { throw gs::Error("degenerate for this test"); });
+    try {
+      const gs::FitReport r = gs::fit_report(bad_data, o);
+      int rows = 0;
+      for (const auto& f : r.fits) rows += f.error == "degenerate for this test";
+      for (const auto& t : r.thresholds) rows += t.error == "degenerate for this test";
+      EXPECT_EQ(rows, 1);
+      data_rows += rows;
+    } catch (const gs::DeviceFailure&) {
+      ADD_FAILURE() << "a gs::Error of the data came out as a device failure";
+    } catch (const gs::Error&) {
+      EXPECT_LE(at, 1);  // stats() and sorted_sample() come before any fit
+    }
+  }
+  EXPECT_GE(data_rows, passes - 2);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cmath>
 
+#include "common/device_faults.hpp"
 #include "gs/analyzer/analyze.hpp"
 #include "gs/analyzer/plots/vector_view.hpp"
 #include "gs/analyzer/store.hpp"
@@ -135,6 +136,29 @@ TEST(GuiTrainingSource, OnTheFlySeriesMatchFitReportPerStep) {
   EXPECT_EQ(series.ks.size(), 3 * kAllDists.size());
   EXPECT_EQ(series.methods.size(), 3 * kAllMethods.size() * options.densities.size());
   EXPECT_THROW(source.load("no.such.layer", {}, cancel), Error);
+}
+
+// On the window's backend; a device failure anywhere in the series is thrown, never a point.
+TEST(GuiTrainingSource, DeviceFailuresAreThrownNotPoints) {
+  TempDir dir;
+  write_snapshot(dir / "s.h5", 3, 13);
+  auto reader = std::make_shared<data::SnapshotReader>(dir / "s.h5");
+  FitReportOptions options;
+  options.densities = {0.01};
+  std::atomic<bool> cancel{false};
+  const std::int64_t allocations = gs::testing::cuda_host_allocations([&] {
+    SnapshotTrainingSource(reader, options, "cuda-host").load("fc.weight", {}, cancel);
+  });
+  ASSERT_GT(allocations, 8);
+  for (int part = 0; part < 8; ++part) {
+    SnapshotTrainingSource source(reader, options, "cuda-host");
+    gs::testing::InjectedOutOfMemory oom(allocations * part / 8);
+    EXPECT_THROW(source.load("fc.weight", {}, cancel), DeviceFailure) << part;
+  }
+  // The backend is the one given: cpu never meets cuda-host's failure.
+  gs::testing::InjectedOutOfMemory oom(0);
+  const TrainingSeries cpu = SnapshotTrainingSource(reader, options, "cpu").load("fc.weight", {}, cancel);
+  EXPECT_EQ(cpu.steps.size(), 3u);
 }
 
 TEST(GuiTrainingSource, AnalysisFileSeriesAreItsRows) {

@@ -13,7 +13,9 @@
 #include <QTableWidget>
 #include <qcustomplot.h>
 
+#include "common/device_faults.hpp"
 #include "gs/analyzer/plots/charts.hpp"
+#include "gs/kernels/backend.hpp"
 #include "gs/kernels/cpu.hpp"
 #include "gui/gui_fixtures.hpp"
 
@@ -169,6 +171,38 @@ TEST(GuiWindow, BadFilesShowAMessageAndTheWindowLives) {
   EXPECT_FALSE(w.selectStep(12345));
   EXPECT_FALSE(w.selectRatio(1.5));
   EXPECT_TRUE(w.errorText().contains("outside (0, 1)"));
+}
+
+// A device that fails while the window fits (cuda-host's injected out-of-memory, at the start and
+// in the middle of the fits and methods): one message that names it, and no table rows, curves or
+// series points made of it.
+TEST(GuiWindow, ADeviceFailureIsAMessageNotRows) {
+  testing::app();
+  TempDir dir;
+  const auto models = write_snapshot(dir / "s.h5", 3, 23);
+  ViewOptions options;
+  options.backend = "cuda-host";
+  // The window first fits the whole model at the last step: its allocations, counted here.
+  const std::int64_t allocations = gs::testing::cuda_host_allocations([&] {
+    const auto passes = kernels::make_passes(models[2], kernels::BackendKind::cuda_host);
+    fit_report(*passes, options.report);
+  });
+  ASSERT_GT(allocations, 2);
+  for (const std::int64_t after : {std::int64_t{0}, allocations / 2}) {
+    SCOPED_TRACE("out of memory after " + std::to_string(after) + " allocations");
+    MainWindow w(options);
+    gs::testing::InjectedOutOfMemory oom(after);
+    ASSERT_TRUE(w.openSnapshot(QString::fromStdString((dir / "s.h5").string())));
+    ASSERT_TRUE(wait_idle(w));
+    const std::string error = w.errorText().toStdString();
+    EXPECT_NE(error.find("device failure: CUDA error: cudaErrorMemoryAllocation (out of memory)"),
+              std::string::npos)
+        << error;
+    EXPECT_NE(error.find("--backend cpu"), std::string::npos) << error;
+    EXPECT_EQ(error.find('\n'), std::string::npos) << error;
+    EXPECT_EQ(w.view(), nullptr);
+    EXPECT_EQ(w.thresholdTable()->rowCount(), 0);
+  }
 }
 
 TEST(GuiWindow, LiveModeFollowsAGrowingFile) {

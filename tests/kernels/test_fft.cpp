@@ -141,5 +141,42 @@ TEST(RealFft, CudaMatchesDirectDft) {
   }
 }
 
+// The engine keeps 16 plans, the least recently used destroyed first, with one work area sized for
+// the largest kept: 40 (length, batch) pairs of different work sizes, then the first ones again
+// (made anew) in reverse order, each transform checked by its round trip and one chunk against
+// the direct DFT.
+TEST(RealFft, CudaPlanCacheEvictsAndStaysCorrect) {
+  if (!gs::kernels::cuda_available())
+    GTEST_SKIP() << "no usable GPU on this machine: CUDA suites run on a GPU machine "
+                    "(scripts/gpu-check.sh)";
+  auto gpu = gs::kernels::make_real_fft(BackendKind::cuda);
+  const std::uint64_t lens[] = {4099, 64, 1000, 17, 8191, 256, 3, 4096, 977, 2};
+  std::vector<FftCase> cases;
+  for (std::uint64_t batch = 1; batch <= 4; ++batch)
+    for (std::uint64_t len : lens) cases.push_back({len, batch});
+  std::vector<FftCase> again(cases.rbegin() + 16, cases.rend());  // evicted by now
+  cases.insert(cases.end(), again.begin(), again.end());
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const auto& k = cases[i];
+    const auto x = make_data(Shape::laplace, k.len * k.batch, 300 + i);
+    const std::uint64_t m = RealFft::bins(k.len);
+    std::vector<float> spec(2 * k.batch * m);
+    gpu->forward(x, k.len, spec);
+    const std::uint64_t c = k.batch - 1;
+    const auto ref = dft(std::span<const float>(x).subspan(c * k.len, k.len), k.len);
+    const double tol = 1e-5 * l1(x, c * k.len, k.len) + 1e-12;
+    for (std::uint64_t j = 0; j < 2 * m; ++j)
+      ASSERT_NEAR(spec[2 * c * m + j], ref[j], tol) << "case " << i << ": len " << k.len << " batch " << k.batch;
+    std::vector<float> back(x.size());
+    gpu->backward(spec, k.len, back);
+    double worst = 0, scale = 0;
+    for (std::size_t e = 0; e < x.size(); ++e) {
+      worst = std::max(worst, std::fabs(double(back[e]) / double(k.len) - x[e]));
+      scale = std::max(scale, std::fabs(double(x[e])));
+    }
+    EXPECT_LE(worst, 1e-5 * scale) << "case " << i << ": len " << k.len << " batch " << k.batch;
+  }
+}
+
 }  // namespace
 }  // namespace gs::testing

@@ -12,6 +12,17 @@ class Error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A failure of the machine doing the work (a device out of memory, a CUDA or cuFFT status), not of
+// the caller's input nor of the data: the same call may well succeed on another backend. Code
+// that turns an error into a result row ("this fit failed") must let it through, so that no
+// device failure ever passes for a property of the data. It lives here, below every library,
+// because fitting/ catches per-fit failures but knows nothing of kernels/, whose
+// gs::kernels::DeviceError derives from it.
+class DeviceFailure : public Error {
+ public:
+  using Error::Error;
+};
+
 }  // namespace gs
 
 #define GS_ASSERT(cond) assert(cond)

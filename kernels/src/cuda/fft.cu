@@ -1,15 +1,17 @@
 // The cuFFT engine of gs/kernels/fft.hpp: host batches copied to pooled device buffers, one
-// batched r2c or c2r plan per (length, batch) made on first use, results copied back. The plans
-// share one work area from gradscope's pool (they run one at a time on the engine's stream), sized
-// for the largest; cuFFT allocates none of its own. The engine stays on the device that was
+// batched r2c or c2r plan per (length, batch) made on first use, results copied back. At most
+// kMaxPlans plans are kept, the least recently used destroyed first. The plans share one work
+// area from gradscope's pool (they run one at a time on the engine's stream), sized for the
+// largest plan kept; cuFFT allocates none of its own. The engine stays on the device that was
 // current when it was made. Every cuFFT and CUDA status becomes DeviceError.
 #include <cufft.h>
 
-#include <map>
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <tuple>
 
+#include "../lru_cache.hpp"
 #include "cuda_common.cuh"
 #include "gs/kernels/fft.hpp"
 
@@ -38,6 +40,17 @@ void check(cufftResult r, const char* expr, std::uint64_t len, std::uint64_t bat
                       r == CUFFT_ALLOC_FAILED);
 }
 
+// Plans kept per engine. A model's tensors have a few distinct sizes, so its plans all stay; a
+// caller going through many (length, batch) pairs (varying batch sizes, bucketed gradients) would
+// otherwise keep a plan, and its device memory, for every pair it ever used.
+constexpr std::size_t kMaxPlans = 16;
+
+using PlanKey = std::tuple<std::uint64_t, std::uint64_t, int>;  // length, batch, cufftType
+struct Plan {
+  cufftHandle handle = 0;
+  std::size_t work = 0;  // bytes of work area it needs
+};
+
 class CufftRealFft final : public RealFft {
  public:
   CufftRealFft() : device_(detail::policy().runtime().current_device()) {
@@ -51,7 +64,7 @@ class CufftRealFft final : public RealFft {
       guard.emplace(detail::policy().runtime(), device_);
     } catch (const gs::Error&) {  // a destructor cannot report it: free what can be freed
     }
-    for (auto& [key, plan] : plans_) cufftDestroy(plan);
+    plans_.clear();
     real_.reset();
     spec_.reset();
     work_.reset();
@@ -96,8 +109,8 @@ class CufftRealFft final : public RealFft {
   }
 
   cufftHandle plan(std::uint64_t len, std::uint64_t batch, cufftType type) {
-    const auto key = std::make_tuple(len, batch, int(type));
-    if (auto it = plans_.find(key); it != plans_.end()) return it->second;
+    const PlanKey key{len, batch, int(type)};
+    if (const Plan* kept = plans_.find(key)) return kept->handle;
     cufftHandle h = 0;
     check(cufftCreate(&h), "cufftCreate", len, batch);
     long long n[1] = {static_cast<long long>(len)};
@@ -114,29 +127,41 @@ class CufftRealFft final : public RealFft {
       cufftDestroy(h);
       check(r, "cufftSetStream/cufftMakePlanMany64", len, batch);
     }
+    // Kept from here on (the cache destroys it on any way out), the least recently used plan
+    // destroyed when kMaxPlans are kept already: every call synchronizes before returning, so
+    // no work of that plan is still queued.
+    const cufftHandle fresh = plans_.insert(key, Plan{h, work}).handle;
     try {
-      share_work_area(h, work, len, batch);
+      fit_work_area(fresh, len, batch);
     } catch (...) {
-      cufftDestroy(h);
+      // Some plan may point at no area or a freed one: make them all again as needed.
+      plans_.clear();
       throw;
     }
-    plans_.emplace(key, h);
-    return h;
+    return fresh;
   }
 
-  // Every plan points at the one work area, grown (and handed to every plan again) when a new
-  // plan needs more. The old area is freed in stream order, after the work queued on it.
-  void share_work_area(cufftHandle fresh, std::size_t bytes, std::uint64_t len, std::uint64_t batch) {
-    if (bytes > work_.size()) {
-      work_ = DeviceBuffer<unsigned char>(bytes, stream_);
-      for (auto& [key, plan] : plans_) check(cufftSetWorkArea(plan, work_.data()), "cufftSetWorkArea", len, batch);
+  // The one work area, sized for the largest plan kept: grown when the fresh plan needs more, and
+  // shrunk when the plan that needed it was evicted, every plan then pointed at the new area (the
+  // old one is freed in stream order, after the work queued on it); else the fresh plan alone.
+  void fit_work_area(cufftHandle fresh, std::uint64_t len, std::uint64_t batch) {
+    std::size_t needed = 0;
+    plans_.for_each([&](const PlanKey&, const Plan& p) { needed = std::max(needed, p.work); });
+    if (needed != work_.size()) {
+      work_ = DeviceBuffer<unsigned char>(needed, stream_);  // empty when no plan needs any
+      if (work_.data())
+        plans_.for_each([&](const PlanKey&, const Plan& p) {
+          check(cufftSetWorkArea(p.handle, work_.data()), "cufftSetWorkArea", len, batch);
+        });
+    } else if (work_.data()) {
+      check(cufftSetWorkArea(fresh, work_.data()), "cufftSetWorkArea", len, batch);
     }
-    if (work_.data()) check(cufftSetWorkArea(fresh, work_.data()), "cufftSetWorkArea", len, batch);
   }
 
   int device_;
   cudaStream_t stream_ = nullptr;
-  std::map<std::tuple<std::uint64_t, std::uint64_t, int>, cufftHandle> plans_;
+  // Destroys each plan it lets go (on the engine's device: the callers hold a DeviceGuard).
+  LruCache<PlanKey, Plan> plans_{kMaxPlans, [](const PlanKey&, Plan& p) { cufftDestroy(p.handle); }};
   DeviceBuffer<float> real_, spec_;
   DeviceBuffer<unsigned char> work_;  // shared by every plan
 };

@@ -28,6 +28,13 @@ struct AnalyzeResult {
   std::size_t vectors_analyzed = 0;
   bool created = false;  // a new output file (not an append)
   double seconds = 0.0;
+  std::string backend;  // the backend that analysed the last step ("cpu" after a fallback)
+  // With on_device_error "cpu": the device failure that sent the work to the CPU (empty: none),
+  // the backend it happened on and the step it interrupted. That step and the later ones ran on
+  // the CPU; the earlier ones on the backend asked for.
+  std::string device_error;
+  std::string device_error_backend;
+  std::int64_t device_error_step = 0;
 };
 
 // One vector's results (no I/O): what analyze() stores for it. Exposed for tests and benchmarks.
@@ -39,7 +46,10 @@ void analyze_vector(MagnitudePasses& passes, const FitReportOptions& options,
 // Runs the analysis into config.output (validating config first): creates it, or appends the
 // selected steps it lacks; with force replaces it. Exports (CSV, report) are separate: see
 // export_outputs(). gs::Error for bad options, unreadable input, or an output that exists with
-// another source or options (suggesting --force).
+// another source or options (suggesting --force). A failure of the device (gs::DeviceFailure)
+// never becomes a row: it is thrown (the steps written before it stay), or with
+// config.on_device_error "cpu" the step it interrupted and the rest run on the CPU backend, as
+// the result says.
 AnalyzeResult analyze(const AnalyzeConfig& config, const ProgressFn& progress = {});
 
 // Writes what config asks for besides the store: CSV tables (csv_dir) and the Markdown report

@@ -33,6 +33,11 @@ struct StepSelection {
   std::vector<std::size_t> rows(std::size_t recorded) const;
 };
 
+// What a command does when the device fails part-way (a gs::DeviceFailure: out of memory, a CUDA
+// status): "stop" with that failure in one line, or "cpu": run the interrupted work again on the
+// CPU backend and say so (`--on-device-error`, on `gradscope fit` and `gradscope analyze`).
+inline const std::vector<std::string> kOnDeviceErrorChoices = {"stop", "cpu"};
+
 struct AnalyzeConfig {
   std::filesystem::path input;   // snapshot file (gs::data::SnapshotReader)
   std::filesystem::path output;  // analysis file (docs/analysis-format.md)
@@ -41,7 +46,8 @@ struct AnalyzeConfig {
   std::vector<std::string> methods = kAllMethods;
   VectorSet vectors = VectorSet::both;
   StepSelection steps;
-  std::string backend = "auto";  // auto | cpu | cuda
+  std::string backend = "auto";  // auto | cpu | cuda | cuda-host
+  std::string on_device_error = "stop";  // kOnDeviceErrorChoices
   int stages = kDefaultSidcoStages;
   std::uint64_t ks_max_points = kDefaultKsMaxPoints;
   std::uint64_t seed = 20240601;

@@ -48,8 +48,10 @@ std::vector<float> read_vector(const data::SnapshotReader& reader, const VectorC
 // numbers become null.
 nlohmann::ordered_json fit_report_json(const FitReport& report);
 // `gradscope fit --json` (and gradscope.fit in Python): the report's JSON with what was read and
-// the backend, top-level keys n, excluded, zeros, nonfinite, input, backend, fits, thresholds.
+// the backend, top-level keys n, excluded, zeros, nonfinite, input, backend, [device_error,] fits,
+// thresholds. device_error (only when not empty): the device failure after which the report was
+// made again on `backend` (`--on-device-error cpu`).
 nlohmann::ordered_json fit_json(const FitReport& report, const std::string& input,
-                                const std::string& backend);
+                                const std::string& backend, const std::string& device_error = {});
 
 }  // namespace gs::analyzer

@@ -71,7 +71,8 @@ struct FitReport {
 
 // Validates the options (gs::Error for an unknown dist or method, a density outside (0, 1), stages
 // < 1, max points 0), then fits and thresholds. Data problems of one fit or method (too few
-// values, all equal) are recorded in its error field rather than thrown.
+// values, all equal) are recorded in its error field rather than thrown. A failure of the device
+// behind the passes (gs::DeviceFailure) is thrown: it ends the report, never becomes a row.
 FitReport fit_report(MagnitudePasses& passes, const FitReportOptions& options = {});
 
 }  // namespace gs

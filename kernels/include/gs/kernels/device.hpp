@@ -22,9 +22,11 @@ namespace gs::kernels {
 
 // A failure of the device or its runtime (a CUDA or cuFFT status), not a caller mistake nor a
 // degenerate vector: callers must let it through (never fall back to another method on it).
-class DeviceError : public gs::Error {
+// Code that cannot name kernels/ (fitting/) recognises it as its base, gs::DeviceFailure.
+class DeviceError : public gs::DeviceFailure {
  public:
-  DeviceError(const std::string& what, bool out_of_memory) : gs::Error(what), out_of_memory_(out_of_memory) {}
+  DeviceError(const std::string& what, bool out_of_memory)
+      : gs::DeviceFailure(what), out_of_memory_(out_of_memory) {}
   bool out_of_memory() const { return out_of_memory_; }
 
  private:

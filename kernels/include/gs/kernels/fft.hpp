@@ -33,8 +33,8 @@ class RealFft {
 bool real_fft_available(BackendKind kind);
 // The engine for `kind`; gs::Error saying what is missing when it is not available. Engines are
 // not shared between threads (each holds its own scratch). FFTW3 plans are cached per length for
-// the whole process; a cuFFT engine keeps one plan per (length, batch, direction) it has seen, for
-// its lifetime (a model's tensors have a few distinct sizes).
+// the whole process; a cuFFT engine keeps one plan per (length, batch, direction), at most 16 (a
+// model's tensors have a few distinct sizes; beyond 16 the least recently used goes).
 std::unique_ptr<RealFft> make_real_fft(BackendKind kind);
 
 namespace detail {
