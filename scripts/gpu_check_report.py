@@ -97,7 +97,7 @@ def read_jsonl(path):
 def sanitizer_summary(work, step):
     path = os.path.join(work, f"{step}.log")
     text = open(path, errors="replace").read() if os.path.exists(path) else ""
-    return {"error_summaries": re.findall(r"ERROR SUMMARY: (\d+) errors?", text),
+    return {"error_summaries": [int(n) for n in re.findall(r"ERROR SUMMARY: (\d+) errors?", text)],
             "cases_passed": [int(n) for n in re.findall(r"\[  PASSED  \] (\d+) tests?", text)]}
 
 
@@ -173,8 +173,13 @@ def fmt(v, digits=3):
     if v is None:
         return "n/a"
     if isinstance(v, float):
-        return f"{v:.{digits}f}"
+        return f"{v:.0f}" if abs(v) >= 1e4 else f"{v:.{digits}f}"
     return str(v)
+
+
+def sci(n):
+    """1e+07 as 1e7."""
+    return f"{n:.0e}".replace("e+0", "e").replace("e+", "e")
 
 
 def table(head, rows):
@@ -228,13 +233,13 @@ def figures_markdown(steps):
     if b.get("kernels"):
         out += ["gs_kernels_bench --backend cuda, read pass (one float32 read of g):", "",
                 table(["n", "read ms", "GB/s", "of copy bandwidth"],
-                      [[f"{r['n']:.0e}", r["ms"], f"{r['gb_per_s']:.0f}", r["of_copy_bandwidth"]] for r in b["kernels"]["read"]]), ""]
+                      [[sci(r["n"]), r["ms"], f"{r['gb_per_s']:.0f}", r["of_copy_bandwidth"]] for r in b["kernels"]["read"]]), ""]
     if b.get("topk"):
         out += ["Selection against torch.topk(|g|, k, sorted=False) (ms, medians; sidco-topk copies its selection to "
                 "the host, torch.topk leaves it on the device):", "",
                 table(["n", "density", "torch.topk", "sidco-topk", "sidco-e threshold", "sidco-e + selection",
                        "gradscope topk", "sidco-topk / torch.topk"],
-                      [[f"{r['n']:.0e}", r["density"], r["torch_topk_ms"], r["sidco_topk_ms"], r["sidco_e_threshold_ms"],
+                      [[sci(r["n"]), r["density"], r["torch_topk_ms"], r["sidco_topk_ms"], r["sidco_e_threshold_ms"],
                         r["sidco_e_select_ms"], r["gradscope_topk_ms"],
                         r["sidco_topk_ms"] / r["torch_topk_ms"] if r["sidco_topk_ms"] and r["torch_topk_ms"] else None]
                        for r in b["topk"]]), ""]
@@ -243,9 +248,10 @@ def figures_markdown(steps):
         out += [f"DDP on {d['model']}, batch {d['batch']} of {d['input']}, {d['backend']} world size {d['world_size']}, "
                 f"{d['optimizer']}; ms per step (forward, backward, optimizer; CUDA-synchronised) over "
                 f"{d['rows'][0]['steps']} steps after {d['rows'][0]['warmup_steps']} warm-up:", "",
-                table(["mode", "ms/step median", "ms/step mean", "host-device bytes/step", "dense bytes/step",
-                       "host-device / dense"],
-                      [[r["mode"], r["ms_per_step_median"], r["ms_per_step_mean"], r.get("host_device_bytes_per_step"),
+                table(["mode", "ms/step median", "ms/step mean", "x plain DDP", "host-device bytes/step",
+                       "dense bytes/step", "host-device / dense"],
+                      [[r["mode"], r["ms_per_step_median"], r["ms_per_step_mean"],
+                        r["ms_per_step_median"] / d["rows"][0]["ms_per_step_median"], r.get("host_device_bytes_per_step"),
                         r.get("dense_bytes_per_step"), r.get("host_device_of_dense")] for r in d["rows"]]), ""]
     return out
 
