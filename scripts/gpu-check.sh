@@ -158,10 +158,19 @@ CMAKE_ARGS=("${GEN[@]}" -DCMAKE_BUILD_TYPE=Release -DGS_ENABLE_TORCH=OFF -DGS_EN
 if [[ -z "${NO_TESTS}" ]]; then CMAKE_ARGS+=(-DGS_BUILD_TESTS=ON -DGTest_DIR="${GTEST_DIR}"); else CMAKE_ARGS+=(-DGS_BUILD_TESTS=OFF); fi
 # The libraries that libhdf5 needs, found at link time where they lie at run time.
 for kind in EXE SHARED MODULE; do CMAKE_ARGS+=("-DCMAKE_${kind}_LINKER_FLAGS=-Wl,-rpath-link,${RUNTIME_LD}"); done
-if [[ -n "${PY}" ]]; then
-  CMAKE_ARGS+=(-DGS_PYTHON="${PY}" -DGS_ENABLE_PYTHON=ON)
+# The extension needs a Python that imports torch, its headers (Python.h) and pybind11 (the pip
+# package's CMake config, else one CMake finds); without them the rest of the check still runs.
+NO_EXT=""
+if [[ -z "${PY}" ]]; then
+  NO_EXT="no Python that imports torch (GS_PYTHON)"
+elif ! "${PY}" -c 'import os, sys, sysconfig
+sys.exit(0 if os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")) else 1)'; then
+  NO_EXT="${PY} has no Python.h (its development headers)"
+fi
+if [[ -z "${NO_EXT}" ]]; then
+  CMAKE_ARGS+=(-DGS_PYTHON="${PY}")
   pybind11_dir="$("${PY}" -m pybind11 --cmakedir 2>/dev/null || true)"
-  [[ -n "${pybind11_dir}" ]] && CMAKE_ARGS+=(-Dpybind11_DIR="${pybind11_dir}")
+  if [[ -n "${pybind11_dir}" ]]; then CMAKE_ARGS+=(-Dpybind11_DIR="${pybind11_dir}"); fi
 else
   CMAKE_ARGS+=(-DGS_ENABLE_PYTHON=OFF)
 fi
@@ -203,7 +212,10 @@ run_step configure 180 configure
 # kinds came from elsewhere, and whether the extension imports.
 TARGETS=(gs_kernels_bench)
 [[ -z "${NO_TESTS}" ]] && TARGETS+=(gs_fitting_tests gs_kernels_tests test_compress)
-[[ -n "${PY}" ]] && TARGETS+=(_gradscope)
+if [[ -z "${NO_EXT}" && -f "${BUILD}/CMakeCache.txt" ]] && ! grep -q '^GS_ENABLE_PYTHON:BOOL=ON' "${BUILD}/CMakeCache.txt"; then
+  NO_EXT="CMake found no pybind11 (the pip package: ${PY:-python3} -m pybind11 --cmakedir)"
+fi
+[[ -z "${NO_EXT}" ]] && TARGETS+=(_gradscope)
 build() {
   lim cmake --build "${BUILD}" -j "${JOBS}" --target "${TARGETS[@]}" || return 1
   local bad=""
@@ -217,12 +229,12 @@ build() {
   done
   [[ -z "${bad}" ]] || { printf 'FROM OUTSIDE THE BUNDLE:\n%s\n' "${bad}"; return 1; }
   echo "every header and library of the bundle's kinds came from ${P}"
-  if [[ -n "${PY}" ]]; then
+  if [[ -z "${NO_EXT}" ]]; then
     PYTHONPATH="${BUILD}/python" LD_LIBRARY_PATH="${RUNTIME_LD}" lim "${PY}" -c \
       'import gradscope, torch; print("extension imports:", gradscope.__file__, "torch", torch.__version__)'
   fi
 }
-STEP_EXTRA="\"python\": \"${PY}\", \"extension_meant\": $([[ -n "${PY}" ]] && echo true || echo false)"
+STEP_EXTRA="\"python\": \"${PY}\", \"extension\": \"${NO_EXT:+not built: }${NO_EXT:-built}\""
 run_step build "$([[ ${MODE} == gpu ]] && echo 420 || echo 1200)" build
 (( LAST_RC == 0 )) || BLOCKED="the build failed"
 
@@ -281,10 +293,14 @@ else
 fi
 
 # 8. The Python package on CUDA tensors and the DDP hook over NCCL; 9. the GPU benchmarks.
-if [[ ${MODE} == gpu ]]; then
+if [[ ${MODE} == gpu && -n "${NO_EXT}" ]]; then
+  skip python-gpu-tests "no extension: ${NO_EXT}"
+elif [[ ${MODE} == gpu ]]; then
   STEP_EXTRA="\"junit\": \"pytest.xml\", \"figures\": \"figures.jsonl\""
   run_step python-gpu-tests 180 lim env PYTHONPATH="${BUILD}/python" GS_GPU_CHECK_OUT="${WORK}/figures.jsonl" \
     "${PY}" -m pytest -q -rs -p no:cacheprovider --junitxml="${WORK}/pytest.xml" "${ROOT}/tests/python/gpu"
+fi
+if [[ ${MODE} == gpu ]]; then
   STEP_EXTRA="\"bench\": \"bench.json\""
   run_step benchmarks 240 lim env PYTHONPATH="${BUILD}/python" "${PY}" "${ROOT}/scripts/gpu_bench.py" \
     --kernels-bench "${BUILD}/kernels/gs_kernels_bench" --out "${WORK}/bench.json"

@@ -99,14 +99,6 @@ def ddp(steps, warmup=5, batch=32, image=224, device="cuda"):
     """device "cpu" (Gloo, the hook on backend cpu) only checks this code on a machine without a GPU."""
     import torch
     import torch.distributed as dist
-    import torchvision
-    from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as powerSGD
-
-    import gradscope.ddp
-
-    def sync():
-        if device == "cuda":
-            torch.cuda.synchronize()
 
     torch.backends.cudnn.benchmark = True
     rendezvous = tempfile.mkdtemp(prefix="gs-bench-")
@@ -117,47 +109,63 @@ def ddp(steps, warmup=5, batch=32, image=224, device="cuda"):
         torch.manual_seed(0)
         x = torch.randn(batch, 3, image, image, device=device)
         y = torch.randint(0, 1000, (batch,), device=device)
-        modes = [("plain DDP", None), ("PowerSGD rank 4", "powersgd"), ("gradscope sidco-e 0.01", "gradscope")]
-        for name, hook in modes:
-            torch.manual_seed(0)
-            model = torchvision.models.resnet18(weights=None).to(device)
-            net = torch.nn.parallel.DistributedDataParallel(model, device_ids=[0] if device == "cuda" else None)
-            state = None
-            if hook == "powersgd":
-                state = powerSGD.PowerSGDState(process_group=None, matrix_approximation_rank=4,
-                                               start_powerSGD_iter=2)
-                net.register_comm_hook(state, powerSGD.powerSGD_hook)
-            elif hook == "gradscope":
-                state = gradscope.ddp.State("sidco-e", 0.01, backend=device)
-                net.register_comm_hook(state, gradscope.ddp.hook)
-            opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
-            times = []
-            for step in range(warmup + steps):
-                sync()
-                t0 = time.perf_counter()
-                opt.zero_grad(set_to_none=True)
-                torch.nn.functional.cross_entropy(net(x), y).backward()
-                opt.step()
-                sync()
-                if step >= warmup:
-                    times.append((time.perf_counter() - t0) * 1e3)
-            r = {"mode": name, "ms_per_step_median": statistics.median(times),
-                 "ms_per_step_mean": statistics.fmean(times), "steps": steps, "warmup_steps": warmup}
-            if hook == "gradscope":
-                s = state.summary()
-                r.update({key: s.get(key) for key in ("host_device_bytes_per_step", "host_device_gathered_bytes_per_step",
-                                                      "dense_bytes_per_step", "bytes_per_step", "density_mean",
-                                                      "hook_ms_per_step")})
-                if r["host_device_bytes_per_step"] is not None and r["dense_bytes_per_step"]:
-                    r["host_device_of_dense"] = r["host_device_bytes_per_step"] / r["dense_bytes_per_step"]
-            rows.append(r)
-            del net, model, opt, state
+        for name, hook in [("plain DDP", None), ("PowerSGD rank 4", "powersgd"), ("gradscope sidco-e 0.01", "gradscope")]:
+            try:
+                rows.append(ddp_mode(name, hook, x, y, steps, warmup, device))
+            except Exception:  # this mode's row says why; the others still run
+                rows.append({"mode": name, "error": traceback.format_exc(limit=3)})
             if device == "cuda":
                 torch.cuda.empty_cache()
     finally:
         dist.destroy_process_group()
     return {"model": "torchvision resnet18 (no weights)", "batch": batch, "input": f"3x{image}x{image}",
             "world_size": 1, "backend": backend, "optimizer": "SGD lr 0.01 momentum 0.9", "rows": rows}
+
+
+def ddp_mode(name, hook, x, y, steps, warmup, device):
+    """One row of ddp(): a fresh ResNet-18 under DDP with `hook` (None: DDP's own all-reduce)."""
+    import torch
+    import torchvision
+    from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as powerSGD
+
+    def sync():
+        if device == "cuda":
+            torch.cuda.synchronize()
+
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(weights=None).to(device)
+    net = torch.nn.parallel.DistributedDataParallel(model, device_ids=[0] if device == "cuda" else None)
+    state = None
+    if hook == "powersgd":
+        state = powerSGD.PowerSGDState(process_group=None, matrix_approximation_rank=4, start_powerSGD_iter=2)
+        net.register_comm_hook(state, powerSGD.powerSGD_hook)
+    elif hook == "gradscope":
+        import gradscope.ddp
+
+        state = gradscope.ddp.State("sidco-e", 0.01, backend=device)
+        net.register_comm_hook(state, gradscope.ddp.hook)
+    opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
+    times = []
+    for step in range(warmup + steps):
+        sync()
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        torch.nn.functional.cross_entropy(net(x), y).backward()
+        opt.step()
+        sync()
+        if step >= warmup:
+            times.append((time.perf_counter() - t0) * 1e3)
+    r = {"mode": name, "ms_per_step_median": statistics.median(times), "ms_per_step_mean": statistics.fmean(times),
+         "steps": steps, "warmup_steps": warmup}
+    if hook == "gradscope":
+        # host_device_* arrive with the state's PCIe accounting; absent before it, they read None.
+        s = state.summary()
+        r.update({key: s.get(key) for key in ("host_device_bytes_per_step", "host_device_gathered_bytes_per_step",
+                                              "dense_bytes_per_step", "bytes_per_step", "density_mean",
+                                              "hook_ms_per_step")})
+        if r["host_device_bytes_per_step"] is not None and r["dense_bytes_per_step"]:
+            r["host_device_of_dense"] = r["host_device_bytes_per_step"] / r["dense_bytes_per_step"]
+    return r
 
 
 def main():
@@ -188,6 +196,9 @@ def main():
     part("kernels", lambda: kernels(a.kernels_bench, sizes, densities, out.get("copy")))
     part("topk", lambda: topk(sizes, densities, out.get("kernels", {}).get("rows", [])))
     part("ddp", lambda: ddp(a.steps))
+    for r in out.get("ddp", {}).get("rows", []):
+        if "error" in r:
+            out["errors"]["ddp: " + r["mode"]] = r["error"]
     with open(a.out, "w") as f:
         json.dump(out, f, indent=1)
     return 1 if out["errors"] else 0

@@ -118,10 +118,10 @@ def judge(mode, steps, work, gpu_count):
         ok = s.get("rc", 1) == 0
         if s.get("rc") in (124, 137):
             problems.append(f"{name}: stopped at its limit of {s.get('limit_s')} s")
-        if name == "build" and s.get("extension_meant") is False:
-            s["note"] = "no Python that imports torch: the extension was not built"
+        if name == "build" and s.get("extension", "built") != "built":
+            s["note"] = f"extension {s['extension']}"
             if mode == "gpu":
-                problems.append("build: no extension")
+                problems.append(f"build: extension {s['extension']}")
         if name == "cpp-suites":
             s["suites"] = suites(work, s.get("cuda_filters", {}))
             for r in s["suites"]:
@@ -245,14 +245,18 @@ def figures_markdown(steps):
                        for r in b["topk"]]), ""]
     if b.get("ddp"):
         d = b["ddp"]
+        timed = [r for r in d["rows"] if "ms_per_step_median" in r]
+        plain = next((r["ms_per_step_median"] for r in timed if r["mode"] == "plain DDP"), None)
         out += [f"DDP on {d['model']}, batch {d['batch']} of {d['input']}, {d['backend']} world size {d['world_size']}, "
-                f"{d['optimizer']}; ms per step (forward, backward, optimizer; CUDA-synchronised) over "
-                f"{d['rows'][0]['steps']} steps after {d['rows'][0]['warmup_steps']} warm-up:", "",
+                f"{d['optimizer']}; ms per step (forward, backward, optimizer; CUDA-synchronised)"
+                + (f" over {timed[0]['steps']} steps after {timed[0]['warmup_steps']} warm-up:" if timed else ":"), "",
                 table(["mode", "ms/step median", "ms/step mean", "x plain DDP", "host-device bytes/step",
                        "dense bytes/step", "host-device / dense"],
-                      [[r["mode"], r["ms_per_step_median"], r["ms_per_step_mean"],
-                        r["ms_per_step_median"] / d["rows"][0]["ms_per_step_median"], r.get("host_device_bytes_per_step"),
-                        r.get("dense_bytes_per_step"), r.get("host_device_of_dense")] for r in d["rows"]]), ""]
+                      [[r["mode"], r.get("ms_per_step_median"), r.get("ms_per_step_mean"),
+                        r["ms_per_step_median"] / plain if plain and "ms_per_step_median" in r else None,
+                        r.get("host_device_bytes_per_step"), r.get("dense_bytes_per_step"), r.get("host_device_of_dense")]
+                       for r in d["rows"]]), ""]
+        out += [f"- {r['mode']}: failed: {r['error'].strip().splitlines()[-1]}" for r in d["rows"] if "error" in r]
     return out
 
 
