@@ -22,7 +22,9 @@
 #   --large        also the large-vector case (CudaLarge: minutes, up to 10 GB of device memory)
 # GS_CHECK_JOBS: build jobs (default: every core, nproc).
 set -euo pipefail
-
+# The whole script is one block, read before it runs: a checkout changed under a running check
+# (a pull, an edit) does not change what it does.
+{
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUNDLE="" RESULTS="" BUILD="" DRY=0 LARGE=0
 die() { echo "gpu-check: error: $*" >&2; exit 1; }
@@ -312,3 +314,4 @@ fi
 REPORT_PY="${PY:-$(command -v python3)}"
 exec "${REPORT_PY}" "${ROOT}/scripts/gpu_check_report.py" --mode "${MODE}" --work "${WORK}" --out "${RESULTS}" \
   --root "${ROOT}" --build "${BUILD}" --python "${PY}" --seconds "$(( $(date +%s) - CHECK_START ))"
+}
