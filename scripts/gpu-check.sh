@@ -111,6 +111,9 @@ lim() {  # lim COMMAND...: COMMAND under the running step's time limit
   return "${rc}"
 }
 skip() { record "$1" "skipped: $2" 0; }
+blocks_if_failed() {  # after a step that everything later needs: the first reason stays
+  if [[ -z "${BLOCKED}" && "${LAST_RC}" != 0 ]]; then BLOCKED="$1"; fi
+}
 
 # 1. The bundle's libraries resolve here: the node's own first, a bundled one where the node lacks
 # it (or has one too old), every one named where neither will do.
@@ -139,7 +142,7 @@ check_bundle() {
 }
 RUNTIME_LD="${P}/lib:${bundle_libs}"
 run_step bundle 60 check_bundle
-(( LAST_RC == 0 )) || BLOCKED="the bundle's libraries do not resolve (step bundle)"
+blocks_if_failed "the bundle's libraries do not resolve (step bundle)"
 
 # 2. GoogleTest from the bundle's source.
 GTEST_DIR="${BUILD}/_gtest-install/lib/cmake/GTest"
@@ -208,7 +211,7 @@ configure() {
   return "${outside}"
 }
 run_step configure 180 configure
-(( LAST_RC == 0 )) || BLOCKED="configure failed"
+blocks_if_failed "configure failed"
 
 # 4. Build what the check runs, every core; then whether any header or library of the bundle's
 # kinds came from elsewhere, and whether the extension imports.
@@ -238,7 +241,7 @@ build() {
 }
 STEP_EXTRA="\"python\": \"${PY}\", \"extension\": \"${NO_EXT:+not built: }${NO_EXT:-built}\""
 run_step build "$([[ ${MODE} == gpu ]] && echo 420 || echo 1200)" build
-(( LAST_RC == 0 )) || BLOCKED="the build failed"
+blocks_if_failed "the build failed"
 
 export LD_LIBRARY_PATH="${RUNTIME_LD}${LD_LIBRARY_PATH:+:${LD_LIBRARY_PATH}}"
 export HDF5_PLUGIN_PATH="${P}/lib/hdf5/plugins"

@@ -101,6 +101,17 @@ def sanitizer_summary(work, step):
             "cases_passed": [int(n) for n in re.findall(r"\[  PASSED  \] (\d+) tests?", text)]}
 
 
+# Lines of a failed step's log that say what went wrong (gpu-check.sh's own verdicts first).
+TELLING = re.compile(r"NOT FROM THE BUNDLE|FROM OUTSIDE THE BUNDLE|DO NOT RESOLVE|^prefix/\S+: |stopped at the step's limit"
+                     r"|CMake Error|error:|FAILED|Error \d")
+
+
+def telling_lines(work, step, most=6):
+    path = os.path.join(work, f"{step}.log")
+    lines = open(path, errors="replace").read().splitlines() if os.path.exists(path) else []
+    return [line.strip()[:200] for line in lines if TELLING.search(line)][:most]
+
+
 def judge(mode, steps, work, gpu_count):
     """Fills each step's result and returns the list of problems."""
     problems = []
@@ -164,7 +175,8 @@ def judge(mode, steps, work, gpu_count):
                                                  f"failed parts {sorted(s['figures']['errors'])}"))
         s["result"] = "passed" if ok else "failed"
         if not ok and not any(p.startswith(name) for p in problems):
-            problems.append(f"{name}: exit status {s.get('rc')} (check.log, section {name})")
+            problems.append(f"{name}: exit status {s.get('rc')} (check.log, section {name})"
+                            + "".join(f"\n    {line}" for line in telling_lines(work, name)))
     steps.sort(key=lambda s: STEPS.index(s["step"]) if s["step"] in STEPS else len(STEPS))
     return problems
 
