@@ -265,8 +265,9 @@ run_step cpp-suites "$([[ ${MODE} == gpu ]] && echo 180 || echo 600)" suites
 
 # 6. compute-sanitizer over the CUDA cases, less those that make an API call fail on purpose
 # (Cuda.ErrorsBecomeGsError asks for 4 PiB). memcheck: every such case of both suites; racecheck
-# (slower): the table-driven cases that run gradscope's own shared-memory kernels (the fused
-# block reduction of the statistics passes, the log histogram, SIDCo's top-k bound).
+# (slower, and only shared memory is its concern): the table-driven cases that run gradscope's own
+# shared-memory kernels, the fused block reduction of the statistics passes at every shape and
+# size, and the log histogram.
 sanitize() {  # sanitize TOOL KERNELS_FILTER COMPRESS_FILTER
   local rc=0
   for run in "kernels/gs_kernels_tests|$2" "compress/test_compress|$3"; do
@@ -278,7 +279,7 @@ sanitize() {  # sanitize TOOL KERNELS_FILTER COMPRESS_FILTER
   return "${rc}"
 }
 MEMCHECK_KERNELS="${KERNELS_CUDA}-Cuda.ErrorsBecomeGsError"
-RACECHECK_KERNELS='*/PassesVsOracle.*/cuda:*/LogHistogram.*/cuda:*/SidcoTopk.*/cuda'
+RACECHECK_KERNELS='*/PassesVsOracle.EveryPassOnEveryShapeAndSize/cuda:*/LogHistogram.*/cuda'
 if [[ ${MODE} == gpu ]]; then
   STEP_EXTRA="\"filters\": [\"${MEMCHECK_KERNELS}\", \"${COMPRESS_CUDA}\"]"
   run_step memcheck 150 sanitize memcheck "${MEMCHECK_KERNELS}" "${COMPRESS_CUDA}"
