@@ -20,7 +20,8 @@
 #                  suites, the extension imported); the GPU steps are named "skipped: no GPU"
 #   --build BUILD  build folder (default build-gpu-check in the repository root)
 #   --large        also the large-vector case (CudaLarge: minutes, up to 10 GB of device memory)
-# GS_CHECK_JOBS: build jobs (default: every core, nproc).
+# GS_CHECK_JOBS: build jobs (default: every core, nproc); GS_CHECK_COMMIT: the commit to report
+# where the tree has no .git.
 set -euo pipefail
 # The whole script is one block, read before it runs: a checkout changed under a running check
 # (a pull, an edit) does not change what it does.
@@ -37,7 +38,7 @@ while [[ $# -gt 0 ]]; do
       shift 2 ;;
     --dry-run) DRY=1; shift ;;
     --large) LARGE=1; shift ;;
-    -h|--help) sed -n '2,27p' "${BASH_SOURCE[0]}"; exit 0 ;;
+    -h|--help) sed -n '2,28p' "${BASH_SOURCE[0]}"; exit 0 ;;
     *) die "unknown argument $1 (see --help)" ;;
   esac
 done

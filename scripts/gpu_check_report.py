@@ -282,8 +282,9 @@ def main():
     steps = read_jsonl(os.path.join(a.work, "steps.jsonl"))
     m = machine(a.python)
     problems = judge(a.mode, steps, a.work, len(m["gpus"]))
-    commit = sh(["git", "-C", a.root, "rev-parse", "--short", "HEAD"]) or "unknown"
-    if sh(["git", "-C", a.root, "status", "--porcelain", "--untracked-files=no"]):
+    # A copy of the tree without .git (as a GPU node may get) names its commit in GS_CHECK_COMMIT.
+    commit = os.environ.get("GS_CHECK_COMMIT") or sh(["git", "-C", a.root, "rev-parse", "--short", "HEAD"]) or "unknown"
+    if not os.environ.get("GS_CHECK_COMMIT") and sh(["git", "-C", a.root, "status", "--porcelain", "--untracked-files=no"]):
         commit += " (with local changes)"
     verdict = "failed" if problems else "passed"
     results = {"mode": a.mode, "verdict": verdict, "problems": problems, "commit": commit,
