@@ -38,7 +38,7 @@ while [[ $# -gt 0 ]]; do
       shift 2 ;;
     --dry-run) DRY=1; shift ;;
     --large) LARGE=1; shift ;;
-    -h|--help) sed -n '2,28p' "${BASH_SOURCE[0]}"; exit 0 ;;
+    -h|--help) sed -n '2,24p' "${BASH_SOURCE[0]}"; exit 0 ;;
     *) die "unknown argument $1 (see --help)" ;;
   esac
 done
