@@ -1,278 +1,322 @@
 #!/usr/bin/env bash
-# gpu-check.sh: build fitting/, kernels/ and compress/ with CUDA on a GPU machine, run their test
-# suites (the CUDA cases included: kernels' backends and cuFFT engine, the compressors on backend
-# cuda), the CUDA cases under compute-sanitizer (memcheck, racecheck, initcheck, synccheck), the
-# large-vector cases (past 32-bit offsets and indices; sizes that do not fit in the device's free
-# memory are skipped, and said) and the GPU kernel benchmarks, then the Python package's CUDA tensor
-# tests (tests/python/gpu: a full build with the extension; the 2-GPU torchrun test of the DDP hook
-# skips itself with fewer than two GPUs; the overlap of a hook step with the backward pass, timed
-# with CUDA events), the same Python tests under compute-sanitizer, and print a short table.
+# gpu-check.sh: proves the GPU path on a GPU node in one command, with nothing but what
+# scripts/gpu-bundle.sh gathered (no network, no package manager): builds fitting/, kernels/,
+# compress/ with CUDA for the node's own GPU, their suites, gs_kernels_bench and the Python
+# extension; runs the suites with their CUDA cases, those cases under compute-sanitizer memcheck
+# and racecheck, tests/python/gpu, and the GPU benchmarks (scripts/gpu_bench.py); writes
+# RESULTS/results.json, RESULTS/report.md (for docs/gpu.md) and RESULTS/check.log, and prints a
+# table of the steps and their times. Exits non-zero when anything meant to run did not, or failed:
+# a CUDA case that skips on the GPU is a failure, and so are zero CUDA cases.
 #
-# Needs: an NVIDIA GPU with its driver, CUDA 13 (nvcc and compute-sanitizer on PATH or in
-# /usr/local/cuda/bin), CMake >= 3.25, a C++20 host compiler, Python 3 with PyTorch built for CUDA
-# (device bandwidth and torch.topk figures). None of the project's Debian packages are needed:
-#   - Boost headers (Boost.Math, header-only): found by CMake, or BOOST_ROOT=/path/to/boost
-#     (a folder holding boost/math/...; carrying one in is enough).
-#   - GoogleTest: found by CMake, or GTEST_SRC=/path/to/googletest-source (built here); without
-#     either the test suites are skipped, said loudly, and only the benchmarks run.
-#   - Google Benchmark: optional (the GPU figures come from gs_kernels_bench, which needs none).
-# Usage: scripts/gpu-check.sh [--report FILE [--force]] [--no-sanitizer] [--no-large] [BUILD_DIR]
-#   BUILD_DIR       default build-gpu; every log and result in BUILD_DIR/gpu-check
-#   --report FILE   also write FILE (Markdown): the machine, the commit, what ran and what it
-#                   measured, for docs/BENCHMARKS.md (an existing FILE only with --force)
-#   --no-sanitizer  skip the compute-sanitizer runs (they take the longest)
-#   --no-large      skip the large-vector cases
-# CUDA_ARCHS=86 (say) builds for that architecture only instead of the default list (faster).
+# Needs on the node: an NVIDIA GPU and driver, CUDA 13 (nvcc, compute-sanitizer) on PATH or in
+# /usr/local/cuda/bin, CMake >= 3.25 (ninja if there), a C++20 compiler, Python 3 with a CUDA
+# torch, torchvision, pybind11 and pytest (GS_PYTHON names it; default: the first of python3,
+# /usr/bin/python3 that imports torch).
+#
+# Usage: scripts/gpu-check.sh --bundle DIR --out RESULTS [--dry-run] [--build BUILD] [--large]
+#   --bundle DIR   what scripts/gpu-bundle.sh made (here, then carried to the node)
+#   --out RESULTS  results.json, report.md and check.log (made; files in it are replaced)
+#   --dry-run      no GPU: the same steps with CUDA off (configure from DIR, build, the C++
+#                  suites, the extension imported); the GPU steps are named "skipped: no GPU"
+#   --build BUILD  build folder (default build-gpu-check in the repository root)
+#   --large        also the large-vector case (CudaLarge: minutes, up to 10 GB of device memory)
+# GS_CHECK_JOBS: build jobs (default: every core, nproc); GS_CHECK_COMMIT: the commit to report
+# where the tree has no .git.
 set -euo pipefail
-
+# The whole script is one block, read before it runs: a checkout changed under a running check
+# (a pull, an edit) does not change what it does.
+{
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-REPORT=""
-SANITIZE=1
-LARGE=1
-FORCE=0
-BUILD=""
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --report) [[ $# -ge 2 ]] || { echo "gpu-check: error: --report needs a file name" >&2; exit 1; }
-              REPORT="$2"; shift 2 ;;
-    --no-sanitizer) SANITIZE=0; shift ;;
-    --no-large) LARGE=0; shift ;;
-    --force) FORCE=1; shift ;;
-    -h|--help) sed -n '2,30p' "${BASH_SOURCE[0]}"; exit 0 ;;
-    -*) echo "gpu-check: error: unknown option $1 (see --help)" >&2; exit 1 ;;
-    *) [[ -z "${BUILD}" ]] || { echo "gpu-check: error: one build directory only" >&2; exit 1; }
-       BUILD="$1"; shift ;;
-  esac
-done
-BUILD="${BUILD:-${ROOT}/build-gpu}"
-if [[ -n "${REPORT}" ]]; then
-  [[ "${REPORT}" = /* ]] || REPORT="${PWD}/${REPORT}"
-  [[ -d "$(dirname "${REPORT}")" ]] || { echo "gpu-check: error: no folder for --report ${REPORT}" >&2; exit 1; }
-  [[ ! -e "${REPORT}" || ${FORCE} -eq 1 ]] \
-    || { echo "gpu-check: error: ${REPORT} exists; pass --force to replace it, or name another" >&2; exit 1; }
-fi
-OUT_DIR="${BUILD}/gpu-check"
-PYTHON="${PYTHON:-python3}"
-JOBS="${JOBS:-$(nproc)}"
-SIZES="${SIZES:-1e6,1e7,1e8}"
-DENSITIES="${DENSITIES:-0.1,0.01,0.001}"
-
+BUNDLE="" RESULTS="" BUILD="" DRY=0 LARGE=0
 die() { echo "gpu-check: error: $*" >&2; exit 1; }
 say() { echo "gpu-check: $*" >&2; }
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --bundle|--out|--build)
+      [[ $# -ge 2 ]] || die "$1 needs a folder"
+      case "$1" in --bundle) BUNDLE="$2" ;; --out) RESULTS="$2" ;; --build) BUILD="$2" ;; esac
+      shift 2 ;;
+    --dry-run) DRY=1; shift ;;
+    --large) LARGE=1; shift ;;
+    -h|--help) sed -n '2,24p' "${BASH_SOURCE[0]}"; exit 0 ;;
+    *) die "unknown argument $1 (see --help)" ;;
+  esac
+done
+[[ -n "${BUNDLE}" && -n "${RESULTS}" ]] || die "give --bundle DIR and --out RESULTS (see --help)"
+[[ -d "${BUNDLE}/prefix" ]] || die "${BUNDLE} holds no prefix/: make it with scripts/gpu-bundle.sh"
+BUNDLE="$(cd "${BUNDLE}" && pwd)"
+P="${BUNDLE}/prefix"
+BUILD="${BUILD:-${ROOT}/build-gpu-check}"
+mkdir -p "${RESULTS}" "${BUILD}"
+RESULTS="$(cd "${RESULTS}" && pwd)" BUILD="$(cd "${BUILD}" && pwd)"
+WORK="${BUILD}/check-work"          # steps.jsonl, the suites' JSON, figures: read by the report
+rm -rf "${WORK}" && mkdir -p "${WORK}"
+rm -f "${RESULTS}/results.json" "${RESULTS}/report.md" "${RESULTS}/check.log"
+LOG="${RESULTS}/check.log"
+JOBS="${GS_CHECK_JOBS:-$(nproc)}"
+MODE=gpu
+[[ ${DRY} -eq 1 ]] && MODE=dry
 
-command -v nvidia-smi >/dev/null || die "nvidia-smi not found: this script needs a machine with an NVIDIA GPU"
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >&2 || die "no GPU visible to nvidia-smi"
-if ! command -v nvcc >/dev/null; then
-  [[ -x /usr/local/cuda/bin/nvcc ]] || die "nvcc not found (install CUDA 13 or put it on PATH)"
-  export PATH="/usr/local/cuda/bin:${PATH}"
-fi
+# ---- the tools: every problem said before anything is built.
+if ! command -v nvcc >/dev/null && [[ -x /usr/local/cuda/bin/nvcc ]]; then export PATH="/usr/local/cuda/bin:${PATH}"; fi
 command -v cmake >/dev/null || die "cmake (>= 3.25) not found"
-"${PYTHON}" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' \
-  || die "${PYTHON} has no PyTorch with CUDA (set PYTHON=/path/to/python)"
-
-mkdir -p "${OUT_DIR}"
-ARCH_ARGS=()
-[[ -n "${CUDA_ARCHS:-}" ]] && ARCH_ARGS=(-DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHS}")
-CMAKE_ARGS=(-DCMAKE_BUILD_TYPE=Release -DGS_ENABLE_APPS=OFF -DGS_ENABLE_TORCH=OFF -DGS_ENABLE_GUI=OFF
-            -DGS_ENABLE_CUDA=ON "${ARCH_ARGS[@]}")
-if [[ -n "${BOOST_ROOT:-}" ]]; then
-  [[ -d "${BOOST_ROOT}/boost/math" ]] || die "BOOST_ROOT=${BOOST_ROOT} holds no boost/math headers"
-  CMAKE_ARGS+=(-DBOOST_ROOT="${BOOST_ROOT}" -DBoost_INCLUDE_DIR="${BOOST_ROOT}" -DBoost_NO_SYSTEM_PATHS=ON)
+PY=""
+for candidate in "${GS_PYTHON:-}" python3 /usr/bin/python3; do
+  if [[ -z "${candidate}" ]] || ! command -v "${candidate}" >/dev/null; then continue; fi
+  if "${candidate}" -c 'import torch' 2>/dev/null; then PY="$(command -v "${candidate}")"; break; fi
+done
+if [[ ${MODE} == gpu ]]; then
+  if ! nvidia-smi -L >/dev/null 2>&1; then die "no GPU (nvidia-smi); without one use --dry-run"; fi
+  command -v nvcc >/dev/null || die "nvcc not found (CUDA's bin folder)"
+  command -v compute-sanitizer >/dev/null || die "compute-sanitizer not found (CUDA's bin folder)"
+  [[ -n "${PY}" ]] || die "no Python that imports torch (set GS_PYTHON)"
+  "${PY}" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' || die "${PY}'s torch sees no GPU"
 fi
+GEN=()
+command -v ninja >/dev/null && GEN=(-G Ninja)
+CHECK_START=$(date +%s)
 
-# GoogleTest: what CMake finds, else a carried source tree built here, else no tests.
-have_gtest=0
-if [[ -n "${GTEST_SRC:-}" ]]; then
-  [[ -f "${GTEST_SRC}/CMakeLists.txt" ]] || die "GTEST_SRC=${GTEST_SRC} is not a googletest source tree"
-  cmake -S "${GTEST_SRC}" -B "${BUILD}/_gtest" -DCMAKE_BUILD_TYPE=Release -DBUILD_GMOCK=OFF \
-        -DCMAKE_INSTALL_PREFIX="${BUILD}/_gtest-install" >/dev/null
-  cmake --build "${BUILD}/_gtest" -j "${JOBS}" --target install >/dev/null
-  CMAKE_ARGS+=(-DGTest_DIR="${BUILD}/_gtest-install/lib/cmake/GTest")
-  have_gtest=1
-elif cmake --find-package -DNAME=GTest -DCOMPILER_ID=GNU -DLANGUAGE=CXX -DMODE=EXIST >/dev/null 2>&1; then
-  have_gtest=1
-fi
-if [[ ${have_gtest} -eq 0 ]]; then
-  say "WARNING: GoogleTest not found (set GTEST_SRC): building without the test suites"
-  CMAKE_ARGS+=(-DGS_BUILD_TESTS=OFF)
-fi
+# ---- steps: each one's output a section of check.log (long ones cut in the middle), one line of
+# steps.jsonl that scripts/gpu_check_report.py reads; its long commands under its time limit (lim).
+step_log="" STEP_LIMIT=60 STEP_EXTRA=""
+section() {  # section NAME FILE: FILE into check.log, at most 400 lines
+  local n; n=$(wc -l < "$2")
+  { echo "===== $1"
+    if (( n > 400 )); then head -n 200 "$2"; echo "[... $((n - 400)) lines cut ...]"; tail -n 200 "$2"; else cat "$2"; fi
+  } >> "${LOG}"
+}
+record() {  # record STEP STATUS SECONDS [JSON fields without braces]
+  printf '{"step": "%s", "status": "%s", "seconds": %s%s}\n' "$1" "$2" "$3" "${4:+, $4}" >> "${WORK}/steps.jsonl"
+}
+BLOCKED="" NO_TESTS=""  # why every later step, or every step of the C++ suites, cannot run
+run_step() {  # run_step STEP LIMIT_S COMMAND...: runs it, logs it, records rc and seconds (LAST_RC)
+  local step="$1"; STEP_LIMIT="$2"; shift 2
+  LAST_RC=1
+  if [[ -n "${BLOCKED}" ]]; then skip "${step}" "${BLOCKED}"; STEP_EXTRA=""; return; fi
+  case "${step}" in
+    cpp-suites|memcheck|racecheck|large-vectors)
+      if [[ -n "${NO_TESTS}" ]]; then skip "${step}" "${NO_TESTS}"; STEP_EXTRA=""; return; fi ;;
+  esac
+  step_log="${WORK}/${step}.log"
+  say "${step}"
+  local t0 rc=0; t0=$(date +%s)
+  "$@" > "${step_log}" 2>&1 || rc=$?
+  section "${step} (exit ${rc}, $(( $(date +%s) - t0 )) s)" "${step_log}"
+  record "${step}" ran "$(( $(date +%s) - t0 ))" "\"rc\": ${rc}, \"limit_s\": ${STEP_LIMIT}${STEP_EXTRA:+, ${STEP_EXTRA}}"
+  STEP_EXTRA="" LAST_RC="${rc}"
+}
+lim() {  # lim COMMAND...: COMMAND under the running step's time limit
+  local rc=0
+  timeout --kill-after=15 "${STEP_LIMIT}" "$@" || rc=$?
+  if (( rc == 124 || rc == 137 )); then echo "[gpu-check: $1 stopped at the step's limit of ${STEP_LIMIT} s]"; fi
+  return "${rc}"
+}
+skip() { record "$1" "skipped: $2" 0; }
+blocks_if_failed() {  # after a step that everything later needs: the first reason stays
+  if [[ -z "${BLOCKED}" && "${LAST_RC}" != 0 ]]; then BLOCKED="$1"; fi
+}
 
-say "configuring ${BUILD}"
-cmake -S "${ROOT}" -B "${BUILD}" "${CMAKE_ARGS[@]}" > "${OUT_DIR}/configure.log" 2>&1 \
-  || { tail -30 "${OUT_DIR}/configure.log" >&2; die "configure failed (log: ${OUT_DIR}/configure.log)"; }
-targets=(gs_kernels gs_kernels_bench)
-[[ ${have_gtest} -eq 1 ]] && targets+=(gs_kernels_tests test_compress)
-say "building ${targets[*]}"
-cmake --build "${BUILD}" -j "${JOBS}" --target "${targets[@]}" > "${OUT_DIR}/build.log" 2>&1 \
-  || { tail -30 "${OUT_DIR}/build.log" >&2; die "build failed (log: ${OUT_DIR}/build.log)"; }
-
-tests_status="not built"
-if [[ ${have_gtest} -eq 1 ]]; then
-  say "running the kernels and compress suites (every table-driven case runs the CUDA backend too)"
-  : > "${OUT_DIR}/tests.log"
-  tests_status="passed"
-  for suite in kernels/gs_kernels_tests compress/test_compress; do
-    if ! "${BUILD}/tests/${suite}" --gtest_brief=1 >> "${OUT_DIR}/tests.log" 2>&1; then
-      tests_status="FAILED (${suite}; see ${OUT_DIR}/tests.log)"
-    fi
-  done
-  if grep -q "SKIPPED" "${OUT_DIR}/tests.log"; then tests_status="${tests_status}, with skips"; fi
-fi
-
-# The CUDA cases (kernels' cuda twins and CUDA-only checks, the compressors' and the fft engine's
-# cases that ask for backend cuda) under each compute-sanitizer tool.
-CUDA_KERNEL_CASES='*/cuda:Cuda.*'
-CUDA_COMPRESS_CASES='*Cuda*:*cuda*'
-sanitizer_rows=()
-SANITIZER="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
-if [[ ${have_gtest} -eq 1 && ${SANITIZE} -eq 1 ]]; then
-  [[ -x "${SANITIZER}" ]] || die "compute-sanitizer not found (CUDA's bin folder), or pass --no-sanitizer"
-  for tool in memcheck racecheck initcheck synccheck; do
-    say "compute-sanitizer --tool ${tool} over the cuda cases"
-    status="clean"
-    for run in "kernels/gs_kernels_tests:${CUDA_KERNEL_CASES}" "compress/test_compress:${CUDA_COMPRESS_CASES}"; do
-      if ! "${SANITIZER}" --tool "${tool}" --error-exitcode 3 "${BUILD}/tests/${run%%:*}" \
-           --gtest_filter="${run#*:}" --gtest_brief=1 > "${OUT_DIR}/sanitizer-${tool}-$(basename "${run%%:*}").log" 2>&1; then
-        status="FAILED (${OUT_DIR}/sanitizer-${tool}-$(basename "${run%%:*}").log)"
-      fi
+# 1. The bundle's libraries resolve here: the node's own first, a bundled one where the node lacks
+# it (or has one too old), every one named where neither will do.
+bundle_libs="${BUILD}/bundle-libs"
+check_bundle() {
+  rm -rf "${bundle_libs}" && mkdir -p "${bundle_libs}"
+  local ld="${P}/lib:${bundle_libs}" changed=1 missing=""
+  local files=("${P}/lib/"*.so.* "${P}/lib/hdf5/plugins/"*.so "${P}/libexec/pkgconf")
+  while (( changed )); do
+    changed=0 missing=""
+    for f in "${files[@]}" "${bundle_libs}"/*; do
+      [[ -e "$f" ]] || continue
+      while read -r soname; do
+        if [[ -e "${P}/lib/deps/${soname}" && ! -e "${bundle_libs}/${soname}" ]]; then
+          ln -s "${P}/lib/deps/${soname}" "${bundle_libs}/${soname}"; changed=1
+        else
+          missing+="${f#"${BUNDLE}/"}: ${soname}"$'\n'
+        fi
+      done < <(LD_LIBRARY_PATH="${ld}" ldd "$f" 2>&1 | sed -n -e 's/^\s*\(\S*\) => not found.*/\1/p' \
+                 -e "s/^.*: \(\S*\): version .* not found.*/\1/p" | xargs -r -n1 basename | sort -u)
     done
-    sanitizer_rows+=("${tool}|${status}")
   done
+  local taken; taken="$(find "${bundle_libs}" -mindepth 1 -printf '%f\n' | sort | paste -sd' ')"
+  echo "prefix/lib/deps: taken from the bundle (this machine lacks them): ${taken:-none}; the rest from this machine"
+  [[ -z "${missing}" ]] || { printf 'DO NOT RESOLVE:\n%s' "${missing}"; return 1; }
+}
+RUNTIME_LD="${P}/lib:${bundle_libs}"
+run_step bundle 60 check_bundle
+blocks_if_failed "the bundle's libraries do not resolve (step bundle)"
+
+# 2. GoogleTest from the bundle's source.
+GTEST_DIR="${BUILD}/_gtest-install/lib/cmake/GTest"
+build_gtest() {
+  lim cmake -S "${BUNDLE}/src/googletest" -B "${BUILD}/_gtest" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release \
+      -DBUILD_GMOCK=OFF -DINSTALL_GTEST=ON -DCMAKE_INSTALL_PREFIX="${BUILD}/_gtest-install" \
+      -DCMAKE_INSTALL_MESSAGE=NEVER || return 1
+  lim cmake --build "${BUILD}/_gtest" -j "${JOBS}" --target install
+}
+run_step googletest 300 build_gtest
+(( LAST_RC == 0 )) || NO_TESTS="no GoogleTest (step googletest failed)"
+
+# 3. Configure against the prefix only, then say where each dependency was found.
+CMAKE_ARGS=("${GEN[@]}" -DCMAKE_BUILD_TYPE=Release -DGS_ENABLE_TORCH=OFF -DGS_ENABLE_GUI=OFF
+            -DGS_ENABLE_APPS=ON -DGS_BUILD_BENCH=OFF -DCMAKE_EXPORT_COMPILE_COMMANDS=ON
+            -DCMAKE_PREFIX_PATH="${P}" -DBOOST_ROOT="${P}" -DBoost_NO_SYSTEM_PATHS=ON -DHDF5_ROOT="${P}"
+            -DZLIB_ROOT="${P}" -DPKG_CONFIG_EXECUTABLE="${P}/bin/pkg-config")
+if [[ -z "${NO_TESTS}" ]]; then CMAKE_ARGS+=(-DGS_BUILD_TESTS=ON -DGTest_DIR="${GTEST_DIR}"); else CMAKE_ARGS+=(-DGS_BUILD_TESTS=OFF); fi
+# The libraries that libhdf5 needs, found at link time where they lie at run time.
+for kind in EXE SHARED MODULE; do CMAKE_ARGS+=("-DCMAKE_${kind}_LINKER_FLAGS=-Wl,-rpath-link,${RUNTIME_LD}"); done
+# The extension needs a Python that imports torch, its headers (Python.h) and pybind11 (the pip
+# package's CMake config, else one CMake finds); without them the rest of the check still runs.
+NO_EXT=""
+if [[ -z "${PY}" ]]; then
+  NO_EXT="no Python that imports torch (GS_PYTHON)"
+elif ! "${PY}" -c 'import os, sys, sysconfig
+sys.exit(0 if os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")) else 1)'; then
+  NO_EXT="${PY} has no Python.h (its development headers)"
 fi
-
-large_status="not run (--no-large)"
-if [[ ${have_gtest} -eq 1 && ${LARGE} -eq 1 ]]; then
-  say "large vectors: 6e8, 2^31 (int32), 2.2e9 (int64) elements, each where it fits"
-  if GS_LARGE_N=1 "${BUILD}/tests/kernels/gs_kernels_tests" --gtest_filter='CudaLarge.*' > "${OUT_DIR}/large.log" 2>&1; then
-    large_status="passed"
-    grep -q "SKIPPED" "${OUT_DIR}/large.log" && large_status="passed, with sizes skipped: $(grep -c '^\[ SKIPPED  \] n =' "${OUT_DIR}/large.log") (see large.log)"
-  else
-    large_status="FAILED (see ${OUT_DIR}/large.log)"
-  fi
+if [[ -z "${NO_EXT}" ]]; then
+  CMAKE_ARGS+=(-DGS_PYTHON="${PY}")
+  pybind11_dir="$("${PY}" -m pybind11 --cmakedir 2>/dev/null || true)"
+  if [[ -n "${pybind11_dir}" ]]; then CMAKE_ARGS+=(-Dpybind11_DIR="${pybind11_dir}"); fi
+else
+  CMAKE_ARGS+=(-DGS_ENABLE_PYTHON=OFF)
 fi
-
-say "timing the CUDA backend (sizes ${SIZES}, densities ${DENSITIES})"
-"${BUILD}/kernels/gs_kernels_bench" --backend cuda --sizes "${SIZES}" --densities "${DENSITIES}" --json \
-  > "${OUT_DIR}/kernels_cuda.json" 2> "${OUT_DIR}/kernels_cuda.log" \
-  || { tail -20 "${OUT_DIR}/kernels_cuda.log" >&2; die "gs_kernels_bench failed"; }
-
-say "device bandwidth and torch.topk (PyTorch)"
-"${PYTHON}" - "${OUT_DIR}/kernels_cuda.json" "${DENSITIES}" > "${OUT_DIR}/summary.txt" <<'PY'
-import json, math, sys
-import torch
-
-bench = json.load(open(sys.argv[1]))
-densities = [float(d) for d in sys.argv[2].split(",")]
-dev = torch.device("cuda")
-
-def median_ms(fn, reps=20):
-    fn(); torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record(); fn(); b.record(); torch.cuda.synchronize()
-        times.append(a.elapsed_time(b))
-    times.sort()
-    return times[len(times) // 2]
-
-# Floor: a large device-to-device copy, bytes read plus bytes written.
-n_copy = 1 << 28
-src = torch.rand(n_copy, device=dev); dst = torch.empty_like(src)
-copy_ms = median_ms(lambda: dst.copy_(src))
-bw = 2 * 4 * n_copy / (copy_ms * 1e-3)
-del src, dst
-print(f"device: {torch.cuda.get_device_name()}  copy bandwidth {bw / 1e9:.0f} GB/s (read+write)")
-
-rows = bench["rows"]
-n_max = max(r["n"] for r in rows)
-floor_ms = 4 * n_max / bw * 1e3  # one read of n floats at copy bandwidth
-print(f"n = {n_max:.0e}: one read pass at that bandwidth = {floor_ms:.3f} ms")
-# torch.topk(sorted=False) on Laplace data of the same size and law (not the same bits).
-g = torch.distributions.Laplace(0.0, 1e-3).sample((n_max,)).to(dev)
-torch_ms = {}
-for d in densities:
-    k = max(1, int(math.floor(n_max * d)))
-    torch_ms[d] = median_ms(lambda: torch.topk(g.abs(), k, sorted=False), reps=10)
-
-print(f"{'method':18} {'density':>8} {'ms':>9} {'x_read':>7} {'x_floor':>8}")
-for r in rows:
-    if r["n"] != n_max:
-        continue
-    print(f"{r['method']:18} {r['density']:8g} {r['median_ms']:9.3f} {r['ratio_to_read']:7.2f} "
-          f"{r['median_ms'] / floor_ms:8.2f}")
-read_ms = next(r["median_ms"] for r in rows if r["n"] == n_max and r["method"] == "read")
-for d in densities:
-    print(f"{'torch.topk':18} {d:8g} {torch_ms[d]:9.3f} {torch_ms[d] / read_ms:7.2f} "
-          f"{torch_ms[d] / floor_ms:8.2f}")
-PY
-# The Python package's CUDA tensor paths (gradscope.select on the device, the DDP hook over NCCL):
-# a full build with the extension, against this Python's CUDA PyTorch. GS_PYTHON_CHECK=0 skips it.
-python_status="not run (GS_PYTHON_CHECK=0)"
-if [[ "${GS_PYTHON_CHECK:-1}" != 0 ]]; then
-  say "building the Python package (${BUILD}-python) and running tests/python/gpu"
-  if cmake -S "${ROOT}" -B "${BUILD}-python" -DCMAKE_BUILD_TYPE=Release -DGS_ENABLE_CUDA=ON \
-        "${ARCH_ARGS[@]}" -DGS_ENABLE_GUI=OFF -DGS_PYTHON="$(command -v "${PYTHON}")" \
-        > "${OUT_DIR}/python-configure.log" 2>&1 \
-     && cmake --build "${BUILD}-python" -j "${JOBS}" --target _gradscope > "${OUT_DIR}/python-build.log" 2>&1; then
-    : > "${OUT_DIR}/overlap.jsonl"
-    if GS_GPU_CHECK_OUT="${OUT_DIR}/overlap.jsonl" PYTHONPATH="${BUILD}-python/python" \
-         "${PYTHON}" -m pytest -q -rs "${ROOT}/tests/python/gpu" > "${OUT_DIR}/python-tests.log" 2>&1; then
-      python_status="passed"
+if [[ ${MODE} == gpu ]]; then
+  CMAKE_ARGS+=(-DGS_ENABLE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=native)
+else
+  CMAKE_ARGS+=(-DGS_ENABLE_CUDA=OFF)
+fi
+configure() {
+  rm -f "${BUILD}/CMakeCache.txt"
+  lim cmake -S "${ROOT}" -B "${BUILD}" "${CMAKE_ARGS[@]}" || return 1
+  # One line per dependency the bundle provides (each must lie in the prefix), then the node's own.
+  local cache="${BUILD}/CMakeCache.txt" outside=0
+  get() { sed -n "s/^$1:[A-Z]*=//p" "${cache}" | head -1; }
+  echo "----- dependencies"
+  local rows=("Boost headers|boost_headers_DIR" "Boost.Math include|Boost_INCLUDE_DIR" "HDF5 headers|HDF5_C_INCLUDE_DIR"
+              "HDF5 library|HDF5_hdf5_LIBRARY_RELEASE" "zlib headers|ZLIB_INCLUDE_DIR" "zlib library|ZLIB_LIBRARY_RELEASE"
+              "FFTW3 (fftw3f)|pkgcfg_lib_FFTW3F_fftw3f" "CLI11|CLI11_DIR" "nlohmann-json|nlohmann_json_DIR")
+  [[ -n "${NO_TESTS}" ]] || rows+=("GoogleTest|GTest_DIR")
+  for row in "${rows[@]}"; do
+    local name="${row%%|*}" value; value="$(get "${row#*|}")"
+    if [[ "${value}" == "${P}"/* || ( "${name}" == GoogleTest && "${value}" == "${BUILD}/_gtest-install"/* ) ]]; then
+      printf '  %-20s %s\n' "${name}" "${value}"
     else
-      python_status="FAILED (see ${OUT_DIR}/python-tests.log)"
+      printf '  %-20s %s   <-- NOT FROM THE BUNDLE\n' "${name}" "${value:-not found}"; outside=1
     fi
-    grep -q "SKIPPED" "${OUT_DIR}/python-tests.log" && python_status="${python_status}, with skips: $(grep -o 'SKIPPED.*' "${OUT_DIR}/python-tests.log" | head -3 | tr '\n' ' ')"
-    if [[ ${SANITIZE} -eq 1 ]]; then
-      # The single-process tests only: torchrun's workers and the timing check are not for a sanitizer.
-      for tool in memcheck racecheck initcheck synccheck; do
-        say "compute-sanitizer --tool ${tool} over tests/python/gpu"
-        status="clean"
-        PYTHONPATH="${BUILD}-python/python" "${SANITIZER}" --tool "${tool}" --error-exitcode 3 \
-          "${PYTHON}" -m pytest -q "${ROOT}/tests/python/gpu/test_cuda_tensors.py" \
-          > "${OUT_DIR}/sanitizer-${tool}-python.log" 2>&1 || status="FAILED (${OUT_DIR}/sanitizer-${tool}-python.log)"
-        sanitizer_rows+=("${tool} (python)|${status}")
-      done
-    fi
-  else
-    python_status="not built (the full build needs the project's dependencies; see ${OUT_DIR}/python-*.log)"
+  done
+  printf '  %-20s %s\n' "pybind11 (node)" "$(get pybind11_DIR)" "Python (node)" "$(get GS_PYTHON)" \
+    "C++ compiler" "$(get CMAKE_CXX_COMPILER)"
+  if [[ ${MODE} == gpu ]]; then
+    printf '  %-20s %s\n' "CUDA compiler" "$(get CMAKE_CUDA_COMPILER)" "CUDA architectures" "$(get CMAKE_CUDA_ARCHITECTURES)"
   fi
-fi
-overlap="not measured"
-if [[ -s "${OUT_DIR}/overlap.jsonl" ]]; then overlap="$(tail -1 "${OUT_DIR}/overlap.jsonl")"; fi
-{
-  echo "tests: ${tests_status}"
-  for row in "${sanitizer_rows[@]}"; do echo "compute-sanitizer ${row%%|*}: ${row#*|}"; done
-  [[ ${SANITIZE} -eq 1 ]] || echo "compute-sanitizer: not run (--no-sanitizer)"
-  echo "large vectors: ${large_status}"
-  echo "python CUDA tests: ${python_status}"
-  echo "hook overlap with the backward pass (CUDA events, ms): ${overlap}"
-} > "${OUT_DIR}/status.txt"
-cat "${OUT_DIR}/status.txt" "${OUT_DIR}/summary.txt"
-echo "full results: ${OUT_DIR}/ (kernels_cuda.json, tests.log, sanitizer-*.log, large.log, summary.txt)"
+  return "${outside}"
+}
+run_step configure 180 configure
+blocks_if_failed "configure failed"
 
-if [[ -n "${REPORT}" ]]; then
-  {
-    echo "# gpu-check report"
-    echo
-    echo "- date: $(date -u +%Y-%m-%dT%H:%MZ)"
-    echo "- commit: $(git -C "${ROOT}" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "${ROOT}" diff --quiet 2>/dev/null || echo ' (with local changes)')"
-    echo "- GPU: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | paste -sd';')"
-    echo "- CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores; OS: $(. /etc/os-release && echo "${PRETTY_NAME}")"
-    echo "- CUDA: $(nvcc --version | tail -1); architectures: $(grep -m1 '^CMAKE_CUDA_ARCHITECTURES' "${BUILD}/CMakeCache.txt" | cut -d= -f2)"
-    echo "- PyTorch: $("${PYTHON}" -c 'import torch; print(torch.__version__, "CUDA", torch.version.cuda)')"
-    echo "- reproduce: scripts/gpu-check.sh --report FILE (sizes ${SIZES}, densities ${DENSITIES})"
-    echo
-    echo "## What ran"
-    echo
-    echo '```'
-    cat "${OUT_DIR}/status.txt"
-    echo '```'
-    echo
-    echo "## Kernels (medians)"
-    echo
-    echo '```'
-    cat "${OUT_DIR}/summary.txt"
-    echo '```'
-  } > "${REPORT}"
-  echo "report: ${REPORT}"
+# 4. Build what the check runs, every core; then whether any header or library of the bundle's
+# kinds came from elsewhere, and whether the extension imports.
+TARGETS=(gs_kernels_bench)
+[[ -z "${NO_TESTS}" ]] && TARGETS+=(gs_fitting_tests gs_kernels_tests test_compress)
+if [[ -z "${NO_EXT}" && -f "${BUILD}/CMakeCache.txt" ]] && ! grep -q '^GS_ENABLE_PYTHON:BOOL=ON' "${BUILD}/CMakeCache.txt"; then
+  NO_EXT="CMake found no pybind11 (the pip package: ${PY:-python3} -m pybind11 --cmakedir)"
 fi
+[[ -z "${NO_EXT}" ]] && TARGETS+=(_gradscope)
+build() {
+  lim cmake --build "${BUILD}" -j "${JOBS}" --target "${TARGETS[@]}" || return 1
+  local bad=""
+  if [[ ${#GEN[@]} -gt 0 ]]; then
+    bad="$(ninja -C "${BUILD}" -t deps | grep -E '/(boost|CLI|nlohmann|gtest)/|/(hdf5|H5[A-Za-z]*public|fftw3|zlib|zconf)\.h$' \
+           | grep -v -e "${P}/" -e "${BUILD}/_gtest-install/" | sort -u | head -5 || true)"
+  fi
+  for f in "${BUILD}"/tests/{fitting,kernels,compress}/*_tests "${BUILD}/tests/compress/test_compress" "${BUILD}"/python/gradscope/_gradscope*.so; do
+    [[ -e "$f" ]] || continue
+    bad+="$(LD_LIBRARY_PATH="${RUNTIME_LD}" ldd "$f" | grep -E 'libhdf5|libfftw3f' | grep -v "${P}/" || true)"
+  done
+  [[ -z "${bad}" ]] || { printf 'FROM OUTSIDE THE BUNDLE:\n%s\n' "${bad}"; return 1; }
+  echo "every header and library of the bundle's kinds came from ${P}"
+  if [[ -z "${NO_EXT}" ]]; then
+    PYTHONPATH="${BUILD}/python" LD_LIBRARY_PATH="${RUNTIME_LD}" lim "${PY}" -c \
+      'import gradscope, torch; print("extension imports:", gradscope.__file__, "torch", torch.__version__)'
+  fi
+}
+STEP_EXTRA="\"python\": \"${PY}\", \"extension\": \"${NO_EXT:+not built: }${NO_EXT:-built}\""
+run_step build "$([[ ${MODE} == gpu ]] && echo 420 || echo 1200)" build
+blocks_if_failed "the build failed"
+
+export LD_LIBRARY_PATH="${RUNTIME_LD}${LD_LIBRARY_PATH:+:${LD_LIBRARY_PATH}}"
+export HDF5_PLUGIN_PATH="${P}/lib/hdf5/plugins"
+# The CUDA cases: the kernels' table-driven cases on backend cuda, the CUDA-only checks and cuFFT's;
+# the compressors' cases on backend cuda, less Backends.* (the cuda-host backend, on the host).
+KERNELS_CUDA='*/cuda:Cuda.*:RealFft.CudaMatchesDirectDft'
+COMPRESS_CUDA='*Cuda*:*cuda*-Backends.*'
+
+# 5. The C++ suites, every case (the large-vector one apart), each writing gtest JSON.
+suites() {
+  local rc=0 s
+  for s in fitting/gs_fitting_tests kernels/gs_kernels_tests compress/test_compress; do
+    echo "--- ${s}"
+    lim "${BUILD}/tests/${s}" --gtest_brief=1 --gtest_filter='-CudaLarge.*' \
+      --gtest_output="json:${WORK}/gtest-$(basename "${s}").json" || rc=1
+  done
+  return "${rc}"
+}
+STEP_EXTRA="\"gtest_json\": \"gtest-*.json\", \"cuda_filters\": {\"gs_kernels_tests\": \"${KERNELS_CUDA}\", \"test_compress\": \"${COMPRESS_CUDA}\"}"
+run_step cpp-suites "$([[ ${MODE} == gpu ]] && echo 180 || echo 600)" suites
+
+# 6. compute-sanitizer over the CUDA cases, less those that make an API call fail on purpose
+# (Cuda.ErrorsBecomeGsError asks for 4 PiB). memcheck: every such case of both suites; racecheck
+# (slower, and only shared memory is its concern): the table-driven cases that run gradscope's own
+# shared-memory kernels, the fused block reduction of the statistics passes at every shape and
+# size, and the log histogram.
+sanitize() {  # sanitize TOOL KERNELS_FILTER COMPRESS_FILTER
+  local rc=0
+  for run in "kernels/gs_kernels_tests|$2" "compress/test_compress|$3"; do
+    [[ -n "${run#*|}" ]] || continue
+    echo "--- ${run%%|*} --gtest_filter=${run#*|}"
+    lim compute-sanitizer --tool "$1" --error-exitcode 3 --print-limit 20 "${BUILD}/tests/${run%%|*}" \
+      --gtest_brief=1 --gtest_filter="${run#*|}" || rc=1
+  done
+  return "${rc}"
+}
+MEMCHECK_KERNELS="${KERNELS_CUDA}-Cuda.ErrorsBecomeGsError"
+RACECHECK_KERNELS='*/PassesVsOracle.EveryPassOnEveryShapeAndSize/cuda:*/LogHistogram.*/cuda'
+if [[ ${MODE} == gpu ]]; then
+  STEP_EXTRA="\"filters\": [\"${MEMCHECK_KERNELS}\", \"${COMPRESS_CUDA}\"]"
+  run_step memcheck 150 sanitize memcheck "${MEMCHECK_KERNELS}" "${COMPRESS_CUDA}"
+  STEP_EXTRA="\"filters\": [\"${RACECHECK_KERNELS}\"], \"subset\": \"gradscope's own shared-memory kernels\""
+  run_step racecheck 120 sanitize racecheck "${RACECHECK_KERNELS}" ""
+else
+  skip memcheck "no GPU"; skip racecheck "no GPU"
+fi
+
+# 7. Vectors past the 32-bit limits: only with --large.
+if [[ ${MODE} == gpu && ${LARGE} -eq 1 ]]; then
+  run_step large-vectors 300 lim env GS_LARGE_N=1 "${BUILD}/tests/kernels/gs_kernels_tests" --gtest_filter='CudaLarge.*'
+elif [[ ${MODE} == gpu ]]; then
+  skip large-vectors "not asked (--large: minutes, up to 10 GB of device memory)"
+else
+  skip large-vectors "no GPU"
+fi
+
+# 8. The Python package on CUDA tensors and the DDP hook over NCCL; 9. the GPU benchmarks.
+if [[ ${MODE} == gpu && -n "${NO_EXT}" ]]; then
+  skip python-gpu-tests "no extension: ${NO_EXT}"
+elif [[ ${MODE} == gpu ]]; then
+  STEP_EXTRA="\"junit\": \"pytest.xml\", \"figures\": \"figures.jsonl\""
+  run_step python-gpu-tests 180 lim env PYTHONPATH="${BUILD}/python" GS_GPU_CHECK_OUT="${WORK}/figures.jsonl" \
+    "${PY}" -m pytest -q -rs -p no:cacheprovider --junitxml="${WORK}/pytest.xml" "${ROOT}/tests/python/gpu"
+fi
+if [[ ${MODE} == gpu ]]; then
+  STEP_EXTRA="\"bench\": \"bench.json\""
+  run_step benchmarks 240 lim env PYTHONPATH="${BUILD}/python" "${PY}" "${ROOT}/scripts/gpu_bench.py" \
+    --kernels-bench "${BUILD}/kernels/gs_kernels_bench" --out "${WORK}/bench.json"
+else
+  skip python-gpu-tests "no GPU"; skip benchmarks "no GPU"
+fi
+
+# results.json, report.md and the table of steps; the verdict is the report's exit status.
+REPORT_PY="${PY:-$(command -v python3)}"
+exec "${REPORT_PY}" "${ROOT}/scripts/gpu_check_report.py" --mode "${MODE}" --work "${WORK}" --out "${RESULTS}" \
+  --root "${ROOT}" --build "${BUILD}" --python "${PY}" --seconds "$(( $(date +%s) - CHECK_START ))"
+}

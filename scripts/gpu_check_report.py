@@ -1,0 +1,324 @@
+"""The verdict of scripts/gpu-check.sh: reads what its steps left in WORK (steps.jsonl, the suites'
+gtest JSON, pytest's JUnit XML, the figures of tests/python/gpu, gpu_bench.py's JSON), writes
+OUT/results.json and OUT/report.md (Markdown tables for docs/gpu.md), prints a table of the steps
+and their times, and exits 1 when anything meant to run did not, or failed. Standard library only.
+
+On the GPU (--mode gpu) every step but large-vectors must run and pass, the suites must run CUDA
+cases and none may skip (a CUDA case skipping on a GPU machine is a failure), and tests/python/gpu
+may skip only its two-GPU test, on a machine with one GPU. In a dry run (--mode dry, no GPU) the
+steps that ran must pass; the CUDA cases skip there and are counted."""
+
+import argparse
+import fnmatch
+import json
+import os
+import re
+import subprocess
+import xml.etree.ElementTree as ET
+from datetime import datetime, timezone
+
+# Steps in their order; those a GPU run may leave out.
+STEPS = ["bundle", "googletest", "configure", "build", "cpp-suites", "memcheck", "racecheck",
+         "large-vectors", "python-gpu-tests", "benchmarks"]
+OPTIONAL_ON_GPU = {"large-vectors"}
+TWO_GPU_SKIP = re.compile(r"two (CUDA )?GPUs|2 GPUs", re.I)
+
+
+def sh(cmd):
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=60).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def machine(python):
+    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "")
+    os_name = next((line.split("=", 1)[1].strip().strip('"') for line in open("/etc/os-release")
+                    if line.startswith("PRETTY_NAME=")), "") if os.path.exists("/etc/os-release") else ""
+    gpus = [g for g in sh(["nvidia-smi", "--query-gpu=name,memory.total,driver_version",
+                           "--format=csv,noheader"]).splitlines() if g.strip()]
+    nvcc = sh(["nvcc", "--version"]).splitlines()
+    torch = sh([python, "-c", "import torch; print(torch.__version__, 'CUDA', torch.version.cuda)"]) if python else ""
+    return {"gpus": gpus, "cuda": nvcc[-1] if nvcc else "", "torch": torch, "cpu": cpu,
+            "cores": os.cpu_count(), "os": os_name}
+
+
+def gtest_filter_matches(flt, name):
+    pos, _, neg = flt.partition("-")
+    hit = lambda pats: any(fnmatch.fnmatchcase(name, p) for p in pats.split(":") if p)
+    return hit(pos or "*") and not hit(neg)
+
+
+def suites(work, filters):
+    out = []
+    for suite in ("gs_fitting_tests", "gs_kernels_tests", "test_compress"):
+        path = os.path.join(work, f"gtest-{suite}.json")
+        if not os.path.exists(path):
+            out.append({"suite": suite, "ran": False})
+            continue
+        data = json.load(open(path))
+        cases = [(f"{s['name']}.{t['name']}", t) for s in data["testsuites"] for t in s["testsuite"]]
+        ran = [(n, t) for n, t in cases if t.get("status") == "RUN"]
+        skipped = [n for n, t in ran if t.get("result") == "SKIPPED"]
+        failed = [n for n, t in ran if t.get("failures")]
+        cuda = [(n, t) for n, t in ran if suite in filters and gtest_filter_matches(filters[suite], n)]
+        out.append({"suite": suite, "ran": True, "cases": len(ran), "failed": len(failed),
+                    "skipped": len(skipped), "passed": len(ran) - len(failed) - len(skipped),
+                    "cuda_cases": len(cuda), "cuda_cases_run": sum(1 for n, t in cuda if t.get("result") == "COMPLETED"),
+                    "cuda_cases_skipped": sum(1 for n, t in cuda if t.get("result") == "SKIPPED"),
+                    "failed_cases": failed[:20], "skipped_cases": skipped[:20]})
+    return out
+
+
+def pytest_results(work):
+    path = os.path.join(work, "pytest.xml")
+    if not os.path.exists(path):
+        return None
+    root = ET.parse(path).getroot()
+    cases = root.iter("testcase")
+    r = {"passed": 0, "failed": 0, "skipped": 0, "skips": [], "failures": []}
+    for c in cases:
+        name = f"{c.get('classname')}.{c.get('name')}"
+        if c.find("failure") is not None or c.find("error") is not None:
+            r["failed"] += 1
+            r["failures"].append(name)
+        elif c.find("skipped") is not None:
+            r["skipped"] += 1
+            r["skips"].append({"case": name, "reason": c.find("skipped").get("message", "")})
+        else:
+            r["passed"] += 1
+    return r
+
+
+def read_jsonl(path):
+    return [json.loads(line) for line in open(path) if line.strip()] if os.path.exists(path) else []
+
+
+def sanitizer_summary(work, step):
+    path = os.path.join(work, f"{step}.log")
+    text = open(path, errors="replace").read() if os.path.exists(path) else ""
+    return {"error_summaries": [int(n) for n in re.findall(r"ERROR SUMMARY: (\d+) errors?", text)],
+            "cases_passed": [int(n) for n in re.findall(r"\[  PASSED  \] (\d+) tests?", text)]}
+
+
+# Lines of a failed step's log that say what went wrong (gpu-check.sh's own verdicts first).
+TELLING = re.compile(r"NOT FROM THE BUNDLE|FROM OUTSIDE THE BUNDLE|DO NOT RESOLVE|^prefix/\S+: |stopped at the step's limit"
+                     r"|CMake Error|error:|FAILED|Error \d")
+
+
+def telling_lines(work, step, most=6):
+    path = os.path.join(work, f"{step}.log")
+    lines = open(path, errors="replace").read().splitlines() if os.path.exists(path) else []
+    return [line.strip()[:200] for line in lines if TELLING.search(line)][:most]
+
+
+def judge(mode, steps, work, gpu_count):
+    """Fills each step's result and returns the list of problems."""
+    problems = []
+    by_name = {s["step"]: s for s in steps}
+    for name in STEPS:
+        if name not in by_name:
+            by_name[name] = {"step": name, "status": "skipped: never reached", "seconds": 0}
+            steps.append(by_name[name])
+    for s in steps:
+        name = s["step"]
+        if not s["status"].startswith("ran"):
+            if mode == "gpu" and name not in OPTIONAL_ON_GPU:
+                problems.append(f"{name}: {s['status']}")
+            continue
+        ok = s.get("rc", 1) == 0
+        if s.get("rc") in (124, 137):
+            problems.append(f"{name}: stopped at its limit of {s.get('limit_s')} s")
+        if name == "build" and s.get("extension", "built") != "built":
+            s["note"] = f"extension {s['extension']}"
+            if mode == "gpu":
+                problems.append(f"build: extension {s['extension']}")
+        if name == "cpp-suites":
+            s["suites"] = suites(work, s.get("cuda_filters", {}))
+            for r in s["suites"]:
+                if not r["ran"]:
+                    ok = False
+                    problems.append(f"cpp-suites: {r['suite']} did not run")
+                elif r["failed"]:
+                    ok = False
+                    problems.append(f"cpp-suites: {r['suite']}: {r['failed']} failed ({', '.join(r['failed_cases'][:5])})")
+            run = sum(r.get("cuda_cases_run", 0) for r in s["suites"])
+            skipped = sum(r.get("cuda_cases_skipped", 0) for r in s["suites"])
+            s["cuda_cases_run"], s["cuda_cases_skipped"] = run, skipped
+            if mode == "gpu" and run == 0:
+                ok = False
+                problems.append("cpp-suites: no CUDA case ran")
+            if mode == "gpu" and skipped:
+                ok = False
+                problems.append(f"cpp-suites: {skipped} CUDA cases skipped on the GPU")
+        if name in ("memcheck", "racecheck"):
+            s.update(sanitizer_summary(work, name))
+        if name == "python-gpu-tests":
+            r = pytest_results(work)
+            s["pytest"] = r
+            s["figures"] = read_jsonl(os.path.join(work, "figures.jsonl"))
+            if r is None:
+                ok = False
+                problems.append("python-gpu-tests: pytest wrote no results")
+            else:
+                bad_skips = [k for k in r["skips"] if not (gpu_count < 2 and TWO_GPU_SKIP.search(k["reason"]))]
+                if r["failed"] or bad_skips or r["passed"] == 0:
+                    ok = False
+                    problems.append(f"python-gpu-tests: {r['passed']} passed, {r['failed']} failed, "
+                                    f"skipped on the GPU: {[k['case'] for k in bad_skips]}")
+        if name == "benchmarks":
+            path = os.path.join(work, "bench.json")
+            s["figures"] = json.load(open(path)) if os.path.exists(path) else None
+            if s["figures"] is None or s["figures"].get("errors"):
+                ok = False
+                problems.append("benchmarks: " + ("no results" if s["figures"] is None else
+                                                 f"failed parts {sorted(s['figures']['errors'])}"))
+        s["result"] = "passed" if ok else "failed"
+        if not ok and not any(p.startswith(name) for p in problems):
+            problems.append(f"{name}: exit status {s.get('rc')} (check.log, section {name})"
+                            + "".join(f"\n    {line}" for line in telling_lines(work, name)))
+    steps.sort(key=lambda s: STEPS.index(s["step"]) if s["step"] in STEPS else len(STEPS))
+    return problems
+
+
+def fmt(v, digits=3):
+    if v is None:
+        return "n/a"
+    if isinstance(v, float):
+        return f"{v:.0f}" if abs(v) >= 1e4 else f"{v:.{digits}f}"
+    return str(v)
+
+
+def sci(n):
+    """1e+07 as 1e7."""
+    return f"{n:.0e}".replace("e+0", "e").replace("e+", "e")
+
+
+def table(head, rows):
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(fmt(c) for c in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def step_note(s):
+    if s.get("note"):
+        return s["note"]
+    if s["step"] == "cpp-suites" and "suites" in s:
+        return (f"{sum(r.get('cases', 0) for r in s['suites'])} cases, {s['cuda_cases_run']} CUDA cases run, "
+                f"{s['cuda_cases_skipped']} skipped")
+    if s["step"] in ("memcheck", "racecheck") and "error_summaries" in s:
+        return f"cases passed {s['cases_passed']}, ERROR SUMMARY {s['error_summaries']}"
+    if s["step"] == "python-gpu-tests" and s.get("pytest"):
+        p = s["pytest"]
+        return f"{p['passed']} passed, {p['failed']} failed, {p['skipped']} skipped"
+    return ""
+
+
+def figures_markdown(steps):
+    out = []
+    by = {s["step"]: s for s in steps}
+    cpp = by.get("cpp-suites", {})
+    if cpp.get("suites"):
+        out += ["## C++ suites", "", table(["suite", "cases", "passed", "failed", "skipped", "CUDA cases run",
+                                            "CUDA cases skipped"],
+                                           [[r["suite"], r.get("cases"), r.get("passed"), r.get("failed"), r.get("skipped"),
+                                             r.get("cuda_cases_run"), r.get("cuda_cases_skipped")] for r in cpp["suites"]]), ""]
+    san = [by[t] for t in ("memcheck", "racecheck") if by.get(t, {}).get("status") == "ran"]
+    if san:
+        out += ["## compute-sanitizer", "", table(["tool", "gtest filters", "cases passed", "ERROR SUMMARY", "result"],
+                                                  [[s["step"], " ; ".join(f"`{f}`" for f in s.get("filters", [])),
+                                                    s.get("cases_passed"), s.get("error_summaries"), s["result"]] for s in san]), ""]
+    py = by.get("python-gpu-tests", {})
+    if py.get("pytest"):
+        p = py["pytest"]
+        out += ["## tests/python/gpu", "", f"{p['passed']} passed, {p['failed']} failed, {p['skipped']} skipped"]
+        out += [f"- skipped {k['case']}: {k['reason']}" for k in p["skips"]]
+        for f in py.get("figures", []):
+            out += ["", table(list(f), [list(f.values())])]
+        out.append("")
+    b = by.get("benchmarks", {}).get("figures") or {}
+    if b.get("copy"):
+        c = b["copy"]
+        out += ["## GPU benchmarks", "", f"Device: {b.get('device')}; torch {b.get('torch')}. Copy bandwidth "
+                f"(device-to-device, bytes read + written): **{c['gb_per_s']:.0f} GB/s** "
+                f"({c['bytes_read_and_written'] / 2**30:.0f} GiB in {c['ms']:.3f} ms).", ""]
+    if b.get("kernels"):
+        out += ["gs_kernels_bench --backend cuda, read pass (one float32 read of g):", "",
+                table(["n", "read ms", "GB/s", "of copy bandwidth"],
+                      [[sci(r["n"]), r["ms"], f"{r['gb_per_s']:.0f}", r["of_copy_bandwidth"]] for r in b["kernels"]["read"]]), ""]
+    if b.get("topk"):
+        out += ["Selection against torch.topk(|g|, k, sorted=False) (ms, medians; sidco-topk copies its selection to "
+                "the host, torch.topk leaves it on the device):", "",
+                table(["n", "density", "torch.topk", "sidco-topk", "sidco-e threshold", "sidco-e + selection",
+                       "gradscope topk", "sidco-topk / torch.topk"],
+                      [[sci(r["n"]), r["density"], r["torch_topk_ms"], r["sidco_topk_ms"], r["sidco_e_threshold_ms"],
+                        r["sidco_e_select_ms"], r["gradscope_topk_ms"],
+                        r["sidco_topk_ms"] / r["torch_topk_ms"] if r["sidco_topk_ms"] and r["torch_topk_ms"] else None]
+                       for r in b["topk"]]), ""]
+    if b.get("ddp"):
+        d = b["ddp"]
+        timed = [r for r in d["rows"] if "ms_per_step_median" in r]
+        plain = next((r["ms_per_step_median"] for r in timed if r["mode"] == "plain DDP"), None)
+        out += [f"DDP on {d['model']}, batch {d['batch']} of {d['input']}, {d['backend']} world size {d['world_size']}, "
+                f"{d['optimizer']}; ms per step (forward, backward, optimizer; CUDA-synchronised)"
+                + (f" over {timed[0]['steps']} steps after {timed[0]['warmup_steps']} warm-up:" if timed else ":"), "",
+                table(["mode", "ms/step median", "ms/step mean", "x plain DDP", "host-device bytes/step",
+                       "dense bytes/step", "host-device / dense"],
+                      [[r["mode"], r.get("ms_per_step_median"), r.get("ms_per_step_mean"),
+                        r["ms_per_step_median"] / plain if plain and "ms_per_step_median" in r else None,
+                        r.get("host_device_bytes_per_step"), r.get("dense_bytes_per_step"), r.get("host_device_of_dense")]
+                       for r in d["rows"]]), ""]
+        out += [f"- {r['mode']}: failed: {r['error'].strip().splitlines()[-1]}" for r in d["rows"] if "error" in r]
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    for arg in ("--mode", "--work", "--out", "--root", "--build"):
+        ap.add_argument(arg, required=True)
+    ap.add_argument("--python", default="")
+    ap.add_argument("--seconds", type=int, default=0)
+    a = ap.parse_args()
+    steps = read_jsonl(os.path.join(a.work, "steps.jsonl"))
+    m = machine(a.python)
+    problems = judge(a.mode, steps, a.work, len(m["gpus"]))
+    # A copy of the tree without .git (as a GPU node may get) names its commit in GS_CHECK_COMMIT.
+    commit = os.environ.get("GS_CHECK_COMMIT") or sh(["git", "-C", a.root, "rev-parse", "--short", "HEAD"]) or "unknown"
+    if not os.environ.get("GS_CHECK_COMMIT") and sh(["git", "-C", a.root, "status", "--porcelain", "--untracked-files=no"]):
+        commit += " (with local changes)"
+    verdict = "failed" if problems else "passed"
+    results = {"mode": a.mode, "verdict": verdict, "problems": problems, "commit": commit,
+               "date": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%MZ"), "seconds": a.seconds,
+               "machine": m, "steps": steps}
+    with open(os.path.join(a.out, "results.json"), "w") as f:
+        json.dump(results, f, indent=1)
+
+    md = ["# gpu-check report", "",
+          f"- date: {results['date']}; commit {commit}; mode {a.mode}; {a.seconds} s in all; verdict **{verdict}**",
+          f"- GPU: {'; '.join(m['gpus']) or 'none'}", f"- CUDA: {m['cuda'] or 'n/a'}; torch: {m['torch'] or 'n/a'}",
+          f"- CPU: {m['cpu']}, {m['cores']} cores; OS: {m['os']}",
+          f"- reproduce: scripts/gpu-bundle.sh DIR (Debian 12), then scripts/gpu-check.sh --bundle DIR --out RESULTS"
+          f"{' --dry-run' if a.mode == 'dry' else ''}", "", "## What ran", "",
+          table(["step", "status", "result", "s", "notes"],
+                [[s["step"], s["status"], s.get("result", ""), s["seconds"], step_note(s)] for s in steps]), ""]
+    if problems:
+        md += ["## Problems", ""] + [f"- {p}" for p in problems] + [""]
+    md += figures_markdown(steps)
+    text = "\n".join(md) + "\n"
+    with open(os.path.join(a.out, "report.md"), "w") as f:
+        f.write(text)
+
+    # stdout's tail is what comes back from the node: the figures, then the steps and the verdict.
+    print("\n".join(figures_markdown(steps)))
+    print(f"{'step':18} {'status':40} {'result':8} {'s':>5}")
+    for s in steps:
+        print(f"{s['step']:18} {s['status'][:40]:40} {s.get('result', ''):8} {s['seconds']:>5}")
+    print(f"{'total':18} {'':40} {'':8} {a.seconds:>5}")
+    for p in problems:
+        print(f"PROBLEM: {p}")
+    print(f"gpu-check ({a.mode}): {verdict}; {a.out}/results.json, report.md, check.log")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
