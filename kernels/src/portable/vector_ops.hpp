@@ -6,6 +6,7 @@
 #include <string>
 
 #include "gs/error.hpp"
+#include "gs/kernels/device.hpp"
 #include "gs/kernels/vector_ops.hpp"
 #include "passes.hpp"
 
