@@ -20,6 +20,8 @@
 #                  suites, the extension imported); the GPU steps are named "skipped: no GPU"
 #   --build BUILD  build folder (default build-gpu-check in the repository root)
 #   --large        also the large-vector case (CudaLarge: minutes, up to 10 GB of device memory)
+# GS_CHECK_SECONDS: the whole check's budget (default 480): each step runs under what is left, the
+# sanitizers last; a step left without time is skipped, and said, which fails the check.
 # GS_CHECK_JOBS: build jobs (default: every core, nproc); GS_CHECK_COMMIT: the commit to report
 # where the tree has no .git.
 set -euo pipefail
@@ -75,6 +77,12 @@ fi
 GEN=()
 command -v ninja >/dev/null && GEN=(-G Ninja)
 CHECK_START=$(date +%s)
+# The whole check's budget (GS_CHECK_SECONDS, default 8 minutes): each step runs under the time
+# left (less a reserve for the report); a step that would start with too little left is skipped,
+# and said, which fails the check. The most telling steps run first.
+CHECK_SECONDS="${GS_CHECK_SECONDS:-480}"
+[[ "${CHECK_SECONDS}" =~ ^[0-9]+$ ]] || die "GS_CHECK_SECONDS must be a number of seconds"
+DEADLINE=$(( CHECK_START + CHECK_SECONDS ))
 
 # ---- steps: each one's output a section of check.log (long ones cut in the middle), one line of
 # steps.jsonl that scripts/gpu_check_report.py reads; its long commands under its time limit (lim).
@@ -97,6 +105,11 @@ run_step() {  # run_step STEP LIMIT_S COMMAND...: runs it, logs it, records rc a
     cpp-suites|memcheck|racecheck|large-vectors)
       if [[ -n "${NO_TESTS}" ]]; then skip "${step}" "${NO_TESTS}"; STEP_EXTRA=""; return; fi ;;
   esac
+  local left=$(( DEADLINE - $(date +%s) - 15 ))
+  if [[ ${MODE} == gpu ]] && (( left < 20 )); then
+    skip "${step}" "out of time: the check's ${CHECK_SECONDS} s were spent before it"; STEP_EXTRA=""; return
+  fi
+  [[ ${MODE} == gpu ]] && (( STEP_LIMIT > left )) && STEP_LIMIT=${left}
   step_log="${WORK}/${step}.log"
   say "${step}"
   local t0 rc=0; t0=$(date +%s)
@@ -264,7 +277,33 @@ suites() {
 STEP_EXTRA="\"gtest_json\": \"gtest-*.json\", \"cuda_filters\": {\"gs_kernels_tests\": \"${KERNELS_CUDA}\", \"test_compress\": \"${COMPRESS_CUDA}\"}"
 run_step cpp-suites "$([[ ${MODE} == gpu ]] && echo 180 || echo 600)" suites
 
-# 6. compute-sanitizer over the CUDA cases, less those that make an API call fail on purpose
+# 6. Vectors past the 32-bit limits: only with --large.
+if [[ ${MODE} == gpu && ${LARGE} -eq 1 ]]; then
+  run_step large-vectors 300 lim env GS_LARGE_N=1 "${BUILD}/tests/kernels/gs_kernels_tests" --gtest_filter='CudaLarge.*'
+elif [[ ${MODE} == gpu ]]; then
+  skip large-vectors "not asked (--large: minutes, up to 10 GB of device memory)"
+else
+  skip large-vectors "no GPU"
+fi
+
+# 7. The Python package on CUDA tensors and the DDP hook over NCCL and Gloo; 8. the GPU benchmarks.
+if [[ ${MODE} == gpu && -n "${NO_EXT}" ]]; then
+  skip python-gpu-tests "no extension: ${NO_EXT}"
+elif [[ ${MODE} == gpu ]]; then
+  STEP_EXTRA="\"junit\": \"pytest.xml\", \"figures\": \"figures.jsonl\""
+  run_step python-gpu-tests 180 lim env PYTHONPATH="${BUILD}/python" GS_GPU_CHECK_OUT="${WORK}/figures.jsonl" \
+    "${PY}" -m pytest -q -rs -p no:cacheprovider --junitxml="${WORK}/pytest.xml" "${ROOT}/tests/python/gpu"
+fi
+if [[ ${MODE} == gpu ]]; then
+  STEP_EXTRA="\"bench\": \"bench.json\""
+  run_step benchmarks 240 lim env PYTHONPATH="${BUILD}/python" "${PY}" "${ROOT}/scripts/gpu_bench.py" \
+    --kernels-bench "${BUILD}/kernels/gs_kernels_bench" --out "${WORK}/bench.json"
+else
+  skip python-gpu-tests "no GPU"; skip benchmarks "no GPU"
+fi
+
+# 9. compute-sanitizer over the CUDA cases (last: the longest, under what the budget leaves),
+# less those that make an API call fail on purpose
 # (Cuda.ErrorsBecomeGsError asks for 4 PiB). memcheck: every such case of both suites; racecheck
 # (slower, and only shared memory is its concern): the table-driven cases that run gradscope's own
 # shared-memory kernels, the fused block reduction of the statistics passes at every shape and
@@ -288,31 +327,6 @@ if [[ ${MODE} == gpu ]]; then
   run_step racecheck 120 sanitize racecheck "${RACECHECK_KERNELS}" ""
 else
   skip memcheck "no GPU"; skip racecheck "no GPU"
-fi
-
-# 7. Vectors past the 32-bit limits: only with --large.
-if [[ ${MODE} == gpu && ${LARGE} -eq 1 ]]; then
-  run_step large-vectors 300 lim env GS_LARGE_N=1 "${BUILD}/tests/kernels/gs_kernels_tests" --gtest_filter='CudaLarge.*'
-elif [[ ${MODE} == gpu ]]; then
-  skip large-vectors "not asked (--large: minutes, up to 10 GB of device memory)"
-else
-  skip large-vectors "no GPU"
-fi
-
-# 8. The Python package on CUDA tensors and the DDP hook over NCCL; 9. the GPU benchmarks.
-if [[ ${MODE} == gpu && -n "${NO_EXT}" ]]; then
-  skip python-gpu-tests "no extension: ${NO_EXT}"
-elif [[ ${MODE} == gpu ]]; then
-  STEP_EXTRA="\"junit\": \"pytest.xml\", \"figures\": \"figures.jsonl\""
-  run_step python-gpu-tests 180 lim env PYTHONPATH="${BUILD}/python" GS_GPU_CHECK_OUT="${WORK}/figures.jsonl" \
-    "${PY}" -m pytest -q -rs -p no:cacheprovider --junitxml="${WORK}/pytest.xml" "${ROOT}/tests/python/gpu"
-fi
-if [[ ${MODE} == gpu ]]; then
-  STEP_EXTRA="\"bench\": \"bench.json\""
-  run_step benchmarks 240 lim env PYTHONPATH="${BUILD}/python" "${PY}" "${ROOT}/scripts/gpu_bench.py" \
-    --kernels-bench "${BUILD}/kernels/gs_kernels_bench" --out "${WORK}/bench.json"
-else
-  skip python-gpu-tests "no GPU"; skip benchmarks "no GPU"
 fi
 
 # results.json, report.md and the table of steps; the verdict is the report's exit status.

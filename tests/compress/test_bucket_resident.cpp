@@ -137,8 +137,9 @@ TEST_P(CudaHostBucket, UpdatesEqualTheHostPathToTheBit) {
   for (int r = 0; r < kWorkers; ++r)
     for (int s = 0; s < kSteps; ++s) {
       EXPECT_EQ(gathered[r][s], host[r][s]) << method << ": host gather, step " << s << " worker " << r;
-      if (method != "none")  // a float all-reduce: another order of the sum (Gloo's ring vs ours)
+      if (method != "none") {  // a float all-reduce: another order of the sum (Gloo's ring vs ours)
         EXPECT_EQ(on_device[r][s], host[r][s]) << method << ": device gather, step " << s << " worker " << r;
+      }
     }
 }
 
