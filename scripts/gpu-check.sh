@@ -324,7 +324,7 @@ if [[ ${MODE} == gpu ]]; then
   STEP_EXTRA="\"filters\": [\"${MEMCHECK_KERNELS}\", \"${COMPRESS_CUDA}\"]"
   run_step memcheck 150 sanitize memcheck "${MEMCHECK_KERNELS}" "${COMPRESS_CUDA}"
   STEP_EXTRA="\"filters\": [\"${RACECHECK_KERNELS}\"], \"subset\": \"gradscope's own shared-memory kernels\""
-  run_step racecheck 120 sanitize racecheck "${RACECHECK_KERNELS}" ""
+  run_step racecheck 200 sanitize racecheck "${RACECHECK_KERNELS}" ""
 else
   skip memcheck "no GPU"; skip racecheck "no GPU"
 fi
