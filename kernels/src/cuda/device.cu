@@ -134,11 +134,8 @@ void device_free(void* d_ptr, cudaStream_t stream) noexcept {
 
 namespace {
 
-// Copies of this size or more go through a pinned host buffer of the thread's, kept and reused
-// (grown by doubling), so they run at the bus's speed without pinning the caller's memory; smaller
-// ones (counts, statistics) go directly.
-constexpr std::size_t kPinnedFrom = std::size_t{64} << 10;
-
+// Every copy goes through a pinned host buffer of the thread's, kept and reused (grown by
+// doubling), so it runs at the bus's speed without pinning the caller's memory.
 struct PinnedStaging {
   void* p = nullptr;
   std::size_t size = 0;
@@ -164,22 +161,19 @@ thread_local PinnedStaging staging;
 void copy_to_device(void* d_dst, const void* src, std::size_t bytes, cudaStream_t stream) {
   if (bytes == 0) return;
   add_bus_bytes(bytes);
-  if (bytes >= kPinnedFrom) {
-    void* pinned = staging.at_least(bytes);
-    std::memcpy(pinned, src, bytes);
-    src = pinned;
-  }
-  GS_CUDA_CHECK(cudaMemcpyAsync(d_dst, src, bytes, cudaMemcpyHostToDevice, stream));
+  void* pinned = staging.at_least(bytes);
+  std::memcpy(pinned, src, bytes);
+  GS_CUDA_CHECK(cudaMemcpyAsync(d_dst, pinned, bytes, cudaMemcpyHostToDevice, stream));
   GS_CUDA_CHECK(cudaStreamSynchronize(stream));  // the host buffer may go away after return
 }
 
 void copy_to_host(void* dst, const void* d_src, std::size_t bytes, cudaStream_t stream) {
   if (bytes == 0) return;
   add_bus_bytes(bytes);
-  void* to = bytes >= kPinnedFrom ? staging.at_least(bytes) : dst;
-  GS_CUDA_CHECK(cudaMemcpyAsync(to, d_src, bytes, cudaMemcpyDeviceToHost, stream));
+  void* pinned = staging.at_least(bytes);
+  GS_CUDA_CHECK(cudaMemcpyAsync(pinned, d_src, bytes, cudaMemcpyDeviceToHost, stream));
   GS_CUDA_CHECK(cudaStreamSynchronize(stream));
-  if (to != dst) std::memcpy(dst, to, bytes);
+  std::memcpy(dst, pinned, bytes);
 }
 
 void synchronize(cudaStream_t stream) { GS_CUDA_CHECK(cudaStreamSynchronize(stream)); }
