@@ -8,6 +8,7 @@
 #include "gs/base/timing.hpp"
 #include "gs/error.hpp"
 #include "gs/kernels/device.hpp"
+#include "gather_payloads.hpp"
 #include "residual_slots.hpp"
 #include "timed_collectives.hpp"
 
@@ -240,28 +241,12 @@ bool BucketCompressor::exchange_sparse(const std::string& slot, const std::strin
   std::vector<std::byte> wire;
   std::uint64_t wire_bytes = 0;
   if (!bad_input && mine.info.nonfinite == 0) wire = encode(mine.payload, wire_bytes);
-  const auto all = comm.allgather(wire);  // an empty payload: that worker met NaN or Inf
-  std::uint64_t longest = 0;
-  bool skip = false;
-  for (const auto& part : all) {
-    longest = std::max<std::uint64_t>(longest, part.size());
-    skip = skip || part.empty();
-  }
-  s.gathered_bytes += longest;
-  if (skip) {
+  const auto payloads = detail::gather_payloads(comm, wire, g.size(), "bucket '" + tensor + "'", s.gathered_bytes);
+  if (!payloads) {  // a worker met NaN or Inf
     if (ef) residual_.discard(slot);
     return true;
   }
-  std::vector<Payload> payloads;
-  payloads.reserve(all.size());
-  for (std::size_t r = 0; r < all.size(); ++r) {
-    payloads.push_back(decode(all[r]));
-    if (payloads.back().n != g.size())
-      throw Error("worker " + std::to_string(r) + " sent a payload of " + std::to_string(payloads.back().n) +
-                  " elements for bucket '" + tensor + "' of " + std::to_string(g.size()) +
-                  " (do all workers run the same model?)");
-  }
-  c.aggregate(payloads, out);
+  c.aggregate(*payloads, out);
   s.n += g.size();
   s.selected += mine.info.selected;
   s.bytes_sent += wire_bytes;

@@ -8,6 +8,7 @@
 #include "gs/compress/bucket_compressor.hpp"
 #include "gs/error.hpp"
 #include "gs/kernels/device.hpp"
+#include "gather_payloads.hpp"
 #include "residual_slots.hpp"
 #include "timed_collectives.hpp"
 
@@ -139,29 +140,17 @@ bool BucketCompressor::sparse_on_device(const DeviceBucket& b, const std::string
   } else {
     std::vector<std::byte> wire;
     if (!bad) wire = encode(mine.payload, wire_bytes);
-    const auto all = comm.allgather(wire);  // an empty payload: that worker met NaN or Inf
-    std::uint64_t longest = 0;
-    bool skip = false;
-    for (const auto& part : all) {
-      longest = std::max<std::uint64_t>(longest, part.size());
-      skip = skip || part.empty();
-    }
-    s.gathered_bytes += longest;
-    if (skip) {
+    const auto payloads = detail::gather_payloads(comm, wire, b.n, "bucket " + std::to_string(b.index), s.gathered_bytes);
+    if (!payloads) {  // a worker met NaN or Inf
       resident_->discard(slot);
       return true;
     }
-    std::vector<Payload> payloads;
-    payloads.reserve(all.size());
     std::uint64_t most = 0;
-    for (std::size_t r = 0; r < all.size(); ++r) {
-      payloads.push_back(decode(all[r]));
-      validate(payloads.back());  // indices in range before they address device memory
-      if (payloads.back().n != b.n || payloads.back().kind != PayloadKind::sparse)
-        throw Error("worker " + std::to_string(r) + " sent a payload of " + std::to_string(payloads.back().n) +
-                    " elements for bucket " + std::to_string(b.index) + " of " + std::to_string(b.n) +
-                    " (do all workers run the same model?)");
-      most = std::max<std::uint64_t>(most, payloads.back().count());
+    for (const Payload& p : *payloads) {
+      if (p.kind != PayloadKind::sparse)
+        throw Error("bucket " + std::to_string(b.index) + ": a worker sent a dense payload where sparse ones travel "
+                    "(do all workers use the same compressor?)");
+      most = std::max<std::uint64_t>(most, p.count());
     }
     // The others' selections come up (the host all-gather's part of the bus); this worker's own is
     // on the device already.
@@ -172,7 +161,7 @@ bool BucketCompressor::sparse_on_device(const DeviceBucket& b, const std::string
         ops.scatter_add(b.data, sel.indices, sel.values, sel.count);
         return;
       }
-      const Payload& p = payloads[std::size_t(r)];
+      const Payload& p = (*payloads)[std::size_t(r)];
       const std::uint64_t bus0 = kernels::bus_bytes();
       ops.upload(up_idx.data(), p.indices.data(), p.indices.size() * sizeof(std::int32_t));
       ops.upload(up_val.data(), p.values.data(), p.values.size() * sizeof(float));

@@ -10,6 +10,7 @@
 #include "gs/compress/bucket_compressor.hpp"
 #include "gs/compress/model_compressor.hpp"
 #include "gs/compress/thread_collectives.hpp"
+#include "bucket_test_util.hpp"
 #include "common/error_message.hpp"
 #include "gs/error.hpp"
 
@@ -18,26 +19,9 @@ using namespace gs::compress;
 
 namespace {
 
-// Laplace-like values, a few large, different per seed.
-std::vector<float> grad(std::size_t n, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> d(0.0f, 0.01f);
-  std::uniform_real_distribution<float> u(0.0f, 1.0f);
-  std::vector<float> g(n);
-  for (auto& v : g) v = d(rng) * std::pow(u(rng), 4.0f);
-  return g;
-}
-
-CompressorOptions seeded(int rank) {
-  CompressorOptions o;
-  o.seed = 7 * 1000003ull + std::uint64_t(rank);
-  return o;
-}
-
-std::unique_ptr<BucketCompressor> make_bucket(const std::string& method, double density, int rank,
-                                              WarmupSchedule w = {}) {
-  return std::make_unique<BucketCompressor>(make_compressor(method, density, seeded(rank)), w);
-}
+using gs::testing::grad;
+using gs::testing::make_bucket;
+using gs::testing::seeded;
 
 // Two buckets of parameters {10: 300, 11: 200} and {12: 77}.
 const std::vector<std::vector<BucketParam>> kBuckets = {{{10, 300}, {11, 200}}, {{12, 77}}};

@@ -10,6 +10,7 @@
 #include <random>
 #include <thread>
 
+#include "bucket_test_util.hpp"
 #include "gs/base/state_stream.hpp"
 #include "gs/compress/bucket_compressor.hpp"
 #include "gs/compress/thread_collectives.hpp"
@@ -21,14 +22,7 @@ namespace ch = gs::kernels::cuda_host;
 
 namespace {
 
-std::vector<float> grad(std::size_t n, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> d(0.0f, 0.01f);
-  std::uniform_real_distribution<float> u(0.0f, 1.0f);
-  std::vector<float> g(n);
-  for (auto& v : g) v = d(rng) * std::pow(u(rng), 4.0f);
-  return g;
-}
+using gs::testing::grad;
 
 // Laplace values: |g| exponential, the law SIDCo-E fits, so its selection lands near the density.
 std::vector<float> laplace(std::size_t n, std::uint64_t seed) {
@@ -42,10 +36,7 @@ std::vector<float> laplace(std::size_t n, std::uint64_t seed) {
 
 std::unique_ptr<BucketCompressor> make_bucket(const std::string& method, double density, int rank,
                                               const std::string& backend, WarmupSchedule w = {}) {
-  CompressorOptions o;
-  o.seed = 7 * 1000003ull + std::uint64_t(rank);
-  o.backend = backend;
-  return std::make_unique<BucketCompressor>(make_compressor(method, density, o), w);
+  return gs::testing::make_bucket(method, density, rank, w, backend);
 }
 
 // DeviceCollectives over host collectives: cuda-host's device memory is host memory, so the

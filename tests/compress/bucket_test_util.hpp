@@ -1,0 +1,38 @@
+#pragma once
+// What the BucketCompressor suites share: gradients with a few large values, and a bucket
+// compressor seeded per worker as the DDP hook seeds it.
+#include <cmath>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gs/compress/bucket_compressor.hpp"
+
+namespace gs::testing {
+
+// Laplace-like values, a few large, different per seed.
+inline std::vector<float> grad(std::size_t n, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> d(0.0f, 0.01f);
+  std::uniform_real_distribution<float> u(0.0f, 1.0f);
+  std::vector<float> g(n);
+  for (auto& v : g) v = d(rng) * std::pow(u(rng), 4.0f);
+  return g;
+}
+
+inline compress::CompressorOptions seeded(int rank, const std::string& backend = "cpu") {
+  compress::CompressorOptions o;
+  o.seed = 7 * 1000003ull + std::uint64_t(rank);
+  o.backend = backend;
+  return o;
+}
+
+inline std::unique_ptr<compress::BucketCompressor> make_bucket(const std::string& method, double density, int rank,
+                                                               compress::WarmupSchedule w = {},
+                                                               const std::string& backend = "cpu") {
+  return std::make_unique<compress::BucketCompressor>(compress::make_compressor(method, density, seeded(rank, backend)),
+                                                      w);
+}
+
+}  // namespace gs::testing
