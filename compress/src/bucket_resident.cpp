@@ -93,9 +93,7 @@ bool BucketCompressor::dense_on_device(const DeviceBucket& b, const std::string&
 
 bool BucketCompressor::sparse_on_device(const DeviceBucket& b, const std::string& slot, TimedCollectives& comm,
                                         DeviceCollectives* device_comm, StepStats& s) {
-  kernels::VectorOps& ops = *ops_;
   Compressor& c = *compressor_;
-  const int workers = comm.world_size();
   const float* acc = resident_->accumulate(slot, b.data, b.n);
   Compressed mine = c.compress_resident(acc, b.n, tensor_name(c, slot, b.index));
   const kernels::Selector::Resident sel = mine.info.n > 0 ? c.resident_selection() : kernels::Selector::Resident{};
@@ -103,71 +101,13 @@ bool BucketCompressor::sparse_on_device(const DeviceBucket& b, const std::string
     throw Error("bucket " + std::to_string(b.index) + ": the device holds a selection of " +
                 std::to_string(sel.count) + ", the payload " + std::to_string(mine.payload.count()) +
                 " (please report)");
-  const bool bad = mine.info.nonfinite > 0;
+  const bool bad = mine.info.nonfinite > 0;  // this worker met NaN or Inf: it says so, all skip
   std::uint64_t wire_bytes = 0;
-  // The update: every worker's selection added in rank order, then the mean (Compressor::aggregate).
-  const auto add_all = [&](const std::function<void(int)>& add_rank) {
-    ops.fill(b.data, 0.0f, b.n);
-    for (int r = 0; r < workers; ++r) add_rank(r);
-    ops.scale(b.data, 1.0f / float(workers), b.n);
-  };
-  if (device_comm) {
-    std::vector<std::int64_t> counts;
-    comm.timed([&] { counts = device_comm->allgather_counts(bad ? -1 : std::int64_t(sel.count)); });
-    if (std::int64_t(counts.size()) != workers)
-      throw Error("the device all-gather of counts returned " + std::to_string(counts.size()) + " for " +
-                  std::to_string(workers) + " workers");
-    if (std::any_of(counts.begin(), counts.end(), [](std::int64_t k) { return k < 0; })) {
-      resident_->discard(slot);  // a worker met NaN or Inf
-      return true;
-    }
-    const std::uint64_t longest = std::max<std::uint64_t>(1, std::uint64_t(*std::max_element(counts.begin(), counts.end())));
-    auto own_idx = ops.ints(longest);
-    auto own_val = ops.floats(longest);
-    ops.fill(own_idx.data(), 0, longest);  // the padding travels too: defined bytes
-    ops.fill(own_val.data(), 0.0f, longest);
-    ops.copy(own_idx.data(), sel.indices, sel.count);
-    ops.copy(own_val.data(), sel.values, sel.count);
-    auto idx_all = ops.ints(longest * std::uint64_t(workers));
-    auto val_all = ops.floats(longest * std::uint64_t(workers));
-    comm.timed([&] { device_comm->allgather(own_idx.data(), own_val.data(), longest, idx_all.data(), val_all.data()); });
-    add_all([&](int r) {
-      const std::uint64_t at = std::uint64_t(r) * longest;
-      ops.scatter_add(b.data, idx_all.data() + at, val_all.data() + at, std::uint64_t(counts[std::size_t(r)]));
-    });
-    wire_bytes = 8 * sel.count;  // pairs as they are: 4-byte index, 4-byte value
-    s.gathered_bytes += 8 * longest + 8;
-  } else {
-    std::vector<std::byte> wire;
-    if (!bad) wire = encode(mine.payload, wire_bytes);
-    const auto payloads = detail::gather_payloads(comm, wire, b.n, "bucket " + std::to_string(b.index), s.gathered_bytes);
-    if (!payloads) {  // a worker met NaN or Inf
-      resident_->discard(slot);
-      return true;
-    }
-    std::uint64_t most = 0;
-    for (const Payload& p : *payloads) {
-      if (p.kind != PayloadKind::sparse)
-        throw Error("bucket " + std::to_string(b.index) + ": a worker sent a dense payload where sparse ones travel "
-                    "(do all workers use the same compressor?)");
-      most = std::max<std::uint64_t>(most, p.count());
-    }
-    // The others' selections come up (the host all-gather's part of the bus); this worker's own is
-    // on the device already.
-    auto up_idx = ops.ints(std::max<std::uint64_t>(most, 1));
-    auto up_val = ops.floats(std::max<std::uint64_t>(most, 1));
-    add_all([&](int r) {
-      if (r == comm.rank()) {
-        ops.scatter_add(b.data, sel.indices, sel.values, sel.count);
-        return;
-      }
-      const Payload& p = (*payloads)[std::size_t(r)];
-      const std::uint64_t bus0 = kernels::bus_bytes();
-      ops.upload(up_idx.data(), p.indices.data(), p.indices.size() * sizeof(std::int32_t));
-      ops.upload(up_val.data(), p.values.data(), p.values.size() * sizeof(float));
-      s.host_device_gathered_bytes += kernels::bus_bytes() - bus0;
-      ops.scatter_add(b.data, up_idx.data(), up_val.data(), p.count());
-    });
+  const bool skipped = device_comm ? pairs_on_device(b, sel, bad, comm, *device_comm, s, wire_bytes)
+                                   : pairs_through_host(b, mine.payload, sel, bad, comm, s, wire_bytes);
+  if (skipped) {
+    resident_->discard(slot);
+    return true;
   }
   resident_->zero_sent(slot, sel.indices, sel.count);
   s.n += b.n;
@@ -180,6 +120,77 @@ bool BucketCompressor::sparse_on_device(const DeviceBucket& b, const std::string
   commit.slot = slot;
   commit.resident = true;
   pending_.push_back(std::move(commit));
+  return false;
+}
+
+void BucketCompressor::add_every_rank(const DeviceBucket& b, int workers, const std::function<void(int)>& add_rank) {
+  // As Compressor::aggregate: zeros, every worker's pairs in rank order, then the mean.
+  ops_->fill(b.data, 0.0f, b.n);
+  for (int r = 0; r < workers; ++r) add_rank(r);
+  ops_->scale(b.data, 1.0f / float(workers), b.n);
+}
+
+bool BucketCompressor::pairs_on_device(const DeviceBucket& b, const kernels::Selector::Resident& sel, bool bad,
+                                       TimedCollectives& comm, DeviceCollectives& device_comm, StepStats& s,
+                                       std::uint64_t& wire_bytes) {
+  kernels::VectorOps& ops = *ops_;
+  const int workers = comm.world_size();
+  std::vector<std::int64_t> counts;
+  comm.timed([&] { counts = device_comm.allgather_counts(bad ? -1 : std::int64_t(sel.count)); });
+  if (std::int64_t(counts.size()) != workers)
+    throw Error("the device all-gather of counts returned " + std::to_string(counts.size()) + " for " +
+                std::to_string(workers) + " workers");
+  if (std::any_of(counts.begin(), counts.end(), [](std::int64_t k) { return k < 0; })) return true;
+  const auto longest = std::max<std::uint64_t>(1, std::uint64_t(*std::max_element(counts.begin(), counts.end())));
+  auto own_idx = ops.ints(longest);
+  auto own_val = ops.floats(longest);
+  ops.fill(own_idx.data(), 0, longest);  // the padding travels too: defined bytes
+  ops.fill(own_val.data(), 0.0f, longest);
+  ops.copy(own_idx.data(), sel.indices, sel.count);
+  ops.copy(own_val.data(), sel.values, sel.count);
+  auto idx_all = ops.ints(longest * std::uint64_t(workers));
+  auto val_all = ops.floats(longest * std::uint64_t(workers));
+  comm.timed([&] { device_comm.allgather(own_idx.data(), own_val.data(), longest, idx_all.data(), val_all.data()); });
+  add_every_rank(b, workers, [&](int r) {
+    const std::uint64_t at = std::uint64_t(r) * longest;
+    ops.scatter_add(b.data, idx_all.data() + at, val_all.data() + at, std::uint64_t(counts[std::size_t(r)]));
+  });
+  wire_bytes = 8 * sel.count;  // pairs as they are: 4-byte index, 4-byte value
+  s.gathered_bytes += 8 * longest + 8;
+  return false;
+}
+
+bool BucketCompressor::pairs_through_host(const DeviceBucket& b, const Payload& mine,
+                                          const kernels::Selector::Resident& sel, bool bad, TimedCollectives& comm,
+                                          StepStats& s, std::uint64_t& wire_bytes) {
+  kernels::VectorOps& ops = *ops_;
+  std::vector<std::byte> wire;
+  if (!bad) wire = encode(mine, wire_bytes);
+  const auto payloads = detail::gather_payloads(comm, wire, b.n, "bucket " + std::to_string(b.index), s.gathered_bytes);
+  if (!payloads) return true;  // a worker met NaN or Inf
+  std::uint64_t most = 0;
+  for (const Payload& p : *payloads) {
+    if (p.kind != PayloadKind::sparse)
+      throw Error("bucket " + std::to_string(b.index) + ": a worker sent a dense payload where sparse ones travel "
+                  "(do all workers use the same compressor?)");
+    most = std::max<std::uint64_t>(most, p.count());
+  }
+  // The others' selections come up (the host all-gather's part of the bus); this worker's own is
+  // on the device already.
+  auto up_idx = ops.ints(std::max<std::uint64_t>(most, 1));
+  auto up_val = ops.floats(std::max<std::uint64_t>(most, 1));
+  add_every_rank(b, comm.world_size(), [&](int r) {
+    if (r == comm.rank()) {
+      ops.scatter_add(b.data, sel.indices, sel.values, sel.count);
+      return;
+    }
+    const Payload& p = (*payloads)[std::size_t(r)];
+    const std::uint64_t bus0 = kernels::bus_bytes();
+    ops.upload(up_idx.data(), p.indices.data(), p.indices.size() * sizeof(std::int32_t));
+    ops.upload(up_val.data(), p.values.data(), p.values.size() * sizeof(float));
+    s.host_device_gathered_bytes += kernels::bus_bytes() - bus0;
+    ops.scatter_add(b.data, up_idx.data(), up_val.data(), p.count());
+  });
   return false;
 }
 

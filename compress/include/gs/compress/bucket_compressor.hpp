@@ -145,6 +145,14 @@ class BucketCompressor {
                        DeviceCollectives* device_comm, StepStats& s);
   bool sparse_on_device(const DeviceBucket& b, const std::string& slot, TimedCollectives& comm,
                         DeviceCollectives* device_comm, StepStats& s);
+  // The selections' exchange and the update in the bucket, with the pairs gathered as device
+  // memory or through the host; true when a worker met NaN or Inf (the bucket is skipped).
+  bool pairs_on_device(const DeviceBucket& b, const kernels::Selector::Resident& sel, bool bad,
+                       TimedCollectives& comm, DeviceCollectives& device_comm, StepStats& s,
+                       std::uint64_t& wire_bytes);
+  bool pairs_through_host(const DeviceBucket& b, const Payload& mine, const kernels::Selector::Resident& sel,
+                          bool bad, TimedCollectives& comm, StepStats& s, std::uint64_t& wire_bytes);
+  void add_every_rank(const DeviceBucket& b, int workers, const std::function<void(int)>& add_rank);
   // Whether the compressor selects in `backend`'s memory (sparse, error-fed, resident there).
   bool selects_on(kernels::BackendKind backend) const;
   detail::ResidualSlots& slots();
