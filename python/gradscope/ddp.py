@@ -372,8 +372,9 @@ class State:
                                                       last, bucket, grad, hook_s)
                         self._end_timing(stream, events, last)
                         result.set_result(grad)  # a CUDA Future: records an event on this stream
-            else:
-                reached = self._run_on_device(backend, device, 0, index, params, comm, last, bucket, grad, hook_s)
+            else:  # cuda-host: its stand-in for torch's current stream of the device
+                stream = _gradscope.cuda_host_caller_stream(device)
+                reached = self._run_on_device(backend, device, stream, index, params, comm, last, bucket, grad, hook_s)
                 result.set_result(grad)
         except Exception as e:  # noqa: BLE001 - every error reaches the caller through its Future
             if not reached:

@@ -239,6 +239,10 @@ PYBIND11_MODULE(_gradscope, m) {
   // The cuda-host backend's fake devices: the work done on each (tests check where work lands).
   m.def("cuda_host_work_by_device", &gs::kernels::cuda_host::work_by_device);
   m.def("cuda_host_reset_work", &gs::kernels::cuda_host::reset_work_by_device);
+  m.def("cuda_host_legacy_stream_orders", &gs::kernels::cuda_host::legacy_stream_orders);
+  m.def("cuda_host_caller_stream", [](int device) {
+    return reinterpret_cast<std::uintptr_t>(gs::kernels::cuda_host::caller_stream(device));
+  });
   m.def("fit_json", &fit_json, py::arg("address"), py::arg("n"), py::arg("densities"),
         py::arg("backend"), py::arg("input"));
   m.def("compressors", [] {

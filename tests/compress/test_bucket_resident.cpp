@@ -90,7 +90,7 @@ std::vector<std::vector<float>> run(const std::string& method, double density, C
       const bool last = b + 1 == layout.size();
       if (device) {
         const ch::DeviceMemory on(g.data(), g.size() * sizeof(float), fake_device);
-        const gs::kernels::CallerStream caller(fake_device, nullptr);
+        const gs::kernels::CallerStream caller(fake_device, ch::caller_stream(fake_device));
         bc->exchange_resident({int(b), g.data(), n, gs::kernels::BackendKind::cuda_host, fake_device}, layout[b],
                               comm, device_comm ? &dc : nullptr, last);
         step_out.insert(step_out.end(), g.begin(), g.end());
@@ -144,18 +144,22 @@ INSTANTIATE_TEST_SUITE_P(Methods, CudaHostBucket,
 
 // Rule: the worker thread of rank r works on GPU r. A thread starts with device 0 current (as a
 // CUDA thread does); a bucket on device 1 must leave device 0 without any work, not even the
-// pointer query that would start a context there.
+// pointer query that would start a context there. And its work is ordered after the caller's
+// stream (torch's current stream of the device), never with the legacy default stream.
 TEST(CudaHostBucketRules, TheWorkerThreadWorksOnTheBucketsDevice) {
   std::map<int, std::uint64_t> work;
+  std::uint64_t legacy = 0;
   std::thread worker([&] {
     ch::reset_work_by_device();
     SoloCollectives solo;
     run("sidco-e", 0.01, solo, true, false, 3);
     work = ch::work_by_device();
+    legacy = ch::legacy_stream_orders();
   });
   worker.join();
   EXPECT_GT(work[1], 0u) << "the bucket's device did the work";
   EXPECT_EQ(work.count(0), 0u) << "work landed on device 0: " << work[0] << " operations";
+  EXPECT_EQ(legacy, 0u) << "orderings with the legacy default stream";
 }
 
 // Rule: only the selection crosses the bus. At density 0.01 this worker's selection goes down (8
@@ -174,7 +178,7 @@ TEST(CudaHostBucketRules, OnlyTheSelectionCrossesTheBus) {
         for (int s = 0; s < 3; ++s) {
           auto g = laplace(200000, 77 * std::uint64_t(s) + std::uint64_t(comm.rank()));
           const ch::DeviceMemory on(g.data(), g.size() * sizeof(float), dev);
-          const gs::kernels::CallerStream caller(dev, nullptr);
+          const gs::kernels::CallerStream caller(dev, ch::caller_stream(dev));
           bc->exchange_resident({0, g.data(), g.size(), gs::kernels::BackendKind::cuda_host, dev},
                                 std::vector<BucketParam>{{1, 200000}}, comm, device_comm ? &dc : nullptr, true);
         }
@@ -204,7 +208,7 @@ TEST(CudaHostBucketRules, ACheckpointOfDeviceResidualsContinuesExactly) {
   auto step = [&](BucketCompressor& bc, int s) {
     auto g = grad(5770, 5 + std::uint64_t(s));
     const ch::DeviceMemory on(g.data(), g.size() * sizeof(float), 2);
-    const gs::kernels::CallerStream caller(2, nullptr);
+    const gs::kernels::CallerStream caller(2, ch::caller_stream(2));
     const std::vector<BucketParam> all = {{10, 3000}, {11, 2000}, {12, 770}};
     bc.exchange_resident({0, g.data(), g.size(), gs::kernels::BackendKind::cuda_host, 2}, all, solo, nullptr, true);
     return g;

@@ -107,7 +107,8 @@ def device(rank, world, out, method, ratio, steps, backend):
         losses.append(float(loss))
     params = torch.cat([p.detach().flatten() for p in model.parameters()])
     torch.save({"params": params, "losses": losses, "summary": state.summary(),
-                "work": _gradscope.cuda_host_work_by_device()}, out)
+                "work": _gradscope.cuda_host_work_by_device(),
+                "legacy_orders": _gradscope.cuda_host_legacy_stream_orders()}, out)
 
 
 def exchange(rank, world, out, method, ratio, steps):

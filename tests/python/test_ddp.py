@@ -35,7 +35,8 @@ def test_device_buckets_stay_on_their_device_and_train_as_the_cpu_path(tmp_path,
     # backend="cuda-host" runs the CUDA bucket path (residuals, selection, update on the device;
     # rank r's worker thread on device r) on the host: the same parameters as the host path, to
     # the bit, with the selections gathered through Gloo's host all-gather and as device memory
-    # (NCCL's way); no work on any other device than the rank's; only the selection crosses.
+    # (NCCL's way); no work on any other device than the rank's, none ordered with the legacy
+    # stream; only the selection crosses.
     runs = {b: [torch.load(o) for o in run_workers("device", world, tmp_path, "sidco-e", 0.01, 8, b)]
             for b in ("cpu", "cuda-host", "cuda-host-device")}
     reference = runs["cpu"][0]["params"]
@@ -43,6 +44,7 @@ def test_device_buckets_stay_on_their_device_and_train_as_the_cpu_path(tmp_path,
         for rank, r in enumerate(runs[backend]):
             assert torch.equal(r["params"], reference), (backend, rank)
             assert set(r["work"]) == {rank}, (backend, rank, r["work"])  # rank r on device r only
+            assert r["legacy_orders"] == 0, r["legacy_orders"]  # after torch's stream, not the legacy one
             s = r["summary"]
             own = s["host_device_bytes_per_step"] - s["host_device_gathered_bytes_per_step"]
             assert 0 < own <= 0.03 * s["dense_bytes_per_step"], (backend, s)

@@ -39,12 +39,14 @@ class HostRuntime final : public DeviceRuntime {
   void forget(const void* p);
   std::map<int, std::uint64_t> work() const;
   void reset_work();
+  std::uint64_t legacy_orders() const { return legacy_orders_.load(); }
 
  private:
   static thread_local int current_;
   mutable std::mutex mu_;
   std::map<std::uintptr_t, std::pair<std::uintptr_t, int>> ranges_;  // begin -> (end, device)
   std::array<std::atomic<std::uint64_t>, kHostDevices> work_{};
+  std::atomic<std::uint64_t> legacy_orders_{0};  // orderings with the legacy default stream
 };
 
 HostRuntime& runtime();

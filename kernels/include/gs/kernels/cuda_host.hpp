@@ -76,7 +76,13 @@ class DeviceMemory {
 // process started or the last reset; devices with none are left out. Tests read it to see that
 // work lands on the device of its data and nowhere else.
 std::map<int, std::uint64_t> work_by_device();
-void reset_work_by_device();
+// Orderings with the legacy default stream (a null stream on either side) since the last reset.
+std::uint64_t legacy_stream_orders();
+void reset_work_by_device();  // and the count of legacy orderings
+// A stream of the caller's on `device` (what torch's current stream is for a CUDA tensor): work
+// is ordered after it and it after the work, as on a GPU; recording on it with another device
+// current is an error, as in CUDA.
+StreamHandle caller_stream(int device);
 
 // For tests of how callers treat device errors: after `allocations` more allocations of this
 // backend, the next one throws the DeviceError a device out of memory gives (once; -1 cancels).
