@@ -358,7 +358,7 @@ class State:
         """One bucket left on its device, on the state's thread: worked on a stream of the hook's
         that waits for the bucket, the update written into grad there."""
         _, (backend, device), ready = task
-        reached = False
+        reached = False  # whether the core saw the bucket (it abandons a failed step itself)
         try:
             if backend == "cuda":
                 with torch.cuda.device(device):  # this thread works on the bucket's device
@@ -367,14 +367,22 @@ class State:
                         stream = self._streams[device] = torch.cuda.Stream(device)
                     stream.wait_event(ready)
                     with torch.cuda.stream(stream):
-                        events = self._start_timing(stream)
-                        reached = self._run_on_device(backend, device, stream.cuda_stream, index, params, comm,
-                                                      last, bucket, grad, hook_s)
-                        self._end_timing(stream, events, last)
+                        start = self._start_timing(stream)
+                        work, v, v_address, v_n = self._device_inputs(grad, bucket)
+                        reached = True
+                        self._core.exchange_resident(index, work.data_ptr(), work.numel(), params, comm, last,
+                                                     v_address, v_n, hook_s, backend, device, stream.cuda_stream)
+                        if work.data_ptr() != grad.data_ptr():
+                            grad.copy_(work)
+                        self._end_timing(stream, start, last)
                         result.set_result(grad)  # a CUDA Future: records an event on this stream
-            else:  # cuda-host: its stand-in for torch's current stream of the device
-                stream = _gradscope.cuda_host_caller_stream(device)
-                reached = self._run_on_device(backend, device, stream, index, params, comm, last, bucket, grad, hook_s)
+            else:  # cuda-host, with its stand-in for torch's current stream of the device
+                work, v, v_address, v_n = self._device_inputs(grad, bucket)
+                reached = True
+                self._core.exchange_resident(index, work.data_ptr(), work.numel(), params, comm, last, v_address,
+                                             v_n, hook_s, backend, device, _gradscope.cuda_host_caller_stream(device))
+                if work.data_ptr() != grad.data_ptr():
+                    grad.copy_(work)
                 result.set_result(grad)
         except Exception as e:  # noqa: BLE001 - every error reaches the caller through its Future
             if not reached:
@@ -382,16 +390,13 @@ class State:
             self.last_error = e
             result.set_exception(e)
 
-    def _run_on_device(self, backend, device, stream, index, params, comm, last, bucket, grad, hook_s):
+    def _device_inputs(self, grad, bucket):
+        """The bucket as float32 where it lives (a copy only for other dtypes, made on the current
+        stream), and its variance on the host when the compressor weighs by it."""
         work = grad.detach()
         if work.dtype != torch.float32 or not work.is_contiguous():
-            work = work.to(torch.float32).contiguous()  # on the device, in this thread's stream
-        v, v_address, v_n = self._variance_on_host(bucket)
-        self._core.exchange_resident(index, work.data_ptr(), work.numel(), params, comm, last, v_address, v_n,
-                                     hook_s, backend, device, stream)
-        if work.data_ptr() != grad.data_ptr():
-            grad.copy_(work)
-        return True
+            work = work.to(torch.float32).contiguous()
+        return (work, *self._variance_on_host(bucket))
 
     def _start_timing(self, stream):
         if not self.device_timing:
