@@ -325,7 +325,7 @@ void BucketCompressor::save_state(StateWriter& w) const {
   compressor_->save_state(w);
   // Residuals by ordinal, placed or still as loaded.
   std::map<std::uint64_t, std::vector<float>> residuals;
-  auto& store = const_cast<BucketCompressor*>(this)->slots();  // reads only
+  const detail::ResidualSlots& store = slots();
   for (std::uint64_t o = 0; o < placed_.size(); ++o)
     if (!placed_[o].layout.empty())
       residuals[o] = store.read(placed_[o].layout, placed_[o].offset, placed_[o].numel);

@@ -210,6 +210,17 @@ std::vector<std::vector<py::array_t<float>>> model_compressor_steps(
 void bind_recorder(py::module_& m);
 void bind_ddp(py::module_& m);
 
+// The cuda-host backend's fake devices, for tests of where the hook's work lands: the work done on
+// each device, the orderings with the legacy stream, and the stand-in for torch's stream.
+void bind_cuda_host(py::module_& m) {
+  namespace ch = gs::kernels::cuda_host;
+  m.def("cuda_host_work_by_device", &ch::work_by_device);
+  m.def("cuda_host_reset_work", &ch::reset_work_by_device);
+  m.def("cuda_host_legacy_stream_orders", &ch::legacy_stream_orders);
+  m.def("cuda_host_caller_stream",
+        [](int device) { return reinterpret_cast<std::uintptr_t>(ch::caller_stream(device)); });
+}
+
 }  // namespace gs::python
 
 PYBIND11_MODULE(_gradscope, m) {
@@ -236,13 +247,7 @@ PYBIND11_MODULE(_gradscope, m) {
     return py::make_tuple(pixels, labels);
   }, py::arg("split"));
   m.def("cuda_available", &gs::kernels::cuda_available);
-  // The cuda-host backend's fake devices: the work done on each (tests check where work lands).
-  m.def("cuda_host_work_by_device", &gs::kernels::cuda_host::work_by_device);
-  m.def("cuda_host_reset_work", &gs::kernels::cuda_host::reset_work_by_device);
-  m.def("cuda_host_legacy_stream_orders", &gs::kernels::cuda_host::legacy_stream_orders);
-  m.def("cuda_host_caller_stream", [](int device) {
-    return reinterpret_cast<std::uintptr_t>(gs::kernels::cuda_host::caller_stream(device));
-  });
+  bind_cuda_host(m);
   m.def("fit_json", &fit_json, py::arg("address"), py::arg("n"), py::arg("densities"),
         py::arg("backend"), py::arg("input"));
   m.def("compressors", [] {

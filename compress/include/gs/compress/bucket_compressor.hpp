@@ -156,6 +156,7 @@ class BucketCompressor {
   // Whether the compressor selects in `backend`'s memory (sparse, error-fed, resident there).
   bool selects_on(kernels::BackendKind backend) const;
   detail::ResidualSlots& slots();
+  const detail::ResidualSlots& slots() const { return const_cast<BucketCompressor*>(this)->slots(); }
   static std::string tensor_name(const Compressor& c, const std::string& slot, int index);
   // After an error: the step's residual changes are dropped and, unless `last` closed it, its
   // remaining buckets are refused until the last one.
