@@ -16,6 +16,7 @@ packages=(
   dataset-fashion-mnist
   python3 python3-numpy python3-scipy python3-h5py
   python3-dev python3-torch python3-torchvision pybind11-dev python3-pytest
+  python3-pandas python3-matplotlib
   libssl-dev
   clang libfuzzer-14-dev libclang-rt-14-dev
 )

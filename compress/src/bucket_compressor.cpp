@@ -15,7 +15,7 @@
 namespace gs::compress {
 namespace {
 
-constexpr std::string_view kStateTag = "gradscope-bucket-compressor/2";
+constexpr std::string_view kStateTag = "gradscope-bucket-compressor/3";
 constexpr std::string_view kAdvice = "lower the learning rate or check the data";
 
 bool any_nonfinite(std::span<const float> v) {
@@ -40,7 +40,8 @@ detail::ResidualSlots& BucketCompressor::slots() {
   return *host_slots_;
 }
 
-std::string BucketCompressor::place(std::span<const BucketParam> params, std::uint64_t n, int index) {
+std::string BucketCompressor::name_parameters(std::span<const BucketParam> params, std::uint64_t n,
+                                              int index) {
   std::uint64_t total = 0;
   for (const BucketParam& p : params) total += p.numel;
   if (total != n)
@@ -67,6 +68,11 @@ std::string BucketCompressor::place(std::span<const BucketParam> params, std::ui
     if (fresh) placed_.push_back({"", 0, p.numel});
     layout += std::to_string(it->second) + ",";
   }
+  return layout;
+}
+
+std::string BucketCompressor::place(std::span<const BucketParam> params, std::uint64_t n, int index) {
+  const std::string layout = name_parameters(params, n, index);
   if (!compressor_->error_feedback()) return layout;
 
   // Parameters whose residual lives elsewhere (another layout, the loaded state, or nowhere yet:

@@ -68,7 +68,10 @@ void RunStatistics::add(const StepFigures& s) {
     return;
   }
   ++counted_;
-  if (!s.warmup) quality_.push_back(s.quality);
+  if (!s.warmup) {
+    quality_.push_back(s.quality);
+    density_compressed_ += s.density;
+  }
   density_ += s.density;
   bytes_ += s.bytes_sent;
   dense_ += s.dense_bytes;
@@ -93,8 +96,9 @@ RunSummary RunStatistics::summary() const {
     s.quality_mean = sum / double(quality_.size());
     s.quality_p5 = quantile(quality_, 0.05);
     s.quality_p95 = quantile(quality_, 0.95);
+    s.density_mean = density_compressed_ / double(quality_.size());
   }
-  s.density_mean = density_ / n;
+  s.density_mean_all = density_ / n;
   s.bytes_per_step = bytes_ / n;
   s.dense_bytes_per_step = dense_ / n;
   s.gathered_bytes_per_step = gathered_ / n;
@@ -111,7 +115,8 @@ void RunStatistics::save_state(StateWriter& w) const {
   w.put(steps_);
   w.put(skipped_);
   w.put(counted_);
-  for (double v : {density_, bytes_, dense_, gathered_, bus_, bus_gathered_, compress_, comm_, hook_, step_})
+  for (double v : {density_, density_compressed_, bytes_, dense_, gathered_, bus_, bus_gathered_, compress_, comm_,
+                   hook_, step_})
     w.put(v);
   w.put_array<double>(quality_);
 }
@@ -120,8 +125,8 @@ void RunStatistics::load_state(StateReader& r) {
   steps_ = r.get<std::int64_t>();
   skipped_ = r.get<std::int64_t>();
   counted_ = r.get<std::int64_t>();
-  for (double* v : {&density_, &bytes_, &dense_, &gathered_, &bus_, &bus_gathered_, &compress_, &comm_, &hook_,
-                    &step_})
+  for (double* v : {&density_, &density_compressed_, &bytes_, &dense_, &gathered_, &bus_, &bus_gathered_,
+                    &compress_, &comm_, &hook_, &step_})
     *v = r.get<double>();
   quality_ = r.get_array<double>();
   if (steps_ < 0 || skipped_ < 0 || counted_ != steps_ - skipped_ ||

@@ -27,7 +27,7 @@ class ThresholdCompressor final : public Compressor {
         seed_(o.seed),
         selector_(kernels::make_selector(kernels::resolve_backend(o.backend))),
         fixed_stages_(o.stages) {
-    if (staged() && fixed_stages_ == 0 && density < 1.0) controller_.emplace(density, 1);
+    if (staged() && fixed_stages_ == 0 && density < 1.0) controller_.emplace(density);
   }
 
   std::string_view name() const override { return method_.name; }
@@ -40,7 +40,7 @@ class ThresholdCompressor final : public Compressor {
     if (!staged() || fixed_stages_ != 0) return;
     if (density >= 1.0) controller_.reset();
     else if (controller_) controller_->retarget(density);
-    else controller_.emplace(density, 1);
+    else controller_.emplace(density);
   }
 
   Compressed compress(std::span<const float> acc, std::string_view tensor) override {

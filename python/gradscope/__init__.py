@@ -50,7 +50,7 @@ def select(t, method="sidco-e", ratio=0.01, stages=None, seed=1, backend="auto")
     method: any compressor that sends a selection of its input (gradscope.sparse_selection_names()).
     stages: SIDCo's stage count, for the SIDCo methods (default: the one fit uses,
     gradscope.DEFAULT_SIDCO_STAGES, 3: the best one-shot quality on real gradients, docs/python.md;
-    0: the adaptive controller's start, one stage, as a DDP state begins).
+    0: the adaptive controller at its start, DEFAULT_SIDCO_STAGES, as a DDP state begins).
     backend: where the selection runs: "auto" (CUDA when the extension has it and a GPU is there),
     "cpu", "cuda", or "cuda-host" (the CUDA backend's code on the host, for checking). A CUDA
     tensor is read in place by the cuda backend; indices and values come back on the host."""

@@ -25,11 +25,13 @@ waiting. backend="cuda-host" runs the same path on the host, with rank r's bucke
 fake device r (docs/gpu.md).
 """
 
+import contextlib
 import ctypes
 import datetime
 import queue
 import threading
 import time
+import warnings
 import weakref
 from dataclasses import dataclass
 
@@ -37,11 +39,13 @@ import torch
 import torch.distributed as dist
 
 from . import _gradscope
-from ._options import compressor_names, option_texts
+from ._options import compressor_names, compressor_rows, option_texts
 from ._tensors import check_density
 
-_STATE_FORMAT = "gradscope.ddp.State/1"
-_AT_FIRST_STEP = object()  # hook_group of an unpickled State: made at its first step
+_STATE_FORMAT = "gradscope.ddp.State/2"
+# The achieved density is watched against the ratio: a warning once it stays outside the band for
+# this many compressed steps in a row.
+_DENSITY_BAND, _DENSITY_STEPS = (0.5, 2.0), 50
 # What travels: float32 values whatever the bucket's dtype (docs/python.md, "dtypes").
 _FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
 
@@ -83,6 +87,25 @@ def _tensor_at(address, n, dtype, device):
         return torch.as_tensor(_Memory(), device=device)
     ctype = {torch.float32: ctypes.c_float, torch.int32: ctypes.c_int32}[dtype]
     return torch.frombuffer((ctype * n).from_address(address), dtype=dtype) if n else torch.empty(0, dtype=dtype)
+
+
+def _float32(t):
+    """t's values as a contiguous float32 tensor where t lives (t itself when it is one)."""
+    t = t.detach()
+    return t if t.dtype == torch.float32 and t.is_contiguous() else t.to(torch.float32).contiguous()
+
+
+class _Bucket:
+    """One bucket as DDP handed it over, and what the state's thread needs of it."""
+
+    __slots__ = ("index", "keys", "params", "grad", "bucket", "last", "where", "comm", "host", "ready", "result",
+                 "hook_s")
+
+    def __init__(self, index, keys, params, grad, bucket, last, where):
+        self.index, self.keys, self.params, self.grad, self.bucket = index, keys, params, grad, bucket
+        self.last, self.where = last, where  # where: (backend, device) of a bucket left there, or None
+        self.comm = self.host = self.ready = self.result = None
+        self.hook_s = 0.0
 
 
 class TorchCollectives:
@@ -157,9 +180,10 @@ class State:
     method: any name of `gradscope train --compressor` (gradscope.compressor_names()).
     ratio: the density, the fraction of elements to send, in (0, 1].
     process_group: the ranks to average over (default: the whole job). The hook's collectives run
-        on a group of their own over the same ranks, made here; making it is a collective of the
-        whole job (torch.distributed.new_group: every process makes its State at the same point, as
-        it makes DDP), so with a subgroup pass hook_group=, a group you made for the hook alone.
+        on a group of their own over the same ranks, made at the first bucket, where every worker
+        is: making a State does no communication, so workers may make it wherever they like. A
+        group is made by the whole job (torch.distributed.new_group), so with a subgroup pass
+        hook_group=, a group you made for the hook alone.
     warmup_steps, warmup ("dense" | "exponential"), warmup_start_ratio: as `gradscope train
         --warmup-steps --warmup-schedule --warmup-start-ratio`.
     history: how many recent steps state.steps keeps (summary() covers every step).
@@ -208,10 +232,23 @@ class State:
         if self._core.needs_gradient_variance and variance is None:
             raise ValueError(f"compressor {method!r} weighs elements by their gradient variance: "
                              "give State(variance=callable(bucket) -> tensor)")
-        self._hook_group = None if hook_group is _AT_FIRST_STEP else hook_group or self._new_hook_group()
+        if hook_group is None and self.process_group is not dist.group.WORLD:
+            raise ValueError("a State over a subgroup needs hook_group=: a group made for the hook alone "
+                             "(torch.distributed.new_group over the subgroup's ranks, made by every process)")
+        self._hook_group = hook_group  # None: made at the first bucket
         self._comm = None
         self._device_collectives = None  # None: NCCL's own answer (tests force it over Gloo)
         self._streams = {}  # the hook's CUDA stream per device
+        # Parameters by ordinal, in the order DDP first handed them over (every new process of the
+        # model numbers them alike, so checkpoints can name them); the groupings of buckets as
+        # they came this step (_arrived), as the core saw them (_seen) and the last step's (_layout);
+        # after a load, the grouping to restore and the buckets held for it.
+        self._ordinals = {}
+        self._arrived, self._seen, self._layout = [], [], None
+        self._restore, self._held, self._held_layout = None, None, None
+        self._density_based = next(r["density_based"] for r in compressor_rows() if r["name"] == method)
+        self._off_density = 0  # compressed steps in a row with the density outside _DENSITY_BAND
+        self._density_warned = False
         self.device_timing = bool(device_timing)
         self._step_events, self._last_step_events = [], []
         self._tasks = queue.SimpleQueue()
@@ -246,15 +283,20 @@ class State:
     def state_dict(self):
         """Everything that carries from one step to the next (residuals, step count and so the
         warm-up's position, the stage controller, the sampling streams, the skip count and the
-        statistics), plus the settings it belongs to. Between steps; waits for queued buckets."""
+        statistics, the grouping of the last step's buckets), plus the settings it belongs to.
+        Between steps; waits for queued buckets."""
         self._drain()
+        layout = [[index, list(keys)] for index, keys in self._layout or []]
         return {"format": _STATE_FORMAT, "method": self.method, "ratio": self.ratio,
                 "options": dict(self._options), "seed": self._seed, "warmup": self._warmup,
                 "history": self._history, "rank": self.rank, "world_size": self.world_size,
-                "core": self._core.save_state()}
+                "core": self._core.save_state(), "layout": layout}
 
     def load_state_dict(self, d):
-        """Continues from state_dict() d, saved by the same rank of a run with the same settings."""
+        """Continues from state_dict() d, saved by the same rank of a run with the same settings.
+        The next step goes exactly as it would have gone in the saved run: its buckets reach the
+        compressor in the grouping of the saved run's last step, whatever grouping DDP hands them
+        over in (a new DDP groups its first step by registration order and regroups after it)."""
         self._drain()
         if not isinstance(d, dict) or d.get("format") != _STATE_FORMAT:
             raise _gradscope.Error("not a gradscope.ddp.State state_dict (or of another version)")
@@ -267,12 +309,14 @@ class State:
                 raise _gradscope.Error(f"the state_dict was saved with {key}={theirs!r}, this State has "
                                        f"{key}={value!r}: load each rank's own state into a State made "
                                        "with the same settings")
+        layout = [(int(index), tuple(int(k) for k in keys)) for index, keys in d["layout"]]
         self._core.load_state(d["core"])
+        self._restore = layout or None
 
     def __getstate__(self):
         """Pickles the settings and the state; the process groups and the thread stay behind (the
         unpickled State binds the default group, as PowerSGDState does, and makes its own group at
-        its first step, where every worker is)."""
+        its first bucket, where every worker is, as every State does)."""
         return {"state": self.state_dict(), "options": self._option_values, "variance": self.variance,
                 "timeout": self.timeout}
 
@@ -281,7 +325,7 @@ class State:
         warmup_steps, warmup, start = s["warmup"]
         self.__init__(s["method"], s["ratio"], variance=pickled["variance"], warmup_steps=warmup_steps,
                       warmup=warmup, warmup_start_ratio=start, history=s["history"],
-                      timeout=pickled["timeout"], hook_group=_AT_FIRST_STEP, seed=s["seed"],
+                      timeout=pickled["timeout"], seed=s["seed"],
                       **pickled["options"])
         self.load_state_dict(s)
 
@@ -295,32 +339,55 @@ class State:
         parameters laid end to end in it. Returns at once; the state's thread does the work,
         bucket after bucket in call order; the last bucket's Future completes once the step is
         closed (state.steps updated). A bucket on a device (CUDA, or cuda-host's stand-in) gets its
-        update written into grad itself, on the device."""
+        update written into grad itself, on the device.
+
+        The first step after load_state_dict hands its buckets to the core in the grouping the
+        saved step had (DDP groups a new process's first step in registration order and regroups
+        after it): where the groupings differ, this step's buckets wait for the last one."""
         t0 = time.perf_counter()
         if grad.dtype not in _FLOAT_DTYPES:
             raise TypeError(f"bucket {index} has dtype {grad.dtype}: gradscope compresses float32, "
                             "float16, bfloat16 and float64 gradients")
-        params = [(id(p), p.numel()) for p in parameters]
-        comm = self._collectives(grad.device)
-        device = self._bucket_device(grad)
-        if device is None:
+        keys = [self._ordinals.setdefault(id(p), len(self._ordinals)) for p in parameters]
+        b = _Bucket(index, keys, [(k, p.numel()) for k, p in zip(keys, parameters)], grad, bucket, last,
+                    self._bucket_device(grad))
+        b.comm = self._collectives(grad.device)
+        if b.where is None:
             host = grad.detach()
             if host.device.type != "cpu" or host.dtype != torch.float32 or not host.is_contiguous():
                 host = host.to(device="cpu", dtype=torch.float32).contiguous()  # values travel as float32
-            task, result = (self._bucket, host), torch.futures.Future()
+            b.host, b.result = host, torch.futures.Future()
         else:
-            ready = None
             if grad.is_cuda:  # the bucket is complete once DDP's stream gets here
-                ready = torch.cuda.Event()
-                ready.record(torch.cuda.current_stream(grad.device))
-            task = (self._bucket_on_device, device, ready)
-            result = torch.futures.Future(devices=[grad.device]) if grad.is_cuda else torch.futures.Future()
-        self._start_thread()
-        with self._busy:
-            self._queued += 1
-        hook_s = time.perf_counter() - t0
-        self._tasks.put((self, task, result, index, params, comm, last, bucket, grad, hook_s))
-        return result
+                b.ready = torch.cuda.Event()
+                b.ready.record(torch.cuda.current_stream(grad.device))
+            b.result = torch.futures.Future(devices=[grad.device]) if grad.is_cuda else torch.futures.Future()
+        task = self._task_for(b)
+        b.hook_s = time.perf_counter() - t0
+        if task is not None:
+            self._start_thread()
+            with self._busy:
+                self._queued += 1
+            self._tasks.put((self, *task))
+        return b.result
+
+    def _task_for(self, b):
+        """What the state's thread does with bucket b: (method, argument), or None while b waits
+        for the rest of a step regrouped into the restored grouping."""
+        self._arrived.append((b.index, tuple(b.keys)))
+        at = len(self._arrived) - 1
+        if self._restore is not None and self._held is None:
+            if at >= len(self._restore) or self._restore[at] != self._arrived[at]:
+                self._held, self._held_layout = [], self._restore[at:]
+        if b.last:
+            self._arrived, self._restore = [], None
+        if self._held is None:
+            return (self._bucket_on_device if b.where else self._bucket), b
+        self._held.append(b)
+        if not b.last:
+            return None
+        held, self._held = self._held, None
+        return self._regrouped, (held, self._held_layout)
 
     def _bucket_device(self, grad):
         """(backend, device) where a bucket stays, or None for the host path."""
@@ -330,73 +397,155 @@ class State:
             return ("cuda-host", self.rank)
         return None
 
-    def _variance_on_host(self, bucket):
+    def _variance(self, bucket):
+        """The bucket's variance as a float32 host tensor, when the compressor weighs by it."""
         if not self._core.needs_gradient_variance:
-            return None, 0, 0
-        v = self.variance(bucket).detach().to(device="cpu", dtype=torch.float32).contiguous()
-        return v, v.data_ptr(), v.numel()
+            return None
+        return self.variance(bucket).detach().to(device="cpu", dtype=torch.float32).contiguous()
 
-    def _bucket(self, task, result, index, params, comm, last, bucket, grad, hook_s):
-        """One bucket on the host, on the state's thread."""
-        _, host = task
-        reached = False  # whether the core saw the bucket (it abandons a failed step itself)
-        try:
-            out = torch.empty(host.numel(), dtype=torch.float32)
-            v, v_address, v_n = self._variance_on_host(bucket)
-            reached = True
-            self._core.exchange(index, host.data_ptr(), host.numel(), params, comm, out.data_ptr(), last,
+    def _core_exchange(self, b, index, work, params, last, variance, hook_s):
+        """The core's exchange of one bucket's float32 values `work` (host memory on the host path,
+        updated in place on a device; the host path's update is returned)."""
+        v_address, v_n = (0, 0) if variance is None else (variance.data_ptr(), variance.numel())
+        self._seen.append((index, tuple(k for k, _ in params)))
+        if last:
+            self._layout, self._seen = self._seen, []
+        if b.where is None:
+            out = torch.empty(work.numel(), dtype=torch.float32)
+            self._core.exchange(index, work.data_ptr(), work.numel(), params, b.comm, out.data_ptr(), last,
                                 v_address, v_n, hook_s)
-            result.set_result(out if out.dtype == grad.dtype and grad.device.type == "cpu"
-                              else out.to(device=grad.device, dtype=grad.dtype))
-        except Exception as e:  # noqa: BLE001 - every error reaches the caller through its Future
-            if not reached:
-                self._core.fail_bucket(last)
-            self.last_error = e
-            result.set_exception(e)
+        else:
+            backend, device = b.where
+            stream = (torch.cuda.current_stream(device).cuda_stream if backend == "cuda"
+                      else _gradscope.cuda_host_caller_stream(device))
+            self._core.exchange_resident(index, work.data_ptr(), work.numel(), params, b.comm, last, v_address,
+                                         v_n, hook_s, backend, device, stream)
+            out = work
+        if last:
+            self._watch_density()
+        return out
 
-    def _bucket_on_device(self, task, result, index, params, comm, last, bucket, grad, hook_s):
+    def _watch_density(self):
+        """Warns (once) when the achieved density of a density-based compressor has stayed beyond
+        twice the ratio, or below half of it, for _DENSITY_STEPS compressed steps in a row."""
+        step = self._core.last_step()
+        if not self._density_based or step["skipped"] or step["warmup"] or step["target_density"] >= 1.0:
+            return
+        off = step["density"] / step["target_density"]
+        low, high = _DENSITY_BAND
+        self._off_density = 0 if low <= off <= high else self._off_density + 1
+        if self._off_density == _DENSITY_STEPS and not self._density_warned:
+            self._density_warned = True
+            warnings.warn(f"gradscope.ddp.State({self.method!r}, ratio={self.ratio:g}): the achieved density has "
+                          f"stayed {'above twice' if off > high else 'below half'} the ratio for "
+                          f"{_DENSITY_STEPS} steps (now {step['density']:.3g}, {off:.2f}x): the bytes sent are "
+                          "not what the ratio asks for; state.steps shows the density and SIDCo's stages step "
+                          "by step (docs/python.md, 'Density')", RuntimeWarning, stacklevel=2)
+
+    def _fail(self, buckets, error, closed):
+        """Every bucket's Future gets the error; the core abandons the step unless it saw the last
+        bucket (it abandons a failed step itself)."""
+        if not closed:
+            self._core.fail_bucket(buckets[-1].last)
+        self._seen = []
+        self.last_error = error
+        for b in buckets:
+            b.result.set_exception(error)
+
+    def _bucket(self, b):
+        """One bucket on the host, on the state's thread."""
+        reached = False  # whether the core saw the bucket
+        try:
+            variance = self._variance(b.bucket)
+            reached = True
+            out = self._core_exchange(b, b.index, b.host, b.params, b.last, variance, b.hook_s)
+            b.result.set_result(out if out.dtype == b.grad.dtype and b.grad.device.type == "cpu"
+                                else out.to(device=b.grad.device, dtype=b.grad.dtype))
+        except Exception as e:  # noqa: BLE001 - every error reaches the caller through its Future
+            self._fail([b], e, reached)
+
+    def _bucket_on_device(self, b):
         """One bucket left on its device, on the state's thread: worked on a stream of the hook's
         that waits for the bucket, the update written into grad there."""
-        _, (backend, device), ready = task
-        reached = False  # whether the core saw the bucket (it abandons a failed step itself)
+        reached = False
         try:
-            if backend == "cuda":
-                with torch.cuda.device(device):  # this thread works on the bucket's device
-                    stream = self._streams.get(device)
-                    if stream is None:
-                        stream = self._streams[device] = torch.cuda.Stream(device)
-                    stream.wait_event(ready)
-                    with torch.cuda.stream(stream):
-                        start = self._start_timing(stream)
-                        work, v, v_address, v_n = self._device_inputs(grad, bucket)
-                        reached = True
-                        self._core.exchange_resident(index, work.data_ptr(), work.numel(), params, comm, last,
-                                                     v_address, v_n, hook_s, backend, device, stream.cuda_stream)
-                        if work.data_ptr() != grad.data_ptr():
-                            grad.copy_(work)
-                        self._end_timing(stream, start, last)
-                        result.set_result(grad)  # a CUDA Future: records an event on this stream
-            else:  # cuda-host, with its stand-in for torch's current stream of the device
-                work, v, v_address, v_n = self._device_inputs(grad, bucket)
+            with self._on_device(b.where, [b]) as stream:
+                start = self._start_timing(stream)
+                work = _float32(b.grad)
+                variance = self._variance(b.bucket)
                 reached = True
-                self._core.exchange_resident(index, work.data_ptr(), work.numel(), params, comm, last, v_address,
-                                             v_n, hook_s, backend, device, _gradscope.cuda_host_caller_stream(device))
-                if work.data_ptr() != grad.data_ptr():
-                    grad.copy_(work)
-                result.set_result(grad)
-        except Exception as e:  # noqa: BLE001 - every error reaches the caller through its Future
-            if not reached:
-                self._core.fail_bucket(last)
-            self.last_error = e
-            result.set_exception(e)
+                self._core_exchange(b, b.index, work, b.params, b.last, variance, b.hook_s)
+                if work.data_ptr() != b.grad.data_ptr():
+                    b.grad.copy_(work)
+                self._end_timing(stream, start, b.last)
+                b.result.set_result(b.grad)  # a CUDA Future: records an event on this stream
+        except Exception as e:  # noqa: BLE001
+            self._fail([b], e, reached)
 
-    def _device_inputs(self, grad, bucket):
-        """The bucket as float32 where it lives (a copy only for other dtypes, made on the current
-        stream), and its variance on the host when the compressor weighs by it."""
-        work = grad.detach()
-        if work.dtype != torch.float32 or not work.is_contiguous():
-            work = work.to(torch.float32).contiguous()
-        return (work, *self._variance_on_host(bucket))
+    @contextlib.contextmanager
+    def _on_device(self, where, buckets):
+        """For a CUDA bucket: this thread on its device, on the hook's stream of that device, which
+        waits for the buckets to be ready (yields the stream; None for cuda-host and the host)."""
+        if where is None or where[0] != "cuda":
+            yield None
+            return
+        device = where[1]
+        with torch.cuda.device(device):
+            stream = self._streams.get(device)
+            if stream is None:
+                stream = self._streams[device] = torch.cuda.Stream(device)
+            for b in buckets:
+                stream.wait_event(b.ready)
+            with torch.cuda.stream(stream):
+                yield stream
+
+    def _regrouped(self, job):
+        """The rest of a step after a resume, in the grouping the saved step had: each parameter's
+        values gathered from the buckets DDP handed over into the saved buckets, which the core
+        exchanges in their saved order, and each handed bucket's update gathered back. When the
+        parameters differ from the saved step's (another model), the buckets go as handed over."""
+        held, layout = job
+        pieces = {}  # ordinal -> (bucket, offset, numel)
+        for b in held:
+            offset = 0
+            for k, n in b.params:
+                pieces[k] = (b, offset, n)
+                offset += n
+        if sorted(k for _, keys in layout for k in keys) != sorted(pieces):
+            layout = [(b.index, tuple(b.keys)) for b in held]
+        closed = False
+        try:
+            for b in held:  # ordinals in the order DDP first handed the parameters over
+                self._core.name_parameters(b.index, b.params)
+            with self._on_device(held[0].where, held) as stream:
+                start = self._start_timing(stream)
+                values = {id(b): (b.host if b.where is None else b.grad.detach()) for b in held}
+                variances = {id(b): self._variance(b.bucket) for b in held}
+                hook_s = sum(b.hook_s for b in held)
+                update = {}
+                for j, (index, keys) in enumerate(layout):
+                    part = [pieces[k] for k in keys]
+                    work = _float32(torch.cat([values[id(b)][o:o + n] for b, o, n in part]))
+                    variance = (None if variances[id(held[0])] is None
+                                else torch.cat([variances[id(b)][o:o + n] for b, o, n in part]))
+                    last = j == len(layout) - 1
+                    closed = last
+                    out = self._core_exchange(held[0], index, work, [(k, n) for k, (_, _, n) in zip(keys, part)],
+                                              last, variance, hook_s if last else 0.0)
+                    offset = 0
+                    for k, (_, _, n) in zip(keys, part):
+                        update[k] = out[offset:offset + n]
+                        offset += n
+                for b in held:
+                    mine = torch.cat([update[k] for k in b.keys])
+                    if b.where is None:
+                        b.result.set_result(mine.to(device=b.grad.device, dtype=b.grad.dtype))
+                    else:
+                        b.grad.copy_(mine)
+                        b.result.set_result(b.grad)
+                self._end_timing(stream, start, True)
+        except Exception as e:  # noqa: BLE001
+            self._fail(held, e, closed)
 
     def _start_timing(self, stream):
         if not self.device_timing:
@@ -432,8 +581,8 @@ class State:
         return dist.new_group(ranks=ranks, backend=dist.get_backend(self.process_group), **kwargs)
 
     def _collectives(self, device):
-        """The hook's own process group as the C++ core's Collectives (an unpickled state makes
-        its group here, at the first bucket of its first step, where every worker is)."""
+        """The hook's own process group as the C++ core's Collectives (made here, at the first
+        bucket of the first step, where every worker is)."""
         if self._comm is None:
             if self._hook_group is None:
                 self._hook_group = self._new_hook_group()
@@ -461,7 +610,7 @@ class State:
             if not self._busy.wait_for(lambda: self._queued == 0, timeout=timeout_s):
                 raise _gradscope.Error(f"{self._queued} bucket(s) still queued after {timeout_s:g} s: "
                                        "take the state between steps")
-        if self._core.mid_step:
+        if self._core.mid_step or self._arrived:
             raise _gradscope.Error("the state is mid-step (its last bucket has not come yet): take it "
                                    "between steps, after backward() returned")
 
@@ -474,13 +623,12 @@ def _run_tasks(tasks):
         item = tasks.get()
         if item is None:
             return
-        state, task, *args = item
+        state, run, arg = item  # run: the state's _bucket, _bucket_on_device or _regrouped
         try:
-            run = task[0]  # the state's _bucket or _bucket_on_device
-            run(task, *args)
+            run(arg)
         finally:
             state._done_one()
-        del state, task, run, args, item
+        del state, run, arg, item
 
 
 def _stop_tasks(tasks, thread, timeout_s=30.0):

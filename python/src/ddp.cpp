@@ -27,6 +27,16 @@ namespace py = pybind11;
 namespace gs::python {
 namespace {
 
+// A bucket's parameters as Python names them: (key, numel) pairs, in the bucket's order.
+using ParamList = std::vector<std::pair<std::uint64_t, std::uint64_t>>;
+
+std::vector<compress::BucketParam> bucket_params(const ParamList& params) {
+  std::vector<compress::BucketParam> ps;
+  ps.reserve(params.size());
+  for (const auto& [key, numel] : params) ps.push_back({key, numel});
+  return ps;
+}
+
 py::dict stats_dict(const compress::StepStats& s) {
   py::dict d;
   d["n"] = s.n;
@@ -55,6 +65,7 @@ py::dict summary_dict(const compress::RunSummary& s) {
   d["skipped_steps"] = s.skipped_steps;
   if (s.steps == s.skipped_steps) return d;
   d["density_mean"] = s.density_mean;
+  d["density_mean_all"] = s.density_mean_all;
   d["quality_mean"] = s.quality_mean;
   d["quality_p5"] = s.quality_p5;
   d["quality_p95"] = s.quality_p95;
@@ -89,12 +100,10 @@ class BucketHandle {
   // update into n floats at out. collectives: the Python object with rank, world_size,
   // allreduce_max/min/sum and allgather (gradscope.ddp.TorchCollectives).
   void exchange(int index, std::uintptr_t g, std::uint64_t n,
-                const std::vector<std::pair<std::uint64_t, std::uint64_t>>& params,
+                const ParamList& params,
                 py::object collectives, std::uintptr_t out, bool last, std::uintptr_t variance,
                 std::uint64_t variance_n, double hook_seconds) {
-    std::vector<compress::BucketParam> ps;
-    ps.reserve(params.size());
-    for (const auto& [key, numel] : params) ps.push_back({key, numel});
+    const std::vector<compress::BucketParam> ps = bucket_params(params);
     PythonCollectives comm(std::move(collectives));
     py::gil_scoped_release free;
     core_->exchange(index, span_at<const float>(g, n), ps, comm, span_at<float>(out, n), last,
@@ -109,12 +118,10 @@ class BucketHandle {
   // true, it also all-gathers and all-reduces device memory (allgather_counts, allgather_pairs,
   // allreduce_sum_device).
   void exchange_resident(int index, std::uintptr_t address, std::uint64_t n,
-                         const std::vector<std::pair<std::uint64_t, std::uint64_t>>& params,
+                         const ParamList& params,
                          py::object collectives, bool last, std::uintptr_t variance, std::uint64_t variance_n,
                          double hook_seconds, const std::string& backend, int device, std::uintptr_t stream) {
-    std::vector<compress::BucketParam> ps;
-    ps.reserve(params.size());
-    for (const auto& [key, numel] : params) ps.push_back({key, numel});
+    const std::vector<compress::BucketParam> ps = bucket_params(params);
     compress::DeviceBucket b;
     b.index = index;
     b.data = span_at<float>(address, n).data();
@@ -174,8 +181,21 @@ void bind_ddp(py::module_& m) {
            py::arg("n"), py::arg("params"), py::arg("collectives"), py::arg("last"), py::arg("variance"),
            py::arg("variance_n"), py::arg("hook_seconds"), py::arg("backend"), py::arg("device"),
            py::arg("stream"))
+      .def("name_parameters",
+           [](BucketHandle& h, int index, const ParamList& params) {
+             const std::vector<compress::BucketParam> ps = bucket_params(params);
+             std::uint64_t n = 0;
+             for (const auto& p : ps) n += p.numel;
+             h.get().name_parameters(ps, n, index);
+           },
+           py::arg("index"), py::arg("params"))
       .def("fail_bucket", [](BucketHandle& h, bool last) { h.get().fail_bucket(last); }, py::arg("last"))
       .def("history", &BucketHandle::history)
+      .def("last_step",
+           [](BucketHandle& h) -> py::object {
+             if (h.get().history().empty()) return py::none();
+             return stats_dict(h.get().history().back());
+           })
       .def("summary", [](BucketHandle& h) { return summary_dict(h.get().summary()); })
       .def("save_state", &BucketHandle::save_state)
       .def("load_state", &BucketHandle::load_state)

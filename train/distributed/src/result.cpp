@@ -66,6 +66,7 @@ std::string to_json(const TrainConfig& c, const TrainResult& r) {
       {"summary",
        {{"quality_mean", s.quality_mean}, {"quality_p5", s.quality_p5},
         {"quality_p95", s.quality_p95}, {"density_mean", s.density_mean},
+        {"density_mean_all", s.density_mean_all},
         {"bytes_per_step", s.bytes_per_step}, {"dense_bytes_per_step", s.dense_bytes_per_step},
         {"compress_ms_per_step", s.compress_ms_per_step},
         {"comm_ms_per_step", s.comm_ms_per_step}, {"step_ms", s.step_ms}}},

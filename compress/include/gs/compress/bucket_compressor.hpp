@@ -96,6 +96,12 @@ class BucketCompressor {
                          DeviceCollectives* device_comm, bool last, std::span<const float> variance = {},
                          double hook_seconds = 0.0);
 
+  // Numbers the parameters of a bucket not seen yet, in `params` order, as handing the bucket over
+  // would, and checks their sizes (n: the bucket's elements); returns the layout's name. For a
+  // framework that hands a step's buckets over in another grouping than it saw them in (gradscope.ddp
+  // after a resume): the ordinals, which checkpoints keep residuals by, stay those of first sight.
+  std::string name_parameters(std::span<const BucketParam> params, std::uint64_t n, int index);
+
   std::int64_t steps() const { return steps_; }  // finished steps
   bool mid_step() const { return buckets_in_step_ > 0; }
   // A bucket the framework could not hand over (its own error before exchange()): the step is

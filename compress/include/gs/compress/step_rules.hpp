@@ -74,11 +74,13 @@ struct StepFigures {
   double compress_seconds = 0.0, comm_seconds = 0.0, hook_seconds = 0.0, step_seconds = 0.0;
 };
 
-// Means over the non-skipped steps; quality over the non-skipped steps after the warm-up.
+// Means over the non-skipped steps; quality and density_mean over the compressed steps (the
+// non-skipped steps after the warm-up: 0 when there are none), density_mean_all over every
+// non-skipped step, the warm-up's included.
 struct RunSummary {
   std::int64_t steps = 0, skipped_steps = 0;
   double quality_mean = 0.0, quality_p5 = 0.0, quality_p95 = 0.0;
-  double density_mean = 0.0;
+  double density_mean = 0.0, density_mean_all = 0.0;
   double bytes_per_step = 0.0, dense_bytes_per_step = 0.0, gathered_bytes_per_step = 0.0;
   double host_device_bytes_per_step = 0.0, host_device_gathered_bytes_per_step = 0.0;
   double compress_ms_per_step = 0.0, comm_ms_per_step = 0.0, hook_ms_per_step = 0.0, step_ms = 0.0;
@@ -95,7 +97,8 @@ class RunStatistics {
 
  private:
   std::int64_t steps_ = 0, skipped_ = 0, counted_ = 0;
-  double density_ = 0, bytes_ = 0, dense_ = 0, gathered_ = 0, bus_ = 0, bus_gathered_ = 0;
+  double density_ = 0, density_compressed_ = 0;  // sums over the counted steps, the compressed ones
+  double bytes_ = 0, dense_ = 0, gathered_ = 0, bus_ = 0, bus_gathered_ = 0;
   double compress_ = 0, comm_ = 0, hook_ = 0, step_ = 0;
   std::vector<double> quality_;
 };

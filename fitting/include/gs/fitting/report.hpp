@@ -20,10 +20,6 @@ inline const std::vector<std::string> kAllDists = {"exponential", "gamma", "gpar
 inline const std::vector<std::string> kAllMethods = threshold_method_names();
 // A list as a help text shows it: "a,b,c".
 inline std::string comma_list(const std::vector<std::string>& names) { return join(names, ","); }
-// SIDCo stages used when the caller gives none: a fixed count (no adaptive controller).
-// 3 stages keeps SIDCo-E, -P and -GP within +-10% of the target on Laplace, gamma and GP data
-// for density = 0.1, 0.01, 0.001 (tests/fitting/test_thresholds.cpp).
-inline constexpr int kDefaultSidcoStages = 3;
 // Largest sample KS/AD/QQ are computed on; beyond it a uniform random subsample of this size.
 inline constexpr std::uint64_t kDefaultKsMaxPoints = 1'000'000;
 

@@ -1,0 +1,187 @@
+"""One worker process of the tests of resuming, of making a State and of the density
+(test_ddp_resume.py), one per rank, over Gloo on loopback; models written here, as a user writes
+their own.
+
+    ddp_resume_worker.py MODE RANK WORLD RENDEZVOUS OUT STEPS [ARG]
+        MODE: whole (ARG: checkpoint prefix): every compressor, STEPS steps, saved at STEPS // 2
+              | resume (ARG: the same prefix): every compressor from its checkpoint to STEPS, in a
+                new process
+              | late_state: the ranks make their State at different points of the program
+              | gru (ARG: compressor options as key=value,...): sidco-e at 0.01 on a small GRU
+    writes OUT (torch.save).
+"""
+
+import sys
+import warnings
+
+import torch
+import torch.distributed as dist
+
+import gradscope
+import gradscope.ddp as gddp
+
+TIMEOUT_S = 60.0
+BATCH = 32
+
+
+class Reordered(torch.nn.Module):
+    """Layers registered in another order than the forward uses them (head first, stem last). DDP
+    (torch 1.13) hands a new model's first step over as one bucket in registration order, and
+    regroups after it by the order backward makes gradients ready: {head, mid} (its first bucket
+    of 1 MB), {side}, {stem}."""
+
+    def __init__(self):
+        super().__init__()
+        self.head = torch.nn.Linear(1024, 10)
+        self.mid = torch.nn.Linear(256, 1024)
+        self.side = torch.nn.Linear(256, 256)
+        self.stem = torch.nn.Linear(784, 256)
+
+    def forward(self, x):
+        x = torch.relu(self.stem(x.flatten(1)))
+        x = x + torch.relu(self.side(x))
+        return self.head(torch.relu(self.mid(x)))
+
+
+def batches(rank, world, steps):
+    x, y = gradscope.fashion_mnist("train", 2048)
+    shard = torch.arange(rank, 2048, world)
+    for step in range(steps):
+        idx = shard[(step * BATCH) % (len(shard) - BATCH):][:BATCH]
+        yield step, x[idx], y[idx]
+
+
+def squared_gradient(bucket):
+    return bucket.buffer() ** 2
+
+
+def layouts_hook(log):
+    """gradscope's hook, noting each step's buckets as DDP hands them over (index, parameter names)."""
+    def hook(state, bucket):
+        if bucket.index() == 0:
+            log.append([])
+        log[-1].append([id(p) for p in bucket.parameters()])
+        return gddp.hook(state, bucket)
+    return hook
+
+
+def make(method, log):
+    torch.manual_seed(0)
+    model = Reordered()
+    ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.03)
+    kw = {"variance": squared_gradient} if method == "variance" else {}
+    if next(r for r in gradscope._options.compressor_rows() if r["name"] == method)["density_based"]:
+        kw["ratio"] = 0.05
+    state = gddp.State(method, timeout=TIMEOUT_S, warmup_steps=2, **kw)
+    ddp.register_comm_hook(state, layouts_hook(log))
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
+    return model, ddp, state, opt
+
+
+def train(ddp, opt, x, y):
+    opt.zero_grad()
+    torch.nn.functional.cross_entropy(ddp(x), y).backward()
+    opt.step()
+
+
+def names(model, log):
+    """The logged layouts with parameter names for ids (comparable across processes)."""
+    by_id = {id(p): n for n, p in model.named_parameters()}
+    return [[[by_id[i] for i in bucket] for bucket in step] for step in log]
+
+
+def checkpointed(mode, rank, world, out, steps, prefix):
+    half = steps // 2
+    results = {}
+    for method in gradscope.compressor_names():
+        log = []
+        model, ddp, state, opt = make(method, log)
+        start = 0
+        if mode == "resume":
+            saved = torch.load(f"{prefix}.{method}.{rank}")
+            model.load_state_dict(saved["model"])
+            opt.load_state_dict(saved["optimizer"])
+            state.load_state_dict(saved["gradscope"])
+            start = half
+        for step, x, y in batches(rank, world, steps):
+            if step < start:
+                continue
+            if mode == "whole" and step == half:
+                torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(),
+                            "gradscope": state.state_dict()}, f"{prefix}.{method}.{rank}")
+            train(ddp, opt, x, y)
+        results[method] = {"params": torch.cat([p.detach().flatten() for p in model.parameters()]),
+                           "layouts": names(model, log), "summary": state.summary()}
+    torch.save(results, out)
+
+
+def late_state(rank, world, out, steps):
+    """Rank 0 makes its State before DDP, the others after DDP and a collective of their own."""
+    torch.manual_seed(0)
+    model = Reordered()
+    state = gddp.State("topk", 0.05, timeout=TIMEOUT_S) if rank == 0 else None
+    ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.03)
+    dist.all_reduce(torch.ones(1))  # a collective of the program's own
+    if state is None:
+        state = gddp.State("topk", 0.05, timeout=TIMEOUT_S)
+    ddp.register_comm_hook(state, gddp.hook)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.05)
+    for _, x, y in batches(rank, world, steps):
+        train(ddp, opt, x, y)
+    torch.save({"params": torch.cat([p.detach().flatten() for p in model.parameters()]),
+                "summary": state.summary()}, out)
+
+
+class SmallGru(torch.nn.Module):
+    """Rows of a Fashion-MNIST image as a sequence of 28 vectors of 28, read by a GRU."""
+
+    def __init__(self):
+        super().__init__()
+        self.gru = torch.nn.GRU(28, 64, batch_first=True)
+        self.head = torch.nn.Linear(64, 10)
+
+    def forward(self, x):
+        _, h = self.gru(x.view(-1, 28, 28))
+        return self.head(h[-1])
+
+
+def gru(rank, world, out, steps, options):
+    kw = {}
+    for item in filter(None, options.split(",")):
+        key, value = item.split("=")
+        kw[key] = int(value)
+    torch.manual_seed(0)
+    model = SmallGru()
+    ddp = torch.nn.parallel.DistributedDataParallel(model)
+    state = gddp.State("sidco-e", 0.01, timeout=TIMEOUT_S, **kw)
+    ddp.register_comm_hook(state, gddp.hook)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _, x, y in batches(rank, world, steps):
+            train(ddp, opt, x, y)
+    torch.save({"steps": [vars(s) for s in state.steps], "summary": state.summary(),
+                "warnings": [str(w.message) for w in caught if w.category is RuntimeWarning]}, out)
+
+
+def main():
+    mode, rank, world, url, out, steps = sys.argv[1:7]
+    arg = sys.argv[7] if len(sys.argv) > 7 else ""
+    rank, world, steps = int(rank), int(world), int(steps)
+    dist.init_process_group("gloo", init_method=url, rank=rank, world_size=world)
+    try:
+        if mode in ("whole", "resume"):
+            checkpointed(mode, rank, world, out, steps, arg)
+        elif mode == "late_state":
+            late_state(rank, world, out, steps)
+        elif mode == "gru":
+            gru(rank, world, out, steps, arg)
+        else:
+            raise SystemExit(f"unknown mode {mode}")
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
