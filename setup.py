@@ -4,6 +4,9 @@ CMake configures a build of only what the extension needs (no tests, benchmarks,
 executables) for the interpreter running pip (GS_PYTHON), builds the _gradscope target and puts
 the module into the package. Environment:
   GS_CMAKE_ARGS   more arguments for the configure step, e.g. "-DGS_ENABLE_CUDA=OFF"
+  GS_CUDA_ARCHS   the CUDA targets (CMake's GS_CUDA_ARCHS): unset, this machine's GPUs (compute_75
+                  PTX where none is visible); "all", machine code for sm_75 to sm_90 and PTX, for
+                  a package built for others; or a CMAKE_CUDA_ARCHITECTURES list
   GS_JOBS         parallel build jobs (default: the machine's processors)
 """
 
@@ -34,6 +37,7 @@ class CMakeBuild(build_ext):
         configure = ["cmake", "-S", str(ROOT), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release",
                      f"-DGS_PYTHON={sys.executable}", "-DGS_BUILD_TESTS=OFF", "-DGS_BUILD_BENCH=OFF",
                      "-DGS_ENABLE_GUI=OFF", "-DGS_ENABLE_TORCH=OFF", "-DGS_ENABLE_PYTHON=ON",
+                     f"-DGS_CUDA_ARCHS={os.environ.get('GS_CUDA_ARCHS', '')}",
                      *shlex.split(os.environ.get("GS_CMAKE_ARGS", ""))]
         jobs = os.environ.get("GS_JOBS", str(os.cpu_count() or 1))
         subprocess.run(configure, check=True)

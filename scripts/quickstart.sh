@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # The two Quick start commands:
-#   scripts/quickstart.sh demo   set up, build, run `gradscope demo` on the built-in default data
-#   scripts/quickstart.sh test   set up, build, run the whole test suite through ctest, then the
-#                                fuzz targets (ctest -L fuzz in build-fuzz/, clang with sanitizers)
-# GS_BUILD_DIR (default build/) and GS_JOBS (default 2) may be set.
+#   scripts/quickstart.sh demo   set up, build what the demo runs (the gradscope CLI and its
+#                                libraries), run `gradscope demo` on the built-in default data
+#   scripts/quickstart.sh test   set up, build everything, run the whole test suite through ctest,
+#                                then the fuzz targets (ctest -L fuzz in build-fuzz/, clang with
+#                                sanitizers)
+# Each phase (packages, configure, build, demo or tests) is printed with its time, and all of them
+# at the end. GS_BUILD_DIR (default build/) and GS_JOBS (default 2) may be set; GS_CUDA_ARCHS as
+# CMake's (docs/architecture.md: on a machine without a GPU the test build adds sm_75 machine code
+# to the compute_75 PTX, so that ptxas sees every kernel).
 set -euo pipefail
 mode=${1:-demo}
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -15,23 +20,49 @@ case "$mode" in
   *) echo "usage: $0 demo|test" >&2; exit 2 ;;
 esac
 
-bash "$root/scripts/setup.sh"
-cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release
-cmake --build "$build" -j"$jobs"
+phases=()
+start=$SECONDS
+# phase NAME COMMAND...: runs the command, says how long it took.
+phase() {
+  local name=$1 t0=$SECONDS
+  shift
+  echo "== quickstart: $name"
+  "$@"
+  phases+=("$(printf '%-10s %4d s' "$name" $((SECONDS - t0)))")
+  echo "== quickstart: $name took $((SECONDS - t0)) s"
+}
+summary() {
+  echo "== quickstart $mode: $((SECONDS - start)) s in all"
+  printf '   %s\n' "${phases[@]}"
+}
+
+configure_args=(-DCMAKE_BUILD_TYPE=Release)
+if [[ $mode == test && -z ${GS_CUDA_ARCHS+set} ]] && ! nvidia-smi -L >/dev/null 2>&1; then
+  configure_args+=("-DGS_CUDA_ARCHS=75-real;75-virtual")
+elif [[ -n ${GS_CUDA_ARCHS+set} ]]; then
+  configure_args+=("-DGS_CUDA_ARCHS=$GS_CUDA_ARCHS")
+fi
+
+phase packages bash "$root/scripts/setup.sh"
+phase configure cmake -S "$root" -B "$build" "${configure_args[@]}"
 
 if [[ $mode == demo ]]; then
-  exec "$build/cli/gradscope" demo
-else
-  # The suites share the 2 cores; torch and OpenMP would otherwise each take both.
-  export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
-  # Idle OpenMP threads sleep instead of spinning on cores the other suites need.
-  export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
-  ctest --test-dir "$build" --output-on-failure -j"$jobs"
-  # The fuzz targets (clang, ASan and UBSan) in their own build, each for a bounded number of
-  # inputs from the committed corpus: ctest -L fuzz.
-  fuzz_build=${GS_FUZZ_BUILD_DIR:-$root/build-fuzz}
-  cmake -S "$root" -B "$fuzz_build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
-    -DCMAKE_CXX_COMPILER=clang++ -DGS_FUZZ=ON
-  cmake --build "$fuzz_build" -j"$jobs"
-  exec ctest --test-dir "$fuzz_build" -L fuzz --output-on-failure -j"$jobs"
+  phase build cmake --build "$build" -j"$jobs" --target gradscope
+  phase demo "$build/cli/gradscope" demo
+  summary
+  exit 0
 fi
+
+phase build cmake --build "$build" -j"$jobs"
+# The suites share the 2 cores; torch and OpenMP would otherwise each take both.
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+# Idle OpenMP threads sleep instead of spinning on cores the other suites need.
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
+phase tests ctest --test-dir "$build" --output-on-failure -j"$jobs"
+# The fuzz targets (clang, ASan and UBSan) in their own build, each for a bounded number of
+# inputs from the committed corpus: ctest -L fuzz.
+fuzz_build=${GS_FUZZ_BUILD_DIR:-$root/build-fuzz}
+phase fuzz-build bash -c "cmake -S '$root' -B '$fuzz_build' -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DGS_FUZZ=ON && cmake --build '$fuzz_build' -j$jobs"
+phase fuzz ctest --test-dir "$fuzz_build" -L fuzz --output-on-failure -j"$jobs"
+summary

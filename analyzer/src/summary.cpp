@@ -35,23 +35,15 @@ nlohmann::json number(double v) { return std::isfinite(v) ? nlohmann::json(v) : 
 
 }  // namespace
 
-AnalysisSummary summarize(const AnalysisReader& reader) {
-  AnalysisSummary s;
-  s.source = reader.source().path;
-  const auto steps = reader.steps();
-  s.steps = steps.size();
-  if (!steps.empty()) {
-    s.first_step = steps.front().step;
-    s.last_step = steps.back().step;
-  }
-  const auto& dists = reader.options().dists;
-  const auto& methods = reader.options().methods;
+namespace {
 
+// The best distribution per layer kind, by AIC and by KS D, over the fitted vectors (each vector's
+// fits counted once); returns the number of vectors.
+std::size_t rank_distributions(const AnalysisReader& reader, std::vector<KindStanding>& out) {
   // Fits grouped by vector (step, scope), each with its kind.
   std::map<std::pair<std::int64_t, std::string>, std::vector<const FitRow*>> by_vector;
   const auto fits = reader.fits();
   for (const auto& f : fits) by_vector[{f.step, f.scope}].push_back(&f);
-  s.vectors = by_vector.size();
 
   std::vector<std::string> kinds;
   std::map<std::string, KindStanding> standing;
@@ -62,7 +54,7 @@ AnalysisSummary summarize(const AnalysisReader& reader) {
       kinds.push_back(kind);
       KindStanding k;
       k.kind = kind;
-      for (const auto& d : dists) k.dists.push_back({d, 0, 0, kNaN, 0});
+      for (const auto& d : reader.options().dists) k.dists.push_back({d, 0, 0, kNaN, 0});
       standing[kind] = k;
     }
     KindStanding& k = standing[kind];
@@ -95,10 +87,13 @@ AnalysisSummary summarize(const AnalysisReader& reader) {
       if (d.aic_wins > most_aic) most_aic = d.aic_wins, k.best_by_aic = d.dist;
       if (d.ks_wins > most_ks) most_ks = d.ks_wins, k.best_by_ks = d.dist;
     }
-    s.kinds.push_back(std::move(k));
+    out.push_back(std::move(k));
   }
+  return by_vector.size();
+}
 
-  // Thresholds per (method, density) and per method.
+// Estimation quality per (method, density) and each method's median time.
+void rate_methods(const AnalysisReader& reader, AnalysisSummary& s) {
   std::map<std::pair<std::string, double>, std::vector<const ThresholdRow*>> by_method_ratio;
   std::map<std::string, std::vector<double>> all_seconds, model_seconds;
   std::map<std::pair<std::int64_t, std::string>, std::uint64_t> vector_size;
@@ -109,7 +104,7 @@ AnalysisSummary summarize(const AnalysisReader& reader) {
     all_seconds[t.method].push_back(t.seconds);
     if (t.scope == kModelScope) model_seconds[t.method].push_back(t.seconds);
   }
-  for (const auto& m : methods) {
+  for (const auto& m : reader.options().methods) {
     for (double r : reader.options().densities) {
       MethodQuality q;
       q.method = m;
@@ -136,6 +131,21 @@ AnalysisSummary summarize(const AnalysisReader& reader) {
     }
     s.overhead.push_back({m, quantile(all_seconds[m], 0.5), quantile(model_seconds[m], 0.5)});
   }
+}
+
+}  // namespace
+
+AnalysisSummary summarize(const AnalysisReader& reader) {
+  AnalysisSummary s;
+  s.source = reader.source().path;
+  const auto steps = reader.steps();
+  s.steps = steps.size();
+  if (!steps.empty()) {
+    s.first_step = steps.front().step;
+    s.last_step = steps.back().step;
+  }
+  s.vectors = rank_distributions(reader, s.kinds);
+  rate_methods(reader, s);
   return s;
 }
 

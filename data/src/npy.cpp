@@ -134,17 +134,10 @@ std::string describe_dtype(const std::string& descr) {
   return "dtype '" + descr + "'";
 }
 
-}  // namespace
-
-NpyArray read_npy(const std::filesystem::path& path) {
-  static_assert(std::endian::native == std::endian::little,
-                "the .npy reader assumes a little-endian machine");
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) bad(path, "no such file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) bad(path, "cannot open the file");
-  const std::uint64_t file_size = std::filesystem::file_size(path, ec);
-
+// The header's text and where the data starts (the magic and the length field's bytes before the
+// text), after the magic and the version are checked.
+std::string read_header(std::ifstream& in, const std::filesystem::path& path, std::uint64_t file_size,
+                        std::uint64_t& data_start) {
   unsigned char pre[8] = {};
   in.read(reinterpret_cast<char*>(pre), 8);
   if (in.gcount() < 8 || std::memcmp(pre, "\x93NUMPY", 6) != 0)
@@ -171,6 +164,22 @@ NpyArray read_npy(const std::filesystem::path& path) {
   std::string header(header_len, '\0');
   in.read(header.data(), static_cast<std::streamsize>(header_len));
   if (!in) bad(path, "file is truncated inside its header");
+  data_start = prefix + header_len;
+  return header;
+}
+
+}  // namespace
+
+NpyArray read_npy(const std::filesystem::path& path) {
+  static_assert(std::endian::native == std::endian::little,
+                "the .npy reader assumes a little-endian machine");
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) bad(path, "no such file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) bad(path, "cannot open the file");
+  const std::uint64_t file_size = std::filesystem::file_size(path, ec);
+  std::uint64_t data_start = 0;
+  const std::string header = read_header(in, path, file_size, data_start);
 
   const auto fields = HeaderParser(header, path).parse();
   // '=' is native order and '|' "not applicable"; both mean little-endian here.
@@ -197,7 +206,6 @@ NpyArray read_npy(const std::filesystem::path& path) {
     count *= static_cast<std::uint64_t>(d);
   }
   const std::uint64_t data_bytes = count * item;
-  const std::uint64_t data_start = prefix + header_len;
   if (file_size < data_start + data_bytes)
     bad(path, "file is truncated: the header promises " + std::to_string(data_bytes) +
                   " bytes of data, the file holds " + std::to_string(file_size - data_start));

@@ -222,70 +222,45 @@ ProfilePoint profile_point(MagnitudePasses& passes, double threshold, double shi
   return p;
 }
 
-}  // namespace
-
-GpMleResult fit_gpareto_mle(MagnitudePasses& passes, double threshold, double shift) {
-  return gp_mle_full(passes, threshold, shift, gp_data(passes, threshold, shift));
-}
-
-GpMleResult fit_gpareto_mle(MagnitudePasses& passes, std::span<const double> sorted_sample,
-                            double threshold, double shift) {
-  const MagnitudeStats y = gp_data(passes, threshold, shift);
-  const double n = double(y.count), ymean = y.mean(), lower = -1.0 / y.max;
-
-  // The sample's y = x - shift for x > threshold, thinned: the largest kGpTopPoints as they are
-  // (they alone decide the profile near theta = -1/max y, where bounded tails have their maximum)
-  // and evenly spaced order statistics of the rest, each weighing for the values it stands for;
-  // plus the data's own maximum when the sample (a subsample) lacks it.
+// The sample's y = x - shift for x > threshold, thinned: the largest kGpTopPoints as they are
+// (they alone decide the profile near theta = -1/max y, where bounded tails have their maximum)
+// and evenly spaced order statistics of the rest, each weighing for the values it stands for;
+// plus the data's own maximum (y_max) when the sample (a subsample) lacks it.
+struct WeightedSample {
+  std::vector<double> ys, weight;
+};
+WeightedSample thin_sample(std::span<const double> sorted_sample, double threshold, double shift,
+                           double y_max) {
   const auto first = std::upper_bound(sorted_sample.begin(), sorted_sample.end(), threshold);
   const auto avail = static_cast<std::size_t>(sorted_sample.end() - first);
   const std::size_t take = std::min(avail, kGpBracketPoints);
   const std::size_t top = std::min(take, kGpTopPoints);
   const std::size_t rest = avail - top, spaced = take - top;
-  std::vector<double> ys, weight;
-  ys.reserve(take + 1);
-  weight.reserve(take + 1);
+  WeightedSample w;
+  w.ys.reserve(take + 1);
+  w.weight.reserve(take + 1);
   for (std::size_t k = 0; k < spaced; ++k) {
-    ys.push_back(first[static_cast<std::ptrdiff_t>((double(k) + 0.5) * double(rest) / double(spaced))] - shift);
-    weight.push_back(double(rest) / double(spaced));
+    w.ys.push_back(first[static_cast<std::ptrdiff_t>((double(k) + 0.5) * double(rest) / double(spaced))] - shift);
+    w.weight.push_back(double(rest) / double(spaced));
   }
   for (std::size_t k = avail - top; k < avail; ++k) {
-    ys.push_back(first[static_cast<std::ptrdiff_t>(k)] - shift);
-    weight.push_back(1.0);
+    w.ys.push_back(first[static_cast<std::ptrdiff_t>(k)] - shift);
+    w.weight.push_back(1.0);
   }
-  if (!ys.empty() && y.max > ys.back()) {
-    ys.push_back(y.max);
-    weight.push_back(1.0);
+  if (!w.ys.empty() && y_max > w.ys.back()) {
+    w.ys.push_back(y_max);
+    w.weight.push_back(1.0);
   }
-  if (ys.size() < 2 || !(ys.back() > ys.front()) || !(ys.front() > 0.0))
-    return gp_mle_full(passes, threshold, shift, y);
+  return w;
+}
 
-  // 1. Bracket and locate the maximum on the sample (host memory, no pass over the data).
-  double ns = 0.0, smean = 0.0;
-  for (std::size_t k = 0; k < ys.size(); ++k) {
-    ns += weight[k];
-    smean += weight[k] * ys[k];
-  }
-  smean /= ns;
-  auto sample_profile = [&](double theta) {
-    if (theta == 0.0) return gp_profile(ns, smean, 0.0, 0.0);
-    double s = 0.0;
-    for (std::size_t k = 0; k < ys.size(); ++k) s += weight[k] * std::log1p(theta * ys[k]);
-    return gp_profile(ns, smean, theta, s);
-  };
-  const ProfileMax start = maximise_profile(sample_profile, lower, ymean);
-  // A boundary maximum (or the exponential point itself) gets the full search.
-  if (!start.interior || start.theta == 0.0) return gp_mle_full(passes, threshold, shift, y);
-
-  // 2. Safeguarded Newton on the full data: every accepted step raises the likelihood; a step
-  // that would not is halved; a step beyond the support's bound stops halfway to it.
-  int npasses = 0;
-  auto at = [&](double theta) {
-    ++npasses;
-    return profile_point(passes, threshold, shift, n, ymean, theta);
-  };
-  ProfilePoint cur = at(start.theta);
-  bool converged = false;
+// Safeguarded Newton on the full data from theta = start: every accepted step raises the
+// likelihood; a step that would not is halved; a step beyond the support's bound (lower) stops
+// halfway to it. `at` evaluates a point (one pass); converged says whether it settled.
+template <class At>
+ProfilePoint newton_on_data(const At& at, double start, double lower, bool& converged) {
+  ProfilePoint cur = at(start);
+  converged = false;
   for (int it = 0; it < 20 && std::isfinite(cur.l); ++it) {
     double step = cur.d2l < 0.0 ? -cur.dl / cur.d2l : std::copysign(0.25 * std::fabs(cur.theta), cur.dl);
     if (!std::isfinite(step)) break;
@@ -306,6 +281,51 @@ GpMleResult fit_gpareto_mle(MagnitudePasses& passes, std::span<const double> sor
     }
     cur = next;
   }
+  return cur;
+}
+
+}  // namespace
+
+GpMleResult fit_gpareto_mle(MagnitudePasses& passes, double threshold, double shift) {
+  return gp_mle_full(passes, threshold, shift, gp_data(passes, threshold, shift));
+}
+
+GpMleResult fit_gpareto_mle(MagnitudePasses& passes, std::span<const double> sorted_sample,
+                            double threshold, double shift) {
+  const MagnitudeStats y = gp_data(passes, threshold, shift);
+  const double n = double(y.count), ymean = y.mean(), lower = -1.0 / y.max;
+
+  const WeightedSample w = thin_sample(sorted_sample, threshold, shift, y.max);
+  const std::vector<double>& ys = w.ys;
+  const std::vector<double>& weight = w.weight;
+  if (ys.size() < 2 || !(ys.back() > ys.front()) || !(ys.front() > 0.0))
+    return gp_mle_full(passes, threshold, shift, y);
+
+  // 1. Bracket and locate the maximum on the sample (host memory, no pass over the data).
+  double ns = 0.0, smean = 0.0;
+  for (std::size_t k = 0; k < ys.size(); ++k) {
+    ns += weight[k];
+    smean += weight[k] * ys[k];
+  }
+  smean /= ns;
+  auto sample_profile = [&](double theta) {
+    if (theta == 0.0) return gp_profile(ns, smean, 0.0, 0.0);
+    double s = 0.0;
+    for (std::size_t k = 0; k < ys.size(); ++k) s += weight[k] * std::log1p(theta * ys[k]);
+    return gp_profile(ns, smean, theta, s);
+  };
+  const ProfileMax start = maximise_profile(sample_profile, lower, ymean);
+  // A boundary maximum (or the exponential point itself) gets the full search.
+  if (!start.interior || start.theta == 0.0) return gp_mle_full(passes, threshold, shift, y);
+
+  // 2. Newton on the full data.
+  int npasses = 0;
+  auto at = [&](double theta) {
+    ++npasses;
+    return profile_point(passes, threshold, shift, n, ymean, theta);
+  };
+  bool converged = false;
+  const ProfilePoint cur = newton_on_data(at, start.theta, lower, converged);
   if (!converged || !std::isfinite(cur.l) || cur.theta == 0.0) {
     GpMleResult full = gp_mle_full(passes, threshold, shift, y);
     full.passes += npasses;

@@ -34,14 +34,17 @@ void offscreen_for_screenshots(int argc, char** argv) {
     }
 }
 
-}  // namespace
+// The command line, parsed and checked.
+struct Cli {
+  QString file, analysis, screenshot, layer;
+  bool live = false, shot = false, has_layer = false, has_step = false, has_ratio = false;
+  double ratio = 0.0;
+  qlonglong step = 0;
+  std::string backend;
+};
 
-int main(int argc, char** argv) {
-  gs::tune_allocator();
-  offscreen_for_screenshots(argc, argv);
-  QApplication app(argc, argv);
-  QApplication::setApplicationName("gradscope-gui");
-  QApplication::setApplicationVersion(gs::kVersion);
+// Parses the command line into cli; a non-zero exit code (with the message said) when it is wrong.
+int parse(QApplication& app, Cli& cli) {
   QCommandLineParser parser;
   parser.setApplicationDescription(
       "Gradient distributions and threshold estimates of a gradscope snapshot file.");
@@ -63,40 +66,44 @@ int main(int argc, char** argv) {
 
   const QStringList files = parser.positionalArguments();
   if (files.size() > 1) return fail("give one snapshot file (got " + files.join(" ") + ")", 2);
-  const QString out = parser.value(shot);
-  if (parser.isSet(shot)) {
+  cli.file = files.isEmpty() ? QString() : files[0];
+  cli.shot = parser.isSet(shot);
+  cli.screenshot = parser.value(shot);
+  if (cli.shot) {
     if (files.isEmpty()) return fail("--screenshot needs a snapshot FILE", 2);
-    if (!out.endsWith(".png", Qt::CaseInsensitive))
-      return fail("the screenshot file must end in .png (got " + out + ")", 2);
-    if (std::filesystem::exists(out.toStdString()) && !parser.isSet(force))
-      return fail(out + " exists; pass --force to overwrite it", 2);
+    if (!cli.screenshot.endsWith(".png", Qt::CaseInsensitive))
+      return fail("the screenshot file must end in .png (got " + cli.screenshot + ")", 2);
+    if (std::filesystem::exists(cli.screenshot.toStdString()) && !parser.isSet(force))
+      return fail(cli.screenshot + " exists; pass --force to overwrite it", 2);
   }
   bool ok = true;
-  const double r = parser.isSet(ratio_option) ? parser.value(ratio_option).toDouble(&ok) : 0.0;
+  cli.has_ratio = parser.isSet(ratio_option);
+  cli.ratio = cli.has_ratio ? parser.value(ratio_option).toDouble(&ok) : 0.0;
   if (!ok) return fail("--ratio needs a number such as 0.01 (got " + parser.value(ratio_option) + ")", 2);
-  const qlonglong s = parser.isSet(step) ? parser.value(step).toLongLong(&ok) : 0;
+  cli.has_step = parser.isSet(step);
+  cli.step = cli.has_step ? parser.value(step).toLongLong(&ok) : 0;
   if (!ok) return fail("--step needs a recorded training step (got " + parser.value(step) + ")", 2);
+  cli.analysis = parser.value(analysis);
+  cli.live = parser.isSet(live);
+  cli.has_layer = parser.isSet(layer);
+  cli.layer = parser.value(layer);
+  cli.backend = parser.value(backend).toStdString();
+  return 0;
+}
 
-  gs::gui::ViewOptions options;
-  options.backend = parser.value(backend).toStdString();
-  gs::gui::MainWindow window(options);
-  window.show();
-  if (!files.isEmpty()) {
-    const bool opened = window.openSnapshot(files[0], parser.value(analysis));
-    if (!opened && parser.isSet(shot)) return fail(window.errorText());
-    if (opened) {
-      if (parser.isSet(layer) && !window.selectScope(parser.value(layer)))
-        return parser.isSet(shot) ? fail(window.errorText()) : app.exec();
-      if (parser.isSet(ratio_option) && !window.selectRatio(r))
-        return parser.isSet(shot) ? fail(window.errorText()) : app.exec();
-      if (parser.isSet(step) && !window.selectStep(s))
-        return parser.isSet(shot) ? fail(window.errorText()) : app.exec();
-      if (parser.isSet(live)) window.setLive(true);
-    }
-  }
-  if (!parser.isSet(shot)) return app.exec();
+// Opens the snapshot and shows what the command line asks for; false when something asked for
+// is not there (the window says what).
+bool show_requested(gs::gui::MainWindow& window, const Cli& cli) {
+  if (!window.openSnapshot(cli.file, cli.analysis)) return false;
+  if (cli.has_layer && !window.selectScope(cli.layer)) return false;
+  if (cli.has_ratio && !window.selectRatio(cli.ratio)) return false;
+  if (cli.has_step && !window.selectStep(cli.step)) return false;
+  if (cli.live) window.setLive(true);
+  return true;
+}
 
-  // Screenshot: wait until every plot is drawn, render the window, exit.
+// Screenshot: waits until every plot is drawn, renders the window to cli.screenshot, exits.
+int screenshot(QApplication& app, gs::gui::MainWindow& window, const Cli& cli) {
   int code = 0;
   QObject::connect(&window, &gs::gui::MainWindow::failed, &app, [&](const QString& message) {
     code = fail(message);
@@ -106,12 +113,12 @@ int main(int argc, char** argv) {
     QTimer::singleShot(100, &app, [&] {
       if (window.busy()) return;  // a later idle() comes
       const QPixmap pixmap = window.grab();
-      if (pixmap.isNull() || !pixmap.save(out, "PNG")) {
-        code = fail("could not write " + out);
+      if (pixmap.isNull() || !pixmap.save(cli.screenshot, "PNG")) {
+        code = fail("could not write " + cli.screenshot);
       } else {
         std::printf("%s: first plot after %.2f s, all plots after %.2f s; wrote %s (%dx%d)\n",
-                    files[0].toLocal8Bit().constData(), window.firstPlotSeconds(),
-                    window.allPlotsSeconds(), out.toLocal8Bit().constData(), pixmap.width(),
+                    cli.file.toLocal8Bit().constData(), window.firstPlotSeconds(),
+                    window.allPlotsSeconds(), cli.screenshot.toLocal8Bit().constData(), pixmap.width(),
                     pixmap.height());
       }
       app.exit(code);
@@ -124,4 +131,24 @@ int main(int argc, char** argv) {
   if (!window.busy()) emit window.idle();
   app.exec();
   return code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  gs::tune_allocator();
+  offscreen_for_screenshots(argc, argv);
+  QApplication app(argc, argv);
+  QApplication::setApplicationName("gradscope-gui");
+  QApplication::setApplicationVersion(gs::kVersion);
+  Cli cli;
+  if (const int code = parse(app, cli)) return code;
+
+  gs::gui::ViewOptions options;
+  options.backend = cli.backend;
+  gs::gui::MainWindow window(options);
+  window.show();
+  if (!cli.file.isEmpty() && !show_requested(window, cli) && cli.shot) return fail(window.errorText());
+  if (!cli.shot) return app.exec();
+  return screenshot(app, window, cli);
 }

@@ -54,6 +54,29 @@ MainWindow::~MainWindow() {
 }
 
 void MainWindow::buildUi() {
+  buildToolbar();
+  auto* split = new QSplitter(Qt::Horizontal);
+  split->addWidget(buildSelectionPane());
+  split->addWidget(buildPlotPane());
+  split->setStretchFactor(0, 0);
+  split->setStretchFactor(1, 1);
+  split->setSizes({390, 1210});
+  setCentralWidget(split);
+
+  status_label_ = new QLabel("Open a snapshot file (File > Open)");
+  statusBar()->addWidget(status_label_, 1);
+  progress_ = new QProgressBar;
+  progress_->setMaximumWidth(220);
+  progress_->setTextVisible(true);
+  progress_->hide();
+  statusBar()->addPermanentWidget(progress_);
+
+  for (QCustomPlot* p : plots()) show_plot_message(p, "no data");
+  connectSelection();
+}
+
+// The step slider, the ratio and the QQ law.
+void MainWindow::buildToolbar() {
   auto* toolbar = addToolBar("Selection");
   toolbar->setMovable(false);
   toolbar->addWidget(new QLabel(" Step "));
@@ -76,7 +99,10 @@ void MainWindow::buildUi() {
   for (const auto& d : options_.report.dists) dist_box_->addItem(QString::fromStdString(d));
   if (int i = dist_box_->findText("gamma"); i >= 0) dist_box_->setCurrentIndex(i);
   toolbar->addWidget(dist_box_);
+}
 
+// The layer tree above the methods' table.
+QWidget* MainWindow::buildSelectionPane() {
   tree_ = new QTreeWidget;
   tree_->setColumnCount(3);
   tree_->setHeaderLabels({"Layer", "Shape", "Elements"});
@@ -99,7 +125,11 @@ void MainWindow::buildUi() {
   left->addWidget(table_);
   left->setStretchFactor(0, 3);
   left->setStretchFactor(1, 2);
+  return left;
+}
 
+// The error banner above the five plots.
+QWidget* MainWindow::buildPlotPane() {
   hist_ = new QCustomPlot;
   qq_ = new QCustomPlot;
   ks_ = new QCustomPlot;
@@ -133,25 +163,11 @@ void MainWindow::buildUi() {
   right_layout->setContentsMargins(0, 0, 0, 0);
   right_layout->addWidget(error_label_);
   right_layout->addLayout(grid, 1);
+  return right;
+}
 
-  auto* split = new QSplitter(Qt::Horizontal);
-  split->addWidget(left);
-  split->addWidget(right);
-  split->setStretchFactor(0, 0);
-  split->setStretchFactor(1, 1);
-  split->setSizes({390, 1210});
-  setCentralWidget(split);
-
-  status_label_ = new QLabel("Open a snapshot file (File > Open)");
-  statusBar()->addWidget(status_label_, 1);
-  progress_ = new QProgressBar;
-  progress_->setMaximumWidth(220);
-  progress_->setTextVisible(true);
-  progress_->hide();
-  statusBar()->addPermanentWidget(progress_);
-
-  for (QCustomPlot* p : plots()) show_plot_message(p, "no data");
-
+// A new layer, step, ratio or law redraws what depends on it.
+void MainWindow::connectSelection() {
   connect(tree_, &QTreeWidget::currentItemChanged, this, [this](QTreeWidgetItem* item) {
     if (!item) return;
     const std::string scope = item->data(0, Qt::UserRole).toString().toStdString();

@@ -81,6 +81,10 @@ class MainWindow : public QMainWindow {
 
  private:
   void buildUi();
+  void buildToolbar();
+  QWidget* buildSelectionPane();
+  QWidget* buildPlotPane();
+  void connectSelection();
   void buildMenus();
   void showError(const QString& message);
   void clearError();

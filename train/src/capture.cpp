@@ -70,6 +70,39 @@ void CaptureConfig::validate() const {
     throw Error("test_images must be between 0 (all) and 10000 (got " + std::to_string(test_images) + ")");
 }
 
+namespace {
+
+// The recorder of the run, over a new snapshot file (created, and its directory checked, before
+// the data are loaded).
+GradientRecorder open_recorder(const CaptureConfig& config, torch::nn::Module& model,
+                               const std::vector<data::LayerInfo>& layers) {
+  data::SnapshotMeta meta;
+  meta.model = config.model;
+  meta.dataset = "fashion-mnist";
+  meta.seed = config.seed;
+  data::WriterOptions writer_options;
+  writer_options.force = config.force;
+  writer_options.compression = config.compression;
+  writer_options.deflate_level = config.deflate_level;
+  return GradientRecorder(model, data::SnapshotWriter(config.out, meta, layers, writer_options),
+                          {config.every, config.queue_depth});
+}
+
+// The loss over the last steps and the step times: median with and without recording.
+void add_step_figures(CaptureResult& result, const std::vector<double>& recorded_times,
+                      const std::vector<double>& plain_times) {
+  const auto tail = std::min<std::size_t>(50, result.losses.size());
+  result.final_loss =
+      std::accumulate(result.losses.end() - static_cast<std::ptrdiff_t>(tail), result.losses.end(), 0.0) /
+      static_cast<double>(tail);
+  result.seconds_per_step = result.train_s / static_cast<double>(result.steps);
+  result.seconds_per_recorded_step = gs::median(recorded_times);
+  result.seconds_per_plain_step = gs::median(plain_times);
+  result.recording_overhead_s = result.seconds_per_recorded_step - result.seconds_per_plain_step;
+}
+
+}  // namespace
+
 CaptureResult run_capture(const CaptureConfig& config, const CaptureCallback& progress) {
   config.validate();
   // Refuse before any work: nothing a user wrote is overwritten without force.
@@ -82,17 +115,7 @@ CaptureResult run_capture(const CaptureConfig& config, const CaptureCallback& pr
 
   auto model = make_model(config.model);
   const auto layers = parameter_layers(*model);
-  data::SnapshotMeta meta;
-  meta.model = config.model;
-  meta.dataset = "fashion-mnist";
-  meta.seed = config.seed;
-  data::WriterOptions writer_options;
-  writer_options.force = config.force;
-  writer_options.compression = config.compression;
-  writer_options.deflate_level = config.deflate_level;
-  // The file is created (and its directory checked) before the data are loaded.
-  GradientRecorder recorder(*model, data::SnapshotWriter(config.out, meta, layers, writer_options),
-                            {config.every, config.queue_depth});
+  GradientRecorder recorder = open_recorder(config, *model, layers);
 
   const auto t_load = Clock::now();
   const auto train_set = fashion_mnist_tensors("train", config.data_dir);
@@ -140,14 +163,7 @@ CaptureResult run_capture(const CaptureConfig& config, const CaptureCallback& pr
   result.eval_s = seconds_since(t_eval);
   result.steps = config.steps;
   result.recorded_steps = recorder.steps_recorded();
-  const auto tail = std::min<std::size_t>(50, result.losses.size());
-  result.final_loss =
-      std::accumulate(result.losses.end() - static_cast<std::ptrdiff_t>(tail), result.losses.end(), 0.0) /
-      static_cast<double>(tail);
-  result.seconds_per_step = result.train_s / static_cast<double>(config.steps);
-  result.seconds_per_recorded_step = gs::median(recorded_times);
-  result.seconds_per_plain_step = gs::median(plain_times);
-  result.recording_overhead_s = result.seconds_per_recorded_step - result.seconds_per_plain_step;
+  add_step_figures(result, recorded_times, plain_times);
   result.wall_s = seconds_since(t_start);
   return result;
 }

@@ -144,28 +144,93 @@ struct Pipeline {
   bool in_workspace = false;  // selection is in the workspace parts (candidates route)
 };
 
+// A bound for the candidates of the automatic route (the share of g they may take).
+constexpr double kAutomaticMaxCandidates = 0.10;
+
+// One stage (SIDCo-E): the predicted route predicts stage 1 itself, from a sample, and packs the
+// x above that prediction's threshold at kSampleMargin times the density in the same read that
+// takes stage 1's statistics; when stage 1's threshold comes out at or above it (the sample's
+// mean exceeds g's by less than about 30% at density 0.01, 20% at 0.001), the selection comes
+// from those candidates, else from one more read of g. constexpr numbers: measured in
+// docs/BENCHMARKS.md. Returns the prediction's threshold, or -1 (0 when the sample holds nothing
+// to fit) when the route is not taken.
+double predicted_first_bound(std::span<const float> g, double density, SidcoVariant variant,
+                             SidcoRoute route, const SidcoStages& plan, SidcoWorkspace::Impl& w) {
+  constexpr double kSampleMargin = 3.0;
+  if (!(variant == SidcoVariant::exponential && plan.single_stage() && g.size() >= kSampledMinN &&
+        kSampleMargin * density < 1.0 &&
+        (route == SidcoRoute::predicted ||
+         (route == SidcoRoute::automatic && kSampleMargin * density <= kAutomaticMaxCandidates))))
+    return -1.0;
+  SidcoStages probe(kSampleSize, kSampleMargin * density, variant, 1, false);
+  probe.first(sample_stats(g, plan.first_fields(), w));
+  return probe.threshold();
+}
+
+// After stage 1, with stages to come: the bound the tail stages pack candidates above (below
+// stage 1's threshold: none, every stage reads g).
+// automatic: the candidates (about 8 bytes per element above eta1, ~2n bytes) pay off only
+// while they stay in a cache-sized buffer and several stages reread them (measured on the
+// reference 2-core EPYC, 32 MiB L3: a win at n = 1e7 with M >= 3, a loss at n = 1e8).
+// The predicted route packs only the x above a bound the stage-2 threshold will very likely
+// pass: the exponential quantile of the stage-1 fit at kGuessMargin times stage 2's density
+// (gradients have heavier tails than that law, so their stage-2 threshold lies higher). Its
+// candidates are then a few times the final selection and cost little to write; when a stage's
+// threshold comes out below the bound after all, that stage and the selection read g again.
+// automatic takes it only while the expected candidates (about kGuessMargin x stage 2's count,
+// stage 1 keeping a quarter) stay within 10% of g: beyond that (density 0.1 with M = 2),
+// writing and re-reading them costs more than the read they save (docs/BENCHMARKS.md).
+double tail_bound(std::size_t n, int stages, SidcoRoute route, const SidcoStages& plan, double first_mean) {
+  constexpr double kGuessMargin = 1.5;
+  constexpr double kFirstStageShare = 0.25;
+  double bound = -1.0;
+  if (route == SidcoRoute::automatic || route == SidcoRoute::predicted) {
+    const double d = kGuessMargin * plan.tail_density();
+    // (with a hair of margin for pow's rounding at the edge of the 10%)
+    const bool worth = route == SidcoRoute::predicted ||
+                       kFirstStageShare * d <= kAutomaticMaxCandidates * (1.0 + 1e-9);
+    if (d < 1.0 && worth) bound = plan.threshold() + first_mean * std::log(1.0 / d);
+    else if (route == SidcoRoute::predicted) bound = plan.threshold();  // no room: pack at eta1
+  }
+  // The candidates route is the predicted one with its bound at eta1 (every exceedance packed).
+  constexpr std::size_t kCandidateMaxN = std::size_t{16} << 20;
+  const bool automatic_candidates = stages >= 3 && n <= kCandidateMaxN;
+  if (bound < plan.threshold() &&
+      (route == SidcoRoute::candidates || (route == SidcoRoute::automatic && automatic_candidates)))
+    bound = plan.threshold();
+  return bound;
+}
+
+// The tail stages over the candidates above `bound`, collected in the first tail stage's read of
+// g; a stage whose threshold falls below what the candidates hold reads g again. Returns whether
+// the selection is in the workspace.
+bool packed_tail(std::span<const float> g, double bound, SidcoStages& plan, SidcoWorkspace::Impl& w,
+                 SidcoSelectResult& result) {
+  double floor = bound;  // the candidates hold every x > floor
+  bool more = plan.tail(collect_candidates(g, plan.threshold(), plan.threshold(), plan.tail_fields(), w, bound));
+  ++result.full_reads;
+  for (const auto& p : w.parts) result.candidates += p.size;
+  while (more) {
+    const double eta = plan.threshold();
+    if (eta >= floor) {
+      more = plan.tail(narrow_candidates(eta, eta, plan.tail_fields(), true, w));
+      floor = eta;
+    } else {  // the bound was too high for this stage: it reads g
+      more = plan.tail(cpu::stats_above(g, eta, eta, plan.tail_fields()));
+      ++result.full_reads;
+    }
+  }
+  // The last stage moved the threshold: keep only what passes it (or compact g, below it).
+  return select_from_candidates(plan.threshold(), floor, w);
+}
+
 // Runs the stages; the selection is then either in the workspace (candidates route) or still to
 // be compacted from g at result.threshold (full-passes route).
 Pipeline run_stages(std::span<const float> g, double density, SidcoVariant variant, int stages,
                     bool recount, SidcoRoute route, SidcoWorkspace::Impl& w) {
   SidcoStages plan(g.size(), density, variant, stages, recount);
   Pipeline out;
-  // One stage (SIDCo-E): the predicted route predicts stage 1 itself, from a sample, and packs the
-  // x above that prediction's threshold at kSampleMargin times the density in the same read that
-  // takes stage 1's statistics; when stage 1's threshold comes out at or above it (the sample's
-  // mean exceeds g's by less than about 30% at density 0.01, 20% at 0.001), the selection comes
-  // from those candidates, else from one more read of g. constexpr numbers: measured in
-  // docs/BENCHMARKS.md.
-  constexpr double kSampleMargin = 3.0, kAutomaticMaxCandidates = 0.10;
-  double first_bound = -1.0;
-  if (variant == SidcoVariant::exponential && plan.single_stage() && g.size() >= kSampledMinN &&
-      kSampleMargin * density < 1.0 &&
-      (route == SidcoRoute::predicted ||
-       (route == SidcoRoute::automatic && kSampleMargin * density <= kAutomaticMaxCandidates))) {
-    SidcoStages probe(kSampleSize, kSampleMargin * density, variant, 1, false);
-    probe.first(sample_stats(g, plan.first_fields(), w));
-    first_bound = probe.threshold();  // 0 when the sample holds nothing to fit: not taken
-  }
+  const double first_bound = predicted_first_bound(g, density, variant, route, plan, w);
   const bool sampled = first_bound > 0.0;
   const MagnitudeStats first = sampled ? collect_candidates(g, 0.0, 0.0, plan.first_fields(), w, first_bound, true)
                                        : cpu::stats(g, plan.first_fields());
@@ -181,62 +246,20 @@ Pipeline run_stages(std::span<const float> g, double density, SidcoVariant varia
     out.result.stages = plan.stages_run();
     return out;
   }
-  // automatic: the candidates (about 8 bytes per element above eta1, ~2n bytes) pay off only
-  // while they stay in a cache-sized buffer and several stages reread them (measured on the
-  // reference 2-core EPYC, 32 MiB L3: a win at n = 1e7 with M >= 3, a loss at n = 1e8).
-  // The predicted route packs only the x above a bound the stage-2 threshold will very likely
-  // pass: the exponential quantile of the stage-1 fit at kGuessMargin times stage 2's density
-  // (gradients have heavier tails than that law, so their stage-2 threshold lies higher). Its
-  // candidates are then a few times the final selection and cost little to write; when a stage's
-  // threshold comes out below the bound after all, that stage and the selection read g again.
-  // automatic takes it only while the expected candidates (about kGuessMargin x stage 2's count,
-  // stage 1 keeping a quarter) stay within 10% of g: beyond that (density 0.1 with M = 2),
-  // writing and re-reading them costs more than the read they save (docs/BENCHMARKS.md).
-  constexpr double kGuessMargin = 1.5;
-  constexpr double kFirstStageShare = 0.25;
-  double bound = -1.0;
-  if (more && (route == SidcoRoute::automatic || route == SidcoRoute::predicted)) {
-    const double d = kGuessMargin * plan.tail_density();
-    // (with a hair of margin for pow's rounding at the edge of the 10%)
-    const bool worth = route == SidcoRoute::predicted ||
-                       kFirstStageShare * d <= kAutomaticMaxCandidates * (1.0 + 1e-9);
-    if (d < 1.0 && worth) bound = plan.threshold() + first.mean() * std::log(1.0 / d);
-    else if (route == SidcoRoute::predicted) bound = plan.threshold();  // no room: pack at eta1
-  }
-  // The candidates route is the predicted one with its bound at eta1 (every exceedance packed).
-  constexpr std::size_t kCandidateMaxN = std::size_t{16} << 20;
-  const bool automatic_candidates = stages >= 3 && g.size() <= kCandidateMaxN;
-  if (more && bound < plan.threshold() &&
-      (route == SidcoRoute::candidates || (route == SidcoRoute::automatic && automatic_candidates)))
-    bound = plan.threshold();
+  const double bound = more ? tail_bound(g.size(), stages, route, plan, first.mean()) : -1.0;
   const bool packed = more && bound >= plan.threshold();
   out.result.route = !packed                          ? SidcoRoute::full_passes
                      : route == SidcoRoute::candidates ||
                              (route == SidcoRoute::automatic && bound == plan.threshold())
                          ? SidcoRoute::candidates
                          : SidcoRoute::predicted;
-  if (!packed) {
+  if (packed) {
+    out.in_workspace = packed_tail(g, bound, plan, w, out.result);
+  } else {
     while (more) {
       more = plan.tail(cpu::stats_above(g, plan.threshold(), plan.threshold(), plan.tail_fields()));
       ++out.result.full_reads;
     }
-  } else {
-    double floor = bound;  // the candidates hold every x > floor
-    more = plan.tail(collect_candidates(g, plan.threshold(), plan.threshold(), plan.tail_fields(), w, bound));
-    ++out.result.full_reads;
-    for (const auto& p : w.parts) out.result.candidates += p.size;
-    while (more) {
-      const double eta = plan.threshold();
-      if (eta >= floor) {
-        more = plan.tail(narrow_candidates(eta, eta, plan.tail_fields(), true, w));
-        floor = eta;
-      } else {  // the bound was too high for this stage: it reads g
-        more = plan.tail(cpu::stats_above(g, eta, eta, plan.tail_fields()));
-        ++out.result.full_reads;
-      }
-    }
-    // The last stage moved the threshold: keep only what passes it (or compact g, below it).
-    out.in_workspace = select_from_candidates(plan.threshold(), floor, w);
   }
   out.result.threshold = plan.threshold();
   out.result.stages = plan.stages_run();
@@ -268,21 +291,19 @@ void check_int32(std::size_t n) {
 
 namespace {
 
-// Copies exactly the k largest |x| among the workspace's candidates (ascending indices across the
-// parts) into out: those above the k-th largest magnitude, then the lowest-index ties at it, the
-// rule of topk(). Each part is read by the thread that wrote it (its candidates are still in that
-// core's cache): a histogram of the top 12 bits of every |x| finds the bucket of the k-th largest,
-// whose values are then sorted in part (radix_largest), and one more pass counts each part's
-// values above it and ties, which places each part's output. Returns the k-th largest |x|.
 constexpr std::size_t kSerialBelow = std::size_t{1} << 20;
 
-float keep_top(std::uint64_t k, SidcoWorkspace::Impl& w, Selection<std::int32_t>& out) {
+// |x|'s bits (the sign cleared): ordered as the magnitudes.
+std::uint32_t magnitude_bits(float x) {
+  std::uint32_t b;
+  std::memcpy(&b, &x, sizeof b);
+  return b & 0x7fffffffu;
+}
+
+// The k-th largest |x| among the workspace's candidates.
+float kth_largest(std::uint64_t k, SidcoWorkspace::Impl& w) {
   const int nt = static_cast<int>(w.parts.size());
-  auto bits_of = [](float x) {
-    std::uint32_t b;
-    std::memcpy(&b, &x, sizeof b);
-    return b & 0x7fffffffu;
-  };
+  const auto bits_of = magnitude_bits;
   std::vector<std::array<std::uint32_t, 4096>> hist(static_cast<std::size_t>(nt));
 #pragma omp parallel for schedule(static, 1) num_threads(nt) if (nt > 1)
   for (int r = 0; r < nt; ++r) {
@@ -317,7 +338,20 @@ float keep_top(std::uint64_t k, SidcoWorkspace::Impl& w, Selection<std::int32_t>
           for (float x : part) f(x);
       },
       k - above, sort_scratch);
-  const std::uint32_t kth = bits_of(pick.value);
+  return pick.value;
+}
+
+// Copies exactly the k largest |x| among the workspace's candidates (ascending indices across the
+// parts) into out: those above the k-th largest magnitude, then the lowest-index ties at it, the
+// rule of topk(). Each part is read by the thread that wrote it (its candidates are still in that
+// core's cache): a histogram of the top 12 bits of every |x| finds the bucket of the k-th largest,
+// whose values are then sorted in part (radix_largest), and one more pass counts each part's
+// values above it and ties, which places each part's output. Returns the k-th largest |x|.
+float keep_top(std::uint64_t k, SidcoWorkspace::Impl& w, Selection<std::int32_t>& out) {
+  const int nt = static_cast<int>(w.parts.size());
+  const auto bits_of = magnitude_bits;
+  const float kth_value = kth_largest(k, w);
+  const std::uint32_t kth = bits_of(kth_value);
   // Each part's values above the k-th and ties at it; the ties kept go to the lowest indices.
   std::vector<std::uint64_t> greater(static_cast<std::size_t>(nt)), equal(static_cast<std::size_t>(nt));
 #pragma omp parallel for schedule(static, 1) num_threads(nt) if (nt > 1)
@@ -365,7 +399,7 @@ float keep_top(std::uint64_t k, SidcoWorkspace::Impl& w, Selection<std::int32_t>
   }
   out.indices.resize(k);
   out.values.resize(k);
-  return pick.value;
+  return kth_value;
 }
 
 }  // namespace

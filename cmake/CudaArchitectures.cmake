@@ -1,0 +1,65 @@
+# gs_choose_cuda_architectures(SPEC OUT WHY): the CMAKE_CUDA_ARCHITECTURES value for GS_CUDA_ARCHS
+# = SPEC (see the top-level CMakeLists.txt) and, in WHY, the reason said at configure time.
+
+# The compute capabilities of this machine's GPUs ("90;80"), from nvidia-smi; empty when it is
+# missing or sees none.
+function(gs_visible_gpu_architectures out)
+  set(archs "")
+  find_program(GS_NVIDIA_SMI nvidia-smi)
+  if(GS_NVIDIA_SMI)
+    execute_process(COMMAND ${GS_NVIDIA_SMI} --query-gpu=compute_cap --format=csv,noheader
+                    OUTPUT_VARIABLE caps RESULT_VARIABLE rc ERROR_QUIET TIMEOUT 20)
+    if(rc EQUAL 0)
+      string(REGEX MATCHALL "[0-9]+\\.[0-9]+" caps "${caps}")
+      foreach(cap IN LISTS caps)
+        string(REPLACE "." "" arch "${cap}")
+        list(APPEND archs ${arch})
+      endforeach()
+      list(REMOVE_DUPLICATES archs)
+    endif()
+  endif()
+  set(${out} "${archs}" PARENT_SCOPE)
+endfunction()
+
+# The architectures of `wanted` this nvcc can build for (CUDA 13 dropped sm_70, for one); those
+# left out are said.
+function(gs_buildable_architectures wanted out)
+  execute_process(COMMAND ${CMAKE_CUDA_COMPILER} --list-gpu-code OUTPUT_VARIABLE codes ERROR_QUIET
+                  RESULT_VARIABLE rc)
+  set(kept "")
+  foreach(arch IN LISTS wanted)
+    if(rc EQUAL 0 AND NOT codes MATCHES "sm_${arch}")
+      message(STATUS "gradscope: this nvcc cannot build sm_${arch}; left out")
+    else()
+      list(APPEND kept ${arch})
+    endif()
+  endforeach()
+  set(${out} "${kept}" PARENT_SCOPE)
+endfunction()
+
+function(gs_choose_cuda_architectures spec out why)
+  if(spec STREQUAL "all")
+    gs_buildable_architectures("75;80;86;89;90" archs)
+    list(TRANSFORM archs APPEND "-real")
+    list(APPEND archs 90-virtual)
+    set(reason "GS_CUDA_ARCHS=all: machine code for sm_75 to sm_90, compute_90 PTX for later GPUs")
+  elseif(NOT spec STREQUAL "")
+    set(archs "${spec}")
+    set(reason "GS_CUDA_ARCHS")
+  else()
+    gs_visible_gpu_architectures(visible)
+    if(visible)
+      gs_buildable_architectures("${visible}" archs)
+      list(TRANSFORM archs APPEND "-real")
+      set(reason "the GPUs nvidia-smi sees here, as CMake's native (-DGS_CUDA_ARCHS=all builds for every GPU from sm_75)")
+    endif()
+    if(NOT archs)
+      set(archs 75-virtual)
+      set(reason "no GPU visible here (nvidia-smi saw none), so compute_75 PTX alone: the driver compiles it "
+                 "for any GPU from sm_75 on at first use (-DGS_CUDA_ARCHS=all builds machine code for sm_75 to sm_90)")
+    endif()
+  endif()
+  string(JOIN "" reason ${reason})
+  set(${out} "${archs}" PARENT_SCOPE)
+  set(${why} "${reason}" PARENT_SCOPE)
+endfunction()
