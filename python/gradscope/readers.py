@@ -112,7 +112,8 @@ def analyze(snapshot, out, progress=None, **options):
     return json.loads(_gradscope.analyze(path, os.fspath(out), texts, progress))
 
 
-analyze.__doc__ += "".join(f"\n    {key}={typed_default(row)!r}: {row['help']}" for key, row in _ANALYZE_ROWS.items())
+if analyze.__doc__:  # none under python -OO
+    analyze.__doc__ += "".join(f"\n    {key}={typed_default(row)!r}: {row['help']}" for key, row in _ANALYZE_ROWS.items())
 
 
 class Analysis:
