@@ -3,12 +3,12 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
-#include <nlohmann/json.hpp>
 
 #include "command.hpp"
 #include "device_failure.hpp"
 #include "gs/analyzer/analyze.hpp"
 #include "progress.hpp"
+#include "table_flags.hpp"
 #ifdef GS_HAVE_PLOTS
 #include "gs/analyzer/plots/report_plots.hpp"
 #endif
@@ -18,17 +18,15 @@ namespace {
 
 struct AnalyzeArgs {
   analyzer::AnalyzeConfig config;
-  std::string input, output, granularity = "both", steps, csv_dir, report_dir;
+  std::string input, output;
+  std::unique_ptr<TableTexts<analyzer::AnalyzeConfig>> options;  // analyzer::analyze_options()
 };
 
 int run_analyze(AnalyzeArgs& a) {
   auto& c = a.config;
   c.input = a.input;
   c.output = a.output;
-  c.vectors = analyzer::parse_vector_set(a.granularity);
-  c.steps = analyzer::StepSelection::parse(a.steps);
-  c.csv_dir = a.csv_dir;
-  c.report_dir = a.report_dir;
+  a.options->apply(c);
   c.validate();
 
   std::unique_ptr<Progress> bar;
@@ -64,22 +62,7 @@ int run_analyze(AnalyzeArgs& a) {
   const analyzer::AnalysisSummary summary = analyzer::summarize(reader);
 
   if (c.json) {
-    nlohmann::json j{{"source", reader.source().path},
-                     {"output", c.output.string()},
-                     {"created", r.created},
-                     {"steps_selected", r.steps_selected},
-                     {"steps_skipped", r.steps_skipped},
-                     {"steps_analyzed", r.steps_analyzed},
-                     {"vectors_analyzed", r.vectors_analyzed},
-                     {"backend", r.backend},
-                     {"seconds", r.seconds},
-                     {"summary", analyzer::summary_json(summary)}};
-    if (!r.device_error.empty()) {  // the steps from device_error_step on ran on the CPU
-      j["device_error"] = r.device_error;
-      j["device_error_backend"] = r.device_error_backend;
-      j["device_error_step"] = r.device_error_step;
-    }
-    std::cout << j.dump(2) << '\n';
+    std::cout << analyzer::analyze_json(r, reader, summary).dump(2) << '\n';
   } else if (!c.quiet) {
     if (r.steps_skipped > 0)
       std::cout << r.steps_skipped << " steps were already in " << c.output.string() << "; "
@@ -94,33 +77,8 @@ Runner setup(CLI::App& sub) {
   auto& c = a->config;
   sub.add_option("file", a->input, "Snapshot file (gradscope capture)")->required();
   sub.add_option("--out,-o", a->output, "Analysis file to create or extend (HDF5)")->required();
-  sub.add_option("--ratios", c.densities, "Target densities, comma-separated")->delimiter(',')
-      ->capture_default_str();
-  sub.add_option("--dists", c.dists, "SIDs to fit: " + gs::comma_list(gs::kAllDists))->delimiter(',')
-      ->capture_default_str();
-  sub.add_option("--methods", c.methods,
-                 "Threshold methods: " + gs::comma_list(gs::kAllMethods))
-      ->delimiter(',')->capture_default_str();
-  sub.add_option("--granularity", a->granularity, "layer, model (whole model flattened) or both")
-      ->capture_default_str();
-  sub.add_option("--steps", a->steps,
-                 "Rows of the snapshot's steps, a:b:c like a Python slice (default all); shards of "
-                 "one run merge with gradscope merge");
-  sub.add_option("--backend", c.backend, "auto, cpu or cuda")->capture_default_str();
-  add_on_device_error_option(sub, c.on_device_error);
-  sub.add_option("--stages", c.stages, "SIDCo stages")->capture_default_str();
-  sub.add_option("--ks-max-points", c.ks_max_points,
-                 "Largest sample for KS/AD (a uniform subsample beyond it)")->capture_default_str();
-  sub.add_option("--seed", c.seed, "Seed of the KS subsample and DGC's sample")->capture_default_str();
-  sub.add_option("--jobs,-j", c.jobs, "Layers analysed in parallel (0: one per core)")->capture_default_str();
-  sub.add_option("--memory", c.memory_mib,
-                 "MiB of layers held per step; a larger model is streamed layer by layer")
-      ->capture_default_str();
-  sub.add_option("--csv", a->csv_dir, "Also write fits.csv, thresholds.csv, tails.csv, vectors.csv here");
-  sub.add_option("--report", a->report_dir,
-                 "Also write a Markdown report (report.md) with PNG plots (Qt build) here");
+  a->options = std::make_unique<TableTexts<analyzer::AnalyzeConfig>>(sub, analyzer::analyze_options());
   sub.add_flag("--json", c.json, "Print a JSON summary on stdout instead of the text summary");
-  sub.add_flag("--force", c.force, "Recompute from scratch, replacing the output, CSV and report files");
   sub.add_flag("--quiet,-q", c.quiet, "No progress and no text summary");
   return [a] { return run_analyze(*a); };
 }

@@ -12,9 +12,7 @@
 namespace gs::cli {
 
 void add_on_device_error_option(CLI::App& sub, std::string& value) {
-  sub.add_option("--on-device-error", value,
-                 "when the device fails (out of memory, a CUDA error): stop, or run the work again "
-                 "on the CPU backend (cpu) and say so")
+  sub.add_option("--on-device-error", value, analyzer::kOnDeviceErrorHelp)
       ->check(CLI::IsMember(analyzer::kOnDeviceErrorChoices))
       ->capture_default_str();
 }

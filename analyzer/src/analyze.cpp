@@ -324,6 +324,26 @@ void export_outputs(const AnalyzeConfig& config, const AnalysisReader& reader, c
   }
 }
 
+nlohmann::json analyze_json(const AnalyzeResult& r, const AnalysisReader& reader,
+                            const AnalysisSummary& summary) {
+  nlohmann::json j{{"source", reader.source().path},
+                   {"output", reader.path().string()},
+                   {"created", r.created},
+                   {"steps_selected", r.steps_selected},
+                   {"steps_skipped", r.steps_skipped},
+                   {"steps_analyzed", r.steps_analyzed},
+                   {"vectors_analyzed", r.vectors_analyzed},
+                   {"backend", r.backend},
+                   {"seconds", r.seconds},
+                   {"summary", summary_json(summary)}};
+  if (!r.device_error.empty()) {  // the steps from device_error_step on ran on the CPU
+    j["device_error"] = r.device_error;
+    j["device_error_backend"] = r.device_error_backend;
+    j["device_error_step"] = r.device_error_step;
+  }
+  return j;
+}
+
 AnalysisSummary analyze_and_summarize(AnalyzeConfig config, std::ostream& out,
                                       const ProgressFn& progress) {
   config.force = true;

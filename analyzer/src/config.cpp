@@ -113,6 +113,68 @@ void AnalyzeConfig::validate() const {
   check({on_device_error}, kOnDeviceErrorChoices, "--on-device-error value");
 }
 
+const std::vector<OptionRow<AnalyzeConfig>>& analyze_options() {
+  using C = AnalyzeConfig;
+#define GS_FIELD(expr) [](auto& c) -> auto& { return expr; }
+  // The granularity and the step selection read as text, through their own parsers.
+  auto text_row = [](std::string flag, std::string help, std::function<std::string(const C&)> get,
+                     std::function<void(C&, std::string_view)> set) {
+    OptionRow<C> o;
+    o.flag = std::move(flag);
+    o.help = std::move(help);
+    o.get = std::move(get);
+    o.set = std::move(set);
+    o.check = [](const C&) {};
+    return o;
+  };
+  static const std::vector<OptionRow<C>> table = [&] {
+    std::vector<OptionRow<C>> t;
+    t.push_back(option_row<std::vector<double>, C>("--ratios", "Target densities, comma-separated",
+                                                   GS_FIELD(c.densities)));
+    t.push_back(option_row<std::vector<std::string>, C>("--dists", "SIDs to fit: " + comma_list(kAllDists),
+                                                        GS_FIELD(c.dists)));
+    t.push_back(option_row<std::vector<std::string>, C>(
+        "--methods", "Threshold methods: " + comma_list(kAllMethods), GS_FIELD(c.methods)));
+    t.push_back(text_row(
+        "--granularity", "layer, model (whole model flattened) or both",
+        [](const C& c) { return to_string(c.vectors); },
+        [](C& c, std::string_view text) { c.vectors = parse_vector_set(std::string(text)); }));
+    t.push_back(text_row(
+        "--steps",
+        "Rows of the snapshot's steps, a:b:c like a Python slice (default all); shards of one run "
+        "merge with gradscope merge",
+        [](const C& c) {  // all rows: empty, as the flag's default
+          const std::string text = c.steps.to_string();
+          return text == StepSelection{}.to_string() ? std::string() : text;
+        },
+        [](C& c, std::string_view text) { c.steps = StepSelection::parse(std::string(text)); }));
+    t.push_back(option_row<std::string, C>("--backend", "auto, cpu or cuda", GS_FIELD(c.backend)));
+    t.push_back(option_row<std::string, C>("--on-device-error", kOnDeviceErrorHelp, GS_FIELD(c.on_device_error),
+                                           {}, kOnDeviceErrorChoices));
+    t.push_back(option_row<int, C>("--stages", "SIDCo stages", GS_FIELD(c.stages)));
+    t.push_back(option_row<std::uint64_t, C>("--ks-max-points",
+                                             "Largest sample for KS/AD (a uniform subsample beyond it)",
+                                             GS_FIELD(c.ks_max_points)));
+    t.push_back(option_row<std::uint64_t, C>("--seed", "Seed of the KS subsample and DGC's sample",
+                                             GS_FIELD(c.seed)));
+    t.push_back(option_row<int, C>("--jobs", "Layers analysed in parallel (0: one per core)", GS_FIELD(c.jobs)));
+    t.back().alias = "-j";
+    t.push_back(option_row<std::uint64_t, C>(
+        "--memory", "MiB of layers held per step; a larger model is streamed layer by layer",
+        GS_FIELD(c.memory_mib)));
+    t.push_back(option_row<std::filesystem::path, C>(
+        "--csv", "Also write fits.csv, thresholds.csv, tails.csv, vectors.csv here", GS_FIELD(c.csv_dir)));
+    t.push_back(option_row<std::filesystem::path, C>(
+        "--report", "Also write a Markdown report (report.md) with PNG plots (Qt build) here",
+        GS_FIELD(c.report_dir)));
+    t.push_back(option_row<bool, C>("--force", "Recompute from scratch, replacing the output, CSV and report files",
+                                    GS_FIELD(c.force)));
+    return t;
+  }();
+#undef GS_FIELD
+  return table;
+}
+
 int AnalyzeConfig::threads() const {
   return jobs > 0 ? jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }

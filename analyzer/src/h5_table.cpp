@@ -106,6 +106,29 @@ std::vector<double> read_f64_array_attr(hid_t obj, const char* name, const std::
   return v;
 }
 
+std::vector<std::pair<std::string, AttrValue>> read_all_attrs(hid_t obj, const std::filesystem::path& file) {
+  std::vector<std::string> names;
+  hsize_t at = 0;
+  const auto collect = [](hid_t, const char* name, const H5A_info_t*, void* into) -> herr_t {
+    static_cast<std::vector<std::string>*>(into)->emplace_back(name);
+    return 0;
+  };
+  check(H5Aiterate2(obj, H5_INDEX_NAME, H5_ITER_INC, &at, collect, &names), file, "list attributes");
+  std::vector<std::pair<std::string, AttrValue>> out;
+  for (const std::string& name : names) {
+    Handle a = open_attr(obj, name.c_str(), file);
+    Handle t = checked(H5Aget_type(a.get()), H5Tclose, file, "type of " + name);
+    const H5T_class_t cls = H5Tget_class(t.get());
+    if (cls == H5T_STRING) out.emplace_back(name, read_string_attr(obj, name.c_str(), file));
+    else if (cls == H5T_INTEGER && H5Tget_sign(t.get()) == H5T_SGN_NONE)
+      out.emplace_back(name, read_u64_attr(obj, name.c_str(), file));
+    else if (cls == H5T_INTEGER) out.emplace_back(name, read_i64_attr(obj, name.c_str(), file));
+    else if (cls == H5T_FLOAT) out.emplace_back(name, read_f64_array_attr(obj, name.c_str(), file));
+    else throw Error(file.string() + ": attribute '" + name + "' is not a string, an integer or numbers");
+  }
+  return out;
+}
+
 std::size_t field_size(const Field& f) {
   switch (f.type) {
     case FieldType::i64:

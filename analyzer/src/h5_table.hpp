@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <string>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "gs/data/detail/h5_handles.hpp"
@@ -36,6 +37,10 @@ std::string read_string_attr(hid_t obj, const char* name, const std::filesystem:
 std::int64_t read_i64_attr(hid_t obj, const char* name, const std::filesystem::path& file);
 std::uint64_t read_u64_attr(hid_t obj, const char* name, const std::filesystem::path& file);
 std::vector<double> read_f64_array_attr(hid_t obj, const char* name, const std::filesystem::path& file);
+// Every attribute of obj in name order, read by its class: a string, one integer (signed or not)
+// or an array of floats. gs::Error naming an attribute of another class.
+using AttrValue = std::variant<std::string, std::int64_t, std::uint64_t, std::vector<double>>;
+std::vector<std::pair<std::string, AttrValue>> read_all_attrs(hid_t obj, const std::filesystem::path& file);
 
 enum class FieldType { i64, u64, i32, u8, f64, str };
 struct Field {

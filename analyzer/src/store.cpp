@@ -7,6 +7,7 @@
 #include <ctime>
 #include <set>
 #include <sstream>
+#include <type_traits>
 
 #include "gs/base/join.hpp"
 #include "gs/data/detail/h5_handles.hpp"
@@ -124,6 +125,37 @@ std::vector<Row> read_table(hid_t f, const char* table, const std::vector<h5::Fi
     Row r;
     tables::unpack(u, r, widths...);
     if (committed.count(r.step)) out.push_back(std::move(r));
+  }
+  return out;
+}
+
+// The committed rows of packed `bytes` as one column per field.
+std::vector<Column> columns_of(const std::vector<char>& bytes, std::uint64_t rows,
+                               const std::vector<h5::Field>& fields, const std::set<std::int64_t>& committed) {
+  std::vector<Column> out(fields.size());
+  for (std::size_t i = 0; i < fields.size(); ++i) {
+    out[i].name = fields[i].name;
+    switch (fields[i].type) {
+      case h5::FieldType::i64: out[i].values = std::vector<std::int64_t>{}; break;
+      case h5::FieldType::u64: out[i].values = std::vector<std::uint64_t>{}; break;
+      case h5::FieldType::i32: out[i].values = std::vector<std::int32_t>{}; break;
+      case h5::FieldType::u8: out[i].values = std::vector<std::uint8_t>{}; break;
+      case h5::FieldType::f64: out[i].values = std::vector<double>{}; break;
+      case h5::FieldType::str: out[i].values = std::vector<std::string>{}; break;
+    }
+  }
+  const std::size_t size = h5::row_size(fields);
+  for (std::uint64_t r = 0; r < rows; ++r) {
+    h5::Unpacker u(bytes.data() + r * size);
+    if (!committed.count(h5::Unpacker(bytes.data() + r * size).get<std::int64_t>())) continue;
+    for (std::size_t i = 0; i < fields.size(); ++i)
+      std::visit(
+          [&](auto& v) {
+            using T = typename std::decay_t<decltype(v)>::value_type;
+            if constexpr (std::is_same_v<T, std::string>) v.push_back(u.str(fields[i].width));
+            else v.push_back(u.get<T>());
+          },
+          out[i].values);
   }
   return out;
 }
@@ -352,6 +384,29 @@ std::vector<ThresholdRow> AnalysisReader::thresholds() const {
   const auto& w = impl_->widths;
   return read_table<ThresholdRow>(impl_->file.get(), tables::kThresholds, tables::threshold_fields(w),
                                   impl_->committed, impl_->path, w);
+}
+
+const std::vector<std::string>& AnalysisReader::table_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> n{tables::kSteps};
+    n.insert(n.end(), std::begin(tables::kAll), std::end(tables::kAll));
+    return n;
+  }();
+  return names;
+}
+
+std::vector<Attribute> AnalysisReader::attributes() const {
+  std::vector<Attribute> out;
+  for (auto& [name, value] : h5::read_all_attrs(impl_->file.get(), impl_->path))
+    out.push_back({std::move(name), std::move(value)});
+  return out;
+}
+
+std::vector<Column> AnalysisReader::table(const std::string& name) const {
+  const auto fields = tables::fields_of(name, impl_->widths);
+  std::uint64_t rows = 0;
+  const auto bytes = h5::read_rows(impl_->file.get(), name.c_str(), fields, &rows, impl_->path);
+  return columns_of(bytes, rows, fields, impl_->committed);
 }
 
 }  // namespace gs::analyzer

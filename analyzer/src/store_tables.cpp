@@ -51,6 +51,18 @@ std::vector<Field> threshold_fields(const Widths& w) {
           f64("rel_error"), f64("seconds"),             str("error", w.error)};
 }
 
+std::vector<Field> fields_of(const std::string& table, const Widths& w) {
+  if (table == kSteps) return step_fields();
+  if (table == kVectors) return vector_fields(w);
+  if (table == kFits) return fit_fields(w);
+  if (table == kTails) return tail_fields(w);
+  if (table == kQQ) return qq_fields(w);
+  if (table == kThresholds) return threshold_fields(w);
+  std::string names = kSteps;
+  for (const char* t : kAll) names += std::string(", ") + t;
+  throw Error("no analysis table '" + table + "': the tables are " + names);
+}
+
 void pack(h5::Packer& p, const StepRow& r) {
   p.put(r.step);
   p.put(r.row);

@@ -29,6 +29,8 @@ std::vector<h5::Field> qq_fields(const Widths& w);
 std::vector<h5::Field> threshold_fields(const Widths& w);
 // The step column alone (every table starts with it).
 std::vector<h5::Field> step_column();
+// The fields of the table named `table` (one of kSteps, kAll); gs::Error naming the tables otherwise.
+std::vector<h5::Field> fields_of(const std::string& table, const Widths& w);
 
 void pack(h5::Packer& p, const StepRow& r);
 void pack(h5::Packer& p, const VectorRow& r, const Widths& w);

@@ -1,6 +1,12 @@
 // SnapshotReader: opens a v1 snapshot (live or closed), validates its layout and streams steps.
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <sstream>
+#include <utility>
 
 #include "gs/base/join.hpp"
 #include "gs/data/snapshot.hpp"
@@ -43,29 +49,71 @@ void read_rows(hid_t dset, hid_t mem_type, hsize_t first, hsize_t n, void* out,
   h5::check(H5Dread(dset, mem_type, mspace.get(), fspace.get(), H5P_DEFAULT, out), path, what);
 }
 
-}  // namespace
-
-struct SnapshotReader::Impl {
-  std::filesystem::path path;
+// What a reader opens and checks in a file: its ids, metadata and layers. HDF5 (1.10.8 here)
+// breaks a dataset that is open under two ids of one process as soon as either is refreshed
+// (H5Drefresh): every id then reads the first row's chunk for every row. So the readers of one file
+// in a process (an open_snapshot in a notebook and the analysis it starts) share one OpenFile,
+// found by the file's device and inode, and refresh and read through it under its lock.
+struct OpenFile {
+  std::mutex mutex;
   H5Handle file;
   bool swmr = false;
   SnapshotMeta meta;
   std::vector<LayerInfo> layers;
   std::vector<H5Handle> grads, layer_steps;
   H5Handle steps_dset, row_type;
-  std::vector<StepRecord> steps;
   std::int64_t total_numel = 0;
 
-  void open_file();
-  void open_image(const FileImage& image);
-  void open_rest();
-  void read_meta();
-  void open_layers();
-  void open_steps();
-  std::size_t refresh();
+  void open_file(const std::filesystem::path& path);
+  void open_image(const FileImage& image, const std::filesystem::path& path);
+  void open_rest(const std::filesystem::path& path);
+  void read_meta(const std::filesystem::path& path);
+  void open_layers(const std::filesystem::path& path);
+  void open_steps(const std::filesystem::path& path);
 };
 
-void SnapshotReader::Impl::open_file() {
+// The OpenFile of every snapshot file open for reading in this process, by (device, inode). An
+// OpenFile is closed under the registry's lock, so a file is never opened anew while its old ids
+// close.
+std::recursive_mutex registry_mutex;
+std::map<std::pair<dev_t, ino_t>, std::weak_ptr<OpenFile>>& registry() {
+  static std::map<std::pair<dev_t, ino_t>, std::weak_ptr<OpenFile>> files;
+  return files;
+}
+
+std::shared_ptr<OpenFile> open_shared(const std::filesystem::path& path) {
+  std::lock_guard lock(registry_mutex);
+  std::erase_if(registry(), [](const auto& entry) { return entry.second.expired(); });
+  struct stat st {};
+  const bool known = ::stat(path.c_str(), &st) == 0;
+  const auto key = std::make_pair(st.st_dev, st.st_ino);
+  if (known)
+    if (auto open = registry()[key].lock()) return open;
+  std::shared_ptr<OpenFile> open(new OpenFile, [](OpenFile* f) {
+    std::lock_guard closing(registry_mutex);
+    delete f;
+  });
+  open->open_file(path);
+  open->open_rest(path);
+  if (known) registry()[key] = open;
+  return open;
+}
+
+}  // namespace
+
+struct SnapshotReader::Impl {
+  std::filesystem::path path;
+  std::shared_ptr<OpenFile> open;  // its layers and metadata never change
+  std::vector<StepRecord> steps;   // this reader's, as of its last refresh
+
+  std::size_t refresh();
+  void attach(std::shared_ptr<OpenFile> f) {
+    open = std::move(f);
+    refresh();
+  }
+};
+
+void OpenFile::open_file(const std::filesystem::path& path) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) bad_layout(path, "no such file");
   if (!std::filesystem::is_regular_file(path, ec)) bad_layout(path, "not a regular file");
@@ -96,7 +144,7 @@ void SnapshotReader::Impl::open_file() {
   file = H5Handle(id, H5Fclose);
 }
 
-void SnapshotReader::Impl::open_image(const FileImage& image) {
+void OpenFile::open_image(const FileImage& image, const std::filesystem::path& path) {
   const hid_t id = h5::open_image(image.bytes, path);
   if (id < 0) {
     const std::string stack = h5::error_stack_text();
@@ -106,14 +154,13 @@ void SnapshotReader::Impl::open_image(const FileImage& image) {
   file = H5Handle(id, H5Fclose);
 }
 
-void SnapshotReader::Impl::open_rest() {
-  read_meta();
-  open_layers();
-  open_steps();
-  refresh();
+void OpenFile::open_rest(const std::filesystem::path& path) {
+  read_meta(path);
+  open_layers(path);
+  open_steps(path);
 }
 
-void SnapshotReader::Impl::read_meta() {
+void OpenFile::read_meta(const std::filesystem::path& path) {
   const hid_t root = file.get();
   if (!h5::has_attr(root, "format"))
     bad_layout(path, "HDF5 file without a 'format' root attribute: not a gradscope snapshot");
@@ -133,7 +180,7 @@ void SnapshotReader::Impl::read_meta() {
   meta.gradscope_version = h5::read_string_attr(root, "gradscope_version", path, "the root group");
 }
 
-void SnapshotReader::Impl::open_layers() {
+void OpenFile::open_layers(const std::filesystem::path& path) {
   if (!link_exists(file.get(), "layers")) bad_layout(path, "snapshot has no /layers group");
   H5Handle group = h5::group_handle(H5Gopen2(file.get(), "layers", H5P_DEFAULT), path,
                                     "opening /layers");
@@ -188,7 +235,7 @@ void SnapshotReader::Impl::open_layers() {
   }
 }
 
-void SnapshotReader::Impl::open_steps() {
+void OpenFile::open_steps(const std::filesystem::path& path) {
   if (!link_exists(file.get(), "steps")) bad_layout(path, "snapshot has no /steps dataset");
   steps_dset = h5::dataset_handle(H5Dopen2(file.get(), "steps", H5P_DEFAULT), path,
                                   "opening /steps");
@@ -204,14 +251,20 @@ void SnapshotReader::Impl::open_steps() {
 
 std::size_t SnapshotReader::Impl::refresh() {
   h5::silence_errors();
-  if (swmr) {
+  OpenFile& f = *open;
+  const std::vector<LayerInfo>& layers = f.layers;
+  const std::vector<H5Handle>& grads = f.grads;
+  const std::vector<H5Handle>& layer_steps = f.layer_steps;
+  const hid_t steps_dset = f.steps_dset.get();
+  std::lock_guard lock(f.mutex);
+  if (f.swmr) {
     for (auto& d : grads) h5::check(H5Drefresh(d.get()), path, "refreshing a layer");
     for (auto& d : layer_steps) h5::check(H5Drefresh(d.get()), path, "refreshing a layer");
-    h5::check(H5Drefresh(steps_dset.get()), path, "refreshing /steps");
+    h5::check(H5Drefresh(steps_dset), path, "refreshing /steps");
   }
   // A live writer (or a crash) can leave the newest step partly written; it counts only once every
   // dataset has its row. Any larger gap is damage.
-  const hsize_t n_steps = rows_of(steps_dset.get(), path, "reading /steps");
+  const hsize_t n_steps = rows_of(steps_dset, path, "reading /steps");
   hsize_t lo = n_steps, hi = n_steps;
   std::vector<hsize_t> grad_rows(layers.size()), step_rows(layers.size());
   for (std::size_t i = 0; i < layers.size(); ++i) {
@@ -233,7 +286,7 @@ std::size_t SnapshotReader::Impl::refresh() {
   if (lo <= old) return steps.size();
   const hsize_t n_new = lo - old;
   std::vector<h5::StepRow> rows(n_new);
-  read_rows(steps_dset.get(), row_type.get(), old, n_new, rows.data(), path, "reading /steps");
+  read_rows(steps_dset, f.row_type.get(), old, n_new, rows.data(), path, "reading /steps");
   std::vector<std::int64_t> layer_step(n_new);
   for (std::size_t i = 0; i < layers.size(); ++i) {
     read_rows(layer_steps[i].get(), H5T_NATIVE_INT64, old, n_new, layer_step.data(), path,
@@ -252,31 +305,33 @@ SnapshotReader::SnapshotReader(const std::filesystem::path& path)
     : impl_(std::make_unique<Impl>()) {
   h5::silence_errors();
   impl_->path = path;
-  impl_->open_file();
-  impl_->open_rest();
+  impl_->attach(open_shared(path));
 }
 
+// An image is a file of its own: nothing to share.
 SnapshotReader::SnapshotReader(const FileImage& image) : impl_(std::make_unique<Impl>()) {
   h5::silence_errors();
   impl_->path = image.name;
-  impl_->open_image(image);
-  impl_->open_rest();
+  auto open = std::make_shared<OpenFile>();
+  open->open_image(image, image.name);
+  open->open_rest(image.name);
+  impl_->attach(std::move(open));
 }
 
 SnapshotReader::~SnapshotReader() = default;
 SnapshotReader::SnapshotReader(SnapshotReader&&) noexcept = default;
 SnapshotReader& SnapshotReader::operator=(SnapshotReader&&) noexcept = default;
 
-const SnapshotMeta& SnapshotReader::meta() const { return impl_->meta; }
-const std::vector<LayerInfo>& SnapshotReader::layers() const { return impl_->layers; }
+const SnapshotMeta& SnapshotReader::meta() const { return impl_->open->meta; }
+const std::vector<LayerInfo>& SnapshotReader::layers() const { return impl_->open->layers; }
 const std::filesystem::path& SnapshotReader::path() const { return impl_->path; }
-std::int64_t SnapshotReader::total_numel() const { return impl_->total_numel; }
+std::int64_t SnapshotReader::total_numel() const { return impl_->open->total_numel; }
 std::size_t SnapshotReader::refresh() { return impl_->refresh(); }
 std::size_t SnapshotReader::step_count() const { return impl_->steps.size(); }
 const std::vector<StepRecord>& SnapshotReader::steps() const { return impl_->steps; }
 
 std::size_t SnapshotReader::layer_index(const std::string& name) const {
-  const auto& layers = impl_->layers;
+  const auto& layers = impl_->open->layers;
   for (std::size_t i = 0; i < layers.size(); ++i)
     if (layers[i].name == name) return i;
   throw gs::Error(impl_->path.string() + ": no layer '" + name + "'; layers are: " +
@@ -302,17 +357,18 @@ void SnapshotReader::read(std::size_t step_index, std::size_t layer_index,
   if (step_index >= s.steps.size())
     throw gs::Error(s.path.string() + ": step index " + std::to_string(step_index) +
                     " is out of range; " + std::to_string(s.steps.size()) + " steps recorded");
-  if (layer_index >= s.layers.size())
+  if (layer_index >= s.open->layers.size())
     throw gs::Error(s.path.string() + ": layer index " + std::to_string(layer_index) +
-                    " is out of range; " + std::to_string(s.layers.size()) + " layers");
-  const auto numel = static_cast<hsize_t>(s.layers[layer_index].numel());
+                    " is out of range; " + std::to_string(s.open->layers.size()) + " layers");
+  const auto numel = static_cast<hsize_t>(s.open->layers[layer_index].numel());
   if (out.size() != numel)
-    throw gs::Error(s.path.string() + ": reading layer '" + s.layers[layer_index].name +
+    throw gs::Error(s.path.string() + ": reading layer '" + s.open->layers[layer_index].name +
                     "' needs room for " + std::to_string(numel) + " floats, got " +
                     std::to_string(out.size()));
-  const std::string what = "reading layer '" + s.layers[layer_index].name + "' at step " +
+  const std::string what = "reading layer '" + s.open->layers[layer_index].name + "' at step " +
                            std::to_string(s.steps[step_index].step);
-  const hid_t dset = s.grads[layer_index].get();
+  const hid_t dset = s.open->grads[layer_index].get();
+  std::lock_guard lock(s.open->mutex);  // no refresh of another reader in between
   H5Handle fspace = h5::space_handle(H5Dget_space(dset), s.path, what);
   const hsize_t start[2] = {step_index, 0}, count[2] = {1, numel};
   h5::check(H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start, nullptr, count, nullptr),
@@ -323,19 +379,19 @@ void SnapshotReader::read(std::size_t step_index, std::size_t layer_index,
 }
 
 std::vector<float> SnapshotReader::read(std::size_t step_index, std::size_t layer_index) const {
-  if (layer_index >= impl_->layers.size())
+  if (layer_index >= impl_->open->layers.size())
     throw gs::Error(impl_->path.string() + ": layer index " + std::to_string(layer_index) +
-                    " is out of range; " + std::to_string(impl_->layers.size()) + " layers");
-  std::vector<float> out(static_cast<std::size_t>(impl_->layers[layer_index].numel()));
+                    " is out of range; " + std::to_string(impl_->open->layers.size()) + " layers");
+  std::vector<float> out(static_cast<std::size_t>(impl_->open->layers[layer_index].numel()));
   read(step_index, layer_index, out);
   return out;
 }
 
 std::vector<float> SnapshotReader::read_model(std::size_t step_index) const {
-  std::vector<float> out(static_cast<std::size_t>(impl_->total_numel));
+  std::vector<float> out(static_cast<std::size_t>(impl_->open->total_numel));
   std::size_t offset = 0;
-  for (std::size_t l = 0; l < impl_->layers.size(); ++l) {
-    const auto n = static_cast<std::size_t>(impl_->layers[l].numel());
+  for (std::size_t l = 0; l < impl_->open->layers.size(); ++l) {
+    const auto n = static_cast<std::size_t>(impl_->open->layers[l].numel());
     read(step_index, l, std::span<float>(out).subspan(offset, n));
     offset += n;
   }
@@ -350,11 +406,11 @@ void SnapshotReader::for_each_step(
                     std::to_string(last) + ") is outside the " +
                     std::to_string(impl_->steps.size()) + " recorded steps");
   // One buffer reused for every step: memory stays at one model's worth.
-  std::vector<float> flat(static_cast<std::size_t>(impl_->total_numel));
+  std::vector<float> flat(static_cast<std::size_t>(impl_->open->total_numel));
   for (std::size_t i = first; i < last; ++i) {
     std::size_t offset = 0;
-    for (std::size_t l = 0; l < impl_->layers.size(); ++l) {
-      const auto n = static_cast<std::size_t>(impl_->layers[l].numel());
+    for (std::size_t l = 0; l < impl_->open->layers.size(); ++l) {
+      const auto n = static_cast<std::size_t>(impl_->open->layers[l].numel());
       read(i, l, std::span<float>(flat).subspan(offset, n));
       offset += n;
     }
@@ -377,7 +433,7 @@ StorageInfo storage_info(const SnapshotReader& reader) {
 
 std::uint64_t SnapshotReader::stored_grad_bytes() const {
   std::uint64_t total = 0;
-  for (const auto& d : impl_->grads) total += H5Dget_storage_size(d.get());
+  for (const auto& d : impl_->open->grads) total += H5Dget_storage_size(d.get());
   return total;
 }
 

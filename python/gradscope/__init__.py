@@ -5,6 +5,9 @@
     gradscope.Recorder(model, "run.h5")    gradients of any nn.Module into a gradscope snapshot
     gradscope.ddp.State / gradscope.ddp.hook   compressed DistributedDataParallel (a comm hook)
     gradscope.fashion_mnist("train")       Fashion-MNIST as normalized tensors (Debian's package)
+    gradscope.open_snapshot("run.h5")      a snapshot's layers, steps and gradients (also while written)
+    gradscope.analyze("run.h5", "a.h5")    `gradscope analyze` in this process, with a progress callback
+    gradscope.load_analysis("a.h5")        an analysis store's tables as pandas DataFrames
 
 The work is done by gradscope's C++ libraries (the _gradscope extension); errors from them arrive
 as gradscope.Error (a RuntimeError and a ValueError) with the same message.
@@ -19,10 +22,12 @@ from ._gradscope import Error, __version__
 from ._options import compressor_names, option_texts, sparse_selection_names
 from ._tensors import check_density, compress_where_it_lives, describe, float32_view, on_host
 from .datasets import fashion_mnist
+from .readers import Analysis, Layer, Snapshot, Step, analyze, load_analysis, open_snapshot
 from .recorder import Recorder
 
-__all__ = ["DEFAULT_SIDCO_STAGES", "Error", "Recorder", "__version__", "compressor_names", "ddp",
-           "fashion_mnist", "fit", "select"]
+__all__ = ["DEFAULT_SIDCO_STAGES", "Analysis", "Error", "Layer", "Recorder", "Snapshot", "Step",
+           "__version__", "analyze", "compressor_names", "ddp", "fashion_mnist", "fit", "load_analysis",
+           "open_snapshot", "select"]
 
 # SIDCo's stage count when a one-shot call (fit, select) gives none: fit's, from the C++ core.
 DEFAULT_SIDCO_STAGES = _gradscope.default_sidco_stages

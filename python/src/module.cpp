@@ -36,14 +36,6 @@ namespace py = pybind11;
 namespace gs::python {
 namespace {
 
-// A NumPy array that owns `values` (moved into a capsule, no copy).
-template <class T>
-py::array_t<T> owned_array(std::vector<T>&& values) {
-  auto* heap = new std::vector<T>(std::move(values));
-  py::capsule owner(heap, [](void* p) { delete static_cast<std::vector<T>*>(p); });
-  return py::array_t<T>({heap->size()}, {sizeof(T)}, heap->data(), owner);
-}
-
 py::dict info_dict(const compress::CompressInfo& info) {
   py::dict d;
   d["n"] = info.n;
@@ -209,6 +201,7 @@ std::vector<std::vector<py::array_t<float>>> model_compressor_steps(
 
 void bind_recorder(py::module_& m);
 void bind_ddp(py::module_& m);
+void bind_readers(py::module_& m);
 
 // The cuda-host backend's fake devices, for tests of where the hook's work lands: the work done on
 // each device, the orderings with the legacy stream, and the stand-in for torch's stream.
@@ -264,18 +257,7 @@ PYBIND11_MODULE(_gradscope, m) {
     }
     return rows;
   });
-  m.def("compressor_options", [] {
-    py::list rows;
-    for (const auto& r : compress::compressor_option_rows()) {
-      py::dict d;
-      d["key"] = r.key();
-      d["help"] = r.help;
-      d["default"] = r.get(compress::CompressorOptions{});
-      d["list"] = r.kind == gs::ValueKind::int_list;
-      rows.append(d);
-    }
-    return rows;
-  });
+  m.def("compressor_options", [] { return option_row_dicts(compress::compressor_option_rows()); });
   py::class_<CompressorHandle>(m, "Compressor")
       .def(py::init<const std::string&, double, const std::map<std::string, std::string>&>(),
            py::arg("name"), py::arg("density"), py::arg("options") = std::map<std::string, std::string>{})
@@ -300,4 +282,5 @@ PYBIND11_MODULE(_gradscope, m) {
         py::arg("options"), py::arg("bucket_sizes"), py::arg("grads"));
   bind_recorder(m);
   bind_ddp(m);
+  bind_readers(m);
 }

@@ -1,13 +1,22 @@
 #pragma once
 // What every part of the _gradscope module shares: memory Python hands over as (address, count),
-// and compressor options given as {key: text} read through the C++ option table.
+// vectors handed back as NumPy arrays, and options given as {key: text} read through a C++ option
+// table (the compressors', `gradscope analyze`'s), with the table's messages in Python's words.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
 #include <algorithm>
+#include <cctype>
 #include <cstdint>
 #include <map>
 #include <span>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "gs/base/join.hpp"
+#include "gs/base/option_table.hpp"
 #include "gs/compress/compressor.hpp"
 #include "gs/error.hpp"
 
@@ -20,30 +29,90 @@ std::span<T> span_at(std::uintptr_t address, std::uint64_t n) {
   return {reinterpret_cast<T*>(address), static_cast<std::size_t>(n)};
 }
 
-inline compress::CompressorOptions parse_options(const std::map<std::string, std::string>& given) {
-  compress::CompressorOptions o;
-  const auto& rows = compress::compressor_option_rows();
+// A NumPy array that owns `values` (moved into a capsule, no copy).
+template <class T>
+pybind11::array_t<T> owned_array(std::vector<T>&& values) {
+  auto* heap = new std::vector<T>(std::move(values));
+  pybind11::capsule owner(heap, [](void* p) { delete static_cast<std::vector<T>*>(p); });
+  return pybind11::array_t<T>({heap->size()}, {sizeof(T)}, heap->data(), owner);
+}
+
+// A message of the core in Python's words: each flag of `rows` becomes its keyword (a switch
+// "force=True", "--backend 'gpu'" "backend='gpu'", "--stages: 'x'" "stages='x'"), and each flag of
+// `words` ({flag, word}) its word. Only whole flags: "--on-device-error" is not "--on".
+template <class C>
+std::string in_python_words(std::string m, const std::vector<OptionRow<C>>& rows,
+                            const std::vector<std::pair<std::string, std::string>>& words = {}) {
+  std::vector<std::pair<std::string, std::string>> swaps;
+  for (const auto& r : rows) {
+    swaps.emplace_back(r.flag + " '", r.key() + "='");
+    swaps.emplace_back(r.flag + ": '", r.key() + "='");
+    swaps.emplace_back(r.flag, r.kind == ValueKind::flag ? r.key() + "=True" : r.key());
+  }
+  swaps.insert(swaps.end(), words.begin(), words.end());
+  const auto part_of_flag = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '-'; };
+  for (const auto& [flag, word] : swaps) {
+    for (std::size_t at = m.find(flag); at != std::string::npos; at = m.find(flag, at)) {
+      const std::size_t end = at + flag.size();
+      const bool whole = (at == 0 || !part_of_flag(m[at - 1])) &&
+                         (flag.back() == '\'' || end == m.size() || !part_of_flag(m[end]));
+      if (!whole) {
+        at = end;
+        continue;
+      }
+      m.replace(at, flag.size(), word);
+      at += word.size();
+    }
+  }
+  return m;
+}
+
+// Sets the options `given` ({key: text}) on `into` through the rows of `rows` (each parses its
+// text and checks its choices); gs::Error in Python's words for an unknown key (listing the keys)
+// or a value a row refuses.
+template <class C>
+void set_options(C& into, const std::vector<OptionRow<C>>& rows, const std::map<std::string, std::string>& given,
+                 const std::string& what) {
   for (const auto& [key, text] : given) {
     const auto row = std::find_if(rows.begin(), rows.end(), [&](const auto& r) { return r.key() == key; });
     if (row == rows.end()) {
-      throw Error("unknown compressor option '" + key + "': the options are " +
+      throw Error("unknown " + what + " '" + key + "': the options are " +
                   join(rows, ", ", [](const auto& r) { return r.key(); }));
     }
     try {
-      row->set(o, text);
-      row->check(o);
+      row->set(into, text);
+      row->check(into);
     } catch (const Error& e) {
-      // The table's messages name the flag ("--backend 'gpu' is not one of ..."); Python callers
-      // gave a keyword: say backend='gpu'.
-      std::string m = e.what();
-      const std::string quoted = row->flag + " '";
-      if (m.starts_with(quoted)) m = row->key() + "='" + m.substr(quoted.size());
-      else if (m.starts_with(row->flag + ": '")) m = row->key() + "='" + m.substr(row->flag.size() + 3);
-      else if (m.starts_with(row->flag)) m = row->key() + m.substr(row->flag.size());
-      throw Error(m);
+      throw Error(in_python_words(e.what(), rows));
     }
   }
+}
+
+inline compress::CompressorOptions parse_options(const std::map<std::string, std::string>& given) {
+  compress::CompressorOptions o;
+  set_options(o, compress::compressor_option_rows(), given, "compressor option");
   return o;
+}
+
+// The rows of an option table for Python (gradscope/_options.py): key, flag, help, default (as
+// text), kind ("text", "integer", "real", "flag", "int_list", "real_list", "text_list"), list
+// (a comma list) and choices.
+template <class C>
+pybind11::list option_row_dicts(const std::vector<OptionRow<C>>& rows) {
+  static const char* kinds[] = {"text", "integer", "real", "flag", "int_list", "real_list", "text_list"};
+  pybind11::list out;
+  for (const auto& r : rows) {
+    pybind11::dict d;
+    d["key"] = r.key();
+    d["flag"] = r.flag;
+    d["help"] = r.help;
+    d["default"] = r.get(C{});
+    d["kind"] = kinds[static_cast<int>(r.kind)];
+    d["list"] = is_list(r.kind);
+    d["choices"] = r.choices;
+    out.append(d);
+  }
+  return out;
 }
 
 }  // namespace gs::python

@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 #include <hdf5.h>
 
+#include <cmath>
 #include <fstream>
+#include <map>
 
 #include "gs/analyzer/analyze.hpp"
 #include "gs/error.hpp"
@@ -236,6 +238,45 @@ TEST(Store, AttributesOfTheWrongShapeOrClassAreRefused) {
   EXPECT_NE(e.find("attribute 'stages' is not one integer"), std::string::npos) << e;
 }
 
+// The columns and attributes other languages read: the file's names and types, the rows' values.
+TEST(Store, TablesAsColumnsAndAttributesAsStored) {
+  TempDir dir;
+  test::write_synthetic_snapshot(dir / "snap.h5", 2);
+  const AnalyzeConfig c = config_for(dir);
+  analyze(c);
+  const AnalysisReader r(c.output);
+  EXPECT_EQ(AnalysisReader::table_names(),
+            (std::vector<std::string>{"steps", "vectors", "fits", "tails", "qq", "thresholds"}));
+  const std::vector<Column> fits = r.table("fits");
+  std::vector<std::string> names;
+  for (const auto& col : fits) names.push_back(col.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"step", "scope", "kind", "dist", "param1", "param2", "loglik",
+                                             "aic", "ks_D", "ks_p", "ad_A2", "ks_n", "ks_subsampled", "error"}));
+  const auto rows = r.fits();
+  const auto& scope = std::get<std::vector<std::string>>(fits[1].values);
+  const auto& ks_D = std::get<std::vector<double>>(fits[8].values);
+  const auto& subsampled = std::get<std::vector<std::uint8_t>>(fits[12].values);
+  ASSERT_EQ(ks_D.size(), rows.size());
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ(scope[i], rows[i].scope);
+    EXPECT_TRUE(ks_D[i] == rows[i].ks_D || (std::isnan(ks_D[i]) && std::isnan(rows[i].ks_D)));
+    EXPECT_EQ(subsampled[i] != 0, rows[i].ks_subsampled);
+  }
+  EXPECT_EQ(std::get<std::vector<std::int32_t>>(r.table("thresholds")[6].values).size(), r.thresholds().size());
+  EXPECT_EQ(std::get<std::vector<std::uint64_t>>(r.table("steps")[1].values), (std::vector<std::uint64_t>{0, 1}));
+  const std::string e = error_of([&] { r.table("fit"); });
+  EXPECT_NE(e.find("no analysis table 'fit': the tables are steps, vectors, fits"), std::string::npos) << e;
+
+  std::map<std::string, AttributeValue> attrs;
+  for (auto& a : r.attributes()) attrs[a.name] = a.value;
+  EXPECT_EQ(std::get<std::string>(attrs.at("source_path")), r.source().path);
+  EXPECT_EQ(std::get<std::string>(attrs.at("format")), kAnalysisFormat);
+  EXPECT_EQ(std::get<std::int64_t>(attrs.at("format_version")), kAnalysisFormatVersion);
+  EXPECT_EQ(std::get<std::uint64_t>(attrs.at("seed")), c.seed);
+  EXPECT_EQ(std::get<std::vector<double>>(attrs.at("ratios")), c.densities);
+  EXPECT_EQ(attrs.size(), 18u);
+}
+
 TEST(Store, RowsOfAnUncommittedStepAreDropped) {
   TempDir dir;
   test::write_synthetic_snapshot(dir / "snap.h5", 3);
@@ -268,6 +309,8 @@ TEST(Store, RowsOfAnUncommittedStepAreDropped) {
     H5Fclose(f);
   }
   EXPECT_EQ(AnalysisReader(c.output).fits().size(), fits_committed);  // the reader skips it
+  EXPECT_EQ(std::get<std::vector<std::int64_t>>(AnalysisReader(c.output).table("fits").front().values).size(),
+            fits_committed);  // and so do its columns
   c.steps = StepSelection::parse("0:3");
   AnalyzeConfig wider = c;
   // Options include the selection: widening it is another analysis.

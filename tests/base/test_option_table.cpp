@@ -27,6 +27,8 @@ struct Config {
   double rate = 0.25;
   bool on = false;
   std::vector<int> bits{6, 10};
+  std::vector<double> ratios{0.1, 0.01};
+  std::vector<std::string> names{"x", "y"};
   Inner inner;
 };
 
@@ -44,6 +46,8 @@ std::vector<gs::OptionRow<Config>> table() {
       gs::option_row<double, Config>("--rate-of-fire", "a real", FIELD(c.rate)),
       gs::option_row<bool, Config>("--on", "a switch", FIELD(c.on)),
       gs::option_row<std::vector<int>, Config>("--bits", "a list", FIELD(c.bits)),
+      gs::option_row<std::vector<double>, Config>("--ratios", "reals", FIELD(c.ratios)),
+      gs::option_row<std::vector<std::string>, Config>("--names", "words", FIELD(c.names)),
       gs::nested_row<Config>(gs::option_row<double, Inner>("--alpha", "inner", FIELD(c.alpha),
                                                            [](const double& v) {
                                                              if (!(v > 0)) throw gs::Error("--alpha must be positive");
@@ -64,7 +68,8 @@ TEST(OptionTable, EveryKindReadsWhatItWrites) {
   Config c;
   const std::pair<const char*, const char*> values[] = {
       {"--name", "b"},     {"--out", "dir/y.h5"},     {"--count", "-7"},   {"--seed", "18446744073709551615"},
-      {"--rate-of-fire", "0.1"}, {"--on", "1"},       {"--bits", "2,4,8"}, {"--alpha", "1e-300"}};
+      {"--rate-of-fire", "0.1"}, {"--on", "1"},       {"--bits", "2,4,8"}, {"--alpha", "1e-300"},
+      {"--ratios", "0.5,0.001,1e-300"}, {"--names", "gamma,top-k"}};
   for (const auto& [flag, text] : values) {
     row(t, flag).set(c, text);
     EXPECT_EQ(row(t, flag).get(c), text) << flag;
@@ -72,6 +77,8 @@ TEST(OptionTable, EveryKindReadsWhatItWrites) {
   EXPECT_EQ(c.out, std::filesystem::path("dir/y.h5"));
   EXPECT_EQ(c.seed, std::numeric_limits<std::uint64_t>::max());
   EXPECT_EQ(c.bits, (std::vector<int>{2, 4, 8}));
+  EXPECT_EQ(c.ratios, (std::vector<double>{0.5, 0.001, 1e-300}));
+  EXPECT_EQ(c.names, (std::vector<std::string>{"gamma", "top-k"}));
   EXPECT_EQ(c.inner.alpha, 1e-300);
   // A real's text is the shortest that reads back exactly.
   c.rate = 0.1 + 0.2;
@@ -82,6 +89,8 @@ TEST(OptionTable, EveryKindReadsWhatItWrites) {
   EXPECT_FALSE(c.on);
   row(t, "--bits").set(c, "");
   EXPECT_TRUE(c.bits.empty());
+  row(t, "--names").set(c, "");
+  EXPECT_TRUE(c.names.empty());
 }
 
 TEST(OptionTable, TextThatIsNoSuchValueNamesTheFlag) {
@@ -89,12 +98,14 @@ TEST(OptionTable, TextThatIsNoSuchValueNamesTheFlag) {
   Config c;
   const std::pair<const char*, const char*> bad[] = {
       {"--count", "3x"}, {"--count", ""},  {"--count", "1.5"}, {"--seed", "-1"},   {"--rate-of-fire", "fast"},
-      {"--rate-of-fire", ""}, {"--on", "yes"}, {"--bits", "2,,4"}, {"--alpha", "1e"}};
+      {"--rate-of-fire", ""}, {"--on", "yes"}, {"--bits", "2,,4"}, {"--alpha", "1e"},
+      {"--ratios", "0.1,x"}};
   for (const auto& [flag, text] : bad) {
     const std::string msg = error_message([&] { row(t, flag).set(c, text); });
     EXPECT_EQ(msg.rfind(flag, 0), 0u) << flag << " '" << text << "': " << msg;
     // The text quoted (a list's bad item alone).
-    const std::string quoted = std::string(flag) == "--bits" ? "''" : "'" + std::string(text) + "'";
+    const std::string f = flag;
+    const std::string quoted = f == "--bits" ? "''" : f == "--ratios" ? "'x'" : "'" + std::string(text) + "'";
     EXPECT_NE(msg.find(quoted), std::string::npos) << msg;
   }
   EXPECT_EQ(c.count, 3);  // nothing changed
@@ -112,6 +123,10 @@ TEST(OptionTable, RangesAndChoicesAreChecked) {
   EXPECT_EQ(error_message([&] { row(t, "--alpha").check(c); }), "--alpha must be positive");
   EXPECT_EQ(row(t, "--rate-of-fire").key(), "rate_of_fire");
   EXPECT_EQ(row(t, "--bits").kind, gs::ValueKind::int_list);
+  EXPECT_EQ(row(t, "--ratios").kind, gs::ValueKind::real_list);
+  EXPECT_EQ(row(t, "--names").kind, gs::ValueKind::text_list);
+  EXPECT_TRUE(gs::is_list(gs::ValueKind::text_list));
+  EXPECT_FALSE(gs::is_list(gs::ValueKind::text));
   EXPECT_EQ(row(t, "--out").kind, gs::ValueKind::text);
 }
 

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <memory>
 
 #include "common/run_command.hpp"
 #include "data_test_util.hpp"
@@ -103,6 +104,32 @@ TEST(Snapshot, RoundTripIsBitExact) {
     EXPECT_TRUE(same_bits(want, v));
   });
   EXPECT_EQ(seen, (std::vector<std::size_t>{2, 3, 4, 5}));
+}
+
+// Readers of one file in one process (a notebook's reader and the analysis it starts): HDF5 1.10
+// breaks a dataset open twice once either id is refreshed, so they share their ids. Each one reads
+// every row right, whichever opened or refreshed last, and outlives the others.
+TEST(Snapshot, ReadersOfOneFileInOneProcessReadTheSameRows) {
+  ScratchDir dir;
+  const auto path = dir / "run.h5";
+  const auto layers = odd_layers();
+  const Written w = write_file(path, layers, 4, 11);
+  auto first = std::make_unique<SnapshotReader>(path);
+  auto check = [&](const SnapshotReader& r, const char* who) {
+    for (std::size_t s = 0; s < 4; ++s)
+      for (std::size_t l = 0; l < layers.size(); ++l)
+        EXPECT_TRUE(same_bits(w.grads[s][l], r.read(s, l))) << who << " step " << s << " layer " << l;
+  };
+  check(*first, "first alone");
+  const SnapshotReader second(path);
+  EXPECT_EQ(first->refresh(), 4u);
+  check(*first, "first");
+  check(second, "second");
+  first.reset();
+  check(second, "second, the first closed");
+  const SnapshotReader third(dir / "." / "run.h5");  // another name for the same file
+  EXPECT_EQ(third.path(), dir / "." / "run.h5");     // messages name it as given
+  check(third, "third");
 }
 
 // The same file read from its bytes in memory (HDF5's core driver): what a peer sends, or a

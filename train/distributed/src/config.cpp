@@ -220,7 +220,7 @@ std::vector<std::string> TrainConfig::worker_args(int r, int port) const {
     if (!passed || (o.matters && !o.matters(*this))) continue;
     if (o.kind == ValueKind::flag) {
       if (o.get(*this) == "1") a.push_back(o.flag);
-    } else if (o.kind != ValueKind::int_list || !o.get(*this).empty()) {
+    } else if (!is_list(o.kind) || !o.get(*this).empty()) {
       if (o.scope == OptionScope::output && o.get(*this).empty()) continue;
       a.insert(a.end(), {o.flag, o.get(*this)});
     }

@@ -48,7 +48,12 @@ std::string to_json(const TrainConfig& c, const TrainResult& r) {
       case ValueKind::flag: field = v == "1"; break;
       case ValueKind::integer: field = json::parse(v); break;
       case ValueKind::real: field = std::stod(v); break;
-      case ValueKind::int_list: field = json::parse("[" + v + "]"); break;
+      case ValueKind::int_list:
+      case ValueKind::real_list: field = json::parse("[" + v + "]"); break;
+      case ValueKind::text_list:
+        field = json::array();
+        for (const auto item : split_list(v)) field.push_back(std::string(item));
+        break;
     }
   }
   json j = {

@@ -58,6 +58,13 @@ AnalyzeResult analyze(const AnalyzeConfig& config, const ProgressFn& progress = 
 void export_outputs(const AnalyzeConfig& config, const AnalysisReader& reader,
                     const PlotHook& plots = {});
 
+// `gradscope analyze --json` (and what Python's gradscope.analyze returns): source, output (the
+// reader's file), created, steps_selected, steps_skipped, steps_analyzed, vectors_analyzed, backend,
+// seconds, summary (summary_json), and after a device failure that sent the work to the CPU
+// device_error, device_error_backend and device_error_step.
+nlohmann::json analyze_json(const AnalyzeResult& result, const AnalysisReader& reader,
+                            const AnalysisSummary& summary);
+
 // The demo's one call: analyse config.input into config.output (forced: the demo owns its
 // files), then print the terminal summary to out. Returns the summary.
 AnalysisSummary analyze_and_summarize(AnalyzeConfig config, std::ostream& out,

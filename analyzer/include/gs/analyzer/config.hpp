@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "gs/base/option_table.hpp"
 #include "gs/fitting/report.hpp"
 
 namespace gs::analyzer {
@@ -37,6 +38,9 @@ struct StepSelection {
 // status): "stop" with that failure in one line, or "cpu": run the interrupted work again on the
 // CPU backend and say so (`--on-device-error`, on `gradscope fit` and `gradscope analyze`).
 inline const std::vector<std::string> kOnDeviceErrorChoices = {"stop", "cpu"};
+inline constexpr const char* kOnDeviceErrorHelp =
+    "when the device fails (out of memory, a CUDA error): stop, or run the work again on the CPU "
+    "backend (cpu) and say so";
 
 struct AnalyzeConfig {
   std::filesystem::path input;   // snapshot file (gs::data::SnapshotReader)
@@ -70,5 +74,11 @@ struct AnalyzeConfig {
   // The report options used for every vector.
   FitReportOptions fit_options() const;
 };
+
+// The options of `gradscope analyze` as one table: its flags, their defaults and help, and the
+// keywords of Python's gradscope.analyze (the key: ks_max_points for --ks-max-points). Every
+// setting of AnalyzeConfig a user gives, besides the input, the output and the command line's own
+// --json and --quiet. The rows parse (and check their choices); validate() checks the rest.
+const std::vector<OptionRow<AnalyzeConfig>>& analyze_options();
 
 }  // namespace gs::analyzer

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "gs/analyzer/config.hpp"
@@ -135,8 +136,25 @@ class AnalysisWriter {
   std::unique_ptr<Impl> impl_;
 };
 
+// The store as its file holds it, for readers in other languages (Python's
+// gradscope.load_analysis): a root attribute, or a table's column, under the file's own name.
+using AttributeValue = std::variant<std::string, std::int64_t, std::uint64_t, std::vector<double>>;
+struct Attribute {
+  std::string name;
+  AttributeValue value;
+};
+struct Column {
+  std::string name;
+  std::variant<std::vector<std::int64_t>, std::vector<std::uint64_t>, std::vector<std::int32_t>,
+               std::vector<std::uint8_t>, std::vector<double>, std::vector<std::string>>
+      values;
+};
+
 class AnalysisReader {
  public:
+  // The tables, in the order of docs/analysis-format.md: steps, vectors, fits, tails, qq, thresholds.
+  static const std::vector<std::string>& table_names();
+
   // gs::Error naming the file: missing, not HDF5, not an analysis file, unknown version.
   explicit AnalysisReader(const std::filesystem::path& path);
   // The same over a file image in memory.
@@ -158,6 +176,12 @@ class AnalysisReader {
   std::vector<TailRow> tails() const;
   std::vector<QQRow> qq() const;
   std::vector<ThresholdRow> thresholds() const;
+
+  // Every root attribute (in name order) with its stored type: strings, integers, float arrays.
+  std::vector<Attribute> attributes() const;
+  // One table's committed rows as columns, in the file's field order with its field names and
+  // types; gs::Error naming the tables for an unknown name.
+  std::vector<Column> table(const std::string& name) const;
 
  private:
   struct Impl;

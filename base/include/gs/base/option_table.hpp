@@ -19,13 +19,18 @@
 namespace gs {
 
 // How a value reads: a word (or a path), an integer, a real number, a switch, a comma list of
-// integers.
-enum class ValueKind { text, integer, real, flag, int_list };
+// integers, of real numbers or of words.
+enum class ValueKind { text, integer, real, flag, int_list, real_list, text_list };
+
+inline bool is_list(ValueKind k) {
+  return k == ValueKind::int_list || k == ValueKind::real_list || k == ValueKind::text_list;
+}
 
 // One setting of a config C.
 template <class C>
 struct OptionRow {
   std::string flag;  // "--variance-alpha": its command-line flag; the key is flag minus "--", '-' as '_'
+  std::string alias;  // a short form on the command line ("-j"), or empty
   std::string help;
   ValueKind kind = ValueKind::text;
   std::vector<std::string> choices;  // the values a text option takes (empty: any)
@@ -85,6 +90,22 @@ inline std::vector<int> parse_int_list(std::string_view flag, std::string_view t
   return out;
 }
 
+inline std::string real_list(const std::vector<double>& v) {
+  return join(v, ",", [](double x) { return real(x); });
+}
+
+inline std::vector<double> parse_real_list(std::string_view flag, std::string_view text) {
+  std::vector<double> out;
+  for (std::string_view item : split_list(text)) out.push_back(parse_real(flag, item));
+  return out;
+}
+
+inline std::vector<std::string> parse_text_list(std::string_view text) {
+  std::vector<std::string> out;
+  for (std::string_view item : split_list(text)) out.emplace_back(item);
+  return out;
+}
+
 }  // namespace option_text
 
 // A row for the field that `access` reaches (a lambda taking a C&, or a const C&, and returning a
@@ -118,6 +139,14 @@ OptionRow<C> option_row(std::string flag, std::string help, Access access,
     o.kind = ValueKind::int_list;
     o.get = [access](const C& c) { return txt::int_list(access(c)); };
     o.set = [access, f = o.flag](C& c, std::string_view t) { access(c) = txt::parse_int_list(f, t); };
+  } else if constexpr (std::is_same_v<T, std::vector<double>>) {
+    o.kind = ValueKind::real_list;
+    o.get = [access](const C& c) { return txt::real_list(access(c)); };
+    o.set = [access, f = o.flag](C& c, std::string_view t) { access(c) = txt::parse_real_list(f, t); };
+  } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+    o.kind = ValueKind::text_list;
+    o.get = [access](const C& c) { return join(access(c), ","); };
+    o.set = [access](C& c, std::string_view t) { access(c) = txt::parse_text_list(t); };
   } else {
     static_assert(std::is_integral_v<T>, "option_row: unsupported field type");
     o.kind = ValueKind::integer;
@@ -142,6 +171,7 @@ template <class Outer, class Inner, class Access>
 OptionRow<Outer> nested_row(const OptionRow<Inner>& row, Access inner) {
   OptionRow<Outer> o;
   o.flag = row.flag;
+  o.alias = row.alias;
   o.help = row.help;
   o.kind = row.kind;
   o.choices = row.choices;
