@@ -161,6 +161,145 @@ void move_append(StepResults& into, StepResults& part) {
 
 }  // namespace
 
+StepPlan plan_step(std::span<const std::uint64_t> layer_sizes, bool whole, bool per_layer, int jobs,
+                   bool model_in_memory) {
+  StepPlan plan;
+  std::uint64_t layers_work = 0;
+  for (std::uint64_t n : layer_sizes) layers_work += n;
+  // The model's vector holds the layers' values: on one thread it takes about the layers' work.
+  const std::uint64_t model_work = layers_work;
+  const std::uint64_t step_work = (whole ? model_work : 0) + (per_layer ? layers_work : 0);
+  const bool pooled = whole && per_layer && model_in_memory &&
+                      model_work * std::uint64_t(std::max(jobs, 1)) <= step_work;
+  plan.model_alone = whole && !pooled;
+  if (pooled) plan.tasks.push_back(StepPlan::kModel);
+  if (per_layer) {
+    std::vector<std::ptrdiff_t> layers(layer_sizes.size());
+    for (std::size_t l = 0; l < layers.size(); ++l) layers[l] = std::ptrdiff_t(l);
+    std::stable_sort(layers.begin(), layers.end(), [&](std::ptrdiff_t a, std::ptrdiff_t b) {
+      return layer_sizes[std::size_t(a)] > layer_sizes[std::size_t(b)];
+    });
+    plan.tasks.insert(plan.tasks.end(), layers.begin(), layers.end());
+  }
+  return plan;
+}
+
+namespace {
+
+// One step's vectors on a backend, as plan_step orders them (no I/O but reading the snapshot).
+class StepAnalyzer {
+ public:
+  StepAnalyzer(const AnalyzeConfig& config, const data::SnapshotReader& reader, std::int64_t total,
+               const ProgressFn& progress)
+      : config_(config), reader_(reader), options_(config.fit_options()), total_(total), progress_(progress),
+        per_layer_(config.vectors != VectorSet::model), whole_(config.vectors != VectorSet::layers),
+        budget_floats_(config.memory_mib * (std::uint64_t{1} << 20) / sizeof(float)) {
+    for (const auto& l : reader.layers()) {
+      kinds_.push_back(layer_kind(l));
+      sizes_.push_back(std::uint64_t(l.numel()));
+    }
+    if (progress_) progress_(0, total_, "");
+  }
+
+  std::int64_t vectors_done() const { return done_; }
+  void set_vectors_done(std::int64_t done) { done_ = done; }
+
+  StepResults run(std::size_t row, const data::StepRecord& rec, kernels::BackendKind on) {
+    // The GPU takes one vector at a time; the CPU analyses vectors in parallel, each on one thread.
+    const int jobs = on == kernels::BackendKind::cpu ? config_.threads() : 1;
+    const StepLayers layers(reader_, row, budget_floats_, buffer_);
+    const StepPlan plan = plan_step(sizes_, whole_, per_layer_, jobs, layers.all_cached());
+    StepResults res;
+    if (plan.model_alone) {
+      // In memory when the model fits the budget (on any backend), else streamed layer by layer.
+      std::unique_ptr<MagnitudePasses> passes;
+      if (layers.all_cached()) passes = kernels::make_passes(layers.model(), on);
+      else passes = std::make_unique<StreamedPasses>(layers);
+      vector(*passes, rec.step, kModelScope, kKindModel, res);
+    }
+    run_pool(plan.tasks, layers, rec.step, on, jobs, res);
+    return res;
+  }
+
+ private:
+  void vector(MagnitudePasses& passes, std::int64_t step, const std::string& scope, const std::string& kind,
+              StepResults& into) {
+    analyze_vector(passes, options_, config_.methods, step, scope, kind, into);
+    std::lock_guard lock(progress_mutex_);
+    ++done_;
+    if (progress_) progress_(done_, total_, "step " + std::to_string(step) + " " + scope);
+  }
+
+  // The pool's tasks on `jobs` threads; their results go into res in the store's order (the model,
+  // then the layers in order), whatever order they ran in.
+  void run_pool(const std::vector<std::ptrdiff_t>& tasks, const StepLayers& layers, std::int64_t step,
+                kernels::BackendKind on, int jobs, StepResults& res) {
+    const std::size_t slots = sizes_.size() + 1;  // slot 0: the model; slot l + 1: layer l
+    std::vector<StepResults> parts(slots);
+    std::vector<std::exception_ptr> errors(slots);
+#pragma omp parallel num_threads(jobs)
+    {
+      // A vector's passes run on its own thread alone: the vectors are the parallel work.
+#if defined(_OPENMP)
+      omp_set_num_threads(1);
+#endif
+      std::vector<float> scratch;
+#pragma omp for schedule(dynamic, 1)
+      for (std::int64_t i = 0; i < static_cast<std::int64_t>(tasks.size()); ++i) {
+        const std::ptrdiff_t task = tasks[std::size_t(i)];
+        const std::size_t slot = std::size_t(task + 1);
+        try {
+          if (task == StepPlan::kModel) {
+            auto passes = kernels::make_passes(layers.model(), on);
+            vector(*passes, step, kModelScope, kKindModel, parts[slot]);
+          } else {
+            const auto l = std::size_t(task);
+            auto passes = kernels::make_passes(layers.get(l, scratch), on);
+            vector(*passes, step, reader_.layers()[l].name, kinds_[l], parts[slot]);
+          }
+        } catch (...) {
+          errors[slot] = std::current_exception();
+        }
+      }
+    }
+    for (auto& e : errors)
+      if (e) std::rethrow_exception(e);
+    for (auto& part : parts) move_append(res, part);
+  }
+
+  const AnalyzeConfig& config_;
+  const data::SnapshotReader& reader_;
+  const FitReportOptions options_;
+  const std::int64_t total_;
+  const ProgressFn& progress_;
+  const bool per_layer_, whole_;
+  const std::uint64_t budget_floats_;
+  std::vector<std::string> kinds_;
+  std::vector<std::uint64_t> sizes_;
+  std::vector<float> buffer_;  // the cached layers, reused step after step
+  std::int64_t done_ = 0;
+  std::mutex progress_mutex_;
+};
+
+// The store analyze() writes: new (or replaced, with force), or an existing one of the same
+// source and options to append to (open() refuses anything else, so nothing is overwritten by
+// mistake).
+AnalysisWriter open_store(const AnalyzeConfig& config, const data::SnapshotReader& reader) {
+  std::vector<std::pair<std::string, std::vector<std::int64_t>>> shapes;
+  std::size_t max_scope = std::string(kModelScope).size();
+  for (const auto& l : reader.layers()) {
+    shapes.emplace_back(l.name, l.shape);
+    max_scope = std::max(max_scope, l.name.size());
+  }
+  const SourceIdentity source = source_identity(config.input, reader.meta().created, shapes, reader.meta().model);
+  const StoredOptions stored = StoredOptions::from(config);
+  return (config.force || !fs::exists(config.output))
+             ? AnalysisWriter::create(config.output, source, stored, max_scope, config.force)
+             : AnalysisWriter::open(config.output, source, stored);
+}
+
+}  // namespace
+
 AnalyzeResult analyze(const AnalyzeConfig& config, const ProgressFn& progress) {
   config.validate();
   const auto start = Clock::now();
@@ -169,24 +308,8 @@ AnalyzeResult analyze(const AnalyzeConfig& config, const ProgressFn& progress) {
   if (fs::exists(config.output) && fs::equivalent(config.input, config.output, ec))
     throw Error(config.output.string() + " is the snapshot itself: choose another --out file");
   data::SnapshotReader reader(config.input);
-  const auto& layers = reader.layers();
-
-  std::vector<std::pair<std::string, std::vector<std::int64_t>>> shapes;
-  std::size_t max_scope = std::string(kModelScope).size();
-  for (const auto& l : layers) {
-    shapes.emplace_back(l.name, l.shape);
-    max_scope = std::max(max_scope, l.name.size());
-  }
-  const SourceIdentity source =
-      source_identity(config.input, reader.meta().created, shapes, reader.meta().model);
-  const StoredOptions stored = StoredOptions::from(config);
-
+  AnalysisWriter writer = open_store(config, reader);
   AnalyzeResult result;
-  // The output is replaced only with force; an existing one is appended to after its source and
-  // options were checked (open() refuses anything else, so nothing is overwritten by mistake).
-  AnalysisWriter writer = (config.force || !fs::exists(config.output))
-                              ? AnalysisWriter::create(config.output, source, stored, max_scope, config.force)
-                              : AnalysisWriter::open(config.output, source, stored);
   result.created = config.force || writer.steps_done().empty();
 
   const std::vector<std::size_t> rows = config.steps.rows(reader.step_count());
@@ -196,92 +319,17 @@ AnalyzeResult analyze(const AnalyzeConfig& config, const ProgressFn& progress) {
     if (!done.count(reader.steps()[r].step)) pending.push_back(r);
   result.steps_selected = rows.size();
   result.steps_skipped = rows.size() - pending.size();
-
-  const bool per_layer = config.vectors != VectorSet::model;
-  const bool whole = config.vectors != VectorSet::layers;
-  const std::size_t per_step = (per_layer ? layers.size() : 0) + (whole ? 1 : 0);
-  const auto total = static_cast<std::int64_t>(pending.size() * per_step);
-  const FitReportOptions options = config.fit_options();
-  std::vector<std::string> kinds;
-  for (const auto& l : layers) kinds.push_back(layer_kind(l));
-  const std::uint64_t budget_floats = config.memory_mib * (std::uint64_t{1} << 20) / sizeof(float);
-
-  std::vector<float> buffer;  // the cached layers, reused step after step
-  std::int64_t vectors_done = 0;
-  std::mutex progress_mutex;
-  auto tick = [&](std::int64_t step, const std::string& scope) {
-    std::lock_guard lock(progress_mutex);
-    ++vectors_done;
-    if (progress) progress(vectors_done, total, "step " + std::to_string(step) + " " + scope);
-  };
-  if (progress) progress(0, total, "");
-
-  // One step's results on the backend (no I/O but reading the snapshot).
-  auto analyze_step = [&](std::size_t row, const data::StepRecord& rec, kernels::BackendKind on) {
-    StepResults res;
-    // The GPU takes one vector at a time; the CPU analyses layers in parallel, each on one thread.
-    const int jobs = on == kernels::BackendKind::cpu ? config.threads() : 1;
-    const StepLayers step_layers(reader, row, budget_floats, buffer);
-    // On two cores the whole model in memory joins the layers' pool as its first task (the
-    // largest): its passes run on one thread while the other core takes layers, instead of the
-    // layers waiting for its less parallel parts (sampling, sorting, searches). The model and the
-    // layers hold the same values, so on one thread the model takes about half the step's work:
-    // with more cores that one thread would outlast the layers, and the model goes first on all.
-    const bool model_in_pool = whole && per_layer && jobs == 2 && step_layers.all_cached();
-    if (whole && !model_in_pool) {
-      // In memory when the model fits the budget (on any backend), else streamed layer by layer.
-      std::unique_ptr<MagnitudePasses> passes;
-      if (step_layers.all_cached()) passes = kernels::make_passes(step_layers.model(), on);
-      else passes = std::make_unique<StreamedPasses>(step_layers);
-      analyze_vector(*passes, options, config.methods, rec.step, kModelScope, kKindModel, res);
-      tick(rec.step, kModelScope);
-    }
-    if (per_layer) {
-      // Task 0 is the model when it is in the pool; task i (+1) is layer i.
-      const std::size_t first_layer = model_in_pool ? 1 : 0;
-      const std::size_t tasks = layers.size() + first_layer;
-      std::vector<StepResults> parts(tasks);
-      std::vector<std::exception_ptr> errors(tasks);
-#pragma omp parallel num_threads(jobs)
-      {
-        // A vector's passes run on its own thread alone: the vectors are the parallel work.
-#if defined(_OPENMP)
-        omp_set_num_threads(1);
-#endif
-        std::vector<float> scratch;
-#pragma omp for schedule(dynamic, 1)
-        for (std::int64_t i = 0; i < static_cast<std::int64_t>(tasks); ++i) {
-          const auto t = static_cast<std::size_t>(i);
-          try {
-            if (t < first_layer) {
-              auto passes = kernels::make_passes(step_layers.model(), on);
-              analyze_vector(*passes, options, config.methods, rec.step, kModelScope, kKindModel, parts[t]);
-              tick(rec.step, kModelScope);
-              continue;
-            }
-            const std::size_t l = t - first_layer;
-            auto passes = kernels::make_passes(step_layers.get(l, scratch), on);
-            analyze_vector(*passes, options, config.methods, rec.step, layers[l].name, kinds[l], parts[t]);
-            tick(rec.step, layers[l].name);
-          } catch (...) {
-            errors[t] = std::current_exception();
-          }
-        }
-      }
-      for (auto& e : errors)
-        if (e) std::rethrow_exception(e);
-      for (auto& part : parts) move_append(res, part);
-    }
-    return res;
-  };
+  const std::size_t per_step = (config.vectors != VectorSet::model ? reader.layers().size() : 0) +
+                               (config.vectors != VectorSet::layers ? 1 : 0);
+  StepAnalyzer steps(config, reader, static_cast<std::int64_t>(pending.size() * per_step), progress);
 
   for (std::size_t row : pending) {
     const auto t0 = Clock::now();
     const data::StepRecord& rec = reader.steps()[row];
-    const std::int64_t done_before = vectors_done;
+    const std::int64_t done_before = steps.vectors_done();
     StepResults res;
     try {
-      res = analyze_step(row, rec, backend);
+      res = steps.run(row, rec, backend);
     } catch (const DeviceFailure& e) {
       // The device failed during this step (nothing of it is written). Stop: the steps written so
       // far stay, and a later run adds the rest. Or, asked to, analyse this step again on the CPU,
@@ -291,15 +339,15 @@ AnalyzeResult analyze(const AnalyzeConfig& config, const ProgressFn& progress) {
       result.device_error_backend = std::string(kernels::to_string(backend));
       result.device_error_step = rec.step;
       backend = kernels::BackendKind::cpu;
-      vectors_done = done_before;  // this step's vectors count again
-      res = analyze_step(row, rec, backend);
+      steps.set_vectors_done(done_before);  // this step's vectors count again
+      res = steps.run(row, rec, backend);
     }
     res.step = {rec.step, row, rec.loss, rec.lr, seconds_since(t0)};
     writer.append(res);
     ++result.steps_analyzed;
   }
   result.backend = std::string(kernels::to_string(backend));
-  result.vectors_analyzed = static_cast<std::size_t>(vectors_done);
+  result.vectors_analyzed = static_cast<std::size_t>(steps.vectors_done());
   writer.close();
   result.seconds = seconds_since(start);
   return result;

@@ -297,3 +297,31 @@ TEST(Vectors, FitReportJsonFollowsTheContract) {
 
 }  // namespace
 }  // namespace gs::analyzer
+
+// The step plan: the model's vector joins the layers' pool while its one thread would finish no
+// later than the pool's share of the step (up to two threads), and goes first alone beyond that,
+// when only it is analysed, or when it is streamed; the pool starts its largest tasks first.
+TEST(StepPlan, PoolsTheModelWhileItsThreadKeepsUpWithThePool) {
+  const std::vector<std::uint64_t> sizes = {10, 300, 20, 300, 5};
+  using gs::analyzer::plan_step;
+  using gs::analyzer::StepPlan;
+  for (int jobs : {1, 2}) {
+    const StepPlan p = plan_step(sizes, true, true, jobs, true);
+    EXPECT_FALSE(p.model_alone) << jobs;
+    EXPECT_EQ(p.tasks, (std::vector<std::ptrdiff_t>{StepPlan::kModel, 1, 3, 2, 0, 4})) << jobs;
+  }
+  for (int jobs : {3, 4, 16}) {
+    const StepPlan p = plan_step(sizes, true, true, jobs, true);
+    EXPECT_TRUE(p.model_alone) << jobs;
+    EXPECT_EQ(p.tasks, (std::vector<std::ptrdiff_t>{1, 3, 2, 0, 4})) << jobs;
+  }
+  const StepPlan streamed = plan_step(sizes, true, true, 2, false);
+  EXPECT_TRUE(streamed.model_alone);
+  EXPECT_EQ(streamed.tasks.size(), sizes.size());
+  const StepPlan model_only = plan_step(sizes, true, false, 2, true);
+  EXPECT_TRUE(model_only.model_alone);
+  EXPECT_TRUE(model_only.tasks.empty());
+  const StepPlan layers_only = plan_step(sizes, false, true, 2, true);
+  EXPECT_FALSE(layers_only.model_alone);
+  EXPECT_EQ(layers_only.tasks, (std::vector<std::ptrdiff_t>{1, 3, 2, 0, 4}));
+}

@@ -6,7 +6,9 @@
 // model is streamed layer by layer (gs/analyzer/streamed.hpp).
 #include <cstdint>
 #include <functional>
+#include <cstddef>
 #include <iosfwd>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -42,6 +44,23 @@ struct AnalyzeResult {
 void analyze_vector(MagnitudePasses& passes, const FitReportOptions& options,
                     const std::vector<std::string>& methods, std::int64_t step,
                     const std::string& scope, const std::string& kind, StepResults& into);
+
+// How one step's vectors are scheduled on `jobs` threads (each vector's passes on one thread):
+// the whole model (whole) and each layer (per_layer, layer_sizes their element counts). The
+// model's vector holds the layers' values, so on one thread it takes about as long as all layers
+// together; it joins the layers' pool as one task when that thread would finish no later than the
+// pool's share of the step's work (model work x jobs <= the step's work: up to two threads when
+// both are analysed), instead of the layers waiting for its less parallel parts (sampling,
+// sorting, searches). Otherwise, or when it is not in memory (model_in_memory false: streamed
+// layer by layer), it goes first, alone, with the backend's own parallelism. The pool runs its
+// tasks largest first, so that the last to start is a small one.
+struct StepPlan {
+  static constexpr std::ptrdiff_t kModel = -1;
+  bool model_alone = false;           // the model first, before the pool
+  std::vector<std::ptrdiff_t> tasks;  // the pool's tasks in the order they start: kModel or a layer
+};
+StepPlan plan_step(std::span<const std::uint64_t> layer_sizes, bool whole, bool per_layer, int jobs,
+                   bool model_in_memory);
 
 // Runs the analysis into config.output (validating config first): creates it, or appends the
 // selected steps it lacks; with force replaces it. Exports (CSV, report) are separate: see
