@@ -345,7 +345,7 @@ class State:
             v, v_address, v_n = self._variance_on_host(bucket)
             reached = True
             self._core.exchange(index, host.data_ptr(), host.numel(), params, comm, out.data_ptr(), last,
-                                v_address, v_n, hook_s)
+                                v_address, v_n, hook_s, grad.element_size())  # dense bytes in grad's dtype
             result.set_result(out if out.dtype == grad.dtype and grad.device.type == "cpu"
                               else out.to(device=grad.device, dtype=grad.dtype))
         except Exception as e:  # noqa: BLE001 - every error reaches the caller through its Future
@@ -371,7 +371,8 @@ class State:
                         work, v, v_address, v_n = self._device_inputs(grad, bucket)
                         reached = True
                         self._core.exchange_resident(index, work.data_ptr(), work.numel(), params, comm, last,
-                                                     v_address, v_n, hook_s, backend, device, stream.cuda_stream)
+                                                     v_address, v_n, hook_s, backend, device, stream.cuda_stream,
+                                                     grad.element_size())
                         if work.data_ptr() != grad.data_ptr():
                             grad.copy_(work)
                         self._end_timing(stream, start, last)
@@ -380,7 +381,8 @@ class State:
                 work, v, v_address, v_n = self._device_inputs(grad, bucket)
                 reached = True
                 self._core.exchange_resident(index, work.data_ptr(), work.numel(), params, comm, last, v_address,
-                                             v_n, hook_s, backend, device, _gradscope.cuda_host_caller_stream(device))
+                                             v_n, hook_s, backend, device, _gradscope.cuda_host_caller_stream(device),
+                                             grad.element_size())
                 if work.data_ptr() != grad.data_ptr():
                     grad.copy_(work)
                 result.set_result(grad)

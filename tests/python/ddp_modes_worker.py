@@ -137,7 +137,7 @@ def dtype_exchange(rank, world, out, steps):
         g = (torch.randn(377, generator=gen) * 64).round() / 64  # exact in every dtype here
         for d, state in states.items():
             results[d].append(state.exchange(0, g.to(getattr(torch, d)), params, last=True).wait())
-    torch.save({"results": results}, out)
+    torch.save({"results": results, "summaries": {d: s.summary() for d, s in states.items()}}, out)
 
 
 def nan_run(rank, world, out, steps):
