@@ -37,8 +37,7 @@ import torch
 import torch.distributed as dist
 
 from . import _gradscope
-from ._options import compressor_names, option_texts
-from ._tensors import check_density
+from ._options import check_options_read, compressor_names, density_for, option_texts
 
 _STATE_FORMAT = "gradscope.ddp.State/1"
 _AT_FIRST_STEP = object()  # hook_group of an unpickled State: made at its first step
@@ -155,7 +154,8 @@ class State:
     """A gradscope compressor for DDP's buckets: its residuals, warm-up, skip rule and statistics.
 
     method: any name of `gradscope train --compressor` (gradscope.compressor_names()).
-    ratio: the density, the fraction of elements to send, in (0, 1].
+    ratio: the density, the fraction of elements to send, in (0, 1]; default None: 0.01. A method
+        that is not density-based (none, the quantizers, variance) runs at 1 and refuses any other.
     process_group: the ranks to average over (default: the whole job). The hook's collectives run
         on a group of their own over the same ranks, made here; making it is a collective of the
         whole job (torch.distributed.new_group: every process makes its State at the same point, as
@@ -169,6 +169,8 @@ class State:
         squared per-sample gradients / B^2 (a tensor like bucket.buffer()).
     options: the compressor options of the C++ table (stages, bits, variance_alpha, variance_zeta,
         fft_exponent_bits, fft_mantissa_bits, fft_chunk, backend, seed); the seed is made per worker.
+        An option the method does not read (bits for sidco-e; the registry's row says which it
+        reads) is refused, as `gradscope train` refuses its flag; backend is read for every method.
         backend: where the selection runs, "auto" (the default: the GPU when there is a usable
         one), "cuda", "cpu" (a CUDA bucket is then copied to the host and its update back) or
         "cuda-host" (the CUDA path's code on the host, rank r's buckets on fake device r: for
@@ -177,12 +179,14 @@ class State:
         stream (device_ms()).
     """
 
-    def __init__(self, method="sidco-e", ratio=0.01, process_group=None, variance=None,
+    def __init__(self, method="sidco-e", ratio=None, process_group=None, variance=None,
                  warmup_steps=0, warmup="dense", warmup_start_ratio=0.25, history=1000,
                  timeout=None, hook_group=None, device_timing=False, **options):
         names = compressor_names()
         if method not in names:
             raise ValueError(f"unknown compressor {method!r}: use one of {', '.join(names)}")
+        check_options_read(method, options, also=("backend",))  # backend: where buckets stay
+        density = density_for(method, ratio, default=0.01)
         if not dist.is_initialized():
             raise _gradscope.Error("gradscope.ddp.State needs torch.distributed: call "
                                    "torch.distributed.init_process_group first")
@@ -191,7 +195,7 @@ class State:
         if int(history) < 1:
             raise ValueError(f"history must be >= 1 (steps kept in state.steps), got {history!r}")
         self.method = method
-        self.ratio = check_density(ratio)
+        self.ratio = density
         self.process_group = process_group if process_group is not None else dist.group.WORLD
         self.rank = dist.get_rank(self.process_group)
         self.world_size = dist.get_world_size(self.process_group)

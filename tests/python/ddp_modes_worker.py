@@ -129,7 +129,7 @@ def dtype_exchange(rank, world, out, steps):
     (each bucket's values representable in float16 and bfloat16 alike): Gloo in torch 1.13 has no
     bfloat16, so DDP cannot start on a bfloat16 model there, but the hook's path is this one."""
     params = [torch.nn.Parameter(torch.zeros(300)), torch.nn.Parameter(torch.zeros(77))]
-    states = {d: gddp.State("sidco-e", 0.05, timeout=TIMEOUT_S, seed=3)
+    states = {d: gddp.State("sidco-e", 0.05, timeout=TIMEOUT_S)
               for d in ("float32", "float16", "bfloat16", "float64")}
     gen = torch.Generator().manual_seed(rank)
     results = {d: [] for d in states}
@@ -168,7 +168,7 @@ def two_models(rank, world, out, steps):
         torch.manual_seed(seed)
         m = BranchNet()
         d = torch.nn.parallel.DistributedDataParallel(m, bucket_cap_mb=0.02)
-        s = gddp.State("sidco-e", 0.01, timeout=TIMEOUT_S, seed=seed + 1)
+        s = gddp.State("sidco-e", 0.01, timeout=TIMEOUT_S)
         d.register_comm_hook(s, gddp.hook)
         models.append(m)
         ddps.append(d)

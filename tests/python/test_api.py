@@ -1,8 +1,10 @@
-"""gradscope.fit and gradscope.select against `gradscope fit --json` on the same vector, and the
-refusals of bad input (dtype, device, layout, unknown methods, densities outside (0, 1])."""
+"""gradscope.fit and gradscope.select against `gradscope fit --json` on the same vector, the
+refusals of bad input (dtype, device, layout, unknown methods, densities outside (0, 1], options a
+method does not read)."""
 
 import json
 import math
+import re
 import subprocess
 
 import numpy as np
@@ -56,7 +58,7 @@ def test_select_agrees_with_the_cli_fit(gradscope_bin, tmp_path, method):
     cli = cli_fit(gradscope_bin, tmp_path, t)
     for ratio in RATIOS:
         row = next(r for r in cli["thresholds"] if r["method"] == method and r["ratio"] == ratio)
-        indices, values, info = gradscope.select(t, method, ratio, stages=row["stages"] if "sidco" in method else 0)
+        indices, values, info = gradscope.select(t, method, ratio, stages=row["stages"] if "sidco" in method else None)
         assert indices.dtype == torch.int64 and values.dtype == t.dtype
         assert torch.equal(values, t[indices])  # the tensor's own values, at ascending indices
         assert bool((indices[1:] > indices[:-1]).all())
@@ -161,7 +163,7 @@ def test_core_errors_arrive_with_the_cli_message(gradscope_bin, tmp_path):
     assert cli.returncode == 1
     assert cli.stderr.strip() == f"gradscope: error: {py_error.value}"
     assert isinstance(py_error.value, ValueError)
-    with pytest.raises(gradscope.Error, match="ratio"):
+    with pytest.raises(ValueError, match="ratio"):
         gradscope.fit(t, ratios=(2.0,))
 
 
@@ -188,3 +190,71 @@ def test_errors_are_runtime_errors_in_pythons_words():
         gradscope.select(t, "topk", 0.01, backend="gpu")
     with pytest.raises(gradscope.Error, match=r"^stages='x' is not an integer"):
         gradscope.select(t, "sidco-e", 0.01, stages="x")
+
+
+def test_fit_takes_one_ratio_or_several_in_the_range_select_takes():
+    t = laplace(20_000, 10)
+    one = gradscope.fit(t, ratios=0.01, backend="cpu")
+    assert one == gradscope.fit(t, ratios=[0.01], backend="cpu")
+    assert {r["ratio"] for r in one["thresholds"]} == {0.01}
+    # Density 1, which select and State take, is a density fit takes too: everything finite kept.
+    t[7] = float("nan")
+    whole = gradscope.fit(t, ratios=(1.0, 0.1), backend="cpu")
+    at_one = [r for r in whole["thresholds"] if r["ratio"] == 1.0]
+    assert len(at_one) == len(gradscope.sparse_selection_names()) - 1  # every threshold method
+    for r in at_one:
+        assert r["threshold"] == 0.0 and r["selected"] == 19_999, r
+    _, _, info = gradscope.select(t, "topk", 1.0, backend="cpu")
+    assert info["selected"] == 19_999
+    # The same refusals, from the same check, with the same words.
+    for bad in (0.0, -0.1, 1.5, float("nan")):
+        for call in (lambda: gradscope.fit(t, ratios=bad), lambda: gradscope.fit(t, ratios=(0.1, bad)),
+                     lambda: gradscope.select(t, "topk", bad)):
+            with pytest.raises(ValueError, match=r"is outside \(0, 1\]"):
+                call()
+    with pytest.raises(TypeError, match="ratios must be a number or a sequence"):
+        gradscope.fit(t, ratios="0.1")
+    with pytest.raises(ValueError, match="ratios is empty"):
+        gradscope.fit(t, ratios=())
+
+
+def test_options_a_method_does_not_read_are_refused():
+    t = laplace(5000, 11)
+    refused = [(dict(method="topk", stages=2), "stages does nothing for compressor 'topk'"),
+               (dict(method="sidco-e", seed=7), "seed does nothing for compressor 'sidco-e'"),
+               (dict(method="randomk", backend="cuda-host"), "backend does nothing for compressor 'randomk'")]
+    for kw, words in refused:
+        with pytest.raises(gradscope.Error, match=re.escape(words)) as e:
+            gradscope.select(t, ratio=0.01, **kw)
+        assert "reads" in str(e.value)  # and says what the method does read
+    # What each method reads is the C++ registry's row, the same that gradscope train checks.
+    rows = {r["name"]: r["options"] for r in gradscope._gradscope.compressors()}
+    assert rows["sidco-e"] == ["backend", "stages"] and rows["dgc"] == ["seed", "backend"]
+    assert rows["qsgd-mn"] == ["seed", "bits"] and rows["none"] == []
+    for name in gradscope.sparse_selection_names():  # every option a method reads is taken
+        kw = {"stages": 2} if "stages" in rows[name] else {}
+        kw.update({"seed": 7} if "seed" in rows[name] else {})
+        kw.update({"backend": "cuda-host"} if "backend" in rows[name] else {})
+        assert gradscope.select(t, name, 0.01, **kw)[2]["selected"] > 0, name
+    assert gradscope.select(t, "topk", 0.01, stages=None)[2]["selected"] == 50  # None: not given
+
+
+def test_ddp_state_refuses_options_and_ratios_that_do_nothing():
+    # Refused before anything else (no process group is needed to say so).
+    with pytest.raises(gradscope.Error, match=re.escape("bits does nothing for compressor 'sidco-e': "
+                                                        "drop it (sidco-e reads backend, stages)")):
+        gradscope.ddp.State("sidco-e", bits=3)
+    with pytest.raises(gradscope.Error, match="seed does nothing for compressor 'sidco-e'"):
+        gradscope.ddp.State("sidco-e", 0.01, seed=3)
+    # A method that is not density-based takes no ratio but 1, and says why.
+    with pytest.raises(ValueError, match="ratio 0.01 does nothing for compressor 'qsgd-mn': it is not "
+                                         "density-based"):
+        gradscope.ddp.State("qsgd-mn", 0.01)
+    with pytest.raises(ValueError, match="outside"):
+        gradscope.ddp.State("sidco-e", 1.5)
+    # Accepted as far as the process group, which this test has none of.
+    for args, kw in ((("qsgd-mn",), {"bits": 3, "seed": 2}), (("qsgd-mn", 1.0), {}), (("none",), {}),
+                     (("sidco-e",), {"stages": 2, "backend": "cpu"}), (("randomk", 0.1), {"backend": "cpu"})):
+        with pytest.raises(gradscope.Error, match="needs torch.distributed"):
+            gradscope.ddp.State(*args, **kw)
+
