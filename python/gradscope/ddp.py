@@ -152,6 +152,8 @@ class TorchCollectives:
 
 class State:
     """A gradscope compressor for DDP's buckets: its residuals, warm-up, skip rule and statistics.
+    One State serves one DDP model: the buckets of a second model it is registered on fail their
+    backward() ("one State per DDP model").
 
     method: any name of `gradscope train --compressor` (gradscope.compressor_names()).
     ratio: the density, the fraction of elements to send, in (0, 1]; default None: 0.01. A method
@@ -223,6 +225,8 @@ class State:
         self._busy = threading.Condition()
         self._queued = 0
         self.last_error = None  # the last error a bucket met, as raised (gradscope.Error, ...)
+        self._model = set()  # the parameters of the first step's buckets: one State, one model
+        self._model_state = "learning"  # until the first step's last bucket: then "known"
 
     # ---- what users read -----------------------------------------------------------------
 
@@ -307,7 +311,10 @@ class State:
         params = [(id(p), p.numel()) for p in parameters]
         comm = self._collectives(grad.device)
         device = self._bucket_device(grad)
-        if device is None:
+        refused = self._another_model(index, params, last)
+        if refused is not None:  # through the Future, in order with the buckets queued before
+            task, result = (self._refuse, refused), torch.futures.Future()
+        elif device is None:
             host = grad.detach()
             if host.device.type != "cpu" or host.dtype != torch.float32 or not host.is_contiguous():
                 host = host.to(device="cpu", dtype=torch.float32).contiguous()  # values travel as float32
@@ -325,6 +332,37 @@ class State:
         hook_s = time.perf_counter() - t0
         self._tasks.put((self, task, result, index, params, comm, last, bucket, grad, hook_s))
         return result
+
+    def _another_model(self, index, params, last):
+        """The error for a bucket of a second DDP model this State is registered on, else None.
+        The first step's buckets name the model's parameters; later, a bucket holding another
+        parameter is another model's, and so is, in the first step, a second bucket 0 of
+        parameters not seen yet (DDP hands a model's buckets over from bucket 0 on)."""
+        keys = {key for key, _ in params}
+        if self._model_state == "known":
+            unseen = not keys <= self._model
+        elif self._model_state == "abandoned":  # the rest of a first step another model joined
+            self._model_state = "learning" if last else "abandoned"
+            return None  # the core refuses it: the step failed
+        else:
+            unseen = index == 0 and bool(self._model) and keys.isdisjoint(self._model)
+            if unseen:  # learn again from the next step, without the other model's buckets
+                self._model, self._model_state = set(), "learning" if last else "abandoned"
+            else:
+                self._model |= keys
+                self._model_state = "known" if last else "learning"
+        if not unseen:
+            return None
+        return _gradscope.Error(f"bucket {index} holds parameters this State did not see in its first "
+                                "step: one State per DDP model (it is registered on a second model); "
+                                "make a gradscope.ddp.State for each model")
+
+    def _refuse(self, task, result, index, params, comm, last, bucket, grad, hook_s):
+        """A bucket refused before the core saw it, on the state's thread: the step is abandoned."""
+        _, error = task
+        self._core.fail_bucket(last)
+        self.last_error = error
+        result.set_exception(error)
 
     def _bucket_device(self, grad):
         """(backend, device) where a bucket stays, or None for the host path."""

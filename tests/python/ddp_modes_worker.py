@@ -3,6 +3,7 @@ one per rank, over Gloo on loopback). Models are written here, as a user writes 
 
     ddp_modes_worker.py MODE RANK WORLD RENDEZVOUS OUT STEPS [ARG]
         MODE: plain | find_unused | static_graph | bucket_view | no_sync | two_models
+              | shared_state (ARG: sequential or one_backward; one State on two models: refused)
               | dtype (ARG: float16, bfloat16 or float64) | warmup (ARG: dense or exponential)
               | save (ARG: checkpoint path; trains STEPS // 2 steps, saves, stops)
               | resume (ARG: checkpoint path; loads it, trains on to STEPS)
@@ -184,6 +185,30 @@ def two_models(rank, world, out, steps):
     save_result(out, models, states, losses)
 
 
+def shared_state(rank, world, out, steps, how):
+    """One State registered on two DDP models, which it cannot serve: the second model's first
+    bucket fails its backward naming the cause. how: "sequential" (a backward per model, the
+    second after the first's step) or "one_backward" (one backward through both)."""
+    ddps, state = [], gddp.State("sidco-e", 0.01, timeout=TIMEOUT_S)
+    for seed in (0, 1):
+        torch.manual_seed(seed)
+        ddps.append(torch.nn.parallel.DistributedDataParallel(BranchNet(), bucket_cap_mb=0.02))
+        ddps[-1].register_comm_hook(state, gddp.hook)
+    (_, x, y), = batches(rank, world, 1)
+    loss = lambda d: torch.nn.functional.cross_entropy(d(x), y)  # noqa: E731
+    error = None
+    try:
+        if how == "sequential":
+            loss(ddps[0]).backward()  # the first model's step: it is the state's model
+            loss(ddps[1]).backward()
+        else:
+            (loss(ddps[0]) + loss(ddps[1])).backward()
+    except RuntimeError as e:
+        error = str(e)
+    torch.save({"error": error, "steps": state.summary()["steps"],
+                "last_error": str(state.last_error)}, out)
+
+
 def checkpointed(mode, rank, world, out, steps, path):
     """save: STEPS // 2 steps, then model, optimizer and state into path (one file per rank);
     resume: a new process loads them and trains on to STEPS (the same batches)."""
@@ -220,6 +245,8 @@ def main():
     try:
         if mode == "two_models":
             two_models(rank, world, out, steps)
+        elif mode == "shared_state":
+            shared_state(rank, world, out, steps, arg)
         elif mode == "nan":
             nan_run(rank, world, out, steps)
         elif mode == "dtype_exchange":

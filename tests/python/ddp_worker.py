@@ -150,8 +150,7 @@ def returns_early(rank, out):
     mean = fut.wait()
     # A bucket whose parameters do not add up to its size: the C++ core refuses it on the
     # state's thread, and the error comes back through the Future as it was raised.
-    wrong = [torch.nn.Parameter(torch.zeros(999))]
-    fut = state.exchange(0, g, wrong, last=True)
+    fut = state.exchange(0, g[:999], bucket, last=True)
     try:
         fut.wait()
         error, error_type = "", ""

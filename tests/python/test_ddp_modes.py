@@ -71,6 +71,19 @@ def test_every_float_dtype_goes_through_the_float32_path(tmp_path):
         assert summaries[d]["bytes_per_step"] == summaries["float32"]["bytes_per_step"], d
 
 
+@pytest.mark.parametrize("how", ["sequential", "one_backward"])
+def test_a_state_on_a_second_model_is_refused(tmp_path, how):
+    # One State registered on two DDP models would count each model's backward as a step of its
+    # own (6 steps for 3) and mix their statistics: the second model's first bucket fails its
+    # backward, naming the cause.
+    for r in run("shared_state", 2, tmp_path, steps=1, arg=how):
+        assert r["error"] is not None and "one State per DDP model" in r["error"], r
+        assert "one State per DDP model" in r["last_error"], r
+        # sequential: the first model's step counts, the second model's none; in one backward
+        # the first model's step fails too when the hooks interleave (else it counts)
+        assert r["steps"] == 1 if how == "sequential" else r["steps"] <= 1, r
+
+
 @pytest.mark.parametrize("schedule", ["dense", "exponential"])
 def test_warmup_follows_the_schedules_of_gradscope_train(tmp_path, schedule):
     (r, _) = run("warmup", 2, tmp_path, arg=schedule)
