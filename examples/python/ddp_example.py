@@ -6,6 +6,11 @@ rank 0's gradients recorded every 20 steps to a gradscope snapshot:
 
     PYTHONPATH=build/python python3 examples/python/ddp_example.py --workers 4 --steps 200
     build/cli/gradscope info ddp-example.h5
+
+The workers are started with torch.multiprocessing.spawn, which works with Debian's torch 1.13 as
+with upstream torch; Debian's torchrun fails there before starting any worker (AttributeError:
+'NoneType' object has no attribute 'get'), upstream torch's torchrun works (docs/python.md,
+"Launching the workers").
 """
 
 import argparse

@@ -1,9 +1,12 @@
 """gradscope.fit and gradscope.select against `gradscope fit --json` on the same vector, the
 refusals of bad input (dtype, device, layout, unknown methods, densities outside (0, 1], options a
-method does not read)."""
+method does not read), and docs/python.md's signatures against the functions themselves."""
 
+import ast
+import inspect
 import json
 import math
+import pathlib
 import re
 import subprocess
 
@@ -258,3 +261,81 @@ def test_ddp_state_refuses_options_and_ratios_that_do_nothing():
         with pytest.raises(gradscope.Error, match="needs torch.distributed"):
             gradscope.ddp.State(*args, **kw)
 
+
+# ---- docs/python.md and the functions' own signatures and docstrings -------------------------
+
+DOCS = pathlib.Path(__file__).resolve().parents[2] / "docs" / "python.md"
+
+
+def _call_at(text, start):
+    """The text between the parenthesis opening at `start` and the one closing it."""
+    depth = 0
+    for i in range(start, len(text)):
+        depth += {"(": 1, ")": -1}.get(text[i], 0)
+        if depth == 0:
+            return text[start + 1:i]
+    raise AssertionError(f"unbalanced parentheses in docs/python.md at {text[start:start + 60]!r}")
+
+
+def documented_signatures():
+    """{dotted name: inspect.Signature} of every `gradscope.NAME(PARAMETERS)` that docs/python.md's
+    API section writes as a statement of a code block or as inline code (a call written with values,
+    not parameters, is no signature and is left out)."""
+    text = DOCS.read_text()
+    start = text.index("\n## The API")
+    api = text[start:text.index("\n## ", start + 1)]
+    blocks = re.findall(r"```python\n(.*?)```", api, re.S)
+    inline = re.findall(r"`([^`\n]+)`", re.sub(r"```.*?```", "", api, flags=re.S))
+    found = {}
+    for piece in blocks + inline:
+        for m in re.finditer(r"^(?:\w+ = )?gradscope\.([\w.]+)\(", piece, re.M):
+            params = _call_at(piece, m.end() - 1)
+            try:
+                tree = ast.parse(f"def f({params}): pass")
+            except SyntaxError:
+                continue
+            found[m.group(1)] = _signature(tree.body[0].args)
+    return found
+
+
+def _signature(args):
+    P = inspect.Parameter
+    defaults = [None] * (len(args.args) - len(args.defaults)) + list(args.defaults)
+    params = [P(a.arg, P.POSITIONAL_OR_KEYWORD,
+                default=P.empty if d is None else ast.literal_eval(d)) for a, d in zip(args.args, defaults)]
+    if args.kwarg:
+        params.append(P(args.kwarg.arg, P.VAR_KEYWORD))
+    return inspect.Signature(params)
+
+
+def _resolve(dotted):
+    obj = gradscope
+    for part in dotted.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def test_the_docs_write_the_real_signatures():
+    documented = documented_signatures()
+    assert {"fit", "select", "Recorder", "ddp.State", "fashion_mnist"} <= set(documented), documented
+    for name, doc in documented.items():
+        real = inspect.signature(_resolve(name))
+        assert str(doc) == str(real), f"docs/python.md writes gradscope.{name}{doc}, the code has {real}"
+
+
+def _paragraph(doc, name):
+    """The docstring's paragraph on parameter `name` ("name: ..." up to the next "word: ")."""
+    m = re.search(rf"(?:^|\n)\s*{name}: (.*?)(?=\n\s*\w+: |\Z)", doc, re.S)
+    assert m, f"the docstring says nothing of {name}"
+    return " ".join(m.group(1).split())
+
+
+@pytest.mark.parametrize("function", [gradscope.fit, gradscope.select])
+def test_help_names_the_defaults_of_the_signature(function):
+    # help(gradscope.select) shows the signature and the docstring: they must not disagree.
+    for p in inspect.signature(function).parameters.values():
+        if p.default is inspect.Parameter.empty:
+            continue
+        text = _paragraph(function.__doc__, p.name)
+        shown = '"' + p.default + '"' if isinstance(p.default, str) else repr(p.default)
+        assert re.search(r"default:? " + re.escape(shown), text), (p.name, shown, text)
