@@ -121,7 +121,8 @@ std::string BucketCompressor::tensor_name(const Compressor& c, const std::string
   return c.needs_gradient_variance() ? slot : "bucket" + std::to_string(index);
 }
 
-void BucketCompressor::run_bucket(int index, bool last, double hook_seconds, Collectives& comm,
+void BucketCompressor::run_bucket(int index, std::uint64_t n, unsigned element_bytes, bool last,
+                                  double hook_seconds, Collectives& comm,
                                   const std::function<bool(TimedCollectives&, StepStats&)>& body) {
   if (failed_) {
     // An earlier bucket of this step failed: the step is abandoned, its other buckets with it.
@@ -131,6 +132,9 @@ void BucketCompressor::run_bucket(int index, bool last, double hook_seconds, Col
   }
   const bool first = buckets_in_step_++ == 0;
   try {
+    if (element_bytes == 0 || element_bytes > 8)
+      throw Error("bucket " + std::to_string(index) + ": an element of " + std::to_string(element_bytes) +
+                  " bytes; give the size of the gradient's dtype (2, 4 or 8)");
     if (first) begin_step();
     StepStats& s = current_;
     s.buckets += 1;
@@ -139,6 +143,7 @@ void BucketCompressor::run_bucket(int index, bool last, double hook_seconds, Col
     const std::uint64_t bus0 = kernels::bus_bytes();
     TimedCollectives timed(comm);
     if (body(timed, s)) s.skipped = true;
+    else s.dense_bytes += n * element_bytes;  // what the bucket costs uncompressed, in its dtype
     s.host_device_bytes += kernels::bus_bytes() - bus0;
     s.comm_seconds += timed.seconds;
     s.compress_seconds += seconds_since(t0) - timed.seconds;
@@ -151,8 +156,10 @@ void BucketCompressor::run_bucket(int index, bool last, double hook_seconds, Col
 
 void BucketCompressor::exchange(int index, std::span<const float> g, std::span<const BucketParam> params,
                                 Collectives& comm, std::span<float> out, bool last,
-                                std::span<const float> variance, double hook_seconds) {
-  run_bucket(index, last, hook_seconds, comm, [&](TimedCollectives& timed, StepStats& s) {
+                                std::span<const float> variance, double hook_seconds,
+                                unsigned element_bytes) {
+  run_bucket(index, g.size(), element_bytes, last, hook_seconds, comm,
+             [&](TimedCollectives& timed, StepStats& s) {
     if (out.size() != g.size())
       throw Error("bucket " + std::to_string(index) + ": the update has " + std::to_string(out.size()) +
                   " elements, the gradient " + std::to_string(g.size()));
@@ -225,7 +232,6 @@ bool BucketCompressor::exchange_dense(Compressor& c, const std::string& slot, st
   s.selected += mine.info.selected;
   s.bytes_sent += wire_bytes;
   s.gathered_bytes += wire_bytes;
-  s.dense_bytes += 4 * g.size();
   return false;
 }
 
@@ -256,7 +262,6 @@ bool BucketCompressor::exchange_sparse(const std::string& slot, const std::strin
   s.n += g.size();
   s.selected += mine.info.selected;
   s.bytes_sent += wire_bytes;
-  s.dense_bytes += 4 * g.size();
   s.stages = std::max(s.stages, mine.info.stages);
   s.group_quality.push_back(mine.info.quality());
   if (ef) defer_commit(slot, std::move(mine.payload), {});
@@ -280,7 +285,6 @@ bool BucketCompressor::exchange_collective(const std::string& slot, const std::s
   s.selected += r.info.selected;
   s.bytes_sent += r.wire_bytes;
   s.gathered_bytes += r.wire_bytes;
-  s.dense_bytes += 4 * g.size();
   s.stages = std::max(s.stages, r.info.stages);
   s.group_quality.push_back(r.info.quality());
   return false;

@@ -22,7 +22,8 @@ bool BucketCompressor::selects_on(kernels::BackendKind backend) const {
 void BucketCompressor::exchange_resident(const DeviceBucket& b, std::span<const BucketParam> params,
                                          Collectives& comm, DeviceCollectives* device_comm, bool last,
                                          std::span<const float> variance, double hook_seconds) {
-  run_bucket(b.index, last, hook_seconds, comm, [&](TimedCollectives& timed, StepStats& s) {
+  run_bucket(b.index, b.n, b.element_bytes, last, hook_seconds, comm,
+             [&](TimedCollectives& timed, StepStats& s) {
     if (b.backend == kernels::BackendKind::cpu)
       throw Error("bucket " + std::to_string(b.index) + ": the cpu backend has no device; exchange host buckets");
     if (!ops_) {
@@ -87,7 +88,6 @@ bool BucketCompressor::dense_on_device(const DeviceBucket& b, const std::string&
   s.selected += b.n;
   s.bytes_sent += bytes;
   s.gathered_bytes += bytes;
-  s.dense_bytes += bytes;
   return false;
 }
 
@@ -113,7 +113,6 @@ bool BucketCompressor::sparse_on_device(const DeviceBucket& b, const std::string
   s.n += b.n;
   s.selected += mine.info.selected;
   s.bytes_sent += wire_bytes;
-  s.dense_bytes += 4 * b.n;
   s.stages = std::max(s.stages, mine.info.stages);
   s.group_quality.push_back(mine.info.quality());
   PendingCommit commit;

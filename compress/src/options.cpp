@@ -1,6 +1,11 @@
 // The compressor options as an option table. Their ranges are checked where a compressor is made
-// (make_compressor names the option at fault), so the rows only parse.
+// (make_compressor names the option at fault), so the rows only parse. Which options a compressor
+// reads is its registry row's (CompressorInfo::options); check_options_read refuses the others.
+#include <algorithm>
+
+#include "gs/base/join.hpp"
 #include "gs/compress/compressor.hpp"
+#include "gs/error.hpp"
 
 namespace gs::compress {
 namespace {
@@ -43,6 +48,37 @@ std::vector<Row> make_rows() {
 const std::vector<Row>& compressor_option_rows() {
   static const std::vector<Row> rows = make_rows();
   return rows;
+}
+
+std::vector<std::string> options_set(const CompressorOptions& o) {
+  const CompressorOptions defaults;
+  std::vector<std::string> flags;
+  for (const Row& r : compressor_option_rows())
+    if (r.get(o) != r.get(defaults)) flags.push_back(r.flag);
+  return flags;
+}
+
+void check_options_read(std::string_view name, std::span<const std::string> given,
+                        std::span<const std::string_view> also, OptionSpelling spelling) {
+  const CompressorInfo& info = compressor_info(name);
+  auto listed = [](auto&& list, std::string_view flag) {
+    return std::find(list.begin(), list.end(), flag) != list.end();
+  };
+  auto reads = [&](std::string_view flag) { return listed(info.options, flag) || listed(also, flag); };
+  auto spell = [&](const Row& r) { return spelling == OptionSpelling::flag ? r.flag : r.key(); };
+  for (const Row& r : compressor_option_rows()) {
+    if (!listed(given, r.flag) || reads(r.flag)) continue;
+    std::vector<std::string> read;  // in the table's order
+    for (const Row& o : compressor_option_rows())
+      if (reads(o.flag)) read.push_back(spell(o));
+    throw Error(spell(r) + " does nothing for compressor '" + std::string(name) + "': drop it (" +
+                std::string(name) + " reads " + (read.empty() ? std::string("no option") : join(read, ", ")) +
+                ")");
+  }
+  for (const std::string& flag : given)
+    if (std::none_of(compressor_option_rows().begin(), compressor_option_rows().end(),
+                     [&](const Row& r) { return r.flag == flag; }))
+      throw Error("no compressor option " + flag);
 }
 
 }  // namespace gs::compress

@@ -18,34 +18,45 @@ bool fft_available() { return kernels::real_fft_available(kernels::BackendKind::
 constexpr auto kAllgather = Exchange::allgather;
 constexpr auto kCollective = Exchange::collective;
 
+// The options a threshold method's compressor reads: the backend it selects on, SIDCo's stages
+// (sidco-topk's for its bound), the seed of a rule that samples (DGC).
+std::vector<std::string_view> threshold_options(const ThresholdMethodInfo& m) {
+  std::vector<std::string_view> v{"--backend"};
+  if (m.kind == ThresholdKind::sidco || m.kind == ThresholdKind::sidco_topk) v.push_back("--stages");
+  if (m.seeded) v.push_back("--seed");
+  return v;
+}
+
 // Built on first use, so other files' static tables may read it: a row per threshold method (each
 // sends a sparse selection of its input, sized by the density), then the other compressors.
 const std::vector<CompressorInfo>& registry() {
   static const std::vector<CompressorInfo> rows = [] {
     std::vector<CompressorInfo> v;
     for (const ThresholdMethodInfo& m : threshold_methods())
-      v.push_back({m.name, m.summary, kAllgather, true, true,
+      v.push_back({m.name, m.summary, kAllgather, true, true, threshold_options(m),
                    [&m](double d, const CompressorOptions& o) {
                      return detail::make_threshold_compressor(m, d, o);
                    },
                    m.available});
+    const std::vector<std::string_view> quantizer_options{"--bits", "--seed"};  // seed: the rounding
     const CompressorInfo others[] = {
-        {"randomk", "k elements drawn uniformly at random", kAllgather, true, true,
+        {"randomk", "k elements drawn uniformly at random", kAllgather, true, true, {"--seed"},
          [](double d, const CompressorOptions& o) { return detail::make_randomk(d, o.seed); }},
-        {"none", "no compression: the dense gradient, all-reduced", Exchange::allreduce, false, false,
+        {"none", "no compression: the dense gradient, all-reduced", Exchange::allreduce, false, false, {},
          [](double, const CompressorOptions&) { return detail::make_none(); }},
         {"variance", "variance-based: an element is sent once its sum outweighs its variance",
-         kAllgather, false, false, detail::make_variance},
-        {"qsgd-mn", "unbiased stochastic quantizer, one scale (--bits)", kCollective, false, false,
+         kAllgather, false, false, {"--variance-alpha", "--variance-zeta"}, detail::make_variance},
+        {"qsgd-mn", "unbiased stochastic quantizer, one scale (--bits)", kCollective, false, false, quantizer_options,
          [](double, const CompressorOptions& o) { return detail::make_quantizer(detail::Scales::one, o); }},
-        {"qsgd-mn-ts", "unbiased quantizer with two scales (--bits lo,hi)", kCollective, false, false,
+        {"qsgd-mn-ts", "unbiased quantizer with two scales (--bits lo,hi)", kCollective, false, false, quantizer_options,
          [](double, const CompressorOptions& o) { return detail::make_quantizer(detail::Scales::two, o); }},
-        {"qsgd-mn-ms", "unbiased quantizer with several scales (--bits)", kCollective, false, false,
+        {"qsgd-mn-ms", "unbiased quantizer with several scales (--bits)", kCollective, false, false, quantizer_options,
          [](double, const CompressorOptions& o) {
            return detail::make_quantizer(detail::Scales::several, o);
          }},
         {"fft", "the largest chunked-FFT coefficients as range-based floats", kCollective, true, false,
-         detail::make_fft, fft_available},
+         {"--backend", "--fft-exponent-bits", "--fft-mantissa-bits", "--fft-chunk"}, detail::make_fft,
+         fft_available},
     };
     v.insert(v.end(), std::begin(others), std::end(others));
     return v;

@@ -6,6 +6,11 @@ rank 0's gradients recorded every 20 steps to a gradscope snapshot:
 
     PYTHONPATH=build/python python3 examples/python/ddp_example.py --workers 4 --steps 200
     build/cli/gradscope info ddp-example.h5
+
+The workers are started with torch.multiprocessing.spawn, which works with Debian's torch 1.13 as
+with upstream torch; Debian's torchrun fails there before starting any worker (AttributeError:
+'NoneType' object has no attribute 'get'), upstream torch's torchrun works (docs/python.md,
+"Launching the workers").
 """
 
 import argparse
@@ -63,7 +68,7 @@ def worker(rank, args, port):
         with torch.no_grad():
             accuracy = (model(tx).argmax(1) == ty).float().mean().item()
         s = state.summary()
-        print(f"{args.method} at density {args.ratio}, {args.workers} workers, {args.steps} steps: "
+        print(f"{args.method} at density {state.ratio}, {args.workers} workers, {args.steps} steps: "
               f"test accuracy {100 * accuracy:.2f}%")
         print(f"sent {s['bytes_per_step']:.0f} of {s['dense_bytes_per_step']:.0f} dense bytes per step, "
               f"quality {s['quality_mean']:.3f}, hook {s['hook_ms_per_step']:.2f} ms per step")
@@ -77,7 +82,8 @@ def main():
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--method", default="sidco-e", choices=gradscope.compressor_names())
-    p.add_argument("--ratio", type=float, default=0.01)
+    p.add_argument("--ratio", type=float, default=None,
+                   help="density (default 0.01; methods that are not density-based take none)")
     p.add_argument("--record", default="ddp-example.h5")
     args = p.parse_args()
     with socket.socket() as s:

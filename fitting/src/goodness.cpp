@@ -9,9 +9,9 @@
 #include <cmath>
 #include <limits>
 #include <numbers>
-#include <sstream>
 
 #include "gs/error.hpp"
+#include "gs/fitting/thresholds.hpp"
 
 namespace gs {
 namespace {
@@ -460,11 +460,7 @@ EdfStatistics edf_statistics(const Sid& d, std::span<const double> sorted, EdfEv
 
 // ---- tail checks and QQ ------------------------------------------------------------------------
 TailCheck tail_check(const Sid& d, MagnitudePasses& passes, const MagnitudeStats& s, double density) {
-  if (!(density > 0.0 && density < 1.0)) {
-    std::ostringstream os;
-    os << "tail_check: ratio must lie strictly between 0 and 1, got " << density;
-    throw Error(os.str());
-  }
+  check_density(density);  // at 1: threshold 0, every non-zero finite element observed
   TailCheck c;
   c.density = density;
   const double n = double(passes.size());

@@ -21,7 +21,7 @@ void validate(const FitReportOptions& o) {
   for (const auto& d : o.dists)
     if (!known(kAllDists, d)) throw Error("unknown distribution '" + d + "': use " + list(kAllDists));
   for (const auto& m : o.methods) threshold_method(m);  // gs::Error listing the known ones
-  for (double r : o.densities) threshold_target(1, r);
+  for (double r : o.densities) check_density(r);  // (0, 1], as every compressor takes
   if (o.stages < 1) throw Error("SIDCo stages must be at least 1");
   if (o.ks_max_points == 0) throw Error("the KS sample size must be at least 1");
 }
@@ -45,6 +45,18 @@ Fitted fit_by_name(const std::string& dist, MagnitudePasses& passes, const Magni
                   : dist == "gamma"     ? Sid(fit_gamma_mle(s))
                                         : Sid(fit_normal(s));
   return {law, loglik(law, passes, s)};
+}
+
+// Density 1 keeps every finite element, as the compressors do at density 1: no rule runs (a
+// threshold that keeps everything is no estimate), the row says so with threshold 0.
+ThresholdResult keep_everything(const std::string& method, std::uint64_t n, const MagnitudeStats& s) {
+  ThresholdResult t;
+  t.method = method;
+  t.density = 1.0;
+  t.selected = n - s.nonfinite;
+  t.quality = n ? double(t.selected) / double(n) : 0.0;
+  t.exact = true;
+  return t;
 }
 
 }  // namespace
@@ -97,7 +109,8 @@ FitReport fit_report(MagnitudePasses& passes, const FitReportOptions& o) {
       t.result.method = method;
       t.result.density = density;
       try {
-        t.result = threshold_by_name(method, passes, density, o.stages, o.seed, o.sidco_recount);
+        t.result = density >= 1.0 ? keep_everything(method, r.n, s)
+                                  : threshold_by_name(method, passes, density, o.stages, o.seed, o.sidco_recount);
       } catch (const DeviceFailure&) {
         throw;
       } catch (const std::exception& e) {

@@ -34,7 +34,7 @@ constexpr std::array<ThresholdMethodInfo, 8> kMethods = {{
      0x17becf, ThresholdKind::sidco_topk},
     {"dgc", "DGC: the threshold of a 1% random sample, exact top-k when it overshoots",
      [](MagnitudePasses& p, double d, const Options& o) { return dgc_threshold(p, d, o.seed); },
-     0xd62728, ThresholdKind::estimate},
+     0xd62728, ThresholdKind::estimate, SidcoVariant::exponential, nullptr, /*seeded=*/true},
     {"redsync", "RedSync: bisection between the mean and the maximum of |g|",
      [](MagnitudePasses& p, double d, const Options&) { return redsync_threshold(p, d); }, 0x8c564b,
      ThresholdKind::estimate},

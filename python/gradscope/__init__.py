@@ -19,7 +19,7 @@ import torch
 
 from . import _gradscope
 from ._gradscope import Error, __version__
-from ._options import compressor_names, option_texts, sparse_selection_names
+from ._options import check_options_read, compressor_names, option_texts, sparse_selection_names
 from ._tensors import check_density, compress_where_it_lives, describe, float32_view, on_host
 from .datasets import fashion_mnist
 from .readers import Analysis, Layer, Snapshot, Step, analyze, load_analysis, open_snapshot
@@ -39,34 +39,60 @@ def fit(t, ratios=(0.1, 0.01, 0.001), backend="auto"):
     The SIDCo methods run DEFAULT_SIDCO_STAGES stages (3), as select() does by default.
 
     t: a float32 tensor of any shape (read flattened) or NumPy array, contiguous; a CUDA tensor
-    is copied to the host once (backend picks where the passes run)."""
+    is copied to the host once (backend picks where the passes run).
+    ratios: one density or a sequence of them, each in (0, 1] as select() takes (default
+    (0.1, 0.01, 0.001)); at 1 every method keeps every finite element (threshold 0).
+    backend: where the passes run (default "auto"), "cpu", "cuda" or "cuda-host"."""
     host = on_host(t)
     address, n, _ = float32_view(host, "fit's input")
-    densities = [float(r) for r in ratios]
-    return json.loads(_gradscope.fit_json(address, n, densities, backend, describe(t)))
+    return json.loads(_gradscope.fit_json(address, n, _densities(ratios), backend, describe(t)))
+
+
+def _densities(ratios):
+    """fit's ratios (a number or a sequence of numbers) as a list of densities in (0, 1]."""
+    if isinstance(ratios, (str, bytes)):
+        raise TypeError(f"ratios must be a number or a sequence of numbers in (0, 1], got {ratios!r}")
+    try:
+        items = list(ratios)
+    except TypeError:  # one number
+        items = [ratios]
+    if not items:
+        raise ValueError("ratios is empty: give a density in (0, 1] or a sequence of them, e.g. (0.1, 0.01)")
+    return [check_density(r) for r in items]
 
 
 def select(t, method="sidco-e", ratio=0.01, stages=None, seed=1, backend="auto"):
     """The elements compressor `method` sends for t at density `ratio`: (indices, values, info).
 
-    indices: int64 tensor (ascending positions in t flattened); values: t's values there;
+    indices: int64 tensor (ascending positions in t flattened); values: t's values there (float32:
+    select reads float32 tensors and arrays only, as fit does);
     info: threshold, selected, quality (achieved / target density), stages, density, n, nonfinite.
     NaN and Inf entries are never selected; info["nonfinite"] counts them.
-    method: any compressor that sends a selection of its input (gradscope.sparse_selection_names()).
-    stages: SIDCo's stage count, for the SIDCo methods (default: the one fit uses,
-    gradscope.DEFAULT_SIDCO_STAGES, 3: the best one-shot quality on real gradients, docs/python.md;
-    0: the adaptive controller at its start, DEFAULT_SIDCO_STAGES, as a DDP state begins).
-    backend: where the selection runs: "auto" (CUDA when the extension has it and a GPU is there),
-    "cpu", "cuda", or "cuda-host" (the CUDA backend's code on the host, for checking). A CUDA
-    tensor is read in place by the cuda backend; indices and values come back on the host."""
+    method: any compressor that sends a selection of its input (gradscope.sparse_selection_names();
+    default "sidco-e").
+    ratio: the density, in (0, 1] (default 0.01).
+    stages: SIDCo's stage count, for the methods that read it (the SIDCo variants, sidco-topk's
+    bound); default None: the one fit uses, gradscope.DEFAULT_SIDCO_STAGES, 3 (the best one-shot
+    quality on real gradients, docs/python.md); 0: the adaptive controller, which starts there too, as a
+    DDP state does.
+    seed: the random sample of the methods that draw one (dgc, randomk); default 1.
+    backend: where the selection runs (default "auto": CUDA when the extension has it and a GPU
+    is there), "cpu", "cuda", or "cuda-host" (the CUDA backend's code on the host, for checking).
+    A CUDA tensor is read in place by the cuda backend; indices and values come back on the host.
+    An option the method does not read (stages for topk, seed for sidco-e, backend for randomk),
+    set away from its default, is refused (gradscope.Error), as `gradscope train` refuses it."""
     names = sparse_selection_names()
     if method not in names:
         raise ValueError(f"unknown selection method {method!r}: use one of {', '.join(names)}")
     density = check_density(ratio)
-    if stages is None:
-        stages = DEFAULT_SIDCO_STAGES
-    core = _gradscope.Compressor(method, density,
-                                 option_texts({"stages": stages, "seed": seed, "backend": backend}))
+    given = {"seed": seed}
+    if stages is not None:
+        given["stages"] = stages
+    if backend != "auto":  # "auto" asks for nothing: a method with no backend runs where it runs
+        given["backend"] = backend
+    check_options_read(method, given)
+    options = dict(given, stages=DEFAULT_SIDCO_STAGES if stages is None else stages, backend=backend)
+    core = _gradscope.Compressor(method, density, option_texts(options))
     indices, values, _, _, info = compress_where_it_lives(core, t, "tensor", "select's input")
     return torch.from_numpy(indices), torch.from_numpy(values), info
 

@@ -39,8 +39,7 @@ import torch
 import torch.distributed as dist
 
 from . import _gradscope
-from ._options import compressor_names, compressor_rows, option_texts
-from ._tensors import check_density
+from ._options import check_options_read, compressor_names, compressor_rows, density_for, option_texts
 
 _STATE_FORMAT = "gradscope.ddp.State/2"
 # The achieved density is watched against the ratio: a warning once it stays outside the band for
@@ -176,9 +175,12 @@ class TorchCollectives:
 
 class State:
     """A gradscope compressor for DDP's buckets: its residuals, warm-up, skip rule and statistics.
+    One State serves one DDP model: the buckets of a second model it is registered on fail their
+    backward() ("one State per DDP model").
 
     method: any name of `gradscope train --compressor` (gradscope.compressor_names()).
-    ratio: the density, the fraction of elements to send, in (0, 1].
+    ratio: the density, the fraction of elements to send, in (0, 1]; default None: 0.01. A method
+        that is not density-based (none, the quantizers, variance) runs at 1 and refuses any other.
     process_group: the ranks to average over (default: the whole job). The hook's collectives run
         on a group of their own over the same ranks, made at the first bucket, where every worker
         is: making a State does no communication, so workers may make it wherever they like. A
@@ -193,6 +195,8 @@ class State:
         squared per-sample gradients / B^2 (a tensor like bucket.buffer()).
     options: the compressor options of the C++ table (stages, bits, variance_alpha, variance_zeta,
         fft_exponent_bits, fft_mantissa_bits, fft_chunk, backend, seed); the seed is made per worker.
+        An option the method does not read (bits for sidco-e; the registry's row says which it
+        reads) is refused, as `gradscope train` refuses its flag; backend is read for every method.
         backend: where the selection runs, "auto" (the default: the GPU when there is a usable
         one), "cuda", "cpu" (a CUDA bucket is then copied to the host and its update back) or
         "cuda-host" (the CUDA path's code on the host, rank r's buckets on fake device r: for
@@ -201,12 +205,14 @@ class State:
         stream (device_ms()).
     """
 
-    def __init__(self, method="sidco-e", ratio=0.01, process_group=None, variance=None,
+    def __init__(self, method="sidco-e", ratio=None, process_group=None, variance=None,
                  warmup_steps=0, warmup="dense", warmup_start_ratio=0.25, history=1000,
                  timeout=None, hook_group=None, device_timing=False, **options):
         names = compressor_names()
         if method not in names:
             raise ValueError(f"unknown compressor {method!r}: use one of {', '.join(names)}")
+        check_options_read(method, options, also=("backend",))  # backend: where buckets stay
+        density = density_for(method, ratio, default=0.01)
         if not dist.is_initialized():
             raise _gradscope.Error("gradscope.ddp.State needs torch.distributed: call "
                                    "torch.distributed.init_process_group first")
@@ -215,7 +221,7 @@ class State:
         if int(history) < 1:
             raise ValueError(f"history must be >= 1 (steps kept in state.steps), got {history!r}")
         self.method = method
-        self.ratio = check_density(ratio)
+        self.ratio = density
         self.process_group = process_group if process_group is not None else dist.group.WORLD
         self.rank = dist.get_rank(self.process_group)
         self.world_size = dist.get_world_size(self.process_group)
@@ -256,6 +262,8 @@ class State:
         self._busy = threading.Condition()
         self._queued = 0
         self.last_error = None  # the last error a bucket met, as raised (gradscope.Error, ...)
+        self._model = set()  # the parameters of the first step's buckets: one State, one model
+        self._model_state = "learning"  # until the first step's last bucket: then "known"
 
     # ---- what users read -----------------------------------------------------------------
 
@@ -348,11 +356,14 @@ class State:
         if grad.dtype not in _FLOAT_DTYPES:
             raise TypeError(f"bucket {index} has dtype {grad.dtype}: gradscope compresses float32, "
                             "float16, bfloat16 and float64 gradients")
-        keys = [self._ordinals.setdefault(id(p), len(self._ordinals)) for p in parameters]
+        refused = self._another_model(index, [(id(p), p.numel()) for p in parameters], last)
+        keys = [] if refused is not None else [self._ordinals.setdefault(id(p), len(self._ordinals)) for p in parameters]
         b = _Bucket(index, keys, [(k, p.numel()) for k, p in zip(keys, parameters)], grad, bucket, last,
                     self._bucket_device(grad))
         b.comm = self._collectives(grad.device)
-        if b.where is None:
+        if refused is not None:  # through the Future, in order with the buckets queued before
+            b.result = torch.futures.Future()
+        elif b.where is None:
             host = grad.detach()
             if host.device.type != "cpu" or host.dtype != torch.float32 or not host.is_contiguous():
                 host = host.to(device="cpu", dtype=torch.float32).contiguous()  # values travel as float32
@@ -362,7 +373,7 @@ class State:
                 b.ready = torch.cuda.Event()
                 b.ready.record(torch.cuda.current_stream(grad.device))
             b.result = torch.futures.Future(devices=[grad.device]) if grad.is_cuda else torch.futures.Future()
-        task = self._task_for(b)
+        task = (self._refuse, (b, refused)) if refused is not None else self._task_for(b)
         b.hook_s = time.perf_counter() - t0
         if task is not None:
             self._start_thread()
@@ -389,6 +400,35 @@ class State:
         held, self._held = self._held, None
         return self._regrouped, (held, self._held_layout)
 
+    def _another_model(self, index, params, last):
+        """The error for a bucket of a second DDP model this State is registered on, else None.
+        The first step's buckets name the model's parameters; later, a bucket holding another
+        parameter is another model's, and so is, in the first step, a second bucket 0 of
+        parameters not seen yet (DDP hands a model's buckets over from bucket 0 on)."""
+        keys = {key for key, _ in params}
+        if self._model_state == "known":
+            unseen = not keys <= self._model
+        elif self._model_state == "abandoned":  # the rest of a first step another model joined
+            self._model_state = "learning" if last else "abandoned"
+            return None  # the core refuses it: the step failed
+        else:
+            unseen = index == 0 and bool(self._model) and keys.isdisjoint(self._model)
+            if unseen:  # learn again from the next step, without the other model's buckets
+                self._model, self._model_state = set(), "learning" if last else "abandoned"
+            else:
+                self._model |= keys
+                self._model_state = "known" if last else "learning"
+        if not unseen:
+            return None
+        return _gradscope.Error(f"bucket {index} holds parameters this State did not see in its first "
+                                "step: one State per DDP model (it is registered on a second model); "
+                                "make a gradscope.ddp.State for each model")
+
+    def _refuse(self, job):
+        """A bucket refused before the core saw it, on the state's thread: the step is abandoned."""
+        b, error = job
+        self._fail([b], error, False)
+
     def _bucket_device(self, grad):
         """(backend, device) where a bucket stays, or None for the host path."""
         if grad.is_cuda and _gradscope.cuda_built():
@@ -413,13 +453,13 @@ class State:
         if b.where is None:
             out = torch.empty(work.numel(), dtype=torch.float32)
             self._core.exchange(index, work.data_ptr(), work.numel(), params, b.comm, out.data_ptr(), last,
-                                v_address, v_n, hook_s)
+                                v_address, v_n, hook_s, b.grad.element_size())  # dense bytes in its dtype
         else:
             backend, device = b.where
             stream = (torch.cuda.current_stream(device).cuda_stream if backend == "cuda"
                       else _gradscope.cuda_host_caller_stream(device))
             self._core.exchange_resident(index, work.data_ptr(), work.numel(), params, b.comm, last, v_address,
-                                         v_n, hook_s, backend, device, stream)
+                                         v_n, hook_s, backend, device, stream, b.grad.element_size())
             out = work
         if last:
             self._watch_density()

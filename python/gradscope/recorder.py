@@ -19,6 +19,8 @@ from . import _gradscope
 
 _FORGOT_BEGIN = ("Recorder: a gradient arrived outside a step: call rec.begin_step(step) before "
                  "backward() and rec.end_step(loss, lr) after it")
+_END_WITHOUT_BEGIN = ("Recorder: end_step() without begin_step(): call rec.begin_step(step) before "
+                      "each step's backward(), then rec.end_step(loss, lr) once after it")
 
 
 class Recorder:
@@ -68,7 +70,7 @@ class Recorder:
         """After backward(): queues the step's gradients with its loss and learning rate. A
         parameter that got no gradient this step is recorded as zeros."""
         if not self._in_step:
-            raise _gradscope.Error(_FORGOT_BEGIN)
+            raise _gradscope.Error(_END_WITHOUT_BEGIN)
         self._in_step = False
         if self._core.capturing:
             for layer, p in enumerate(self._params):

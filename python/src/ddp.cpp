@@ -98,16 +98,17 @@ class BucketHandle {
 
   // One bucket: n floats at g (host memory, float32), its parameters as (key, numel) pairs, the
   // update into n floats at out. collectives: the Python object with rank, world_size,
-  // allreduce_max/min/sum and allgather (gradscope.ddp.TorchCollectives).
+  // allreduce_max/min/sum and allgather (gradscope.ddp.TorchCollectives). element_bytes: the
+  // element size of the bucket's own dtype, which the dense bytes count.
   void exchange(int index, std::uintptr_t g, std::uint64_t n,
                 const ParamList& params,
                 py::object collectives, std::uintptr_t out, bool last, std::uintptr_t variance,
-                std::uint64_t variance_n, double hook_seconds) {
+                std::uint64_t variance_n, double hook_seconds, unsigned element_bytes) {
     const std::vector<compress::BucketParam> ps = bucket_params(params);
     PythonCollectives comm(std::move(collectives));
     py::gil_scoped_release free;
     core_->exchange(index, span_at<const float>(g, n), ps, comm, span_at<float>(out, n), last,
-                    span_at<const float>(variance, variance_n), hook_seconds);
+                    span_at<const float>(variance, variance_n), hook_seconds, element_bytes);
   }
 
   // One bucket in device memory (exchange_resident): n floats at `address` on `device` of
@@ -120,7 +121,8 @@ class BucketHandle {
   void exchange_resident(int index, std::uintptr_t address, std::uint64_t n,
                          const ParamList& params,
                          py::object collectives, bool last, std::uintptr_t variance, std::uint64_t variance_n,
-                         double hook_seconds, const std::string& backend, int device, std::uintptr_t stream) {
+                         double hook_seconds, const std::string& backend, int device, std::uintptr_t stream,
+                         unsigned element_bytes) {
     const std::vector<compress::BucketParam> ps = bucket_params(params);
     compress::DeviceBucket b;
     b.index = index;
@@ -128,6 +130,7 @@ class BucketHandle {
     b.n = n;
     b.backend = kernels::resolve_backend(backend);
     b.device = device;
+    b.element_bytes = element_bytes;
     const bool on_device = collectives.attr("device_collectives").cast<bool>();
     PythonCollectives comm(collectives);
     std::unique_ptr<PythonDeviceCollectives> device_comm;
@@ -176,11 +179,11 @@ void bind_ddp(py::module_& m) {
            py::arg("warmup"), py::arg("warmup_start_density"), py::arg("history"))
       .def("exchange", &BucketHandle::exchange, py::arg("index"), py::arg("address"), py::arg("n"),
            py::arg("params"), py::arg("collectives"), py::arg("out"), py::arg("last"),
-           py::arg("variance"), py::arg("variance_n"), py::arg("hook_seconds"))
+           py::arg("variance"), py::arg("variance_n"), py::arg("hook_seconds"), py::arg("element_bytes") = 4u)
       .def("exchange_resident", &BucketHandle::exchange_resident, py::arg("index"), py::arg("address"),
            py::arg("n"), py::arg("params"), py::arg("collectives"), py::arg("last"), py::arg("variance"),
            py::arg("variance_n"), py::arg("hook_seconds"), py::arg("backend"), py::arg("device"),
-           py::arg("stream"))
+           py::arg("stream"), py::arg("element_bytes") = 4u)
       .def("name_parameters",
            [](BucketHandle& h, int index, const ParamList& params) {
              const std::vector<compress::BucketParam> ps = bucket_params(params);

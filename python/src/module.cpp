@@ -7,6 +7,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -252,12 +253,18 @@ PYBIND11_MODULE(_gradscope, m) {
       d["exchange"] = std::string(compress::to_string(r.exchange));
       d["density_based"] = r.density_based;
       d["sparse_selection"] = r.sparse_selection;
+      py::list keys;  // the options it reads, as Python's keywords
+      for (const auto& o : compress::compressor_option_rows())
+        if (std::find(r.options.begin(), r.options.end(), o.flag) != r.options.end()) keys.append(o.key());
+      d["options"] = keys;
       d["available"] = !r.available || r.available();
       rows.append(d);
     }
     return rows;
   });
   m.def("compressor_options", [] { return option_row_dicts(compress::compressor_option_rows()); });
+  m.def("check_options_read", &check_options_read, py::arg("name"), py::arg("options"),
+        py::arg("also") = std::vector<std::string>{});
   py::class_<CompressorHandle>(m, "Compressor")
       .def(py::init<const std::string&, double, const std::map<std::string, std::string>&>(),
            py::arg("name"), py::arg("density"), py::arg("options") = std::map<std::string, std::string>{})

@@ -13,6 +13,7 @@
 #include <span>
 #include <string>
 #include <utility>
+#include <string_view>
 #include <vector>
 
 #include "gs/base/join.hpp"
@@ -113,6 +114,25 @@ pybind11::list option_row_dicts(const std::vector<OptionRow<C>>& rows) {
     out.append(d);
   }
   return out;
+}
+
+// The key of an option row as its flag ("bits" -> "--bits"); gs::Error for an unknown key.
+inline std::string option_flag(const std::string& key) {
+  for (const auto& r : compress::compressor_option_rows())
+    if (r.key() == key) return r.flag;
+  throw Error("unknown compressor option '" + key + "'");
+}
+
+// gs::Error, in Python's words, when `given` sets an option (away from its default) that the
+// compressor `name` does not read (compress::check_options_read, the rule `gradscope train`
+// applies to its flags); `also`: keys the caller reads itself whatever the method.
+inline void check_options_read(const std::string& name, const std::map<std::string, std::string>& given,
+                               const std::vector<std::string>& also) {
+  std::vector<std::string> also_flags;
+  for (const auto& key : also) also_flags.push_back(option_flag(key));
+  const std::vector<std::string_view> also_views(also_flags.begin(), also_flags.end());
+  compress::check_options_read(name, compress::options_set(parse_options(given)), also_views,
+                               compress::OptionSpelling::keyword);
 }
 
 }  // namespace gs::python

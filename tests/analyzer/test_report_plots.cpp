@@ -7,11 +7,13 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
 #include <QApplication>
 #include <QImage>
+#include <qcustomplot.h>
 
 #include "common/temp_dir.hpp"
 #include "gs/analyzer/analyze.hpp"
@@ -101,7 +103,10 @@ TEST(ReportPlots, EveryPlotIsADrawnPngEmbeddedWithACaption) {
     expect_drawn_png(c.report_dir / file);
     expect_embedded(md, file);
   }
-  EXPECT_NE(md.find("Histogram of |g| with fitted SIDs: whole model, step 20"), std::string::npos)
+  // The title names the density of the threshold lines: the middle of 0.01 and 0.1.
+  EXPECT_NE(md.find("Histogram of |g| with fitted SIDs and thresholds at density 0.1: whole model, "
+                    "step 20"),
+            std::string::npos)
       << md;
   EXPECT_EQ(md.find("No plots"), std::string::npos);
   EXPECT_EQ(md.find("skipped"), std::string::npos) << md;
@@ -177,6 +182,36 @@ TEST(ReportPlots, ThresholdErrorBarsAreTheSummarysNumbers) {
   // top-k, 2 vectors at each of 3 steps.
   EXPECT_EQ(bars.size(), gs::kAllMethods.size() - 1);
   EXPECT_EQ(bars.front().count, 2u * 3u);
+}
+
+// An error of exactly 0 (sidco-topk is exact) is no bar at the log axis' floor, which would read
+// as an error that large: the chart writes "0 (exact)" there instead, and draws the others' bars.
+TEST(ReportPlots, ZeroThresholdErrorIsWrittenNotDrawnAsABar) {
+  plots::ensure_application();
+  QCustomPlot plot;
+  plots::setup_plot(&plot, "threshold error");
+  const std::vector<plots::ErrorBar> bars = {{"sidco-e", 0.01, 6, 0.05, 0.01, 0.2},
+                                             {"sidco-topk", 0.01, 6, 0.0, 0.0, 0.0},
+                                             {"dgc", 0.01, 6, 0.0, 0.0, 0.3}};
+  plots::plot_threshold_error(&plot, bars);
+  QCPBars* drawn = nullptr;
+  for (int i = 0; i < plot.plottableCount(); ++i)
+    if (auto* b = qobject_cast<QCPBars*>(plot.plottable(i)); b && b->name() == "ratio 0.01") drawn = b;
+  ASSERT_NE(drawn, nullptr);
+  ASSERT_EQ(drawn->data()->size(), 1);  // sidco-e's bar alone, at its median
+  EXPECT_DOUBLE_EQ(drawn->data()->begin()->key, 1.0);
+  EXPECT_DOUBLE_EQ(drawn->data()->begin()->value, 0.05);
+  std::map<QString, QCPItemText*> zero;  // by method
+  for (int i = 0; i < plot.itemCount(); ++i)
+    if (auto* t = qobject_cast<QCPItemText*>(plot.item(i)); t && t->objectName() == plots::kZeroErrorItem)
+      zero[t->property("gs_method").toString()] = t;
+  ASSERT_EQ(zero.size(), 2u);
+  EXPECT_EQ(zero["sidco-topk"]->text(), "0 (exact)");
+  EXPECT_DOUBLE_EQ(zero["sidco-topk"]->position->key(), 2.0);
+  // At the floor of the axis, which lies below every error drawn.
+  EXPECT_DOUBLE_EQ(zero["sidco-topk"]->position->value(), plot.yAxis->range().lower);
+  EXPECT_LT(plot.yAxis->range().lower, 0.01);
+  EXPECT_EQ(zero["dgc"]->text(), "median 0");  // some vectors had an error: not exact
 }
 
 TEST(ReportPlots, KindSeriesAreMediansOverTheKindsScopes) {

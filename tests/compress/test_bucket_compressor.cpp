@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <random>
 
 #include "gs/base/state_stream.hpp"
@@ -232,6 +233,43 @@ TEST(BucketCompressor, BadBucketsAreRefusedNamingTheProblem) {
   EXPECT_NE(error_message([&] { bc->exchange(0, g2, {{{1, 50}}}, solo, out2, true); })
                 .find("had 100 elements and now has 50"),
             std::string::npos);
+}
+
+// The dense bytes are what the bucket costs uncompressed in the model's own dtype (element_bytes:
+// 2 for float16, 8 for float64), for every exchange kind and for a dense warm-up step; what is sent
+// travels as float32 whatever that dtype, so bytes_sent does not change with it.
+TEST(BucketCompressor, DenseBytesCountTheModelsDtype) {
+  for (const std::string method : {"topk", "none", "qsgd-mn"}) {
+    std::map<unsigned, std::vector<StepStats>> by_size;
+    for (const unsigned size : {2u, 4u, 8u}) {
+      SoloCollectives solo;
+      WarmupSchedule w;
+      w.steps = 1;  // the first step dense
+      auto bc = make_bucket(method, density_based(method) ? 0.05 : 1.0, 0, w);
+      for (std::uint64_t s = 0; s < 2; ++s) {
+        const auto g = grad(577, s);
+        std::vector<float> out(577);
+        bc->exchange(0, std::span<const float>(g).first(500), kBuckets[0], solo,
+                     std::span<float>(out).first(500), false, {}, 0.0, size);
+        bc->exchange(1, std::span<const float>(g).subspan(500), kBuckets[1], solo,
+                     std::span<float>(out).subspan(500), true, {}, 0.0, size);
+      }
+      by_size[size].assign(bc->history().begin(), bc->history().end());
+      EXPECT_DOUBLE_EQ(bc->summary().dense_bytes_per_step, 577.0 * size) << method;
+    }
+    for (const unsigned size : {2u, 8u})
+      for (std::size_t s = 0; s < 2; ++s) {
+        EXPECT_EQ(by_size[size][s].dense_bytes, 577u * size) << method << " step " << s;
+        EXPECT_EQ(by_size[size][s].bytes_sent, by_size[4][s].bytes_sent) << method << " step " << s;
+      }
+  }
+  SoloCollectives solo;
+  auto bc = make_bucket("topk", 0.05, 0);
+  std::vector<float> g(100, 1.0f), out(100);
+  EXPECT_NE(error_message([&] { bc->exchange(0, g, {{{1, 100}}}, solo, out, true, {}, 0.0, 0); })
+                .find("bucket 0: an element of 0 bytes"),
+            std::string::npos);
+  EXPECT_EQ(bc->steps(), 0);  // the step was abandoned, not counted
 }
 
 TEST(StepRules, RunStatisticsSummariseEveryStep) {

@@ -200,6 +200,28 @@ TEST(CudaHostBucketRules, OnlyTheSelectionCrossesTheBus) {
   }
 }
 
+// Rule: a device bucket's dense bytes are its elements in the model's dtype (a float16 bucket
+// widened to float32 for the work: 2 bytes an element), for a device selection, a host rule and
+// a dense all-reduce alike; what crosses and travels is the float32 selection, whatever the dtype.
+TEST(CudaHostBucketRules, DenseBytesCountTheBucketsDtype) {
+  for (const std::string method : {"topk", "randomk", "none"}) {
+    std::map<unsigned, StepStats> last;
+    for (const unsigned size : {2u, 4u}) {
+      SoloCollectives solo;
+      auto bc = make_bucket(method, density_based(method) ? 0.01 : 1.0, 0, "cuda-host");
+      auto g = laplace(5000, 3);
+      const ch::DeviceMemory on(g.data(), g.size() * sizeof(float), 1);
+      const gs::kernels::CallerStream caller(1, ch::caller_stream(1));
+      bc->exchange_resident({0, g.data(), g.size(), gs::kernels::BackendKind::cuda_host, 1, size},
+                            std::vector<BucketParam>{{1, 5000}}, solo, nullptr, true);
+      last[size] = bc->history().back();
+    }
+    EXPECT_EQ(last[2].dense_bytes, 2u * 5000u) << method;
+    EXPECT_EQ(last[4].dense_bytes, 4u * 5000u) << method;
+    EXPECT_EQ(last[2].bytes_sent, last[4].bytes_sent) << method;
+  }
+}
+
 // Rule: residuals live on the device and follow their parameters; a checkpoint (taken between
 // steps, the residuals read back from the device) continues exactly in a new process's state.
 TEST(CudaHostBucketRules, ACheckpointOfDeviceResidualsContinuesExactly) {

@@ -56,6 +56,30 @@ TEST(TrainOptions, OutOfRangeValuesAreRefusedNamingTheFlag) {
   EXPECT_NO_THROW(TrainConfig{}.validate());
 }
 
+// A compressor option the method does not read would do nothing: `gradscope train --compressor
+// sidco-e --bits 3` is refused naming the flag and what sidco-e reads (the registry's list, the
+// rule gradscope.select and gradscope.ddp.State apply too); one the method reads passes.
+TEST(TrainOptions, CompressorOptionsTheMethodDoesNotReadAreRefused) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> refused = {
+      {{"--compressor", "sidco-e", "--bits", "3"}, "--bits does nothing for compressor 'sidco-e'"},
+      {{"--compressor", "topk", "--stages", "2"}, "--stages does nothing for compressor 'topk'"},
+      {{"--compressor", "qsgd-mn", "--backend", "auto"}, "--backend does nothing for compressor 'qsgd-mn'"},
+      {{"--compressor", "none", "--variance-alpha", "2"}, "(none reads no option)"}};
+  for (const auto& [args, words] : refused) {
+    const std::string msg = gs::testing::error_message([&] { parse(args).validate(); });
+    EXPECT_NE(msg.find(words), std::string::npos) << msg;
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  }
+  EXPECT_NE(gs::testing::error_message([&] { parse({"--bits", "3"}).validate(); })
+                .find("(sidco-e reads --backend, --stages)"),
+            std::string::npos);
+  EXPECT_NO_THROW(parse({"--compressor", "qsgd-mn", "--bits", "3"}).validate());
+  EXPECT_NO_THROW(parse({"--compressor", "sidco-e", "--stages", "2", "--backend", "cpu"}).validate());
+  EXPECT_NO_THROW(parse({"--compressor", "fft", "--fft-chunk", "512"}).validate());
+  // The default value of an option is no setting: a worker's line carries every option.
+  EXPECT_NO_THROW(parse({"--compressor", "topk", "--stages", "0"}).validate());
+}
+
 // capture takes --model, --batch, --lr, --momentum and --seed from the same rows: the same help,
 // and the same values pass and fail in both.
 TEST(TrainOptions, CaptureSharesTheRangesOfTrain) {

@@ -133,7 +133,14 @@ TEST(Goodness, TailCheckCountsAboveTheFittedThreshold) {
     EXPECT_DOUBLE_EQ(c.predicted, 1e5 * density);
     EXPECT_NEAR(double(c.observed), c.predicted, 5.0 * std::sqrt(c.predicted));
   }
-  EXPECT_THROW(gs::tail_check(d, passes, s, 1.0), gs::Error);
+  // Density 1 (the whole vector, as every compressor takes it): the threshold is 0 and every
+  // non-zero value lies above it; outside (0, 1] is refused.
+  const auto all = gs::tail_check(d, passes, s, 1.0);
+  EXPECT_EQ(all.threshold, 0.0);
+  EXPECT_DOUBLE_EQ(all.predicted, 1e5);
+  EXPECT_EQ(all.observed, 90000u);
+  EXPECT_THROW(gs::tail_check(d, passes, s, 1.5), gs::Error);
+  EXPECT_THROW(gs::tail_check(d, passes, s, 0.0), gs::Error);
 }
 
 TEST(Goodness, QqPointsFollowTheLawOnItsOwnSample) {

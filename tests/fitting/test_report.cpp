@@ -93,11 +93,38 @@ TEST(Report, BadOptionsThrow) {
   o.methods = {"topq"};
   EXPECT_THROW(gs::fit_report(passes, o), gs::Error);
   o = {};
-  o.densities = {0.1, 1.0};
+  o.densities = {0.1, 1.5};
+  EXPECT_THROW(gs::fit_report(passes, o), gs::Error);
+  o = {};
+  o.densities = {0.0};
   EXPECT_THROW(gs::fit_report(passes, o), gs::Error);
   o = {};
   o.stages = 0;
   EXPECT_THROW(gs::fit_report(passes, o), gs::Error);
+}
+
+// Density 1 is a density like any other in (0, 1], as the compressors take it: every method keeps
+// every finite element (zeros included) with threshold 0, and no rule runs.
+TEST(Report, AtDensityOneEveryMethodKeepsEveryFiniteElement) {
+  std::vector<float> v = {0.1f, -0.2f, 0.0f, 0.4f, std::numeric_limits<float>::quiet_NaN(), 0.3f};
+  NaivePasses passes(v);
+  gs::FitReportOptions o;
+  o.densities = {1.0, 0.5};
+  const auto r = gs::fit_report(passes, o);
+  ASSERT_EQ(r.thresholds.size(), 2 * gs::kAllMethods.size());
+  for (const auto& t : r.thresholds) {
+    if (t.result.density != 1.0) continue;
+    SCOPED_TRACE(t.result.method);
+    EXPECT_TRUE(t.error.empty()) << t.error;
+    EXPECT_EQ(t.result.threshold, 0.0);
+    EXPECT_EQ(t.result.selected, 5u);  // the six values but the NaN
+    EXPECT_DOUBLE_EQ(t.result.quality, 5.0 / 6.0);
+  }
+  for (const auto& f : r.fits)
+    if (f.error.empty()) {
+      ASSERT_EQ(f.tail.size(), 2u);
+      EXPECT_DOUBLE_EQ(f.tail[0].predicted, 6.0);
+    }
 }
 
 // Edge cases record their problem per fit / per method instead of failing the whole report.

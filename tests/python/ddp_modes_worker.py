@@ -3,6 +3,7 @@ one per rank, over Gloo on loopback). Models are written here, as a user writes 
 
     ddp_modes_worker.py MODE RANK WORLD RENDEZVOUS OUT STEPS [ARG]
         MODE: plain | find_unused | static_graph | bucket_view | no_sync | two_models
+              | shared_state (ARG: sequential or one_backward; one State on two models: refused)
               | dtype (ARG: float16, bfloat16 or float64) | warmup (ARG: dense or exponential)
               | save (ARG: checkpoint path; trains STEPS // 2 steps, saves, stops)
               | resume (ARG: checkpoint path; loads it, trains on to STEPS)
@@ -129,7 +130,7 @@ def dtype_exchange(rank, world, out, steps):
     (each bucket's values representable in float16 and bfloat16 alike): Gloo in torch 1.13 has no
     bfloat16, so DDP cannot start on a bfloat16 model there, but the hook's path is this one."""
     params = [torch.nn.Parameter(torch.zeros(300)), torch.nn.Parameter(torch.zeros(77))]
-    states = {d: gddp.State("sidco-e", 0.05, timeout=TIMEOUT_S, seed=3)
+    states = {d: gddp.State("sidco-e", 0.05, timeout=TIMEOUT_S)
               for d in ("float32", "float16", "bfloat16", "float64")}
     gen = torch.Generator().manual_seed(rank)
     results = {d: [] for d in states}
@@ -137,7 +138,7 @@ def dtype_exchange(rank, world, out, steps):
         g = (torch.randn(377, generator=gen) * 64).round() / 64  # exact in every dtype here
         for d, state in states.items():
             results[d].append(state.exchange(0, g.to(getattr(torch, d)), params, last=True).wait())
-    torch.save({"results": results}, out)
+    torch.save({"results": results, "summaries": {d: s.summary() for d, s in states.items()}}, out)
 
 
 def nan_run(rank, world, out, steps):
@@ -168,7 +169,7 @@ def two_models(rank, world, out, steps):
         torch.manual_seed(seed)
         m = BranchNet()
         d = torch.nn.parallel.DistributedDataParallel(m, bucket_cap_mb=0.02)
-        s = gddp.State("sidco-e", 0.01, timeout=TIMEOUT_S, seed=seed + 1)
+        s = gddp.State("sidco-e", 0.01, timeout=TIMEOUT_S)
         d.register_comm_hook(s, gddp.hook)
         models.append(m)
         ddps.append(d)
@@ -182,6 +183,30 @@ def two_models(rank, world, out, steps):
         opt.step()
         losses.append(float(loss))
     save_result(out, models, states, losses)
+
+
+def shared_state(rank, world, out, steps, how):
+    """One State registered on two DDP models, which it cannot serve: the second model's first
+    bucket fails its backward naming the cause. how: "sequential" (a backward per model, the
+    second after the first's step) or "one_backward" (one backward through both)."""
+    ddps, state = [], gddp.State("sidco-e", 0.01, timeout=TIMEOUT_S)
+    for seed in (0, 1):
+        torch.manual_seed(seed)
+        ddps.append(torch.nn.parallel.DistributedDataParallel(BranchNet(), bucket_cap_mb=0.02))
+        ddps[-1].register_comm_hook(state, gddp.hook)
+    (_, x, y), = batches(rank, world, 1)
+    loss = lambda d: torch.nn.functional.cross_entropy(d(x), y)  # noqa: E731
+    error = None
+    try:
+        if how == "sequential":
+            loss(ddps[0]).backward()  # the first model's step: it is the state's model
+            loss(ddps[1]).backward()
+        else:
+            (loss(ddps[0]) + loss(ddps[1])).backward()
+    except RuntimeError as e:
+        error = str(e)
+    torch.save({"error": error, "steps": state.summary()["steps"],
+                "last_error": str(state.last_error)}, out)
 
 
 def checkpointed(mode, rank, world, out, steps, path):
@@ -220,6 +245,8 @@ def main():
     try:
         if mode == "two_models":
             two_models(rank, world, out, steps)
+        elif mode == "shared_state":
+            shared_state(rank, world, out, steps, arg)
         elif mode == "nan":
             nan_run(rank, world, out, steps)
         elif mode == "dtype_exchange":

@@ -1,8 +1,13 @@
-"""gradscope.fit and gradscope.select against `gradscope fit --json` on the same vector, and the
-refusals of bad input (dtype, device, layout, unknown methods, densities outside (0, 1])."""
+"""gradscope.fit and gradscope.select against `gradscope fit --json` on the same vector, the
+refusals of bad input (dtype, device, layout, unknown methods, densities outside (0, 1], options a
+method does not read), and docs/python.md's signatures against the functions themselves."""
 
+import ast
+import inspect
 import json
 import math
+import pathlib
+import re
 import subprocess
 
 import numpy as np
@@ -56,7 +61,7 @@ def test_select_agrees_with_the_cli_fit(gradscope_bin, tmp_path, method):
     cli = cli_fit(gradscope_bin, tmp_path, t)
     for ratio in RATIOS:
         row = next(r for r in cli["thresholds"] if r["method"] == method and r["ratio"] == ratio)
-        indices, values, info = gradscope.select(t, method, ratio, stages=row["stages"] if "sidco" in method else 0)
+        indices, values, info = gradscope.select(t, method, ratio, stages=row["stages"] if "sidco" in method else None)
         assert indices.dtype == torch.int64 and values.dtype == t.dtype
         assert torch.equal(values, t[indices])  # the tensor's own values, at ascending indices
         assert bool((indices[1:] > indices[:-1]).all())
@@ -161,7 +166,7 @@ def test_core_errors_arrive_with_the_cli_message(gradscope_bin, tmp_path):
     assert cli.returncode == 1
     assert cli.stderr.strip() == f"gradscope: error: {py_error.value}"
     assert isinstance(py_error.value, ValueError)
-    with pytest.raises(gradscope.Error, match="ratio"):
+    with pytest.raises(ValueError, match="ratio"):
         gradscope.fit(t, ratios=(2.0,))
 
 
@@ -188,3 +193,149 @@ def test_errors_are_runtime_errors_in_pythons_words():
         gradscope.select(t, "topk", 0.01, backend="gpu")
     with pytest.raises(gradscope.Error, match=r"^stages='x' is not an integer"):
         gradscope.select(t, "sidco-e", 0.01, stages="x")
+
+
+def test_fit_takes_one_ratio_or_several_in_the_range_select_takes():
+    t = laplace(20_000, 10)
+    one = gradscope.fit(t, ratios=0.01, backend="cpu")
+    assert one == gradscope.fit(t, ratios=[0.01], backend="cpu")
+    assert {r["ratio"] for r in one["thresholds"]} == {0.01}
+    # Density 1, which select and State take, is a density fit takes too: everything finite kept.
+    t[7] = float("nan")
+    whole = gradscope.fit(t, ratios=(1.0, 0.1), backend="cpu")
+    at_one = [r for r in whole["thresholds"] if r["ratio"] == 1.0]
+    assert len(at_one) == len(gradscope.sparse_selection_names()) - 1  # every threshold method
+    for r in at_one:
+        assert r["threshold"] == 0.0 and r["selected"] == 19_999, r
+    _, _, info = gradscope.select(t, "topk", 1.0, backend="cpu")
+    assert info["selected"] == 19_999
+    # The same refusals, from the same check, with the same words.
+    for bad in (0.0, -0.1, 1.5, float("nan")):
+        for call in (lambda: gradscope.fit(t, ratios=bad), lambda: gradscope.fit(t, ratios=(0.1, bad)),
+                     lambda: gradscope.select(t, "topk", bad)):
+            with pytest.raises(ValueError, match=r"is outside \(0, 1\]"):
+                call()
+    with pytest.raises(TypeError, match="ratios must be a number or a sequence"):
+        gradscope.fit(t, ratios="0.1")
+    with pytest.raises(ValueError, match="ratios is empty"):
+        gradscope.fit(t, ratios=())
+
+
+def test_options_a_method_does_not_read_are_refused():
+    t = laplace(5000, 11)
+    refused = [(dict(method="topk", stages=2), "stages does nothing for compressor 'topk'"),
+               (dict(method="sidco-e", seed=7), "seed does nothing for compressor 'sidco-e'"),
+               (dict(method="randomk", backend="cuda-host"), "backend does nothing for compressor 'randomk'")]
+    for kw, words in refused:
+        with pytest.raises(gradscope.Error, match=re.escape(words)) as e:
+            gradscope.select(t, ratio=0.01, **kw)
+        assert "reads" in str(e.value)  # and says what the method does read
+    # What each method reads is the C++ registry's row, the same that gradscope train checks.
+    rows = {r["name"]: r["options"] for r in gradscope._gradscope.compressors()}
+    assert rows["sidco-e"] == ["backend", "stages"] and rows["dgc"] == ["seed", "backend"]
+    assert rows["qsgd-mn"] == ["seed", "bits"] and rows["none"] == []
+    for name in gradscope.sparse_selection_names():  # every option a method reads is taken
+        kw = {"stages": 2} if "stages" in rows[name] else {}
+        kw.update({"seed": 7} if "seed" in rows[name] else {})
+        kw.update({"backend": "cuda-host"} if "backend" in rows[name] else {})
+        assert gradscope.select(t, name, 0.01, **kw)[2]["selected"] > 0, name
+    assert gradscope.select(t, "topk", 0.01, stages=None)[2]["selected"] == 50  # None: not given
+
+
+def test_ddp_state_refuses_options_and_ratios_that_do_nothing():
+    # Refused before anything else (no process group is needed to say so).
+    with pytest.raises(gradscope.Error, match=re.escape("bits does nothing for compressor 'sidco-e': "
+                                                        "drop it (sidco-e reads backend, stages)")):
+        gradscope.ddp.State("sidco-e", bits=3)
+    with pytest.raises(gradscope.Error, match="seed does nothing for compressor 'sidco-e'"):
+        gradscope.ddp.State("sidco-e", 0.01, seed=3)
+    # A method that is not density-based takes no ratio but 1, and says why.
+    with pytest.raises(ValueError, match="ratio 0.01 does nothing for compressor 'qsgd-mn': it is not "
+                                         "density-based"):
+        gradscope.ddp.State("qsgd-mn", 0.01)
+    with pytest.raises(ValueError, match="outside"):
+        gradscope.ddp.State("sidco-e", 1.5)
+    # Accepted as far as the process group, which this test has none of.
+    for args, kw in ((("qsgd-mn",), {"bits": 3, "seed": 2}), (("qsgd-mn", 1.0), {}), (("none",), {}),
+                     (("sidco-e",), {"stages": 2, "backend": "cpu"}), (("randomk", 0.1), {"backend": "cpu"})):
+        with pytest.raises(gradscope.Error, match="needs torch.distributed"):
+            gradscope.ddp.State(*args, **kw)
+
+
+# ---- docs/python.md and the functions' own signatures and docstrings -------------------------
+
+DOCS = pathlib.Path(__file__).resolve().parents[2] / "docs" / "python.md"
+
+
+def _call_at(text, start):
+    """The text between the parenthesis opening at `start` and the one closing it."""
+    depth = 0
+    for i in range(start, len(text)):
+        depth += {"(": 1, ")": -1}.get(text[i], 0)
+        if depth == 0:
+            return text[start + 1:i]
+    raise AssertionError(f"unbalanced parentheses in docs/python.md at {text[start:start + 60]!r}")
+
+
+def documented_signatures():
+    """{dotted name: inspect.Signature} of every `gradscope.NAME(PARAMETERS)` that docs/python.md's
+    API section writes as a statement of a code block or as inline code (a call written with values,
+    not parameters, is no signature and is left out)."""
+    text = DOCS.read_text()
+    start = text.index("\n## The API")
+    api = text[start:text.index("\n## ", start + 1)]
+    blocks = re.findall(r"```python\n(.*?)```", api, re.S)
+    inline = re.findall(r"`([^`\n]+)`", re.sub(r"```.*?```", "", api, flags=re.S))
+    found = {}
+    for piece in blocks + inline:
+        for m in re.finditer(r"^(?:\w+ = )?gradscope\.([\w.]+)\(", piece, re.M):
+            params = _call_at(piece, m.end() - 1)
+            try:
+                tree = ast.parse(f"def f({params}): pass")
+            except SyntaxError:
+                continue
+            found[m.group(1)] = _signature(tree.body[0].args)
+    return found
+
+
+def _signature(args):
+    P = inspect.Parameter
+    defaults = [None] * (len(args.args) - len(args.defaults)) + list(args.defaults)
+    params = [P(a.arg, P.POSITIONAL_OR_KEYWORD,
+                default=P.empty if d is None else ast.literal_eval(d)) for a, d in zip(args.args, defaults)]
+    if args.kwarg:
+        params.append(P(args.kwarg.arg, P.VAR_KEYWORD))
+    return inspect.Signature(params)
+
+
+def _resolve(dotted):
+    obj = gradscope
+    for part in dotted.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def test_the_docs_write_the_real_signatures():
+    documented = documented_signatures()
+    assert {"fit", "select", "Recorder", "ddp.State", "fashion_mnist"} <= set(documented), documented
+    for name, doc in documented.items():
+        real = inspect.signature(_resolve(name))
+        assert str(doc) == str(real), f"docs/python.md writes gradscope.{name}{doc}, the code has {real}"
+
+
+def _paragraph(doc, name):
+    """The docstring's paragraph on parameter `name` ("name: ..." up to the next "word: ")."""
+    m = re.search(rf"(?:^|\n)\s*{name}: (.*?)(?=\n\s*\w+: |\Z)", doc, re.S)
+    assert m, f"the docstring says nothing of {name}"
+    return " ".join(m.group(1).split())
+
+
+@pytest.mark.parametrize("function", [gradscope.fit, gradscope.select])
+def test_help_names_the_defaults_of_the_signature(function):
+    # help(gradscope.select) shows the signature and the docstring: they must not disagree.
+    for p in inspect.signature(function).parameters.values():
+        if p.default is inspect.Parameter.empty:
+            continue
+        text = _paragraph(function.__doc__, p.name)
+        shown = '"' + p.default + '"' if isinstance(p.default, str) else repr(p.default)
+        assert re.search(r"default:? " + re.escape(shown), text), (p.name, shown, text)

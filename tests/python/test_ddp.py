@@ -109,5 +109,5 @@ def test_hook_returns_at_once_and_reports_errors_through_its_future(tmp_path):
     assert torch.equal(a["mean"], b["mean"]) and a["mean"].abs().sum() > 0
     for r in (a, b):
         assert r["error_type"] == "Error" and r["is_gradscope_error"], r
-        assert "bucket 0: 1000 elements for parameters of 999" in r["error"], r["error"]
+        assert "bucket 0: 999 elements for parameters of 1000" in r["error"], r["error"]
         assert torch.isfinite(r["again"]).all() and r["steps"] == 2  # the failed bucket closed no step

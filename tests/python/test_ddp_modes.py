@@ -35,6 +35,8 @@ def test_every_ddp_mode_keeps_replicas_bit_identical(tmp_path, mode, world):
             assert summary["steps"] == STEPS and summary["skipped_steps"] == 0, summary
             assert 0.2 < summary["quality_mean"] < 3.0, summary
             assert summary["bytes_per_step"] < 0.1 * summary["dense_bytes_per_step"], summary
+        # float32 models: 4 bytes an element, every parameter once a step, in each model's state
+        assert sum(s["dense_bytes_per_step"] for s in r["summaries"]) == 4 * r["params"].numel()
         assert all(torch.isfinite(torch.tensor(r["losses"])))
 
 
@@ -46,8 +48,11 @@ def test_float_dtypes_train_with_bit_identical_replicas(tmp_path, dtype):
     losses = results[0]["losses"]
     assert all(torch.isfinite(torch.tensor(losses))), losses
     s = results[0]["summaries"][0]
-    # Values travel as float32 whatever the dtype: 4 bytes of value a selected element.
-    assert s["steps"] == STEPS and s["dense_bytes_per_step"] > 0, s
+    assert s["steps"] == STEPS, s
+    # What the model would send uncompressed is counted in its own dtype (2 bytes an element in
+    # float16, 8 in float64), not as float32: the saving is not over- or under-stated.
+    size = torch.tensor([], dtype=getattr(torch, dtype)).element_size()
+    assert s["dense_bytes_per_step"] == size * results[0]["params"].numel(), s
 
 
 def test_every_float_dtype_goes_through_the_float32_path(tmp_path):
@@ -58,6 +63,25 @@ def test_every_float_dtype_goes_through_the_float32_path(tmp_path):
             assert torch.equal(mine, theirs)  # the same on every worker
             # the same selection and mean as float32, rounded to the dtype
             assert torch.equal(mine, f32.to(mine.dtype)), (d, s)
+    # Dense bytes in each dtype (377 elements a step); what is sent travels as float32 whatever
+    # the dtype: the same bytes as the float32 state's.
+    summaries = a["summaries"]
+    for d, size in (("float32", 4), ("float16", 2), ("bfloat16", 2), ("float64", 8)):
+        assert summaries[d]["dense_bytes_per_step"] == size * 377, (d, summaries[d])
+        assert summaries[d]["bytes_per_step"] == summaries["float32"]["bytes_per_step"], d
+
+
+@pytest.mark.parametrize("how", ["sequential", "one_backward"])
+def test_a_state_on_a_second_model_is_refused(tmp_path, how):
+    # One State registered on two DDP models would count each model's backward as a step of its
+    # own (6 steps for 3) and mix their statistics: the second model's first bucket fails its
+    # backward, naming the cause.
+    for r in run("shared_state", 2, tmp_path, steps=1, arg=how):
+        assert r["error"] is not None and "one State per DDP model" in r["error"], r
+        assert "one State per DDP model" in r["last_error"], r
+        # sequential: the first model's step counts, the second model's none; in one backward
+        # the first model's step fails too when the hooks interleave (else it counts)
+        assert r["steps"] == 1 if how == "sequential" else r["steps"] <= 1, r
 
 
 @pytest.mark.parametrize("schedule", ["dense", "exponential"])

@@ -134,14 +134,18 @@ def test_a_forgotten_begin_step_is_an_error(tmp_path):
         loss = model(torch.randn(4, 12)).pow(2).mean()
         with pytest.raises(gradscope.Error, match=r"call rec.begin_step\(step\) before backward\(\)"):
             loss.backward()
-        with pytest.raises(gradscope.Error, match="begin_step"):
+        # end_step alone names the call it misses (no gradient arrived anywhere).
+        with pytest.raises(gradscope.Error, match=r"end_step\(\) without begin_step\(\)") as e:
             rec.end_step(1.0, 0.1)
+        assert "outside a step" not in one_line(e)
         # Used as documented, the same recorder records.
         rec.begin_step(0)
         model.zero_grad()
         model(torch.randn(4, 12)).pow(2).mean().backward()
         rec.end_step(1.0, 0.1)
         assert rec.steps_recorded == 1
+        with pytest.raises(gradscope.Error, match=r"end_step\(\) without begin_step\(\)"):
+            rec.end_step(1.0, 0.1)  # a second end_step for one step
 
 
 @pytest.mark.parametrize("compression", gradscope.Recorder.compressions())

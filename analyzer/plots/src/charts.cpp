@@ -464,6 +464,24 @@ void plot_stages(QCustomPlot* plot, const TrainingSeries& series, double density
   plot->replot();
 }
 
+namespace {
+// An error of exactly 0 (an exact method, sidco-topk) has no place on a log axis: a bar there
+// would stand at the axis floor as if the error were that large. It is written at the floor
+// instead, upwards: "0 (exact)", or "median 0" when some vectors had an error.
+void mark_zero_error(QCustomPlot* plot, double key, double floor, const ErrorBar& e) {
+  auto* text = new QCPItemText(plot);
+  text->setObjectName(kZeroErrorItem);
+  text->position->setType(QCPItemPosition::ptPlotCoords);
+  text->position->setCoords(key, floor);
+  text->setRotation(-90.0);
+  text->setPositionAlignment(Qt::AlignLeft | Qt::AlignVCenter);
+  text->setPadding(QMargins(4, 0, 0, 0));
+  text->setText(std::isfinite(e.p95) && e.p95 > 0 ? "median 0" : "0 (exact)");
+  text->setColor(QColor(40, 40, 40));
+  text->setProperty("gs_method", QString::fromStdString(e.method));
+}
+}  // namespace
+
 void plot_threshold_error(QCustomPlot* plot, const std::vector<ErrorBar>& bars) {
   clear_plot(plot);
   std::vector<std::string> methods;
@@ -490,7 +508,7 @@ void plot_threshold_error(QCustomPlot* plot, const std::vector<ErrorBar>& bars) 
   plot->xAxis->setScaleType(QCPAxis::stLinear);
   plot->xAxis->setTicker(names);
   plot->xAxis->setLabel("method (bar: median over vectors, whisker: 5th to 95th percentile)");
-  // Ratios side by side within a method's slot; zero errors sit on the floor (log axis).
+  // Ratios side by side within a method's slot; zero errors are written at the floor (log axis).
   static const QColor palette[] = {QColor(31, 119, 180), QColor(255, 127, 14), QColor(44, 160, 44),
                                    QColor(214, 39, 40), QColor(148, 103, 189)};
   const double width = 0.8 / double(densities.size());
@@ -509,8 +527,13 @@ void plot_threshold_error(QCustomPlot* plot, const std::vector<ErrorBar>& bars) 
     for (const auto& e : bars) {
       if (e.density != densities[r] || !std::isfinite(e.median)) continue;
       const auto m = std::find(methods.begin(), methods.end(), e.method) - methods.begin();
+      const double key = double(m + 1) + (double(r) - 0.5 * double(densities.size() - 1)) * width;
+      if (!(e.median > 0)) {
+        mark_zero_error(plot, key, lo, e);
+        continue;
+      }
       const double value = std::max(e.median, lo);
-      keys.push_back(double(m + 1) + (double(r) - 0.5 * double(densities.size() - 1)) * width);
+      keys.push_back(key);
       values.push_back(value);
       minus.push_back(value - std::max(std::isfinite(e.p5) ? e.p5 : value, lo));
       plus.push_back(std::max((std::isfinite(e.p95) ? e.p95 : value) - value, 0.0));

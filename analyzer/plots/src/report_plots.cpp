@@ -226,7 +226,8 @@ ReportPlots render_report_plots(const AnalysisReader& reader, const fs::path& di
     plan.push_back({{"Threshold error vs exact top-k", "threshold-error.png",
                      "Median |threshold - top-k threshold| / top-k threshold of each method per "
                      "ratio (whiskers: 5th to 95th percentile) over the vectors with n x ratio >= " +
-                         number(kMinTargetCountForQuality) + ", as in the quality table."},
+                         number(kMinTargetCountForQuality) +
+                         ", as in the quality table; an error of 0 is written \"0 (exact)\"."},
                     LegendPlace::inside,
                     [bars](QCustomPlot* p) { plot_threshold_error(p, *bars); }});
   else
@@ -248,12 +249,12 @@ ReportPlots render_report_plots(const AnalysisReader& reader, const fs::path& di
       view->report = report;
       add_curves(*view, ViewOptions{}.curve_points);
       plan.push_back(
-          {{"Histogram of |g| with fitted SIDs: " + scope_title(focus->scope) + ", step " +
-                std::to_string(focus->step),
+          {{"Histogram of |g| with fitted SIDs and thresholds at density " + number(mid_ratio) + ": " +
+                scope_title(focus->scope) + ", step " + std::to_string(focus->step),
             "histogram.png",
             "Density of |g| for " + at + " (" + std::to_string(view->finite_nonzero) +
                 " finite non-zero values, log-log axes) with each SID's fitted density and each "
-                "method's threshold at ratio " + number(mid_ratio) + " (top-k solid)."},
+                "method's threshold at density " + number(mid_ratio) + " (top-k solid)."},
            LegendPlace::inside,
            [view, mid_ratio](QCustomPlot* p) { plot_histogram(p, *view, mid_ratio); }});
     } catch (const Error& e) {

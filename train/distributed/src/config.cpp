@@ -166,6 +166,8 @@ const TrainOption& train_option(std::string_view flag) {
 
 void TrainConfig::validate() const {
   for (const auto& o : train_options()) o.check(*this);
+  // A compressor option the method does not read (--bits for sidco-e) would do nothing: refused.
+  compress::check_options_read(compressor, compress::options_set(compression));
   warmup().check(compress::density_based(compressor), compressor,
                  {"--warmup-steps", "--warmup-schedule", "--warmup-start-ratio", "--ratio"});
   if (rank >= workers) throw Error("--rank must be below --workers (world size)");

@@ -54,6 +54,7 @@ struct DeviceBucket {
   std::uint64_t n = 0;
   kernels::BackendKind backend = kernels::BackendKind::cuda;
   int device = 0;
+  unsigned element_bytes = 4;  // of the gradient's own dtype (2: float16), as exchange()'s
 };
 
 class BucketCompressor {
@@ -70,13 +71,17 @@ class BucketCompressor {
   // to end in `params` order; out (g.size()) receives the mean update over the workers (zeros when
   // the bucket is skipped). variance: for compressors that needs_gradient_variance(), the bucket's
   // per-element sum of squared per-sample gradients / B^2 (empty otherwise). hook_seconds: the
-  // time the framework's hook call took, counted to the step. last: the step's last bucket, which
+  // time the framework's hook call took, counted to the step. element_bytes: the size of an
+  // element in the gradient's own dtype (2 for float16, 8 for float64; g holds it as float32):
+  // StepStats::dense_bytes counts what sending the bucket uncompressed in that dtype costs, while
+  // bytes_sent counts what travels. last: the step's last bucket, which
   // closes the step: the compressor's end_step, the statistics, and the skip rule (gs::Error when
   // this makes the tenth skipped step in a row). Every worker calls it for the same buckets in the
   // same order.
   void exchange(int index, std::span<const float> g, std::span<const BucketParam> params,
                 Collectives& comm, std::span<float> out, bool last,
-                std::span<const float> variance = {}, double hook_seconds = 0.0);
+                std::span<const float> variance = {}, double hook_seconds = 0.0,
+                unsigned element_bytes = 4);
 
   // The same for a bucket on a device, left there. The calling thread is bound to the bucket's
   // device first, for good (VectorOps::bind_thread: the hook's worker thread of rank r works on
@@ -140,9 +145,10 @@ class BucketCompressor {
   void begin_step();
   void end_step();
   // One bucket's bookkeeping around `body` (which returns whether the bucket was skipped): the
-  // step's begin and end, a failed bucket abandoning the step, the times and bus bytes.
-  void run_bucket(int index, bool last, double hook_seconds, Collectives& comm,
-                  const std::function<bool(TimedCollectives&, StepStats&)>& body);
+  // step's begin and end, a failed bucket abandoning the step, the times, bus bytes and the dense
+  // bytes of its n elements of element_bytes each.
+  void run_bucket(int index, std::uint64_t n, unsigned element_bytes, bool last, double hook_seconds,
+                  Collectives& comm, const std::function<bool(TimedCollectives&, StepStats&)>& body);
   bool exchange_host(int index, const std::string& slot, std::span<const float> g,
                      std::span<const float> variance, Collectives& comm, std::span<float> out, StepStats& s);
   bool exchange_on_device(const DeviceBucket& b, std::span<const BucketParam> params, TimedCollectives& comm,

@@ -158,6 +158,9 @@ struct CompressorInfo {
   bool density_based;
   // It sends a selection of the input's own elements as sparse (index, value) pairs.
   bool sparse_selection;
+  // The options of compressor_option_rows() it reads, by flag ("--stages"): any other option set
+  // away from its default would do nothing, and is refused (check_options_read).
+  std::vector<std::string_view> options;
   // Makes one; density already checked to lie in (0, 1].
   std::function<std::unique_ptr<Compressor>(double density, const CompressorOptions& options)> make;
   // Whether this build can make it (null: always); when not, make_compressor says why.
@@ -177,5 +180,19 @@ std::unique_ptr<Compressor> make_compressor(std::string_view name, double densit
 
 // Whether the named compressor's density sets what it sends (CompressorInfo::density_based).
 bool density_based(std::string_view name);
+
+// How an option is spelled in messages: as a command-line flag (--bits) or as the keyword of
+// Python and JSON (bits).
+enum class OptionSpelling { flag, keyword };
+// The flags of the options whose value in `o` differs from a default CompressorOptions: the ones
+// a config sets.
+std::vector<std::string> options_set(const CompressorOptions& o);
+// gs::Error when `given` (flags of compressor_option_rows()) holds an option the compressor `name`
+// does not read (CompressorInfo::options), naming it and the ones it reads: an option that does
+// nothing is a mistake to report, not to ignore. `also`: options the caller reads itself whatever
+// the method (the DDP hook places its buckets by --backend).
+void check_options_read(std::string_view name, std::span<const std::string> given,
+                        std::span<const std::string_view> also = {},
+                        OptionSpelling spelling = OptionSpelling::flag);
 
 }  // namespace gs::compress

@@ -72,7 +72,8 @@ EdfStatistics edf_statistics(const Sid& d, std::span<const double> sorted,
                              EdfEvaluation how = EdfEvaluation::interpolated);
 
 // Tail check for compression: predicted exceedances n*density vs observed count above the fitted
-// eta = quantile(complement(d, density*n/count)) (the law describes the count non-zero values).
+// eta = quantile(complement(d, density*n/count)) (the law describes the count non-zero values);
+// density in (0, 1] (gs::Error otherwise): at 1, eta = 0.
 struct TailCheck {
   double density = 0.0;
   double threshold = 0.0;

@@ -65,8 +65,9 @@ struct FitReport {
   std::vector<ThresholdEntry> thresholds;
 };
 
-// Validates the options (gs::Error for an unknown dist or method, a density outside (0, 1), stages
-// < 1, max points 0), then fits and thresholds. Data problems of one fit or method (too few
+// Validates the options (gs::Error for an unknown dist or method, a density outside (0, 1], stages
+// < 1, max points 0), then fits and thresholds. At density 1 every method keeps every finite
+// element (threshold 0, as the compressors at density 1), and the tail check predicts n. Data problems of one fit or method (too few
 // values, all equal) are recorded in its error field rather than thrown. A failure of the device
 // behind the passes (gs::DeviceFailure) is thrown: it ends the report, never becomes a row.
 FitReport fit_report(MagnitudePasses& passes, const FitReportOptions& options = {});

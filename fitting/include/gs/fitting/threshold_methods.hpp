@@ -40,6 +40,8 @@ struct ThresholdMethodInfo {
   SidcoVariant variant = SidcoVariant::exponential;  // kind sidco only
   // Whether this build offers it (null: always); an unavailable row is listed nowhere else.
   bool (*available)() = nullptr;
+  // Its rule draws a random sample (ThresholdRuleOptions::seed): the seed changes what it selects.
+  bool seeded = false;
 };
 
 // Every row, in a stable order (the order of the lists, reports and plots).

@@ -55,8 +55,10 @@ struct ErrorBar {
   double median = 0.0, p5 = 0.0, p95 = 0.0;  // of |rel err|
 };
 // Bars at the median per method (one bar per density, side by side) with p5-p95 whiskers, on a log
-// axis; methods keep the order of their first bar.
+// axis; methods keep the order of their first bar. A median of exactly 0 gets no bar (the log axis
+// has no 0): a text item named kZeroErrorItem at the axis floor says "0 (exact)" instead.
 void plot_threshold_error(QCustomPlot* plot, const std::vector<ErrorBar>& bars);
+inline constexpr const char* kZeroErrorItem = "zero-error";
 
 QString format_number(double v);  // 3 significant digits, scientific when small or large
 QColor method_color(const std::string& method);  // the colour of a method's line
