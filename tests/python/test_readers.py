@@ -211,7 +211,11 @@ def test_analyze_writes_the_store_the_cli_writes(gradscope_bin, tmp_path):
     # Progress: (0, total, "") first, then one call a vector, each naming its step and vector.
     assert calls[0] == (0, 21, "") and len(calls) == 22
     assert [c[0] for c in calls] == list(range(22)) and all(c[1] == 21 for c in calls)
-    assert calls[1][2] == "step 0 (model)" and calls[-1][2] == "step 2 fc.bias"
+    # every vector of every step once, step after step (the order within a step is the plan's)
+    scopes = ["(model)"] + [layer.name for layer in gradscope.open_snapshot(snapshot).layers]
+    for step in range(3):
+        notes = sorted(c[2] for c in calls[1 + 7 * step:8 + 7 * step])
+        assert notes == sorted(f"step {step} {s}" for s in scopes), notes
 
     py, ref = gradscope.load_analysis(tmp_path / "py.h5"), gradscope.load_analysis(tmp_path / "cli.h5")
     same_tables(py, ref)
