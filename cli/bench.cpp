@@ -11,14 +11,14 @@
 
 #include "command.hpp"
 #include "vector_input.hpp"
-#include "gs/compress/bench.hpp"
-#include "gs/kernels/bench.hpp"
+#include "gs/bench/compressor_bench.hpp"
+#include "gs/bench/kernel_bench.hpp"
 
 namespace {
 
 struct BenchCliConfig {
-  gs::kernels::KernelBenchConfig kernels;
-  gs::compress::CompressorBenchConfig compressors;
+  gs::bench::KernelBenchConfig kernels;
+  gs::bench::CompressorBenchConfig compressors;
   double compressor_n = double(1u << 20);
   bool run_compressors = false;  // `bench compressors` was chosen
   std::string backend = "cpu";
@@ -64,12 +64,12 @@ GS_COMMAND("bench", "Benchmarks: `bench kernels` (heavy passes), `bench compress
                  if (!(cfg->compressor_n >= 1)) throw gs::Error("--n must be at least 1");
                  cfg->compressors.n = static_cast<std::uint64_t>(cfg->compressor_n);
                  const bool show = !cfg->quiet;
-                 const auto rows = gs::compress::run_compressor_bench(cfg->compressors, [show](const auto& r) {
+                 const auto rows = gs::bench::run_compressor_bench(cfg->compressors, [show](const auto& r) {
                    if (show)
                      std::fprintf(stderr, "bench: %s ratio=%g: %.3f ms\n", r.name.c_str(), r.target_density, r.median_ms);
                  });
-                 const std::string out = cfg->json ? gs::compress::compressor_bench_json(rows)
-                                                   : gs::compress::compressor_bench_table(rows);
+                 const std::string out = cfg->json ? gs::bench::compressor_bench_json(rows)
+                                                   : gs::bench::compressor_bench_table(rows);
                  std::puts(out.c_str());
                  return 0;
                }
@@ -82,13 +82,13 @@ GS_COMMAND("bench", "Benchmarks: `bench kernels` (heavy passes), `bench compress
                }
                cfg->kernels.backend = gs::kernels::resolve_backend(cfg->backend);
                const bool show = !cfg->quiet;
-               const auto rows = gs::kernels::run_kernel_bench(cfg->kernels, [show](const auto& r) {
+               const auto rows = gs::bench::run_kernel_bench(cfg->kernels, [show](const auto& r) {
                  if (show)
                    std::fprintf(stderr, "bench: %s n=%llu density=%g: %.3f ms\n", r.method.c_str(),
                                 static_cast<unsigned long long>(r.n), r.density, r.median_ms);
                });
-               const std::string out = cfg->json ? gs::kernels::kernel_bench_json(cfg->kernels, rows)
-                                                 : gs::kernels::kernel_bench_table(rows);
+               const std::string out = cfg->json ? gs::bench::kernel_bench_json(cfg->kernels, rows)
+                                                 : gs::bench::kernel_bench_table(rows);
                std::puts(out.c_str());
                return 0;
              };

@@ -297,7 +297,7 @@ fi
 if [[ ${MODE} == gpu ]]; then
   STEP_EXTRA="\"bench\": \"bench.json\""
   run_step benchmarks 240 lim env PYTHONPATH="${BUILD}/python" "${PY}" "${ROOT}/scripts/gpu_bench.py" \
-    --kernels-bench "${BUILD}/kernels/gs_kernels_bench" --out "${WORK}/bench.json"
+    --kernels-bench "${BUILD}/bench/gs_kernels_bench" --out "${WORK}/bench.json"
 else
   skip python-gpu-tests "no GPU"; skip benchmarks "no GPU"
 fi

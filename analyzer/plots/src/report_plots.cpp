@@ -172,20 +172,21 @@ std::vector<ErrorBar> threshold_error_bars(const std::vector<VectorRow>& vectors
   return bars;
 }
 
-ReportPlots render_report_plots(const AnalysisReader& reader, const fs::path& dir, bool replace) {
-  ensure_application();
-  ReportPlots out;
-  const auto vectors = reader.vectors();
-  const auto fits = reader.fits();
-  const auto thresholds = reader.thresholds();
-  const auto& options = reader.options();
-  const std::optional<Focus> focus = choose_focus(vectors);
-  if (!focus) {
-    out.notes.push_back("No plots: the analysis holds no analysed vectors yet.");
-    return out;
-  }
-  std::vector<Planned> plan;
+namespace {
 
+// What the charts are drawn from: the store's rows, read once.
+struct StoreRows {
+  std::vector<VectorRow> vectors;
+  std::vector<FitRow> fits;
+  std::vector<ThresholdRow> thresholds;
+};
+
+// The charts over training: goodness of fit per layer kind, the focus vector's estimation quality
+// per density, the threshold error against exact top-k.
+void plan_over_training(const AnalysisReader& reader, const StoreRows& rows, const Focus* focus,
+                        std::vector<Planned>& plan, ReportPlots& out) {
+  const auto& [vectors, fits, thresholds] = rows;
+  const auto& options = reader.options();
   // Goodness of fit over training, per layer kind (the summary's order).
   const AnalysisSummary summary = summarize(reader);
   for (const auto& k : summary.kinds) {
@@ -234,7 +235,14 @@ ReportPlots render_report_plots(const AnalysisReader& reader, const fs::path& di
     out.notes.push_back("Threshold error plot skipped: no vector has n x ratio >= " +
                         number(kMinTargetCountForQuality) + " for any method but top-k.");
 
-  // The focus vector at its last step: histogram (values from the snapshot) and QQ plot.
+}
+
+// The focus vector at its last step: the histogram of its values (from the snapshot) and the QQ
+// plot of the best fit.
+void plan_focus_vector(const AnalysisReader& reader, const StoreRows& rows, const Focus* focus,
+                       std::vector<Planned>& plan, ReportPlots& out) {
+  const auto& [vectors, fits, thresholds] = rows;
+  const auto& options = reader.options();
   const auto qq = reader.qq();
   const FitReport report = report_from_rows(fits, qq, thresholds, focus->step, focus->scope);
   std::vector<double> densities = options.densities;
@@ -283,7 +291,10 @@ ReportPlots render_report_plots(const AnalysisReader& reader, const fs::path& di
     out.notes.push_back("QQ plot skipped: no fit with QQ points for " + at + ".");
   }
 
-  // Nothing is drawn before every name is known to be free.
+}
+
+// Draws the plan into dir: nothing is drawn before every name is known to be free.
+void draw(const std::vector<Planned>& plan, const fs::path& dir, bool replace, ReportPlots& out) {
   for (const auto& p : plan) {
     const fs::path file = dir / p.image.file;
     if (fs::exists(file) && !replace)
@@ -299,6 +310,23 @@ ReportPlots render_report_plots(const AnalysisReader& reader, const fs::path& di
       throw Error(file.string() + ": cannot write the PNG (is the folder writable?)");
     out.images.push_back(p.image);
   }
+}
+
+}  // namespace
+
+ReportPlots render_report_plots(const AnalysisReader& reader, const fs::path& dir, bool replace) {
+  ensure_application();
+  ReportPlots out;
+  const StoreRows rows{reader.vectors(), reader.fits(), reader.thresholds()};
+  const std::optional<Focus> focus = choose_focus(rows.vectors);
+  if (!focus) {
+    out.notes.push_back("No plots: the analysis holds no analysed vectors yet.");
+    return out;
+  }
+  std::vector<Planned> plan;
+  plan_over_training(reader, rows, &*focus, plan, out);
+  plan_focus_vector(reader, rows, &*focus, plan, out);
+  draw(plan, dir, replace, out);
   return out;
 }
 

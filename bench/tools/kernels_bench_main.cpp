@@ -8,7 +8,7 @@
 
 #include "gs/error.hpp"
 #include "gs/base/join.hpp"
-#include "gs/kernels/bench.hpp"
+#include "gs/bench/kernel_bench.hpp"
 
 namespace {
 template <class T>
@@ -28,7 +28,7 @@ std::vector<T> parse_list(const std::string& s) {
 
 int main(int argc, char** argv) {
   try {
-    gs::kernels::KernelBenchConfig config;
+    gs::bench::KernelBenchConfig config;
     bool json = false;
     std::string backend = "auto";
     for (int i = 1; i < argc; ++i) {
@@ -46,12 +46,12 @@ int main(int argc, char** argv) {
       else throw gs::Error("unknown argument '" + a + "' (see the usage at the top of the source)");
     }
     config.backend = gs::kernels::resolve_backend(backend);
-    const auto rows = gs::kernels::run_kernel_bench(config, [json](const auto& r) {
+    const auto rows = gs::bench::run_kernel_bench(config, [json](const auto& r) {
       if (!json) std::fprintf(stderr, "%s n=%llu d=%g: %.3f ms\n", r.method.c_str(),
                               static_cast<unsigned long long>(r.n), r.density, r.median_ms);
     });
-    std::puts(json ? gs::kernels::kernel_bench_json(config, rows).c_str()
-                   : gs::kernels::kernel_bench_table(rows).c_str());
+    std::puts(json ? gs::bench::kernel_bench_json(config, rows).c_str()
+                   : gs::bench::kernel_bench_table(rows).c_str());
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "gs_kernels_bench: error: %s\n", e.what());

@@ -1,6 +1,6 @@
 #pragma once
 // Kernel benchmarks shared by `gradscope bench kernels` and the standalone gs_kernels_bench (which
-// the GPU machine builds without the apps). Every figure comes with the time of one plain read
+// the GPU machine builds without the apps). Not part of the installed libraries. Every figure comes with the time of one plain read
 // pass (a sum over the same vector) measured in the same run, so ratios travel between machines.
 #include <cstdint>
 #include <functional>
@@ -9,7 +9,9 @@
 
 #include "gs/kernels/backend.hpp"
 
-namespace gs::kernels {
+namespace gs::bench {
+
+using kernels::BackendKind;
 
 struct KernelBenchConfig {
   std::vector<std::uint64_t> sizes{1'000'000, 10'000'000, 100'000'000};
@@ -55,4 +57,4 @@ std::vector<KernelBenchRow> run_kernel_bench(
 std::string kernel_bench_json(const KernelBenchConfig& config, const std::vector<KernelBenchRow>& rows);
 std::string kernel_bench_table(const std::vector<KernelBenchRow>& rows);
 
-}  // namespace gs::kernels
+}  // namespace gs::bench

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-namespace gs::compress {
+namespace gs::bench {
 
 struct CompressorBenchConfig {
   std::uint64_t n = 1u << 20;               // elements per worker's vector
@@ -41,4 +41,4 @@ std::vector<CompressorBenchRow> run_compressor_bench(
 std::string compressor_bench_table(const std::vector<CompressorBenchRow>& rows);
 std::string compressor_bench_json(const std::vector<CompressorBenchRow>& rows);
 
-}  // namespace gs::compress
+}  // namespace gs::bench

@@ -2,10 +2,10 @@
 // is from the true mean (timings are not asserted).
 #include <gtest/gtest.h>
 
-#include "gs/compress/bench.hpp"
+#include "gs/bench/compressor_bench.hpp"
 #include "gs/error.hpp"
 
-using namespace gs::compress;
+using namespace gs::bench;
 
 TEST(CompressorBench, RowsDescribeEachCompressor) {
   CompressorBenchConfig c;
