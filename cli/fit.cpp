@@ -99,11 +99,11 @@ Runner setup(CLI::App& sub) {
   sub.add_option("--ratios", cfg->report.densities, "target densities in (0, 1)")
       ->delimiter(',')
       ->capture_default_str();
-  sub.add_option("--dists", cfg->report.dists, gs::comma_list(gs::kAllDists))
+  sub.add_option("--dists", cfg->report.dists, gs::comma_list(gs::all_dists()))
       ->delimiter(',')
       ->capture_default_str();
   sub.add_option("--methods", cfg->report.methods,
-                 gs::comma_list(gs::kAllMethods))
+                 gs::comma_list(gs::all_methods()))
       ->delimiter(',')
       ->capture_default_str();
   sub.add_option("--backend", cfg->backend, "auto, cpu or cuda")->capture_default_str();

@@ -100,8 +100,8 @@ void AnalyzeConfig::validate() const {
         throw Error(std::string(what) + " '" + given[i] + "' is repeated");
     }
   };
-  check(dists, kAllDists, "distribution");
-  check(methods, kAllMethods, "method");
+  check(dists, all_dists(), "distribution");
+  check(methods, all_methods(), "method");
   if (dists.empty() && methods.empty()) throw Error("nothing to do: no distribution and no method");
   if (stages < 1) throw Error("SIDCo stages must be at least 1");
   if (ks_max_points == 0) throw Error("the KS sample size must be at least 1");
@@ -131,10 +131,10 @@ const std::vector<OptionRow<AnalyzeConfig>>& analyze_options() {
     std::vector<OptionRow<C>> t;
     t.push_back(option_row<std::vector<double>, C>("--ratios", "Target densities, comma-separated",
                                                    GS_FIELD(c.densities)));
-    t.push_back(option_row<std::vector<std::string>, C>("--dists", "SIDs to fit: " + comma_list(kAllDists),
+    t.push_back(option_row<std::vector<std::string>, C>("--dists", "SIDs to fit: " + comma_list(all_dists()),
                                                         GS_FIELD(c.dists)));
     t.push_back(option_row<std::vector<std::string>, C>(
-        "--methods", "Threshold methods: " + comma_list(kAllMethods), GS_FIELD(c.methods)));
+        "--methods", "Threshold methods: " + comma_list(all_methods()), GS_FIELD(c.methods)));
     t.push_back(text_row(
         "--granularity", "layer, model (whole model flattened) or both",
         [](const C& c) { return to_string(c.vectors); },

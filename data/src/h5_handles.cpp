@@ -26,6 +26,12 @@ std::string error_stack_text() {
 void fail(const std::filesystem::path& file, const std::string& what) {
   const std::string stack = error_stack_text();
   H5Eclear2(H5E_DEFAULT);
+  // HDF5 locks a file it opens (flock): another process that has it open for writing, or a
+  // writer that has it open while this one writes, makes the lock fail. Say so in one line.
+  if (stack.find("unable to lock file") != std::string::npos)
+    throw gs::Error(file.string() + ": " + what + ": another process has the file open (HDF5 locks it), most " +
+                    "likely another gradscope analyze or capture writing it; wait for that one to finish, " +
+                    "or write to another file");
   throw gs::Error(file.string() + ": " + what + " (HDF5: " + stack + ")");
 }
 

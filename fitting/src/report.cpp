@@ -19,7 +19,7 @@ void validate(const FitReportOptions& o) {
     return join(all, ", ");
   };
   for (const auto& d : o.dists)
-    if (!known(kAllDists, d)) throw Error("unknown distribution '" + d + "': use " + list(kAllDists));
+    if (!known(all_dists(), d)) throw Error("unknown distribution '" + d + "': use " + list(all_dists()));
   for (const auto& m : o.methods) threshold_method(m);  // gs::Error listing the known ones
   for (double r : o.densities) check_density(r);  // (0, 1], as every compressor takes
   if (o.stages < 1) throw Error("SIDCo stages must be at least 1");

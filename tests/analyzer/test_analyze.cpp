@@ -107,7 +107,7 @@ TEST(Analyze, EveryVectorAndTableHasItsRows) {
   const AnalyzeConfig c = small_config(dir);
   analyze(c);
   const AnalysisReader reader(c.output);
-  const std::size_t vectors = 2 * 6, dists = 4, methods = kAllMethods.size(), densities = 2;
+  const std::size_t vectors = 2 * 6, dists = 4, methods = all_methods().size(), densities = 2;
   EXPECT_EQ(reader.steps().size(), 2u);
   EXPECT_EQ(reader.vectors().size(), vectors);
   EXPECT_EQ(reader.fits().size(), vectors * dists);
@@ -290,7 +290,7 @@ TEST(Vectors, FitReportJsonFollowsTheContract) {
   EXPECT_EQ(j["fits"][1]["params"].size(), 2u);  // gamma: alpha, beta
   EXPECT_TRUE(j["fits"][1]["params"].contains("alpha"));
   EXPECT_DOUBLE_EQ(j["fits"][2]["ks_D"].get<double>(), rep.fits[2].ks_D);
-  ASSERT_EQ(j["thresholds"].size(), kAllMethods.size());
+  ASSERT_EQ(j["thresholds"].size(), all_methods().size());
   EXPECT_EQ(j["thresholds"][0]["method"], "topk");
   EXPECT_EQ(j["thresholds"][0]["selected"], 50);
 }

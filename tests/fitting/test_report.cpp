@@ -58,7 +58,7 @@ TEST(Report, FitsAndThresholdsOnGammaData) {
   EXPECT_LT(r.fits[1].ks_D, r.fits[0].ks_D);
   EXPECT_GT(r.fits[1].ks_p, 0.001);
   EXPECT_LT(r.fits[3].ks_p, 1e-10);
-  ASSERT_EQ(r.thresholds.size(), gs::kAllMethods.size() * 3u);  // 8 methods (sidco-topk the 8th)
+  ASSERT_EQ(r.thresholds.size(), gs::all_methods().size() * 3u);  // 8 methods (sidco-topk the 8th)
   for (const auto& t : r.thresholds) EXPECT_TRUE(t.error.empty()) << t.result.method << t.error;
   EXPECT_EQ(r.thresholds[0].result.method, "topk");
   EXPECT_EQ(r.thresholds[0].result.selected, 5000u);
@@ -111,7 +111,7 @@ TEST(Report, AtDensityOneEveryMethodKeepsEveryFiniteElement) {
   gs::FitReportOptions o;
   o.densities = {1.0, 0.5};
   const auto r = gs::fit_report(passes, o);
-  ASSERT_EQ(r.thresholds.size(), 2 * gs::kAllMethods.size());
+  ASSERT_EQ(r.thresholds.size(), 2 * gs::all_methods().size());
   for (const auto& t : r.thresholds) {
     if (t.result.density != 1.0) continue;
     SCOPED_TRACE(t.result.method);

@@ -31,7 +31,7 @@ TEST(ThresholdMethods, RowsAreUniqueAndDescribed) {
     exact += row.kind == gs::ThresholdKind::exact;
   }
   EXPECT_EQ(exact, 1);  // the one reference the plots judge the others against
-  EXPECT_EQ(gs::kAllMethods, gs::threshold_method_names());
+  EXPECT_EQ(gs::all_methods(), gs::threshold_method_names());
   EXPECT_EQ(gs::threshold_method("sidco-e").name, "sidco-e");
 }
 

@@ -295,7 +295,7 @@ TEST(Thresholds, NonFiniteValuesAreNeverSelected) {
   v[3] = std::numeric_limits<float>::quiet_NaN();
   v[7] = std::numeric_limits<float>::infinity();
   NaivePasses passes(v);
-  for (const auto& m : gs::kAllMethods) {
+  for (const auto& m : gs::all_methods()) {
     const auto r = gs::threshold_by_name(m, passes, 0.01, 3, 5);
     EXPECT_TRUE(std::isfinite(r.threshold)) << m;
     EXPECT_GT(r.quality, 0.3) << m;  // crude baselines (GaussianKSGD, RedSync) land within 2x

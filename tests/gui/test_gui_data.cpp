@@ -133,8 +133,8 @@ TEST(GuiTrainingSource, OnTheFlySeriesMatchFitReportPerStep) {
         EXPECT_EQ(p.stages, t->result.stages) << p.method;
       }
   }
-  EXPECT_EQ(series.ks.size(), 3 * kAllDists.size());
-  EXPECT_EQ(series.methods.size(), 3 * kAllMethods.size() * options.densities.size());
+  EXPECT_EQ(series.ks.size(), 3 * all_dists().size());
+  EXPECT_EQ(series.methods.size(), 3 * all_methods().size() * options.densities.size());
   EXPECT_THROW(source.load("no.such.layer", {}, cancel), Error);
 }
 

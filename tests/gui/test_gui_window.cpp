@@ -90,9 +90,9 @@ TEST(GuiWindow, PlotsMatchDirectComputation) {
     EXPECT_TRUE(graph->name().contains(QLocale().toString(qulonglong(t->result.selected))))
         << graph->name().toStdString();
   }
-  EXPECT_EQ(lines, std::set<std::string>(kAllMethods.begin(), kAllMethods.end()));
+  EXPECT_EQ(lines, std::set<std::string>(all_methods().begin(), all_methods().end()));
   // The table lists every method at the density with its threshold and the count it selects.
-  ASSERT_EQ(w.thresholdTable()->rowCount(), int(kAllMethods.size()));
+  ASSERT_EQ(w.thresholdTable()->rowCount(), int(all_methods().size()));
   for (int row = 0; row < w.thresholdTable()->rowCount(); ++row) {
     const std::string method = w.thresholdTable()->item(row, 0)->text().toStdString();
     const ThresholdEntry* t = find_threshold(report, method, 0.01);

@@ -255,6 +255,32 @@ def test_analyze_keeps_what_exists_unless_forced(tmp_path):
     assert notes.read_text() == "keep me\n"
 
 
+HOLDER = """import sys, time, h5py
+f = h5py.File(sys.argv[1], "r+")  # open for writing: HDF5 locks the file
+print("open", flush=True)
+time.sleep(120)
+"""
+
+
+def test_a_store_another_process_has_open_is_refused_in_one_line(tmp_path):
+    snapshot, out = tmp_path / "run.h5", tmp_path / "a.h5"
+    record(snapshot, 2)
+    options = dict(ratios=[0.01], dists=["exponential"], methods=["topk"], jobs=1)
+    gradscope.analyze(snapshot, out, **options)
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(out)], stdout=subprocess.PIPE, env=python_env())
+    try:
+        assert holder.stdout.readline().strip() == b"open"
+        with pytest.raises(gradscope.Error) as e:
+            gradscope.analyze(snapshot, out, **options)
+    finally:
+        holder.kill()
+        holder.wait()
+    message = str(e.value)
+    assert "another process has the file open" in message and "gradscope analyze" in message, message
+    assert "HDF5:" not in message and "\n" not in message, message  # one line, not HDF5's error chain
+    assert gradscope.analyze(snapshot, out, **options)["steps_skipped"] == 2  # opens once it is closed
+
+
 def test_analyze_takes_the_cli_options_by_keyword(tmp_path):
     snapshot = tmp_path / "run.h5"
     record(snapshot, 4)

@@ -46,8 +46,8 @@ struct AnalyzeConfig {
   std::filesystem::path input;   // snapshot file (gs::data::SnapshotReader)
   std::filesystem::path output;  // analysis file (docs/analysis-format.md)
   std::vector<double> densities{0.1, 0.01, 0.001};
-  std::vector<std::string> dists = kAllDists;
-  std::vector<std::string> methods = kAllMethods;
+  std::vector<std::string> dists = all_dists();
+  std::vector<std::string> methods = all_methods();
   VectorSet vectors = VectorSet::both;
   StepSelection steps;
   std::string backend = "auto";  // auto | cpu | cuda | cuda-host

@@ -15,9 +15,17 @@
 
 namespace gs {
 
-inline const std::vector<std::string> kAllDists = {"exponential", "gamma", "gpareto", "normal"};
-// The threshold methods this build offers, from their table (gs/fitting/threshold_methods.hpp).
-inline const std::vector<std::string> kAllMethods = threshold_method_names();
+// The distributions fit_report fits, in the order it reports them.
+inline const std::vector<std::string>& all_dists() {
+  static const std::vector<std::string> names = {"exponential", "gamma", "gpareto", "normal"};
+  return names;
+}
+// The threshold methods this build offers, from their table (gs/fitting/threshold_methods.hpp):
+// made at the first call, so it is never read before the table exists.
+inline const std::vector<std::string>& all_methods() {
+  static const std::vector<std::string> names = threshold_method_names();
+  return names;
+}
 // A list as a help text shows it: "a,b,c".
 inline std::string comma_list(const std::vector<std::string>& names) { return join(names, ","); }
 // Largest sample KS/AD/QQ are computed on; beyond it a uniform random subsample of this size.
@@ -25,8 +33,8 @@ inline constexpr std::uint64_t kDefaultKsMaxPoints = 1'000'000;
 
 struct FitReportOptions {
   std::vector<double> densities{0.1, 0.01, 0.001};
-  std::vector<std::string> dists = kAllDists;      // subset of kAllDists
-  std::vector<std::string> methods = kAllMethods;  // subset of kAllMethods
+  std::vector<std::string> dists = all_dists();      // a subset of all_dists()
+  std::vector<std::string> methods = all_methods();  // a subset of all_methods()
   int stages = kDefaultSidcoStages;
   std::uint64_t ks_max_points = kDefaultKsMaxPoints;
   std::uint64_t seed = 20240601;  // subsample for KS/AD and DGC's sample
