@@ -64,23 +64,13 @@ void analyze_vector(MagnitudePasses& passes, const FitReportOptions& options,
   into.vectors.push_back({step, scope, kind, rep.n, rep.zeros, rep.nonfinite, seconds_since(t0)});
 
   for (const auto& f : rep.fits) {
-    FitRow row{step, scope, kind, f.dist, kNaN, kNaN, kNaN, kNaN, kNaN, kNaN, kNaN, 0, false, f.error};
     if (f.error.empty()) {
-      if (!f.params.empty()) row.param1 = f.params[0].second;
-      if (f.params.size() > 1) row.param2 = f.params[1].second;
-      row.loglik = f.loglik;
-      row.aic = f.aic;
-      row.ks_D = f.ks_D;
-      row.ks_p = f.ks_p;
-      row.ad_A2 = f.ad_A2;
-      row.ks_n = f.ks_n;
-      row.ks_subsampled = f.ks_subsampled;
       for (const auto& t : f.tail)
         into.tails.push_back({step, scope, f.dist, t.density, t.threshold, t.predicted, t.observed});
       for (const auto& q : f.qq)
         into.qq.push_back({step, scope, f.dist, q.probability, q.fitted, q.sample});
     }
-    into.fits.push_back(std::move(row));
+    into.fits.push_back(to_fit_row(f, step, scope, kind));
   }
 
   // Exact top-k at every density: the reference every estimate is compared with.

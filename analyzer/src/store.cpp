@@ -236,12 +236,12 @@ AnalysisWriter AnalysisWriter::create(const fs::path& path, const SourceIdentity
   const hid_t f = impl->file.get();
   write_root(f, source, options, path);
   const auto& w = impl->widths;
-  h5::create_table(f, tables::kSteps, tables::step_fields(), path);
-  h5::create_table(f, tables::kVectors, tables::vector_fields(w), path);
-  h5::create_table(f, tables::kFits, tables::fit_fields(w), path);
-  h5::create_table(f, tables::kTails, tables::tail_fields(w), path);
-  h5::create_table(f, tables::kQQ, tables::qq_fields(w), path);
-  h5::create_table(f, tables::kThresholds, tables::threshold_fields(w), path);
+  h5::create_table(f, tables::kSteps, tables::fields<StepRow>(), path);
+  h5::create_table(f, tables::kVectors, tables::fields<VectorRow>(w), path);
+  h5::create_table(f, tables::kFits, tables::fields<FitRow>(w), path);
+  h5::create_table(f, tables::kTails, tables::fields<TailRow>(w), path);
+  h5::create_table(f, tables::kQQ, tables::fields<QQRow>(w), path);
+  h5::create_table(f, tables::kThresholds, tables::fields<ThresholdRow>(w), path);
   h5::check(H5Fflush(f, H5F_SCOPE_GLOBAL), path, "flush");
   return AnalysisWriter(std::move(impl));
 }
@@ -292,15 +292,15 @@ void AnalysisWriter::append(const StepResults& r) {
     for (const auto& row : rows) tables::pack(p, row, w);
     h5::append_rows(f, table, fields, bytes, rows.size(), path);
   };
-  write(tables::kVectors, tables::vector_fields(w), r.vectors);
-  write(tables::kFits, tables::fit_fields(w), r.fits);
-  write(tables::kTails, tables::tail_fields(w), r.tails);
-  write(tables::kQQ, tables::qq_fields(w), r.qq);
-  write(tables::kThresholds, tables::threshold_fields(w), r.thresholds);
+  write(tables::kVectors, tables::fields<VectorRow>(w), r.vectors);
+  write(tables::kFits, tables::fields<FitRow>(w), r.fits);
+  write(tables::kTails, tables::fields<TailRow>(w), r.tails);
+  write(tables::kQQ, tables::fields<QQRow>(w), r.qq);
+  write(tables::kThresholds, tables::fields<ThresholdRow>(w), r.thresholds);
   std::vector<char> bytes;
   h5::Packer p(bytes);
   tables::pack(p, r.step);
-  h5::append_rows(f, tables::kSteps, tables::step_fields(), bytes, 1, path);
+  h5::append_rows(f, tables::kSteps, tables::fields<StepRow>(), bytes, 1, path);
   h5::check(H5Fflush(f, H5F_SCOPE_GLOBAL), path, "flush");
   impl_->steps_done.push_back(r.step.step);
 }
@@ -357,32 +357,32 @@ std::string AnalysisReader::created() const { return impl_->created; }
 std::size_t AnalysisReader::scope_width() const { return impl_->widths.scope; }
 
 std::vector<StepRow> AnalysisReader::steps() const {
-  return read_table<StepRow>(impl_->file.get(), tables::kSteps, tables::step_fields(), impl_->committed,
+  return read_table<StepRow>(impl_->file.get(), tables::kSteps, tables::fields<StepRow>(), impl_->committed,
                              impl_->path);
 }
 std::vector<VectorRow> AnalysisReader::vectors() const {
   const auto& w = impl_->widths;
-  return read_table<VectorRow>(impl_->file.get(), tables::kVectors, tables::vector_fields(w),
+  return read_table<VectorRow>(impl_->file.get(), tables::kVectors, tables::fields<VectorRow>(w),
                                impl_->committed, impl_->path, w);
 }
 std::vector<FitRow> AnalysisReader::fits() const {
   const auto& w = impl_->widths;
-  return read_table<FitRow>(impl_->file.get(), tables::kFits, tables::fit_fields(w), impl_->committed,
+  return read_table<FitRow>(impl_->file.get(), tables::kFits, tables::fields<FitRow>(w), impl_->committed,
                             impl_->path, w);
 }
 std::vector<TailRow> AnalysisReader::tails() const {
   const auto& w = impl_->widths;
-  return read_table<TailRow>(impl_->file.get(), tables::kTails, tables::tail_fields(w),
+  return read_table<TailRow>(impl_->file.get(), tables::kTails, tables::fields<TailRow>(w),
                              impl_->committed, impl_->path, w);
 }
 std::vector<QQRow> AnalysisReader::qq() const {
   const auto& w = impl_->widths;
-  return read_table<QQRow>(impl_->file.get(), tables::kQQ, tables::qq_fields(w), impl_->committed,
+  return read_table<QQRow>(impl_->file.get(), tables::kQQ, tables::fields<QQRow>(w), impl_->committed,
                            impl_->path, w);
 }
 std::vector<ThresholdRow> AnalysisReader::thresholds() const {
   const auto& w = impl_->widths;
-  return read_table<ThresholdRow>(impl_->file.get(), tables::kThresholds, tables::threshold_fields(w),
+  return read_table<ThresholdRow>(impl_->file.get(), tables::kThresholds, tables::fields<ThresholdRow>(w),
                                   impl_->committed, impl_->path, w);
 }
 

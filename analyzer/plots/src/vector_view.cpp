@@ -123,30 +123,11 @@ void add_curves(VectorView& view, int curve_points) {
 FitReport report_from_rows(const std::vector<FitRow>& fits, const std::vector<QQRow>& qq,
                            const std::vector<ThresholdRow>& thresholds, std::int64_t step,
                            const std::string& scope) {
-  // Parameter names in the store's order (store.hpp: param1, param2).
-  static const std::map<std::string, std::pair<const char*, const char*>> names = {
-      {"exponential", {"beta", nullptr}},
-      {"gamma", {"alpha", "beta"}},
-      {"gpareto", {"xi", "sigma"}},
-      {"normal", {"mu", "sigma"}}};
   FitReport report;
   for (const auto& f : fits) {
     if (f.step != step || f.scope != scope) continue;
-    DistFit fit;
-    fit.dist = f.dist;
-    fit.error = f.error;
+    DistFit fit = to_dist_fit(f);
     if (f.error.empty()) {
-      const auto it = names.find(f.dist);
-      if (it == names.end()) throw Error("analysis file holds an unknown distribution '" + f.dist + "'");
-      fit.params.emplace_back(it->second.first, f.param1);
-      if (it->second.second) fit.params.emplace_back(it->second.second, f.param2);
-      fit.loglik = f.loglik;
-      fit.aic = f.aic;
-      fit.ks_D = f.ks_D;
-      fit.ks_p = f.ks_p;
-      fit.ad_A2 = f.ad_A2;
-      fit.ks_n = f.ks_n;
-      fit.ks_subsampled = f.ks_subsampled;
       for (const auto& q : qq)
         if (q.step == step && q.scope == scope && q.dist == f.dist)
           fit.qq.push_back({q.probability, q.fitted, q.sample});

@@ -1,0 +1,59 @@
+// A fit of fitting's report as a row of the store's fits table, and back (store.hpp).
+#include <limits>
+#include <map>
+
+#include "gs/analyzer/store.hpp"
+#include "gs/error.hpp"
+
+namespace gs::analyzer {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// Parameter names in the store's order (param1, param2), as fitting's report names them.
+const std::map<std::string, std::pair<const char*, const char*>>& parameter_names() {
+  static const std::map<std::string, std::pair<const char*, const char*>> names = {
+      {"exponential", {"beta", nullptr}},
+      {"gamma", {"alpha", "beta"}},
+      {"gpareto", {"xi", "sigma"}},
+      {"normal", {"mu", "sigma"}}};
+  return names;
+}
+
+}  // namespace
+
+FitRow to_fit_row(const DistFit& f, std::int64_t step, const std::string& scope, const std::string& kind) {
+  FitRow row{step, scope, kind, f.dist, kNaN, kNaN, kNaN, kNaN, kNaN, kNaN, kNaN, 0, false, f.error};
+  if (!f.error.empty()) return row;
+  if (!f.params.empty()) row.param1 = f.params[0].second;
+  if (f.params.size() > 1) row.param2 = f.params[1].second;
+  row.loglik = f.loglik;
+  row.aic = f.aic;
+  row.ks_D = f.ks_D;
+  row.ks_p = f.ks_p;
+  row.ad_A2 = f.ad_A2;
+  row.ks_n = f.ks_n;
+  row.ks_subsampled = f.ks_subsampled;
+  return row;
+}
+
+DistFit to_dist_fit(const FitRow& f) {
+  DistFit fit;
+  fit.dist = f.dist;
+  fit.error = f.error;
+  if (!f.error.empty()) return fit;
+  const auto it = parameter_names().find(f.dist);
+  if (it == parameter_names().end()) throw Error("analysis file holds an unknown distribution '" + f.dist + "'");
+  fit.params.emplace_back(it->second.first, f.param1);
+  if (it->second.second) fit.params.emplace_back(it->second.second, f.param2);
+  fit.loglik = f.loglik;
+  fit.aic = f.aic;
+  fit.ks_D = f.ks_D;
+  fit.ks_p = f.ks_p;
+  fit.ad_A2 = f.ad_A2;
+  fit.ks_n = f.ks_n;
+  fit.ks_subsampled = f.ks_subsampled;
+  return fit;
+}
+
+}  // namespace gs::analyzer
