@@ -109,8 +109,8 @@ Runner setup(CLI::App& sub) {
   sub.add_option("--backend", cfg->backend, "auto, cpu or cuda")->capture_default_str();
   add_on_device_error_option(sub, cfg->on_device_error);
   sub.add_option("--stages", cfg->report.stages,
-                 "SIDCo stages, fixed (no adaptive controller); 3 meets +-10% on Laplace, gamma "
-                 "and generalized-Pareto data except SIDCo-E on heavy tails")
+                 "SIDCo stages, fixed (no adaptive controller); 0: by density, 1 at 0.1, 2 at 0.01, "
+                 "3 at 0.001 (docs/python.md)")
       ->capture_default_str();
   sub.add_flag("--recount", cfg->report.sidco_recount,
                "SIDCo tail stages aim at the planned count (corrects a stage's error)");

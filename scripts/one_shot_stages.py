@@ -4,8 +4,15 @@ trained a few steps on Fashion-MNIST, then one whole-model gradient (and its lar
 by gradscope.select at densities 0.01 and 0.001 with 1 to 5 stages. It is the evidence behind the
 default stage count of gradscope.select and gradscope.fit (docs/python.md).
 
-    PYTHONPATH=build/python python3 scripts/one_shot_stages.py [--steps 5]
+    PYTHONPATH=build/python python3 scripts/one_shot_stages.py [--steps 5] [--seed 1]
+        [--ratios 0.01,0.001] [--stages 1,2,3,4,5] [--check 0.4,2.5]
+
+--seed makes other weights and batches (the table in docs/python.md used seed 1; a check of the
+default on data it was not chosen on uses another); --check LO,HI exits 1 unless the default stage
+count's quality lies in [LO, HI] everywhere.
 """
+
+import sys
 
 import argparse
 import math
@@ -61,11 +68,21 @@ def gradients(model, x, y, steps):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--ratios", default="0.01,0.001")
+    ap.add_argument("--stages", default="1,2,3,4,5")
+    ap.add_argument("--check", default=None, help="LO,HI: the default stage count's quality bounds")
     args = ap.parse_args()
-    torch.manual_seed(1)
-    x, y = gradscope.fashion_mnist("train", 32 * (args.steps + 1))
+    torch.manual_seed(args.seed)
+    x, y = gradscope.fashion_mnist("train", 32 * (args.steps + 1) * args.seed)
+    x, y = x[-32 * (args.steps + 1):], y[-32 * (args.steps + 1):]  # other batches for another seed
     models = {"resnet18": resnet18, "transformer": Encoder, "lstm": Lstm}
-    methods, ratios, stage_counts = ["sidco-e", "sidco-p", "sidco-gp"], [0.01, 0.001], [1, 2, 3, 4, 5]
+    methods = ["sidco-e", "sidco-p", "sidco-gp"]
+    ratios = [float(r) for r in args.ratios.split(",")]
+    stage_counts = [int(m) for m in args.stages.split(",")]
+    default = None  # by ratio: gradscope.default_sidco_stages
+    lo, hi = (float(v) for v in args.check.split(",")) if args.check else (0.0, math.inf)
+    outside = []
     print("| model | vector | n | method | ratio | " + " | ".join(f"{m} stages" for m in stage_counts) + " |")
     print("| --- " * (5 + len(stage_counts)) + "|")
     worst = {m: 0.0 for m in stage_counts}
@@ -77,11 +94,17 @@ def main():
                          for m in stage_counts]
                     for m, v in zip(stage_counts, q):
                         worst[m] = max(worst[m], abs(math.log(v)) if v > 0 else math.inf)
+                        if args.check and m == gradscope.default_sidco_stages(ratio) and not (lo <= v <= hi):
+                            outside.append(f"{name} {vec} {method} {ratio}: {v:.2f}")
                     print(f"| {name} | {vec} | {g.numel()} | {method} | {ratio} | " +
                           " | ".join(f"{v:.2f}" for v in q) + " |")
     print("\nworst |ln quality| per stage count (0 is exact; ln 1.25 = 0.22):")
     for m in stage_counts:
         print(f"  {m} stages: {worst[m]:.2f}")
+    if args.check:
+        print(f"\nthe default stage count (gradscope.default_sidco_stages) outside [{lo}, {hi}]: " +
+              ("; ".join(outside) or "none"))
+        sys.exit(1 if outside else 0)
 
 
 if __name__ == "__main__":

@@ -103,7 +103,7 @@ void AnalyzeConfig::validate() const {
   check(dists, all_dists(), "distribution");
   check(methods, all_methods(), "method");
   if (dists.empty() && methods.empty()) throw Error("nothing to do: no distribution and no method");
-  if (stages < 1) throw Error("SIDCo stages must be at least 1");
+  if (stages < 0) throw Error("SIDCo stages must be at least 1 (or 0: by density)");
   if (ks_max_points == 0) throw Error("the KS sample size must be at least 1");
   if (qq_points < 1) throw Error("QQ points must be at least 1");
   if (jobs < 0) throw Error("--jobs must be 0 (one per core) or more, not " + std::to_string(jobs));
@@ -151,7 +151,7 @@ const std::vector<OptionRow<AnalyzeConfig>>& analyze_options() {
     t.push_back(option_row<std::string, C>("--backend", "auto, cpu or cuda", GS_FIELD(c.backend)));
     t.push_back(option_row<std::string, C>("--on-device-error", kOnDeviceErrorHelp, GS_FIELD(c.on_device_error),
                                            {}, kOnDeviceErrorChoices));
-    t.push_back(option_row<int, C>("--stages", "SIDCo stages", GS_FIELD(c.stages)));
+    t.push_back(option_row<int, C>("--stages", "SIDCo stages (0: by density, 1 at 0.1, 2 at 0.01, 3 at 0.001)", GS_FIELD(c.stages)));
     t.push_back(option_row<std::uint64_t, C>("--ks-max-points",
                                              "Largest sample for KS/AD (a uniform subsample beyond it)",
                                              GS_FIELD(c.ks_max_points)));

@@ -22,7 +22,7 @@ void validate(const FitReportOptions& o) {
     if (!known(all_dists(), d)) throw Error("unknown distribution '" + d + "': use " + list(all_dists()));
   for (const auto& m : o.methods) threshold_method(m);  // gs::Error listing the known ones
   for (double r : o.densities) check_density(r);  // (0, 1], as every compressor takes
-  if (o.stages < 1) throw Error("SIDCo stages must be at least 1");
+  if (o.stages < 0) throw Error("SIDCo stages must be at least 1 (or 0: by density)");
   if (o.ks_max_points == 0) throw Error("the KS sample size must be at least 1");
 }
 

@@ -67,7 +67,9 @@ const ThresholdMethodInfo& threshold_method(std::string_view name) {
 
 ThresholdResult threshold_by_name(std::string_view method, MagnitudePasses& passes, double density,
                                   int stages, std::uint64_t seed, bool recount) {
-  return threshold_method(method).rule(passes, density, {stages, seed, recount});
+  const ThresholdMethodInfo& row = threshold_method(method);
+  if (stages <= 0) stages = default_sidco_stages(density);
+  return row.rule(passes, density, {stages, seed, recount});
 }
 
 std::string_view method_name(SidcoVariant v) {

@@ -411,7 +411,13 @@ ThresholdResult gaussianksgd_threshold(MagnitudePasses& passes, double density) 
   return counted_threshold("gaussianksgd", passes, density, eta, 1 + corrections);
 }
 
-StageController::StageController(double density, int initial_stages) : stages_(initial_stages) {
+int default_sidco_stages(double density) {
+  if (!(density > 0.0 && density <= 1.0)) throw Error("SIDCo: density must lie in (0, 1], got " + std::to_string(density));
+  return std::max(1, int(std::lround(std::log10(1.0 / density))));
+}
+
+StageController::StageController(double density, int initial_stages)
+    : stages_(initial_stages > 0 ? initial_stages : default_sidco_stages(density)) {
   retarget(density);
 }
 

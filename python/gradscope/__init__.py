@@ -25,18 +25,22 @@ from .datasets import fashion_mnist
 from .readers import Analysis, Layer, Snapshot, Step, analyze, load_analysis, open_snapshot
 from .recorder import Recorder
 
-__all__ = ["DEFAULT_SIDCO_STAGES", "Analysis", "Error", "Layer", "Recorder", "Snapshot", "Step",
-           "__version__", "analyze", "compressor_names", "ddp", "fashion_mnist", "fit", "load_analysis",
+__all__ = ["Analysis", "Error", "Layer", "Recorder", "Snapshot", "Step",
+           "__version__", "analyze", "compressor_names", "ddp", "default_sidco_stages", "fashion_mnist", "fit", "load_analysis",
            "open_snapshot", "select"]
 
-# SIDCo's stage count when a one-shot call (fit, select) gives none: fit's, from the C++ core.
-DEFAULT_SIDCO_STAGES = _gradscope.default_sidco_stages
+
+def default_sidco_stages(ratio):
+    """SIDCo's stage count at density `ratio` when a call (fit, select, a DDP state's start) gives
+    none: round(log10(1/ratio)), at least 1 (1 at 0.1, 2 at 0.01, 3 at 0.001), from the C++ core;
+    the evidence is in docs/python.md."""
+    return _gradscope.default_sidco_stages(check_density(ratio))
 
 
 def fit(t, ratios=(0.1, 0.01, 0.001), backend="auto"):
     """Fits the sparsity-inducing distributions to |t| and runs every threshold method at every
     density in `ratios`: the same keys and values as `gradscope fit --json` on the same values.
-    The SIDCo methods run DEFAULT_SIDCO_STAGES stages (3), as select() does by default.
+    The SIDCo methods run default_sidco_stages(ratio) stages, as select() does by default.
 
     t: a float32 tensor of any shape (read flattened) or NumPy array, contiguous; a CUDA tensor
     is copied to the host once (backend picks where the passes run).
@@ -72,9 +76,9 @@ def select(t, method="sidco-e", ratio=0.01, stages=None, seed=1, backend="auto")
     default "sidco-e").
     ratio: the density, in (0, 1] (default 0.01).
     stages: SIDCo's stage count, for the methods that read it (the SIDCo variants, sidco-topk's
-    bound); default None: the one fit uses, gradscope.DEFAULT_SIDCO_STAGES, 3 (the best one-shot
-    quality on real gradients, docs/python.md); 0: the adaptive controller, which starts there too, as a
-    DDP state does.
+    bound); default None: by density, default_sidco_stages(ratio) (1 at 0.1, 2 at 0.01, 3 at
+    0.001: the one fit uses, the best one-shot quality on real gradients, docs/python.md); 0: the
+    adaptive controller, which starts there too, as a DDP state does.
     seed: the random sample of the methods that draw one (dgc, randomk); default 1.
     backend: where the selection runs (default "auto": CUDA when the extension has it and a GPU
     is there), "cpu", "cuda", or "cuda-host" (the CUDA backend's code on the host, for checking).
@@ -91,7 +95,7 @@ def select(t, method="sidco-e", ratio=0.01, stages=None, seed=1, backend="auto")
     if backend != "auto":  # "auto" asks for nothing: a method with no backend runs where it runs
         given["backend"] = backend
     check_options_read(method, given)
-    options = dict(given, stages=DEFAULT_SIDCO_STAGES if stages is None else stages, backend=backend)
+    options = dict(given, stages=0 if stages is None else stages, backend=backend)
     core = _gradscope.Compressor(method, density, option_texts(options))
     indices, values, _, _, info = compress_where_it_lives(core, t, "tensor", "select's input")
     return torch.from_numpy(indices), torch.from_numpy(values), info

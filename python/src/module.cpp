@@ -228,7 +228,7 @@ PYBIND11_MODULE(_gradscope, m) {
   // errors are) and a ValueError (bad input to fit, select and the Recorder).
   py::register_exception<gs::Error>(
       m, "Error", py::make_tuple(py::handle(PyExc_RuntimeError), py::handle(PyExc_ValueError)));
-  m.attr("default_sidco_stages") = gs::kDefaultSidcoStages;
+  m.def("default_sidco_stages", &gs::default_sidco_stages, py::arg("ratio"));
   m.attr("__version__") = gs::kVersion;
   m.def("cuda_built", &gs::kernels::cuda_built);
   // Fashion-MNIST through the data library's IDX reader: (pixels uint8 [n, rows, cols], labels

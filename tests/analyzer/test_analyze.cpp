@@ -243,7 +243,7 @@ TEST(AnalyzeConfigTest, BadOptionsAreRefusedBeforeAnyFileIsMade) {
   c.backend = "tpu";
   expect_error(c, "unknown backend 'tpu'");
   c = small_config(dir);
-  c.stages = 0;
+  c.stages = -1;
   expect_error(c, "stages");
   c = small_config(dir);
   c.jobs = -1;

@@ -290,12 +290,11 @@ TEST(SetRatio, CompressorsFollowTheNewRatio) {
       EXPECT_GT(o.info.quality(), 0.5) << name << " step " << s;
       EXPECT_LT(o.info.quality(), 2.0) << name << " step " << s;
       if (s >= 10) sum += o.info.quality();
-      // SIDCo-E fits Laplace data exactly at any stage count, so the controller holds the count it
-      // started at (kDefaultSidcoStages, clamped to the 2 that density 0.25 allows; at 0.25 itself
-      // the first stage is the only one); a controller still aiming at an earlier, larger density
-      // would read each step as an undershoot and add stages.
+      // SIDCo-E fits Laplace data exactly: one stage is enough (the count the controller starts
+      // at for 0.25, default_sidco_stages), and a controller still aiming at an earlier, larger
+      // density would read each step as an undershoot and add stages.
       if (name == "sidco-e") {
-        EXPECT_EQ(o.info.stages, s == 0 ? 1 : 2) << "step " << s;
+        EXPECT_EQ(o.info.stages, 1) << "step " << s;
       }
       c->end_step();
     }

@@ -80,7 +80,7 @@ TEST(Report, SubsamplesForKsWhenAsked) {
   EXPECT_TRUE(r.fits[0].ks_subsampled);
   EXPECT_EQ(r.fits[0].ks_n, 1000u);
   ASSERT_EQ(r.thresholds.size(), 1u);
-  EXPECT_EQ(r.thresholds[0].result.stages, gs::kDefaultSidcoStages);
+  EXPECT_EQ(r.thresholds[0].result.stages, gs::default_sidco_stages(r.thresholds[0].result.density));
 }
 
 TEST(Report, BadOptionsThrow) {
@@ -99,7 +99,7 @@ TEST(Report, BadOptionsThrow) {
   o.densities = {0.0};
   EXPECT_THROW(gs::fit_report(passes, o), gs::Error);
   o = {};
-  o.stages = 0;
+  o.stages = -1;
   EXPECT_THROW(gs::fit_report(passes, o), gs::Error);
 }
 

@@ -87,12 +87,15 @@ def test_select_takes_every_sparse_selection_compressor():
 
 def test_select_and_fit_share_the_default_stage_count():
     t = laplace(100_000, 7)
-    assert gradscope.DEFAULT_SIDCO_STAGES == 3
-    fit_rows = {(r["method"], r["ratio"]): r for r in gradscope.fit(t, ratios=(0.01,), backend="cpu")["thresholds"]}
+    assert [gradscope.default_sidco_stages(r) for r in (0.5, 0.1, 0.03, 0.01, 0.001, 1e-4)] == [1, 1, 2, 2, 3, 4]
+    ratios = (0.1, 0.01, 0.001)
+    fit_rows = {(r["method"], r["ratio"]): r for r in gradscope.fit(t, ratios=ratios, backend="cpu")["thresholds"]}
     for method in ("sidco-e", "sidco-p", "sidco-gp"):
-        _, _, info = gradscope.select(t, method, 0.01, backend="cpu")  # no stages given
-        assert info["stages"] == fit_rows[(method, 0.01)]["stages"], method
-        assert 0.8 < info["quality"] < 1.25, (method, info)
+        for ratio in ratios:
+            _, _, info = gradscope.select(t, method, ratio, backend="cpu")  # no stages given
+            assert info["stages"] == fit_rows[(method, ratio)]["stages"], (method, ratio)
+            assert info["stages"] == gradscope.default_sidco_stages(ratio), (method, ratio)
+            assert 0.8 < info["quality"] < 1.25, (method, ratio, info)
 
 
 def test_no_sidco_variant_selects_nothing_from_a_vector_with_values():

@@ -96,7 +96,7 @@ def test_a_density_far_from_the_ratio_for_50_steps_warns_once(one_process_group)
 def test_sidco_e_keeps_near_its_ratio_from_the_first_steps_on_a_gru(tmp_path):
     (r, _) = run("gru", 2, tmp_path, 10)
     steps = r["steps"]
-    assert len(steps) == 10 and steps[0]["stages"] == gradscope.DEFAULT_SIDCO_STAGES
+    assert len(steps) == 10 and steps[0]["stages"] == gradscope.default_sidco_stages(0.01)
     sent = sum(s["selected"] for s in steps)
     target = sum(s["target_density"] * s["n"] for s in steps)
     assert sent <= 2.0 * target, [round(s["density"] / s["target_density"], 2) for s in steps]

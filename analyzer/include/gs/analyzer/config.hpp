@@ -52,7 +52,7 @@ struct AnalyzeConfig {
   StepSelection steps;
   std::string backend = "auto";  // auto | cpu | cuda | cuda-host
   std::string on_device_error = "stop";  // kOnDeviceErrorChoices
-  int stages = kDefaultSidcoStages;
+  int stages = 0;  // SIDCo's stages; 0: default_sidco_stages(density)
   std::uint64_t ks_max_points = kDefaultKsMaxPoints;
   std::uint64_t seed = 20240601;
   int qq_points = 19;

@@ -35,7 +35,7 @@ struct FitReportOptions {
   std::vector<double> densities{0.1, 0.01, 0.001};
   std::vector<std::string> dists = all_dists();      // a subset of all_dists()
   std::vector<std::string> methods = all_methods();  // a subset of all_methods()
-  int stages = kDefaultSidcoStages;
+  int stages = 0;  // SIDCo's stages; 0: default_sidco_stages(density) at each density
   std::uint64_t ks_max_points = kDefaultKsMaxPoints;
   std::uint64_t seed = 20240601;  // subsample for KS/AD and DGC's sample
   int qq_points = 19;
