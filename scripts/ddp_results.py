@@ -72,8 +72,10 @@ def make_hook(name, n, args):
         state = powerSGD_hook.PowerSGDState(process_group=None, matrix_approximation_rank=int(name[-1]),
                                             start_powerSGD_iter=2, random_seed=0)
         return Timed(powerSGD_hook.powerSGD_hook, state), None  # bytes: from its own counters
-    state = gradscope.ddp.State(method=name, ratio=DENSITY, warmup_steps=args.warmup_steps,
-                                warmup=args.warmup_schedule, warmup_start_ratio=args.warmup_start_ratio)
+    # scripts/frontier.py sets a density and State options (density schedule, momentum correction)
+    state = gradscope.ddp.State(method=name, ratio=getattr(args, "density", DENSITY), warmup_steps=args.warmup_steps,
+                                warmup=args.warmup_schedule, warmup_start_ratio=args.warmup_start_ratio,
+                                **getattr(args, "state_options", {}))
     return Timed(gradscope.ddp.hook, state), None
 
 
@@ -95,7 +97,10 @@ def worker(rank, args, port, hook_name, seed, out_path):
     timed, bytes_of = (None, lambda s: 4 * n) if hook_name == "none" else make_hook(hook_name, n, args)
     if timed:
         ddp.register_comm_hook(timed, timed_hook)
-    opt = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=0.9)
+    # momentum 0 where the hook keeps it (momentum correction)
+    opt = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=getattr(args, "momentum", 0.9))
+    if timed and is_gradscope(hook_name):
+        gradscope.ddp.check_optimizer(opt, timed.state)
     x, y = gradscope.fashion_mnist("train")
     order = torch.randperm(len(y), generator=torch.Generator().manual_seed(seed))
     mine = order[rank::args.workers]

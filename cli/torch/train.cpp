@@ -42,10 +42,10 @@ int run(const gs::dist::TrainConfig& cfg) {
       return;
     }
     std::fprintf(stderr,
-                 "step %lld/%lld loss %.4f density %.3g quality %.3f%s sent %s of %s compress "
+                 "step %lld/%lld loss %.4f density %.3g quality %.3f%s%s sent %s of %s compress "
                  "%.2f ms comm %.2f ms\n",
                  (long long)s.step + 1, (long long)total, s.loss, s.density, s.quality,
-                 s.stages ? (" stages " + std::to_string(s.stages)).c_str() : "",
+                 s.stages ? (" stages " + std::to_string(s.stages)).c_str() : "", s.critical ? " critical" : "",
                  gs::human_bytes(double(s.bytes_sent)).c_str(), gs::human_bytes(double(s.dense_bytes)).c_str(),
                  s.compress_seconds * 1e3, s.comm_seconds * 1e3);
   };

@@ -15,11 +15,17 @@
 namespace gs::compress {
 namespace {
 
-constexpr std::string_view kStateTag = "gradscope-bucket-compressor/3";
+constexpr std::string_view kStateTag = "gradscope-bucket-compressor/4";
 constexpr std::string_view kAdvice = "lower the learning rate or check the data";
 
 bool any_nonfinite(std::span<const float> v) {
   return std::any_of(v.begin(), v.end(), [](float x) { return !std::isfinite(x); });
+}
+
+double squared_norm(std::span<const float> v) {
+  double s = 0.0;
+  for (float x : v) s += double(x) * double(x);
+  return s;
 }
 
 }  // namespace
@@ -28,9 +34,21 @@ BucketCompressor::BucketCompressor(std::unique_ptr<Compressor> compressor, Warmu
                                    std::size_t history)
     : compressor_(std::move(compressor)), dense_(make_compressor("none", 1.0)),
       warmup_(warmup), history_limit_(std::max<std::size_t>(history, 1)),
-      host_slots_(std::make_unique<detail::HostSlots>(residual_)) {
+      host_slots_(std::make_unique<detail::HostSlots>(residual_)),
+      velocity_slots_(std::make_unique<detail::HostSlots>(momentum_.velocities())) {
   if (!compressor_) throw Error("bucket compressor: no compressor given");
   warmup_.density = compressor_->density();
+}
+
+void BucketCompressor::set_density_schedule(const DensitySchedule& schedule, const DensitySchedule::Names& names) {
+  if (steps_ > 0 || mid_step()) throw Error("bucket compressor: set the density schedule before the first step");
+  schedule.check(density_based(compressor_->name()), compressor_->name(), warmup_.density, names);
+  regimes_ = RegimeDetector(schedule);
+}
+
+void BucketCompressor::set_momentum_correction(double momentum, std::string_view setting) {
+  if (steps_ > 0 || mid_step()) throw Error("bucket compressor: set the momentum correction before the first step");
+  momentum_ = MomentumCorrection(momentum, *compressor_, setting);
 }
 
 BucketCompressor::~BucketCompressor() = default;
@@ -55,11 +73,15 @@ std::string BucketCompressor::name_parameters(std::span<const BucketParam> param
                   std::to_string(placed_[known->second].numel) + " elements and now has " +
                   std::to_string(p.numel));
     if (known == ordinal_.end()) {
-      const auto loaded = loaded_.find(next++);
-      if (loaded != loaded_.end() && loaded->second.size() != p.numel)
-        throw Error("bucket " + std::to_string(index) + ": parameter #" + std::to_string(next - 1) +
-                    " has " + std::to_string(p.numel) + " elements; its residual in the loaded state has " +
-                    std::to_string(loaded->second.size()) + " (a state of another model?)");
+      const std::uint64_t o = next++;
+      for (const ByOrdinal* m : {&loaded_, &loaded_velocity_}) {
+        const auto loaded = m->find(o);
+        if (loaded != m->end() && loaded->second.size() != p.numel)
+          throw Error("bucket " + std::to_string(index) + ": parameter #" + std::to_string(o) + " has " +
+                      std::to_string(p.numel) + " elements; its " + (m == &loaded_ ? "residual" : "velocity") +
+                      " in the loaded state has " + std::to_string(loaded->second.size()) +
+                      " (a state of another model?)");
+      }
     }
   }
   std::string layout;  // the ordinals, which name the layout's residual slot
@@ -75,41 +97,56 @@ std::string BucketCompressor::place(std::span<const BucketParam> params, std::ui
   const std::string layout = name_parameters(params, n, index);
   if (!compressor_->error_feedback()) return layout;
 
-  // Parameters whose residual lives elsewhere (another layout, the loaded state, or nowhere yet:
-  // zeros) move into this layout's slot; a layout no parameter lives in any more is dropped.
-  detail::ResidualSlots& store = slots();
-  if (!store.contains(layout)) store.create(layout, n);
+  // Parameters whose residual (and velocity) lives elsewhere (another layout, the loaded state, or
+  // nowhere yet: zeros) move into this layout's slot; a layout no parameter lives in any more is
+  // dropped.
   std::set<std::string> left;
+  place_in(slots(), loaded_, layout, params, n, left);
+  if (momentum_.on()) place_in(*velocity_slots_, loaded_velocity_, layout, params, n, left);
   std::uint64_t at = 0;
   for (const BucketParam& p : params) {
-    const std::uint64_t o = ordinal_.at(p.key);
-    Placed& where = placed_[o];
-    if (where.layout != layout) {
-      if (!where.layout.empty()) {
-        store.move(layout, at, where.layout, where.offset, p.numel);
-        left.insert(where.layout);
-      } else if (const auto loaded = loaded_.find(o); loaded != loaded_.end() && loaded->second.size() == p.numel) {
-        store.write(layout, at, loaded->second);
-        loaded_.erase(loaded);
-      } else {
-        store.zero(layout, at, p.numel);
-      }
-      where.layout = layout;
-    }
+    Placed& where = placed_[ordinal_.at(p.key)];
+    where.layout = layout;
     where.offset = at;
     at += p.numel;
   }
   for (const std::string& old : left)
-    if (std::none_of(placed_.begin(), placed_.end(), [&](const Placed& p) { return p.layout == old; }))
-      store.erase(old);
+    if (std::none_of(placed_.begin(), placed_.end(), [&](const Placed& p) { return p.layout == old; })) {
+      slots().erase(old);
+      if (momentum_.on()) velocity_slots_->erase(old);
+    }
   return layout;
+}
+
+void BucketCompressor::place_in(detail::ResidualSlots& store, ByOrdinal& loaded, const std::string& layout,
+                                std::span<const BucketParam> params, std::uint64_t n, std::set<std::string>& left) {
+  if (!store.contains(layout)) store.create(layout, n);
+  std::uint64_t at = 0;
+  for (const BucketParam& p : params) {
+    const std::uint64_t o = ordinal_.at(p.key);
+    const Placed& where = placed_[o];
+    if (where.layout != layout) {
+      if (!where.layout.empty()) {
+        store.move(layout, at, where.layout, where.offset, p.numel);
+        left.insert(where.layout);
+      } else if (const auto it = loaded.find(o); it != loaded.end() && it->second.size() == p.numel) {
+        store.write(layout, at, it->second);
+        loaded.erase(it);
+      } else {
+        store.zero(layout, at, p.numel);
+      }
+    }
+    at += p.numel;
+  }
 }
 
 void BucketCompressor::begin_step() {
   uncompressed_ = warmup_.uncompressed_at(steps_);
-  if (warmup_.exponential()) compressor_->set_density(warmup_.density_at(steps_));
+  if (regimes_.moves_density(warmup_)) compressor_->set_density(regimes_.density_at(warmup_, steps_));
   current_ = StepStats{};
   current_.warmup = warmup_.warmup_at(steps_);
+  current_.critical = regimes_.critical_at(warmup_, steps_);
+  step_norm_ = 0.0;
   current_.target_density =
       uncompressed_ || compressor_->exchange() == Exchange::allreduce ? 1.0 : compressor_->density();
 }
@@ -144,6 +181,7 @@ void BucketCompressor::run_bucket(int index, std::uint64_t n, unsigned element_b
     TimedCollectives timed(comm);
     if (body(timed, s)) s.skipped = true;
     else s.dense_bytes += n * element_bytes;  // what the bucket costs uncompressed, in its dtype
+    if (last) agree_on_regime(timed);
     s.host_device_bytes += kernels::bus_bytes() - bus0;
     s.comm_seconds += timed.seconds;
     s.compress_seconds += seconds_since(t0) - timed.seconds;
@@ -167,6 +205,7 @@ void BucketCompressor::exchange(int index, std::span<const float> g, std::span<c
       throw Error("bucket " + std::to_string(index) + ": this state keeps its residuals on device " +
                   std::to_string(ops_->device()) + "; give it that device's buckets (one state per device)");
     const std::string slot = place(params, g.size(), index);
+    if (regimes_.on()) step_norm_ += squared_norm(g);
     return exchange_host(index, slot, g, variance, timed, out, s);
   });
 }
@@ -195,8 +234,10 @@ bool BucketCompressor::exchange_host(int index, const std::string& slot, std::sp
 
 void BucketCompressor::abandon_step(bool last) {
   // Nothing of the step is kept: every residual stays as it was before it.
-  for (const auto& c : pending_)
+  for (const auto& c : pending_) {
     if (slots().contains(c.slot)) slots().discard(c.slot);
+    if (c.velocity && velocity_slots_->contains(c.slot)) velocity_slots_->discard(c.slot);
+  }
   pending_.clear();
   failed_ = !last;
   if (last) buckets_in_step_ = 0;
@@ -244,7 +285,9 @@ bool BucketCompressor::exchange_sparse(const std::string& slot, const std::strin
   // the others do): look first, and give it the step's variance only when it will compress.
   const bool weighs_variance = c.needs_gradient_variance();
   const bool bad_input = weighs_variance && any_nonfinite(g);
-  const auto acc = ef ? residual_.accumulate(slot, g) : g;
+  const bool velocity = momentum_.on();  // error feedback on the velocity, not on g
+  const auto u = velocity ? momentum_.advance(slot, g) : g;
+  const auto acc = ef ? residual_.accumulate(slot, u) : u;
   Compressed mine;
   if (!bad_input) {
     if (weighs_variance) c.add_gradient_variance(tensor, variance);
@@ -256,6 +299,7 @@ bool BucketCompressor::exchange_sparse(const std::string& slot, const std::strin
   const auto payloads = detail::gather_payloads(comm, wire, g.size(), "bucket '" + tensor + "'", s.gathered_bytes);
   if (!payloads) {  // a worker met NaN or Inf
     if (ef) residual_.discard(slot);
+    if (velocity) momentum_.discard(slot);
     return true;
   }
   c.aggregate(*payloads, out);
@@ -264,7 +308,10 @@ bool BucketCompressor::exchange_sparse(const std::string& slot, const std::strin
   s.bytes_sent += wire_bytes;
   s.stages = std::max(s.stages, mine.info.stages);
   s.group_quality.push_back(mine.info.quality());
-  if (ef) defer_commit(slot, std::move(mine.payload), {});
+  if (ef) {
+    defer_commit(slot, std::move(mine.payload), {});
+    pending_.back().velocity = velocity;
+  }
   return false;
 }
 
@@ -301,13 +348,19 @@ void BucketCompressor::end_step() {
     } else if (current_.skipped) residual_.discard(c.slot);
     else if (c.sent.empty()) residual_.commit(c.slot, c.payload, *compressor_);
     else residual_.commit_decoded(c.slot, c.sent);
+    if (!c.velocity) continue;
+    if (current_.skipped) momentum_.discard(c.slot);
+    else momentum_.commit(c.slot, c.payload, *compressor_);
   }
   pending_.clear();
   if (!uncompressed_) compressor_->end_step();
   const std::int64_t step = steps_++;
+  regimes_.add(current_.skipped, step_norm_);
+  if (regimes_.due(step)) regimes_.decide(regime_sum_);
   StepFigures f;
   f.skipped = current_.skipped;
   f.warmup = current_.warmup;
+  f.critical = current_.critical;
   f.density = current_.density();
   f.quality = current_.quality();
   f.bytes_sent = double(current_.bytes_sent);
@@ -325,6 +378,39 @@ void BucketCompressor::end_step() {
   skip_.record(f.skipped, step, kAdvice);
 }
 
+void BucketCompressor::agree_on_regime(Collectives& comm) {
+  if (!regimes_.due(steps_)) return;
+  // The interval's squared norms, this step's included (a skipped step counts none), summed
+  // over the workers: every worker gets the same sum and takes the same decision at end_step.
+  float sum = float(regimes_.interval_sum() + (current_.skipped ? 0.0 : step_norm_));
+  comm.allreduce_sum(std::span<float>(&sum, 1));
+  regime_sum_ = sum;
+}
+
+BucketCompressor::ByOrdinal BucketCompressor::by_ordinal(const detail::ResidualSlots& store,
+                                                         const ByOrdinal& loaded) const {
+  ByOrdinal out;
+  for (std::uint64_t o = 0; o < placed_.size(); ++o)
+    if (!placed_[o].layout.empty()) out[o] = store.read(placed_[o].layout, placed_[o].offset, placed_[o].numel);
+  for (const auto& [o, e] : loaded) out.emplace(o, e);
+  return out;
+}
+
+BucketCompressor::ByOrdinal BucketCompressor::read_by_ordinal(StateReader& r, std::string_view what) const {
+  ByOrdinal loaded;
+  for (auto n = r.get<std::uint64_t>(); n > 0; --n) {
+    const auto o = r.get<std::uint64_t>();
+    loaded[o] = r.get_array<float>();
+  }
+  // Parameters this process has already seen keep their ordinals (the same as the saver's: both
+  // numbered them in the order DDP first handed them over).
+  for (const auto& [o, e] : loaded)
+    if (o < placed_.size() && placed_[o].numel != e.size())
+      r.fail("the " + std::string(what) + " of parameter #" + std::to_string(o) + " has " + std::to_string(e.size()) +
+             " elements, this model's parameter " + std::to_string(placed_[o].numel));
+  return loaded;
+}
+
 void BucketCompressor::save_state(StateWriter& w) const {
   if (mid_step()) throw Error("bucket compressor: save the state between steps, not inside one");
   w.put_text(kStateTag);
@@ -332,21 +418,19 @@ void BucketCompressor::save_state(StateWriter& w) const {
   w.put(warmup_.steps);
   w.put_text(WarmupSchedule::to_string(warmup_.kind));
   w.put(warmup_.start_density);
+  w.put(momentum_.momentum());
   compressor_->save_state(w);
-  // Residuals by ordinal, placed or still as loaded.
-  std::map<std::uint64_t, std::vector<float>> residuals;
-  const detail::ResidualSlots& store = slots();
-  for (std::uint64_t o = 0; o < placed_.size(); ++o)
-    if (!placed_[o].layout.empty())
-      residuals[o] = store.read(placed_[o].layout, placed_[o].offset, placed_[o].numel);
-  for (const auto& [o, e] : loaded_) residuals.emplace(o, e);
-  w.put<std::uint64_t>(residuals.size());
-  for (const auto& [o, e] : residuals) {
-    w.put(o);
-    w.put_array<float>(e);
+  const ByOrdinal velocities = momentum_.on() ? by_ordinal(*velocity_slots_, loaded_velocity_) : ByOrdinal{};
+  for (const ByOrdinal& m : {by_ordinal(slots(), loaded_), velocities}) {
+    w.put<std::uint64_t>(m.size());
+    for (const auto& [o, e] : m) {
+      w.put(o);
+      w.put_array<float>(e);
+    }
   }
   skip_.save_state(w);
   statistics_.save_state(w);
+  regimes_.save_state(w);
 }
 
 void BucketCompressor::load_state(StateReader& r) {
@@ -357,6 +441,7 @@ void BucketCompressor::load_state(StateReader& r) {
   r.expect(r.get<std::int64_t>(), warmup_.steps, "the warm-up's length (warmup_steps)");
   r.expect(r.get_text(), std::string(WarmupSchedule::to_string(warmup_.kind)), "the warm-up schedule");
   r.expect(r.get<double>(), warmup_.start_density, "the warm-up's start density");
+  r.expect(r.get<double>(), momentum_.momentum(), "the momentum correction");
   StateWriter before;  // a state that fails past here leaves the compressor as it was
   compressor_->save_state(before);
   try {
@@ -370,30 +455,27 @@ void BucketCompressor::load_state(StateReader& r) {
 
 void BucketCompressor::load_rest(StateReader& r, std::int64_t steps) {
   compressor_->load_state(r);
-  std::map<std::uint64_t, std::vector<float>> loaded;
-  for (auto n = r.get<std::uint64_t>(); n > 0; --n) {
-    const auto o = r.get<std::uint64_t>();
-    loaded[o] = r.get_array<float>();
-  }
+  ByOrdinal loaded = read_by_ordinal(r, "residual");
+  ByOrdinal velocities = read_by_ordinal(r, "velocity");
   SkipRule skip;
   skip.load_state(r);
   RunStatistics statistics;
   statistics.load_state(r);
+  RegimeDetector regimes(regimes_.schedule());
+  regimes.load_state(r);
   if (!r.at_end()) r.fail("has bytes after its state");
   if (!compressor_->error_feedback() && !loaded.empty()) r.fail("holds residuals for a compressor without any");
-  // Parameters this process has already seen keep their ordinals (the same as the saver's: both
-  // numbered them in the order DDP first handed them over); their residuals are placed again at
-  // their next bucket.
-  for (const auto& [o, e] : loaded)
-    if (o < placed_.size() && placed_[o].numel != e.size())
-      r.fail("the residual of parameter #" + std::to_string(o) + " has " + std::to_string(e.size()) +
-             " elements, this model's parameter " + std::to_string(placed_[o].numel));
+  if (!momentum_.on() && !velocities.empty()) r.fail("holds velocities without momentum correction");
+  // Their residuals and velocities are placed again at the parameters' next bucket.
   slots().clear();
+  velocity_slots_->clear();
   for (auto& p : placed_) p.layout.clear();
   loaded_ = std::move(loaded);
+  loaded_velocity_ = std::move(velocities);
   steps_ = steps;
   skip_ = skip;
   statistics_ = std::move(statistics);
+  regimes_ = regimes;
   history_.clear();
 }
 

@@ -16,7 +16,9 @@ namespace gs::compress {
 
 bool BucketCompressor::selects_on(kernels::BackendKind backend) const {
   const Compressor& c = *compressor_;
-  return c.resident_backend() == backend && c.exchange() == Exchange::allgather && c.error_feedback();
+  // Momentum correction's velocity lives in host memory: such buckets take the host path.
+  return c.resident_backend() == backend && c.exchange() == Exchange::allgather && c.error_feedback() &&
+         !momentum_.on();
 }
 
 void BucketCompressor::exchange_resident(const DeviceBucket& b, std::span<const BucketParam> params,
@@ -52,6 +54,7 @@ bool BucketCompressor::exchange_on_device(const DeviceBucket& b, std::span<const
     resident_ = std::make_unique<detail::ResidentResiduals>(ops);
   }
   const std::string slot = place(params, b.n, b.index);
+  if (regimes_.on()) step_norm_ += ops.squared_norm(b.data, b.n);
   bool skipped = false;
   if (uncompressed_ || (compressor_->exchange() == Exchange::allreduce && !there)) {
     skipped = dense_on_device(b, slot, comm, device_comm, s);

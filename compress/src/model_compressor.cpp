@@ -40,8 +40,8 @@ void ModelCompressor::feed_variance(const Group& g) {
 void ModelCompressor::save_state(StateWriter& w) const {
   w.put(numel_);
   w.put<std::uint64_t>(groups_.size());
-  w.put(momentum_);
-  w.put_array<float>(velocity_);
+  w.put(momentum_.momentum());
+  momentum_.velocities().save_state(w);
   residual_.save_state(w);
   compressor_->save_state(w);
 }
@@ -49,43 +49,30 @@ void ModelCompressor::save_state(StateWriter& w) const {
 void ModelCompressor::load_state(StateReader& r) {
   r.expect(r.get<std::uint64_t>(), numel_, "the model's parameter count");
   r.expect(r.get<std::uint64_t>(), std::uint64_t(groups_.size()), "the number of compressed groups");
-  r.expect(r.get<double>(), momentum_, "the momentum correction");
-  auto velocity = r.get_array<float>();
-  r.expect(velocity.size(), velocity_.size(), "the momentum correction's velocity");
-  velocity_ = std::move(velocity);
-  residual_.load_state(r);
-  std::size_t known = 0;
-  for (const Group& g : groups_) known += residual_.contains(g.name);
-  if (known != residual_.size()) r.fail("the residual memory names vectors this model does not have");
-  for (const Group& g : groups_)
-    if (residual_.contains(g.name) && residual_.residual(g.name).size() != g.size)
-      r.fail("the residual of '" + g.name + "' has the wrong size");
+  r.expect(r.get<double>(), momentum_.momentum(), "the momentum correction");
+  ResidualMemory velocities, residual;
+  velocities.load_state(r);
+  residual.load_state(r);
+  for (const auto* m : {&velocities, &residual}) {
+    std::size_t known = 0;
+    for (const Group& g : groups_) known += m->contains(g.name);
+    if (known != m->size()) r.fail("the residual memory names vectors this model does not have");
+    for (const Group& g : groups_)
+      if (m->contains(g.name) && m->residual(g.name).size() != g.size)
+        r.fail("the residual or velocity of '" + g.name + "' has the wrong size");
+  }
   compressor_->load_state(r);
-}
-
-bool supports_momentum_correction(const Compressor& c) {
-  return c.exchange() == Exchange::allgather && c.error_feedback();
+  momentum_.velocities() = std::move(velocities);
+  residual_ = std::move(residual);
 }
 
 void ModelCompressor::set_momentum_correction(double momentum) {
-  if (!(momentum >= 0.0 && momentum < 1.0))
-    throw Error("model compressor: momentum correction needs a momentum in [0, 1), got " +
-                std::to_string(momentum));
-  if (momentum > 0.0 && !supports_momentum_correction(*compressor_))
-    throw Error("model compressor: momentum correction masks the coordinates a sparse compressor "
-                "sends; '" + std::string(compressor_->name()) + "' is not one (use plain momentum)");
-  momentum_ = momentum;
-  velocity_.assign(momentum > 0.0 ? numel_ : 0, 0.0f);
+  momentum_ = MomentumCorrection(momentum, *compressor_, "model compressor: momentum correction");
 }
 
 std::span<const float> ModelCompressor::accumulate(const Group& g, std::span<const float> flat) {
   auto grad = flat.subspan(g.offset, g.size);
-  if (momentum_ > 0.0) {
-    float* u = velocity_.data() + g.offset;
-    const float m = static_cast<float>(momentum_);
-    for (std::size_t i = 0; i < g.size; ++i) u[i] = m * u[i] + grad[i];
-    grad = std::span<const float>(u, g.size);
-  }
+  if (momentum_.on()) grad = momentum_.advance(g.name, grad);
   return compressor_->error_feedback() ? residual_.accumulate(g.name, grad) : grad;
 }
 
@@ -176,8 +163,7 @@ Payload ModelCompressor::compress(std::span<const float> flat, StepStats* stats)
       throw Error("model compressor: '" + std::string(compressor_->name()) +
                   "' returned a payload of the wrong size or kind");
     if (compressor_->error_feedback()) residual_.commit(g.name, c.payload, *compressor_);
-    if (momentum_ > 0.0)  // momentum factor masking: what was sent carries no velocity on
-      for (std::int32_t i : c.payload.indices) velocity_[g.offset + std::uint64_t(i)] = 0.0f;
+    if (momentum_.on()) momentum_.commit(g.name, c.payload, *compressor_);
     if (dense) {
       out.values.insert(out.values.end(), c.payload.values.begin(), c.payload.values.end());
       out.scale = c.payload.scale;

@@ -18,14 +18,18 @@ const ResidualMemory::Slot& ResidualMemory::slot(std::string_view name) const {
   return it->second;
 }
 
-std::span<const float> ResidualMemory::accumulate(std::string_view name, std::span<const float> g) {
+std::span<const float> ResidualMemory::accumulate(std::string_view name, std::span<const float> g, float decay) {
   Slot& s = slot(name);
   if (s.e.empty()) s.e.assign(g.size(), 0.0f);
   if (s.e.size() != g.size())
     throw Error("residual memory: '" + std::string(name) + "' had " + std::to_string(s.e.size()) +
                 " elements, now " + std::to_string(g.size()));
   s.acc.resize(g.size());
-  for (std::size_t i = 0; i < g.size(); ++i) s.acc[i] = g[i] + s.e[i];
+  if (decay == 1.0f) {
+    for (std::size_t i = 0; i < g.size(); ++i) s.acc[i] = g[i] + s.e[i];
+  } else {
+    for (std::size_t i = 0; i < g.size(); ++i) s.acc[i] = decay * s.e[i] + g[i];
+  }
   s.pending = true;
   return s.acc;
 }

@@ -39,6 +39,92 @@ void WarmupSchedule::check(bool density_based, std::string_view compressor, cons
   }
 }
 
+DensitySchedule::Kind DensitySchedule::parse_kind(std::string_view name) {
+  if (name == "constant") return Kind::constant;
+  if (name == "accordion") return Kind::accordion;
+  throw Error("unknown density schedule '" + std::string(name) + "': use constant or accordion");
+}
+
+std::string_view DensitySchedule::to_string(Kind k) {
+  return k == Kind::constant ? "constant" : "accordion";
+}
+
+void DensitySchedule::check(bool density_based, std::string_view compressor, double density,
+                            const Names& names) const {
+  if (!adaptive()) return;
+  std::ostringstream m;
+  if (!density_based) {
+    m << names.kind << " accordion moves the density, and compressor '" << compressor
+      << "' has no density; use the constant schedule";
+  } else if (!(high > density && high <= 1.0)) {
+    m << names.high << " " << high << " must lie above " << names.density << " (" << density
+      << ") and at most 1: it is the density of a critical regime, " << names.density
+      << " the density otherwise";
+  } else if (interval < 1) {
+    m << names.interval << " must be at least 1 (steps between checks), got " << interval;
+  } else if (!(eta > 0.0 && std::isfinite(eta))) {
+    m << names.eta << " must be a positive number (Accordion's threshold, 0.5 in the paper), got " << eta;
+  } else {
+    return;
+  }
+  throw Error(m.str());
+}
+
+double RegimeDetector::density_at(const WarmupSchedule& w, std::int64_t step) const {
+  if (!on() || w.warmup_at(step)) return w.density_at(step);
+  return critical_ ? schedule_.high : w.density;
+}
+
+bool RegimeDetector::critical_at(const WarmupSchedule& w, std::int64_t step) const {
+  return on() && !w.warmup_at(step) && critical_;
+}
+
+void RegimeDetector::add(bool skipped, double squared_norm) {
+  if (skipped) return;
+  sum_ += squared_norm;
+  ++counted_;
+}
+
+void RegimeDetector::decide(double sum_over_workers) {
+  const std::int64_t counted = counted_;
+  sum_ = 0.0;
+  counted_ = 0;
+  if (counted == 0) return;
+  const double norm = std::sqrt(sum_over_workers / double(counted));
+  if (!std::isfinite(norm)) return;
+  if (previous_ >= 0.0)  // |norm - previous| / previous >= eta; a previous norm of 0 is a change
+    critical_ = previous_ > 0.0 ? std::fabs(norm - previous_) / previous_ >= schedule_.eta : true;
+  previous_ = norm;
+}
+
+void RegimeDetector::save_state(StateWriter& w) const {
+  w.put_text(DensitySchedule::to_string(schedule_.kind));
+  w.put(schedule_.high);
+  w.put(schedule_.interval);
+  w.put(schedule_.eta);
+  w.put(sum_);
+  w.put(counted_);
+  w.put(previous_);
+  w.put<std::uint8_t>(critical_);
+}
+
+void RegimeDetector::load_state(StateReader& r) {
+  r.expect(r.get_text(), std::string(DensitySchedule::to_string(schedule_.kind)), "the density schedule");
+  r.expect(r.get<double>(), schedule_.high, "the density of a critical regime");
+  r.expect(r.get<std::int64_t>(), schedule_.interval, "the density schedule's interval");
+  r.expect(r.get<double>(), schedule_.eta, "the density schedule's threshold eta");
+  const double sum = r.get<double>();
+  const auto counted = r.get<std::int64_t>();
+  const double previous = r.get<double>();
+  const auto critical = r.get<std::uint8_t>();
+  if (!(sum >= 0.0) || counted < 0 || counted > schedule_.interval || critical > 1)
+    r.fail("its density schedule's state is inconsistent");
+  sum_ = sum;
+  counted_ = counted;
+  previous_ = previous;
+  critical_ = critical != 0;
+}
+
 void SkipRule::record(bool skipped, std::int64_t step, std::string_view advice) {
   if (!skipped) {
     in_a_row_ = 0;
@@ -68,6 +154,7 @@ void RunStatistics::add(const StepFigures& s) {
     return;
   }
   ++counted_;
+  critical_ += s.critical;
   if (!s.warmup) {
     quality_.push_back(s.quality);
     density_compressed_ += s.density;
@@ -88,6 +175,7 @@ RunSummary RunStatistics::summary() const {
   RunSummary s;
   s.steps = steps_;
   s.skipped_steps = skipped_;
+  s.critical_steps = critical_;
   if (counted_ == 0) return s;
   const double n = double(counted_);
   if (!quality_.empty()) {
@@ -115,6 +203,7 @@ void RunStatistics::save_state(StateWriter& w) const {
   w.put(steps_);
   w.put(skipped_);
   w.put(counted_);
+  w.put(critical_);
   for (double v : {density_, density_compressed_, bytes_, dense_, gathered_, bus_, bus_gathered_, compress_, comm_,
                    hook_, step_})
     w.put(v);
@@ -125,11 +214,12 @@ void RunStatistics::load_state(StateReader& r) {
   steps_ = r.get<std::int64_t>();
   skipped_ = r.get<std::int64_t>();
   counted_ = r.get<std::int64_t>();
+  critical_ = r.get<std::int64_t>();
   for (double* v : {&density_, &density_compressed_, &bytes_, &dense_, &gathered_, &bus_, &bus_gathered_,
                     &compress_, &comm_, &hook_, &step_})
     *v = r.get<double>();
   quality_ = r.get_array<double>();
-  if (steps_ < 0 || skipped_ < 0 || counted_ != steps_ - skipped_ ||
+  if (steps_ < 0 || skipped_ < 0 || counted_ != steps_ - skipped_ || critical_ < 0 || critical_ > counted_ ||
       std::int64_t(quality_.size()) > counted_)
     r.fail("its step statistics are inconsistent");
 }

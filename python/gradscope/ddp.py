@@ -41,7 +41,7 @@ import torch.distributed as dist
 from . import _gradscope
 from ._options import check_options_read, compressor_names, compressor_rows, density_for, option_texts
 
-_STATE_FORMAT = "gradscope.ddp.State/2"
+_STATE_FORMAT = "gradscope.ddp.State/3"
 # The achieved density is watched against the ratio: a warning once it stays outside the band for
 # this many compressed steps in a row.
 _DENSITY_BAND, _DENSITY_STEPS = (0.5, 2.0), 50
@@ -71,6 +71,7 @@ class StepStats:
     buckets: int = 0
     skipped: bool = False
     warmup: bool = False
+    critical: bool = False  # at density_high: a critical regime of the density schedule
 
 
 def _tensor_at(address, n, dtype, device):
@@ -188,6 +189,12 @@ class State:
         hook_group=, a group you made for the hook alone.
     warmup_steps, warmup ("dense" | "exponential"), warmup_start_ratio: as `gradscope train
         --warmup-steps --warmup-schedule --warmup-start-ratio`.
+    density_schedule ("constant" | "accordion"), density_high, density_interval, density_eta: as
+        `gradscope train --density-schedule --density-high --density-interval --density-eta`:
+        after the warm-up, Accordion's density_high in critical regimes, `ratio` otherwise.
+    momentum_correction: DGC's momentum correction (as `gradscope train --momentum-correction`):
+        the momentum each worker keeps before sparsification, per parameter (0: off). The
+        optimizer must then have no momentum of its own (check_optimizer).
     history: how many recent steps state.steps keeps (summary() covers every step).
     timeout: seconds any of the hook's collectives may wait for the other workers (default: torch's
         default for new groups, 30 minutes).
@@ -207,7 +214,9 @@ class State:
 
     def __init__(self, method="sidco-e", ratio=None, process_group=None, variance=None,
                  warmup_steps=0, warmup="dense", warmup_start_ratio=0.25, history=1000,
-                 timeout=None, hook_group=None, device_timing=False, **options):
+                 timeout=None, hook_group=None, device_timing=False, density_schedule="constant",
+                 density_high=0.1, density_interval=20, density_eta=0.5, momentum_correction=0.0,
+                 **options):
         names = compressor_names()
         if method not in names:
             raise ValueError(f"unknown compressor {method!r}: use one of {', '.join(names)}")
@@ -235,6 +244,10 @@ class State:
         self._history = int(history)
         texts = dict(self._options, seed=str(self._seed * 1000003 + self.rank))  # one stream a worker
         self._core = _gradscope.BucketCompressor(method, self.ratio, texts, *self._warmup, self._history)
+        self._schedule = (str(density_schedule), float(density_high), int(density_interval), float(density_eta))
+        self._core.set_density_schedule(*self._schedule)
+        self.momentum_correction = float(momentum_correction)
+        self._core.set_momentum_correction(self.momentum_correction)
         if self._core.needs_gradient_variance and variance is None:
             raise ValueError(f"compressor {method!r} weighs elements by their gradient variance: "
                              "give State(variance=callable(bucket) -> tensor)")
@@ -297,6 +310,7 @@ class State:
         layout = [[index, list(keys)] for index, keys in self._layout or []]
         return {"format": _STATE_FORMAT, "method": self.method, "ratio": self.ratio,
                 "options": dict(self._options), "seed": self._seed, "warmup": self._warmup,
+                "density_schedule": self._schedule, "momentum_correction": self.momentum_correction,
                 "history": self._history, "rank": self.rank, "world_size": self.world_size,
                 "core": self._core.save_state(), "layout": layout}
 
@@ -309,10 +323,11 @@ class State:
         if not isinstance(d, dict) or d.get("format") != _STATE_FORMAT:
             raise _gradscope.Error("not a gradscope.ddp.State state_dict (or of another version)")
         mine = {"method": self.method, "ratio": self.ratio, "options": self._options,
-                "seed": self._seed, "warmup": self._warmup, "rank": self.rank,
+                "seed": self._seed, "warmup": self._warmup, "density_schedule": self._schedule,
+                "momentum_correction": self.momentum_correction, "rank": self.rank,
                 "world_size": self.world_size}
         for key, value in mine.items():
-            theirs = tuple(d[key]) if key == "warmup" else d.get(key)
+            theirs = tuple(d[key]) if key in ("warmup", "density_schedule") else d.get(key)
             if theirs != value:
                 raise _gradscope.Error(f"the state_dict was saved with {key}={theirs!r}, this State has "
                                        f"{key}={value!r}: load each rank's own state into a State made "
@@ -331,10 +346,12 @@ class State:
     def __setstate__(self, pickled):
         s = pickled["state"]
         warmup_steps, warmup, start = s["warmup"]
+        schedule, high, interval, eta = s["density_schedule"]
         self.__init__(s["method"], s["ratio"], variance=pickled["variance"], warmup_steps=warmup_steps,
                       warmup=warmup, warmup_start_ratio=start, history=s["history"],
-                      timeout=pickled["timeout"], seed=s["seed"],
-                      **pickled["options"])
+                      timeout=pickled["timeout"], seed=s["seed"], density_schedule=schedule, density_high=high,
+                      density_interval=interval, density_eta=eta,
+                      momentum_correction=s["momentum_correction"], **pickled["options"])
         self.load_state_dict(s)
 
     # ---- one bucket ----------------------------------------------------------------------
@@ -677,6 +694,20 @@ def _stop_tasks(tasks, thread, timeout_s=30.0):
     tasks.put(None)
     if thread is not threading.current_thread():
         thread.join(timeout_s)
+
+
+def check_optimizer(optimizer, state):
+    """Raises gradscope.Error when `state` applies momentum correction and `optimizer` keeps a
+    momentum of its own: the momentum then lives in the hook, before sparsification, and a second
+    one in the optimizer would apply it twice. Call it once, after making both."""
+    if state.momentum_correction <= 0:
+        return
+    for i, group in enumerate(optimizer.param_groups):
+        if group.get("momentum", 0) or group.get("betas") is not None:
+            raise _gradscope.Error(
+                f"State(momentum_correction={state.momentum_correction:g}) keeps the momentum in the hook, and "
+                f"the optimizer's parameter group {i} has one of its own: make it torch.optim.SGD(..., "
+                "momentum=0) (or drop momentum_correction and keep the optimizer's momentum)")
 
 
 def _value(fut):

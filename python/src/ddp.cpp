@@ -56,6 +56,7 @@ py::dict stats_dict(const compress::StepStats& s) {
   d["buckets"] = s.buckets;
   d["skipped"] = s.skipped;
   d["warmup"] = s.warmup;
+  d["critical"] = s.critical;
   return d;
 }
 
@@ -63,6 +64,7 @@ py::dict summary_dict(const compress::RunSummary& s) {
   py::dict d;
   d["steps"] = s.steps;
   d["skipped_steps"] = s.skipped_steps;
+  d["critical_steps"] = s.critical_steps;
   if (s.steps == s.skipped_steps) return d;
   d["density_mean"] = s.density_mean;
   d["density_mean_all"] = s.density_mean_all;
@@ -193,6 +195,21 @@ void bind_ddp(py::module_& m) {
            },
            py::arg("index"), py::arg("params"))
       .def("fail_bucket", [](BucketHandle& h, bool last) { h.get().fail_bucket(last); }, py::arg("last"))
+      .def("set_density_schedule",
+           [](BucketHandle& h, const std::string& kind, double high, std::int64_t interval, double eta) {
+             compress::DensitySchedule s;
+             s.kind = compress::DensitySchedule::parse_kind(kind);
+             s.high = high;
+             s.interval = interval;
+             s.eta = eta;
+             h.get().set_density_schedule(
+                 s, {"density_schedule", "density_high", "density_interval", "density_eta", "ratio"});
+           },
+           py::arg("kind"), py::arg("high"), py::arg("interval"), py::arg("eta"))
+      .def("set_momentum_correction",
+           [](BucketHandle& h, double m) { h.get().set_momentum_correction(m, "momentum_correction"); },
+           py::arg("momentum"))
+      .def_property_readonly("critical", [](BucketHandle& h) { return h.get().regimes().critical(); })
       .def("history", &BucketHandle::history)
       .def("last_step",
            [](BucketHandle& h) -> py::object {

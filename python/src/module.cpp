@@ -154,10 +154,11 @@ std::string fit_json(std::uintptr_t address, std::uint64_t n, const std::vector<
 // The reference for the DDP hook: ModelCompressor::step of `workers` in-process workers over
 // groups of the given sizes (one per bucket), step after step. grads[s][r] holds worker r's
 // gradient at step s (the buckets laid end to end); the result, the mean update every worker got.
+// momentum_correction: ModelCompressor::set_momentum_correction's momentum (0: off).
 std::vector<std::vector<py::array_t<float>>> model_compressor_steps(
     const std::string& name, double density, const std::map<std::string, std::string>& options,
     const std::vector<std::uint64_t>& bucket_sizes,
-    const std::vector<std::vector<py::array_t<float, py::array::c_style>>>& grads) {
+    const std::vector<std::vector<py::array_t<float, py::array::c_style>>>& grads, double momentum_correction) {
   const int workers = grads.empty() ? 0 : int(grads.front().size());
   std::vector<compress::TensorSpec> specs;
   std::uint64_t numel = 0;
@@ -185,6 +186,7 @@ std::vector<std::vector<py::array_t<float>>> model_compressor_steps(
       o.seed = base.seed * 1000003ull + std::uint64_t(comm.rank());
       compress::ModelCompressor mc(specs, compress::Granularity::layer, 0,
                                    compress::make_compressor(name, density, o));
+      mc.set_momentum_correction(momentum_correction);
       for (std::size_t s = 0; s < in.size(); ++s) {
         auto& mean = out[s][std::size_t(comm.rank())];
         mean.resize(numel);
@@ -286,7 +288,7 @@ PYBIND11_MODULE(_gradscope, m) {
       .def_property_readonly("needs_gradient_variance",
                              [](CompressorHandle& h) { return h.get().needs_gradient_variance(); });
   m.def("model_compressor_steps", &model_compressor_steps, py::arg("name"), py::arg("density"),
-        py::arg("options"), py::arg("bucket_sizes"), py::arg("grads"));
+        py::arg("options"), py::arg("bucket_sizes"), py::arg("grads"), py::arg("momentum_correction") = 0.0);
   bind_recorder(m);
   bind_ddp(m);
   bind_readers(m);

@@ -74,6 +74,32 @@ TEST(Checkpoint, ResumingFromEitherCheckpointGivesTheSameParameters) {
   EXPECT_NE(a["param_digest"], b["param_digest"]);
 }
 
+// Accordion's density schedule (its detector's sums mid-interval, the regime, the norm compared
+// with) and momentum correction's velocities carry over a checkpoint: the resumed run takes the
+// same decisions at the same steps and ends with the same parameters.
+TEST(Checkpoint, TheDensityScheduleAndMomentumCorrectionResumeExactly) {
+  for (const std::string extra : {" --density-schedule accordion --density-interval 3 --density-eta 0.1",
+                                  " --density-schedule accordion --density-interval 3 --density-eta 0.1"
+                                  " --momentum-correction --warmup-steps 2"}) {
+    TempDir d;
+    const fs::path root = d.path() / "ckpt";
+    const std::string run = kRun + " --compressor sidco-e --ratio 0.01 --json" + extra;
+    const auto full = json_of(gradscope(run + " --checkpoint " + root.string() + " --checkpoint-every 4"));
+    std::vector<bool> critical;
+    for (const auto& s : full["per_step"]) critical.push_back(s["critical"].get<bool>());
+    EXPECT_EQ(full["summary"]["critical_steps"].get<int>(), std::count(critical.begin(), critical.end(), true));
+    EXPECT_TRUE(critical[3]) << "a run starts critical, and the first check keeps it";
+    for (int step : {4, 8}) {  // mid-interval: checks after steps 3, 6, 9 and 12
+      const auto resumed = json_of(gradscope(run + " --resume " + step_dir(root, step).string()));
+      EXPECT_EQ(resumed["param_digest"], full["param_digest"]) << extra << " from step " << step;
+      EXPECT_EQ(losses(resumed), losses(full)) << extra << " from step " << step;
+      std::vector<bool> again;
+      for (const auto& s : resumed["per_step"]) again.push_back(s["critical"].get<bool>());
+      EXPECT_EQ(again, critical) << extra << " from step " << step;
+    }
+  }
+}
+
 TEST(Checkpoint, ALostWorkerIsRestartedFromTheLastCheckpoint) {
   TempDir d;
   const fs::path root = d.path() / "ckpt";
@@ -130,6 +156,16 @@ TEST(Checkpoint, CheckpointsThatDoNotFitAreRefusedInOneLine) {
   }
   const std::string ok = base + " --lr 0.05 --workers 2 --json";
   EXPECT_NE(one_line(gradscope(ok + resume)).find("rank-1.ckpt is corrupt"), std::string::npos);
+  {  // a file of another version of the format
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    f.write("GSCKPT01", 8);
+  }
+  EXPECT_NE(one_line(gradscope(ok + resume)).find("rank-1.ckpt is of another gradscope version (GSCKPT01"),
+            std::string::npos);
+  {
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    f.write("GSCKPT02", 8);
+  }
   fs::resize_file(file, size - 100);
   EXPECT_NE(one_line(gradscope(ok + resume)).find("rank-1.ckpt is truncated"), std::string::npos);
   fs::remove(file);

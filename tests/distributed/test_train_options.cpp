@@ -80,6 +80,36 @@ TEST(TrainOptions, CompressorOptionsTheMethodDoesNotReadAreRefused) {
   EXPECT_NO_THROW(parse({"--compressor", "topk", "--stages", "0"}).validate());
 }
 
+// The density schedule's settings are checked when it is accordion, each naming its flag.
+TEST(TrainOptions, DensityScheduleSettingsAreRefusedNamingTheFlag) {
+  const std::vector<std::vector<std::string>> bad = {
+      {"--density-schedule", "adaptive"},
+      {"--density-schedule", "accordion", "--density-high", "0.005"},
+      {"--density-schedule", "accordion", "--density-high", "1.5"},
+      {"--density-schedule", "accordion", "--density-interval", "0"},
+      {"--density-schedule", "accordion", "--density-eta", "0"},
+      {"--density-schedule", "accordion", "--compressor", "none", "--ratio", "1"}};
+  for (const auto& args : bad) {
+    std::string flag = args[0];
+    for (std::size_t i = 2; i < args.size(); i += 2)
+      if (args[i] != "--compressor" && args[i] != "--ratio") flag = args[i];
+    const std::string msg = gs::testing::error_message([&] {
+      TrainConfig c = parse(args);
+      c.validate();
+    });
+    EXPECT_EQ(msg.rfind(flag, 0), 0u) << msg;
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  }
+  // Unchecked (and off the workers' comparison line) while the schedule is constant.
+  TrainConfig c = parse({"--density-high", "0.001"});
+  EXPECT_NO_THROW(c.validate());
+  EXPECT_EQ(c.shared_description().find("density-high"), std::string::npos);
+  const TrainConfig a = parse({"--density-schedule", "accordion", "--density-interval", "7"});
+  EXPECT_NO_THROW(a.validate());
+  EXPECT_NE(a.shared_description().find("density-interval=7"), std::string::npos);
+  EXPECT_EQ(parse(a.worker_args(1, 4567)).shared_description(), a.shared_description());
+}
+
 // capture takes --model, --batch, --lr, --momentum and --seed from the same rows: the same help,
 // and the same values pass and fail in both.
 TEST(TrainOptions, CaptureSharesTheRangesOfTrain) {

@@ -2,10 +2,12 @@
 (test_ddp_resume.py), one per rank, over Gloo on loopback; models written here, as a user writes
 their own.
 
-    ddp_resume_worker.py MODE RANK WORLD RENDEZVOUS OUT STEPS [ARG]
+    ddp_resume_worker.py MODE RANK WORLD RENDEZVOUS OUT STEPS [ARG] [VARIANT]
         MODE: whole (ARG: checkpoint prefix): every compressor, STEPS steps, saved at STEPS // 2
               | resume (ARG: the same prefix): every compressor from its checkpoint to STEPS, in a
                 new process
+              VARIANT "accordion-mc": the sparse methods of MC_METHODS with Accordion's density
+                schedule and momentum correction (the optimizer without momentum) instead
               | late_state: the ranks make their State at different points of the program
               | gru (ARG: compressor options as key=value,...): sidco-e at 0.01 on a small GRU
     writes OUT (torch.save).
@@ -22,6 +24,11 @@ import gradscope.ddp as gddp
 
 TIMEOUT_S = 60.0
 BATCH = 32
+MC_METHODS = ["sidco-e", "topk", "dgc"]
+# Accordion checking every 4 steps: the save after STEPS // 2 = 6 steps falls mid-interval (its
+# sums of steps 4 and 5 carry over), and the check at step 7 turns the critical start off.
+ACCORDION_MC = {"density_schedule": "accordion", "density_high": 0.2, "density_interval": 4,
+                "density_eta": 0.3, "momentum_correction": 0.9}
 
 
 class Reordered(torch.nn.Module):
@@ -65,16 +72,19 @@ def layouts_hook(log):
     return hook
 
 
-def make(method, log):
+def make(method, log, variant=""):
     torch.manual_seed(0)
     model = Reordered()
     ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.03)
     kw = {"variance": squared_gradient} if method == "variance" else {}
     if next(r for r in gradscope._options.compressor_rows() if r["name"] == method)["density_based"]:
         kw["ratio"] = 0.05
+    if variant == "accordion-mc":
+        kw.update(ACCORDION_MC)
     state = gddp.State(method, timeout=TIMEOUT_S, warmup_steps=2, **kw)
     ddp.register_comm_hook(state, layouts_hook(log))
-    opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.0 if variant else 0.9)
+    gddp.check_optimizer(opt, state)
     return model, ddp, state, opt
 
 
@@ -90,12 +100,12 @@ def names(model, log):
     return [[[by_id[i] for i in bucket] for bucket in step] for step in log]
 
 
-def checkpointed(mode, rank, world, out, steps, prefix):
+def checkpointed(mode, rank, world, out, steps, prefix, variant=""):
     half = steps // 2
     results = {}
-    for method in gradscope.compressor_names():
+    for method in MC_METHODS if variant else gradscope.compressor_names():
         log = []
-        model, ddp, state, opt = make(method, log)
+        model, ddp, state, opt = make(method, log, variant)
         start = 0
         if mode == "resume":
             saved = torch.load(f"{prefix}.{method}.{rank}")
@@ -111,7 +121,9 @@ def checkpointed(mode, rank, world, out, steps, prefix):
                             "gradscope": state.state_dict()}, f"{prefix}.{method}.{rank}")
             train(ddp, opt, x, y)
         results[method] = {"params": torch.cat([p.detach().flatten() for p in model.parameters()]),
-                           "layouts": names(model, log), "summary": state.summary()}
+                           "layouts": names(model, log), "summary": state.summary(),
+                           "critical": [s.critical for s in state.steps],
+                           "target_density": [s.target_density for s in state.steps]}
     torch.save(results, out)
 
 
@@ -167,11 +179,12 @@ def gru(rank, world, out, steps, options):
 def main():
     mode, rank, world, url, out, steps = sys.argv[1:7]
     arg = sys.argv[7] if len(sys.argv) > 7 else ""
+    variant = sys.argv[8] if len(sys.argv) > 8 else ""
     rank, world, steps = int(rank), int(world), int(steps)
     dist.init_process_group("gloo", init_method=url, rank=rank, world_size=world)
     try:
         if mode in ("whole", "resume"):
-            checkpointed(mode, rank, world, out, steps, arg)
+            checkpointed(mode, rank, world, out, steps, arg, variant)
         elif mode == "late_state":
             late_state(rank, world, out, steps)
         elif mode == "gru":

@@ -4,9 +4,10 @@
         trains ResidualNet (written here, not one of gradscope's models) on Fashion-MNIST with DDP
         and gradscope's hook; writes OUT (torch.save): final parameters, losses, the state summary,
         which steps were skipped.
-    ddp_worker.py exchange RANK WORLD RENDEZVOUS OUT METHOD RATIO STEPS
-        runs State.exchange directly on fixed per-rank gradients of two "buckets" for STEPS steps;
-        writes OUT: the inputs and the mean updates it returned, for the C++ reference.
+    ddp_worker.py exchange RANK WORLD RENDEZVOUS OUT METHOD RATIO STEPS [MOMENTUM]
+        runs State.exchange directly on fixed per-rank gradients of two "buckets" for STEPS steps
+        (with momentum_correction=MOMENTUM, default 0); writes OUT: the inputs and the mean updates
+        it returned, for the C++ reference.
     ddp_worker.py device   RANK WORLD RENDEZVOUS OUT METHOD RATIO STEPS BACKEND
         trains an MLP (2 MiB of gradients) with the hook on BACKEND: cpu, cuda-host (each rank's
         buckets on fake device `rank`, the CUDA path's code on the host), or cuda-host-device (the
@@ -111,13 +112,14 @@ def device(rank, world, out, method, ratio, steps, backend):
                 "legacy_orders": _gradscope.cuda_host_legacy_stream_orders()}, out)
 
 
-def exchange(rank, world, out, method, ratio, steps):
+def exchange(rank, world, out, method, ratio, steps, momentum=0.0):
     """State.exchange on fixed gradients: two buckets (of two and one parameters)."""
     shapes = [[(300,), (5, 40)], [(77,)]]
     params = [[torch.nn.Parameter(torch.zeros(s)) for s in bucket] for bucket in shapes]
     # The reference samples with seed 5: give it to the methods that read a seed (the others refuse it).
     reads = next(r for r in _gradscope.compressors() if r["name"] == method)["options"]
-    state = gddp.State(method, ratio, **({"seed": 5} if "seed" in reads else {}))
+    state = gddp.State(method, ratio, **({"seed": 5} if "seed" in reads else {}),
+                        momentum_correction=momentum)
     gen = torch.Generator().manual_seed(100 + rank)
     inputs, outputs = [], []
     for step in range(steps):
@@ -184,7 +186,7 @@ def main():
         if mode == "train":
             train(rank, world, out, method, ratio, steps)
         elif mode == "exchange":
-            exchange(rank, world, out, method, ratio, steps)
+            exchange(rank, world, out, method, ratio, steps, float(sys.argv[9]) if len(sys.argv) > 9 else 0.0)
         elif mode == "device":
             device(rank, world, out, method, ratio, steps, sys.argv[9])
         elif mode == "early":

@@ -65,14 +65,19 @@ def test_every_train_compressor_trains_in_the_hook(tmp_path, method):
     assert a["summary"]["steps"] == 6
 
 
-@pytest.mark.parametrize("method,ratio", EXCHANGE_METHODS)
-def test_hook_equals_the_cpp_model_compressor(tmp_path, method, ratio):
+# Momentum correction (the velocity kept per parameter in the hook, per group in ModelCompressor):
+# the sparse methods with error feedback.
+MOMENTUM_METHODS = [("sidco-e", 0.05, 0.9), ("topk", 0.05, 0.9), ("dgc", 0.05, 0.5)]
+
+
+@pytest.mark.parametrize("method,ratio,momentum", [(m, r, 0.0) for m, r in EXCHANGE_METHODS] + MOMENTUM_METHODS)
+def test_hook_equals_the_cpp_model_compressor(tmp_path, method, ratio, momentum):
     world, steps = 3, 4
-    outs = run_workers("exchange", world, tmp_path, method, ratio, steps)
+    outs = run_workers("exchange", world, tmp_path, method, ratio, steps, momentum)
     results = [torch.load(o) for o in outs]
     grads = [[results[r]["inputs"][s].numpy() for r in range(world)] for s in range(steps)]
     reference = _gradscope.model_compressor_steps(method, ratio, {"seed": "5"},
-                                                  results[0]["bucket_sizes"], grads)
+                                                  results[0]["bucket_sizes"], grads, momentum)
     for s in range(steps):
         for r in range(world):
             got = results[r]["outputs"][s].numpy()

@@ -143,6 +143,10 @@ struct ValueAsDouble {
   const float* g;
   GS_HD double operator()(std::uint64_t i) const { return double(g[i]); }
 };
+struct SquareAsDouble {
+  const float* g;
+  GS_HD double operator()(std::uint64_t i) const { return double(g[i]) * double(g[i]); }
+};
 struct KeyAbove {  // over a list of keys
   const std::uint32_t* keys;
   std::uint32_t key;

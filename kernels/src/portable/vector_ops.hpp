@@ -54,6 +54,9 @@ class PortableVectorOps final : public VectorOps {
   std::uint64_t nonfinite(const float* v, std::uint64_t n) override {
     return run(v, [&](P& p) { return n - portable::count_above(p, v, n, -1.0); });
   }
+  double squared_norm(const float* v, std::uint64_t n) override {
+    return run(v, [&](P& p) { return n == 0 ? 0.0 : p.template sum<double>(n, SquareAsDouble{v}); });
+  }
   void upload(void* d_dst, const void* host, std::size_t bytes) override {
     run(d_dst, [&](P& p) {
       p.upload(static_cast<unsigned char*>(d_dst), static_cast<const unsigned char*>(host), bytes);

@@ -24,7 +24,8 @@ namespace gs::dist {
 
 namespace {
 
-constexpr std::string_view kMagic = "GSCKPT01";
+// The payload's format: 02 added the density schedule's state and the steps' critical flags.
+constexpr std::string_view kMagic = "GSCKPT02";
 constexpr std::size_t kDigestBytes = 32;
 constexpr std::size_t kHeaderBytes = 8 + 8 + kDigestBytes;
 constexpr int kManifestFormat = 1;
@@ -213,6 +214,9 @@ std::string read_rank_state(const fs::path& dir, int rank) {
   const fs::path p = rank_file(dir, rank);
   if (!fs::exists(p)) throw Error("checkpoint file " + p.string() + " is missing");
   std::string bytes = slurp(p);
+  if (bytes.size() >= kHeaderBytes && bytes.starts_with("GSCKPT") && std::string_view(bytes).substr(0, 8) != kMagic)
+    throw Error("checkpoint file " + p.string() + " is of another gradscope version (" + bytes.substr(0, 8) +
+                ", this one reads " + std::string(kMagic) + "): resume it with the gradscope that wrote it");
   if (bytes.size() < kHeaderBytes || std::string_view(bytes).substr(0, 8) != kMagic)
     throw Error("checkpoint file " + p.string() + " is not a gradscope checkpoint (bad header)");
   std::uint64_t n = 0;

@@ -50,6 +50,29 @@ std::vector<std::string> compressor_choices() {
   return v;
 }
 
+// The density schedule after the warm-up (gs::compress::DensitySchedule); its settings matter
+// only for accordion.
+void add_density_schedule_rows(std::vector<TrainOption>& t) {
+  using S = OptionScope;
+  t.push_back(row<std::string>("--density-schedule",
+                               "constant: --ratio at every step after the warm-up; accordion: "
+                               "--density-high in critical regimes, detected by the gradient norm's "
+                               "change every --density-interval steps (Accordion), else --ratio",
+                               S::shared, GS_FIELD(c.density_schedule), {}, {"constant", "accordion"}));
+  const auto accordion = [](const TrainConfig& c) { return c.density_schedule == "accordion"; };
+  t.push_back(row<double>("--density-high", "accordion: the density of a critical regime",
+                          S::shared, GS_FIELD(c.density_high)));
+  t.back().matters = accordion;
+  t.push_back(row<std::int64_t>("--density-interval", "accordion: steps between checks of the gradient norm",
+                                S::shared, GS_FIELD(c.density_interval)));
+  t.back().matters = accordion;
+  t.push_back(row<double>("--density-eta",
+                          "accordion: a relative change of the gradient norm between checks of at "
+                          "least this marks a critical regime",
+                          S::shared, GS_FIELD(c.density_eta)));
+  t.back().matters = accordion;
+}
+
 std::vector<TrainOption> make_table() {
   using S = OptionScope;
   std::vector<TrainOption> t;
@@ -95,6 +118,7 @@ std::vector<TrainOption> make_table() {
   t.push_back(row<double>("--warmup-start-ratio", "exponential warm-up: the density of the first step",
                           S::shared, GS_FIELD(c.warmup_start_density)));
   t.back().matters = [](const TrainConfig& c) { return c.exponential_warmup(); };
+  add_density_schedule_rows(t);
   t.push_back(common("--seed", S::shared));
   // The compressor's own options, from compress/'s table; the sampling seed is derived from --seed
   // per worker, and the kernels backend may differ between workers (one may have a GPU).
@@ -170,6 +194,8 @@ void TrainConfig::validate() const {
   compress::check_options_read(compressor, compress::options_set(compression));
   warmup().check(compress::density_based(compressor), compressor,
                  {"--warmup-steps", "--warmup-schedule", "--warmup-start-ratio", "--ratio"});
+  schedule().check(compress::density_based(compressor), compressor, density,
+                   {"--density-schedule", "--density-high", "--density-interval", "--density-eta", "--ratio"});
   if (rank >= workers) throw Error("--rank must be below --workers (world size)");
   if (!checkpoint.empty() && checkpoint_every == 0)
     throw Error("--checkpoint " + checkpoint + " needs --checkpoint-every N (steps between checkpoints)");
@@ -196,6 +222,15 @@ compress::WarmupSchedule TrainConfig::warmup() const {
   w.start_density = warmup_start_density;
   w.density = density;
   return w;
+}
+
+compress::DensitySchedule TrainConfig::schedule() const {
+  compress::DensitySchedule s;
+  s.kind = compress::DensitySchedule::parse_kind(density_schedule);
+  s.high = density_high;
+  s.interval = density_interval;
+  s.eta = density_eta;
+  return s;
 }
 
 compress::CompressorOptions TrainConfig::compressor_options(int r) const {

@@ -15,6 +15,7 @@ TrainSummary summarize(const TrainResult& r) {
     compress::StepFigures f;
     f.skipped = st.skipped;
     f.warmup = st.warmup;
+    f.critical = st.critical;
     f.density = st.density;
     f.quality = st.quality;
     f.bytes_sent = double(st.bytes_sent);
@@ -33,7 +34,7 @@ std::string to_json(const TrainConfig& c, const TrainResult& r) {
   json steps = json::array();
   for (const auto& st : r.steps)
     steps.push_back({{"step", st.step}, {"epoch", st.epoch}, {"lr", st.lr}, {"loss", st.loss},
-                     {"skipped", st.skipped}, {"warmup", st.warmup},
+                     {"skipped", st.skipped}, {"warmup", st.warmup}, {"critical", st.critical},
                      {"target_density", st.target_density}, {"density", st.density}, {"quality", st.quality},
                      {"stages", st.stages}, {"bytes_sent", st.bytes_sent},
                      {"dense_bytes", st.dense_bytes}, {"compress_s", st.compress_seconds},
@@ -71,7 +72,7 @@ std::string to_json(const TrainConfig& c, const TrainResult& r) {
       {"summary",
        {{"quality_mean", s.quality_mean}, {"quality_p5", s.quality_p5},
         {"quality_p95", s.quality_p95}, {"density_mean", s.density_mean},
-        {"density_mean_all", s.density_mean_all},
+        {"density_mean_all", s.density_mean_all}, {"critical_steps", s.critical_steps},
         {"bytes_per_step", s.bytes_per_step}, {"dense_bytes_per_step", s.dense_bytes_per_step},
         {"compress_ms_per_step", s.compress_ms_per_step},
         {"comm_ms_per_step", s.comm_ms_per_step}, {"step_ms", s.step_ms}}},

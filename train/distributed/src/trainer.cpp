@@ -63,6 +63,12 @@ bool any_nonfinite(const std::vector<float>& v) {
   return std::any_of(v.begin(), v.end(), [](float x) { return !std::isfinite(x); });
 }
 
+double squared_norm(const std::vector<float>& v) {
+  double s = 0.0;
+  for (float x : v) s += double(x) * double(x);
+  return s;
+}
+
 // Everything one worker holds during a run, built phase by phase.
 class Worker {
  public:
@@ -207,17 +213,23 @@ class Worker {
       grad_[grad_.size() / 2] = std::nanf("");
 
     rep.warmup = warmup_.warmup_at(step);
-    // Only an exponential warm-up moves the compressor's density (back to --ratio after it).
+    // An exponential warm-up and the density schedule move the compressor's density (the
+    // schedule's after the warm-up; --ratio after both).
     const bool uncompressed = warmup_.uncompressed_at(step);
-    if (warmup_.exponential()) mc_->set_density(warmup_.density_at(step));
+    if (regimes_.moves_density(warmup_)) mc_->set_density(regimes_.density_at(warmup_, step));
+    rep.critical = regimes_.critical_at(warmup_, step);
     rep.target_density = uncompressed ? 1.0 : mc_->compressor().density();
-    // One small all-reduce carries the non-finite flag and the loss.
-    std::vector<double> flags = {any_nonfinite(grad_) ? 1.0 : 0.0, local_loss};
+    // One small all-reduce carries the non-finite flag, the loss and, for the density schedule,
+    // the squared gradient norm: its sum over the workers, the same on every worker.
+    std::vector<double> flags = {any_nonfinite(grad_) ? 1.0 : 0.0, local_loss,
+                                 regimes_.on() ? squared_norm(grad_) : 0.0};
     const auto t_comm0 = Clock::now();
     if (comm_) comm_->allreduce_sum(flags);
     rep.comm_seconds = seconds_since(t_comm0);
     rep.loss = flags[1] / world_;
     rep.skipped = flags[0] > 0;
+    regimes_.add(rep.skipped, flags[2]);  // sums over the workers already: decided without a round
+    if (regimes_.due(step)) regimes_.decide(regimes_.interval_sum());
     skip_.record(rep.skipped, step, "lower --lr or check the data");
     result_.skipped_steps = skip_.skipped();
     if (!rep.skipped) {
@@ -275,6 +287,7 @@ class Worker {
     mc_->save_state(w);
     dense_->save_state(w);
     skip_.save_state(w);
+    regimes_.save_state(w);
     save_reports(w, result_.steps);
     return w.take();
   }
@@ -327,6 +340,7 @@ class Worker {
     mc_->load_state(r);
     dense_->load_state(r);
     skip_.load_state(r);
+    regimes_.load_state(r);
     result_.skipped_steps = skip_.skipped();
     result_.steps = load_reports(r);
     if (!r.at_end()) r.fail("has bytes after its state");
@@ -346,6 +360,7 @@ class Worker {
   train::TensorDataset train_set_;
   std::optional<train::EpochBatches> batches_;
   const compress::WarmupSchedule warmup_ = config_.warmup();
+  compress::RegimeDetector regimes_{config_.schedule()};
   std::int64_t total_ = 0, start_ = 0;
   compress::SkipRule skip_;
   std::vector<float> grad_, update_;

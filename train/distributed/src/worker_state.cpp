@@ -42,6 +42,7 @@ void save_reports(StateWriter& w, const std::vector<StepReport>& steps) {
     w.put(s.loss);
     w.put<std::uint8_t>(s.skipped);
     w.put<std::uint8_t>(s.warmup);
+    w.put<std::uint8_t>(s.critical);
     w.put(s.target_density);
     w.put(s.density);
     w.put(s.quality);
@@ -64,6 +65,7 @@ std::vector<StepReport> load_reports(StateReader& r) {
     s.loss = r.get<double>();
     s.skipped = r.get<std::uint8_t>() != 0;
     s.warmup = r.get<std::uint8_t>() != 0;
+    s.critical = r.get<std::uint8_t>() != 0;
     s.target_density = r.get<double>();
     s.density = r.get<double>();
     s.quality = r.get<double>();

@@ -4,12 +4,13 @@
 // hook (gradscope.ddp), which only adds torch.distributed collectives and Futures. Per bucket it
 // does what ModelCompressor::step does per group (error feedback, compression, exchange,
 // decoding); per step it applies the rules `gradscope train` applies (gs/compress/step_rules.hpp:
-// warm-up, skipping non-finite steps, statistics). Everything that carries from one step to the
-// next lives here and checkpoints with save_state().
+// warm-up, Accordion's density schedule, skipping non-finite steps, statistics; gs/compress/
+// momentum.hpp: momentum correction). Everything that carries from one step to the next lives
+// here and checkpoints with save_state().
 //
-// Residuals are kept per parameter (a bucket names its parameters by keys the framework chooses,
-// e.g. Python's id()): DDP may regroup its parameters into other buckets after the first step, and
-// each parameter's residual follows it. Keys are process-local; checkpoints store the residuals in
+// Residuals (and momentum correction's velocities) are kept per parameter (a bucket names its
+// parameters by keys the framework chooses, e.g. Python's id()): DDP may regroup its parameters
+// into other buckets after the first step, and each parameter's residual follows it. Keys are process-local; checkpoints store the residuals in
 // the order the parameters were first seen, which a new process of the same model sees again
 // (DDP's first buckets follow the parameter order).
 //
@@ -22,6 +23,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -29,6 +31,7 @@
 #include "gs/compress/collectives.hpp"
 #include "gs/compress/compressor.hpp"
 #include "gs/compress/model_compressor.hpp"
+#include "gs/compress/momentum.hpp"
 #include "gs/compress/residual.hpp"
 #include "gs/compress/step_rules.hpp"
 #include "gs/kernels/vector_ops.hpp"
@@ -66,6 +69,19 @@ class BucketCompressor {
 
   const Compressor& compressor() const { return *compressor_; }
   const WarmupSchedule& warmup() const { return warmup_; }
+
+  // Accordion's density after the warm-up (step_rules.hpp), before the first step. At the last
+  // bucket of each check step one all-reduce of one float sums the workers' squared gradient
+  // norms (the buckets' as handed over) so that every worker takes the same decision. gs::Error
+  // for a schedule DensitySchedule::check refuses (`names`: the caller's words for the settings).
+  void set_density_schedule(const DensitySchedule& schedule, const DensitySchedule::Names& names);
+  const RegimeDetector& regimes() const { return regimes_; }
+  // Momentum correction (momentum.hpp), before the first step: a velocity per parameter, which
+  // follows it from bucket to bucket and checkpoints as the residuals do. A device bucket then
+  // goes through the host path (the velocity lives in host memory; the update is copied back).
+  // gs::Error as MomentumCorrection's constructor; `setting` names it in the caller's words.
+  void set_momentum_correction(double momentum, std::string_view setting);
+  double momentum_correction() const { return momentum_.momentum(); }
 
   // One bucket of the current step. g: the bucket's gradient, the parameters' gradients laid end
   // to end in `params` order; out (g.size()) receives the mean update over the workers (zeros when
@@ -121,9 +137,10 @@ class BucketCompressor {
   RunSummary summary() const { return statistics_.summary(); }
 
   // Checkpoints, between steps: the step count (the warm-up's position), the compressor's own
-  // state (stage controller, random streams), every parameter's residual, the skip count and the
-  // run's statistics. load_state() into a BucketCompressor made with the same compressor, options
-  // and warm-up continues exactly; gs::Error (through r) naming what differs.
+  // state (stage controller, random streams), every parameter's residual and velocity, the skip
+  // count, the run's statistics and the density schedule's detector. load_state() into a
+  // BucketCompressor made with the same compressor, options, warm-up, schedule and momentum
+  // correction continues exactly; gs::Error (through r) naming what differs.
   void save_state(StateWriter& w) const;
   void load_state(StateReader& r);
 
@@ -140,10 +157,15 @@ class BucketCompressor {
     Payload payload;         // this worker's payload (the sparse and dense paths)
     std::vector<float> sent; // what this worker's contribution decoded to (own rounds)
     bool resident = false;   // a device slot: its accumulator, sent entries zeroed, becomes e
+    bool velocity = false;   // the slot's velocity advanced too (momentum correction)
   };
+  using ByOrdinal = std::map<std::uint64_t, std::vector<float>>;
 
   void begin_step();
   void end_step();
+  // At the last bucket of a check step of the density schedule: the interval's sum of squared
+  // norms over the workers, into regime_sum_ (one all-reduce of one float).
+  void agree_on_regime(Collectives& comm);
   // One bucket's bookkeeping around `body` (which returns whether the bucket was skipped): the
   // step's begin and end, a failed bucket abandoning the step, the times, bus bytes and the dense
   // bytes of its n elements of element_bytes each.
@@ -176,8 +198,13 @@ class BucketCompressor {
   void defer_commit(const std::string& slot, Payload payload, std::vector<float> sent);
   void load_rest(StateReader& r, std::int64_t steps);
   // The parameters' ordinals (assigned on first sight) and the residual slot of this layout,
-  // filled from wherever each parameter's residual lived before.
+  // filled from wherever each parameter's residual lived before (the same for velocities).
   std::string place(std::span<const BucketParam> params, std::uint64_t n, int index);
+  void place_in(detail::ResidualSlots& store, ByOrdinal& loaded, const std::string& layout,
+                std::span<const BucketParam> params, std::uint64_t n, std::set<std::string>& left);
+  // A store's vectors by parameter ordinal, placed or still as loaded (checkpoints).
+  ByOrdinal by_ordinal(const detail::ResidualSlots& store, const ByOrdinal& loaded) const;
+  ByOrdinal read_by_ordinal(StateReader& r, std::string_view what) const;
   bool exchange_dense(Compressor& c, const std::string& slot, std::span<const float> g,
                       Collectives& comm, std::span<float> out, StepStats& s);
   bool exchange_sparse(const std::string& slot, const std::string& tensor, std::span<const float> g,
@@ -198,7 +225,13 @@ class BucketCompressor {
   std::unique_ptr<detail::ResidentResiduals> resident_; // their residuals, on that device
   std::map<std::uint64_t, std::uint64_t> ordinal_;   // key -> ordinal (order of first sight)
   std::vector<Placed> placed_;                       // per ordinal
-  std::map<std::uint64_t, std::vector<float>> loaded_;  // residuals from a checkpoint, not placed yet
+  ByOrdinal loaded_;                                 // residuals from a checkpoint, not placed yet
+  MomentumCorrection momentum_;                      // off unless set
+  std::unique_ptr<detail::ResidualSlots> velocity_slots_;  // momentum_'s velocities as place() moves slots
+  ByOrdinal loaded_velocity_;                        // velocities from a checkpoint, not placed yet
+  RegimeDetector regimes_;                           // the density schedule (constant unless set)
+  double step_norm_ = 0.0;                           // this step's squared gradient norm, this worker
+  float regime_sum_ = 0.0f;                          // agree_on_regime's sum over the workers
 
   std::int64_t steps_ = 0;
   int buckets_in_step_ = 0;

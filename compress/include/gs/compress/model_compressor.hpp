@@ -11,6 +11,7 @@
 
 #include "gs/compress/compressor.hpp"
 #include "gs/compress/grouping.hpp"
+#include "gs/compress/momentum.hpp"
 #include "gs/compress/residual.hpp"
 
 namespace gs::compress {
@@ -37,13 +38,11 @@ struct StepStats {
   int buckets = 0;
   bool skipped = false;               // NaN/Inf on some worker: zeros instead, residual untouched
   bool warmup = false;                // a warm-up step
+  bool critical = false;              // at the high density of a critical regime (DensitySchedule)
 
   double density() const { return n ? double(selected) / double(n) : 0.0; }
   double quality() const { return target_density > 0 ? density() / target_density : 0.0; }
 };
-
-// Whether momentum correction applies: it masks the coordinates a sparse, error-fed compressor sends.
-bool supports_momentum_correction(const Compressor& c);
 
 class ModelCompressor {
  public:
@@ -69,12 +68,11 @@ class ModelCompressor {
   // step() or compress().
   void set_gradient_variance(std::span<const float> flat_v);
 
-  // Momentum correction with momentum factor masking (Lin et al., DGC, 2018): each worker keeps a
-  // local velocity u = m u + g and error-feeds u instead of g; coordinates it sends get u = 0. The
-  // optimizer then applies the mean update without momentum of its own. Sparse compressors with
-  // error feedback only (gs::Error otherwise); m in [0, 1), 0 turns it off.
+  // Momentum correction with momentum factor masking (gs/compress/momentum.hpp): each worker
+  // keeps a velocity per group and error-feeds it instead of g. Sparse compressors with error
+  // feedback only (gs::Error otherwise); m in [0, 1), 0 turns it off. Before the first step.
   void set_momentum_correction(double momentum);
-  double momentum_correction() const { return momentum_; }
+  double momentum_correction() const { return momentum_.momentum(); }
 
   // allgather and allreduce kinds only. flat_grad: the model's gradient, numel() floats. Returns
   // this worker's payload for the step and ends the compressor's step (adaptive controllers
@@ -99,8 +97,7 @@ class ModelCompressor {
   std::unique_ptr<Compressor> compressor_;
   ResidualMemory residual_;
   std::vector<float> variance_;  // set_gradient_variance()'s input, until used
-  double momentum_ = 0.0;        // momentum correction (0: off)
-  std::vector<float> velocity_;  // its local velocity u, numel() floats
+  MomentumCorrection momentum_;  // off unless set
 
   // acc for group g: g + e with error feedback, else g itself.
   std::span<const float> accumulate(const Group& g, std::span<const float> flat);

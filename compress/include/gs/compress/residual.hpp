@@ -18,8 +18,9 @@ namespace gs::compress {
 class ResidualMemory {
  public:
   // acc = g + e for `name` (e starts at 0; g must keep the size it had the first time). The span
-  // stays valid until the next accumulate() for the same name.
-  std::span<const float> accumulate(std::string_view name, std::span<const float> g);
+  // stays valid until the next accumulate() for the same name. With a decay, acc = decay e + g:
+  // the same memory then keeps momentum correction's velocity (gs/compress/momentum.hpp).
+  std::span<const float> accumulate(std::string_view name, std::span<const float> g, float decay = 1.0f);
   // After sending p (computed from the last accumulate() of name): e = acc, sent entries zeroed
   // (sparse) or e = acc - decoded (dense, decoded through c).
   void commit(std::string_view name, const Payload& p, const Compressor& c);

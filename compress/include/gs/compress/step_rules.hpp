@@ -3,6 +3,7 @@
 // `gradscope train` (train/distributed/) and the PyTorch DDP hook (BucketCompressor, gradscope.ddp) both
 // read them.
 // - WarmupSchedule: dense or exponential warm-up over the first steps.
+// - DensitySchedule, RegimeDetector: Accordion's adaptive density after the warm-up.
 // - SkipRule: a non-finite gradient on any worker skips the step everywhere; ten skipped steps in
 //   a row are an error.
 // - RunStatistics: the summary over a run's steps (quality percentiles, bytes, times).
@@ -45,6 +46,73 @@ struct WarmupSchedule {
   void check(bool density_based, std::string_view compressor, const Names& names) const;
 };
 
+// The density after the warm-up. constant: the run's density at every step. accordion (Agarwal
+// et al., MLSys 2021): every `interval` steps the workers compare the gradient's norm with the
+// norm at the check before; a relative change of at least `eta` marks a critical regime, which
+// compresses lightly (density `high`) until the next check, else the run's density. The warm-up,
+// when there is one, keeps its own densities: the schedule takes over after it.
+struct DensitySchedule {
+  enum class Kind { constant, accordion };
+  Kind kind = Kind::constant;
+  double high = 0.1;          // the density of a critical regime
+  std::int64_t interval = 20; // steps between checks
+  double eta = 0.5;           // the relative change of the norm that marks a critical regime
+
+  static Kind parse_kind(std::string_view name);  // "constant" | "accordion"; gs::Error otherwise
+  static std::string_view to_string(Kind k);
+  bool adaptive() const { return kind == Kind::accordion; }
+
+  // The names a front end gives the settings, for its messages.
+  struct Names {
+    std::string_view kind, high, interval, eta, density;
+  };
+  // gs::Error for an accordion schedule whose compressor has no density, whose high density is
+  // not above `density` (the run's) and at most 1, whose interval is below 1 or eta not positive.
+  void check(bool density_based, std::string_view compressor, double density, const Names& names) const;
+};
+
+// Accordion's detector of critical regimes. The norm it compares is the root mean square, over
+// the interval's counted (not skipped) steps and the workers, of each worker's gradient norm:
+// sqrt(sum of ||g||^2 / counted steps). Every worker feeds it the same sums (all-reduced), so
+// every worker takes the same decision. A run starts critical; the first check has nothing to
+// compare with and keeps it; a previous norm of 0 counts as a critical change (Accordion's code).
+class RegimeDetector {
+ public:
+  explicit RegimeDetector(DensitySchedule schedule = {}) : schedule_(schedule) {}
+  const DensitySchedule& schedule() const { return schedule_; }
+  bool on() const { return schedule_.adaptive(); }
+
+  // Whether the compressor's density must be set step by step (an exponential warm-up or an
+  // adaptive schedule), and to what: the warm-up's density over its steps, then the schedule's.
+  bool moves_density(const WarmupSchedule& w) const { return w.exponential() || on(); }
+  double density_at(const WarmupSchedule& w, std::int64_t step) const;
+  // Whether step `step` runs at the high density of a critical regime.
+  bool critical_at(const WarmupSchedule& w, std::int64_t step) const;
+
+  // Step `step` finished: a counted step adds its squared gradient norm (this worker's, or summed
+  // over the workers: the same kind at every step); a skipped step adds nothing.
+  void add(bool skipped, double squared_norm);
+  double interval_sum() const { return sum_; }
+  // Whether step `step` closes an interval: then decide() follows, with interval_sum() summed
+  // over the workers (the caller's all-reduce; interval_sum() itself when add() had the sums).
+  bool due(std::int64_t step) const { return on() && (step + 1) % schedule_.interval == 0; }
+  // Takes the decision for the next interval and starts a new one. An interval without counted
+  // steps, or whose norm is not finite, keeps the regime and the norm compared with.
+  void decide(double sum_over_workers);
+  bool critical() const { return critical_; }
+  double last_norm() const { return previous_; }  // the last check's norm (< 0: none yet)
+
+  void save_state(StateWriter& w) const;
+  void load_state(StateReader& r);  // gs::Error (through r) when the schedule differs
+
+ private:
+  DensitySchedule schedule_;
+  double sum_ = 0.0;
+  std::int64_t counted_ = 0;
+  double previous_ = -1.0;
+  bool critical_ = true;
+};
+
 // Ten skipped steps in a row end a run: a gradient that stays NaN or Inf will not recover.
 inline constexpr int kMaxSkippedInARow = 10;
 
@@ -68,6 +136,7 @@ class SkipRule {
 struct StepFigures {
   bool skipped = false;
   bool warmup = false;  // a warm-up step: its quality is left out (it describes the run's density)
+  bool critical = false;  // run at the high density of a critical regime (DensitySchedule)
   double density = 0.0, quality = 0.0;
   double bytes_sent = 0.0, dense_bytes = 0.0, gathered_bytes = 0.0;
   double host_device_bytes = 0.0, host_device_gathered_bytes = 0.0;
@@ -79,6 +148,7 @@ struct StepFigures {
 // non-skipped step, the warm-up's included.
 struct RunSummary {
   std::int64_t steps = 0, skipped_steps = 0;
+  std::int64_t critical_steps = 0;  // non-skipped steps in a critical regime (DensitySchedule)
   double quality_mean = 0.0, quality_p5 = 0.0, quality_p95 = 0.0;
   double density_mean = 0.0, density_mean_all = 0.0;
   double bytes_per_step = 0.0, dense_bytes_per_step = 0.0, gathered_bytes_per_step = 0.0;
@@ -96,7 +166,7 @@ class RunStatistics {
   void load_state(StateReader& r);
 
  private:
-  std::int64_t steps_ = 0, skipped_ = 0, counted_ = 0;
+  std::int64_t steps_ = 0, skipped_ = 0, counted_ = 0, critical_ = 0;
   double density_ = 0, density_compressed_ = 0;  // sums over the counted steps, the compressed ones
   double bytes_ = 0, dense_ = 0, gathered_ = 0, bus_ = 0, bus_gathered_ = 0;
   double compress_ = 0, comm_ = 0, hook_ = 0, step_ = 0;

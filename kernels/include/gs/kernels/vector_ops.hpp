@@ -55,6 +55,8 @@ class VectorOps {
   virtual void scatter_add(float* out, const std::int32_t* idx, const float* val, std::uint64_t k) = 0;
   // Count of NaN/Inf in v (one read; the count comes back).
   virtual std::uint64_t nonfinite(const float* v, std::uint64_t n) = 0;
+  // Sum of v[i]^2 in double (one read; the sum comes back).
+  virtual double squared_norm(const float* v, std::uint64_t n) = 0;
   // Between the host and this device (bus_bytes counts them).
   virtual void upload(void* d_dst, const void* host, std::size_t bytes) = 0;
   virtual void download(void* host, const void* d_src, std::size_t bytes) = 0;

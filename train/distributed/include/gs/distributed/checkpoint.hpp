@@ -1,7 +1,7 @@
 #pragma once
 // Checkpoints of `gradscope train` (docs/training.md, "Checkpoints"). A checkpoint taken after S
 // steps is the directory DIR/step-<S, 8 digits>/ holding
-//   rank-<r>.ckpt   one per worker: "GSCKPT01", the payload's length (u64) and SHA-256 (32 bytes),
+//   rank-<r>.ckpt   one per worker: "GSCKPT02", the payload's length (u64) and SHA-256 (32 bytes),
 //                   then the payload (the worker's whole state, written by the trainer);
 //   manifest.json   written once every worker's file is in place: what the run was (step, world
 //                   size, model, compressor, the shared configuration line).

@@ -43,6 +43,13 @@ struct TrainConfig {
   std::int64_t warmup_steps = 0;
   std::string warmup_schedule = "dense";
   double warmup_start_density = 0.25;
+  // The density after the warm-up (gs::compress::DensitySchedule): constant (`density`), or
+  // accordion: `density_high` in a critical regime, detected every `density_interval` steps by a
+  // relative change of the gradient's norm of at least `density_eta`, else `density`.
+  std::string density_schedule = "constant";
+  double density_high = 0.1;
+  std::int64_t density_interval = 20;
+  double density_eta = 0.5;
   std::uint64_t seed = 1;
   std::string record;     // snapshot of rank 0's raw gradients, when set
   // Checkpoints (gs/distributed/checkpoint.hpp): every checkpoint_every steps into `checkpoint`, the
@@ -78,6 +85,8 @@ struct TrainConfig {
   compress::WarmupSchedule warmup() const;
   // Whether warm-up steps are compressed at a falling density (else they go uncompressed).
   bool exponential_warmup() const { return warmup().exponential(); }
+  // The density schedule as the shared rule reads it.
+  compress::DensitySchedule schedule() const;
 };
 
 // Who an option concerns: every worker alike (compared at start), each worker on its own

@@ -1,0 +1,37 @@
+#include "gs/compress/momentum.hpp"
+
+#include <sstream>
+
+#include "gs/error.hpp"
+
+namespace gs::compress {
+
+bool supports_momentum_correction(const Compressor& c) {
+  return c.exchange() == Exchange::allgather && c.error_feedback();
+}
+
+MomentumCorrection::MomentumCorrection(double momentum, const Compressor& c, std::string_view setting)
+    : momentum_(momentum) {
+  std::ostringstream m;
+  if (!(momentum >= 0.0 && momentum < 1.0)) {
+    m << setting << " is the momentum the workers keep, in [0, 1); got " << momentum;
+    throw Error(m.str());
+  }
+  if (momentum > 0.0 && !supports_momentum_correction(c)) {
+    m << setting << " masks the coordinates a sparse compressor with error feedback sends; '" << c.name()
+      << "' is not one: leave the momentum to the optimizer";
+    throw Error(m.str());
+  }
+}
+
+std::span<const float> MomentumCorrection::advance(std::string_view name, std::span<const float> g) {
+  return velocity_.accumulate(name, g, static_cast<float>(momentum_));
+}
+
+void MomentumCorrection::commit(std::string_view name, const Payload& p, const Compressor& c) {
+  if (p.kind != PayloadKind::sparse)
+    throw Error("momentum correction: a dense payload masks nothing (please report)");
+  velocity_.commit(name, p, c);  // u = the new u, the sent entries zeroed
+}
+
+}  // namespace gs::compress
