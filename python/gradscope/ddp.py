@@ -26,6 +26,7 @@ fake device r (docs/gpu.md).
 """
 
 import contextlib
+import dataclasses
 import ctypes
 import datetime
 import queue
@@ -33,7 +34,6 @@ import threading
 import time
 import warnings
 import weakref
-from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
@@ -49,29 +49,16 @@ _DENSITY_BAND, _DENSITY_STEPS = (0.5, 2.0), 50
 _FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
 
 
-@dataclass
-class StepStats:
-    """What one training step cost and achieved, over every bucket of this worker (computed by
-    the C++ core)."""
-
-    n: int = 0
-    selected: int = 0
-    target_density: float = 1.0
-    density: float = 0.0
-    quality: float = 0.0
-    stages: int = 0
-    bytes_sent: int = 0
-    dense_bytes: int = 0
-    gathered_bytes: int = 0  # what the all-gathers carried: whole encodings, padded to the longest
-    host_device_bytes: int = 0  # device buckets: bytes that crossed between host and device
-    host_device_gathered_bytes: int = 0  # of which other workers' selections, via a host gather
-    compress_s: float = 0.0  # accumulating, selecting, encoding, decoding (the state's thread)
-    comm_s: float = 0.0      # inside collectives
-    hook_s: float = 0.0      # inside the hook calls, which DDP's backward waits for
-    buckets: int = 0
-    skipped: bool = False
-    warmup: bool = False
-    critical: bool = False  # at density_high: a critical regime of the density schedule
+# What one training step cost and achieved, over every bucket of this worker: the C++ core's
+# compress::StepStats, its fields and defaults as python/src/stats_fields.hpp maps them (n,
+# selected, target_density, density, quality, stages, bytes_sent, dense_bytes, gathered_bytes: what
+# the all-gathers carried, host_device_bytes and host_device_gathered_bytes for device buckets,
+# compress_s, comm_s and hook_s, buckets, skipped, warmup, critical: at density_high).
+StepStats = dataclasses.make_dataclass(
+    "StepStats", [(name, type(value), dataclasses.field(default=value))
+                  for name, value in _gradscope.BucketCompressor.step_stats_defaults().items()])
+StepStats.__doc__ = "What one training step cost and achieved, over every bucket of this worker (the C++ core's)."
+StepStats.__module__ = __name__  # pickles as gradscope.ddp.StepStats
 
 
 def _tensor_at(address, n, dtype, device):

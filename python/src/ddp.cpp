@@ -21,6 +21,7 @@
 #include "gs/kernels/device.hpp"
 #include "gs/error.hpp"
 #include "options.hpp"
+#include "stats_fields.hpp"
 
 namespace py = pybind11;
 
@@ -35,51 +36,6 @@ std::vector<compress::BucketParam> bucket_params(const ParamList& params) {
   ps.reserve(params.size());
   for (const auto& [key, numel] : params) ps.push_back({key, numel});
   return ps;
-}
-
-py::dict stats_dict(const compress::StepStats& s) {
-  py::dict d;
-  d["n"] = s.n;
-  d["selected"] = s.selected;
-  d["target_density"] = s.target_density;
-  d["density"] = s.density();
-  d["quality"] = s.quality();
-  d["stages"] = s.stages;
-  d["bytes_sent"] = s.bytes_sent;
-  d["dense_bytes"] = s.dense_bytes;
-  d["gathered_bytes"] = s.gathered_bytes;
-  d["host_device_bytes"] = s.host_device_bytes;
-  d["host_device_gathered_bytes"] = s.host_device_gathered_bytes;
-  d["compress_s"] = s.compress_seconds;
-  d["comm_s"] = s.comm_seconds;
-  d["hook_s"] = s.hook_seconds;
-  d["buckets"] = s.buckets;
-  d["skipped"] = s.skipped;
-  d["warmup"] = s.warmup;
-  d["critical"] = s.critical;
-  return d;
-}
-
-py::dict summary_dict(const compress::RunSummary& s) {
-  py::dict d;
-  d["steps"] = s.steps;
-  d["skipped_steps"] = s.skipped_steps;
-  d["critical_steps"] = s.critical_steps;
-  if (s.steps == s.skipped_steps) return d;
-  d["density_mean"] = s.density_mean;
-  d["density_mean_all"] = s.density_mean_all;
-  d["quality_mean"] = s.quality_mean;
-  d["quality_p5"] = s.quality_p5;
-  d["quality_p95"] = s.quality_p95;
-  d["bytes_per_step"] = s.bytes_per_step;
-  d["dense_bytes_per_step"] = s.dense_bytes_per_step;
-  d["gathered_bytes_per_step"] = s.gathered_bytes_per_step;
-  d["host_device_bytes_per_step"] = s.host_device_bytes_per_step;
-  d["host_device_gathered_bytes_per_step"] = s.host_device_gathered_bytes_per_step;
-  d["compress_ms_per_step"] = s.compress_ms_per_step;
-  d["comm_ms_per_step"] = s.comm_ms_per_step;
-  d["hook_ms_per_step"] = s.hook_ms_per_step;
-  return d;
 }
 
 class BucketHandle {
@@ -148,7 +104,7 @@ class BucketHandle {
 
   py::list history() const {
     py::list rows;
-    for (const auto& s : core_->history()) rows.append(stats_dict(s));
+    for (const auto& s : core_->history()) rows.append(to_dict(s));
     return rows;
   }
 
@@ -214,9 +170,10 @@ void bind_ddp(py::module_& m) {
       .def("last_step",
            [](BucketHandle& h) -> py::object {
              if (h.get().history().empty()) return py::none();
-             return stats_dict(h.get().history().back());
+             return to_dict(h.get().history().back());
            })
       .def("summary", [](BucketHandle& h) { return summary_dict(h.get().summary()); })
+      .def_static("step_stats_defaults", [] { return to_dict(compress::StepStats{}); })
       .def("save_state", &BucketHandle::save_state)
       .def("load_state", &BucketHandle::load_state)
       .def_property_readonly("steps", [](BucketHandle& h) { return h.get().steps(); })

@@ -18,6 +18,7 @@
 
 #include "collectives.hpp"
 #include "options.hpp"
+#include "stats_fields.hpp"
 #include "gs/analyzer/vectors.hpp"
 #include "gs/base/allocator.hpp"
 #include "gs/compress/compressor.hpp"
@@ -37,18 +38,6 @@ namespace py = pybind11;
 namespace gs::python {
 namespace {
 
-py::dict info_dict(const compress::CompressInfo& info) {
-  py::dict d;
-  d["n"] = info.n;
-  d["selected"] = info.selected;
-  d["target_density"] = info.target_density;
-  d["density"] = info.density();
-  d["quality"] = info.quality();
-  d["threshold"] = info.threshold;
-  d["stages"] = info.stages;
-  d["nonfinite"] = info.nonfinite;
-  return d;
-}
 
 // One compressor made by name, as Python's gradscope.ddp.State and gradscope.select use it.
 class CompressorHandle {
@@ -109,7 +98,7 @@ class CompressorHandle {
       py::gil_scoped_release free;
       r = c_->exchange(span_at<const float>(acc, n), tensor, comm, span_at<float>(sent, n), span_at<float>(mean, n));
     }
-    return py::make_tuple(r.wire_bytes, info_dict(r.info));
+    return py::make_tuple(r.wire_bytes, to_dict(r.info));
   }
 
   void add_gradient_variance(const std::string& tensor, std::uintptr_t v, std::uint64_t n) {
@@ -133,7 +122,7 @@ class CompressorHandle {
     std::vector<std::uint8_t> wire(bytes.size());
     std::memcpy(wire.data(), bytes.data(), bytes.size());
     return py::make_tuple(owned_array(std::move(indices)), owned_array(std::move(out.payload.values)),
-                          owned_array(std::move(wire)), wire_bytes, info_dict(out.info));
+                          owned_array(std::move(wire)), wire_bytes, to_dict(out.info));
   }
 
   std::unique_ptr<compress::Compressor> c_;
