@@ -1,6 +1,7 @@
 // A fit of fitting's report as a row of the store's fits table, and back (store.hpp).
 #include <limits>
 #include <map>
+#include <utility>
 
 #include "gs/analyzer/store.hpp"
 #include "gs/error.hpp"
@@ -20,6 +21,11 @@ const std::map<std::string, std::pair<const char*, const char*>>& parameter_name
   return names;
 }
 
+// The goodness-of-fit figures a row and a fit share, member for member.
+constexpr std::pair<double FitRow::*, double DistFit::*> kShared[] = {
+    {&FitRow::loglik, &DistFit::loglik}, {&FitRow::aic, &DistFit::aic},     {&FitRow::ks_D, &DistFit::ks_D},
+    {&FitRow::ks_p, &DistFit::ks_p},     {&FitRow::ad_A2, &DistFit::ad_A2}};
+
 }  // namespace
 
 FitRow to_fit_row(const DistFit& f, std::int64_t step, const std::string& scope, const std::string& kind) {
@@ -27,11 +33,7 @@ FitRow to_fit_row(const DistFit& f, std::int64_t step, const std::string& scope,
   if (!f.error.empty()) return row;
   if (!f.params.empty()) row.param1 = f.params[0].second;
   if (f.params.size() > 1) row.param2 = f.params[1].second;
-  row.loglik = f.loglik;
-  row.aic = f.aic;
-  row.ks_D = f.ks_D;
-  row.ks_p = f.ks_p;
-  row.ad_A2 = f.ad_A2;
+  for (const auto& [in_row, in_fit] : kShared) row.*in_row = f.*in_fit;
   row.ks_n = f.ks_n;
   row.ks_subsampled = f.ks_subsampled;
   return row;
@@ -46,11 +48,7 @@ DistFit to_dist_fit(const FitRow& f) {
   if (it == parameter_names().end()) throw Error("analysis file holds an unknown distribution '" + f.dist + "'");
   fit.params.emplace_back(it->second.first, f.param1);
   if (it->second.second) fit.params.emplace_back(it->second.second, f.param2);
-  fit.loglik = f.loglik;
-  fit.aic = f.aic;
-  fit.ks_D = f.ks_D;
-  fit.ks_p = f.ks_p;
-  fit.ad_A2 = f.ad_A2;
+  for (const auto& [in_row, in_fit] : kShared) fit.*in_fit = f.*in_row;
   fit.ks_n = f.ks_n;
   fit.ks_subsampled = f.ks_subsampled;
   return fit;
