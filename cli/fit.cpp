@@ -25,10 +25,10 @@ struct FitConfig {
   std::string backend = "auto";
   std::string on_device_error = "stop";  // analyzer::kOnDeviceErrorChoices
   bool json = false;
-  FitReportOptions report;
+  fitting::FitReportOptions report;
 };
 
-void print_table(const FitReport& r, const std::string& source, const std::string& backend) {
+void print_table(const fitting::FitReport& r, const std::string& source, const std::string& backend) {
   std::printf("%s: n = %llu, excluded = %llu (%llu zero, %llu non-finite), backend %s\n\n",
               source.c_str(), (unsigned long long)r.n, (unsigned long long)r.excluded,
               (unsigned long long)r.zeros, (unsigned long long)r.nonfinite, backend.c_str());
@@ -65,15 +65,15 @@ void print_table(const FitReport& r, const std::string& source, const std::strin
   }
 }
 
-FitReport fit_on(const LoadedVector& in, kernels::BackendKind kind, const FitReportOptions& o) {
+fitting::FitReport fit_on(const LoadedVector& in, kernels::BackendKind kind, const fitting::FitReportOptions& o) {
   const auto passes = kernels::make_passes(in.values, kind);
-  return fit_report(*passes, o);
+  return fitting::fit_report(*passes, o);
 }
 
 int run_fit(const FitConfig& cfg) {
   kernels::BackendKind kind = kernels::resolve_backend(cfg.backend);
   const LoadedVector in = load_vector(cfg.input);
-  FitReport report;
+  fitting::FitReport report;
   std::string device_error;  // the failure the CPU retry followed
   try {
     report = fit_on(in, kind, cfg.report);
@@ -99,11 +99,11 @@ Runner setup(CLI::App& sub) {
   sub.add_option("--ratios", cfg->report.densities, "target densities in (0, 1)")
       ->delimiter(',')
       ->capture_default_str();
-  sub.add_option("--dists", cfg->report.dists, gs::comma_list(gs::all_dists()))
+  sub.add_option("--dists", cfg->report.dists, gs::fitting::comma_list(gs::fitting::all_dists()))
       ->delimiter(',')
       ->capture_default_str();
   sub.add_option("--methods", cfg->report.methods,
-                 gs::comma_list(gs::all_methods()))
+                 gs::fitting::comma_list(gs::fitting::all_methods()))
       ->delimiter(',')
       ->capture_default_str();
   sub.add_option("--backend", cfg->backend, "auto, cpu or cuda")->capture_default_str();

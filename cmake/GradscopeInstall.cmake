@@ -1,7 +1,7 @@
 # The installed package: `cmake --install build --prefix P` puts the libraries, their public
 # headers and a CMake package under P, and another project then does
 #   find_package(gradscope 0.1 CONFIG REQUIRED)
-#   target_link_libraries(app PRIVATE gradscope::dist)
+#   target_link_libraries(app PRIVATE gradscope::distributed)
 # Each library registers itself with gs_install_library(); gs_install_package() writes the
 # package files once every library is known.
 include(GNUInstallDirs)

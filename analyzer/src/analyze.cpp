@@ -28,19 +28,19 @@ namespace fs = std::filesystem;
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 struct Timed {
-  ThresholdResult result;
+  fitting::ThresholdResult result;
   std::string error;
   double seconds = 0.0;
 };
 
-Timed timed_threshold(const std::string& method, MagnitudePasses& passes, double density,
-                      const FitReportOptions& o) {
+Timed timed_threshold(const std::string& method, fitting::MagnitudePasses& passes, double density,
+                      const fitting::FitReportOptions& o) {
   Timed t;
   t.result.method = method;
   t.result.density = density;
   const auto t0 = Clock::now();
   try {
-    t.result = threshold_by_name(method, passes, density, o.stages, o.seed, o.sidco_recount);
+    t.result = fitting::threshold_by_name(method, passes, density, o.stages, o.seed, o.sidco_recount);
   } catch (const DeviceFailure&) {
     throw;  // the device failed, not the method: never a row (fit_report does the same)
   } catch (const Error& e) {
@@ -52,15 +52,15 @@ Timed timed_threshold(const std::string& method, MagnitudePasses& passes, double
 
 }  // namespace
 
-void analyze_vector(MagnitudePasses& passes, const FitReportOptions& options,
+void analyze_vector(fitting::MagnitudePasses& passes, const fitting::FitReportOptions& options,
                     const std::vector<std::string>& methods, std::int64_t step,
                     const std::string& scope, const std::string& kind, StepResults& into) {
   // Fits through fit_report itself (same numbers as `gradscope fit`); thresholds here, so each
   // method is timed alone.
-  FitReportOptions fit_only = options;
+  fitting::FitReportOptions fit_only = options;
   fit_only.methods.clear();
   const auto t0 = Clock::now();
-  const FitReport rep = fit_report(passes, fit_only);
+  const fitting::FitReport rep = fitting::fit_report(passes, fit_only);
   into.vectors.push_back({step, scope, kind, rep.n, rep.zeros, rep.nonfinite, seconds_since(t0)});
 
   for (const auto& f : rep.fits) {
@@ -202,7 +202,7 @@ class StepAnalyzer {
     StepResults res;
     if (plan.model_alone) {
       // In memory when the model fits the budget (on any backend), else streamed layer by layer.
-      std::unique_ptr<MagnitudePasses> passes;
+      std::unique_ptr<fitting::MagnitudePasses> passes;
       if (layers.all_cached()) passes = kernels::make_passes(layers.model(), on);
       else passes = std::make_unique<StreamedPasses>(layers);
       vector(*passes, rec.step, kModelScope, kKindModel, res);
@@ -212,7 +212,7 @@ class StepAnalyzer {
   }
 
  private:
-  void vector(MagnitudePasses& passes, std::int64_t step, const std::string& scope, const std::string& kind,
+  void vector(fitting::MagnitudePasses& passes, std::int64_t step, const std::string& scope, const std::string& kind,
               StepResults& into) {
     analyze_vector(passes, options_, config_.methods, step, scope, kind, into);
     std::lock_guard lock(progress_mutex_);
@@ -259,7 +259,7 @@ class StepAnalyzer {
 
   const AnalyzeConfig& config_;
   const data::SnapshotReader& reader_;
-  const FitReportOptions options_;
+  const fitting::FitReportOptions options_;
   const std::int64_t total_;
   const ProgressFn& progress_;
   const bool per_layer_, whole_;

@@ -86,7 +86,7 @@ void AnalyzeConfig::validate() const {
   if (input.empty()) throw Error("no snapshot file given");
   if (output.empty()) throw Error("no output file given: pass --out ANALYSIS.h5");
   if (densities.empty()) throw Error("no ratio given: pass --ratios, e.g. 0.1,0.01,0.001");
-  for (double r : densities) threshold_target(1, r);  // throws for a density outside (0, 1)
+  for (double r : densities) fitting::threshold_target(1, r);  // throws for a density outside (0, 1)
   for (std::size_t i = 0; i < densities.size(); ++i)
     for (std::size_t j = 0; j < i; ++j)
       if (densities[i] == densities[j]) throw Error("ratio " + std::to_string(densities[i]) + " is repeated");
@@ -100,8 +100,8 @@ void AnalyzeConfig::validate() const {
         throw Error(std::string(what) + " '" + given[i] + "' is repeated");
     }
   };
-  check(dists, all_dists(), "distribution");
-  check(methods, all_methods(), "method");
+  check(dists, fitting::all_dists(), "distribution");
+  check(methods, fitting::all_methods(), "method");
   if (dists.empty() && methods.empty()) throw Error("nothing to do: no distribution and no method");
   if (stages < 0) throw Error("SIDCo stages must be at least 1 (or 0: by density)");
   if (ks_max_points == 0) throw Error("the KS sample size must be at least 1");
@@ -131,10 +131,10 @@ const std::vector<OptionRow<AnalyzeConfig>>& analyze_options() {
     std::vector<OptionRow<C>> t;
     t.push_back(option_row<std::vector<double>, C>("--ratios", "Target densities, comma-separated",
                                                    GS_FIELD(c.densities)));
-    t.push_back(option_row<std::vector<std::string>, C>("--dists", "SIDs to fit: " + comma_list(all_dists()),
+    t.push_back(option_row<std::vector<std::string>, C>("--dists", "SIDs to fit: " + fitting::comma_list(fitting::all_dists()),
                                                         GS_FIELD(c.dists)));
     t.push_back(option_row<std::vector<std::string>, C>(
-        "--methods", "Threshold methods: " + comma_list(all_methods()), GS_FIELD(c.methods)));
+        "--methods", "Threshold methods: " + fitting::comma_list(fitting::all_methods()), GS_FIELD(c.methods)));
     t.push_back(text_row(
         "--granularity", "layer, model (whole model flattened) or both",
         [](const C& c) { return to_string(c.vectors); },
@@ -179,8 +179,8 @@ int AnalyzeConfig::threads() const {
   return jobs > 0 ? jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
-FitReportOptions AnalyzeConfig::fit_options() const {
-  FitReportOptions o;
+fitting::FitReportOptions AnalyzeConfig::fit_options() const {
+  fitting::FitReportOptions o;
   o.densities = densities;
   o.dists = dists;
   o.methods = methods;

@@ -22,13 +22,13 @@ const std::map<std::string, std::pair<const char*, const char*>>& parameter_name
 }
 
 // The goodness-of-fit figures a row and a fit share, member for member.
-constexpr std::pair<double FitRow::*, double DistFit::*> kShared[] = {
-    {&FitRow::loglik, &DistFit::loglik}, {&FitRow::aic, &DistFit::aic},     {&FitRow::ks_D, &DistFit::ks_D},
-    {&FitRow::ks_p, &DistFit::ks_p},     {&FitRow::ad_A2, &DistFit::ad_A2}};
+constexpr std::pair<double FitRow::*, double fitting::DistFit::*> kShared[] = {
+    {&FitRow::loglik, &fitting::DistFit::loglik}, {&FitRow::aic, &fitting::DistFit::aic},     {&FitRow::ks_D, &fitting::DistFit::ks_D},
+    {&FitRow::ks_p, &fitting::DistFit::ks_p},     {&FitRow::ad_A2, &fitting::DistFit::ad_A2}};
 
 }  // namespace
 
-FitRow to_fit_row(const DistFit& f, std::int64_t step, const std::string& scope, const std::string& kind) {
+FitRow to_fit_row(const fitting::DistFit& f, std::int64_t step, const std::string& scope, const std::string& kind) {
   FitRow row{step, scope, kind, f.dist, kNaN, kNaN, kNaN, kNaN, kNaN, kNaN, kNaN, 0, false, f.error};
   if (!f.error.empty()) return row;
   if (!f.params.empty()) row.param1 = f.params[0].second;
@@ -39,8 +39,8 @@ FitRow to_fit_row(const DistFit& f, std::int64_t step, const std::string& scope,
   return row;
 }
 
-DistFit to_dist_fit(const FitRow& f) {
-  DistFit fit;
+fitting::DistFit to_dist_fit(const FitRow& f) {
+  fitting::DistFit fit;
   fit.dist = f.dist;
   fit.error = f.error;
   if (!f.error.empty()) return fit;

@@ -39,14 +39,14 @@ void StreamedPasses::each(Fn&& fn) {
   }
 }
 
-MagnitudeStats StreamedPasses::stats_light(StatsFields fields) {
-  MagnitudeStats r;
+fitting::MagnitudeStats StreamedPasses::stats_light(fitting::StatsFields fields) {
+  fitting::MagnitudeStats r;
   each([&](std::span<const float> v, std::uint64_t) { r = merge(r, kernels::cpu::stats(v, fields)); });
   return r;
 }
 
-MagnitudeStats StreamedPasses::stats_above_light(double threshold, double shift, StatsFields fields) {
-  MagnitudeStats r;
+fitting::MagnitudeStats StreamedPasses::stats_above_light(double threshold, double shift, fitting::StatsFields fields) {
+  fitting::MagnitudeStats r;
   each([&](std::span<const float> v, std::uint64_t) {
     r = merge(r, kernels::cpu::stats_above(v, threshold, shift, fields));
   });
@@ -59,10 +59,10 @@ std::uint64_t StreamedPasses::count_above(double threshold) {
   return c;
 }
 
-GpSums StreamedPasses::gp_sums(double theta, double threshold, double shift) {
-  GpSums r;
+fitting::GpSums StreamedPasses::gp_sums(double theta, double threshold, double shift) {
+  fitting::GpSums r;
   each([&](std::span<const float> v, std::uint64_t) {
-    const GpSums s = kernels::cpu::gp_sums(v, theta, threshold, shift);
+    const fitting::GpSums s = kernels::cpu::gp_sums(v, theta, threshold, shift);
     r.count += s.count;
     r.sum_log1p += s.sum_log1p;
     r.sum_inv += s.sum_inv;
@@ -179,7 +179,7 @@ std::vector<float> StreamedPasses::spread_sample(std::uint64_t lines, std::uint6
   std::vector<float> out(all ? n_ : lines * line_length);
   // Global index of out[o]: o itself, or run l's start plus the position in the run.
   auto source_index = [&](std::uint64_t o) {
-    return all ? o : spread_line_start(n_, lines, line_length, o / line_length) + o % line_length;
+    return all ? o : fitting::spread_line_start(n_, lines, line_length, o / line_length) + o % line_length;
   };
   std::uint64_t o = 0;
   each([&](std::span<const float> v, std::uint64_t offset) {

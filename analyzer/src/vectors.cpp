@@ -46,7 +46,7 @@ std::vector<float> read_vector(const data::SnapshotReader& reader, const VectorC
   return reader.read(choice.step_index, reader.layer_index(choice.scope));
 }
 
-nlohmann::ordered_json fit_report_json(const FitReport& r) {
+nlohmann::ordered_json fit_report_json(const fitting::FitReport& r) {
   using json = nlohmann::ordered_json;  // keys in the documented order, not sorted
   // JSON has no NaN or infinity: they become null.
   const auto number = [](double v) { return std::isfinite(v) ? json(v) : json(); };
@@ -96,7 +96,7 @@ nlohmann::ordered_json fit_report_json(const FitReport& r) {
           {"nonfinite", r.nonfinite}, {"fits", std::move(fits)}, {"thresholds", std::move(thresholds)}};
 }
 
-nlohmann::ordered_json fit_json(const FitReport& report, const std::string& input,
+nlohmann::ordered_json fit_json(const fitting::FitReport& report, const std::string& input,
                                 const std::string& backend, const std::string& device_error) {
   const nlohmann::ordered_json body = fit_report_json(report);
   nlohmann::ordered_json j;

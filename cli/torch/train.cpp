@@ -18,7 +18,7 @@
 
 namespace {
 
-int run(const gs::dist::TrainConfig& cfg) {
+int run(const gs::distributed::TrainConfig& cfg) {
   cfg.validate();
   // Name, ratio and option errors up front, before any worker starts.
   const auto probe = gs::compress::make_compressor(cfg.compressor, cfg.density, cfg.compressor_options(0));
@@ -27,14 +27,14 @@ int run(const gs::dist::TrainConfig& cfg) {
                     "' is not one: drop the flag (its momentum stays in the optimizer)");
   // The checkpoint directories, checked once where the run starts (a launched worker's launcher did):
   // a checkpoint to resume from in one line if it does not fit, old checkpoints never mixed in.
-  if (!std::getenv(gs::dist::kStoreHostedEnv)) {
+  if (!std::getenv(gs::distributed::kStoreHostedEnv)) {
     // A worker placed by hand (--rank) may see only its own files: it checks those.
-    if (!cfg.resume.empty()) gs::dist::verify_rank_files(gs::dist::matching_checkpoint(cfg.resume, cfg), cfg.rank);
-    else gs::dist::prepare_checkpoint_root(cfg);
+    if (!cfg.resume.empty()) gs::distributed::verify_rank_files(gs::distributed::matching_checkpoint(cfg.resume, cfg), cfg.rank);
+    else gs::distributed::prepare_checkpoint_root(cfg);
   }
-  if (cfg.workers > 1 && cfg.rank < 0) return gs::dist::launch_workers(cfg);
+  if (cfg.workers > 1 && cfg.rank < 0) return gs::distributed::launch_workers(cfg);
   const bool print_steps = !cfg.quiet && !cfg.json;
-  auto on_step = [&](const gs::dist::StepReport& s, std::int64_t total) {
+  auto on_step = [&](const gs::distributed::StepReport& s, std::int64_t total) {
     if (!print_steps) return;
     if (s.skipped) {
       std::fprintf(stderr, "step %lld/%lld skipped: non-finite gradient on some worker\n",
@@ -49,13 +49,13 @@ int run(const gs::dist::TrainConfig& cfg) {
                  gs::human_bytes(double(s.bytes_sent)).c_str(), gs::human_bytes(double(s.dense_bytes)).c_str(),
                  s.compress_seconds * 1e3, s.comm_seconds * 1e3);
   };
-  const auto r = gs::dist::train_worker(cfg, on_step);
+  const auto r = gs::distributed::train_worker(cfg, on_step);
   if (cfg.rank > 0) return 0;
   if (cfg.json) {
-    std::cout << gs::dist::to_json(cfg, r) << "\n";
+    std::cout << gs::distributed::to_json(cfg, r) << "\n";
     return 0;
   }
-  const auto s = gs::dist::summarize(r);
+  const auto s = gs::distributed::summarize(r);
   std::printf("model %s, compressor %s at ratio %g, %d worker(s), %zu steps (%lld skipped)\n",
               cfg.model.c_str(), cfg.compressor.c_str(), cfg.density, cfg.workers, r.steps.size(),
               (long long)r.skipped_steps);
@@ -73,11 +73,11 @@ int run(const gs::dist::TrainConfig& cfg) {
   return 0;
 }
 
-// Every flag comes from the option table (gs::dist::train_options()): its text is parsed by the
+// Every flag comes from the option table (gs::distributed::train_options()): its text is parsed by the
 // table, its range checked by TrainConfig::validate() when the command runs.
 gs::cli::Runner setup(CLI::App& sub) {
-  auto cfg = std::make_shared<gs::dist::TrainConfig>();
-  gs::cli::add_table_flags(sub, gs::dist::train_options(), cfg);
+  auto cfg = std::make_shared<gs::distributed::TrainConfig>();
+  gs::cli::add_table_flags(sub, gs::distributed::train_options(), cfg);
   return [cfg] { return run(*cfg); };
 }
 

@@ -53,7 +53,7 @@ class TopkCompressor final : public Compressor {
   Compressed compress_resident(const float* g, std::uint64_t n, std::string_view) override {
     Compressed c;
     kernels::Selection<std::int32_t> sel;
-    selector_->topk(g, n, target_count(n, density()), sel);
+    selector_->topk(g, n, fitting::target_count(n, density()), sel);
     resident_ = selector_->kind() == kernels::BackendKind::cpu ? kernels::Selector::Resident{}
                                                                : selector_->resident_selection();
     c.payload.n = n;
@@ -82,7 +82,7 @@ class RandomkCompressor final : public Compressor {
   std::string_view name() const override { return "randomk"; }
   Compressed compress(std::span<const float> acc, std::string_view) override {
     Compressed c;
-    const std::uint64_t k = target_count(acc.size(), density());
+    const std::uint64_t k = fitting::target_count(acc.size(), density());
     c.payload.n = acc.size();
     // Selection sampling: k distinct indices, uniformly, already in ascending order. Values are
     // sent unscaled: error feedback keeps what is not sent, so no n/k rescaling is wanted.

@@ -17,10 +17,10 @@ std::string_view to_string(Exchange e) {
   return "?";
 }
 
-Compressor::Compressor(double density) : density_(density) { check_density(density); }
+Compressor::Compressor(double density) : density_(density) { fitting::check_density(density); }
 
 void Compressor::set_density(double density) {
-  check_density(density);
+  fitting::check_density(density);
   density_ = density;
 }
 

@@ -20,7 +20,7 @@ std::unique_ptr<Compressor> make_fft(double density, const CompressorOptions& o)
 
 // The compressor of a threshold method (threshold_compressors.cpp): it sends what its rule
 // selects; an exact method's is the top-k compressor.
-std::unique_ptr<Compressor> make_threshold_compressor(const ThresholdMethodInfo& method, double density,
+std::unique_ptr<Compressor> make_threshold_compressor(const fitting::ThresholdMethodInfo& method, double density,
                                                       const CompressorOptions& o);
 // The unbiased quantizers (quantizers.cpp) with one scale (qsgd-mn), two (qsgd-mn-ts) or several
 // (qsgd-mn-ms): gs::Error for bad options.quant_bits.

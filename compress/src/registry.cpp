@@ -20,9 +20,9 @@ constexpr auto kCollective = Exchange::collective;
 
 // The options a threshold method's compressor reads: the backend it selects on, SIDCo's stages
 // (sidco-topk's for its bound), the seed of a rule that samples (DGC).
-std::vector<std::string_view> threshold_options(const ThresholdMethodInfo& m) {
+std::vector<std::string_view> threshold_options(const fitting::ThresholdMethodInfo& m) {
   std::vector<std::string_view> v{"--backend"};
-  if (m.kind == ThresholdKind::sidco || m.kind == ThresholdKind::sidco_topk) v.push_back("--stages");
+  if (m.kind == fitting::ThresholdKind::sidco || m.kind == fitting::ThresholdKind::sidco_topk) v.push_back("--stages");
   if (m.seeded) v.push_back("--seed");
   return v;
 }
@@ -32,7 +32,7 @@ std::vector<std::string_view> threshold_options(const ThresholdMethodInfo& m) {
 const std::vector<CompressorInfo>& registry() {
   static const std::vector<CompressorInfo> rows = [] {
     std::vector<CompressorInfo> v;
-    for (const ThresholdMethodInfo& m : threshold_methods())
+    for (const fitting::ThresholdMethodInfo& m : fitting::threshold_methods())
       v.push_back({m.name, m.summary, kAllgather, true, true, threshold_options(m),
                    [&m](double d, const CompressorOptions& o) {
                      return detail::make_threshold_compressor(m, d, o);
@@ -94,7 +94,7 @@ bool density_based(std::string_view name) { return compressor_info(name).density
 
 std::unique_ptr<Compressor> make_compressor(std::string_view name, double density,
                                             const CompressorOptions& options) {
-  check_density(density);
+  fitting::check_density(density);
   if (options.stages < 0) throw Error("compressor: stages must be 0 (adaptive) or >= 1");
   return compressor_info(name).make(density, options);
 }

@@ -21,7 +21,7 @@ namespace {
 
 class ThresholdCompressor final : public Compressor {
  public:
-  ThresholdCompressor(const ThresholdMethodInfo& method, double density, const CompressorOptions& o)
+  ThresholdCompressor(const fitting::ThresholdMethodInfo& method, double density, const CompressorOptions& o)
       : Compressor(density),
         method_(method),
         seed_(o.seed),
@@ -59,16 +59,16 @@ class ThresholdCompressor final : public Compressor {
     if (density() >= 1.0) {  // keep everything finite: no estimate needed
       selector_->above(g, n, -1.0, sel);
     } else if (n > 0) {
-      const std::uint64_t k = target_count(n, density());
-      std::optional<ThresholdResult> r;
+      const std::uint64_t k = fitting::target_count(n, density());
+      std::optional<fitting::ThresholdResult> r;
       const int stages = staged() ? (controller_ ? controller_->stages() : fixed_stages_) : 0;
       try {
-        if (method_.kind == ThresholdKind::sidco_topk || staged()) {
+        if (method_.kind == fitting::ThresholdKind::sidco_topk || staged()) {
           // One pipeline each for the threshold and its selection: sidco-topk's exact top-k with
           // a SIDCo bound (about one read of acc), SIDCo's stages and compaction (M + 1 reads or
           // fewer on the CPU, not M + 2).
           const kernels::SidcoSelectResult s =
-              method_.kind == ThresholdKind::sidco_topk
+              method_.kind == fitting::ThresholdKind::sidco_topk
                   ? selector_->sidco_topk(g, n, density(), topk_stages(), sel)
                   : selector_->sidco(g, n, density(), method_.variant, stages, sel);
           c.info.threshold = s.threshold;
@@ -128,7 +128,7 @@ class ThresholdCompressor final : public Compressor {
 
  private:
   // SIDCo's stages: the adaptive controller or the caller's fixed count.
-  bool staged() const { return method_.kind == ThresholdKind::sidco; }
+  bool staged() const { return method_.kind == fitting::ThresholdKind::sidco; }
   // sidco-topk fits SIDCo-E's stages on its sample to place its bound: a fixed count (the
   // selection is exact whatever the bound, so no controller is needed).
   int topk_stages() const { return fixed_stages_ > 0 ? fixed_stages_ : 2; }
@@ -150,21 +150,21 @@ class ThresholdCompressor final : public Compressor {
     return c;
   }
 
-  const ThresholdMethodInfo& method_;  // its row of threshold_methods()
+  const fitting::ThresholdMethodInfo& method_;  // its row of threshold_methods()
   std::uint64_t seed_;
   std::uint64_t calls_ = 0;
   std::unique_ptr<kernels::Selector> selector_;  // the backend's selection; keeps its buffers
   int fixed_stages_;
-  std::optional<StageController> controller_;
+  std::optional<fitting::StageController> controller_;
   std::uint64_t step_selected_ = 0, step_n_ = 0;
   kernels::Selector::Resident resident_;  // where the last selection lives (resident backends)
 };
 
 }  // namespace
 
-std::unique_ptr<Compressor> make_threshold_compressor(const ThresholdMethodInfo& method, double density,
+std::unique_ptr<Compressor> make_threshold_compressor(const fitting::ThresholdMethodInfo& method, double density,
                                                       const CompressorOptions& o) {
-  if (method.kind == ThresholdKind::exact) return make_topk(density, o);
+  if (method.kind == fitting::ThresholdKind::exact) return make_topk(density, o);
   return std::make_unique<ThresholdCompressor>(method, density, o);
 }
 

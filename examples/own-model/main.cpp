@@ -1,6 +1,6 @@
 // own_model: trains a small residual CNN (defined here, not one of gradscope's models) on
 // Fashion-MNIST, data-parallel over c10d Gloo, with its gradients compressed by a gradscope
-// compressor chosen by name (error feedback, all workers exchanging through gs::dist's Gloo
+// compressor chosen by name (error feedback, all workers exchanging through gs::distributed's Gloo
 // communicator), and rank 0's gradients recorded to a gradscope snapshot.
 //
 //   own_model --rank R --world W --port P [--steps N] [--batch B] [--lr 0.01]
@@ -107,26 +107,26 @@ double test_accuracy(ResNetSmall& model, const gs::train::TensorDataset& test, s
 
 int run(const Options& o) {
   gs::train::set_compute_threads(1);
-  gs::dist::CommOptions co;
+  gs::distributed::CommOptions co;
   co.rank = o.rank;
   co.world_size = o.world;
   co.master_port = o.port;
   co.timeout = std::chrono::milliseconds(60000);
-  gs::dist::Communicator comm(co);
+  gs::distributed::Communicator comm(co);
 
   // Same initialisation everywhere, then rank 0's values broadcast.
   torch::manual_seed(1);
   ResNetSmall model;
   std::vector<float> flat;
-  gs::dist::flatten_params(*model, flat);
+  gs::distributed::flatten_params(*model, flat);
   comm.broadcast(flat);
-  gs::dist::assign_params(*model, flat);
+  gs::distributed::assign_params(*model, flat);
 
   // The compressor by name over the whole model flattened (one residual), every exchange kind
   // behind step().
   gs::compress::CompressorOptions copt;
   copt.seed = 1000 + std::uint64_t(o.rank);
-  gs::compress::ModelCompressor mc(gs::dist::tensor_specs(*model), gs::compress::Granularity::model,
+  gs::compress::ModelCompressor mc(gs::distributed::tensor_specs(*model), gs::compress::Granularity::model,
                                    0, gs::compress::make_compressor(o.compressor, o.density, copt));
   torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(o.lr).momentum(0.9));
 
@@ -156,10 +156,10 @@ int run(const Options& o) {
                                                            train.labels.index_select(0, idx));
     loss.backward();
     if (recorder) recorder->end_step(loss.item<double>(), o.lr);
-    gs::dist::flatten_grads(*model, grad);
+    gs::distributed::flatten_grads(*model, grad);
     gs::compress::StepStats stats;
     mc.step(grad, comm, update, &stats);
-    gs::dist::assign_grads(*model, update);
+    gs::distributed::assign_grads(*model, update);
     opt.step();
     sent += double(stats.bytes_sent);
     dense += double(stats.dense_bytes);
@@ -170,7 +170,7 @@ int run(const Options& o) {
   if (recorder) recorder->finish();
 
   // Replicas agree when every worker's parameters equal rank 0's exactly.
-  gs::dist::flatten_params(*model, flat);
+  gs::distributed::flatten_params(*model, flat);
   std::vector<float> ref = flat;
   comm.broadcast(ref);
   std::vector<float> differs = {flat == ref ? 0.0f : 1.0f};

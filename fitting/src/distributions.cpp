@@ -11,7 +11,7 @@
 #include "gs/error.hpp"
 #include "gs/fitting/formulas.hpp"
 
-namespace gs {
+namespace gs::fitting {
 namespace {
 
 namespace bmp = boost::math::policies;
@@ -335,4 +335,4 @@ double quantile_c(const Sid& d, double q) {
   return std::visit([q](const auto& v) { return quantile(complement(v, q)); }, d);
 }
 
-}  // namespace gs
+}  // namespace gs::fitting

@@ -13,7 +13,7 @@
 
 #include "gs/error.hpp"
 
-namespace gs {
+namespace gs::fitting {
 namespace {
 
 void require_count(const MagnitudeStats& s, std::uint64_t need, const char* fn) {
@@ -334,4 +334,4 @@ GpMleResult fit_gpareto_mle(MagnitudePasses& passes, std::span<const double> sor
   return gp_at(y, cur.theta, cur.xi, cur.l, npasses, true);
 }
 
-}  // namespace gs
+}  // namespace gs::fitting

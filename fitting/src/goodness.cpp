@@ -13,7 +13,7 @@
 #include "gs/error.hpp"
 #include "gs/fitting/thresholds.hpp"
 
-namespace gs {
+namespace gs::fitting {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -487,4 +487,4 @@ std::vector<QQPoint> qq_points(const Sid& d, std::span<const double> sorted, int
   return out;
 }
 
-}  // namespace gs
+}  // namespace gs::fitting

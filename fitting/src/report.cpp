@@ -8,7 +8,7 @@
 #include "gs/error.hpp"
 #include "gs/fitting/estimators.hpp"
 
-namespace gs {
+namespace gs::fitting {
 namespace {
 
 void validate(const FitReportOptions& o) {
@@ -121,4 +121,4 @@ FitReport fit_report(MagnitudePasses& passes, const FitReportOptions& o) {
   return r;
 }
 
-}  // namespace gs
+}  // namespace gs::fitting

@@ -7,7 +7,7 @@
 #include "gs/base/join.hpp"
 #include "gs/error.hpp"
 
-namespace gs {
+namespace gs::fitting {
 namespace {
 
 using Options = ThresholdRuleOptions;
@@ -78,4 +78,4 @@ std::string_view method_name(SidcoVariant v) {
   throw Error("no threshold method runs this SIDCo variant");
 }
 
-}  // namespace gs
+}  // namespace gs::fitting

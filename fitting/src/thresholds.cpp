@@ -13,7 +13,7 @@
 #include "gs/fitting/estimators.hpp"
 #include "gs/fitting/formulas.hpp"
 
-namespace gs {
+namespace gs::fitting {
 namespace {
 
 constexpr double kFirstStageDensity = 0.25;
@@ -462,4 +462,4 @@ void StageController::load_state(StateReader& r) {
   count_ = count;
 }
 
-}  // namespace gs
+}  // namespace gs::fitting

@@ -17,7 +17,7 @@ std::mutex& hdf5_mutex() {
 // ---- on the fly -------------------------------------------------------------------------------
 
 SnapshotTrainingSource::SnapshotTrainingSource(std::shared_ptr<const data::SnapshotReader> reader,
-                                               FitReportOptions options, std::string backend,
+                                               fitting::FitReportOptions options, std::string backend,
                                                std::size_t max_steps)
     : reader_(std::move(reader)),
       options_(std::move(options)),
@@ -72,7 +72,7 @@ TrainingSeries SnapshotTrainingSource::load(const std::string& scope,
       }
       StepEntry entry;
       auto passes = kernels::make_passes(g, backend);
-      const FitReport report = fit_report(*passes, options_);
+      const fitting::FitReport report = fitting::fit_report(*passes, options_);
       for (const auto& f : report.fits)
         entry.ks.push_back({step, f.dist, f.error.empty() ? f.ks_D : std::nan("")});
       for (const auto& t : report.thresholds)
@@ -138,7 +138,7 @@ std::filesystem::path find_analysis_beside(const std::filesystem::path& snapshot
 
 std::unique_ptr<TrainingSource> make_training_source(
     std::shared_ptr<const data::SnapshotReader> reader, const std::filesystem::path& analysis,
-    const FitReportOptions& options, const std::string& backend) {
+    const fitting::FitReportOptions& options, const std::string& backend) {
   auto on_the_fly = std::make_unique<SnapshotTrainingSource>(std::move(reader), options, backend);
   if (analysis.empty()) return on_the_fly;
   return std::make_unique<AnalysisTrainingSource>(analysis, std::move(on_the_fly));

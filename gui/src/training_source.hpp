@@ -47,7 +47,7 @@ class TrainingSource {
 class SnapshotTrainingSource final : public TrainingSource {
  public:
   SnapshotTrainingSource(std::shared_ptr<const data::SnapshotReader> reader,
-                         FitReportOptions options, std::string backend = "auto",
+                         fitting::FitReportOptions options, std::string backend = "auto",
                          std::size_t max_steps = 40);
   std::string describe() const override;
   TrainingSeries load(const std::string& scope, const SeriesProgress& progress,
@@ -61,7 +61,7 @@ class SnapshotTrainingSource final : public TrainingSource {
     std::vector<MethodPoint> methods;
   };
   std::shared_ptr<const data::SnapshotReader> reader_;
-  FitReportOptions options_;
+  fitting::FitReportOptions options_;
   std::string backend_;
   std::size_t max_steps_;
   std::map<std::pair<std::string, std::int64_t>, StepEntry> cache_;
@@ -91,6 +91,6 @@ std::filesystem::path find_analysis_beside(const std::filesystem::path& snapshot
 // on `backend`.
 std::unique_ptr<TrainingSource> make_training_source(
     std::shared_ptr<const data::SnapshotReader> reader, const std::filesystem::path& analysis,
-    const FitReportOptions& options, const std::string& backend = "auto");
+    const fitting::FitReportOptions& options, const std::string& backend = "auto");
 
 }  // namespace gs::gui

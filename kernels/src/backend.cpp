@@ -61,7 +61,7 @@ BackendKind resolve_backend(std::string_view name) {
 #endif
 }
 
-std::unique_ptr<gs::MagnitudePasses> make_passes(std::span<const float> host_data, BackendKind kind) {
+std::unique_ptr<gs::fitting::MagnitudePasses> make_passes(std::span<const float> host_data, BackendKind kind) {
   if (kind == BackendKind::cuda) {
 #if defined(GS_HAVE_CUDA)
     return cuda::make_device_passes(host_data);

@@ -14,8 +14,8 @@
 namespace gs::kernels {
 
 SidcoSelectResult Selector::sidco(const float* g, std::uint64_t n, double density,
-                                  SidcoVariant variant, int stages, Selection<std::int32_t>& out) {
-  const ThresholdResult t = sidco_estimate(*passes(g, n), density, variant, stages);
+                                  fitting::SidcoVariant variant, int stages, Selection<std::int32_t>& out) {
+  const fitting::ThresholdResult t = fitting::sidco_estimate(*passes(g, n), density, variant, stages);
   above(g, n, t.threshold, out);
   SidcoSelectResult r;
   r.threshold = t.threshold;
@@ -38,7 +38,7 @@ class CpuSelector final : public Selector {
  public:
   BackendKind kind() const override { return BackendKind::cpu; }
   const float* place(std::span<const float> host) override { return host.data(); }
-  std::unique_ptr<MagnitudePasses> passes(const float* g, std::uint64_t n) override {
+  std::unique_ptr<fitting::MagnitudePasses> passes(const float* g, std::uint64_t n) override {
     return std::make_unique<cpu::CpuPasses>(span(g, n));
   }
   std::uint64_t nonfinite(const float* g, std::uint64_t n) override {
@@ -57,7 +57,7 @@ class CpuSelector final : public Selector {
                                Selection<std::int32_t>& out) override {
     return cpu::sidco_topk(span(g, n), density, stages, out, &workspace_);
   }
-  SidcoSelectResult sidco(const float* g, std::uint64_t n, double density, SidcoVariant variant,
+  SidcoSelectResult sidco(const float* g, std::uint64_t n, double density, fitting::SidcoVariant variant,
                           int stages, Selection<std::int32_t>& out) override {
     return cpu::sidco_select(span(g, n), density, variant, stages, false, out,
                              SidcoRoute::automatic, &workspace_);

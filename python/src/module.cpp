@@ -132,11 +132,11 @@ class CompressorHandle {
 std::string fit_json(std::uintptr_t address, std::uint64_t n, const std::vector<double>& densities,
                      const std::string& backend, const std::string& input) {
   const kernels::BackendKind kind = kernels::resolve_backend(backend);
-  FitReportOptions options;
+  fitting::FitReportOptions options;
   options.densities = densities;
   py::gil_scoped_release free;
   const auto passes = kernels::make_passes(span_at<const float>(address, n), kind);
-  return analyzer::fit_json(fit_report(*passes, options), input, std::string(kernels::to_string(kind)))
+  return analyzer::fit_json(fitting::fit_report(*passes, options), input, std::string(kernels::to_string(kind)))
       .dump();
 }
 
@@ -219,7 +219,7 @@ PYBIND11_MODULE(_gradscope, m) {
   // errors are) and a ValueError (bad input to fit, select and the Recorder).
   py::register_exception<gs::Error>(
       m, "Error", py::make_tuple(py::handle(PyExc_RuntimeError), py::handle(PyExc_ValueError)));
-  m.def("default_sidco_stages", &gs::default_sidco_stages, py::arg("ratio"));
+  m.def("default_sidco_stages", &gs::fitting::default_sidco_stages, py::arg("ratio"));
   m.attr("__version__") = gs::kVersion;
   m.def("cuda_built", &gs::kernels::cuda_built);
   // Fashion-MNIST through the data library's IDX reader: (pixels uint8 [n, rows, cols], labels

@@ -51,7 +51,7 @@ TEST(Analyze, AgreesWithFitReportOnTheSameStepAndVector) {
         scope == kModelScope ? std::nullopt : std::optional<std::string>(scope));
     const std::vector<float> v = read_vector(snap, choice);
     kernels::cpu::CpuPasses passes(v);
-    const FitReport rep = fit_report(passes, c.fit_options());
+    const fitting::FitReport rep = fitting::fit_report(passes, c.fit_options());
 
     std::map<std::string, const FitRow*> stored;
     for (const auto& f : fits)
@@ -107,7 +107,7 @@ TEST(Analyze, EveryVectorAndTableHasItsRows) {
   const AnalyzeConfig c = small_config(dir);
   analyze(c);
   const AnalysisReader reader(c.output);
-  const std::size_t vectors = 2 * 6, dists = 4, methods = all_methods().size(), densities = 2;
+  const std::size_t vectors = 2 * 6, dists = 4, methods = fitting::all_methods().size(), densities = 2;
   EXPECT_EQ(reader.steps().size(), 2u);
   EXPECT_EQ(reader.vectors().size(), vectors);
   EXPECT_EQ(reader.fits().size(), vectors * dists);
@@ -184,7 +184,7 @@ TEST(Analyze, OneVectorByHandMatchesTheStore) {
   std::vector<float> v(20000);
   for (auto& x : v) x = static_cast<float>(((rng() & 1) ? 1 : -1) * 0.01 * expo(rng));
   kernels::cpu::CpuPasses passes(v);
-  FitReportOptions o;
+  fitting::FitReportOptions o;
   o.densities = {0.01};
   StepResults res;
   analyze_vector(passes, o, {"topk", "sidco-e"}, 5, "x", "bias", res);
@@ -278,9 +278,9 @@ TEST(Vectors, FitReportJsonFollowsTheContract) {
   for (auto& x : v) x = static_cast<float>(expo(rng));
   v[0] = 0.0f;
   kernels::cpu::CpuPasses passes(v);
-  FitReportOptions o;
+  fitting::FitReportOptions o;
   o.densities = {0.01};
-  const FitReport rep = fit_report(passes, o);
+  const fitting::FitReport rep = fitting::fit_report(passes, o);
   const nlohmann::ordered_json j = fit_report_json(rep);
   EXPECT_EQ(j["n"], 5000);
   EXPECT_EQ(j["excluded"], 1);
@@ -290,7 +290,7 @@ TEST(Vectors, FitReportJsonFollowsTheContract) {
   EXPECT_EQ(j["fits"][1]["params"].size(), 2u);  // gamma: alpha, beta
   EXPECT_TRUE(j["fits"][1]["params"].contains("alpha"));
   EXPECT_DOUBLE_EQ(j["fits"][2]["ks_D"].get<double>(), rep.fits[2].ks_D);
-  ASSERT_EQ(j["thresholds"].size(), all_methods().size());
+  ASSERT_EQ(j["thresholds"].size(), fitting::all_methods().size());
   EXPECT_EQ(j["thresholds"][0]["method"], "topk");
   EXPECT_EQ(j["thresholds"][0]["selected"], 50);
 }

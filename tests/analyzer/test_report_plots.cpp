@@ -180,7 +180,7 @@ TEST(ReportPlots, ThresholdErrorBarsAreTheSummarysNumbers) {
   }
   // n x density >= 100 only at 0.1 here (fc1.weight 320, whole model 390.4): every method but
   // top-k, 2 vectors at each of 3 steps.
-  EXPECT_EQ(bars.size(), gs::all_methods().size() - 1);
+  EXPECT_EQ(bars.size(), gs::fitting::all_methods().size() - 1);
   EXPECT_EQ(bars.front().count, 2u * 3u);
 }
 

@@ -63,7 +63,7 @@ struct Segmented final : SegmentSource {
   }
 };
 
-void expect_stats(const MagnitudeStats& s, const MagnitudeStats& m, const std::string& what) {
+void expect_stats(const fitting::MagnitudeStats& s, const fitting::MagnitudeStats& m, const std::string& what) {
   EXPECT_EQ(s.count, m.count) << what;
   EXPECT_EQ(s.zeros, m.zeros) << what;
   EXPECT_EQ(s.nonfinite, m.nonfinite) << what;
@@ -85,7 +85,7 @@ TEST(Streamed, EveryPassEqualsTheInMemoryOne) {
     const std::string at = " above " + std::to_string(t);
     expect_stats(streamed.stats_above(t, t), memory.stats_above(t, t), "stats" + at);
     EXPECT_EQ(streamed.count_above(t), memory.count_above(t)) << at;
-    const GpSums a = streamed.gp_sums(50.0, t, t), b = memory.gp_sums(50.0, t, t);
+    const fitting::GpSums a = streamed.gp_sums(50.0, t, t), b = memory.gp_sums(50.0, t, t);
     EXPECT_EQ(a.count, b.count) << at;
     expect_close(a.sum_log1p, b.sum_log1p, kSumTolerance, "gp sum_log1p" + at);
     expect_close(a.sum_inv, b.sum_inv, kSumTolerance, "gp sum_inv" + at);
@@ -117,9 +117,9 @@ TEST(Streamed, FitReportEqualsTheInMemoryOne) {
   const Segmented seg(12);
   StreamedPasses streamed(seg);
   kernels::cpu::CpuPasses memory(seg.all);
-  FitReportOptions o;
+  fitting::FitReportOptions o;
   o.ks_max_points = 100000;  // a subsample: the same elements on both paths
-  const FitReport a = fit_report(streamed, o), b = fit_report(memory, o);
+  const fitting::FitReport a = fitting::fit_report(streamed, o), b = fitting::fit_report(memory, o);
   ASSERT_EQ(a.fits.size(), b.fits.size());
   for (std::size_t i = 0; i < a.fits.size(); ++i) {
     const auto& fa = a.fits[i];

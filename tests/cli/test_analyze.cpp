@@ -63,7 +63,7 @@ TEST(AnalyzeCli, JsonCsvReportAndAppend) {
   EXPECT_EQ(j["steps_analyzed"], 2);
   EXPECT_EQ(j["vectors_analyzed"], 12);
   EXPECT_TRUE(j["created"].get<bool>());
-  ASSERT_EQ(j["summary"]["quality"].size(), gs::all_methods().size() * 2u);
+  ASSERT_EQ(j["summary"]["quality"].size(), gs::fitting::all_methods().size() * 2u);
   EXPECT_EQ(j["summary"]["quality"][0]["method"], "topk");
   // Exact top-k keeps k = floor(n*density): quality k/(n*density) is 1 up to that rounding.
   EXPECT_NEAR(j["summary"]["quality"][0]["median"].get<double>(), 1.0, 0.01);

@@ -9,7 +9,7 @@
 
 namespace {
 
-using namespace gs::dist_test;
+using namespace gs::distributed::test;
 
 TEST(Capture, OutOfRangeFlagsAreOneLineAndWriteNothing) {
   TempDir d;

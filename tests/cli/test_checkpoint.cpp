@@ -14,7 +14,7 @@
 
 namespace {
 
-using namespace gs::dist_test;
+using namespace gs::distributed::test;
 
 const std::string kRun = "--model mlp --batch 32 --seed 4 --lr 0.05 --quiet --workers 2 --steps 12";
 

@@ -46,7 +46,7 @@ TEST(DeviceErrorsCli, FitStopsOrFitsAgainOnTheCpu) {
   const std::vector<float> model = read_vector(reader, choose_vector(reader, std::nullopt, std::nullopt));
   const std::int64_t allocations = gs::testing::cuda_host_allocations([&] {
     const auto passes = kernels::make_passes(model, kernels::BackendKind::cuda_host);
-    fit_report(*passes);
+    fitting::fit_report(*passes);
   });
   ASSERT_GT(allocations, 2);
 

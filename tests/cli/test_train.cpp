@@ -22,14 +22,14 @@
 
 namespace {
 
-using namespace gs::dist_test;
+using namespace gs::distributed::test;
 
 // Two workers placed by hand (as on two machines), each with its own extra args and env.
 std::pair<ProcResult, ProcResult> manual_pair(const std::string& common, const std::string& extra0,
                                 const std::string& extra1, const std::string& env1 = "",
                                 int limit1 = 120) {
   TempDir d;
-  const int port = gs::dist::free_loopback_port();
+  const int port = gs::distributed::free_loopback_port();
   auto worker = [&](int rank, const std::string& extra, const std::string& env, int limit) {
     const auto p = d.path() / std::to_string(rank);
     return "(" + env + " timeout -s KILL " + std::to_string(limit) + " " + GS_GRADSCOPE_BIN + " train " + common +

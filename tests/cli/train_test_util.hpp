@@ -11,7 +11,7 @@
 #include <sstream>
 #include <string>
 
-namespace gs::dist_test {
+namespace gs::distributed::test {
 
 namespace fs = std::filesystem;
 
@@ -62,4 +62,4 @@ inline ProcResult gradscope(const std::string& args, const std::string& env = ""
   return gradscope_command("train", args, env);
 }
 
-}  // namespace gs::dist_test
+}  // namespace gs::distributed::test

@@ -14,23 +14,23 @@
 
 namespace gs::testing {
 
-class NaivePasses final : public gs::MagnitudePasses {
+class NaivePasses final : public gs::fitting::MagnitudePasses {
  public:
   explicit NaivePasses(std::span<const float> g) : g_(g) {}
 
   std::uint64_t size() const override { return g_.size(); }
 
-  gs::MagnitudeStats stats() override {
-    gs::MagnitudeStats s;
-    for (float v : g_) gs::add(s, double(v));
+  gs::fitting::MagnitudeStats stats() override {
+    gs::fitting::MagnitudeStats s;
+    for (float v : g_) gs::fitting::add(s, double(v));
     return s;
   }
 
-  gs::MagnitudeStats stats_above(double threshold, double shift) override {
-    gs::MagnitudeStats s;
+  gs::fitting::MagnitudeStats stats_above(double threshold, double shift) override {
+    gs::fitting::MagnitudeStats s;
     for (float v : g_) {
       const double x = std::fabs(double(v));
-      if (std::isfinite(x) && x > threshold) gs::add(s, x - shift);
+      if (std::isfinite(x) && x > threshold) gs::fitting::add(s, x - shift);
     }
     return s;
   }
@@ -44,8 +44,8 @@ class NaivePasses final : public gs::MagnitudePasses {
     return c;
   }
 
-  gs::GpSums gp_sums(double theta, double threshold, double shift) override {
-    gs::GpSums s;
+  gs::fitting::GpSums gp_sums(double theta, double threshold, double shift) override {
+    gs::fitting::GpSums s;
     for (float v : g_) {
       const double x = std::fabs(double(v));
       if (!std::isfinite(x) || !(x > threshold)) continue;
@@ -87,7 +87,7 @@ class NaivePasses final : public gs::MagnitudePasses {
     if (g_.size() < lines * line_length) return std::vector<float>(g_.begin(), g_.end());
     std::vector<float> out;
     for (std::uint64_t l = 0; l < lines; ++l) {
-      const std::uint64_t start = gs::spread_line_start(g_.size(), lines, line_length, l);
+      const std::uint64_t start = gs::fitting::spread_line_start(g_.size(), lines, line_length, l);
       out.insert(out.end(), g_.begin() + std::ptrdiff_t(start),
                  g_.begin() + std::ptrdiff_t(start + line_length));
     }

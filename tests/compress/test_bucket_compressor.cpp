@@ -184,7 +184,7 @@ TEST(BucketCompressor, WarmupSchedulesAreTheTrainersOnes) {
       EXPECT_EQ(st.warmup, s < 2);
       const double expected = s >= 2 ? 0.01 : w.exponential() ? 0.5 * std::pow(0.02, s / 2.0) : 1.0;
       EXPECT_NEAR(st.target_density, expected, 1e-12) << s;
-      EXPECT_EQ(st.selected, s < 2 && !w.exponential() ? 577u : gs::target_count(577, expected));
+      EXPECT_EQ(st.selected, s < 2 && !w.exponential() ? 577u : gs::fitting::target_count(577, expected));
     }
   }
   WarmupSchedule bad = expo;

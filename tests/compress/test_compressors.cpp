@@ -76,7 +76,7 @@ TEST(Registry, EveryThresholdMethodIsACompressor) {
   auto g = laplace(50000, 21);
   g[10] = std::numeric_limits<float>::quiet_NaN();
   g[20] = std::numeric_limits<float>::infinity();
-  for (const auto& method : gs::threshold_methods())
+  for (const auto& method : gs::fitting::threshold_methods())
     for (const char* backend : {"cpu", "cuda-host"}) {
       SCOPED_TRACE(std::string(method.name) + " on " + backend);
       const CompressorInfo& row = compressor_info(method.name);
@@ -86,11 +86,11 @@ TEST(Registry, EveryThresholdMethodIsACompressor) {
       auto c = make_compressor(method.name, 0.01, {.backend = backend});
       EXPECT_EQ(c->name(), method.name);
       const auto out = c->compress(g, "w");
-      const std::uint64_t k = gs::target_count(g.size(), 0.01);
+      const std::uint64_t k = gs::fitting::target_count(g.size(), 0.01);
       EXPECT_EQ(out.info.nonfinite, 2u);
       EXPECT_GT(out.info.selected, k / 3);
       EXPECT_LT(out.info.selected, 3 * k);
-      if (method.kind == gs::ThresholdKind::exact || method.kind == gs::ThresholdKind::sidco_topk) {
+      if (method.kind == gs::fitting::ThresholdKind::exact || method.kind == gs::fitting::ThresholdKind::sidco_topk) {
         EXPECT_EQ(out.info.selected, k);
       }
       for (float v : out.payload.values) EXPECT_TRUE(std::isfinite(v));
@@ -102,7 +102,7 @@ TEST(TopK, KeepsExactlyTheKLargest) {
   for (double density : {0.1, 0.01, 0.001}) {
     auto c = make_compressor("topk", density);
     const auto out = c->compress(g, "w");
-    const std::uint64_t k = gs::target_count(g.size(), density);
+    const std::uint64_t k = gs::fitting::target_count(g.size(), density);
     ASSERT_EQ(out.payload.count(), k);
     EXPECT_DOUBLE_EQ(out.info.quality(), double(k) / (g.size() * density));
     std::vector<float> x(g.size());
@@ -311,7 +311,7 @@ TEST(Dgc, NeverSendsMoreThanFourThirdsK) {
   auto c = make_compressor("dgc", 0.001, {.seed = 2});
   for (int s = 0; s < 5; ++s) {
     const auto out = c->compress(g, "w");
-    EXPECT_LE(double(out.payload.count()), 4.0 / 3.0 * gs::target_count(g.size(), 0.001) + 1);
+    EXPECT_LE(double(out.payload.count()), 4.0 / 3.0 * gs::fitting::target_count(g.size(), 0.001) + 1);
     EXPECT_GT(out.payload.count(), 0u);
   }
 }

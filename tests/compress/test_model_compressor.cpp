@@ -161,7 +161,7 @@ TEST(ModelCompressorMomentumCorrection, VelocityIsErrorFedAndMaskedWhereSent) {
       acc[i] = e[i] + u[i];
     }
     e = acc;
-    ASSERT_EQ(p.count(), gs::target_count(4530, 0.01));
+    ASSERT_EQ(p.count(), gs::fitting::target_count(4530, 0.01));
     for (std::size_t j = 0; j < p.count(); ++j) {
       const auto i = std::size_t(p.indices[j]);
       ASSERT_EQ(p.values[j], acc[i]) << "step " << step;

@@ -29,17 +29,17 @@ TEST(Goodness, KsAndAdMatchScipyAtScipysFits) {
     SCOPED_TRACE(name);
     const auto x = sorted_of(gs::testing::reference_sample(name));
     const std::string p = std::string("fit.") + name + ".";
-    const std::vector<std::pair<std::string, gs::Sid>> laws = {
-        {"expon", gs::Exponential(ref_value(p + "expon.beta"))},
-        {"gamma", gs::Gamma(ref_value(p + "gamma.alpha"), ref_value(p + "gamma.beta"))},
-        {"genpareto", gs::GeneralizedPareto(ref_value(p + "genpareto.xi"), ref_value(p + "genpareto.sigma"))},
-        {"norm", gs::Normal(ref_value(p + "norm.mu"), ref_value(p + "norm.sigma"))}};
+    const std::vector<std::pair<std::string, gs::fitting::Sid>> laws = {
+        {"expon", gs::fitting::Exponential(ref_value(p + "expon.beta"))},
+        {"gamma", gs::fitting::Gamma(ref_value(p + "gamma.alpha"), ref_value(p + "gamma.beta"))},
+        {"genpareto", gs::fitting::GeneralizedPareto(ref_value(p + "genpareto.xi"), ref_value(p + "genpareto.sigma"))},
+        {"norm", gs::fitting::Normal(ref_value(p + "norm.mu"), ref_value(p + "norm.sigma"))}};
     for (const auto& [law, d] : laws) {
       SCOPED_TRACE(law);
-      const double D = gs::ks_statistic(d, x);
+      const double D = gs::fitting::ks_statistic(d, x);
       EXPECT_NEAR(D, ref_value(p + law + ".ks_D"), 1e-12);
-      EXPECT_TRUE(near_rel(gs::ks_pvalue(D, x.size()), ref_value(p + law + ".ks_p"), 1e-6));
-      EXPECT_TRUE(near_rel(gs::ad_statistic(d, x), ref_value(p + law + ".ad_A2"), 1e-9));
+      EXPECT_TRUE(near_rel(gs::fitting::ks_pvalue(D, x.size()), ref_value(p + law + ".ks_p"), 1e-6));
+      EXPECT_TRUE(near_rel(gs::fitting::ad_statistic(d, x), ref_value(p + law + ".ad_A2"), 1e-9));
     }
   }
 }
@@ -50,8 +50,8 @@ TEST(Goodness, KolmogorovLimitMatchesKstwobign) {
     k << x;
     std::string key = k.str();
     if (key.find('.') == std::string::npos) key += ".0";
-    EXPECT_TRUE(near_rel(gs::kolmogorov_sf(x), ref_value("kstwobign.sf." + key), 1e-12)) << x;
-    EXPECT_TRUE(near_rel(gs::kolmogorov_cdf(x), ref_value("kstwobign.cdf." + key), 1e-12)) << x;
+    EXPECT_TRUE(near_rel(gs::fitting::kolmogorov_sf(x), ref_value("kstwobign.sf." + key), 1e-12)) << x;
+    EXPECT_TRUE(near_rel(gs::fitting::kolmogorov_cdf(x), ref_value("kstwobign.cdf." + key), 1e-12)) << x;
   }
 }
 
@@ -66,7 +66,7 @@ TEST(Goodness, FiniteSampleKsMatchesKstwo) {
     const auto n = std::stoull(rest.substr(0, dot));
     const double d = std::stod(rest.substr(dot + 1));
     const double tol = n <= 140 ? 1e-9 : (n * std::pow(d, 1.5) <= 1.4 && n <= 100000 ? 1e-9 : 1e-4);
-    EXPECT_TRUE(near_rel(gs::ks_pvalue(d, n), value, d * d * n >= 2.2 ? 1e-7 : tol))
+    EXPECT_TRUE(near_rel(gs::fitting::ks_pvalue(d, n), value, d * d * n >= 2.2 ? 1e-7 : tol))
         << "n=" << n << " d=" << d;
     ++checked;
   }
@@ -74,25 +74,25 @@ TEST(Goodness, FiniteSampleKsMatchesKstwo) {
 }
 
 TEST(Goodness, KsPvalueEdges) {
-  EXPECT_EQ(gs::ks_pvalue(0.0, 10), 1.0);
-  EXPECT_EQ(gs::ks_pvalue(1.0, 10), 0.0);
-  EXPECT_EQ(gs::ks_pvalue(0.04, 10), 1.0);  // below the smallest possible D = 1/(2n)
-  EXPECT_TRUE(near_rel(gs::ks_pvalue(0.9, 1), 0.1 * 2, 1e-12));  // n = 1: P(D > d) = 2 (1 - d)
-  EXPECT_THROW(gs::ks_pvalue(0.1, 0), gs::Error);
-  EXPECT_THROW(gs::ks_statistic(gs::Exponential(1.0), std::vector<double>{}), gs::Error);
-  EXPECT_THROW(gs::ks_statistic(gs::Exponential(1.0), std::vector<double>{2.0, 1.0}), gs::Error);
+  EXPECT_EQ(gs::fitting::ks_pvalue(0.0, 10), 1.0);
+  EXPECT_EQ(gs::fitting::ks_pvalue(1.0, 10), 0.0);
+  EXPECT_EQ(gs::fitting::ks_pvalue(0.04, 10), 1.0);  // below the smallest possible D = 1/(2n)
+  EXPECT_TRUE(near_rel(gs::fitting::ks_pvalue(0.9, 1), 0.1 * 2, 1e-12));  // n = 1: P(D > d) = 2 (1 - d)
+  EXPECT_THROW(gs::fitting::ks_pvalue(0.1, 0), gs::Error);
+  EXPECT_THROW(gs::fitting::ks_statistic(gs::fitting::Exponential(1.0), std::vector<double>{}), gs::Error);
+  EXPECT_THROW(gs::fitting::ks_statistic(gs::fitting::Exponential(1.0), std::vector<double>{2.0, 1.0}), gs::Error);
 }
 
 TEST(Goodness, AndersonDarlingDetectsOutOfSupportAndMisfit) {
   const std::vector<double> x = {0.5, 1.0, 5.0};
-  EXPECT_TRUE(std::isinf(gs::ad_statistic(gs::GeneralizedPareto(-0.5, 1.0), x)));  // upper = 2
+  EXPECT_TRUE(std::isinf(gs::fitting::ad_statistic(gs::fitting::GeneralizedPareto(-0.5, 1.0), x)));  // upper = 2
   std::mt19937_64 rng(3);
   std::exponential_distribution<double> e(1.0);
   std::vector<double> s(5000);
   for (auto& v : s) v = e(rng);
   std::sort(s.begin(), s.end());
-  const double good = gs::ad_statistic(gs::Exponential(1.0), s);
-  const double bad = gs::ad_statistic(gs::Gamma(3.0, 1.0 / 3.0), s);
+  const double good = gs::fitting::ad_statistic(gs::fitting::Exponential(1.0), s);
+  const double bad = gs::fitting::ad_statistic(gs::fitting::Gamma(3.0, 1.0 / 3.0), s);
   EXPECT_LT(good, 3.0);
   EXPECT_GT(bad, 100.0);
 }
@@ -101,22 +101,22 @@ TEST(Goodness, LikelihoodsAndAic) {
   std::vector<float> v = {0.1f, 0.4f, 1.3f, 0.05f, 2.2f};
   gs::testing::NaivePasses passes(v);
   const auto s = passes.stats();
-  const gs::GeneralizedPareto gp(0.2, 0.6);
+  const gs::fitting::GeneralizedPareto gp(0.2, 0.6);
   double direct = 0.0;
   for (float x : v) direct += logpdf(gp, double(x));
-  EXPECT_TRUE(near_rel(gs::loglik(gp, passes), direct, 1e-13));
-  const gs::GeneralizedPareto bounded(-0.5, 1.0);  // upper 2 < 2.2
-  EXPECT_TRUE(std::isinf(gs::loglik(bounded, passes)));
-  const gs::GeneralizedPareto flat(0.0, 0.6);
+  EXPECT_TRUE(near_rel(gs::fitting::loglik(gp, passes), direct, 1e-13));
+  const gs::fitting::GeneralizedPareto bounded(-0.5, 1.0);  // upper 2 < 2.2
+  EXPECT_TRUE(std::isinf(gs::fitting::loglik(bounded, passes)));
+  const gs::fitting::GeneralizedPareto flat(0.0, 0.6);
   direct = 0.0;
   for (float x : v) direct += logpdf(flat, double(x));
-  EXPECT_TRUE(near_rel(gs::loglik(flat, passes), direct, 1e-13));
-  const gs::Gamma g(0.8, 0.9);
+  EXPECT_TRUE(near_rel(gs::fitting::loglik(flat, passes), direct, 1e-13));
+  const gs::fitting::Gamma g(0.8, 0.9);
   direct = 0.0;
   for (float x : v) direct += logpdf(g, double(x));
-  EXPECT_TRUE(near_rel(gs::loglik(g, s), direct, 1e-13));
-  EXPECT_TRUE(near_rel(gs::loglik(gs::Sid(g), passes, s), direct, 1e-13));
-  EXPECT_DOUBLE_EQ(gs::aic(-10.0, 2), 24.0);
+  EXPECT_TRUE(near_rel(gs::fitting::loglik(g, s), direct, 1e-13));
+  EXPECT_TRUE(near_rel(gs::fitting::loglik(gs::fitting::Sid(g), passes, s), direct, 1e-13));
+  EXPECT_DOUBLE_EQ(gs::fitting::aic(-10.0, 2), 24.0);
 }
 
 TEST(Goodness, TailCheckCountsAboveTheFittedThreshold) {
@@ -127,20 +127,20 @@ TEST(Goodness, TailCheckCountsAboveTheFittedThreshold) {
   for (std::size_t i = 0; i < v.size(); i += 10) v[i] = 0.0f;  // 10% zeros
   gs::testing::NaivePasses passes(v);
   const auto s = passes.stats();
-  const gs::Sid d = gs::fit_exponential(s);
+  const gs::fitting::Sid d = gs::fitting::fit_exponential(s);
   for (double density : {0.1, 0.01, 0.001}) {
-    const auto c = gs::tail_check(d, passes, s, density);
+    const auto c = gs::fitting::tail_check(d, passes, s, density);
     EXPECT_DOUBLE_EQ(c.predicted, 1e5 * density);
     EXPECT_NEAR(double(c.observed), c.predicted, 5.0 * std::sqrt(c.predicted));
   }
   // Density 1 (the whole vector, as every compressor takes it): the threshold is 0 and every
   // non-zero value lies above it; outside (0, 1] is refused.
-  const auto all = gs::tail_check(d, passes, s, 1.0);
+  const auto all = gs::fitting::tail_check(d, passes, s, 1.0);
   EXPECT_EQ(all.threshold, 0.0);
   EXPECT_DOUBLE_EQ(all.predicted, 1e5);
   EXPECT_EQ(all.observed, 90000u);
-  EXPECT_THROW(gs::tail_check(d, passes, s, 1.5), gs::Error);
-  EXPECT_THROW(gs::tail_check(d, passes, s, 0.0), gs::Error);
+  EXPECT_THROW(gs::fitting::tail_check(d, passes, s, 1.5), gs::Error);
+  EXPECT_THROW(gs::fitting::tail_check(d, passes, s, 0.0), gs::Error);
 }
 
 TEST(Goodness, QqPointsFollowTheLawOnItsOwnSample) {
@@ -149,7 +149,7 @@ TEST(Goodness, QqPointsFollowTheLawOnItsOwnSample) {
   std::vector<double> s(200000);
   for (auto& v : s) v = g(rng);
   std::sort(s.begin(), s.end());
-  const auto qq = gs::qq_points(gs::Gamma(0.5, 2.0), s, 9);
+  const auto qq = gs::fitting::qq_points(gs::fitting::Gamma(0.5, 2.0), s, 9);
   ASSERT_EQ(qq.size(), 9u);
   EXPECT_DOUBLE_EQ(qq[4].probability, 0.5);
   for (const auto& p : qq) EXPECT_NEAR(p.sample, p.fitted, 0.03 * p.fitted + 1e-3) << p.probability;
@@ -163,28 +163,28 @@ TEST(Goodness, EdfStatisticsMatchSerialFormulasOnLargeSamples) {
   std::vector<double> x(300007);
   for (auto& v : x) v = gd(rng);
   std::sort(x.begin(), x.end());
-  const std::vector<gs::Sid> laws = {gs::Exponential(0.006), gs::Gamma(0.62, 0.0098),
-                                     gs::GeneralizedPareto(0.2, 0.005), gs::Normal(0.006, 0.008)};
-  for (const gs::Sid& d : laws) {
-    SCOPED_TRACE(std::string(gs::name(d)));
+  const std::vector<gs::fitting::Sid> laws = {gs::fitting::Exponential(0.006), gs::fitting::Gamma(0.62, 0.0098),
+                                     gs::fitting::GeneralizedPareto(0.2, 0.005), gs::fitting::Normal(0.006, 0.008)};
+  for (const gs::fitting::Sid& d : laws) {
+    SCOPED_TRACE(std::string(gs::fitting::name(d)));
     const double m = double(x.size());
     double dmax = 0.0;
     long double s = 0.0L;
     for (std::size_t i = 0; i < x.size(); ++i) {
-      const double f = gs::cdf(d, x[i]);
+      const double f = gs::fitting::cdf(d, x[i]);
       dmax = std::max({dmax, double(i + 1) / m - f, f - double(i) / m});
-      s += (2.0 * double(i) + 1.0) * (gs::log_cdf(d, x[i]) + gs::log_sf(d, x[x.size() - 1 - i]));
+      s += (2.0 * double(i) + 1.0) * (gs::fitting::log_cdf(d, x[i]) + gs::fitting::log_sf(d, x[x.size() - 1 - i]));
     }
     const double a2 = double(-static_cast<long double>(m) - s / static_cast<long double>(m));
-    const gs::EdfStatistics e = gs::edf_statistics(d, x);
+    const gs::fitting::EdfStatistics e = gs::fitting::edf_statistics(d, x);
     EXPECT_NEAR(e.ks_D, dmax, 1e-13);
     EXPECT_TRUE(near_rel(e.ad_A2, a2, 1e-9));
     EXPECT_GT(e.ks_D, 0.0);
-    EXPECT_EQ(gs::ks_statistic(d, x), e.ks_D);
-    EXPECT_EQ(gs::ad_statistic(d, x), e.ad_A2);
+    EXPECT_EQ(gs::fitting::ks_statistic(d, x), e.ks_D);
+    EXPECT_EQ(gs::fitting::ad_statistic(d, x), e.ad_A2);
   }
-  EXPECT_THROW(gs::edf_statistics(gs::Exponential(1.0), std::vector<double>{}), gs::Error);
-  EXPECT_THROW(gs::edf_statistics(gs::Exponential(1.0), std::vector<double>{1.0, 0.5}), gs::Error);
+  EXPECT_THROW(gs::fitting::edf_statistics(gs::fitting::Exponential(1.0), std::vector<double>{}), gs::Error);
+  EXPECT_THROW(gs::fitting::edf_statistics(gs::fitting::Exponential(1.0), std::vector<double>{1.0, 0.5}), gs::Error);
 }
 
 }  // namespace
@@ -215,25 +215,25 @@ TEST(Goodness, InterpolatedEdfStatisticsEqualPointByPointOnes) {
   // falls to -inf at 2).
   struct Case {
     const std::vector<double>* x;
-    gs::Sid law;
+    gs::fitting::Sid law;
     double interpolated;
   };
   const std::vector<Case> cases = {
-      {&spread, gs::Exponential(4e-4), 0.95},
-      {&spread, gs::Gamma(0.3, 2e-3), 0.95},
-      {&spread, gs::Gamma(3.0, 1e-4), 0.95},
-      {&spread, gs::GeneralizedPareto(0.4, 1e-4), 0.95},
-      {&spread, gs::GeneralizedPareto(-0.3, 2e-3), 0.95},
-      {&spread, gs::Normal(2e-4, 3e-4), 0.95},
-      {&narrow, gs::Normal(1.0, 1e-4), 0.0},
-      {&narrow, gs::Gamma(2.0, 0.5), 0.95},
-      {&bounded, gs::GeneralizedPareto(-0.5, 1.0), 0.7},
-      {&bounded, gs::Normal(1.0, 0.5), 0.95},
+      {&spread, gs::fitting::Exponential(4e-4), 0.95},
+      {&spread, gs::fitting::Gamma(0.3, 2e-3), 0.95},
+      {&spread, gs::fitting::Gamma(3.0, 1e-4), 0.95},
+      {&spread, gs::fitting::GeneralizedPareto(0.4, 1e-4), 0.95},
+      {&spread, gs::fitting::GeneralizedPareto(-0.3, 2e-3), 0.95},
+      {&spread, gs::fitting::Normal(2e-4, 3e-4), 0.95},
+      {&narrow, gs::fitting::Normal(1.0, 1e-4), 0.0},
+      {&narrow, gs::fitting::Gamma(2.0, 0.5), 0.95},
+      {&bounded, gs::fitting::GeneralizedPareto(-0.5, 1.0), 0.7},
+      {&bounded, gs::fitting::Normal(1.0, 0.5), 0.95},
   };
   for (const auto& [x, d, share] : cases) {
-    SCOPED_TRACE(std::string(gs::name(d)) + " " + std::to_string(x->size()));
-    const gs::EdfStatistics fast = gs::edf_statistics(d, *x);
-    const gs::EdfStatistics exact = gs::edf_statistics(d, *x, gs::EdfEvaluation::exact);
+    SCOPED_TRACE(std::string(gs::fitting::name(d)) + " " + std::to_string(x->size()));
+    const gs::fitting::EdfStatistics fast = gs::fitting::edf_statistics(d, *x);
+    const gs::fitting::EdfStatistics exact = gs::fitting::edf_statistics(d, *x, gs::fitting::EdfEvaluation::exact);
     EXPECT_EQ(exact.interpolated, 0u);
     EXPECT_GE(double(fast.interpolated), share * double(x->size()));
     EXPECT_NEAR(fast.ks_D, exact.ks_D, 1e-12);
@@ -251,10 +251,10 @@ TEST(Goodness, InterpolatedEdfStatisticsEqualPointByPointOnes) {
 TEST(Goodness, KsPvalueBeyondMassartsBoundIsZero) {
   const std::uint64_t n = 1000000;
   const double beyond = std::sqrt(750.0 / (2.0 * double(n)));
-  EXPECT_EQ(gs::ks_pvalue(beyond, n), 0.0);
-  EXPECT_EQ(2.0 * gs::smirnov_sf(n, beyond), 0.0);
+  EXPECT_EQ(gs::fitting::ks_pvalue(beyond, n), 0.0);
+  EXPECT_EQ(2.0 * gs::fitting::smirnov_sf(n, beyond), 0.0);
   const double inside = std::sqrt(600.0 / (2.0 * double(n)));
-  const double p = gs::ks_pvalue(inside, n);
+  const double p = gs::fitting::ks_pvalue(inside, n);
   EXPECT_GT(p, 0.0);
   EXPECT_LE(p, 2.0 * std::exp(-600.0));
 }

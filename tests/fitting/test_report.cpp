@@ -24,7 +24,7 @@ TEST(Report, FitsAndThresholdsOnGammaData) {
   v[10] = 0.0f;
   v[20] = std::numeric_limits<float>::quiet_NaN();
   NaivePasses passes(v);
-  const gs::FitReport r = gs::fit_report(passes);
+  const gs::fitting::FitReport r = gs::fitting::fit_report(passes);
   EXPECT_EQ(r.n, 50000u);
   EXPECT_EQ(r.excluded, 2u);
   EXPECT_EQ(r.zeros, 1u);
@@ -44,13 +44,13 @@ TEST(Report, FitsAndThresholdsOnGammaData) {
   }
   // Each law's likelihood is the closed form at its parameters (the generalized Pareto's comes
   // from its search, without another pass over the data).
-  const gs::MagnitudeStats s = passes.stats();
-  const gs::Sid laws[] = {gs::Exponential(r.fits[0].params[0].second),
-                          gs::Gamma(r.fits[1].params[0].second, r.fits[1].params[1].second),
-                          gs::GeneralizedPareto(r.fits[2].params[0].second, r.fits[2].params[1].second),
-                          gs::Normal(r.fits[3].params[0].second, r.fits[3].params[1].second)};
+  const gs::fitting::MagnitudeStats s = passes.stats();
+  const gs::fitting::Sid laws[] = {gs::fitting::Exponential(r.fits[0].params[0].second),
+                          gs::fitting::Gamma(r.fits[1].params[0].second, r.fits[1].params[1].second),
+                          gs::fitting::GeneralizedPareto(r.fits[2].params[0].second, r.fits[2].params[1].second),
+                          gs::fitting::Normal(r.fits[3].params[0].second, r.fits[3].params[1].second)};
   for (std::size_t i = 0; i < 4; ++i)
-    EXPECT_NEAR(r.fits[i].loglik, gs::loglik(laws[i], passes, s), 1e-12 * std::fabs(r.fits[i].loglik))
+    EXPECT_NEAR(r.fits[i].loglik, gs::fitting::loglik(laws[i], passes, s), 1e-12 * std::fabs(r.fits[i].loglik))
         << r.fits[i].dist;
   // The true law wins on likelihood and KS.
   EXPECT_GT(r.fits[1].loglik, r.fits[0].loglik);
@@ -58,7 +58,7 @@ TEST(Report, FitsAndThresholdsOnGammaData) {
   EXPECT_LT(r.fits[1].ks_D, r.fits[0].ks_D);
   EXPECT_GT(r.fits[1].ks_p, 0.001);
   EXPECT_LT(r.fits[3].ks_p, 1e-10);
-  ASSERT_EQ(r.thresholds.size(), gs::all_methods().size() * 3u);  // 8 methods (sidco-topk the 8th)
+  ASSERT_EQ(r.thresholds.size(), gs::fitting::all_methods().size() * 3u);  // 8 methods (sidco-topk the 8th)
   for (const auto& t : r.thresholds) EXPECT_TRUE(t.error.empty()) << t.result.method << t.error;
   EXPECT_EQ(r.thresholds[0].result.method, "topk");
   EXPECT_EQ(r.thresholds[0].result.selected, 5000u);
@@ -70,37 +70,37 @@ TEST(Report, SubsamplesForKsWhenAsked) {
   std::vector<float> v(20000);
   for (auto& x : v) x = float(e(rng));
   NaivePasses passes(v);
-  gs::FitReportOptions o;
+  gs::fitting::FitReportOptions o;
   o.ks_max_points = 1000;
   o.dists = {"exponential"};
   o.methods = {"sidco-e"};
   o.densities = {0.05};
-  const auto r = gs::fit_report(passes, o);
+  const auto r = gs::fitting::fit_report(passes, o);
   ASSERT_EQ(r.fits.size(), 1u);
   EXPECT_TRUE(r.fits[0].ks_subsampled);
   EXPECT_EQ(r.fits[0].ks_n, 1000u);
   ASSERT_EQ(r.thresholds.size(), 1u);
-  EXPECT_EQ(r.thresholds[0].result.stages, gs::default_sidco_stages(r.thresholds[0].result.density));
+  EXPECT_EQ(r.thresholds[0].result.stages, gs::fitting::default_sidco_stages(r.thresholds[0].result.density));
 }
 
 TEST(Report, BadOptionsThrow) {
   std::vector<float> v = {0.1f, 0.2f, 0.4f};
   NaivePasses passes(v);
-  gs::FitReportOptions o;
+  gs::fitting::FitReportOptions o;
   o.dists = {"weibull"};
-  EXPECT_THROW(gs::fit_report(passes, o), gs::Error);
+  EXPECT_THROW(gs::fitting::fit_report(passes, o), gs::Error);
   o = {};
   o.methods = {"topq"};
-  EXPECT_THROW(gs::fit_report(passes, o), gs::Error);
+  EXPECT_THROW(gs::fitting::fit_report(passes, o), gs::Error);
   o = {};
   o.densities = {0.1, 1.5};
-  EXPECT_THROW(gs::fit_report(passes, o), gs::Error);
+  EXPECT_THROW(gs::fitting::fit_report(passes, o), gs::Error);
   o = {};
   o.densities = {0.0};
-  EXPECT_THROW(gs::fit_report(passes, o), gs::Error);
+  EXPECT_THROW(gs::fitting::fit_report(passes, o), gs::Error);
   o = {};
   o.stages = -1;
-  EXPECT_THROW(gs::fit_report(passes, o), gs::Error);
+  EXPECT_THROW(gs::fitting::fit_report(passes, o), gs::Error);
 }
 
 // Density 1 is a density like any other in (0, 1], as the compressors take it: every method keeps
@@ -108,10 +108,10 @@ TEST(Report, BadOptionsThrow) {
 TEST(Report, AtDensityOneEveryMethodKeepsEveryFiniteElement) {
   std::vector<float> v = {0.1f, -0.2f, 0.0f, 0.4f, std::numeric_limits<float>::quiet_NaN(), 0.3f};
   NaivePasses passes(v);
-  gs::FitReportOptions o;
+  gs::fitting::FitReportOptions o;
   o.densities = {1.0, 0.5};
-  const auto r = gs::fit_report(passes, o);
-  ASSERT_EQ(r.thresholds.size(), 2 * gs::all_methods().size());
+  const auto r = gs::fitting::fit_report(passes, o);
+  ASSERT_EQ(r.thresholds.size(), 2 * gs::fitting::all_methods().size());
   for (const auto& t : r.thresholds) {
     if (t.result.density != 1.0) continue;
     SCOPED_TRACE(t.result.method);
@@ -131,27 +131,27 @@ TEST(Report, AtDensityOneEveryMethodKeepsEveryFiniteElement) {
 TEST(Report, EdgeCasesAreRecordedNotThrown) {
   std::vector<float> none;
   NaivePasses p0(none);
-  auto r = gs::fit_report(p0);
+  auto r = gs::fitting::fit_report(p0);
   EXPECT_EQ(r.n, 0u);
   for (const auto& f : r.fits) EXPECT_FALSE(f.error.empty());
   for (const auto& t : r.thresholds) EXPECT_FALSE(t.error.empty());
 
   std::vector<float> one = {0.3f};
   NaivePasses p1(one);
-  r = gs::fit_report(p1);
+  r = gs::fitting::fit_report(p1);
   EXPECT_TRUE(r.fits[0].error.empty());   // exponential: beta = the value
   EXPECT_FALSE(r.fits[1].error.empty());  // gamma needs spread
   EXPECT_EQ(r.thresholds[0].result.selected, 1u);  // top-k: k = 1
 
   std::vector<float> two = {0.3f, -0.9f};
   NaivePasses p2(two);
-  r = gs::fit_report(p2);
+  r = gs::fitting::fit_report(p2);
   for (const auto& f : r.fits) EXPECT_TRUE(f.error.empty()) << f.dist << ": " << f.error;
   EXPECT_EQ(r.fits[0].ks_n, 2u);
 
   std::vector<float> equal(100, -0.5f);
   NaivePasses pe(equal);
-  r = gs::fit_report(pe);
+  r = gs::fitting::fit_report(pe);
   EXPECT_TRUE(r.fits[0].error.empty());
   EXPECT_NE(r.fits[1].error.find("equal"), std::string::npos);
   EXPECT_FALSE(r.fits[2].error.empty());
@@ -159,7 +159,7 @@ TEST(Report, EdgeCasesAreRecordedNotThrown) {
 
   std::vector<float> zeros(100, 0.0f);
   NaivePasses pz(zeros);
-  r = gs::fit_report(pz);
+  r = gs::fitting::fit_report(pz);
   EXPECT_EQ(r.excluded, 100u);
   for (const auto& f : r.fits) EXPECT_FALSE(f.error.empty());
   EXPECT_EQ(r.thresholds[0].result.selected, 10u);  // top-k of zeros: k elements by the tie rule
@@ -167,7 +167,7 @@ TEST(Report, EdgeCasesAreRecordedNotThrown) {
   std::vector<float> bad = {std::numeric_limits<float>::quiet_NaN(), 0.5f, 1.5f, 0.2f,
                             std::numeric_limits<float>::infinity()};
   NaivePasses pb(bad);
-  r = gs::fit_report(pb);
+  r = gs::fitting::fit_report(pb);
   EXPECT_EQ(r.nonfinite, 2u);
   EXPECT_TRUE(r.fits[0].error.empty());
   EXPECT_EQ(r.fits[0].ks_n, 3u);
@@ -175,7 +175,7 @@ TEST(Report, EdgeCasesAreRecordedNotThrown) {
 
 // The naive passes with one call (the fail_at-th of any pass, counting from 0) throwing what
 // `fail` throws instead: a failure of the machine behind the passes, or of the data.
-class FailingPasses final : public gs::MagnitudePasses {
+class FailingPasses final : public gs::fitting::MagnitudePasses {
   template <class F>
   auto call(F f) {  // (defined first: the passes below deduce their return type from it)
     if (calls_++ == fail_at_) fail_();
@@ -188,18 +188,18 @@ class FailingPasses final : public gs::MagnitudePasses {
   std::int64_t calls() const { return calls_; }
 
   std::uint64_t size() const override { return inner_.size(); }
-  gs::MagnitudeStats stats() override { return call([&] { return inner_.stats(); }); }
-  gs::MagnitudeStats stats_above(double t, double s) override {
+  gs::fitting::MagnitudeStats stats() override { return call([&] { return inner_.stats(); }); }
+  gs::fitting::MagnitudeStats stats_above(double t, double s) override {
     return call([&] { return inner_.stats_above(t, s); });
   }
-  gs::MagnitudeStats stats_light(gs::StatsFields f) override {
+  gs::fitting::MagnitudeStats stats_light(gs::fitting::StatsFields f) override {
     return call([&] { return inner_.stats_light(f); });
   }
-  gs::MagnitudeStats stats_above_light(double t, double s, gs::StatsFields f) override {
+  gs::fitting::MagnitudeStats stats_above_light(double t, double s, gs::fitting::StatsFields f) override {
     return call([&] { return inner_.stats_above_light(t, s, f); });
   }
   std::uint64_t count_above(double t) override { return call([&] { return inner_.count_above(t); }); }
-  gs::GpSums gp_sums(double theta, double t, double s) override {
+  gs::fitting::GpSums gp_sums(double theta, double t, double s) override {
     return call([&] { return inner_.gp_sums(theta, t, s); });
   }
   std::vector<double> sorted_sample(std::uint64_t m, std::uint64_t seed, bool* sub) override {
@@ -228,10 +228,10 @@ TEST(Report, DeviceFailuresEndTheReportAndNeverBecomeARow) {
   std::gamma_distribution<double> g(0.7, 0.02);
   std::vector<float> v(3000);
   for (auto& x : v) x = float(rng() & 1 ? g(rng) : -g(rng));
-  gs::FitReportOptions o;
+  gs::fitting::FitReportOptions o;
   o.densities = {0.01, 0.001};
   FailingPasses counting(v, -1, [] {});
-  const gs::FitReport clean = gs::fit_report(counting, o);
+  const gs::fitting::FitReport clean = gs::fitting::fit_report(counting, o);
   const std::int64_t passes = counting.calls();
   ASSERT_GT(passes, 20);  // every fit and method reads the data: the failures below land in each
   for (const auto& f : clean.fits) ASSERT_TRUE(f.error.empty()) << f.dist << ": " << f.error;
@@ -242,7 +242,7 @@ TEST(Report, DeviceFailuresEndTheReportAndNeverBecomeARow) {
     SCOPED_TRACE("failing pass " + std::to_string(at) + " of " + std::to_string(passes));
     FailingPasses failing(v, at, [&] { throw gs::DeviceFailure(device); });
     try {
-      const gs::FitReport r = gs::fit_report(failing, o);
+      const gs::fitting::FitReport r = gs::fitting::fit_report(failing, o);
       ADD_FAILURE() << "the report returned after a device failure";
       for (const auto& f : r.fits) EXPECT_EQ(f.error.find("out of memory"), std::string::npos) << f.dist;
       for (const auto& t : r.thresholds)
@@ -254,7 +254,7 @@ TEST(Report, DeviceFailuresEndTheReportAndNeverBecomeARow) {
     // (the first pass, the statistics every fit needs, and the KS sample stop it instead).
     FailingPasses bad_data(v, at, [] { throw gs::Error("degenerate for this test"); });
     try {
-      const gs::FitReport r = gs::fit_report(bad_data, o);
+      const gs::fitting::FitReport r = gs::fitting::fit_report(bad_data, o);
       int rows = 0;
       for (const auto& f : r.fits) rows += f.error == "degenerate for this test";
       for (const auto& t : r.thresholds) rows += t.error == "degenerate for this test";

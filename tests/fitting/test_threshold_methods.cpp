@@ -22,24 +22,24 @@ TEST(ThresholdMethods, RowsAreUniqueAndDescribed) {
   std::set<std::string_view> names;
   std::set<std::uint32_t> colours;
   int exact = 0;
-  for (const auto& row : gs::threshold_methods()) {
+  for (const auto& row : gs::fitting::threshold_methods()) {
     EXPECT_TRUE(names.insert(row.name).second) << row.name;
     EXPECT_TRUE(colours.insert(row.colour).second) << row.name << ": shares a colour";
     EXPECT_LE(row.colour, 0xffffffu) << row.name;
     EXPECT_FALSE(row.summary.empty()) << row.name;
     EXPECT_NE(row.rule, nullptr) << row.name;
-    exact += row.kind == gs::ThresholdKind::exact;
+    exact += row.kind == gs::fitting::ThresholdKind::exact;
   }
   EXPECT_EQ(exact, 1);  // the one reference the plots judge the others against
-  EXPECT_EQ(gs::all_methods(), gs::threshold_method_names());
-  EXPECT_EQ(gs::threshold_method("sidco-e").name, "sidco-e");
+  EXPECT_EQ(gs::fitting::all_methods(), gs::fitting::threshold_method_names());
+  EXPECT_EQ(gs::fitting::threshold_method("sidco-e").name, "sidco-e");
 }
 
 // SIDCo's variants and their rows name each other: one row per variant.
 TEST(ThresholdMethods, SidcoVariantsNameTheirRows) {
-  for (auto v : {gs::SidcoVariant::exponential, gs::SidcoVariant::pareto, gs::SidcoVariant::gamma_pareto}) {
-    const auto& row = gs::threshold_method(gs::method_name(v));
-    EXPECT_EQ(row.kind, gs::ThresholdKind::sidco);
+  for (auto v : {gs::fitting::SidcoVariant::exponential, gs::fitting::SidcoVariant::pareto, gs::fitting::SidcoVariant::gamma_pareto}) {
+    const auto& row = gs::fitting::threshold_method(gs::fitting::method_name(v));
+    EXPECT_EQ(row.kind, gs::fitting::ThresholdKind::sidco);
     EXPECT_EQ(row.variant, v);
   }
 }
@@ -47,13 +47,13 @@ TEST(ThresholdMethods, SidcoVariantsNameTheirRows) {
 TEST(ThresholdMethods, UnknownNameListsTheKnownOnes) {
   std::vector<float> v = gs::testing::laplace(100, 3);
   NaivePasses passes(v);
-  const std::string by_name = error_message([&] { gs::threshold_by_name("topq", passes, 0.1, 1, 0); });
-  gs::FitReportOptions o;
+  const std::string by_name = error_message([&] { gs::fitting::threshold_by_name("topq", passes, 0.1, 1, 0); });
+  gs::fitting::FitReportOptions o;
   o.methods = {"topq"};
-  const std::string report = error_message([&] { gs::fit_report(passes, o); });
+  const std::string report = error_message([&] { gs::fitting::fit_report(passes, o); });
   for (const auto& msg : {by_name, report}) {
     EXPECT_NE(msg.find("unknown threshold method 'topq'"), std::string::npos) << msg;
-    for (const auto& name : gs::threshold_method_names())
+    for (const auto& name : gs::fitting::threshold_method_names())
       EXPECT_NE(msg.find(name), std::string::npos) << name << " missing from: " << msg;
   }
 }
@@ -65,18 +65,18 @@ TEST(ThresholdMethods, EveryRuleAimsAtTheDensity) {
   g[5] = std::numeric_limits<float>::quiet_NaN();
   g[9] = -std::numeric_limits<float>::infinity();
   NaivePasses passes(g);
-  for (const auto& row : gs::threshold_methods()) {
+  for (const auto& row : gs::fitting::threshold_methods()) {
     for (double density : {0.1, 0.01}) {
       SCOPED_TRACE(std::string(row.name) + " at " + std::to_string(density));
-      const gs::ThresholdResult r = gs::threshold_by_name(row.name, passes, density, 3, 5);
+      const gs::fitting::ThresholdResult r = gs::fitting::threshold_by_name(row.name, passes, density, 3, 5);
       EXPECT_EQ(r.method, row.name);
       EXPECT_EQ(r.density, density);
       EXPECT_TRUE(std::isfinite(r.threshold));
       EXPECT_GT(r.quality, 0.3);  // the crude baselines (GaussianKSGD, RedSync) land within 2.5x
       EXPECT_LT(r.quality, 2.5);
-      if (r.exact || row.kind == gs::ThresholdKind::exact) {
+      if (r.exact || row.kind == gs::fitting::ThresholdKind::exact) {
         EXPECT_TRUE(r.exact);
-        EXPECT_EQ(r.selected, gs::target_count(g.size(), density));
+        EXPECT_EQ(r.selected, gs::fitting::target_count(g.size(), density));
       }
     }
   }

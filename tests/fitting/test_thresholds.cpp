@@ -43,7 +43,7 @@ const std::vector<float>& synthetic(Law law) {
 
 struct SidcoCase {
   Law law;
-  gs::SidcoVariant variant;
+  gs::fitting::SidcoVariant variant;
   int stages;
   bool recount;
 };
@@ -58,17 +58,17 @@ TEST_P(SidcoQuality, WithinTenPercentOfTarget) {
   const auto [law, variant, stages, recount] = GetParam();
   NaivePasses passes(synthetic(law));
   for (double density : {0.1, 0.01, 0.001}) {
-    const auto r = gs::sidco_threshold(passes, density, variant, stages, recount);
-    EXPECT_NEAR(r.quality, 1.0, 0.1) << gs::method_name(variant) << " law " << int(law)
+    const auto r = gs::fitting::sidco_threshold(passes, density, variant, stages, recount);
+    EXPECT_NEAR(r.quality, 1.0, 0.1) << gs::fitting::method_name(variant) << " law " << int(law)
                                      << " delta " << density << " stages " << r.stages;
-    EXPECT_EQ(r.method, gs::method_name(variant));
+    EXPECT_EQ(r.method, gs::fitting::method_name(variant));
     EXPECT_DOUBLE_EQ(r.quality, double(r.selected) / 1e6 / density);
     EXPECT_EQ(r.selected, passes.count_above(r.threshold));
     EXPECT_EQ(r.stages, stages);
   }
 }
 
-using V = gs::SidcoVariant;
+using V = gs::fitting::SidcoVariant;
 INSTANTIATE_TEST_SUITE_P(
     Reference, SidcoQuality,
     ::testing::Values(SidcoCase{Law::laplace, V::exponential, 3, false},
@@ -92,21 +92,21 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(Sidco, RecountCorrectsTheFirstStageError) {
   // Gamma first stage on generalized-Pareto data misses 0.25; recount removes the carried error.
   NaivePasses passes(synthetic(Law::gpareto));
-  const auto ref = gs::sidco_threshold(passes, 0.01, V::gamma_pareto, 3, false);
-  const auto fix = gs::sidco_threshold(passes, 0.01, V::gamma_pareto, 3, true);
+  const auto ref = gs::fitting::sidco_threshold(passes, 0.01, V::gamma_pareto, 3, false);
+  const auto fix = gs::fitting::sidco_threshold(passes, 0.01, V::gamma_pareto, 3, true);
   EXPECT_LT(std::fabs(fix.quality - 1.0), std::fabs(ref.quality - 1.0));
 }
 
 TEST(Sidco, SingleStageIsTheSidQuantile) {
   NaivePasses passes(synthetic(Law::laplace));
   const auto s = passes.stats();
-  const auto r = gs::sidco_threshold(passes, 0.01, gs::SidcoVariant::exponential, 1);
+  const auto r = gs::fitting::sidco_threshold(passes, 0.01, gs::fitting::SidcoVariant::exponential, 1);
   EXPECT_EQ(r.stages, 1);
   EXPECT_DOUBLE_EQ(r.threshold, -s.mean() * std::log(0.01));
-  const auto p = gs::sidco_threshold(passes, 0.01, gs::SidcoVariant::pareto, 1);
-  EXPECT_DOUBLE_EQ(p.threshold, gs::sid_threshold(gs::fit_gpareto_moments(s), 0.01));
-  const auto g = gs::sidco_threshold(passes, 0.01, gs::SidcoVariant::gamma_pareto, 1);
-  EXPECT_DOUBLE_EQ(g.threshold, gs::sid_threshold(gs::fit_gamma_closed_form(s), 0.01));
+  const auto p = gs::fitting::sidco_threshold(passes, 0.01, gs::fitting::SidcoVariant::pareto, 1);
+  EXPECT_DOUBLE_EQ(p.threshold, gs::fitting::sid_threshold(gs::fitting::fit_gpareto_moments(s), 0.01));
+  const auto g = gs::fitting::sidco_threshold(passes, 0.01, gs::fitting::SidcoVariant::gamma_pareto, 1);
+  EXPECT_DOUBLE_EQ(g.threshold, gs::fitting::sid_threshold(gs::fitting::fit_gamma_closed_form(s), 0.01));
 }
 
 TEST(Sidco, TwoStagesFollowTheAlgorithmByHand) {
@@ -124,7 +124,7 @@ TEST(Sidco, TwoStagesFollowTheAlgorithmByHand) {
   for (double yy : y) mean += yy - t;
   mean /= double(y.size());
   const double eta2 = t - mean * std::log(0.001 / 0.25);
-  const auto r = gs::sidco_threshold(passes, 0.001, gs::SidcoVariant::exponential, 2);
+  const auto r = gs::fitting::sidco_threshold(passes, 0.001, gs::fitting::SidcoVariant::exponential, 2);
   EXPECT_EQ(r.stages, 2);
   EXPECT_TRUE(near_rel(r.threshold, eta2, 1e-12));
 }
@@ -134,7 +134,7 @@ TEST(Sidco, ZerosDoNotDiluteTheTarget) {
   v.resize(200000);
   for (std::size_t i = 0; i < v.size(); i += 2) v[i] = 0.0f;  // half zeros
   NaivePasses passes(v);
-  const auto r = gs::sidco_threshold(passes, 0.01, gs::SidcoVariant::exponential, 1);
+  const auto r = gs::fitting::sidco_threshold(passes, 0.01, gs::fitting::SidcoVariant::exponential, 1);
   EXPECT_NEAR(r.quality, 1.0, 0.1);
 }
 
@@ -146,18 +146,18 @@ TEST(Sidco, MostlyZerosStillReachTheTargetWithSeveralStages) {
   for (std::size_t i = 0; i < v.size(); ++i)
     if (i % 9 != 4) v[i] = 0.0f;
   NaivePasses passes(v);
-  for (auto variant : {gs::SidcoVariant::exponential, gs::SidcoVariant::pareto, gs::SidcoVariant::gamma_pareto})
+  for (auto variant : {gs::fitting::SidcoVariant::exponential, gs::fitting::SidcoVariant::pareto, gs::fitting::SidcoVariant::gamma_pareto})
     for (int m : {2, 3})
       for (double density : {0.05, 0.01}) {
-        const auto r = gs::sidco_threshold(passes, density, variant, m);
-        SCOPED_TRACE(std::string(gs::method_name(variant)) + " M=" + std::to_string(m) +
+        const auto r = gs::fitting::sidco_threshold(passes, density, variant, m);
+        SCOPED_TRACE(std::string(gs::fitting::method_name(variant)) + " M=" + std::to_string(m) +
                      " density=" + std::to_string(density));
         EXPECT_EQ(r.stages, m);
         EXPECT_GT(r.threshold, 0.0);
         EXPECT_NEAR(r.quality, 1.0, 0.1);
       }
   // A target above the non-zero count keeps every non-zero value, in one stage.
-  const auto all = gs::sidco_threshold(passes, 0.2, gs::SidcoVariant::exponential, 3);
+  const auto all = gs::fitting::sidco_threshold(passes, 0.2, gs::fitting::SidcoVariant::exponential, 3);
   EXPECT_EQ(all.threshold, 0.0);
   EXPECT_EQ(all.selected, (v.size() + 4) / 9);
   EXPECT_EQ(all.stages, 1);
@@ -166,7 +166,7 @@ TEST(Sidco, MostlyZerosStillReachTheTargetWithSeveralStages) {
 TEST(Thresholds, TopKKeepsExactlyKWithTies) {
   std::vector<float> v = {0.1f, -0.5f, 0.5f, 0.5f, 0.2f, 0.0f, 0.9f, 0.3f, 0.5f, 0.05f};
   NaivePasses passes(v);
-  const auto r = gs::topk_threshold(passes, 0.3);  // k = 3: 0.9, then two of the four 0.5s
+  const auto r = gs::fitting::topk_threshold(passes, 0.3);  // k = 3: 0.9, then two of the four 0.5s
   EXPECT_EQ(r.method, "topk");
   EXPECT_FLOAT_EQ(float(r.threshold), 0.5f);
   EXPECT_EQ(r.selected, 3u);
@@ -176,7 +176,7 @@ TEST(Thresholds, TopKKeepsExactlyKWithTies) {
 
 TEST(Thresholds, TopKOnLargeData) {
   NaivePasses passes(synthetic(Law::gamma));
-  const auto r = gs::topk_threshold(passes, 0.001);
+  const auto r = gs::fitting::topk_threshold(passes, 0.001);
   EXPECT_EQ(r.selected, 1000u);
   EXPECT_EQ(passes.count_above(r.threshold), 999u);  // continuous data: no ties
 }
@@ -185,17 +185,17 @@ TEST(Thresholds, BaselinesLandNearTheTarget) {
   NaivePasses passes(synthetic(Law::gamma));
   for (double density : {0.1, 0.01, 0.001}) {
     SCOPED_TRACE(density);
-    const std::uint64_t k = gs::target_count(1'000'000, density);
-    const auto d = gs::dgc_threshold(passes, density, 99);
+    const std::uint64_t k = gs::fitting::target_count(1'000'000, density);
+    const auto d = gs::fitting::dgc_threshold(passes, density, 99);
     EXPECT_EQ(d.method, "dgc");
     EXPECT_LE(3 * d.selected, 4 * k);  // the hierarchical step caps it
     EXPECT_NEAR(d.quality, 1.0, 0.35);
-    const auto rs = gs::redsync_threshold(passes, density);
+    const auto rs = gs::fitting::redsync_threshold(passes, density);
     EXPECT_EQ(rs.method, "redsync");
     EXPECT_GE(rs.stages, 1);
     EXPECT_LE(rs.stages, 3);
     EXPECT_EQ(rs.selected, passes.count_above(rs.threshold));
-    const auto gk = gs::gaussianksgd_threshold(passes, density);
+    const auto gk = gs::fitting::gaussianksgd_threshold(passes, density);
     EXPECT_GE(gk.stages, 1);
     EXPECT_LE(gk.stages, 4);
     EXPECT_EQ(gk.selected, passes.count_above(gk.threshold));
@@ -205,9 +205,9 @@ TEST(Thresholds, BaselinesLandNearTheTarget) {
 TEST(Thresholds, GaussianKsgdRuleByHand) {
   std::vector<float> v = {1.0f, -2.0f, 0.5f, 3.0f, -0.25f, 0.0f, 1.5f, -1.0f, 0.75f, 2.5f};
   NaivePasses passes(v);
-  const auto n = gs::fit_normal_signed(passes.stats());
-  EXPECT_TRUE(near_rel(gs::gaussian_threshold(n, 0.2), n.mu() + 1.2815515655446004 * n.sigma(), 1e-13));
-  const auto r = gs::gaussianksgd_threshold(passes, 0.2);  // k = 2
+  const auto n = gs::fitting::fit_normal_signed(passes.stats());
+  EXPECT_TRUE(near_rel(gs::fitting::gaussian_threshold(n, 0.2), n.mu() + 1.2815515655446004 * n.sigma(), 1e-13));
+  const auto r = gs::fitting::gaussianksgd_threshold(passes, 0.2);  // k = 2
   EXPECT_GE(3 * r.selected, 2u * 2u);
   EXPECT_LE(3 * r.selected, 4u * 2u + 3u * 4u);
 }
@@ -217,76 +217,76 @@ TEST(Thresholds, RedSyncBisectionByHand) {
   for (int i = 0; i < 100; ++i) v[i] = float(i + 1);  // mean 50.5, max 100
   NaivePasses passes(v);
   // k = 10: t = 0.5 -> eta 75.25, 25 above (>= 2k) -> l = 0.5; t = 0.75 -> eta 87.625, 13 above: stop.
-  const auto r = gs::redsync_threshold(passes, 0.1);
+  const auto r = gs::fitting::redsync_threshold(passes, 0.1);
   EXPECT_EQ(r.stages, 2);
   EXPECT_DOUBLE_EQ(r.threshold, 50.5 + 0.75 * 49.5);
   EXPECT_EQ(r.selected, 13u);
 }
 
 TEST(Thresholds, SidThresholdsAreComplementQuantiles) {
-  EXPECT_DOUBLE_EQ(gs::sid_threshold(gs::Exponential(2.0), 1e-3), -2.0 * std::log(1e-3));
-  const gs::GeneralizedPareto gp(0.3, 1.0);
-  EXPECT_TRUE(near_rel(gs::sid_threshold(gp, 1e-3), (std::pow(1e-3, -0.3) - 1.0) / 0.3, 1e-13));
-  const gs::Gamma g(1.0, 2.0);  // exponential: the approximation is exact at alpha = 1
-  EXPECT_TRUE(near_rel(gs::gamma_threshold_approx(g, 1e-3), gs::sid_threshold(g, 1e-3), 1e-12));
-  EXPECT_TRUE(near_rel(gs::sid_threshold(gs::Sid(g), 1e-3), -2.0 * std::log(1e-3), 1e-12));
+  EXPECT_DOUBLE_EQ(gs::fitting::sid_threshold(gs::fitting::Exponential(2.0), 1e-3), -2.0 * std::log(1e-3));
+  const gs::fitting::GeneralizedPareto gp(0.3, 1.0);
+  EXPECT_TRUE(near_rel(gs::fitting::sid_threshold(gp, 1e-3), (std::pow(1e-3, -0.3) - 1.0) / 0.3, 1e-13));
+  const gs::fitting::Gamma g(1.0, 2.0);  // exponential: the approximation is exact at alpha = 1
+  EXPECT_TRUE(near_rel(gs::fitting::gamma_threshold_approx(g, 1e-3), gs::fitting::sid_threshold(g, 1e-3), 1e-12));
+  EXPECT_TRUE(near_rel(gs::fitting::sid_threshold(gs::fitting::Sid(g), 1e-3), -2.0 * std::log(1e-3), 1e-12));
 }
 
 TEST(Thresholds, BadInputsThrow) {
   std::vector<float> v = {0.3f, 0.1f, 0.7f};
   NaivePasses passes(v);
   for (double bad : {0.0, -0.1, 1.0, 1.5, std::numeric_limits<double>::quiet_NaN()}) {
-    EXPECT_THROW(gs::topk_threshold(passes, bad), gs::Error) << bad;
-    EXPECT_THROW(gs::sidco_threshold(passes, bad, gs::SidcoVariant::exponential, 2), gs::Error);
-    EXPECT_THROW(gs::sid_threshold(gs::Exponential(1.0), bad), gs::Error);
-    EXPECT_THROW(gs::StageController{bad}, gs::Error);
+    EXPECT_THROW(gs::fitting::topk_threshold(passes, bad), gs::Error) << bad;
+    EXPECT_THROW(gs::fitting::sidco_threshold(passes, bad, gs::fitting::SidcoVariant::exponential, 2), gs::Error);
+    EXPECT_THROW(gs::fitting::sid_threshold(gs::fitting::Exponential(1.0), bad), gs::Error);
+    EXPECT_THROW(gs::fitting::StageController{bad}, gs::Error);
   }
-  EXPECT_THROW(gs::sidco_threshold(passes, 0.1, gs::SidcoVariant::exponential, 0), gs::Error);
-  EXPECT_THROW(gs::threshold_by_name("topq", passes, 0.1, 1, 0), gs::Error);
+  EXPECT_THROW(gs::fitting::sidco_threshold(passes, 0.1, gs::fitting::SidcoVariant::exponential, 0), gs::Error);
+  EXPECT_THROW(gs::fitting::threshold_by_name("topq", passes, 0.1, 1, 0), gs::Error);
   std::vector<float> none;
   NaivePasses empty(none);
-  EXPECT_THROW(gs::topk_threshold(empty, 0.1), gs::Error);
-  EXPECT_THROW(gs::threshold_target(0, 0.1), gs::Error);
+  EXPECT_THROW(gs::fitting::topk_threshold(empty, 0.1), gs::Error);
+  EXPECT_THROW(gs::fitting::threshold_target(0, 0.1), gs::Error);
   // k > the finite values: 4 elements, 3 non-finite, density 0.5 -> k = 2 > 1.
   const float inf = std::numeric_limits<float>::infinity();
   std::vector<float> mostly_inf = {inf, -inf, std::numeric_limits<float>::quiet_NaN(), 0.2f};
   NaivePasses mi(mostly_inf);
-  EXPECT_THROW(gs::topk_threshold(mi, 0.5), gs::Error);
+  EXPECT_THROW(gs::fitting::topk_threshold(mi, 0.5), gs::Error);
 }
 
 TEST(Thresholds, TargetCount) {
-  EXPECT_EQ(gs::target_count(1000, 0.001), 1u);
-  EXPECT_EQ(gs::target_count(999, 0.001), 1u);  // max(1, floor)
-  EXPECT_EQ(gs::target_count(1'000'000, 0.01), 10000u);
-  EXPECT_EQ(gs::target_count(10, 0.99), 9u);
+  EXPECT_EQ(gs::fitting::target_count(1000, 0.001), 1u);
+  EXPECT_EQ(gs::fitting::target_count(999, 0.001), 1u);  // max(1, floor)
+  EXPECT_EQ(gs::fitting::target_count(1'000'000, 0.01), 10000u);
+  EXPECT_EQ(gs::fitting::target_count(10, 0.99), 9u);
   // One rule everywhere: nothing to keep of nothing; a density of 1 keeps all; outside (0, 1] throws.
-  EXPECT_EQ(gs::target_count(0, 0.1), 0u);
-  EXPECT_EQ(gs::target_count(7, 1.0), 7u);
-  for (double bad : {0.0, -0.1, 1.5, std::nan("")}) EXPECT_THROW(gs::target_count(10, bad), gs::Error);
-  EXPECT_THROW(gs::threshold_target(10, 1.0), gs::Error);  // a threshold keeping all is none
+  EXPECT_EQ(gs::fitting::target_count(0, 0.1), 0u);
+  EXPECT_EQ(gs::fitting::target_count(7, 1.0), 7u);
+  for (double bad : {0.0, -0.1, 1.5, std::nan("")}) EXPECT_THROW(gs::fitting::target_count(10, bad), gs::Error);
+  EXPECT_THROW(gs::fitting::threshold_target(10, 1.0), gs::Error);  // a threshold keeping all is none
 }
 
 TEST(Thresholds, DegenerateDataGiveDocumentedResults) {
   std::vector<float> zeros(50, 0.0f);
   NaivePasses zp(zeros);
-  const auto r = gs::sidco_threshold(zp, 0.1, gs::SidcoVariant::pareto, 3);
+  const auto r = gs::fitting::sidco_threshold(zp, 0.1, gs::fitting::SidcoVariant::pareto, 3);
   EXPECT_EQ(r.selected, 0u);
   EXPECT_EQ(r.stages, 0);
-  EXPECT_EQ(gs::redsync_threshold(zp, 0.1).selected, 0u);
-  const auto t = gs::topk_threshold(zp, 0.1);  // k = 5 zeros: threshold 0, keeps 5 by the tie rule
+  EXPECT_EQ(gs::fitting::redsync_threshold(zp, 0.1).selected, 0u);
+  const auto t = gs::fitting::topk_threshold(zp, 0.1);  // k = 5 zeros: threshold 0, keeps 5 by the tie rule
   EXPECT_EQ(t.threshold, 0.0);
   EXPECT_EQ(t.selected, 5u);
-  EXPECT_THROW(gs::gaussianksgd_threshold(zp, 0.1), gs::Error);  // no spread
+  EXPECT_THROW(gs::fitting::gaussianksgd_threshold(zp, 0.1), gs::Error);  // no spread
   std::vector<float> equal(40, 0.25f);
   NaivePasses ep(equal);
-  const auto e = gs::sidco_threshold(ep, 0.1, gs::SidcoVariant::gamma_pareto, 3);
+  const auto e = gs::fitting::sidco_threshold(ep, 0.1, gs::fitting::SidcoVariant::gamma_pareto, 3);
   EXPECT_EQ(e.stages, 1);  // degenerate: exponential first stage only
   EXPECT_GT(e.threshold, 0.25);
   EXPECT_EQ(e.selected, 0u);
   std::vector<float> one = {0.4f};
   NaivePasses op(one);
-  EXPECT_EQ(gs::topk_threshold(op, 0.5).selected, 1u);  // k = max(1, 0) = 1
-  EXPECT_EQ(gs::sidco_threshold(op, 0.5, gs::SidcoVariant::exponential, 1).stages, 1);
+  EXPECT_EQ(gs::fitting::topk_threshold(op, 0.5).selected, 1u);  // k = max(1, 0) = 1
+  EXPECT_EQ(gs::fitting::sidco_threshold(op, 0.5, gs::fitting::SidcoVariant::exponential, 1).stages, 1);
 }
 
 TEST(Thresholds, NonFiniteValuesAreNeverSelected) {
@@ -295,8 +295,8 @@ TEST(Thresholds, NonFiniteValuesAreNeverSelected) {
   v[3] = std::numeric_limits<float>::quiet_NaN();
   v[7] = std::numeric_limits<float>::infinity();
   NaivePasses passes(v);
-  for (const auto& m : gs::all_methods()) {
-    const auto r = gs::threshold_by_name(m, passes, 0.01, 3, 5);
+  for (const auto& m : gs::fitting::all_methods()) {
+    const auto r = gs::fitting::threshold_by_name(m, passes, 0.01, 3, 5);
     EXPECT_TRUE(std::isfinite(r.threshold)) << m;
     EXPECT_GT(r.quality, 0.3) << m;  // crude baselines (GaussianKSGD, RedSync) land within 2x
     EXPECT_LT(r.quality, 2.5) << m;
@@ -304,10 +304,10 @@ TEST(Thresholds, NonFiniteValuesAreNeverSelected) {
 }
 
 TEST(StageController, MovesAndClamps) {
-  gs::StageController c(0.001, 2);
+  gs::fitting::StageController c(0.001, 2);
   EXPECT_EQ(c.max_stages(), 10);
-  EXPECT_EQ(gs::StageController(0.1).max_stages(), 4);
-  EXPECT_EQ(gs::StageController(0.01).max_stages(), 7);
+  EXPECT_EQ(gs::fitting::StageController(0.1).max_stages(), 4);
+  EXPECT_EQ(gs::fitting::StageController(0.01).max_stages(), 7);
   for (int i = 0; i < 4; ++i) EXPECT_EQ(c.record(0.002), 2);  // decides every 5 steps
   EXPECT_EQ(c.record(0.002), 1);                               // overshoot: fewer stages
   for (int i = 0; i < 5; ++i) c.record(0.002);
@@ -323,7 +323,7 @@ TEST(StageController, MovesAndClamps) {
 // A new target keeps the stage count (clamped) and the window: each step is judged against the
 // target it ran at.
 TEST(StageController, RetargetJudgesEachStepAgainstItsOwnTarget) {
-  gs::StageController c(0.001, 5);
+  gs::fitting::StageController c(0.001, 5);
   c.retarget(0.1);
   EXPECT_EQ(c.max_stages(), 4);
   EXPECT_EQ(c.stages(), 4);  // clamped

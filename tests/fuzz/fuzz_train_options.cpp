@@ -1,4 +1,4 @@
-// `gradscope train`'s option table (gs::dist::train_options) on any arguments: each flag set from
+// `gradscope train`'s option table (gs::distributed::train_options) on any arguments: each flag set from
 // its text, then the whole configuration validated. Whatever validates must reach the workers
 // unchanged: the arguments the launcher gives a worker parse back to the same shared configuration.
 #include <cstdlib>
@@ -10,10 +10,10 @@
 namespace {
 
 // Flag value flag value ... (a switch takes no value), as the CLI reads them.
-gs::dist::TrainConfig parse(const std::vector<std::string>& args) {
-  gs::dist::TrainConfig cfg;
+gs::distributed::TrainConfig parse(const std::vector<std::string>& args) {
+  gs::distributed::TrainConfig cfg;
   for (std::size_t i = 0; i < args.size(); ++i) {
-    const auto& o = gs::dist::train_option(args[i]);
+    const auto& o = gs::distributed::train_option(args[i]);
     if (o.kind == gs::ValueKind::flag) {
       o.set(cfg, "1");
     } else {
@@ -28,14 +28,14 @@ gs::dist::TrainConfig parse(const std::vector<std::string>& args) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  gs::dist::TrainConfig cfg;
+  gs::distributed::TrainConfig cfg;
   try {
     cfg = parse(gs::fuzz::split_args(data, size));
   } catch (const gs::Error&) {
     return 0;
   }
   for (int r = 0; r < std::min(cfg.workers, 3); ++r) {
-    gs::dist::TrainConfig worker;
+    gs::distributed::TrainConfig worker;
     try {
       worker = parse(cfg.worker_args(r, 29500));
     } catch (const gs::Error& e) {

@@ -59,20 +59,20 @@ TEST(GuiVectorView, HistogramMatchesKernelsAndDensitiesMatchFitReport) {
   EXPECT_EQ(k, view.bin_center.size());
 
   kernels::cpu::CpuPasses passes(g);
-  const FitReport report = fit_report(passes, options.report);
+  const fitting::FitReport report = fitting::fit_report(passes, options.report);
   ASSERT_EQ(view.curves.size(), report.fits.size());
   for (const auto& curve : view.curves) {
-    const DistFit* fit = find_fit(report, curve.dist);
+    const fitting::DistFit* fit = find_fit(report, curve.dist);
     ASSERT_NE(fit, nullptr);
     ASSERT_TRUE(fit->error.empty()) << fit->error;
     ASSERT_GT(curve.x.size(), 10u) << curve.dist;
-    const Sid law = sid_from_fit(*fit);
+    const fitting::Sid law = sid_from_fit(*fit);
     for (std::size_t j = 0; j < curve.x.size(); j += 17)
       EXPECT_NEAR(curve.pdf[j], pdf(law, curve.x[j]), 1e-9 * pdf(law, curve.x[j]))
           << curve.dist << " at " << curve.x[j];
   }
   for (const auto& t : report.thresholds) {
-    const ThresholdEntry* mine = find_threshold(view.report, t.result.method, t.result.density);
+    const fitting::ThresholdEntry* mine = find_threshold(view.report, t.result.method, t.result.density);
     ASSERT_NE(mine, nullptr);
     EXPECT_DOUBLE_EQ(mine->result.threshold, t.result.threshold) << t.result.method;
   }
@@ -85,11 +85,11 @@ TEST(GuiVectorView, BadInputThrows) {
   ViewOptions bad;
   bad.bins = 0;
   EXPECT_THROW(analyse_vector(g, "g", 0, bad), Error);
-  DistFit failed;
+  fitting::DistFit failed;
   failed.dist = "gamma";
   failed.error = "all values equal";
   EXPECT_THROW(sid_from_fit(failed), Error);
-  DistFit unknown;
+  fitting::DistFit unknown;
   unknown.dist = "cauchy";
   EXPECT_THROW(sid_from_fit(unknown), Error);
 }
@@ -107,7 +107,7 @@ TEST(GuiTrainingSource, OnTheFlySeriesMatchFitReportPerStep) {
   TempDir dir;
   const auto models = write_snapshot(dir / "s.h5", 3, 12);
   auto reader = std::make_shared<data::SnapshotReader>(dir / "s.h5");
-  FitReportOptions options;
+  fitting::FitReportOptions options;
   SnapshotTrainingSource source(reader, options);
   std::atomic<bool> cancel{false};
   int calls = 0;
@@ -120,21 +120,21 @@ TEST(GuiTrainingSource, OnTheFlySeriesMatchFitReportPerStep) {
   for (int s = 0; s < 3; ++s) {
     std::span<const float> fc(models[s].data() + offset, n);
     kernels::cpu::CpuPasses passes(fc);
-    const FitReport report = fit_report(passes, options);
+    const fitting::FitReport report = fitting::fit_report(passes, options);
     for (const auto& p : series.ks)
       if (p.step == 10 * s) {
         EXPECT_DOUBLE_EQ(p.ks_D, find_fit(report, p.dist)->ks_D) << p.dist;
       }
     for (const auto& p : series.methods)
       if (p.step == 10 * s) {
-        const ThresholdEntry* t = find_threshold(report, p.method, p.density);
+        const fitting::ThresholdEntry* t = find_threshold(report, p.method, p.density);
         ASSERT_NE(t, nullptr);
         EXPECT_DOUBLE_EQ(p.quality, t->result.quality) << p.method;
         EXPECT_EQ(p.stages, t->result.stages) << p.method;
       }
   }
-  EXPECT_EQ(series.ks.size(), 3 * all_dists().size());
-  EXPECT_EQ(series.methods.size(), 3 * all_methods().size() * options.densities.size());
+  EXPECT_EQ(series.ks.size(), 3 * fitting::all_dists().size());
+  EXPECT_EQ(series.methods.size(), 3 * fitting::all_methods().size() * options.densities.size());
   EXPECT_THROW(source.load("no.such.layer", {}, cancel), Error);
 }
 
@@ -143,7 +143,7 @@ TEST(GuiTrainingSource, DeviceFailuresAreThrownNotPoints) {
   TempDir dir;
   write_snapshot(dir / "s.h5", 3, 13);
   auto reader = std::make_shared<data::SnapshotReader>(dir / "s.h5");
-  FitReportOptions options;
+  fitting::FitReportOptions options;
   options.densities = {0.01};
   std::atomic<bool> cancel{false};
   const std::int64_t allocations = gs::testing::cuda_host_allocations([&] {

@@ -65,12 +65,12 @@ TEST(GuiWindow, PlotsMatchDirectComputation) {
 
   // Fitted densities and threshold lines against fit_report run here on the same values.
   kernels::cpu::CpuPasses passes(g);
-  const FitReport report = fit_report(passes, FitReportOptions{});
+  const fitting::FitReport report = fitting::fit_report(passes, fitting::FitReportOptions{});
   for (const auto& fit : report.fits) {
     QCPGraph* curve = find_graph(w.histogramPlot(), QString::fromStdString(fit.dist));
     ASSERT_NE(curve, nullptr) << fit.dist;
     ASSERT_GT(curve->dataCount(), 10);
-    const Sid law = sid_from_fit(fit);
+    const fitting::Sid law = sid_from_fit(fit);
     for (int i = 0; i < curve->dataCount(); i += 23) {
       const auto p = curve->data()->at(i);
       EXPECT_NEAR(p->value, pdf(law, p->key), 1e-9 * pdf(law, p->key)) << fit.dist;
@@ -82,7 +82,7 @@ TEST(GuiWindow, PlotsMatchDirectComputation) {
     const std::string method = graph->property("gs_method").toString().toStdString();
     if (method.empty()) continue;
     lines.insert(method);
-    const ThresholdEntry* t = find_threshold(report, method, 0.01);
+    const fitting::ThresholdEntry* t = find_threshold(report, method, 0.01);
     ASSERT_NE(t, nullptr) << method;
     EXPECT_DOUBLE_EQ(graph->data()->at(0)->key, t->result.threshold) << method;
     EXPECT_DOUBLE_EQ(graph->data()->at(1)->key, t->result.threshold) << method;
@@ -90,12 +90,12 @@ TEST(GuiWindow, PlotsMatchDirectComputation) {
     EXPECT_TRUE(graph->name().contains(QLocale().toString(qulonglong(t->result.selected))))
         << graph->name().toStdString();
   }
-  EXPECT_EQ(lines, std::set<std::string>(all_methods().begin(), all_methods().end()));
+  EXPECT_EQ(lines, std::set<std::string>(fitting::all_methods().begin(), fitting::all_methods().end()));
   // The table lists every method at the density with its threshold and the count it selects.
-  ASSERT_EQ(w.thresholdTable()->rowCount(), int(all_methods().size()));
+  ASSERT_EQ(w.thresholdTable()->rowCount(), int(fitting::all_methods().size()));
   for (int row = 0; row < w.thresholdTable()->rowCount(); ++row) {
     const std::string method = w.thresholdTable()->item(row, 0)->text().toStdString();
-    const ThresholdEntry* t = find_threshold(report, method, 0.01);
+    const fitting::ThresholdEntry* t = find_threshold(report, method, 0.01);
     ASSERT_NE(t, nullptr) << method;
     EXPECT_EQ(w.thresholdTable()->item(row, 1)->text(), format_number(t->result.threshold));
     EXPECT_EQ(w.thresholdTable()->item(row, 2)->text(),
@@ -105,7 +105,7 @@ TEST(GuiWindow, PlotsMatchDirectComputation) {
   // QQ points of the chosen law (gamma by default).
   QCPGraph* qq = find_graph(w.qqPlot(), "gamma");
   ASSERT_NE(qq, nullptr);
-  const DistFit* gamma = find_fit(report, "gamma");
+  const fitting::DistFit* gamma = find_fit(report, "gamma");
   ASSERT_EQ(qq->dataCount(), int(gamma->qq.size()));
   EXPECT_DOUBLE_EQ(qq->data()->at(3)->value, gamma->qq[3].sample);
 
@@ -185,7 +185,7 @@ TEST(GuiWindow, ADeviceFailureIsAMessageNotRows) {
   // The window first fits the whole model at the last step: its allocations, counted here.
   const std::int64_t allocations = gs::testing::cuda_host_allocations([&] {
     const auto passes = kernels::make_passes(models[2], kernels::BackendKind::cuda_host);
-    fit_report(*passes, options.report);
+    fitting::fit_report(*passes, options.report);
   });
   ASSERT_GT(allocations, 2);
   for (const std::int64_t after : {std::int64_t{0}, allocations / 2}) {

@@ -125,10 +125,10 @@ TEST(CudaHostDevice, TopkOnAVectorChangedBetweenPassesStopsWithinItsBuffers) {
 TEST(CudaHostDevice, StatisticsAcrossDeviceSizesWithinTheStatedTolerance) {
   const auto g = make_data(Shape::specials, 1'000'003, 13);
   HostPrims two(2);
-  const MagnitudeStats small = portable::stats(two, g.data(), g.size());
+  const fitting::MagnitudeStats small = portable::stats(two, g.data(), g.size());
   for (const int sms : {1, 40, 80, 132}) {
     HostPrims p(sms);
-    const MagnitudeStats s = portable::stats(p, g.data(), g.size());
+    const fitting::MagnitudeStats s = portable::stats(p, g.data(), g.size());
     EXPECT_EQ(s.count, small.count) << sms;
     EXPECT_EQ(s.zeros, small.zeros) << sms;
     EXPECT_EQ(s.nonfinite, small.nonfinite) << sms;

@@ -21,7 +21,7 @@ namespace {
 
 namespace cpu = gs::kernels::cpu;
 
-void expect_gp_near(const GpSums& got, const GpSums& ref, double rel) {
+void expect_gp_near(const fitting::GpSums& got, const fitting::GpSums& ref, double rel) {
   EXPECT_EQ(got.count, ref.count);
   EXPECT_NEAR(got.sum_log1p, ref.sum_log1p, rel * std::fabs(ref.sum_log1p));
   EXPECT_NEAR(got.sum_inv, ref.sum_inv, rel * ref.sum_inv);
@@ -72,9 +72,9 @@ TEST(CpuGpSums, SameBitsForOneAndTwoThreads) {
   const std::vector<float> g = make_data(Shape::student3, 1000007, 78);
   const int before = omp_get_max_threads();
   omp_set_num_threads(1);
-  const GpSums a = cpu::gp_sums(g, 25.0, 1e-3, 1e-3);
+  const fitting::GpSums a = cpu::gp_sums(g, 25.0, 1e-3, 1e-3);
   omp_set_num_threads(2);
-  const GpSums b = cpu::gp_sums(g, 25.0, 1e-3, 1e-3);
+  const fitting::GpSums b = cpu::gp_sums(g, 25.0, 1e-3, 1e-3);
   omp_set_num_threads(before);
   EXPECT_EQ(a.count, b.count);
   EXPECT_EQ(a.sum_log1p, b.sum_log1p);

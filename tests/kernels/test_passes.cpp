@@ -38,7 +38,7 @@ std::vector<Case> cases() {
 
 double sum_rel(std::uint64_t n) { return std::max(1e-12, 1.2e-16 * double(n)); }
 
-void expect_stats_near(const MagnitudeStats& got, const MagnitudeStats& ref, const std::string& what) {
+void expect_stats_near(const fitting::MagnitudeStats& got, const fitting::MagnitudeStats& ref, const std::string& what) {
   SCOPED_TRACE(what);
   const double r = sum_rel(ref.count);
   EXPECT_EQ(got.count, ref.count);
@@ -64,7 +64,7 @@ TEST_P(PassesVsOracle, EveryPassOnEveryShapeAndSize) {
     NaivePasses naive(g);
     auto passes = gs::kernels::make_passes(g, GetParam());
     ASSERT_EQ(passes->size(), c.n);
-    const MagnitudeStats ref = naive.stats();
+    const fitting::MagnitudeStats ref = naive.stats();
     expect_stats_near(passes->stats(), ref, "stats");
 
     // Thresholds: 0, a data value itself (ties at the threshold), a double between floats, huge.
@@ -86,7 +86,7 @@ TEST_P(PassesVsOracle, EveryPassOnEveryShapeAndSize) {
       expect_stats_near(passes->stats_above(t, shift), naive.stats_above(t, shift), "shift>t");
       for (double theta : {-0.2, 0.0, 3.0}) {
         const double th = (theta < 0 && !finite.empty()) ? theta / (finite.back() + 1.0) : theta;
-        const GpSums a = passes->gp_sums(th, t, t), b = naive.gp_sums(th, t, t);
+        const fitting::GpSums a = passes->gp_sums(th, t, t), b = naive.gp_sums(th, t, t);
         EXPECT_EQ(a.count, b.count);
         const double r = sum_rel(b.count);
         EXPECT_NEAR(a.sum_log1p, b.sum_log1p, r * std::fabs(b.sum_log1p) + 1e-300);
@@ -137,7 +137,7 @@ TEST_P(PassesVsOracle, EveryPassOnEveryShapeAndSize) {
 TEST_P(PassesVsOracle, EmptyVector) {
   std::vector<float> g;
   auto passes = gs::kernels::make_passes(g, GetParam());
-  const MagnitudeStats s = passes->stats();
+  const fitting::MagnitudeStats s = passes->stats();
   EXPECT_EQ(s.total(), 0u);
   EXPECT_EQ(passes->count_above(0.0), 0u);
   EXPECT_EQ(passes->stats_above(0.0, 0.0).count, 0u);
@@ -194,10 +194,10 @@ TEST(CpuDeterminism, SameBitsForOneAndTwoThreads) {
   const auto g = make_data(Shape::student3, 1000007, 77);
   const int before = omp_get_max_threads();
   omp_set_num_threads(1);
-  const MagnitudeStats a = gs::kernels::cpu::stats(g);
+  const fitting::MagnitudeStats a = gs::kernels::cpu::stats(g);
   const double ta = gs::kernels::cpu::sum(g);
   omp_set_num_threads(2);
-  const MagnitudeStats b = gs::kernels::cpu::stats(g);
+  const fitting::MagnitudeStats b = gs::kernels::cpu::stats(g);
   const double tb = gs::kernels::cpu::sum(g);
   omp_set_num_threads(before);
   EXPECT_EQ(a.sum, b.sum);

@@ -236,7 +236,7 @@ TEST_P(Selector, PlacesOnceAndSelectsAsTheReferences) {
         EXPECT_EQ(std::vector<std::int64_t>(out.indices.begin(), out.indices.end()), ref.indices) << k;
       }
       if (n >= 1000) {
-        const auto r = sel->sidco(d, n, 0.01, gs::SidcoVariant::exponential, 2, out);
+        const auto r = sel->sidco(d, n, 0.01, gs::fitting::SidcoVariant::exponential, 2, out);
         EXPECT_EQ(r.selected, out.indices.size());
         EXPECT_EQ(r.nonfinite, n - finite);  // every backend counts them (the compressors report it)
         const Picked ref = reference_compact(g, r.threshold);  // exactly what is above its threshold
@@ -245,7 +245,7 @@ TEST_P(Selector, PlacesOnceAndSelectsAsTheReferences) {
         // The same threshold as the CPU's pipeline, up to the rounding of its float-block sums
         // (relative error at most 8 * 2^-24, gs/fitting/passes.hpp).
         gs::kernels::cpu::Selection<std::int32_t> cpu_out;
-        const auto c = gs::kernels::cpu::sidco_select(g, 0.01, gs::SidcoVariant::exponential, 2, false, cpu_out);
+        const auto c = gs::kernels::cpu::sidco_select(g, 0.01, gs::fitting::SidcoVariant::exponential, 2, false, cpu_out);
         EXPECT_NEAR(r.threshold, c.threshold, 1e-6 * c.threshold);
       }
     }

@@ -17,7 +17,7 @@ namespace cpu = gs::kernels::cpu;
 
 double rel(std::uint64_t n) { return std::max(1e-12, 1.2e-16 * double(n)); }
 
-void expect_light_near(const MagnitudeStats& got, const MagnitudeStats& ref, bool squares) {
+void expect_light_near(const fitting::MagnitudeStats& got, const fitting::MagnitudeStats& ref, bool squares) {
   EXPECT_EQ(got.count, ref.count);
   EXPECT_EQ(got.zeros, ref.zeros);
   EXPECT_EQ(got.nonfinite, ref.nonfinite);
@@ -42,7 +42,7 @@ TEST(LightStats, MatchOracleOnEveryShape) {
       NaivePasses naive(g);
       cpu::CpuPasses passes(g);
       for (bool sq : {false, true}) {
-        StatsFields f;
+        fitting::StatsFields f;
         f.sum_sq = sq;
         expect_light_near(passes.stats_light(f), naive.stats(), sq);
         // A tail stage: x above the median, shifted by the threshold itself (and by less).
@@ -56,7 +56,7 @@ TEST(LightStats, MatchOracleOnEveryShape) {
         expect_light_near(passes.stats_above_light(t, 0.5 * t, f), naive.stats_above(t, 0.5 * t), sq);
       }
       // The full pass asked through the same entry: every field.
-      const MagnitudeStats all = passes.stats_light(StatsFields::all());
+      const fitting::MagnitudeStats all = passes.stats_light(fitting::StatsFields::all());
       EXPECT_NEAR(all.sum_log, naive.stats().sum_log, 1e-7 * double(all.count) + 1e-9);
     }
 }
@@ -65,8 +65,8 @@ TEST(LightStats, ShiftAboveThresholdKeepsTheContract) {
   // shift > threshold: y = |x - shift| may be 0 or fall with x; still add()'s semantics.
   const auto g = make_data(Shape::ties, 5000, 31);
   NaivePasses naive(g);
-  const MagnitudeStats got = cpu::stats_above(g, 1.0, 2.5, StatsFields::all());
-  const MagnitudeStats ref = naive.stats_above(1.0, 2.5);
+  const fitting::MagnitudeStats got = cpu::stats_above(g, 1.0, 2.5, fitting::StatsFields::all());
+  const fitting::MagnitudeStats ref = naive.stats_above(1.0, 2.5);
   EXPECT_EQ(got.count, ref.count);
   EXPECT_EQ(got.zeros, ref.zeros);
   EXPECT_GT(ref.zeros, 0u);
@@ -87,8 +87,8 @@ TEST(LightStats, FloatBlockSumCorrectsTheRoundedShift) {
   }
   const double shift = 1.0 + 0.4 * 0x1p-23;  // between 1 and the next float
   NaivePasses naive(g);
-  const MagnitudeStats ref = naive.stats_above(shift, shift);
-  const MagnitudeStats got = cpu::stats_above(g, shift, shift, StatsFields{});
+  const fitting::MagnitudeStats ref = naive.stats_above(shift, shift);
+  const fitting::MagnitudeStats got = cpu::stats_above(g, shift, shift, fitting::StatsFields{});
   ASSERT_GT(ref.count, 4000u);
   EXPECT_EQ(got.count, ref.count);
   EXPECT_NEAR(got.sum, ref.sum, 8.0 * 0x1p-24 * ref.sum);
@@ -102,9 +102,9 @@ TEST(LightStats, HugeValuesAndShiftsBeyondTheFloatRangeStayFinite) {
   g[17] = 0.0f;
   NaivePasses naive(g);
   cpu::CpuPasses passes(g);
-  expect_light_near(passes.stats_light(StatsFields{}), naive.stats(), false);
-  expect_light_near(passes.stats_above_light(1e38, 1e38, StatsFields{}), naive.stats_above(1e38, 1e38), false);
-  const MagnitudeStats none = cpu::stats_above(g, 1e39, 1e39, StatsFields{});
+  expect_light_near(passes.stats_light(fitting::StatsFields{}), naive.stats(), false);
+  expect_light_near(passes.stats_above_light(1e38, 1e38, fitting::StatsFields{}), naive.stats_above(1e38, 1e38), false);
+  const fitting::MagnitudeStats none = cpu::stats_above(g, 1e39, 1e39, fitting::StatsFields{});
   EXPECT_EQ(none.count, 0u);
   EXPECT_EQ(none.sum, 0.0);
 }
@@ -125,12 +125,12 @@ TEST(SidcoSelect, EveryRouteMatchesFittingAndCompactExactly) {
       NaivePasses naive(g);
       for (double delta : {0.1, 0.01, 0.001})
         for (int m : {1, 2, 3})
-          for (auto variant : {SidcoVariant::exponential, SidcoVariant::pareto, SidcoVariant::gamma_pareto}) {
-            if (variant != SidcoVariant::exponential && m != 3) continue;
+          for (auto variant : {fitting::SidcoVariant::exponential, fitting::SidcoVariant::pareto, fitting::SidcoVariant::gamma_pareto}) {
+            if (variant != fitting::SidcoVariant::exponential && m != 3) continue;
             SCOPED_TRACE(std::string(shape_name(shape)) + " n=" + std::to_string(n) + " delta=" +
                          std::to_string(delta) + " M=" + std::to_string(m) + " " +
-                         std::string(method_name(variant)));
-            const ThresholdResult ref = gs::sidco_threshold(naive, delta, variant, m);
+                         std::string(fitting::method_name(variant)));
+            const fitting::ThresholdResult ref = gs::fitting::sidco_threshold(naive, delta, variant, m);
             for (auto route : {cpu::SidcoRoute::full_passes, cpu::SidcoRoute::candidates,
                                cpu::SidcoRoute::predicted, cpu::SidcoRoute::automatic}) {
               std::vector<std::int32_t> idx(n, -1);
@@ -140,7 +140,7 @@ TEST(SidcoSelect, EveryRouteMatchesFittingAndCompactExactly) {
               EXPECT_EQ(r.stages, ref.stages);
               // SIDCo-E's stages sum in float blocks (passes.hpp): each stage's mean is within
               // 8 * 2^-24 of the oracle's, and the stages compound it; the others sum in double.
-              const double tol = variant == SidcoVariant::exponential ? 4e-6 : 1e-9;
+              const double tol = variant == fitting::SidcoVariant::exponential ? 4e-6 : 1e-9;
               EXPECT_NEAR(r.threshold, ref.threshold, tol * std::fabs(ref.threshold) + 1e-300);
               const auto want = reference_indices(g, r.threshold);
               ASSERT_EQ(r.selected, want.size());
@@ -220,10 +220,10 @@ TEST(SidcoSelect, SampledFirstStageReadsOnceOrFallsBack) {
       for (auto route : {cpu::SidcoRoute::predicted, cpu::SidcoRoute::automatic, cpu::SidcoRoute::full_passes}) {
         SCOPED_TRACE(std::string(c.name) + " delta=" + std::to_string(delta) + " M=" + std::to_string(m) +
                      " route=" + std::to_string(int(route)));
-        const ThresholdResult ref = gs::sidco_threshold(naive, delta, SidcoVariant::exponential, m);
+        const fitting::ThresholdResult ref = gs::fitting::sidco_threshold(naive, delta, fitting::SidcoVariant::exponential, m);
         std::vector<std::int32_t> idx(n, -1);
         std::vector<float> val(n, 0.0f);
-        const auto r = cpu::sidco_select(c.g, delta, SidcoVariant::exponential, m, false, std::span(idx),
+        const auto r = cpu::sidco_select(c.g, delta, fitting::SidcoVariant::exponential, m, false, std::span(idx),
                                          std::span(val), route, &ws);
         EXPECT_EQ(r.stages, 1);
         EXPECT_NEAR(r.threshold, ref.threshold, 4e-6 * ref.threshold);
@@ -256,7 +256,7 @@ TEST(SidcoSelect, SampledFirstStageReadsOnceOrFallsBack) {
         }
         // The Selection form returns the same.
         cpu::Selection<std::int32_t> sel;
-        const auto r2 = cpu::sidco_select(c.g, delta, SidcoVariant::exponential, m, false, sel, route, &ws);
+        const auto r2 = cpu::sidco_select(c.g, delta, fitting::SidcoVariant::exponential, m, false, sel, route, &ws);
         EXPECT_EQ(r2.threshold, r.threshold);
         ASSERT_EQ(sel.indices.size(), r.selected);
         EXPECT_TRUE(std::equal(sel.indices.begin(), sel.indices.end(), idx.begin()));
@@ -269,13 +269,13 @@ TEST(SidcoSelect, RecountAndEstimateAgreeWithFitting) {
   NaivePasses naive(g);
   cpu::CpuPasses passes(g);
   for (bool recount : {false, true}) {
-    const auto ref = gs::sidco_threshold(naive, 0.001, SidcoVariant::exponential, 4, recount);
-    const auto est = gs::sidco_estimate(passes, 0.001, SidcoVariant::exponential, 4, recount);
+    const auto ref = gs::fitting::sidco_threshold(naive, 0.001, fitting::SidcoVariant::exponential, 4, recount);
+    const auto est = gs::fitting::sidco_estimate(passes, 0.001, fitting::SidcoVariant::exponential, 4, recount);
     EXPECT_NEAR(est.threshold, ref.threshold, 1e-9 * ref.threshold);
     EXPECT_EQ(est.stages, ref.stages);
     EXPECT_EQ(est.selected, 0u);  // the estimate does not count
     cpu::Selection<std::int32_t> sel;
-    const auto r = cpu::sidco_select(g, 0.001, SidcoVariant::exponential, 4, recount, sel);
+    const auto r = cpu::sidco_select(g, 0.001, fitting::SidcoVariant::exponential, 4, recount, sel);
     EXPECT_NEAR(r.threshold, ref.threshold, 1e-9 * ref.threshold);
   }
 }
@@ -286,16 +286,16 @@ TEST(SidcoSelect, BadArgumentsThrowBeforeWriting) {
   std::vector<float> val(10, 3.0f);
   for (auto route : {cpu::SidcoRoute::full_passes, cpu::SidcoRoute::candidates,
                      cpu::SidcoRoute::predicted}) {
-    EXPECT_THROW(cpu::sidco_select(g, 0.01, SidcoVariant::exponential, 2, false, std::span(idx),
+    EXPECT_THROW(cpu::sidco_select(g, 0.01, fitting::SidcoVariant::exponential, 2, false, std::span(idx),
                                    std::span(val), route),
                  gs::Error);  // ~500 selected, room for 10
     EXPECT_TRUE(std::all_of(idx.begin(), idx.end(), [](auto v) { return v == -7; }));
   }
   cpu::Selection<std::int32_t> sel;
-  EXPECT_THROW(cpu::sidco_select(g, 0.0, SidcoVariant::exponential, 2, false, sel), gs::Error);
-  EXPECT_THROW(cpu::sidco_select(g, 1.5, SidcoVariant::exponential, 2, false, sel), gs::Error);
-  EXPECT_THROW(cpu::sidco_select(g, 0.01, SidcoVariant::exponential, 0, false, sel), gs::Error);
-  EXPECT_THROW(cpu::sidco_select(std::span<const float>(), 0.01, SidcoVariant::exponential, 2, false, sel),
+  EXPECT_THROW(cpu::sidco_select(g, 0.0, fitting::SidcoVariant::exponential, 2, false, sel), gs::Error);
+  EXPECT_THROW(cpu::sidco_select(g, 1.5, fitting::SidcoVariant::exponential, 2, false, sel), gs::Error);
+  EXPECT_THROW(cpu::sidco_select(g, 0.01, fitting::SidcoVariant::exponential, 0, false, sel), gs::Error);
+  EXPECT_THROW(cpu::sidco_select(std::span<const float>(), 0.01, fitting::SidcoVariant::exponential, 2, false, sel),
                gs::Error);
 }
 

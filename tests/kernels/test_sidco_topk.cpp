@@ -24,7 +24,7 @@ Picked oracle(std::span<const float> g, double density) {
     if (std::isfinite(g[i])) order.push_back(std::int64_t(i));
   std::stable_sort(order.begin(), order.end(),
                    [&](auto a, auto b) { return std::fabs(g[a]) > std::fabs(g[b]); });
-  order.resize(std::min<std::size_t>(order.size(), gs::target_count(g.size(), density)));
+  order.resize(std::min<std::size_t>(order.size(), gs::fitting::target_count(g.size(), density)));
   std::sort(order.begin(), order.end());
   Picked p;
   p.indices = order;
@@ -75,19 +75,19 @@ TEST_P(SidcoTopk, SelectsExactlyWhatTopkSelects) {
 TEST_P(SidcoTopk, FallsBackWhenTheSampleFoolsTheBound) {
   const std::size_t n = std::size_t{1} << 21;
   auto g = make_data(Shape::laplace, n, 77);
-  const auto lines = gs::SidcoTopkBound::sample_lines(n), len = gs::SidcoTopkBound::kLineLength;
+  const auto lines = gs::fitting::SidcoTopkBound::sample_lines(n), len = gs::fitting::SidcoTopkBound::kLineLength;
   for (std::uint64_t l = 0; l < lines; ++l)
-    for (std::uint64_t j = 0; j < len; ++j) g[gs::spread_line_start(n, lines, len, l) + j] = 100.0f + float(j);
+    for (std::uint64_t j = 0; j < len; ++j) g[gs::fitting::spread_line_start(n, lines, len, l) + j] = 100.0f + float(j);
   const double density = 0.05;  // k = 104857 > the 32768 sampled values
   cpu::Selection<std::int32_t> got;
   const auto selector = gs::kernels::make_selector(kind());
   const auto r = selector->sidco_topk(selector->place(g), n, density, 2, got);
   expect_picked(got, oracle(g, density));
   EXPECT_EQ(r.full_reads, 3);
-  EXPECT_LT(r.candidates, gs::target_count(n, density));  // the first read's shortfall
+  EXPECT_LT(r.candidates, gs::fitting::target_count(n, density));  // the first read's shortfall
 
   NaivePasses passes(g);  // the fitting report's form of the method: the same plan, the same reads
-  const auto t = gs::sidco_topk_threshold(passes, density, 2);
+  const auto t = gs::fitting::sidco_topk_threshold(passes, density, 2);
   EXPECT_EQ(t.stages, 3);
   EXPECT_EQ(t.threshold, r.threshold);
   EXPECT_EQ(t.selected, r.selected);
@@ -101,8 +101,8 @@ TEST(SidcoTopkReport, FittingReportMatchesExactTopk) {
     NaivePasses passes(g);
     for (double density : {0.1, 0.01, 0.001}) {
       SCOPED_TRACE(std::string(shape_name(s)) + " " + std::to_string(density));
-      const auto want = gs::topk_threshold(passes, density);
-      const auto got = gs::sidco_topk_threshold(passes, density, 2);
+      const auto want = gs::fitting::topk_threshold(passes, density);
+      const auto got = gs::fitting::sidco_topk_threshold(passes, density, 2);
       EXPECT_EQ(got.method, "sidco-topk");
       EXPECT_EQ(got.threshold, want.threshold);
       EXPECT_EQ(got.selected, want.selected);
@@ -114,9 +114,9 @@ TEST(SidcoTopkReport, FittingReportMatchesExactTopk) {
   std::vector<float> mostly_nan(1000, std::nanf(""));
   mostly_nan[3] = 1.0f;
   NaivePasses few(mostly_nan);
-  EXPECT_THROW(gs::sidco_topk_threshold(few, 0.01, 2), gs::Error);
-  EXPECT_THROW(gs::SidcoTopkBound(10, 0.0, 2), gs::Error);
-  EXPECT_THROW(gs::SidcoTopkBound(10, 0.1, 0), gs::Error);
+  EXPECT_THROW(gs::fitting::sidco_topk_threshold(few, 0.01, 2), gs::Error);
+  EXPECT_THROW(gs::fitting::SidcoTopkBound(10, 0.0, 2), gs::Error);
+  EXPECT_THROW(gs::fitting::SidcoTopkBound(10, 0.1, 0), gs::Error);
 }
 
 }  // namespace

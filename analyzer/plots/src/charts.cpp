@@ -31,21 +31,21 @@ namespace {
 
 // The method's row of the threshold-method table, or null for a name this build does not know
 // (an analysis file from another build).
-const ThresholdMethodInfo* method_row(const std::string& method) {
-  for (const auto& row : threshold_methods())
+const fitting::ThresholdMethodInfo* method_row(const std::string& method) {
+  for (const auto& row : fitting::threshold_methods())
     if (row.name == method) return &row;
   return nullptr;
 }
 
 bool exact_method(const std::string& method) {
-  const ThresholdMethodInfo* row = method_row(method);
-  return row && row->kind == ThresholdKind::exact;
+  const fitting::ThresholdMethodInfo* row = method_row(method);
+  return row && row->kind == fitting::ThresholdKind::exact;
 }
 
 }  // namespace
 
 QColor method_color(const std::string& method) {
-  const ThresholdMethodInfo* row = method_row(method);
+  const fitting::ThresholdMethodInfo* row = method_row(method);
   return row ? QColor(QRgb(row->colour)) : QColor(Qt::darkGray);
 }
 
@@ -306,7 +306,7 @@ void plot_histogram(QCustomPlot* plot, const VectorView& view, double density) {
 }
 
 void plot_qq(QCustomPlot* plot, const VectorView& view, const std::string& dist) {
-  const DistFit* fit = find_fit(view.report, dist);
+  const fitting::DistFit* fit = find_fit(view.report, dist);
   if (!fit || !fit->error.empty() || fit->qq.empty()) {
     show_plot_message(plot, QString::fromStdString(
                                 fit ? dist + " fit failed: " + fit->error : "no " + dist + " fit"));
@@ -426,8 +426,8 @@ void plot_stages(QCustomPlot* plot, const TrainingSeries& series, double density
   std::map<std::string, std::pair<QVector<double>, QVector<double>>> by_method;
   int most = 1;
   for (const auto& p : series.methods) {
-    const ThresholdMethodInfo* row = method_row(p.method);
-    const bool staged = row && (row->kind == ThresholdKind::sidco || row->kind == ThresholdKind::sidco_topk);
+    const fitting::ThresholdMethodInfo* row = method_row(p.method);
+    const bool staged = row && (row->kind == fitting::ThresholdKind::sidco || row->kind == fitting::ThresholdKind::sidco_topk);
     if (!staged || std::abs(p.density - density) > 1e-9 * density) continue;
     by_method[p.method].first.push_back(double(p.step));
     by_method[p.method].second.push_back(double(p.stages));

@@ -143,8 +143,8 @@ void ensure_application() {
 namespace {
 // The method the others are judged against (its error is 0 by definition): the table's exact row.
 bool is_reference_method(const std::string& name) {
-  for (const auto& m : threshold_methods())
-    if (m.name == name) return m.kind == ThresholdKind::exact;
+  for (const auto& m : fitting::threshold_methods())
+    if (m.name == name) return m.kind == fitting::ThresholdKind::exact;
   return false;
 }
 }  // namespace
@@ -244,7 +244,7 @@ void plan_focus_vector(const AnalysisReader& reader, const StoreRows& rows, cons
   const auto& [vectors, fits, thresholds] = rows;
   const auto& options = reader.options();
   const auto qq = reader.qq();
-  const FitReport report = report_from_rows(fits, qq, thresholds, focus->step, focus->scope);
+  const fitting::FitReport report = report_from_rows(fits, qq, thresholds, focus->step, focus->scope);
   std::vector<double> densities = options.densities;
   std::sort(densities.begin(), densities.end());
   const double mid_ratio = densities[densities.size() / 2];
@@ -271,7 +271,7 @@ void plan_focus_vector(const AnalysisReader& reader, const StoreRows& rows, cons
   } else {
     out.notes.push_back(note);
   }
-  const DistFit* best = nullptr;
+  const fitting::DistFit* best = nullptr;
   for (const auto& f : report.fits)
     if (f.error.empty() && !f.qq.empty() && std::isfinite(f.aic) && (!best || f.aic < best->aic))
       best = &f;

@@ -12,7 +12,7 @@
 namespace gs::analyzer::plots {
 namespace {
 
-double param(const DistFit& fit, const char* name) {
+double param(const fitting::DistFit& fit, const char* name) {
   for (const auto& [key, value] : fit.params)
     if (key == name) return value;
   throw Error("fit of " + fit.dist + " has no parameter '" + name + "'");
@@ -20,27 +20,27 @@ double param(const DistFit& fit, const char* name) {
 
 }  // namespace
 
-Sid sid_from_fit(const DistFit& fit) {
+fitting::Sid sid_from_fit(const fitting::DistFit& fit) {
   if (!fit.error.empty()) throw Error("the " + fit.dist + " fit failed: " + fit.error);
-  if (fit.dist == "exponential") return Exponential(param(fit, "beta"));
-  if (fit.dist == "gamma") return Gamma(param(fit, "alpha"), param(fit, "beta"));
-  if (fit.dist == "gpareto") return GeneralizedPareto(param(fit, "xi"), param(fit, "sigma"));
-  if (fit.dist == "normal") return Normal(param(fit, "mu"), param(fit, "sigma"));
+  if (fit.dist == "exponential") return fitting::Exponential(param(fit, "beta"));
+  if (fit.dist == "gamma") return fitting::Gamma(param(fit, "alpha"), param(fit, "beta"));
+  if (fit.dist == "gpareto") return fitting::GeneralizedPareto(param(fit, "xi"), param(fit, "sigma"));
+  if (fit.dist == "normal") return fitting::Normal(param(fit, "mu"), param(fit, "sigma"));
   throw Error("unknown distribution '" + fit.dist + "'");
 }
 
-double pdf(const Sid& d, double x) {
-  return std::visit([x](const auto& law) { return gs::pdf(law, x); }, d);
+double pdf(const fitting::Sid& d, double x) {
+  return std::visit([x](const auto& law) { return gs::fitting::pdf(law, x); }, d);
 }
 
-const ThresholdEntry* find_threshold(const FitReport& report, const std::string& method,
+const fitting::ThresholdEntry* find_threshold(const fitting::FitReport& report, const std::string& method,
                                      double density) {
   for (const auto& t : report.thresholds)
     if (t.result.method == method && std::abs(t.result.density - density) <= 1e-9 * density) return &t;
   return nullptr;
 }
 
-const DistFit* find_fit(const FitReport& report, const std::string& dist) {
+const fitting::DistFit* find_fit(const fitting::FitReport& report, const std::string& dist) {
   for (const auto& f : report.fits)
     if (f.dist == dist) return &f;
   return nullptr;
@@ -64,7 +64,7 @@ VectorView histogram_view(std::span<const float> g, const std::string& scope, st
   view.scope = scope;
   view.step = step;
   view.n = g.size();
-  const MagnitudeStats s = kernels::cpu::stats(g);
+  const fitting::MagnitudeStats s = kernels::cpu::stats(g);
   if (s.count == 0)
     throw Error("'" + scope + "' at step " + std::to_string(step) +
                 " holds no finite non-zero gradient value: nothing to plot");
@@ -90,7 +90,7 @@ VectorView histogram_view(std::span<const float> g, const std::string& scope, st
 void add_fits(VectorView& view, std::span<const float> g, const ViewOptions& options) {
   const Stopwatch watch;
   auto passes = kernels::make_passes(g, kernels::resolve_backend(options.backend));
-  view.report = fit_report(*passes, options.report);
+  view.report = fitting::fit_report(*passes, options.report);
   add_curves(view, options.curve_points);
   view.seconds += watch.seconds();
 }
@@ -105,7 +105,7 @@ void add_curves(VectorView& view, int curve_points) {
     if (!fit.error.empty()) {
       curve.error = fit.error;
     } else {
-      const Sid law = sid_from_fit(fit);
+      const fitting::Sid law = sid_from_fit(fit);
       const double span = h.hi / h.lo;
       for (int j = 0; j < curve_points; ++j) {
         const double x = h.lo * std::pow(span, double(j) / double(curve_points - 1));
@@ -120,13 +120,13 @@ void add_curves(VectorView& view, int curve_points) {
   }
 }
 
-FitReport report_from_rows(const std::vector<FitRow>& fits, const std::vector<QQRow>& qq,
+fitting::FitReport report_from_rows(const std::vector<FitRow>& fits, const std::vector<QQRow>& qq,
                            const std::vector<ThresholdRow>& thresholds, std::int64_t step,
                            const std::string& scope) {
-  FitReport report;
+  fitting::FitReport report;
   for (const auto& f : fits) {
     if (f.step != step || f.scope != scope) continue;
-    DistFit fit = to_dist_fit(f);
+    fitting::DistFit fit = to_dist_fit(f);
     if (f.error.empty()) {
       for (const auto& q : qq)
         if (q.step == step && q.scope == scope && q.dist == f.dist)
@@ -136,7 +136,7 @@ FitReport report_from_rows(const std::vector<FitRow>& fits, const std::vector<QQ
   }
   for (const auto& t : thresholds) {
     if (t.step != step || t.scope != scope) continue;
-    ThresholdEntry entry;
+    fitting::ThresholdEntry entry;
     entry.result.method = t.method;
     entry.result.density = t.density;
     entry.result.threshold = t.threshold;

@@ -54,13 +54,13 @@ std::vector<float> laplace_data(std::uint64_t n, std::uint64_t seed) {
 // The operations timed, over one vector, for one backend.
 struct Ops {
   std::function<double()> read;
-  std::function<MagnitudeStats()> stats;
+  std::function<fitting::MagnitudeStats()> stats;
   std::function<std::uint64_t(double)> count_above;
   std::function<std::uint64_t(double)> compact;  // into preallocated buffers of n
   std::function<void(std::uint64_t)> topk;
   // sidco-topk at a density, its selection copied to the host (as a compressor gets it)
   std::function<SidcoSelectResult(double, Selection<std::int32_t>&)> sidco_topk;
-  std::unique_ptr<MagnitudePasses> passes;
+  std::unique_ptr<fitting::MagnitudePasses> passes;
   int topk_passes = 2;
   std::vector<std::shared_ptr<void>> keep;  // device buffers the operations read
 };
@@ -158,12 +158,12 @@ double time_passes(Ops& ops, std::uint64_t n, int repeats, const Emit& emit) {
   emit({"read", n, 0.0, 1, read_ms, read_min, read_ms, 0});
   const auto [st_ms, st_min] = time_ms(repeats, [&] { ops.stats(); });
   emit({"stats", n, 0.0, 1, st_ms, st_min, read_ms, 0});
-  const auto [sl_ms, sl_min] = time_ms(repeats, [&] { ops.passes->stats_light(StatsFields{}); });
+  const auto [sl_ms, sl_min] = time_ms(repeats, [&] { ops.passes->stats_light(fitting::StatsFields{}); });
   emit({"stats_light", n, 0.0, 1, sl_ms, sl_min, read_ms, 0});
   // A tail stage's pass: statistics of the top quarter (SIDCo's stage-1 density).
   const double q = ops.passes->kth_largest(std::max<std::uint64_t>(1, n / 4));
-  MagnitudeStats y;
-  const auto [sa_ms, sa_min] = time_ms(repeats, [&] { y = ops.passes->stats_above_light(q, q, StatsFields{}); });
+  fitting::MagnitudeStats y;
+  const auto [sa_ms, sa_min] = time_ms(repeats, [&] { y = ops.passes->stats_above_light(q, q, fitting::StatsFields{}); });
   emit({"stats_above_light", n, 0.25, 1, sa_ms, sa_min, read_ms, y.count});
   return read_ms;
 }
@@ -175,13 +175,13 @@ void time_sidco(const KernelBenchConfig& config, Ops& ops, const std::vector<flo
                 cpu::SidcoWorkspace& workspace, const Emit& emit) {
   const std::uint64_t n = g.size();
   // The threshold alone (fitting's sidco_estimate: M light passes, no count).
-  auto t = time_ms(repeats, [&] { gs::sidco_estimate(*ops.passes, delta, gs::SidcoVariant::exponential, m); });
+  auto t = time_ms(repeats, [&] { gs::fitting::sidco_estimate(*ops.passes, delta, gs::fitting::SidcoVariant::exponential, m); });
   emit({"sidco-e", n, delta, m, t.first, t.second, read_ms, 0, m});
   if (config.backend != BackendKind::cpu) {
     // Threshold on the device passes, then the device compaction: M + 1 reads.
     std::uint64_t sel = 0;
     t = time_ms(repeats, [&] {
-      const auto r = gs::sidco_estimate(*ops.passes, delta, gs::SidcoVariant::exponential, m);
+      const auto r = gs::fitting::sidco_estimate(*ops.passes, delta, gs::fitting::SidcoVariant::exponential, m);
       sel = ops.compact(r.threshold);
     });
     emit({"sidco-e+compact:full", n, delta, m + 1, t.first, t.second, read_ms, sel, m});
@@ -191,7 +191,7 @@ void time_sidco(const KernelBenchConfig& config, Ops& ops, const std::vector<flo
   for (const auto route : {cpu::SidcoRoute::full_passes, cpu::SidcoRoute::candidates, cpu::SidcoRoute::predicted}) {
     cpu::SidcoSelectResult r;
     t = time_ms(repeats, [&] {
-      r = cpu::sidco_select(s, delta, gs::SidcoVariant::exponential, m, false, std::span(idx), std::span(val),
+      r = cpu::sidco_select(s, delta, gs::fitting::SidcoVariant::exponential, m, false, std::span(idx), std::span(val),
                             route, &workspace);
     });
     const char* label = r.route == cpu::SidcoRoute::candidates  ? "sidco-e+compact:candidates"

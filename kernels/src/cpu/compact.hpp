@@ -54,11 +54,11 @@ struct Scratch {
 
 // Statistics of y = |v| - shift over the finite |v| > t of one block (cpu::stats_above's chunk
 // loop), for passes that organise their own blocks.
-MagnitudeStats stats_above_block(const float* v, std::size_t n, double threshold, double shift,
-                                 StatsFields fields);
+fitting::MagnitudeStats stats_above_block(const float* v, std::size_t n, double threshold, double shift,
+                                 fitting::StatsFields fields);
 
 // The same over every |v| (cpu::stats's chunk loop).
-MagnitudeStats stats_block(const float* v, std::size_t n, StatsFields fields);
+fitting::MagnitudeStats stats_block(const float* v, std::size_t n, fitting::StatsFields fields);
 
 // One read of g[begin, end): stats_above_block's statistics (of |g| > threshold, shifted) and the
 // compaction of the finite |g| > pack (pack above the threshold) at out_idx/out_val + out (room
@@ -66,14 +66,14 @@ MagnitudeStats stats_block(const float* v, std::size_t n, StatsFields fields);
 // dense_hits: store every group's (possibly empty) packing without a branch, for blocks where many
 // groups have a hit (an unpredictable branch costs more there than the stores); else only groups
 // with hits are stored.
-MagnitudeStats stats_above_and_compact(const float* g, std::size_t begin, std::size_t end,
-                                       double threshold, double shift, StatsFields fields,
+fitting::MagnitudeStats stats_above_and_compact(const float* g, std::size_t begin, std::size_t end,
+                                       double threshold, double shift, fitting::StatsFields fields,
                                        float pack, std::int32_t* out_idx, float* out_val,
                                        std::size_t& out, bool dense_hits = false);
 
 // The same with the statistics of every |g| (cpu::stats's chunk loop) instead of the shifted ones.
-MagnitudeStats stats_and_compact(const float* g, std::size_t begin, std::size_t end,
-                                 StatsFields fields, float pack, std::int32_t* out_idx,
+fitting::MagnitudeStats stats_and_compact(const float* g, std::size_t begin, std::size_t end,
+                                 fitting::StatsFields fields, float pack, std::int32_t* out_idx,
                                  float* out_val, std::size_t& out, bool dense_hits = false);
 
 #if defined(__GNUC__) && defined(__x86_64__)

@@ -35,7 +35,7 @@ struct PackAbove {
 };
 // shifted: statistics of |g| > t shifted (stats_above's); else of every |g| (stats's).
 template <bool shifted, bool squares, bool branchless>
-__attribute__((target("avx2"))) MagnitudeStats stats_and_pack_avx2(
+__attribute__((target("avx2"))) fitting::MagnitudeStats stats_and_pack_avx2(
     const float* g, std::size_t begin, std::size_t end, float t, double shift, float pack,
     std::int32_t* out_idx, float* out_val, std::size_t& out) {
   PackAbove<branchless> hook{_mm256_set1_ps(pack),
@@ -43,7 +43,7 @@ __attribute__((target("avx2"))) MagnitudeStats stats_and_pack_avx2(
                                               _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)),
                              out_idx, out_val, out};
   const std::size_t n = end - begin;
-  const MagnitudeStats s = light_chunk_avx2_with<shifted, squares, false>(g + begin, n, t, shift, hook);
+  const fitting::MagnitudeStats s = light_chunk_avx2_with<shifted, squares, false>(g + begin, n, t, shift, hook);
   const std::size_t full = n - n % 8;  // the groups the hook saw; the rest by the scalar compaction
   out = compact_range(g, static_cast<const std::int32_t*>(nullptr), begin + full, end, pack,
                       out_idx, out_val, hook.at);
@@ -54,8 +54,8 @@ __attribute__((target("avx2"))) MagnitudeStats stats_and_pack_avx2(
 
 namespace {
 template <bool shifted>
-MagnitudeStats stats_and_pack(const float* g, std::size_t begin, std::size_t end, double threshold,
-                              double shift, StatsFields f, float pack, std::int32_t* out_idx,
+fitting::MagnitudeStats stats_and_pack(const float* g, std::size_t begin, std::size_t end, double threshold,
+                              double shift, fitting::StatsFields f, float pack, std::int32_t* out_idx,
                               float* out_val, std::size_t& out, bool dense_hits) {
 #if defined(GS_LIGHT_AVX2)
   if (has_avx2() && !f.sum_log && !f.sum_signed && (!shifted || shift <= threshold) && out_val) {
@@ -65,20 +65,20 @@ MagnitudeStats stats_and_pack(const float* g, std::size_t begin, std::size_t end
     return run(g, begin, end, t, shift, pack, out_idx, out_val, out);
   }
 #endif
-  const MagnitudeStats s = shifted ? stats_above_block(g + begin, end - begin, threshold, shift, f)
+  const fitting::MagnitudeStats s = shifted ? stats_above_block(g + begin, end - begin, threshold, shift, f)
                                    : stats_block(g + begin, end - begin, f);
   out = compact_range(g, static_cast<const std::int32_t*>(nullptr), begin, end, pack, out_idx, out_val, out);
   return s;
 }
 }  // namespace
 
-MagnitudeStats stats_above_and_compact(const float* g, std::size_t begin, std::size_t end,
-                                       double threshold, double shift, StatsFields f, float pack,
+fitting::MagnitudeStats stats_above_and_compact(const float* g, std::size_t begin, std::size_t end,
+                                       double threshold, double shift, fitting::StatsFields f, float pack,
                                        std::int32_t* out_idx, float* out_val, std::size_t& out,
                                        bool dense_hits) {
   return stats_and_pack<true>(g, begin, end, threshold, shift, f, pack, out_idx, out_val, out, dense_hits);
 }
-MagnitudeStats stats_and_compact(const float* g, std::size_t begin, std::size_t end, StatsFields f,
+fitting::MagnitudeStats stats_and_compact(const float* g, std::size_t begin, std::size_t end, fitting::StatsFields f,
                                  float pack, std::int32_t* out_idx, float* out_val, std::size_t& out,
                                  bool dense_hits) {
   return stats_and_pack<false>(g, begin, end, 0.0, 0.0, f, pack, out_idx, out_val, out, dense_hits);

@@ -77,7 +77,7 @@ __attribute__((target("avx2"))) inline std::uint64_t lane_total(__m256i v) {
   return s;
 }
 template <bool shifted, bool squares, bool logs, bool checked, class Extra>
-__attribute__((target("avx2"))) MagnitudeStats light_pass_avx2(const float* g, std::size_t n, float t,
+__attribute__((target("avx2"))) fitting::MagnitudeStats light_pass_avx2(const float* g, std::size_t n, float t,
                                                                double shift, Extra& extra, bool& dirty) {
   static_assert(!logs || squares, "the full pass fills every sum");
   // Lane counts and exponent sums are 32-bit: at most 1 and 150 per group of 8 (callers pass
@@ -230,7 +230,7 @@ __attribute__((target("avx2"))) MagnitudeStats light_pass_avx2(const float* g, s
     kx = std::max(kx, key);
   }
   constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-  MagnitudeStats s;
+  fitting::MagnitudeStats s;
   s.count = count;
   s.zeros = zeros;
   s.nonfinite = nonfinite;
@@ -248,11 +248,11 @@ __attribute__((target("avx2"))) MagnitudeStats light_pass_avx2(const float* g, s
 // One chunk: unchecked, and again checked when it held a NaN or an Inf (extra restored first).
 // Float blocks whose 8-term lane sums overflow (values above FLT_MAX / 8) take the double sums.
 template <bool shifted, bool squares, bool logs, class Extra>
-__attribute__((target("avx2"))) MagnitudeStats light_chunk_avx2_with(const float* g, std::size_t n, float t,
+__attribute__((target("avx2"))) fitting::MagnitudeStats light_chunk_avx2_with(const float* g, std::size_t n, float t,
                                                                      double shift, Extra& extra) {
   const Extra before = extra;
   bool dirty = false;
-  MagnitudeStats s = light_pass_avx2<shifted, squares, logs, false>(g, n, t, shift, extra, dirty);
+  fitting::MagnitudeStats s = light_pass_avx2<shifted, squares, logs, false>(g, n, t, shift, extra, dirty);
   if (dirty) {
     extra = before;
     s = light_pass_avx2<shifted, squares, logs, true>(g, n, t, shift, extra, dirty);
@@ -268,7 +268,7 @@ __attribute__((target("avx2"))) MagnitudeStats light_chunk_avx2_with(const float
 }
 // The plain passes (no hook), as function pointers for pick().
 template <bool shifted, bool squares, bool logs = false>
-__attribute__((target("avx2"))) MagnitudeStats light_chunk_avx2(const float* g, std::size_t n, float t,
+__attribute__((target("avx2"))) fitting::MagnitudeStats light_chunk_avx2(const float* g, std::size_t n, float t,
                                                                 double shift) {
   NoExtra none;
   return light_chunk_avx2_with<shifted, squares, logs>(g, n, t, shift, none);

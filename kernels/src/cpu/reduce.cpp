@@ -49,7 +49,7 @@ enum Fields : unsigned { kBasic = 0, kSq = 1, kLogSigned = 2, kAll = kSq | kLogS
 // will not a float "conditional reduction" next to sums of other types). Fields not asked for
 // are NaN in the result.
 template <bool shifted, unsigned fields>
-[[gnu::always_inline]] inline MagnitudeStats stats_chunk_impl(const float* g, std::size_t n, float t,
+[[gnu::always_inline]] inline fitting::MagnitudeStats stats_chunk_impl(const float* g, std::size_t n, float t,
                                                                double shift) {
   // Every sum in double, counts and exponents included (exact: integers far below 2^53): GCC 12
   // vectorizes a reduction loop only when its accumulators share one type.
@@ -104,7 +104,7 @@ template <bool shifted, unsigned fields>
     }
   }
   constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-  MagnitudeStats s;
+  fitting::MagnitudeStats s;
   s.count = static_cast<std::uint64_t>(count);
   s.zeros = static_cast<std::uint64_t>(zeros);
   s.nonfinite = static_cast<std::uint64_t>(nonfinite);
@@ -122,11 +122,11 @@ template <bool shifted, unsigned fields>
 
 // stats_above when shift > threshold (y = |x - shift| may be 0 or not monotone in x): the plain
 // per-element form. No caller in this project takes this path; it exists for the contract.
-MagnitudeStats above_chunk_any_shift(const float* g, std::size_t n, float t, double shift,
-                                     StatsFields f) {
-  MagnitudeStats s;
+fitting::MagnitudeStats above_chunk_any_shift(const float* g, std::size_t n, float t, double shift,
+                                     fitting::StatsFields f) {
+  fitting::MagnitudeStats s;
   for (std::size_t i = 0; i < n; ++i)
-    if (kernels::detail::selected_above(g[i], t)) gs::add(s, static_cast<double>(std::fabs(g[i])) - shift);
+    if (kernels::detail::selected_above(g[i], t)) gs::fitting::add(s, static_cast<double>(std::fabs(g[i])) - shift);
   constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
   if (!f.sum_sq && !f.sum_log && !f.sum_signed) s.sum_sq = kNaN;
   if (!f.sum_log && !f.sum_signed) s.sum_log = s.sum_signed = kNaN;
@@ -139,28 +139,28 @@ using detail::light_chunk_avx2;
 #endif
 
 // One clone set per instantiation (target_clones does not apply to templates).
-GS_CPU_CLONES MagnitudeStats stats_chunk_all(const float* g, std::size_t n, float, double) {
+GS_CPU_CLONES fitting::MagnitudeStats stats_chunk_all(const float* g, std::size_t n, float, double) {
   return stats_chunk_impl<false, kAll>(g, n, 0.0f, 0.0);
 }
-GS_CPU_CLONES MagnitudeStats stats_chunk_sq(const float* g, std::size_t n, float, double) {
+GS_CPU_CLONES fitting::MagnitudeStats stats_chunk_sq(const float* g, std::size_t n, float, double) {
   return stats_chunk_impl<false, kSq>(g, n, 0.0f, 0.0);
 }
-GS_CPU_CLONES MagnitudeStats stats_chunk_basic(const float* g, std::size_t n, float, double) {
+GS_CPU_CLONES fitting::MagnitudeStats stats_chunk_basic(const float* g, std::size_t n, float, double) {
   return stats_chunk_impl<false, kBasic>(g, n, 0.0f, 0.0);
 }
-GS_CPU_CLONES MagnitudeStats above_chunk_all(const float* g, std::size_t n, float t, double shift) {
+GS_CPU_CLONES fitting::MagnitudeStats above_chunk_all(const float* g, std::size_t n, float t, double shift) {
   return stats_chunk_impl<true, kAll>(g, n, t, shift);
 }
-GS_CPU_CLONES MagnitudeStats above_chunk_sq(const float* g, std::size_t n, float t, double shift) {
+GS_CPU_CLONES fitting::MagnitudeStats above_chunk_sq(const float* g, std::size_t n, float t, double shift) {
   return stats_chunk_impl<true, kSq>(g, n, t, shift);
 }
-GS_CPU_CLONES MagnitudeStats above_chunk_basic(const float* g, std::size_t n, float t, double shift) {
+GS_CPU_CLONES fitting::MagnitudeStats above_chunk_basic(const float* g, std::size_t n, float t, double shift) {
   return stats_chunk_impl<true, kBasic>(g, n, t, shift);
 }
 
-using StatsChunkFn = MagnitudeStats (*)(const float*, std::size_t, float, double);
+using StatsChunkFn = fitting::MagnitudeStats (*)(const float*, std::size_t, float, double);
 
-StatsChunkFn pick(StatsFields f, bool shifted) {
+StatsChunkFn pick(fitting::StatsFields f, bool shifted) {
 #if defined(GS_LIGHT_AVX2)
   if (has_avx2()) {
     if (f.sum_log || f.sum_signed)
@@ -174,7 +174,7 @@ StatsChunkFn pick(StatsFields f, bool shifted) {
   return shifted ? above_chunk_basic : stats_chunk_basic;
 }
 
-MagnitudeStats merge_stats(const MagnitudeStats& a, const MagnitudeStats& b) { return gs::merge(a, b); }
+fitting::MagnitudeStats merge_stats(const fitting::MagnitudeStats& a, const fitting::MagnitudeStats& b) { return gs::fitting::merge(a, b); }
 
 GS_CPU_CLONES std::uint64_t count_chunk_generic(const float* g, std::size_t n, float t) {
   std::uint64_t c = 0;
@@ -207,7 +207,7 @@ std::uint64_t count_chunk(const float* g, std::size_t n, float t) {
 }
 
 // The Grimshaw sums of one element; the scalar pass and the vector pass's tail.
-inline void gp_add(GpSums& s, float v, double theta, double shift) {
+inline void gp_add(fitting::GpSums& s, float v, double theta, double shift) {
   const double z = theta * (static_cast<double>(std::fabs(v)) - shift);
   const double inv = 1.0 / (1.0 + z);
   ++s.count;
@@ -216,8 +216,8 @@ inline void gp_add(GpSums& s, float v, double theta, double shift) {
   s.sum_inv2 += inv * inv;
 }
 
-GpSums gp_chunk_scalar(const float* g, std::size_t n, float t, double theta, double shift) {
-  GpSums s;
+fitting::GpSums gp_chunk_scalar(const float* g, std::size_t n, float t, double theta, double shift) {
+  fitting::GpSums s;
   for (std::size_t i = 0; i < n; ++i)
     if (selected_above(g[i], t)) gp_add(s, g[i], theta, shift);
   return s;
@@ -242,7 +242,7 @@ __attribute__((target("avx2"))) inline double lane_total(__m256d v) {
 // sum_inv and sum_inv2 to that). Lanes are added in a fixed order, so the result depends only on
 // the chunk, not on the thread count. Groups of 4 with no selected element are skipped: a high
 // threshold costs little more than a compare per group.
-__attribute__((target("avx2"))) GpSums gp_chunk_avx2(const float* g, std::size_t n, float t,
+__attribute__((target("avx2"))) fitting::GpSums gp_chunk_avx2(const float* g, std::size_t n, float t,
                                                      double theta, double shift) {
   const __m128 absmask = _mm_castsi128_ps(_mm_set1_epi32(0x7fffffff));
   const __m128 tv = _mm_set1_ps(t), fmax = _mm_set1_ps(kFloatMax);
@@ -265,7 +265,7 @@ __attribute__((target("avx2"))) GpSums gp_chunk_avx2(const float* g, std::size_t
     sum_inv = _mm256_add_pd(sum_inv, inv);
     sum_inv2 = _mm256_add_pd(sum_inv2, _mm256_mul_pd(inv, inv));
   }
-  GpSums tail;
+  fitting::GpSums tail;
   for (; i < n; ++i)
     if (selected_above(g[i], t)) gp_add(tail, g[i], theta, shift);
   return {count + tail.count, lane_total(sum_log1p) + tail.sum_log1p,
@@ -273,7 +273,7 @@ __attribute__((target("avx2"))) GpSums gp_chunk_avx2(const float* g, std::size_t
 }
 #endif
 
-GpSums merge_gp(const GpSums& a, const GpSums& b) {
+fitting::GpSums merge_gp(const fitting::GpSums& a, const fitting::GpSums& b) {
   return {a.count + b.count, a.sum_log1p + b.sum_log1p, a.sum_inv + b.sum_inv,
           a.sum_inv2 + b.sum_inv2};
 }
@@ -281,13 +281,13 @@ GpSums merge_gp(const GpSums& a, const GpSums& b) {
 }  // namespace
 
 namespace detail {
-MagnitudeStats stats_above_block(const float* v, std::size_t n, double threshold, double shift,
-                                 StatsFields fields) {
+fitting::MagnitudeStats stats_above_block(const float* v, std::size_t n, double threshold, double shift,
+                                 fitting::StatsFields fields) {
   const float t = threshold_as_float(threshold);
   if (!(shift <= threshold)) return above_chunk_any_shift(v, n, t, shift, fields);
   return pick(fields, true)(v, n, t, shift);
 }
-MagnitudeStats stats_block(const float* v, std::size_t n, StatsFields fields) {
+fitting::MagnitudeStats stats_block(const float* v, std::size_t n, fitting::StatsFields fields) {
   return pick(fields, false)(v, n, 0.0f, 0.0);
 }
 
@@ -305,27 +305,27 @@ double sum(std::span<const float> g) {
   return detail::reduce_chunks(g, 0.0, sum_chunk, [](double a, double b) { return a + b; });
 }
 
-MagnitudeStats stats(std::span<const float> g, StatsFields fields) {
+fitting::MagnitudeStats stats(std::span<const float> g, fitting::StatsFields fields) {
   const StatsChunkFn fn = pick(fields, false);
   return detail::reduce_chunks(
-      g, MagnitudeStats{}, [fn](const float* p, std::size_t n) { return fn(p, n, 0.0f, 0.0); },
+      g, fitting::MagnitudeStats{}, [fn](const float* p, std::size_t n) { return fn(p, n, 0.0f, 0.0); },
       merge_stats);
 }
 
-MagnitudeStats stats_above(std::span<const float> g, double threshold, double shift,
-                           StatsFields fields) {
+fitting::MagnitudeStats stats_above(std::span<const float> g, double threshold, double shift,
+                           fitting::StatsFields fields) {
   check_threshold(threshold, "stats_above");
   if (!std::isfinite(shift)) throw gs::Error("stats_above: shift must be finite");
   const float t = threshold_as_float(threshold);
   if (!(shift <= threshold)) {
     return detail::reduce_chunks(
-        g, MagnitudeStats{},
+        g, fitting::MagnitudeStats{},
         [t, shift, fields](const float* p, std::size_t n) { return above_chunk_any_shift(p, n, t, shift, fields); },
         merge_stats);
   }
   const StatsChunkFn fn = pick(fields, true);
   return detail::reduce_chunks(
-      g, MagnitudeStats{}, [fn, t, shift](const float* p, std::size_t n) { return fn(p, n, t, shift); },
+      g, fitting::MagnitudeStats{}, [fn, t, shift](const float* p, std::size_t n) { return fn(p, n, t, shift); },
       merge_stats);
 }
 
@@ -338,16 +338,16 @@ std::uint64_t count_above(std::span<const float> g, double threshold) {
 }
 
 namespace {
-using GpChunkFn = GpSums (*)(const float*, std::size_t, float, double, double);
+using GpChunkFn = fitting::GpSums (*)(const float*, std::size_t, float, double, double);
 
-GpSums gp_sums_with(GpChunkFn chunk, std::span<const float> g, double theta, double threshold,
+fitting::GpSums gp_sums_with(GpChunkFn chunk, std::span<const float> g, double theta, double threshold,
                     double shift) {
   check_threshold(threshold, "gp_sums");
   if (!std::isfinite(theta) || !std::isfinite(shift))
     throw gs::Error("gp_sums: theta and shift must be finite");
   const float t = threshold_as_float(threshold);
   return detail::reduce_chunks(
-      g, GpSums{}, [=](const float* p, std::size_t n) { return chunk(p, n, t, theta, shift); },
+      g, fitting::GpSums{}, [=](const float* p, std::size_t n) { return chunk(p, n, t, theta, shift); },
       merge_gp);
 }
 }  // namespace
@@ -360,11 +360,11 @@ bool detail::gp_sums_vectorized() {
 #endif
 }
 
-GpSums detail::gp_sums_scalar(std::span<const float> g, double theta, double threshold, double shift) {
+fitting::GpSums detail::gp_sums_scalar(std::span<const float> g, double theta, double threshold, double shift) {
   return gp_sums_with(gp_chunk_scalar, g, theta, threshold, shift);
 }
 
-GpSums gp_sums(std::span<const float> g, double theta, double threshold, double shift) {
+fitting::GpSums gp_sums(std::span<const float> g, double theta, double threshold, double shift) {
 #if defined(GS_LIGHT_AVX2) && defined(GS_HAVE_LIBMVEC)
   if (has_avx2()) return gp_sums_with(gp_chunk_avx2, g, theta, threshold, shift);
 #endif

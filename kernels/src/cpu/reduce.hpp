@@ -11,6 +11,6 @@ bool gp_sums_vectorized();
 
 // cpu::gp_sums with the scalar pass (std::log1p per element) on any machine: the reference the
 // vector pass is held to. Same arguments, checks and chunking.
-GpSums gp_sums_scalar(std::span<const float> g, double theta, double threshold, double shift);
+fitting::GpSums gp_sums_scalar(std::span<const float> g, double theta, double threshold, double shift);
 
 }  // namespace gs::kernels::cpu::detail

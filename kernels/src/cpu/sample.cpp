@@ -77,11 +77,11 @@ std::vector<float> random_sample(std::span<const float> g, std::uint64_t m, std:
   return out;
 }
 
-MagnitudeStats CpuPasses::stats_above(double threshold, double shift) {
+fitting::MagnitudeStats CpuPasses::stats_above(double threshold, double shift) {
   return cpu::stats_above(g_, threshold, shift);
 }
 std::uint64_t CpuPasses::count_above(double threshold) { return cpu::count_above(g_, threshold); }
-GpSums CpuPasses::gp_sums(double theta, double threshold, double shift) {
+fitting::GpSums CpuPasses::gp_sums(double theta, double threshold, double shift) {
   return cpu::gp_sums(g_, theta, threshold, shift);
 }
 std::vector<double> CpuPasses::sorted_sample(std::uint64_t max_points, std::uint64_t seed,
@@ -102,7 +102,7 @@ void spread_sample(std::span<const float> g, std::uint64_t lines, std::uint64_t 
   }
   out.resize(lines * line_length);
   for (std::uint64_t l = 0; l < lines; ++l)
-    std::memcpy(out.data() + l * line_length, g.data() + spread_line_start(g.size(), lines, line_length, l),
+    std::memcpy(out.data() + l * line_length, g.data() + fitting::spread_line_start(g.size(), lines, line_length, l),
                 line_length * sizeof(float));
 }
 

@@ -21,9 +21,9 @@ namespace gs::kernels::cpu {
 struct SidcoWorkspace::Impl {
   std::vector<detail::Scratch<std::int32_t>> parts;
   std::vector<std::size_t> seg_begin, seg_len;
-  std::vector<MagnitudeStats> chunk_stats;
+  std::vector<fitting::MagnitudeStats> chunk_stats;
   std::vector<float> sample;
-  SidcoTopkBound topk_plan{1, 1.0, 1};  // sidco_topk's plan, its buffers kept between calls
+  fitting::SidcoTopkBound topk_plan{1, 1.0, 1};  // sidco_topk's plan, its buffers kept between calls
 };
 
 SidcoWorkspace::SidcoWorkspace() : impl_(std::make_unique<Impl>()) {}
@@ -41,9 +41,9 @@ namespace {
 
 using kernels::detail::threshold_as_float;
 
-MagnitudeStats merge_in_order(const std::vector<MagnitudeStats>& parts) {
-  MagnitudeStats r;
-  for (const auto& p : parts) r = gs::merge(r, p);
+fitting::MagnitudeStats merge_in_order(const std::vector<fitting::MagnitudeStats>& parts) {
+  fitting::MagnitudeStats r;
+  for (const auto& p : parts) r = gs::fitting::merge(r, p);
   return r;
 }
 
@@ -52,8 +52,8 @@ MagnitudeStats merge_in_order(const std::vector<MagnitudeStats>& parts) {
 // With pack_above > threshold the statistics (of x > threshold) are taken from g's chunk and only
 // the x > pack_above are packed (the predicted route). whole: the statistics are those of every
 // x (stage 1's; threshold and shift unused) and the x > pack_above are packed (the sampled route).
-MagnitudeStats collect_candidates(std::span<const float> g, double threshold, double shift,
-                                  StatsFields f, SidcoWorkspace::Impl& w,
+fitting::MagnitudeStats collect_candidates(std::span<const float> g, double threshold, double shift,
+                                  fitting::StatsFields f, SidcoWorkspace::Impl& w,
                                   double pack_above = -1.0, bool whole = false, int max_threads = 0) {
   const bool same = !whole && !(pack_above > threshold);
   const float t = threshold_as_float(same ? threshold : pack_above);
@@ -61,7 +61,7 @@ MagnitudeStats collect_candidates(std::span<const float> g, double threshold, do
   w.parts.resize(static_cast<std::size_t>(detail::range_threads(chunks, max_threads)));
   w.seg_begin.assign(chunks, 0);
   w.seg_len.assign(chunks, 0);
-  w.chunk_stats.assign(chunks, MagnitudeStats{});
+  w.chunk_stats.assign(chunks, fitting::MagnitudeStats{});
   detail::for_thread_ranges(g.size(), [&](int r, std::size_t begin, std::size_t end) {
     auto& p = w.parts[static_cast<std::size_t>(r)];
     p.size = 0;
@@ -95,7 +95,7 @@ MagnitudeStats collect_candidates(std::span<const float> g, double threshold, do
 
 // One read of the candidates: keep those above t (in place) and, with stats, take the
 // statistics of y = x - shift over the kept.
-MagnitudeStats narrow_candidates(double threshold, double shift, StatsFields f, bool with_stats,
+fitting::MagnitudeStats narrow_candidates(double threshold, double shift, fitting::StatsFields f, bool with_stats,
                                  SidcoWorkspace::Impl& w) {
   const float t = threshold_as_float(threshold);
   const std::size_t chunks = w.seg_len.size();
@@ -118,7 +118,7 @@ MagnitudeStats narrow_candidates(double threshold, double shift, StatsFields f, 
     }
     p.size = out;
   }
-  return with_stats ? merge_in_order(w.chunk_stats) : MagnitudeStats{};
+  return with_stats ? merge_in_order(w.chunk_stats) : fitting::MagnitudeStats{};
 }
 
 // The selection from candidates that hold every x > floor, when eta is at or above floor: the
@@ -134,7 +134,7 @@ bool select_from_candidates(double eta, double floor, SidcoWorkspace::Impl& w) {
 constexpr std::size_t kSampleLine = 16, kSampleLines = 4096;
 constexpr std::size_t kSampleSize = kSampleLine * kSampleLines;
 constexpr std::size_t kSampledMinN = 16 * kSampleSize;
-MagnitudeStats sample_stats(std::span<const float> g, StatsFields f, SidcoWorkspace::Impl& w) {
+fitting::MagnitudeStats sample_stats(std::span<const float> g, fitting::StatsFields f, SidcoWorkspace::Impl& w) {
   spread_sample(g, kSampleLines, kSampleLine, w.sample);
   return cpu::stats(w.sample, f);
 }
@@ -154,15 +154,15 @@ constexpr double kAutomaticMaxCandidates = 0.10;
 // from those candidates, else from one more read of g. constexpr numbers: measured in
 // docs/BENCHMARKS.md. Returns the prediction's threshold, or -1 (0 when the sample holds nothing
 // to fit) when the route is not taken.
-double predicted_first_bound(std::span<const float> g, double density, SidcoVariant variant,
-                             SidcoRoute route, const SidcoStages& plan, SidcoWorkspace::Impl& w) {
+double predicted_first_bound(std::span<const float> g, double density, fitting::SidcoVariant variant,
+                             SidcoRoute route, const fitting::SidcoStages& plan, SidcoWorkspace::Impl& w) {
   constexpr double kSampleMargin = 3.0;
-  if (!(variant == SidcoVariant::exponential && plan.single_stage() && g.size() >= kSampledMinN &&
+  if (!(variant == fitting::SidcoVariant::exponential && plan.single_stage() && g.size() >= kSampledMinN &&
         kSampleMargin * density < 1.0 &&
         (route == SidcoRoute::predicted ||
          (route == SidcoRoute::automatic && kSampleMargin * density <= kAutomaticMaxCandidates))))
     return -1.0;
-  SidcoStages probe(kSampleSize, kSampleMargin * density, variant, 1, false);
+  fitting::SidcoStages probe(kSampleSize, kSampleMargin * density, variant, 1, false);
   probe.first(sample_stats(g, plan.first_fields(), w));
   return probe.threshold();
 }
@@ -180,7 +180,7 @@ double predicted_first_bound(std::span<const float> g, double density, SidcoVari
 // automatic takes it only while the expected candidates (about kGuessMargin x stage 2's count,
 // stage 1 keeping a quarter) stay within 10% of g: beyond that (density 0.1 with M = 2),
 // writing and re-reading them costs more than the read they save (docs/BENCHMARKS.md).
-double tail_bound(std::size_t n, int stages, SidcoRoute route, const SidcoStages& plan, double first_mean) {
+double tail_bound(std::size_t n, int stages, SidcoRoute route, const fitting::SidcoStages& plan, double first_mean) {
   constexpr double kGuessMargin = 1.5;
   constexpr double kFirstStageShare = 0.25;
   double bound = -1.0;
@@ -204,7 +204,7 @@ double tail_bound(std::size_t n, int stages, SidcoRoute route, const SidcoStages
 // The tail stages over the candidates above `bound`, collected in the first tail stage's read of
 // g; a stage whose threshold falls below what the candidates hold reads g again. Returns whether
 // the selection is in the workspace.
-bool packed_tail(std::span<const float> g, double bound, SidcoStages& plan, SidcoWorkspace::Impl& w,
+bool packed_tail(std::span<const float> g, double bound, fitting::SidcoStages& plan, SidcoWorkspace::Impl& w,
                  SidcoSelectResult& result) {
   double floor = bound;  // the candidates hold every x > floor
   bool more = plan.tail(collect_candidates(g, plan.threshold(), plan.threshold(), plan.tail_fields(), w, bound));
@@ -226,13 +226,13 @@ bool packed_tail(std::span<const float> g, double bound, SidcoStages& plan, Sidc
 
 // Runs the stages; the selection is then either in the workspace (candidates route) or still to
 // be compacted from g at result.threshold (full-passes route).
-Pipeline run_stages(std::span<const float> g, double density, SidcoVariant variant, int stages,
+Pipeline run_stages(std::span<const float> g, double density, fitting::SidcoVariant variant, int stages,
                     bool recount, SidcoRoute route, SidcoWorkspace::Impl& w) {
-  SidcoStages plan(g.size(), density, variant, stages, recount);
+  fitting::SidcoStages plan(g.size(), density, variant, stages, recount);
   Pipeline out;
   const double first_bound = predicted_first_bound(g, density, variant, route, plan, w);
   const bool sampled = first_bound > 0.0;
-  const MagnitudeStats first = sampled ? collect_candidates(g, 0.0, 0.0, plan.first_fields(), w, first_bound, true)
+  const fitting::MagnitudeStats first = sampled ? collect_candidates(g, 0.0, 0.0, plan.first_fields(), w, first_bound, true)
                                        : cpu::stats(g, plan.first_fields());
   out.result.nonfinite = first.nonfinite;
   bool more = plan.first(first);
@@ -409,21 +409,21 @@ SidcoSelectResult sidco_topk(std::span<const float> g, double density, int stage
   check_int32(g.size());
   SidcoWorkspace local;
   auto& w = workspace_impl(ws ? *ws : local);
-  SidcoTopkBound& plan = w.topk_plan;
+  fitting::SidcoTopkBound& plan = w.topk_plan;
   plan.reset(g.size(), density, stages);
   SidcoSelectResult r;
   r.route = SidcoRoute::predicted;
   out.indices.clear();
   out.values.clear();
   if (g.empty()) return r;
-  spread_sample(g, SidcoTopkBound::sample_lines(g.size()), SidcoTopkBound::kLineLength, w.sample);
+  spread_sample(g, fitting::SidcoTopkBound::sample_lines(g.size()), fitting::SidcoTopkBound::kLineLength, w.sample);
   double bound = plan.first(w.sample);
   // A vector of a few chunks goes faster on one thread than through a parallel region's start
   // and barriers (and training runs several workers on the cores anyway).
   const int max_threads = g.size() < kSerialBelow ? 1 : 0;
   std::uint64_t keep = 0;
   for (;;) {  // one read of g per bound: every finite x above it packed, and the finite count
-    const MagnitudeStats s = collect_candidates(g, 0.0, 0.0, StatsFields{}, w, bound, true, max_threads);
+    const fitting::MagnitudeStats s = collect_candidates(g, 0.0, 0.0, fitting::StatsFields{}, w, bound, true, max_threads);
     ++r.full_reads;
     r.nonfinite = s.nonfinite;
     const std::uint64_t finite = s.count + s.zeros;
@@ -440,7 +440,7 @@ SidcoSelectResult sidco_topk(std::span<const float> g, double density, int stage
   return r;
 }
 
-SidcoSelectResult sidco_select(std::span<const float> g, double density, SidcoVariant variant,
+SidcoSelectResult sidco_select(std::span<const float> g, double density, fitting::SidcoVariant variant,
                                int stages, bool recount, std::span<std::int32_t> indices,
                                std::span<float> values, SidcoRoute route, SidcoWorkspace* ws) {
   check_int32(g.size());
@@ -462,7 +462,7 @@ SidcoSelectResult sidco_select(std::span<const float> g, double density, SidcoVa
   return p.result;
 }
 
-SidcoSelectResult sidco_select(std::span<const float> g, double density, SidcoVariant variant,
+SidcoSelectResult sidco_select(std::span<const float> g, double density, fitting::SidcoVariant variant,
                                int stages, bool recount, Selection<std::int32_t>& out,
                                SidcoRoute route, SidcoWorkspace* ws) {
   check_int32(g.size());

@@ -13,12 +13,12 @@ double sum(const float* d_g, std::uint64_t n, cudaStream_t stream) {
   return portable::sum(c.prims(), d_g, n);
 }
 
-MagnitudeStats stats(const float* d_g, std::uint64_t n, cudaStream_t stream) {
+fitting::MagnitudeStats stats(const float* d_g, std::uint64_t n, cudaStream_t stream) {
   CubCall c(d_g, stream);
   return portable::stats(c.prims(), d_g, n);
 }
 
-MagnitudeStats stats_above(const float* d_g, std::uint64_t n, double threshold, double shift,
+fitting::MagnitudeStats stats_above(const float* d_g, std::uint64_t n, double threshold, double shift,
                            cudaStream_t stream) {
   CubCall c(d_g, stream);
   return portable::stats_above(c.prims(), d_g, n, threshold, shift);
@@ -29,7 +29,7 @@ std::uint64_t count_above(const float* d_g, std::uint64_t n, double threshold, c
   return portable::count_above(c.prims(), d_g, n, threshold);
 }
 
-GpSums gp_sums(const float* d_g, std::uint64_t n, double theta, double threshold, double shift,
+fitting::GpSums gp_sums(const float* d_g, std::uint64_t n, double theta, double threshold, double shift,
                cudaStream_t stream) {
   CubCall c(d_g, stream);
   return portable::gp_sums(c.prims(), d_g, n, theta, threshold, shift);

@@ -21,10 +21,10 @@ std::vector<double> sorted_sample(const float* d_g, std::uint64_t n, std::uint64
   return portable::sorted_sample(c.prims(), d_g, n, max_points, seed, subsampled);
 }
 
-std::unique_ptr<gs::MagnitudePasses> make_device_passes(std::span<const float> host_data) {
+std::unique_ptr<gs::fitting::MagnitudePasses> make_device_passes(std::span<const float> host_data) {
   return std::make_unique<portable::Passes<CubBackend>>(CubBackend{}, host_data);
 }
-std::unique_ptr<gs::MagnitudePasses> make_device_passes(const float* d_g, std::uint64_t n,
+std::unique_ptr<gs::fitting::MagnitudePasses> make_device_passes(const float* d_g, std::uint64_t n,
                                                         cudaStream_t stream) {
   return std::make_unique<portable::Passes<CubBackend>>(CubBackend{stream}, d_g, n);
 }

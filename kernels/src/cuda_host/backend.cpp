@@ -13,14 +13,14 @@ HostPrims p;
 }
 
 double sum(const float* g, std::uint64_t n) { return portable::sum(p, g, n); }
-MagnitudeStats stats(const float* g, std::uint64_t n) { return portable::stats(p, g, n); }
-MagnitudeStats stats_above(const float* g, std::uint64_t n, double threshold, double shift) {
+fitting::MagnitudeStats stats(const float* g, std::uint64_t n) { return portable::stats(p, g, n); }
+fitting::MagnitudeStats stats_above(const float* g, std::uint64_t n, double threshold, double shift) {
   return portable::stats_above(p, g, n, threshold, shift);
 }
 std::uint64_t count_above(const float* g, std::uint64_t n, double threshold) {
   return portable::count_above(p, g, n, threshold);
 }
-GpSums gp_sums(const float* g, std::uint64_t n, double theta, double threshold, double shift) {
+fitting::GpSums gp_sums(const float* g, std::uint64_t n, double theta, double threshold, double shift) {
   return portable::gp_sums(p, g, n, theta, threshold, shift);
 }
 std::uint64_t compact_above(const float* g, std::uint64_t n, double threshold, std::int32_t* indices,
@@ -55,10 +55,10 @@ void random_sample(const float* g, std::uint64_t n, std::uint64_t m, std::uint64
   portable::random_sample(p, g, n, m, seed, out);
 }
 
-std::unique_ptr<gs::MagnitudePasses> make_passes(std::span<const float> host_data) {
+std::unique_ptr<gs::fitting::MagnitudePasses> make_passes(std::span<const float> host_data) {
   return std::make_unique<portable::Passes<HostBackend>>(HostBackend{}, host_data);
 }
-std::unique_ptr<gs::MagnitudePasses> make_passes(const float* g, std::uint64_t n) {
+std::unique_ptr<gs::fitting::MagnitudePasses> make_passes(const float* g, std::uint64_t n) {
   return std::make_unique<portable::Passes<HostBackend>>(HostBackend{}, g, n);
 }
 

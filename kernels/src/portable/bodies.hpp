@@ -75,19 +75,19 @@ struct LogSlots {
 // ---- reductions: an element step and a merge ---------------------------------------------------
 
 struct MergeStats {
-  GS_HD MagnitudeStats operator()(const MagnitudeStats& a, const MagnitudeStats& b) const {
-    return gs::merge(a, b);
+  GS_HD fitting::MagnitudeStats operator()(const fitting::MagnitudeStats& a, const fitting::MagnitudeStats& b) const {
+    return gs::fitting::merge(a, b);
   }
 };
 struct StatsElem {
-  GS_HD void operator()(MagnitudeStats& s, float g) const { kernels::detail::add_fast(s, g); }
+  GS_HD void operator()(fitting::MagnitudeStats& s, float g) const { kernels::detail::add_fast(s, g); }
 };
 // stats_above: y = x - shift over the selected x, entered as add() would (|y| in the sums, the
 // signed y in sum_signed, y == 0 counted as a zero), ln |y| through fast_log as on the CPU.
 struct StatsAboveElem {
   float t;
   double shift;
-  GS_HD void operator()(MagnitudeStats& s, float g) const {
+  GS_HD void operator()(fitting::MagnitudeStats& s, float g) const {
     if (!selected_above(g, t)) return;
     const double d = double(::fabsf(g)) - shift;
     const double y = ::fabs(d);
@@ -114,8 +114,8 @@ struct CountElem {
   GS_HD void operator()(std::uint64_t& c, float g) const { c += selected_above(g, t) ? 1u : 0u; }
 };
 struct MergeGp {
-  GS_HD GpSums operator()(const GpSums& a, const GpSums& b) const {
-    GpSums r;
+  GS_HD fitting::GpSums operator()(const fitting::GpSums& a, const fitting::GpSums& b) const {
+    fitting::GpSums r;
     r.count = a.count + b.count;
     r.sum_log1p = a.sum_log1p + b.sum_log1p;
     r.sum_inv = a.sum_inv + b.sum_inv;
@@ -126,7 +126,7 @@ struct MergeGp {
 struct GpElem {
   float t;
   double theta, shift;
-  GS_HD void operator()(GpSums& s, float g) const {
+  GS_HD void operator()(fitting::GpSums& s, float g) const {
     if (!selected_above(g, t)) return;
     const double z = theta * (double(::fabsf(g)) - shift);
     const double inv = 1.0 / (1.0 + z);
@@ -220,7 +220,7 @@ struct SpreadBody {  // the spread sample's runs, gathered into one buffer
   std::uint64_t n, lines, len;
   float* out;
   GS_HD void operator()(std::uint64_t j) const {
-    out[j] = g[gs::spread_line_start(n, lines, len, j / len) + j % len];
+    out[j] = g[gs::fitting::spread_line_start(n, lines, len, j / len) + j % len];
   }
 };
 template <class Index>

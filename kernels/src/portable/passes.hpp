@@ -54,16 +54,16 @@ double sum(P& p, const float* g, std::uint64_t n) {
 }
 
 template <class P>
-MagnitudeStats stats(P& p, const float* g, std::uint64_t n) {
-  return n == 0 ? MagnitudeStats{} : p.template reduce<MagnitudeStats>(g, n, StatsElem{}, MergeStats{});
+fitting::MagnitudeStats stats(P& p, const float* g, std::uint64_t n) {
+  return n == 0 ? fitting::MagnitudeStats{} : p.template reduce<fitting::MagnitudeStats>(g, n, StatsElem{}, MergeStats{});
 }
 
 template <class P>
-MagnitudeStats stats_above(P& p, const float* g, std::uint64_t n, double threshold, double shift) {
+fitting::MagnitudeStats stats_above(P& p, const float* g, std::uint64_t n, double threshold, double shift) {
   check_threshold(threshold, "stats_above");
   if (!std::isfinite(shift)) throw gs::Error("stats_above: shift must be finite");
-  if (n == 0) return MagnitudeStats{};
-  return p.template reduce<MagnitudeStats>(
+  if (n == 0) return fitting::MagnitudeStats{};
+  return p.template reduce<fitting::MagnitudeStats>(
       g, n, StatsAboveElem{kernels::detail::threshold_as_float(threshold), shift}, MergeStats{});
 }
 
@@ -76,12 +76,12 @@ std::uint64_t count_above(P& p, const float* g, std::uint64_t n, double threshol
 }
 
 template <class P>
-GpSums gp_sums(P& p, const float* g, std::uint64_t n, double theta, double threshold, double shift) {
+fitting::GpSums gp_sums(P& p, const float* g, std::uint64_t n, double theta, double threshold, double shift) {
   check_threshold(threshold, "gp_sums");
   if (!std::isfinite(theta) || !std::isfinite(shift))
     throw gs::Error("gp_sums: theta and shift must be finite");
-  if (n == 0) return GpSums{};
-  return p.template reduce<GpSums>(
+  if (n == 0) return fitting::GpSums{};
+  return p.template reduce<fitting::GpSums>(
       g, n, GpElem{kernels::detail::threshold_as_float(threshold), theta, shift}, MergeGp{});
 }
 
@@ -284,11 +284,11 @@ struct TopkSelection {
 // (null: allocated here).
 template <class P, class Index>
 TopkSelection<P, Index> sidco_topk(P& p, const float* g, std::uint64_t n, double density, int stages,
-                                   SidcoTopkBound& plan, Buffer<P, Index>* workspace = nullptr) {
+                                   fitting::SidcoTopkBound& plan, Buffer<P, Index>* workspace = nullptr) {
   check_index_range<Index>(n, "sidco-topk");
   plan.reset(n, density, stages);
   TopkSelection<P, Index> r;
-  double bound = plan.first(spread_sample(p, g, n, SidcoTopkBound::sample_lines(n), SidcoTopkBound::kLineLength));
+  double bound = plan.first(spread_sample(p, g, n, fitting::SidcoTopkBound::sample_lines(n), fitting::SidcoTopkBound::kLineLength));
   Buffer<P, Index> own;
   if (!workspace || workspace->size() < n) {
     own = p.template alloc<Index>(n);
@@ -340,7 +340,7 @@ SidcoSelectResult topk_result(const TopkSelection<P, Index>& r) {
 template <class P>
 SidcoSelectResult sidco_topk(P& p, const float* g, std::uint64_t n, double density, int stages,
                              Selection<std::int32_t>& out) {
-  SidcoTopkBound plan(n, density, stages);
+  fitting::SidcoTopkBound plan(n, density, stages);
   const auto r = sidco_topk<P, std::int32_t>(p, g, n, density, stages, plan);
   out.indices = p.download(r.indices.data(), r.count);
   out.values = p.download(r.values.data(), r.count);
@@ -353,7 +353,7 @@ SidcoSelectResult sidco_topk(P& p, const float* g, std::uint64_t n, double densi
 // object whose prims() is a P for the device of `data` (the CUDA backend's holds a DeviceScope:
 // that device current, gradscope's stream ordered after the caller's; the host's holds nothing).
 template <class B>
-class Passes final : public gs::MagnitudePasses {
+class Passes final : public gs::fitting::MagnitudePasses {
   using P = typename B::Prims;
 
  public:
@@ -367,16 +367,16 @@ class Passes final : public gs::MagnitudePasses {
     g_ = owned_.data();
   }
   std::uint64_t size() const override { return n_; }
-  MagnitudeStats stats() override {
+  fitting::MagnitudeStats stats() override {
     return run([&](P& p) { return portable::stats(p, g_, n_); });
   }
-  MagnitudeStats stats_above(double t, double shift) override {
+  fitting::MagnitudeStats stats_above(double t, double shift) override {
     return run([&](P& p) { return portable::stats_above(p, g_, n_, t, shift); });
   }
   std::uint64_t count_above(double t) override {
     return run([&](P& p) { return portable::count_above(p, g_, n_, t); });
   }
-  GpSums gp_sums(double theta, double t, double shift) override {
+  fitting::GpSums gp_sums(double theta, double t, double shift) override {
     return run([&](P& p) { return portable::gp_sums(p, g_, n_, theta, t, shift); });
   }
   std::vector<double> sorted_sample(std::uint64_t max_points, std::uint64_t seed,

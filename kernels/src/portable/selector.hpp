@@ -28,7 +28,7 @@ class PortableSelector final : public Selector {
     p.upload(staged_.data(), host.data(), host.size());
     return staged_.data();
   }
-  std::unique_ptr<MagnitudePasses> passes(const float* g, std::uint64_t n) override {
+  std::unique_ptr<fitting::MagnitudePasses> passes(const float* g, std::uint64_t n) override {
     return std::make_unique<Passes<B>>(b_, g, n);
   }
   std::uint64_t nonfinite(const float* g, std::uint64_t n) override {
@@ -60,7 +60,7 @@ class PortableSelector final : public Selector {
       auto call = b_.call(g);
       P& p = call.prims();
       reserve(p, call.device(), n);  // the candidates
-      SidcoTopkBound plan(n, density, stages);
+      fitting::SidcoTopkBound plan(n, density, stages);
       auto sel = portable::sidco_topk<P, std::int32_t>(p, g, n, density, stages, plan, &idx_);
       keep(p, sel.indices.data(), sel.values.data(), sel.count, out);
       topk_idx_ = std::move(sel.indices);  // the selection lives on in these two

@@ -20,7 +20,7 @@
 
 namespace fs = std::filesystem;
 
-namespace gs::dist {
+namespace gs::distributed {
 
 namespace {
 
@@ -280,4 +280,4 @@ void prepare_checkpoint_root(const TrainConfig& config) {
   if (ec) throw Error("cannot create --checkpoint " + root.string() + ": " + ec.message());
 }
 
-}  // namespace gs::dist
+}  // namespace gs::distributed

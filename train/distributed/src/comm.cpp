@@ -15,7 +15,7 @@
 #include "gs/base/timing.hpp"
 #include "gs/error.hpp"
 
-namespace gs::dist {
+namespace gs::distributed {
 
 struct Communicator::Impl {
   CommOptions opt;
@@ -209,4 +209,4 @@ int free_loopback_port() {
   return port;
 }
 
-}  // namespace gs::dist
+}  // namespace gs::distributed

@@ -8,7 +8,7 @@
 #include "gs/error.hpp"
 #include "gs/train/common_options.hpp"
 
-namespace gs::dist {
+namespace gs::distributed {
 namespace {
 
 // A row of the table: the field `access` reaches, with its check and choices (gs::option_row),
@@ -268,4 +268,4 @@ std::vector<std::string> TrainConfig::worker_args(int r, int port) const {
   return a;
 }
 
-}  // namespace gs::dist
+}  // namespace gs::distributed

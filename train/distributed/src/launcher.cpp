@@ -17,7 +17,7 @@
 
 extern char** environ;
 
-namespace gs::dist {
+namespace gs::distributed {
 
 namespace {
 
@@ -147,4 +147,4 @@ int launch_workers(const TrainConfig& config) {
   }
 }
 
-}  // namespace gs::dist
+}  // namespace gs::distributed

@@ -7,7 +7,7 @@
 
 #include "gs/distributed/trainer.hpp"
 
-namespace gs::dist {
+namespace gs::distributed {
 
 TrainSummary summarize(const TrainResult& r) {
   compress::RunStatistics stats;
@@ -80,4 +80,4 @@ std::string to_json(const TrainConfig& c, const TrainResult& r) {
   return j.dump();
 }
 
-}  // namespace gs::dist
+}  // namespace gs::distributed

@@ -4,7 +4,7 @@
 
 #include "gs/error.hpp"
 
-namespace gs::dist {
+namespace gs::distributed {
 
 namespace {
 std::vector<std::pair<std::string, torch::Tensor>> trainable(const torch::nn::Module& m) {
@@ -82,4 +82,4 @@ compress::Compressed compress_tensor(compress::Compressor& c, const torch::Tenso
   return c.compress(std::span<const float>(flat.data_ptr<float>(), std::size_t(flat.numel())), name);
 }
 
-}  // namespace gs::dist
+}  // namespace gs::distributed

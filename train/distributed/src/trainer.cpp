@@ -26,7 +26,7 @@
 #include "gs/train/threads.hpp"
 #include "worker_state.hpp"
 
-namespace gs::dist {
+namespace gs::distributed {
 
 namespace {
 
@@ -380,4 +380,4 @@ TrainResult train_worker(const TrainConfig& config, const StepCallback& on_step)
   return result;
 }
 
-}  // namespace gs::dist
+}  // namespace gs::distributed

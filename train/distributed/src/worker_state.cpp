@@ -2,7 +2,7 @@
 
 #include <sstream>
 
-namespace gs::dist {
+namespace gs::distributed {
 
 std::string torch_state(const torch::nn::Module& model, const torch::optim::Optimizer& opt) {
   torch::serialize::OutputArchive archive, optimizer;
@@ -80,4 +80,4 @@ std::vector<StepReport> load_reports(StateReader& r) {
   return steps;
 }
 
-}  // namespace gs::dist
+}  // namespace gs::distributed

@@ -9,7 +9,7 @@
 #include "gs/base/state_stream.hpp"
 #include "gs/distributed/trainer.hpp"
 
-namespace gs::dist {
+namespace gs::distributed {
 
 // Model, optimizer and the default CPU generator, in torch's own archive format.
 std::string torch_state(const torch::nn::Module& model, const torch::optim::Optimizer& opt);
@@ -20,4 +20,4 @@ void load_torch_state(const StateReader& r, const std::string& bytes, torch::nn:
 void save_reports(StateWriter& w, const std::vector<StepReport>& steps);
 std::vector<StepReport> load_reports(StateReader& r);
 
-}  // namespace gs::dist
+}  // namespace gs::distributed

@@ -41,7 +41,7 @@ struct AnalyzeResult {
 
 // One vector's results (no I/O): what analyze() stores for it. Exposed for tests and benchmarks.
 // passes reads the vector; n is its element count.
-void analyze_vector(MagnitudePasses& passes, const FitReportOptions& options,
+void analyze_vector(fitting::MagnitudePasses& passes, const fitting::FitReportOptions& options,
                     const std::vector<std::string>& methods, std::int64_t step,
                     const std::string& scope, const std::string& kind, StepResults& into);
 

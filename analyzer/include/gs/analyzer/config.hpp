@@ -46,14 +46,14 @@ struct AnalyzeConfig {
   std::filesystem::path input;   // snapshot file (gs::data::SnapshotReader)
   std::filesystem::path output;  // analysis file (docs/analysis-format.md)
   std::vector<double> densities{0.1, 0.01, 0.001};
-  std::vector<std::string> dists = all_dists();
-  std::vector<std::string> methods = all_methods();
+  std::vector<std::string> dists = fitting::all_dists();
+  std::vector<std::string> methods = fitting::all_methods();
   VectorSet vectors = VectorSet::both;
   StepSelection steps;
   std::string backend = "auto";  // auto | cpu | cuda | cuda-host
   std::string on_device_error = "stop";  // kOnDeviceErrorChoices
   int stages = 0;  // SIDCo's stages; 0: default_sidco_stages(density)
-  std::uint64_t ks_max_points = kDefaultKsMaxPoints;
+  std::uint64_t ks_max_points = fitting::kDefaultKsMaxPoints;
   std::uint64_t seed = 20240601;
   int qq_points = 19;
   // How the work runs; neither changes a result, so neither is stored with the results.
@@ -72,7 +72,7 @@ struct AnalyzeConfig {
   // jobs, or the cores when it is 0.
   int threads() const;
   // The report options used for every vector.
-  FitReportOptions fit_options() const;
+  fitting::FitReportOptions fit_options() const;
 };
 
 // The options of `gradscope analyze` as one table: its flags, their defaults and help, and the

@@ -76,8 +76,8 @@ struct ThresholdRow {
 // A fit as the store keeps it and back, written once: the fit of `dist` in fitting's report
 // (parameters in its order into param1, param2; NaN numbers for a failed fit), and a stored row
 // as the report's DistFit (its tail checks and QQ points are rows of their own tables).
-FitRow to_fit_row(const DistFit& fit, std::int64_t step, const std::string& scope, const std::string& kind);
-DistFit to_dist_fit(const FitRow& row);
+FitRow to_fit_row(const fitting::DistFit& fit, std::int64_t step, const std::string& scope, const std::string& kind);
+fitting::DistFit to_dist_fit(const FitRow& row);
 
 // Everything one analysed step adds to the store.
 struct StepResults {

@@ -28,18 +28,18 @@ class SegmentSource {
   virtual std::span<const float> get(std::size_t segment, std::vector<float>& scratch) const = 0;
 };
 
-class StreamedPasses final : public MagnitudePasses {
+class StreamedPasses final : public fitting::MagnitudePasses {
  public:
   explicit StreamedPasses(const SegmentSource& source);
   std::uint64_t size() const override { return n_; }
-  MagnitudeStats stats() override { return stats_light(StatsFields::all()); }
-  MagnitudeStats stats_above(double threshold, double shift) override {
-    return stats_above_light(threshold, shift, StatsFields::all());
+  fitting::MagnitudeStats stats() override { return stats_light(fitting::StatsFields::all()); }
+  fitting::MagnitudeStats stats_above(double threshold, double shift) override {
+    return stats_above_light(threshold, shift, fitting::StatsFields::all());
   }
-  MagnitudeStats stats_light(StatsFields fields) override;
-  MagnitudeStats stats_above_light(double threshold, double shift, StatsFields fields) override;
+  fitting::MagnitudeStats stats_light(fitting::StatsFields fields) override;
+  fitting::MagnitudeStats stats_above_light(double threshold, double shift, fitting::StatsFields fields) override;
   std::uint64_t count_above(double threshold) override;
-  GpSums gp_sums(double theta, double threshold, double shift) override;
+  fitting::GpSums gp_sums(double theta, double threshold, double shift) override;
   std::vector<double> sorted_sample(std::uint64_t max_points, std::uint64_t seed,
                                     bool* subsampled) override;
   double kth_largest(std::uint64_t k) override;

@@ -46,12 +46,12 @@ std::vector<float> read_vector(const data::SnapshotReader& reader, const VectorC
 // tail[{ratio, threshold, predicted, observed}], qq[{p, fitted, sample}], error?}] and thresholds
 // [{method, ratio, stages, threshold, selected, quality, error?}] (ratio: the density). Non-finite
 // numbers become null.
-nlohmann::ordered_json fit_report_json(const FitReport& report);
+nlohmann::ordered_json fit_report_json(const fitting::FitReport& report);
 // `gradscope fit --json` (and gradscope.fit in Python): the report's JSON with what was read and
 // the backend, top-level keys n, excluded, zeros, nonfinite, input, backend, [device_error,] fits,
 // thresholds. device_error (only when not empty): the device failure after which the report was
 // made again on `backend` (`--on-device-error cpu`).
-nlohmann::ordered_json fit_json(const FitReport& report, const std::string& input,
+nlohmann::ordered_json fit_json(const fitting::FitReport& report, const std::string& input,
                                 const std::string& backend, const std::string& device_error = {});
 
 }  // namespace gs::analyzer

@@ -13,7 +13,7 @@
 #include <variant>
 #include <vector>
 
-namespace gs {
+namespace gs::fitting {
 
 // Exponential with scale beta (mean beta) on x >= 0: |g| for Laplace g.
 class Exponential {
@@ -135,4 +135,4 @@ CdfPoint cdf_point(const Sid& d, double x);
 double quantile(const Sid& d, double p);
 double quantile_c(const Sid& d, double q);  // x with P(X > x) = q
 
-}  // namespace gs
+}  // namespace gs::fitting

@@ -9,7 +9,7 @@
 #include "gs/fitting/passes.hpp"
 #include "gs/fitting/stats.hpp"
 
-namespace gs {
+namespace gs::fitting {
 
 // Maximum likelihood: beta = mean(x). Needs count >= 1.
 Exponential fit_exponential(const MagnitudeStats& s);
@@ -59,4 +59,4 @@ GpMleResult fit_gpareto_mle(MagnitudePasses& passes, double threshold = 0.0, dou
 GpMleResult fit_gpareto_mle(MagnitudePasses& passes, std::span<const double> sorted_sample,
                             double threshold = 0.0, double shift = 0.0);
 
-}  // namespace gs
+}  // namespace gs::fitting

@@ -7,7 +7,7 @@
 
 #include "gs/hostdevice.hpp"
 
-namespace gs::formula {
+namespace gs::fitting::formula {
 
 // ---- exponential, scale beta, x >= 0 --------------------------------------------------------
 GS_HD inline double exponential_logpdf(double x, double beta) {
@@ -94,4 +94,4 @@ GS_HD inline double normal_quantile(double p, double mu, double sigma) {
   return mu - sigma * std_normal_quantile_c(p);  // symmetry: Phi^-1(p) = -Phi^-1(1 - p)
 }
 
-}  // namespace gs::formula
+}  // namespace gs::fitting::formula

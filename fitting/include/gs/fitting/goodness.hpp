@@ -9,7 +9,7 @@
 #include "gs/fitting/passes.hpp"
 #include "gs/fitting/stats.hpp"
 
-namespace gs {
+namespace gs::fitting {
 
 // Log-likelihood of the values summarised by s (closed forms from the sums).
 double loglik(const Exponential& d, const MagnitudeStats& s);
@@ -91,4 +91,4 @@ struct QQPoint {
 };
 std::vector<QQPoint> qq_points(const Sid& d, std::span<const double> sorted, int points = 19);
 
-}  // namespace gs
+}  // namespace gs::fitting

@@ -9,7 +9,7 @@
 #include "gs/fitting/stats.hpp"
 #include "gs/hostdevice.hpp"
 
-namespace gs {
+namespace gs::fitting {
 
 // Sums the generalized-Pareto profile likelihood needs for one trial theta = xi/sigma over
 // y = x - shift, for the elements with x > threshold (Grimshaw 1993).
@@ -90,4 +90,4 @@ GS_HD inline std::uint64_t spread_line_start(std::uint64_t n, std::uint64_t line
   return l * (n / line_length) / lines * line_length;
 }
 
-}  // namespace gs
+}  // namespace gs::fitting

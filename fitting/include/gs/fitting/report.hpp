@@ -13,7 +13,7 @@
 #include "gs/fitting/threshold_methods.hpp"
 #include "gs/fitting/thresholds.hpp"
 
-namespace gs {
+namespace gs::fitting {
 
 // The distributions fit_report fits, in the order it reports them.
 inline const std::vector<std::string>& all_dists() {
@@ -80,4 +80,4 @@ struct FitReport {
 // behind the passes (gs::DeviceFailure) is thrown: it ends the report, never becomes a row.
 FitReport fit_report(MagnitudePasses& passes, const FitReportOptions& options = {});
 
-}  // namespace gs
+}  // namespace gs::fitting

@@ -8,7 +8,7 @@
 
 #include "gs/hostdevice.hpp"
 
-namespace gs {
+namespace gs::fitting {
 
 struct MagnitudeStats {
   std::uint64_t count = 0;      // finite, non-zero values that entered the sums
@@ -66,4 +66,4 @@ GS_HD inline MagnitudeStats merge(const MagnitudeStats& a, const MagnitudeStats&
   return r;
 }
 
-}  // namespace gs
+}  // namespace gs::fitting

@@ -12,7 +12,7 @@
 #include "gs/fitting/passes.hpp"
 #include "gs/fitting/thresholds.hpp"
 
-namespace gs {
+namespace gs::fitting {
 
 // What a rule may read beyond the data and the density; each rule uses what concerns it.
 struct ThresholdRuleOptions {
@@ -51,4 +51,4 @@ const ThresholdMethodInfo& threshold_method(std::string_view name);
 // The available methods' names in the table's order.
 std::vector<std::string> threshold_method_names();
 
-}  // namespace gs
+}  // namespace gs::fitting

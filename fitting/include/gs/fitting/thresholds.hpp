@@ -19,7 +19,7 @@
 #include "gs/fitting/distributions.hpp"
 #include "gs/fitting/passes.hpp"
 
-namespace gs {
+namespace gs::fitting {
 
 // The density every part of the project speaks of: the fraction of elements kept, in (0, 1].
 // gs::Error naming the value otherwise.
@@ -239,4 +239,4 @@ class StageController {
   int count_ = 0;
 };
 
-}  // namespace gs
+}  // namespace gs::fitting

@@ -34,6 +34,6 @@ BackendKind resolve_backend(std::string_view name);
 
 // Passes over a host vector. With BackendKind::cuda the data are copied to the device once and
 // every pass runs there (with cuda_host, to a host copy standing for it). The span must outlive the returned object.
-std::unique_ptr<gs::MagnitudePasses> make_passes(std::span<const float> host_data, BackendKind kind);
+std::unique_ptr<gs::fitting::MagnitudePasses> make_passes(std::span<const float> host_data, BackendKind kind);
 
 }  // namespace gs::kernels

@@ -30,14 +30,14 @@ double sum(std::span<const float> g);
 // per element < 1e-7. passes: 1.
 // `fields` picks the sums beyond count, zeros, nonfinite, sum, min, max (the others come back
 // NaN): without ln x and x^2 the pass runs at memory speed (see docs/BENCHMARKS.md).
-MagnitudeStats stats(std::span<const float> g, StatsFields fields = StatsFields::all());
+fitting::MagnitudeStats stats(std::span<const float> g, fitting::StatsFields fields = fitting::StatsFields::all());
 // Statistics of y = x - shift over the finite x > threshold. passes: 1.
-MagnitudeStats stats_above(std::span<const float> g, double threshold, double shift,
-                           StatsFields fields = StatsFields::all());
+fitting::MagnitudeStats stats_above(std::span<const float> g, double threshold, double shift,
+                           fitting::StatsFields fields = fitting::StatsFields::all());
 // Count of finite x > threshold. passes: 1.
 std::uint64_t count_above(std::span<const float> g, double threshold);
 // Grimshaw sums over y = x - shift, x > threshold. passes: 1.
-GpSums gp_sums(std::span<const float> g, double theta, double threshold, double shift);
+fitting::GpSums gp_sums(std::span<const float> g, double theta, double threshold, double shift);
 
 // Compaction of the elements above threshold into caller buffers: indices ascending and their
 // signed values (values may be empty to skip them). Returns how many were written. Throws
@@ -102,12 +102,12 @@ using kernels::SidcoSelectResult;
 // buffers. gs::Error, before anything is written, for bad arguments (as sidco_threshold) or when
 // the buffers hold fewer than the selection (size them with n, or take the Selection form).
 // ws may be null (a temporary workspace is used).
-SidcoSelectResult sidco_select(std::span<const float> g, double density, SidcoVariant variant,
+SidcoSelectResult sidco_select(std::span<const float> g, double density, fitting::SidcoVariant variant,
                                int stages, bool recount, std::span<std::int32_t> indices,
                                std::span<float> values, SidcoRoute route = SidcoRoute::automatic,
                                SidcoWorkspace* ws = nullptr);
 // The same into fresh vectors of exactly the selection's size.
-SidcoSelectResult sidco_select(std::span<const float> g, double density, SidcoVariant variant,
+SidcoSelectResult sidco_select(std::span<const float> g, double density, fitting::SidcoVariant variant,
                                int stages, bool recount, Selection<std::int32_t>& out,
                                SidcoRoute route = SidcoRoute::automatic,
                                SidcoWorkspace* ws = nullptr);
@@ -155,18 +155,18 @@ void spread_sample(std::span<const float> g, std::uint64_t lines, std::uint64_t 
                    std::vector<float>& out);
 
 // gs::MagnitudePasses over a host span through the functions above.
-class CpuPasses final : public gs::MagnitudePasses {
+class CpuPasses final : public gs::fitting::MagnitudePasses {
  public:
   explicit CpuPasses(std::span<const float> g) : g_(g) {}
   std::uint64_t size() const override { return g_.size(); }
-  MagnitudeStats stats() override { return cpu::stats(g_); }
-  MagnitudeStats stats_above(double threshold, double shift) override;
-  MagnitudeStats stats_light(StatsFields fields) override { return cpu::stats(g_, fields); }
-  MagnitudeStats stats_above_light(double threshold, double shift, StatsFields fields) override {
+  fitting::MagnitudeStats stats() override { return cpu::stats(g_); }
+  fitting::MagnitudeStats stats_above(double threshold, double shift) override;
+  fitting::MagnitudeStats stats_light(fitting::StatsFields fields) override { return cpu::stats(g_, fields); }
+  fitting::MagnitudeStats stats_above_light(double threshold, double shift, fitting::StatsFields fields) override {
     return cpu::stats_above(g_, threshold, shift, fields);
   }
   std::uint64_t count_above(double threshold) override;
-  GpSums gp_sums(double theta, double threshold, double shift) override;
+  fitting::GpSums gp_sums(double theta, double threshold, double shift) override;
   std::vector<double> sorted_sample(std::uint64_t max_points, std::uint64_t seed,
                                     bool* subsampled) override;
   double kth_largest(std::uint64_t k) override;

@@ -108,11 +108,11 @@ class DeviceBuffer {
 // One plain read pass (sum of g): the baseline benchmarks divide by. passes: 1.
 double sum(const float* d_g, std::uint64_t n, cudaStream_t stream);
 // Fused statistics of x = |g|: one kernel, block reduction of MagnitudeStats. passes: 1.
-MagnitudeStats stats(const float* d_g, std::uint64_t n, cudaStream_t stream);
-MagnitudeStats stats_above(const float* d_g, std::uint64_t n, double threshold, double shift,
+fitting::MagnitudeStats stats(const float* d_g, std::uint64_t n, cudaStream_t stream);
+fitting::MagnitudeStats stats_above(const float* d_g, std::uint64_t n, double threshold, double shift,
                            cudaStream_t stream);
 std::uint64_t count_above(const float* d_g, std::uint64_t n, double threshold, cudaStream_t stream);
-GpSums gp_sums(const float* d_g, std::uint64_t n, double theta, double threshold, double shift,
+fitting::GpSums gp_sums(const float* d_g, std::uint64_t n, double theta, double threshold, double shift,
                cudaStream_t stream);
 
 // Compaction above a threshold (cub::DeviceSelect, stable: indices ascending) into caller device
@@ -155,9 +155,9 @@ void random_sample(const float* d_g, std::uint64_t n, std::uint64_t m, std::uint
                    float* d_out, cudaStream_t stream);
 
 // gs::MagnitudePasses over a device copy of host data (one upload, every pass on the GPU).
-std::unique_ptr<gs::MagnitudePasses> make_device_passes(std::span<const float> host_data);
+std::unique_ptr<gs::fitting::MagnitudePasses> make_device_passes(std::span<const float> host_data);
 // The same over data already on the device (not owned; must outlive the object).
-std::unique_ptr<gs::MagnitudePasses> make_device_passes(const float* d_g, std::uint64_t n,
+std::unique_ptr<gs::fitting::MagnitudePasses> make_device_passes(const float* d_g, std::uint64_t n,
                                                         cudaStream_t stream);
 
 // The Selector of this backend over `stream` (use gs::kernels::make_selector, which checks for a

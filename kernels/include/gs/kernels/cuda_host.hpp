@@ -22,10 +22,10 @@
 namespace gs::kernels::cuda_host {
 
 double sum(const float* g, std::uint64_t n);
-MagnitudeStats stats(const float* g, std::uint64_t n);
-MagnitudeStats stats_above(const float* g, std::uint64_t n, double threshold, double shift);
+fitting::MagnitudeStats stats(const float* g, std::uint64_t n);
+fitting::MagnitudeStats stats_above(const float* g, std::uint64_t n, double threshold, double shift);
 std::uint64_t count_above(const float* g, std::uint64_t n, double threshold);
-GpSums gp_sums(const float* g, std::uint64_t n, double theta, double threshold, double shift);
+fitting::GpSums gp_sums(const float* g, std::uint64_t n, double theta, double threshold, double shift);
 std::uint64_t compact_above(const float* g, std::uint64_t n, double threshold, std::int32_t* indices,
                             float* values, std::uint64_t capacity);
 std::uint64_t compact_above(const float* g, std::uint64_t n, double threshold, std::int64_t* indices,
@@ -41,9 +41,9 @@ std::vector<double> sorted_sample(const float* g, std::uint64_t n, std::uint64_t
 void random_sample(const float* g, std::uint64_t n, std::uint64_t m, std::uint64_t seed, float* out);
 
 // gs::MagnitudePasses over a copy of host data (the copy stands for the device upload).
-std::unique_ptr<gs::MagnitudePasses> make_passes(std::span<const float> host_data);
+std::unique_ptr<gs::fitting::MagnitudePasses> make_passes(std::span<const float> host_data);
 // The same over data in place (not owned; must outlive the object).
-std::unique_ptr<gs::MagnitudePasses> make_passes(const float* g, std::uint64_t n);
+std::unique_ptr<gs::fitting::MagnitudePasses> make_passes(const float* g, std::uint64_t n);
 
 // The Selector of this backend (make_selector(BackendKind::cuda_host)).
 std::unique_ptr<Selector> make_selector();

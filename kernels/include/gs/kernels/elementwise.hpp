@@ -115,7 +115,7 @@ GS_HD inline double fast_log(float x) {
 }
 
 // add() of gs/fitting/stats.hpp with fast_log for ln x: the fused stats pass of both backends.
-GS_HD inline void add_fast(MagnitudeStats& s, float g) {
+GS_HD inline void add_fast(fitting::MagnitudeStats& s, float g) {
   const float x = g < 0.0f ? -g : g;
   if (!(x - x == 0.0f)) {
     ++s.nonfinite;

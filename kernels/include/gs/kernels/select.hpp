@@ -26,7 +26,7 @@ class Selector {
   // Selector keeps (reused while large enough) until the next place() with CUDA.
   virtual const float* place(std::span<const float> host) = 0;
   // The passes a threshold rule (gs/fitting/thresholds.hpp) reads g through.
-  virtual std::unique_ptr<MagnitudePasses> passes(const float* g, std::uint64_t n) = 0;
+  virtual std::unique_ptr<fitting::MagnitudePasses> passes(const float* g, std::uint64_t n) = 0;
   // Count of NaN/Inf in g. passes: 1.
   virtual std::uint64_t nonfinite(const float* g, std::uint64_t n) = 0;
   // The finite x > threshold (threshold < 0: every finite x). passes: 1.
@@ -41,7 +41,7 @@ class Selector {
   // gs::sidco_estimate over passes() and one compaction. Every backend counts the result's
   // nonfinite (the CPU in its first read, the others with nonfinite()); so does sidco_topk.
   virtual SidcoSelectResult sidco(const float* g, std::uint64_t n, double density,
-                                  SidcoVariant variant, int stages, Selection<std::int32_t>& out);
+                                  fitting::SidcoVariant variant, int stages, Selection<std::int32_t>& out);
 
   // The last selection (of above, topk, sidco or sidco_topk) where it was made: its indices and
   // values in this backend's memory (device memory for cuda), equal to the `out` it filled and

@@ -1,7 +1,7 @@
 #pragma once
 // The options `gradscope capture` and `gradscope train` share (--model, --batch, --lr, --momentum,
 // --seed): one row each, with one help text and one range, as a row of any config holding the
-// fields of the same names and types (CaptureConfig, dist::TrainConfig). Without torch.
+// fields of the same names and types (CaptureConfig, distributed::TrainConfig). Without torch.
 #include <cmath>
 #include <cstdint>
 #include <string>

@@ -2,7 +2,7 @@
 // GradientVariance: from one forward/backward of a mini-batch, the per-element sum over the batch of
 // squared per-sample gradients divided by B^2 (the variance of the mini-batch mean gradient that
 // the variance compressor weighs elements by; algorithms.md section 6), laid out like the flat
-// gradient (trainable parameters in named_parameters() order, as gs::dist::flatten_grads).
+// gradient (trainable parameters in named_parameters() order, as gs::distributed::flatten_grads).
 //
 // How: the model's forward() shows each Linear/Conv2d layer's input x and output to a LayerTap;
 // the output keeps its gradient delta (retain_grad). With a mean-reduced loss delta already carries

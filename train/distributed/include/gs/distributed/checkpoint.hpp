@@ -16,7 +16,7 @@
 
 #include "gs/distributed/config.hpp"
 
-namespace gs::dist {
+namespace gs::distributed {
 
 // The SHA-256 of bytes, as 64 lowercase hex digits (OpenSSL).
 std::string sha256_hex(std::string_view bytes);
@@ -70,4 +70,4 @@ void prune_checkpoints(const std::filesystem::path& root, int rank, int keep);
 // (they would be mixed with this run's), unless force, which removes them.
 void prepare_checkpoint_root(const TrainConfig& config);
 
-}  // namespace gs::dist
+}  // namespace gs::distributed

@@ -12,7 +12,7 @@
 
 #include "gs/compress/collectives.hpp"
 
-namespace gs::dist {
+namespace gs::distributed {
 
 struct CommOptions {
   int rank = 0;
@@ -62,4 +62,4 @@ class Communicator final : public compress::Collectives {
 // A free TCP port on 127.0.0.1 at the time of the call (tests use it for manual placement).
 int free_loopback_port();
 
-}  // namespace gs::dist
+}  // namespace gs::distributed

@@ -13,7 +13,7 @@
 #include "gs/compress/compressor.hpp"
 #include "gs/compress/step_rules.hpp"
 
-namespace gs::dist {
+namespace gs::distributed {
 
 struct TrainConfig {
   std::string model = "mlp";
@@ -108,4 +108,4 @@ const std::vector<TrainOption>& train_options();
 // The option of a flag ("--ratio"); gs::Error for an unknown flag.
 const TrainOption& train_option(std::string_view flag);
 
-}  // namespace gs::dist
+}  // namespace gs::distributed

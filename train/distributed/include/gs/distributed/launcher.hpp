@@ -8,7 +8,7 @@
 
 #include "gs/distributed/config.hpp"
 
-namespace gs::dist {
+namespace gs::distributed {
 
 // Runs the workers; returns rank 0's exit status when every worker succeeded. gs::Error naming the
 // failed worker (and its exit status or signal) otherwise.
@@ -20,4 +20,4 @@ inline constexpr const char* kStoreHostedEnv = "GS_DIST_STORE_HOSTED";
 // ... and to the number of restarts so far (0 in the first attempt).
 inline constexpr const char* kAttemptEnv = "GS_DIST_ATTEMPT";
 
-}  // namespace gs::dist
+}  // namespace gs::distributed

@@ -11,7 +11,7 @@
 #include "gs/compress/compressor.hpp"
 #include "gs/compress/grouping.hpp"
 
-namespace gs::dist {
+namespace gs::distributed {
 
 std::vector<compress::TensorSpec> tensor_specs(const torch::nn::Module& model);
 // Gradients of every trainable parameter, concatenated (an undefined gradient counts as zeros).
@@ -25,4 +25,4 @@ void assign_params(torch::nn::Module& model, std::span<const float> flat);
 compress::Compressed compress_tensor(compress::Compressor& c, const torch::Tensor& t,
                                      const std::string& name);
 
-}  // namespace gs::dist
+}  // namespace gs::distributed

@@ -19,7 +19,7 @@
 #include "gs/compress/step_rules.hpp"
 #include "gs/distributed/config.hpp"
 
-namespace gs::dist {
+namespace gs::distributed {
 
 struct StepReport {
   std::int64_t step = 0;
@@ -69,4 +69,4 @@ TrainResult train_worker(const TrainConfig& config, const StepCallback& on_step 
 // The result as one JSON object (config echoed, summary, per-step arrays).
 std::string to_json(const TrainConfig& config, const TrainResult& r);
 
-}  // namespace gs::dist
+}  // namespace gs::distributed

@@ -17,7 +17,7 @@
 namespace gs::analyzer::plots {
 
 struct ViewOptions {
-  FitReportOptions report;    // densities, dists, methods, stages, KS sample size
+  fitting::FitReportOptions report;    // densities, dists, methods, stages, KS sample size
   int bins = 80;              // histogram bins over [min x, max x]
   int curve_points = 240;     // points of each fitted density curve
   std::string backend = "auto";
@@ -39,7 +39,7 @@ struct VectorView {
   std::uint64_t finite_nonzero = 0;     // the values the density is normalised by
   // Non-empty bins only: geometric bin centre and density count / (finite_nonzero * width).
   std::vector<double> bin_center, bin_density;
-  FitReport report;
+  fitting::FitReport report;
   std::vector<DensityCurve> curves;
   double seconds = 0.0;  // time of the analysis (histogram + fit_report)
 };
@@ -57,18 +57,18 @@ VectorView analyse_vector(std::span<const float> g, const std::string& scope, st
                           const ViewOptions& options);
 
 // The law a report fit describes (gs::Error for a failed fit or an unknown name).
-Sid sid_from_fit(const DistFit& fit);
-double pdf(const Sid& d, double x);
+fitting::Sid sid_from_fit(const fitting::DistFit& fit);
+double pdf(const fitting::Sid& d, double x);
 
 // The report's result for a method at a density (relative tolerance 1e-9 on the density), or nullptr.
-const ThresholdEntry* find_threshold(const FitReport& report, const std::string& method,
+const fitting::ThresholdEntry* find_threshold(const fitting::FitReport& report, const std::string& method,
                                      double density);
-const DistFit* find_fit(const FitReport& report, const std::string& dist);
+const fitting::DistFit* find_fit(const fitting::FitReport& report, const std::string& dist);
 
 // The fitting report an analysis file stores for (step, scope): fits with their parameters under
 // fit_report's names, goodness of fit and QQ points, and every method at every density. Empty fits
 // and thresholds when the file has no rows for it.
-FitReport report_from_rows(const std::vector<FitRow>& fits, const std::vector<QQRow>& qq,
+fitting::FitReport report_from_rows(const std::vector<FitRow>& fits, const std::vector<QQRow>& qq,
                            const std::vector<ThresholdRow>& thresholds, std::int64_t step,
                            const std::string& scope);
 

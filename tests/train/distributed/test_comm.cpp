@@ -14,14 +14,14 @@
 #include "gs/distributed/comm.hpp"
 #include "gs/error.hpp"
 
-using gs::dist::CommOptions;
-using gs::dist::Communicator;
+using gs::distributed::CommOptions;
+using gs::distributed::Communicator;
 
 namespace {
 
 // Runs fn(comm) on `workers` threads, each joined to one group; rethrows a worker's exception.
 void with_group(int workers, const std::function<void(Communicator&)>& fn, int timeout_ms = 20000) {
-  const int port = gs::dist::free_loopback_port();
+  const int port = gs::distributed::free_loopback_port();
   std::vector<std::exception_ptr> errors(workers);
   std::vector<std::thread> threads;
   for (int r = 0; r < workers; ++r)

@@ -4,7 +4,7 @@
 #include "gs/error.hpp"
 #include "gs/train/models.hpp"
 
-using namespace gs::dist;
+using namespace gs::distributed;
 
 TEST(TorchAdapter, FlattenAndAssignRoundTrip) {
   torch::manual_seed(3);

@@ -12,14 +12,14 @@
 
 namespace {
 
-using gs::dist::TrainConfig;
+using gs::distributed::TrainConfig;
 
 
 // A config parsed from "--flag value ..." arguments through the table, as the CLI and a worker do.
 TrainConfig parse(const std::vector<std::string>& args) {
   TrainConfig c;
   for (std::size_t i = 0; i < args.size(); ++i) {
-    const auto& row = gs::dist::train_option(args[i]);
+    const auto& row = gs::distributed::train_option(args[i]);
     if (row.kind == gs::ValueKind::flag) row.set(c, "1");
     else row.set(c, args.at(++i));
   }
@@ -31,12 +31,12 @@ TEST(TrainOptions, EveryRowReadsWhatItWrites) {
   c.density = 0.1 + 0.2;
   c.compression.quant_bits = {3, 5};
   c.checkpoint = "dir";
-  for (const auto& row : gs::dist::train_options()) {
+  for (const auto& row : gs::distributed::train_options()) {
     TrainConfig back;
     row.set(back, row.get(c));
     EXPECT_EQ(row.get(back), row.get(c)) << row.flag;
   }
-  EXPECT_THROW(gs::dist::train_option("--no-such"), gs::Error);
+  EXPECT_THROW(gs::distributed::train_option("--no-such"), gs::Error);
 }
 
 TEST(TrainOptions, OutOfRangeValuesAreRefusedNamingTheFlag) {
@@ -48,7 +48,7 @@ TEST(TrainOptions, OutOfRangeValuesAreRefusedNamingTheFlag) {
       {"--checkpoint-every", "-1"}, {"--granularity", "tensor"}};
   for (const auto& [flag, text] : bad) {
     TrainConfig c;
-    gs::dist::train_option(flag).set(c, text);
+    gs::distributed::train_option(flag).set(c, text);
     const std::string msg = gs::testing::error_message([&] { c.validate(); });
     EXPECT_EQ(msg.rfind(flag, 0), 0u) << flag << " " << text << ": " << msg;
     EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
@@ -118,7 +118,7 @@ TEST(TrainOptions, CaptureSharesTheRangesOfTrain) {
     for (const auto& o : gs::train::capture_options())
       if (o.flag == flag) cap = &o;
     ASSERT_NE(cap, nullptr) << flag;
-    const gs::dist::TrainOption& tr = gs::dist::train_option(flag);
+    const gs::distributed::TrainOption& tr = gs::distributed::train_option(flag);
     EXPECT_EQ(cap->help, tr.help) << flag;
     EXPECT_EQ(cap->choices, tr.choices) << flag;
     for (const char* text : {"0", "1", "-1", "0.5", "0.999", "60000", "60001", "nan", "mlp", "cnn", "x"}) {
