@@ -131,8 +131,8 @@ const std::vector<OptionRow<AnalyzeConfig>>& analyze_options() {
     std::vector<OptionRow<C>> t;
     t.push_back(option_row<std::vector<double>, C>("--ratios", "Target densities, comma-separated",
                                                    GS_FIELD(c.densities)));
-    t.push_back(option_row<std::vector<std::string>, C>("--dists", "SIDs to fit: " + fitting::comma_list(fitting::all_dists()),
-                                                        GS_FIELD(c.dists)));
+    t.push_back(option_row<std::vector<std::string>, C>(
+        "--dists", "SIDs to fit: " + fitting::comma_list(fitting::all_dists()), GS_FIELD(c.dists)));
     t.push_back(option_row<std::vector<std::string>, C>(
         "--methods", "Threshold methods: " + fitting::comma_list(fitting::all_methods()), GS_FIELD(c.methods)));
     t.push_back(text_row(

@@ -23,8 +23,11 @@ const std::map<std::string, std::pair<const char*, const char*>>& parameter_name
 
 // The goodness-of-fit figures a row and a fit share, member for member.
 constexpr std::pair<double FitRow::*, double fitting::DistFit::*> kShared[] = {
-    {&FitRow::loglik, &fitting::DistFit::loglik}, {&FitRow::aic, &fitting::DistFit::aic},     {&FitRow::ks_D, &fitting::DistFit::ks_D},
-    {&FitRow::ks_p, &fitting::DistFit::ks_p},     {&FitRow::ad_A2, &fitting::DistFit::ad_A2}};
+    {&FitRow::loglik, &fitting::DistFit::loglik},
+    {&FitRow::aic, &fitting::DistFit::aic},
+    {&FitRow::ks_D, &fitting::DistFit::ks_D},
+    {&FitRow::ks_p, &fitting::DistFit::ks_p},
+    {&FitRow::ad_A2, &fitting::DistFit::ad_A2}};
 
 }  // namespace
 

@@ -29,8 +29,11 @@ int run(const gs::distributed::TrainConfig& cfg) {
   // a checkpoint to resume from in one line if it does not fit, old checkpoints never mixed in.
   if (!std::getenv(gs::distributed::kStoreHostedEnv)) {
     // A worker placed by hand (--rank) may see only its own files: it checks those.
-    if (!cfg.resume.empty()) gs::distributed::verify_rank_files(gs::distributed::matching_checkpoint(cfg.resume, cfg), cfg.rank);
-    else gs::distributed::prepare_checkpoint_root(cfg);
+    if (!cfg.resume.empty()) {
+      gs::distributed::verify_rank_files(gs::distributed::matching_checkpoint(cfg.resume, cfg), cfg.rank);
+    } else {
+      gs::distributed::prepare_checkpoint_root(cfg);
+    }
   }
   if (cfg.workers > 1 && cfg.rank < 0) return gs::distributed::launch_workers(cfg);
   const bool print_steps = !cfg.quiet && !cfg.json;

@@ -43,8 +43,9 @@ TEST(Estimators, ExponentialGammaNormalMatchScipyOnFixedSamples) {
     EXPECT_TRUE(near_rel(gm.xi(), ref_value(p + ".gpmoments.xi"), 1e-9));
     EXPECT_TRUE(near_rel(gm.sigma(), ref_value(p + ".gpmoments.sigma"), 1e-10));
     // Likelihoods at scipy's own parameters.
-    EXPECT_TRUE(near_rel(gs::fitting::loglik(gs::fitting::Gamma(ref_value(p + ".gamma.alpha"), ref_value(p + ".gamma.beta")), s),
-                         ref_value(p + ".gamma.loglik_at_fit"), 1e-11));
+    EXPECT_TRUE(near_rel(
+        gs::fitting::loglik(gs::fitting::Gamma(ref_value(p + ".gamma.alpha"), ref_value(p + ".gamma.beta")), s),
+        ref_value(p + ".gamma.loglik_at_fit"), 1e-11));
     EXPECT_TRUE(near_rel(gs::fitting::loglik(gs::fitting::Exponential(ref_value(p + ".expon.beta")), s),
                          ref_value(p + ".expon.loglik_at_fit"), 1e-11));
     EXPECT_TRUE(near_rel(gs::fitting::loglik(nm, s), ref_value(p + ".norm.loglik_at_fit"), 1e-10));

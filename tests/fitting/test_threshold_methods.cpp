@@ -37,7 +37,8 @@ TEST(ThresholdMethods, RowsAreUniqueAndDescribed) {
 
 // SIDCo's variants and their rows name each other: one row per variant.
 TEST(ThresholdMethods, SidcoVariantsNameTheirRows) {
-  for (auto v : {gs::fitting::SidcoVariant::exponential, gs::fitting::SidcoVariant::pareto, gs::fitting::SidcoVariant::gamma_pareto}) {
+  for (auto v : {gs::fitting::SidcoVariant::exponential, gs::fitting::SidcoVariant::pareto,
+                 gs::fitting::SidcoVariant::gamma_pareto}) {
     const auto& row = gs::fitting::threshold_method(gs::fitting::method_name(v));
     EXPECT_EQ(row.kind, gs::fitting::ThresholdKind::sidco);
     EXPECT_EQ(row.variant, v);

@@ -146,7 +146,8 @@ TEST(Sidco, MostlyZerosStillReachTheTargetWithSeveralStages) {
   for (std::size_t i = 0; i < v.size(); ++i)
     if (i % 9 != 4) v[i] = 0.0f;
   NaivePasses passes(v);
-  for (auto variant : {gs::fitting::SidcoVariant::exponential, gs::fitting::SidcoVariant::pareto, gs::fitting::SidcoVariant::gamma_pareto})
+  for (auto variant : {gs::fitting::SidcoVariant::exponential, gs::fitting::SidcoVariant::pareto,
+                       gs::fitting::SidcoVariant::gamma_pareto})
     for (int m : {2, 3})
       for (double density : {0.05, 0.01}) {
         const auto r = gs::fitting::sidco_threshold(passes, density, variant, m);

@@ -38,7 +38,8 @@ std::vector<Case> cases() {
 
 double sum_rel(std::uint64_t n) { return std::max(1e-12, 1.2e-16 * double(n)); }
 
-void expect_stats_near(const fitting::MagnitudeStats& got, const fitting::MagnitudeStats& ref, const std::string& what) {
+void expect_stats_near(const fitting::MagnitudeStats& got, const fitting::MagnitudeStats& ref,
+                       const std::string& what) {
   SCOPED_TRACE(what);
   const double r = sum_rel(ref.count);
   EXPECT_EQ(got.count, ref.count);

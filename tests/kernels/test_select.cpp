@@ -245,7 +245,8 @@ TEST_P(Selector, PlacesOnceAndSelectsAsTheReferences) {
         // The same threshold as the CPU's pipeline, up to the rounding of its float-block sums
         // (relative error at most 8 * 2^-24, gs/fitting/passes.hpp).
         gs::kernels::cpu::Selection<std::int32_t> cpu_out;
-        const auto c = gs::kernels::cpu::sidco_select(g, 0.01, gs::fitting::SidcoVariant::exponential, 2, false, cpu_out);
+        const auto c =
+            gs::kernels::cpu::sidco_select(g, 0.01, gs::fitting::SidcoVariant::exponential, 2, false, cpu_out);
         EXPECT_NEAR(r.threshold, c.threshold, 1e-6 * c.threshold);
       }
     }

@@ -125,7 +125,8 @@ TEST(SidcoSelect, EveryRouteMatchesFittingAndCompactExactly) {
       NaivePasses naive(g);
       for (double delta : {0.1, 0.01, 0.001})
         for (int m : {1, 2, 3})
-          for (auto variant : {fitting::SidcoVariant::exponential, fitting::SidcoVariant::pareto, fitting::SidcoVariant::gamma_pareto}) {
+          for (auto variant : {fitting::SidcoVariant::exponential, fitting::SidcoVariant::pareto,
+                               fitting::SidcoVariant::gamma_pareto}) {
             if (variant != fitting::SidcoVariant::exponential && m != 3) continue;
             SCOPED_TRACE(std::string(shape_name(shape)) + " n=" + std::to_string(n) + " delta=" +
                          std::to_string(delta) + " M=" + std::to_string(m) + " " +

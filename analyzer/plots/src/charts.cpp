@@ -427,7 +427,8 @@ void plot_stages(QCustomPlot* plot, const TrainingSeries& series, double density
   int most = 1;
   for (const auto& p : series.methods) {
     const fitting::ThresholdMethodInfo* row = method_row(p.method);
-    const bool staged = row && (row->kind == fitting::ThresholdKind::sidco || row->kind == fitting::ThresholdKind::sidco_topk);
+    const bool staged =
+        row && (row->kind == fitting::ThresholdKind::sidco || row->kind == fitting::ThresholdKind::sidco_topk);
     if (!staged || std::abs(p.density - density) > 1e-9 * density) continue;
     by_method[p.method].first.push_back(double(p.step));
     by_method[p.method].second.push_back(double(p.stages));

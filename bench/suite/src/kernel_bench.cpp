@@ -163,7 +163,8 @@ double time_passes(Ops& ops, std::uint64_t n, int repeats, const Emit& emit) {
   // A tail stage's pass: statistics of the top quarter (SIDCo's stage-1 density).
   const double q = ops.passes->kth_largest(std::max<std::uint64_t>(1, n / 4));
   fitting::MagnitudeStats y;
-  const auto [sa_ms, sa_min] = time_ms(repeats, [&] { y = ops.passes->stats_above_light(q, q, fitting::StatsFields{}); });
+  const auto [sa_ms, sa_min] =
+      time_ms(repeats, [&] { y = ops.passes->stats_above_light(q, q, fitting::StatsFields{}); });
   emit({"stats_above_light", n, 0.25, 1, sa_ms, sa_min, read_ms, y.count});
   return read_ms;
 }

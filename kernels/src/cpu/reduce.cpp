@@ -174,7 +174,9 @@ StatsChunkFn pick(fitting::StatsFields f, bool shifted) {
   return shifted ? above_chunk_basic : stats_chunk_basic;
 }
 
-fitting::MagnitudeStats merge_stats(const fitting::MagnitudeStats& a, const fitting::MagnitudeStats& b) { return gs::fitting::merge(a, b); }
+fitting::MagnitudeStats merge_stats(const fitting::MagnitudeStats& a, const fitting::MagnitudeStats& b) {
+  return gs::fitting::merge(a, b);
+}
 
 GS_CPU_CLONES std::uint64_t count_chunk_generic(const float* g, std::size_t n, float t) {
   std::uint64_t c = 0;

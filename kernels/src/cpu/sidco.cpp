@@ -232,8 +232,9 @@ Pipeline run_stages(std::span<const float> g, double density, fitting::SidcoVari
   Pipeline out;
   const double first_bound = predicted_first_bound(g, density, variant, route, plan, w);
   const bool sampled = first_bound > 0.0;
-  const fitting::MagnitudeStats first = sampled ? collect_candidates(g, 0.0, 0.0, plan.first_fields(), w, first_bound, true)
-                                       : cpu::stats(g, plan.first_fields());
+  const fitting::MagnitudeStats first = sampled
+                                            ? collect_candidates(g, 0.0, 0.0, plan.first_fields(), w, first_bound, true)
+                                            : cpu::stats(g, plan.first_fields());
   out.result.nonfinite = first.nonfinite;
   bool more = plan.first(first);
   out.result.full_reads = 1;

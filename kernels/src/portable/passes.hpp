@@ -55,7 +55,8 @@ double sum(P& p, const float* g, std::uint64_t n) {
 
 template <class P>
 fitting::MagnitudeStats stats(P& p, const float* g, std::uint64_t n) {
-  return n == 0 ? fitting::MagnitudeStats{} : p.template reduce<fitting::MagnitudeStats>(g, n, StatsElem{}, MergeStats{});
+  return n == 0 ? fitting::MagnitudeStats{}
+                : p.template reduce<fitting::MagnitudeStats>(g, n, StatsElem{}, MergeStats{});
 }
 
 template <class P>
