@@ -13,11 +13,14 @@
 # torch, torchvision, pybind11 and pytest (GS_PYTHON names it; default: the first of python3,
 # /usr/bin/python3 that imports torch).
 #
-# Usage: scripts/gpu-check.sh --bundle DIR --out RESULTS [--dry-run] [--build BUILD] [--large]
+# Usage: scripts/gpu-check.sh --bundle DIR --out RESULTS [--dry-run [--quick]] [--build BUILD] [--large]
 #   --bundle DIR   what scripts/gpu-bundle.sh made (here, then carried to the node)
 #   --out RESULTS  results.json, report.md and check.log (made; files in it are replaced)
 #   --dry-run      no GPU: the same steps with CUDA off (configure from DIR, build, the C++
 #                  suites, the extension imported); the GPU steps are named "skipped: no GPU"
+#   --quick        with --dry-run: build and run one suite (test_compress, which links fitting and
+#                  kernels) and the kernel benchmark, without the extension (the test suite's check
+#                  of this script; the full dry run is the one to make before a GPU session)
 #   --build BUILD  build folder (default build-gpu-check in the repository root)
 #   --large        also the large-vector case (CudaLarge: minutes, up to 10 GB of device memory)
 # GS_CHECK_SECONDS: the whole check's budget (default 480): each step runs under what is left, the
@@ -29,7 +32,7 @@ set -euo pipefail
 # (a pull, an edit) does not change what it does.
 {
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-BUNDLE="" RESULTS="" BUILD="" DRY=0 LARGE=0
+BUNDLE="" RESULTS="" BUILD="" DRY=0 QUICK=0 LARGE=0
 die() { echo "gpu-check: error: $*" >&2; exit 1; }
 say() { echo "gpu-check: $*" >&2; }
 while [[ $# -gt 0 ]]; do
@@ -39,12 +42,14 @@ while [[ $# -gt 0 ]]; do
       case "$1" in --bundle) BUNDLE="$2" ;; --out) RESULTS="$2" ;; --build) BUILD="$2" ;; esac
       shift 2 ;;
     --dry-run) DRY=1; shift ;;
+    --quick) QUICK=1; shift ;;
     --large) LARGE=1; shift ;;
-    -h|--help) sed -n '2,24p' "${BASH_SOURCE[0]}"; exit 0 ;;
+    -h|--help) sed -n '2,27p' "${BASH_SOURCE[0]}"; exit 0 ;;
     *) die "unknown argument $1 (see --help)" ;;
   esac
 done
 [[ -n "${BUNDLE}" && -n "${RESULTS}" ]] || die "give --bundle DIR and --out RESULTS (see --help)"
+[[ ${QUICK} -eq 0 || ${DRY} -eq 1 ]] || die "--quick goes with --dry-run (a GPU check builds and runs everything)"
 [[ -d "${BUNDLE}/prefix" ]] || die "${BUNDLE} holds no prefix/: make it with scripts/gpu-bundle.sh"
 BUNDLE="$(cd "${BUNDLE}" && pwd)"
 P="${BUNDLE}/prefix"
@@ -180,7 +185,9 @@ for kind in EXE SHARED MODULE; do CMAKE_ARGS+=("-DCMAKE_${kind}_LINKER_FLAGS=-Wl
 # The extension needs a Python that imports torch, its headers (Python.h) and pybind11 (the pip
 # package's CMake config, else one CMake finds); without them the rest of the check still runs.
 NO_EXT=""
-if [[ -z "${PY}" ]]; then
+if [[ ${QUICK} -eq 1 ]]; then
+  NO_EXT="left out (--quick)"
+elif [[ -z "${PY}" ]]; then
   NO_EXT="no Python that imports torch (GS_PYTHON)"
 elif ! "${PY}" -c 'import os, sys, sysconfig
 sys.exit(0 if os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")) else 1)'; then
@@ -230,7 +237,9 @@ blocks_if_failed "configure failed"
 # 4. Build what the check runs, every core; then whether any header or library of the bundle's
 # kinds came from elsewhere, and whether the extension imports.
 TARGETS=(gs_kernels_bench)
-[[ -z "${NO_TESTS}" ]] && TARGETS+=(gs_fitting_tests gs_kernels_tests test_compress)
+SUITES=(fitting/gs_fitting_tests kernels/gs_kernels_tests compress/test_compress)
+[[ ${QUICK} -eq 1 ]] && SUITES=(compress/test_compress)
+[[ -z "${NO_TESTS}" ]] && for s in "${SUITES[@]}"; do TARGETS+=("$(basename "${s}")"); done
 if [[ -z "${NO_EXT}" && -f "${BUILD}/CMakeCache.txt" ]] && ! grep -q '^GS_ENABLE_PYTHON:BOOL=ON' "${BUILD}/CMakeCache.txt"; then
   NO_EXT="CMake found no pybind11 (the pip package: ${PY:-python3} -m pybind11 --cmakedir)"
 fi
@@ -267,14 +276,15 @@ COMPRESS_CUDA='*Cuda*:*cuda*-Backends.*'
 # 5. The C++ suites, every case (the large-vector one apart), each writing gtest JSON.
 suites() {
   local rc=0 s
-  for s in fitting/gs_fitting_tests kernels/gs_kernels_tests compress/test_compress; do
+  for s in "${SUITES[@]}"; do
     echo "--- ${s}"
     lim "${BUILD}/tests/${s}" --gtest_brief=1 --gtest_filter='-CudaLarge.*' \
       --gtest_output="json:${WORK}/gtest-$(basename "${s}").json" || rc=1
   done
   return "${rc}"
 }
-STEP_EXTRA="\"gtest_json\": \"gtest-*.json\", \"cuda_filters\": {\"gs_kernels_tests\": \"${KERNELS_CUDA}\", \"test_compress\": \"${COMPRESS_CUDA}\"}"
+SUITE_NAMES="$(printf '"%s", ' "${SUITES[@]##*/}")"
+STEP_EXTRA="\"suite_names\": [${SUITE_NAMES%, }], \"gtest_json\": \"gtest-*.json\", \"cuda_filters\": {\"gs_kernels_tests\": \"${KERNELS_CUDA}\", \"test_compress\": \"${COMPRESS_CUDA}\"}"
 run_step cpp-suites "$([[ ${MODE} == gpu ]] && echo 180 || echo 600)" suites
 
 # 6. Vectors past the 32-bit limits: only with --large.

@@ -7,8 +7,9 @@
 #                                sanitizers)
 # Each phase (packages, configure, build, demo or tests) is printed with its time, and all of them
 # at the end. GS_BUILD_DIR (default build/) and GS_JOBS (default 2) may be set; GS_CUDA_ARCHS as
-# CMake's (docs/architecture.md: on a machine without a GPU the test build adds sm_75 machine code
-# to the compute_75 PTX, so that ptxas sees every kernel).
+# CMake's (docs/architecture.md). On a machine without a GPU both commands add sm_75 machine code
+# to the compute_75 PTX, so that ptxas sees every kernel, and configure the build alike: the test
+# command after the demo rebuilds nothing the demo built.
 set -euo pipefail
 mode=${1:-demo}
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -37,7 +38,7 @@ summary() {
 }
 
 configure_args=(-DCMAKE_BUILD_TYPE=Release)
-if [[ $mode == test && -z ${GS_CUDA_ARCHS+set} ]] && ! nvidia-smi -L >/dev/null 2>&1; then
+if [[ -z ${GS_CUDA_ARCHS+set} ]] && ! nvidia-smi -L >/dev/null 2>&1; then
   configure_args+=("-DGS_CUDA_ARCHS=75-real;75-virtual")
 elif [[ -n ${GS_CUDA_ARCHS+set} ]]; then
   configure_args+=("-DGS_CUDA_ARCHS=$GS_CUDA_ARCHS")
