@@ -55,15 +55,30 @@ if [[ $mode == demo ]]; then
 fi
 
 phase build cmake --build "$build" -j"$jobs"
+# The fuzz targets (clang, ASan and UBSan) in their own build, each then run for a bounded number
+# of inputs from the committed corpus: ctest -L fuzz. The fuzz build runs beside the suites at the
+# lowest priority: the suites leave about a quarter of the two cores idle (processes waiting on
+# one another, on sockets and on timeouts), and it takes only that; its log is $fuzz_log.
+fuzz_build=${GS_FUZZ_BUILD_DIR:-$root/build-fuzz}
+fuzz_log=$build/fuzz-build.log
+setsid nice -n 19 bash -c "cmake -S '$root' -B '$fuzz_build' -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DGS_FUZZ=ON && cmake --build '$fuzz_build' -j$jobs" \
+  >"$fuzz_log" 2>&1 &
+fuzz_pid=$!
+trap 'kill -- -$fuzz_pid 2>/dev/null || true' EXIT  # its own process group (setsid)
 # The suites share the 2 cores; torch and OpenMP would otherwise each take both.
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 # Idle OpenMP threads sleep instead of spinning on cores the other suites need.
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 phase tests ctest --test-dir "$build" --output-on-failure -j"$jobs"
-# The fuzz targets (clang, ASan and UBSan) in their own build, each for a bounded number of
-# inputs from the committed corpus: ctest -L fuzz.
-fuzz_build=${GS_FUZZ_BUILD_DIR:-$root/build-fuzz}
-phase fuzz-build bash -c "cmake -S '$root' -B '$fuzz_build' -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DGS_FUZZ=ON && cmake --build '$fuzz_build' -j$jobs"
+# The rest of the fuzz build, now on both cores at the lowest priority still (nothing else runs).
+fuzz_wait() {
+  wait "$fuzz_pid" && return 0
+  echo "the fuzz build failed; the end of $fuzz_log:" >&2
+  tail -n 40 "$fuzz_log" >&2
+  return 1
+}
+phase fuzz-build fuzz_wait
+trap - EXIT
 phase fuzz ctest --test-dir "$fuzz_build" -L fuzz --output-on-failure -j"$jobs"
 summary
