@@ -11,9 +11,9 @@ Points, 400 steps of batch 32 per worker (SGD lr 0.05, momentum 0.9 in the optim
 hook keeps it), seeds 1 and 2 unless said:
     dense (plain DDP, no hook; seeds 1 to 5), fp16 (fp16_compress_hook), PowerSGD ranks 1 and 4,
     SIDCo-E at densities 0.001, 0.01 and 0.05, top-k at 0.01, SIDCo-E at 0.01 with Accordion's
-    density schedule (0.1 in critical regimes, checks every 20 steps, eta 0.5; seeds 1 to 5,
-    paired with dense), SIDCo-E at 0.01 with momentum correction (0.9 in the hook, none in the
-    optimizer), and with both;
+    density schedule (0.1 in critical regimes, checks every 20 steps, eta 0.5), SIDCo-E at 0.01
+    with momentum correction (0.9 in the hook, none in the optimizer), and with both (these three
+    with seeds 1 to 5, paired with dense);
 and over 2 epochs of each worker's data (938 steps), seeds 1 and 2: dense, SIDCo-E at 0.01, and
 SIDCo-E at 0.01 with the schedule.
 
@@ -63,8 +63,8 @@ POINTS = {
     "sidco-e-0.05": ("sidco-e", 0.05, {}, 0.9, TWO, "SIDCo-E 0.05"),
     "topk-0.01": ("topk", 0.01, {}, 0.9, TWO, "top-k 0.01"),
     "sidco-e-0.01-accordion": ("sidco-e", 0.01, ACCORDION, 0.9, FIVE, "SIDCo-E 0.01, Accordion"),
-    "sidco-e-0.01-mc": ("sidco-e", 0.01, MOMENTUM_CORRECTION, 0.0, TWO, "SIDCo-E 0.01, mom. corr."),
-    "sidco-e-0.01-accordion-mc": ("sidco-e", 0.01, dict(ACCORDION, **MOMENTUM_CORRECTION), 0.0, TWO,
+    "sidco-e-0.01-mc": ("sidco-e", 0.01, MOMENTUM_CORRECTION, 0.0, FIVE, "SIDCo-E 0.01, mom. corr."),
+    "sidco-e-0.01-accordion-mc": ("sidco-e", 0.01, dict(ACCORDION, **MOMENTUM_CORRECTION), 0.0, FIVE,
                                   "SIDCo-E 0.01, Accordion + mom. corr."),
 }
 LONG_POINTS = ["dense", "sidco-e-0.01", "sidco-e-0.01-accordion"]
