@@ -1,7 +1,7 @@
 """Accuracy against bytes sent: the frontier of DDP communication hooks on torchvision's ResNet-18
 (no weights) and Fashion-MNIST, 4 Gloo worker processes on this machine, one thread each
 (docs/RESULTS.md, "The accuracy-bytes frontier"). The one command, from the repository root of a
-build (about 1.5 to 2 hours of both cores of the 2-core machine of docs/BENCHMARKS.md, nothing else
+build (about 3.5 hours of both cores of the 2-core machine of docs/BENCHMARKS.md, nothing else
 running; runs already in docs/results/frontier/ are reused, so it may be run over several sittings
 and stopped at any point):
 
