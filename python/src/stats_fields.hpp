@@ -5,6 +5,7 @@
 // field added to compress::StepStats here reaches both.
 #include <pybind11/pybind11.h>
 
+#include <type_traits>
 #include <vector>
 
 #include "gs/compress/compressor.hpp"
@@ -19,74 +20,79 @@ struct StatField {
   pybind11::object (*get)(const S&);
 };
 
+// A field's getter from its member (a data member, or a const method such as density()): the
+// value as Python's int, float or bool, as pybind11 casts its C++ type.
+template <auto M, class S>
+pybind11::object get(const S& s) {
+  if constexpr (std::is_member_function_pointer_v<decltype(M)>)
+    return pybind11::cast((s.*M)());
+  else
+    return pybind11::cast(s.*M);
+}
+
 template <class S>
 const std::vector<StatField<S>>& stat_fields();
 
 template <>
 inline const std::vector<StatField<compress::StepStats>>& stat_fields<compress::StepStats>() {
-  namespace py = pybind11;
   using S = compress::StepStats;
   static const std::vector<StatField<S>> f = {
-      {"n", [](const S& s) -> py::object { return py::int_(s.n); }},
-      {"selected", [](const S& s) -> py::object { return py::int_(s.selected); }},
-      {"target_density", [](const S& s) -> py::object { return py::float_(s.target_density); }},
-      {"density", [](const S& s) -> py::object { return py::float_(s.density()); }},
-      {"quality", [](const S& s) -> py::object { return py::float_(s.quality()); }},
-      {"stages", [](const S& s) -> py::object { return py::int_(s.stages); }},
-      {"bytes_sent", [](const S& s) -> py::object { return py::int_(s.bytes_sent); }},
-      {"dense_bytes", [](const S& s) -> py::object { return py::int_(s.dense_bytes); }},
-      {"gathered_bytes", [](const S& s) -> py::object { return py::int_(s.gathered_bytes); }},
-      {"host_device_bytes", [](const S& s) -> py::object { return py::int_(s.host_device_bytes); }},
-      {"host_device_gathered_bytes", [](const S& s) -> py::object { return py::int_(s.host_device_gathered_bytes); }},
-      {"compress_s", [](const S& s) -> py::object { return py::float_(s.compress_seconds); }},
-      {"comm_s", [](const S& s) -> py::object { return py::float_(s.comm_seconds); }},
-      {"hook_s", [](const S& s) -> py::object { return py::float_(s.hook_seconds); }},
-      {"buckets", [](const S& s) -> py::object { return py::int_(s.buckets); }},
-      {"skipped", [](const S& s) -> py::object { return py::bool_(s.skipped); }},
-      {"warmup", [](const S& s) -> py::object { return py::bool_(s.warmup); }},
-      {"critical", [](const S& s) -> py::object { return py::bool_(s.critical); }}};
+      {"n", get<&S::n>},
+      {"selected", get<&S::selected>},
+      {"target_density", get<&S::target_density>},
+      {"density", get<&S::density>},
+      {"quality", get<&S::quality>},
+      {"stages", get<&S::stages>},
+      {"bytes_sent", get<&S::bytes_sent>},
+      {"dense_bytes", get<&S::dense_bytes>},
+      {"gathered_bytes", get<&S::gathered_bytes>},
+      {"host_device_bytes", get<&S::host_device_bytes>},
+      {"host_device_gathered_bytes", get<&S::host_device_gathered_bytes>},
+      {"compress_s", get<&S::compress_seconds>},
+      {"comm_s", get<&S::comm_seconds>},
+      {"hook_s", get<&S::hook_seconds>},
+      {"buckets", get<&S::buckets>},
+      {"skipped", get<&S::skipped>},
+      {"warmup", get<&S::warmup>},
+      {"critical", get<&S::critical>}};
   return f;
 }
 
 template <>
 inline const std::vector<StatField<compress::RunSummary>>& stat_fields<compress::RunSummary>() {
-  namespace py = pybind11;
   using S = compress::RunSummary;
   static const std::vector<StatField<S>> f = {
-      {"steps", [](const S& s) -> py::object { return py::int_(s.steps); }},
-      {"skipped_steps", [](const S& s) -> py::object { return py::int_(s.skipped_steps); }},
-      {"critical_steps", [](const S& s) -> py::object { return py::int_(s.critical_steps); }},
-      {"density_mean", [](const S& s) -> py::object { return py::float_(s.density_mean); }},
-      {"density_mean_all", [](const S& s) -> py::object { return py::float_(s.density_mean_all); }},
-      {"quality_mean", [](const S& s) -> py::object { return py::float_(s.quality_mean); }},
-      {"quality_p5", [](const S& s) -> py::object { return py::float_(s.quality_p5); }},
-      {"quality_p95", [](const S& s) -> py::object { return py::float_(s.quality_p95); }},
-      {"bytes_per_step", [](const S& s) -> py::object { return py::float_(s.bytes_per_step); }},
-      {"dense_bytes_per_step", [](const S& s) -> py::object { return py::float_(s.dense_bytes_per_step); }},
-      {"gathered_bytes_per_step", [](const S& s) -> py::object { return py::float_(s.gathered_bytes_per_step); }},
-      {"host_device_bytes_per_step",
-       [](const S& s) -> py::object { return py::float_(s.host_device_bytes_per_step); }},
-      {"host_device_gathered_bytes_per_step",
-       [](const S& s) -> py::object { return py::float_(s.host_device_gathered_bytes_per_step); }},
-      {"compress_ms_per_step", [](const S& s) -> py::object { return py::float_(s.compress_ms_per_step); }},
-      {"comm_ms_per_step", [](const S& s) -> py::object { return py::float_(s.comm_ms_per_step); }},
-      {"hook_ms_per_step", [](const S& s) -> py::object { return py::float_(s.hook_ms_per_step); }}};
+      {"steps", get<&S::steps>},
+      {"skipped_steps", get<&S::skipped_steps>},
+      {"critical_steps", get<&S::critical_steps>},
+      {"density_mean", get<&S::density_mean>},
+      {"density_mean_all", get<&S::density_mean_all>},
+      {"quality_mean", get<&S::quality_mean>},
+      {"quality_p5", get<&S::quality_p5>},
+      {"quality_p95", get<&S::quality_p95>},
+      {"bytes_per_step", get<&S::bytes_per_step>},
+      {"dense_bytes_per_step", get<&S::dense_bytes_per_step>},
+      {"gathered_bytes_per_step", get<&S::gathered_bytes_per_step>},
+      {"host_device_bytes_per_step", get<&S::host_device_bytes_per_step>},
+      {"host_device_gathered_bytes_per_step", get<&S::host_device_gathered_bytes_per_step>},
+      {"compress_ms_per_step", get<&S::compress_ms_per_step>},
+      {"comm_ms_per_step", get<&S::comm_ms_per_step>},
+      {"hook_ms_per_step", get<&S::hook_ms_per_step>}};
   return f;
 }
 
 template <>
 inline const std::vector<StatField<compress::CompressInfo>>& stat_fields<compress::CompressInfo>() {
-  namespace py = pybind11;
   using S = compress::CompressInfo;
   static const std::vector<StatField<S>> f = {
-      {"n", [](const S& s) -> py::object { return py::int_(s.n); }},
-      {"selected", [](const S& s) -> py::object { return py::int_(s.selected); }},
-      {"target_density", [](const S& s) -> py::object { return py::float_(s.target_density); }},
-      {"density", [](const S& s) -> py::object { return py::float_(s.density()); }},
-      {"quality", [](const S& s) -> py::object { return py::float_(s.quality()); }},
-      {"threshold", [](const S& s) -> py::object { return py::float_(s.threshold); }},
-      {"stages", [](const S& s) -> py::object { return py::int_(s.stages); }},
-      {"nonfinite", [](const S& s) -> py::object { return py::int_(s.nonfinite); }}};
+      {"n", get<&S::n>},
+      {"selected", get<&S::selected>},
+      {"target_density", get<&S::target_density>},
+      {"density", get<&S::density>},
+      {"quality", get<&S::quality>},
+      {"threshold", get<&S::threshold>},
+      {"stages", get<&S::stages>},
+      {"nonfinite", get<&S::nonfinite>}};
   return f;
 }
 
