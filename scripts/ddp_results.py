@@ -42,6 +42,16 @@ DENSITY = 0.01
 WARMUP = 5
 
 
+def check_run_size(option, steps, workers):
+    """A clear error for a run too short to time (its first WARMUP steps are left out) or with no
+    workers, before any process starts."""
+    if steps <= WARMUP:
+        raise SystemExit(f"{option} {steps}: at least {WARMUP + 1} steps (the first {WARMUP} are left out "
+                         f"of the step times)")
+    if workers < 1:
+        raise SystemExit(f"--workers {workers}: at least 1")
+
+
 class Timed:
     """A hook and its state, with the wall time of every hook call, summed per step."""
 
@@ -186,6 +196,7 @@ def main():
     p.add_argument("--warmup-start-ratio", type=float, default=0.25)
     p.add_argument("--out", default="results/ddp")
     args = p.parse_args()
+    check_run_size("--steps", args.steps, args.workers)
     os.makedirs(args.out, exist_ok=True)
     rows = []
     for seed in [int(s) for s in args.seeds.split(",")]:

@@ -1,9 +1,9 @@
 """Accuracy against bytes sent: the frontier of DDP communication hooks on torchvision's ResNet-18
 (no weights) and Fashion-MNIST, 4 Gloo worker processes on this machine, one thread each
 (docs/RESULTS.md, "The accuracy-bytes frontier"). The one command, from the repository root of a
-build (about 3.5 hours of both cores of the 2-core machine of docs/BENCHMARKS.md, nothing else
-running; runs already in docs/results/frontier/ are reused, so it may be run over several sittings
-and stopped at any point):
+build (about 3 hours 10 minutes of both cores of the 2-core machine of docs/BENCHMARKS.md: the
+42 runs took 11245 s, part of them beside other work; runs already in docs/results/frontier/ are
+reused, so it may be run over several sittings and stopped at any point):
 
     PYTHONPATH=build/python python3 scripts/frontier.py
 
@@ -14,8 +14,8 @@ hook keeps it), seeds 1 and 2 unless said:
     density schedule (0.1 in critical regimes, checks every 20 steps, eta 0.5), SIDCo-E at 0.01
     with momentum correction (0.9 in the hook, none in the optimizer), and with both (these three
     with seeds 1 to 5, paired with dense);
-and over 2 epochs of each worker's data (938 steps), seeds 1 and 2: dense, SIDCo-E at 0.01, and
-SIDCo-E at 0.01 with the schedule.
+and over 2 epochs of each worker's data (938 steps), seeds 1 and 2: dense, SIDCo-E at 0.01,
+SIDCo-E at 0.01 with the schedule, and with momentum correction.
 
 Each run is scripts/ddp_results.py's worker (the same model, data order, timing and byte counts);
 its result is one JSON file, OUT/<point>-w<workers>-n<steps>-s<seed>.json, made once and reused.
@@ -67,7 +67,7 @@ POINTS = {
     "sidco-e-0.01-accordion-mc": ("sidco-e", 0.01, dict(ACCORDION, **MOMENTUM_CORRECTION), 0.0, FIVE,
                                   "SIDCo-E 0.01, Accordion + mom. corr."),
 }
-LONG_POINTS = ["dense", "sidco-e-0.01", "sidco-e-0.01-accordion"]
+LONG_POINTS = ["dense", "sidco-e-0.01", "sidco-e-0.01-accordion", "sidco-e-0.01-mc"]
 TRAIN_IMAGES = 60000
 
 
@@ -153,6 +153,8 @@ def figure(rows_by_steps, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     panels = list(rows_by_steps.items())
+    palette = list(plt.get_cmap("tab10").colors) + ["black"]
+    colors = {name: palette[i % len(palette)] for i, name in enumerate(POINTS)}
     fig, axes = plt.subplots(1, len(panels), figsize=(7 * len(panels), 5), squeeze=False)
     for ax, (steps, rows) in zip(axes[0], panels):
         dense = next((r for r in rows if r["point"] == "dense"), None)
@@ -160,17 +162,16 @@ def figure(rows_by_steps, path):
             m, se = dense["acc"]
             ax.axhspan(m - (se or 0), m + (se or 0), color="0.85", label="dense, mean ± s.e.")
             ax.axhline(m, color="0.5", linewidth=0.8)
-        for r in rows:
+        for r in rows:  # one colour per point, named in the legend
             m, se = r["acc"]
-            ax.errorbar(r["bytes"], m, yerr=se or 0, fmt="o", capsize=3)
-            ax.annotate(r["label"], (r["bytes"], m), textcoords="offset points", xytext=(4, 4), fontsize=7)
+            ax.errorbar(r["bytes"], m, yerr=se or 0, fmt="o", capsize=3, color=colors[r["point"]], label=r["label"])
         ax.set_xscale("log")
         ax.margins(x=0.15, y=0.1)
         ax.set_xlabel("bytes per step per worker, relative to dense (log)")
         ax.set_ylabel("test accuracy %")
         ax.set_title(f"ResNet-18, Fashion-MNIST, {steps} steps")
         ax.grid(True, which="both", linewidth=0.3)
-        ax.legend(loc="best", fontsize=8)
+        ax.legend(loc="best", fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -191,8 +192,11 @@ def parse():
     unknown = [n for n in opts.points.split(",") if n not in POINTS]
     if unknown:
         raise SystemExit(f"unknown point(s) {', '.join(unknown)}: use {', '.join(POINTS)}")
+    ddp_results.check_run_size("--steps", opts.steps, opts.workers)
     if opts.long_steps < 0:
         opts.long_steps = epochs_steps(2, opts.workers, opts.batch)
+    if opts.long_steps > 0:
+        ddp_results.check_run_size("--long-steps", opts.long_steps, opts.workers)
     return opts
 
 
