@@ -1,15 +1,15 @@
 """Accuracy against bytes sent: the frontier of DDP communication hooks on torchvision's ResNet-18
 (no weights) and Fashion-MNIST, 4 Gloo worker processes on this machine, one thread each
 (docs/RESULTS.md, "The accuracy-bytes frontier"). The one command, from the repository root of a
-build (about 3 hours 10 minutes of both cores of the 2-core machine of docs/BENCHMARKS.md: the
-42 runs took 11245 s, part of them beside other work; runs already in docs/results/frontier/ are
+build (about 3 hours 20 minutes of both cores of the 2-core machine of docs/BENCHMARKS.md: the
+47 runs took 12013 s, part of them beside other work; runs already in docs/results/frontier/ are
 reused, so it may be run over several sittings and stopped at any point):
 
     PYTHONPATH=build/python python3 scripts/frontier.py
 
 Points, 400 steps of batch 32 per worker (SGD lr 0.05, momentum 0.9 in the optimizer unless the
 hook keeps it), seeds 1 and 2 unless said:
-    dense (plain DDP, no hook; seeds 1 to 5), fp16 (fp16_compress_hook), PowerSGD ranks 1 and 4,
+    dense (plain DDP, no hook; seeds 1 to 10), fp16 (fp16_compress_hook), PowerSGD ranks 1 and 4,
     SIDCo-E at densities 0.001, 0.01 and 0.05, top-k at 0.01, SIDCo-E at 0.01 with Accordion's
     density schedule (0.1 in critical regimes, checks every 20 steps, eta 0.5), SIDCo-E at 0.01
     with momentum correction (0.9 in the hook, none in the optimizer), and with both (these three
@@ -50,11 +50,11 @@ import ddp_results  # noqa: E402  (the runner: one worker of one run)
 
 ACCORDION = {"density_schedule": "accordion", "density_high": 0.1, "density_interval": 20, "density_eta": 0.5}
 MOMENTUM_CORRECTION = {"momentum_correction": 0.9}
-FIVE, TWO = (1, 2, 3, 4, 5), (1, 2)
+TEN, FIVE, TWO = tuple(range(1, 11)), (1, 2, 3, 4, 5), (1, 2)
 
 # name: (hook, density, State options, optimizer momentum, seeds, label)
 POINTS = {
-    "dense": ("none", 1.0, {}, 0.9, FIVE, "dense (no hook)"),
+    "dense": ("none", 1.0, {}, 0.9, TEN, "dense (no hook)"),
     "fp16": ("fp16", 0.5, {}, 0.9, TWO, "fp16"),
     "powersgd-1": ("powersgd-1", None, {}, 0.9, TWO, "PowerSGD rank 1"),
     "powersgd-4": ("powersgd-4", None, {}, 0.9, TWO, "PowerSGD rank 4"),
