@@ -5,6 +5,7 @@
 // field added to compress::StepStats here reaches both.
 #include <pybind11/pybind11.h>
 
+#include <initializer_list>
 #include <type_traits>
 #include <vector>
 
@@ -30,18 +31,26 @@ pybind11::object get(const S& s) {
     return pybind11::cast(s.*M);
 }
 
+// The fields a step's statistics and one selection's share, in the same order and under the same
+// names, followed by the struct's own.
+template <class S>
+std::vector<StatField<S>> selection_fields_and(std::initializer_list<StatField<S>> own) {
+  std::vector<StatField<S>> f = {{"n", get<&S::n>},
+                                 {"selected", get<&S::selected>},
+                                 {"target_density", get<&S::target_density>},
+                                 {"density", get<&S::density>},
+                                 {"quality", get<&S::quality>}};
+  f.insert(f.end(), own);
+  return f;
+}
+
 template <class S>
 const std::vector<StatField<S>>& stat_fields();
 
 template <>
 inline const std::vector<StatField<compress::StepStats>>& stat_fields<compress::StepStats>() {
   using S = compress::StepStats;
-  static const std::vector<StatField<S>> f = {
-      {"n", get<&S::n>},
-      {"selected", get<&S::selected>},
-      {"target_density", get<&S::target_density>},
-      {"density", get<&S::density>},
-      {"quality", get<&S::quality>},
+  static const std::vector<StatField<S>> f = selection_fields_and<S>({
       {"stages", get<&S::stages>},
       {"bytes_sent", get<&S::bytes_sent>},
       {"dense_bytes", get<&S::dense_bytes>},
@@ -54,7 +63,7 @@ inline const std::vector<StatField<compress::StepStats>>& stat_fields<compress::
       {"buckets", get<&S::buckets>},
       {"skipped", get<&S::skipped>},
       {"warmup", get<&S::warmup>},
-      {"critical", get<&S::critical>}};
+      {"critical", get<&S::critical>}});
   return f;
 }
 
@@ -84,15 +93,10 @@ inline const std::vector<StatField<compress::RunSummary>>& stat_fields<compress:
 template <>
 inline const std::vector<StatField<compress::CompressInfo>>& stat_fields<compress::CompressInfo>() {
   using S = compress::CompressInfo;
-  static const std::vector<StatField<S>> f = {
-      {"n", get<&S::n>},
-      {"selected", get<&S::selected>},
-      {"target_density", get<&S::target_density>},
-      {"density", get<&S::density>},
-      {"quality", get<&S::quality>},
+  static const std::vector<StatField<S>> f = selection_fields_and<S>({
       {"threshold", get<&S::threshold>},
       {"stages", get<&S::stages>},
-      {"nonfinite", get<&S::nonfinite>}};
+      {"nonfinite", get<&S::nonfinite>}});
   return f;
 }
 
