@@ -112,8 +112,10 @@ Runner setup(CLI::App& sub) {
                  "SIDCo stages, fixed (no adaptive controller); 0: by density, 1 at 0.1, 2 at 0.01, "
                  "3 at 0.001 (docs/python.md)")
       ->capture_default_str();
-  sub.add_flag("--recount", cfg->report.sidco_recount,
+  sub.add_flag("--recount", cfg->report.sidco.recount,
                "SIDCo tail stages aim at the planned count (corrects a stage's error)");
+  sub.add_flag("!--sidco-as-published", cfg->report.sidco.correct,
+               "SIDCo without its count correction (docs/algorithms.md), as the paper's code places it");
   sub.add_option("--ks-max-points", cfg->report.ks_max_points,
                  "KS/AD sample size; larger inputs use a uniform random subsample")
       ->capture_default_str();

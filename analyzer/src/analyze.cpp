@@ -40,7 +40,7 @@ Timed timed_threshold(const std::string& method, fitting::MagnitudePasses& passe
   t.result.density = density;
   const auto t0 = Clock::now();
   try {
-    t.result = fitting::threshold_by_name(method, passes, density, o.stages, o.seed, o.sidco_recount);
+    t.result = fitting::threshold_by_name(method, passes, density, o.stages, o.seed, o.sidco);
   } catch (const DeviceFailure&) {
     throw;  // the device failed, not the method: never a row (fit_report does the same)
   } catch (const Error& e) {

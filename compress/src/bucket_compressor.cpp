@@ -51,6 +51,12 @@ void BucketCompressor::set_momentum_correction(double momentum, std::string_view
   momentum_ = MomentumCorrection(momentum, *compressor_, setting);
 }
 
+void BucketCompressor::set_shared_settings(std::vector<Setting> settings, std::string advice) {
+  shared_ = std::move(settings);
+  shared_advice_ = std::move(advice);
+  agree_pending_ = true;
+}
+
 BucketCompressor::~BucketCompressor() = default;
 
 detail::ResidualSlots& BucketCompressor::slots() {
@@ -141,8 +147,8 @@ void BucketCompressor::place_in(detail::ResidualSlots& store, ByOrdinal& loaded,
 }
 
 void BucketCompressor::begin_step() {
-  uncompressed_ = warmup_.uncompressed_at(steps_);
   if (regimes_.moves_density(warmup_)) compressor_->set_density(regimes_.density_at(warmup_, steps_));
+  uncompressed_ = sends_dense(warmup_, steps_, compressor_->density(), density_based(compressor_->name()));
   current_ = StepStats{};
   current_.warmup = warmup_.warmup_at(steps_);
   current_.critical = regimes_.critical_at(warmup_, steps_);
@@ -179,6 +185,14 @@ void BucketCompressor::run_bucket(int index, std::uint64_t n, unsigned element_b
     const auto t0 = Clock::now();
     const std::uint64_t bus0 = kernels::bus_bytes();
     TimedCollectives timed(comm);
+    if (first && agree_pending_) {
+      std::vector<Setting> settings = shared_;
+      settings.push_back({"the state's finished steps", std::to_string(steps_)});
+      settings.push_back({"the gradient's bytes per element", std::to_string(element_bytes)});
+      agree_settings(timed, settings, shared_advice_);
+      agree_pending_ = false;
+    }
+    if (first && !refusal_.empty()) throw Error(refusal_);
     if (body(timed, s)) s.skipped = true;
     else s.dense_bytes += n * element_bytes;  // what the bucket costs uncompressed, in its dtype
     if (last) agree_on_regime(timed);
@@ -307,6 +321,7 @@ bool BucketCompressor::exchange_sparse(const std::string& slot, const std::strin
   s.selected += mine.info.selected;
   s.bytes_sent += wire_bytes;
   s.stages = std::max(s.stages, mine.info.stages);
+  s.corrected += mine.info.corrected;
   s.group_quality.push_back(mine.info.quality());
   if (ef) {
     defer_commit(slot, std::move(mine.payload), {});
@@ -333,6 +348,7 @@ bool BucketCompressor::exchange_collective(const std::string& slot, const std::s
   s.bytes_sent += r.wire_bytes;
   s.gathered_bytes += r.wire_bytes;
   s.stages = std::max(s.stages, r.info.stages);
+  s.corrected += r.info.corrected;
   s.group_quality.push_back(r.info.quality());
   return false;
 }
@@ -372,6 +388,10 @@ void BucketCompressor::end_step() {
   f.comm_seconds = current_.comm_seconds;
   f.hook_seconds = current_.hook_seconds;
   statistics_.add(f);
+  if (!f.skipped && !f.warmup && !uncompressed_ && current_.target_density < 1.0) {
+    std::string w = density_watch_.add(f.quality);
+    if (!w.empty()) warning_ = std::move(w);
+  }
   history_.push_back(std::move(current_));
   if (history_.size() > history_limit_) history_.pop_front();
   current_ = StepStats{};
@@ -477,6 +497,7 @@ void BucketCompressor::load_rest(StateReader& r, std::int64_t steps) {
   statistics_ = std::move(statistics);
   regimes_ = regimes;
   history_.clear();
+  agree_pending_ = true;  // the workers may have loaded other states
 }
 
 }  // namespace gs::compress

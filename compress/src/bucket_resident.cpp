@@ -117,6 +117,7 @@ bool BucketCompressor::sparse_on_device(const DeviceBucket& b, const std::string
   s.selected += mine.info.selected;
   s.bytes_sent += wire_bytes;
   s.stages = std::max(s.stages, mine.info.stages);
+  s.corrected += mine.info.corrected;
   s.group_quality.push_back(mine.info.quality());
   PendingCommit commit;
   commit.slot = slot;

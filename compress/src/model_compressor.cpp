@@ -133,6 +133,7 @@ void ModelCompressor::step_collective(std::span<const float> flat, Collectives& 
     s.bytes_sent += r.wire_bytes;
     s.group_quality.push_back(r.info.quality());
     s.stages = std::max(s.stages, r.info.stages);
+    s.corrected += r.info.corrected;
   }
   compressor_->end_step();
   variance_.clear();
@@ -177,6 +178,7 @@ Payload ModelCompressor::compress(std::span<const float> flat, StepStats* stats)
     s.selected += c.info.selected;
     s.group_quality.push_back(c.info.quality());
     s.stages = std::max(s.stages, c.info.stages);
+    s.corrected += c.info.corrected;
   }
   compressor_->end_step();
   variance_.clear();

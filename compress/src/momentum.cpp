@@ -17,6 +17,11 @@ MomentumCorrection::MomentumCorrection(double momentum, const Compressor& c, std
     m << setting << " is the momentum the workers keep, in [0, 1); got " << momentum;
     throw Error(m.str());
   }
+  if (momentum > 0.0 && density_based(c.name()) && c.density() >= 1.0) {
+    m << setting << " does nothing at density 1: every step then sends the dense gradient; drop it, or "
+      << "compress at a density below 1";
+    throw Error(m.str());
+  }
   if (momentum > 0.0 && !supports_momentum_correction(c)) {
     m << setting << " masks the coordinates a sparse compressor with error feedback sends; '" << c.name()
       << "' is not one: leave the momentum to the optimizer";

@@ -21,8 +21,13 @@ std::vector<Row> make_rows() {
   t.push_back(option_row<std::string, CompressorOptions>(
       "--backend", "kernels backend (thresholds and selection, fft transforms): auto, cpu or cuda",
       GS_OPTION(o.backend), {}, {"auto", "cpu", "cuda", "cuda-host"}));
-  t.push_back(option_row<int, CompressorOptions>("--stages", "SIDCo stages: 0 adaptive (from 3), else fixed",
-                                                  GS_OPTION(o.stages)));
+  t.push_back(option_row<int, CompressorOptions>(
+      "--stages", "SIDCo stages: 0 by density (1 at 0.1, 2 at 0.01, 3 at 0.001; adapted as published), else fixed",
+      GS_OPTION(o.stages)));
+  t.push_back(option_row<bool, CompressorOptions>(
+      "--sidco-as-published",
+      "SIDCo as the paper's code runs it: its adaptive stage count, without the count correction",
+      GS_OPTION(o.sidco_as_published)));
   t.push_back(option_row<std::vector<int>, CompressorOptions>(
       "--bits", "qsgd-mn*: bits per scale, ascending, e.g. 4 (qsgd-mn), 6,10 (-ts), 4,6,8,10 (-ms)",
       GS_OPTION(o.quant_bits)));

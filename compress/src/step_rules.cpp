@@ -27,6 +27,15 @@ double WarmupSchedule::density_at(std::int64_t step) const {
 void WarmupSchedule::check(bool density_based, std::string_view compressor, const Names& names) const {
   if (steps < 0)
     throw Error(std::string(names.steps) + " must be >= 0, got " + std::to_string(steps));
+  if (kind == Kind::exponential && steps == 0)
+    throw Error(std::string(names.kind) + " exponential does nothing without " + std::string(names.steps) +
+                " (the steps it walks the density down over): give both, or neither");
+  if (!exponential() && start_density != WarmupSchedule{}.start_density) {
+    std::ostringstream m;
+    m << names.start_density << " " << start_density << " does nothing without " << names.kind
+      << " exponential and " << names.steps << " > 0: drop it";
+    throw Error(m.str());
+  }
   if (!exponential()) return;
   if (!density_based)
     throw Error(std::string(names.kind) + " exponential walks the density down, and compressor '" +
@@ -51,8 +60,18 @@ std::string_view DensitySchedule::to_string(Kind k) {
 
 void DensitySchedule::check(bool density_based, std::string_view compressor, double density,
                             const Names& names) const {
-  if (!adaptive()) return;
   std::ostringstream m;
+  if (!adaptive()) {
+    const DensitySchedule defaults;
+    const std::string_view set = high != defaults.high           ? names.high
+                                 : interval != defaults.interval ? names.interval
+                                 : eta != defaults.eta           ? names.eta
+                                                                 : std::string_view();
+    if (set.empty()) return;
+    m << set << " is a setting of " << names.kind << " accordion and does nothing with the constant "
+      << "schedule: drop it, or give " << names.kind << " accordion";
+    throw Error(m.str());
+  }
   if (!density_based) {
     m << names.kind << " accordion moves the density, and compressor '" << compressor
       << "' has no density; use the constant schedule";
@@ -80,7 +99,8 @@ bool RegimeDetector::critical_at(const WarmupSchedule& w, std::int64_t step) con
 }
 
 void RegimeDetector::add(bool skipped, double squared_norm) {
-  if (skipped) return;
+  // Off, it keeps nothing: its state stays as made, whatever the number of steps.
+  if (skipped || !on()) return;
   sum_ += squared_norm;
   ++counted_;
 }
@@ -117,8 +137,12 @@ void RegimeDetector::load_state(StateReader& r) {
   const auto counted = r.get<std::int64_t>();
   const double previous = r.get<double>();
   const auto critical = r.get<std::uint8_t>();
-  if (!(sum >= 0.0) || counted < 0 || counted > schedule_.interval || critical > 1)
+  // On, an interval holds fewer counted steps than its length (decide() starts a new one at its
+  // last step). Off, the detector keeps nothing, and what a state holds is read past: states
+  // that counted steps with the schedule off (earlier versions) resume as well.
+  if (!(sum >= 0.0) || counted < 0 || critical > 1 || (on() && counted >= schedule_.interval))
     r.fail("its density schedule's state is inconsistent");
+  if (!on()) return;
   sum_ = sum;
   counted_ = counted;
   previous_ = previous;
@@ -145,6 +169,29 @@ void SkipRule::load_state(StateReader& r) {
   skipped_ = r.get<std::int64_t>();
   in_a_row_ = r.get<std::int32_t>();
   if (skipped_ < 0 || in_a_row_ < 0 || in_a_row_ > skipped_) r.fail("its skipped-step counts are inconsistent");
+}
+
+std::string DensityWatch::add(double quality) {
+  if (window_.size() == std::size_t(kWindow)) window_.erase(window_.begin());
+  window_.push_back(quality);
+  if (warned_ || window_.size() < std::size_t(kWindow)) return {};
+  double sum = 0.0;
+  int low = 0, high = 0;
+  for (double q : window_) {
+    sum += q;
+    low += q < kLow;
+    high += q > kHigh;
+  }
+  const double mean = sum / kWindow;
+  if (mean >= kLow && mean <= kHigh && 2 * (low + high) < kWindow) return {};
+  warned_ = true;
+  std::ostringstream m;
+  m.precision(3);
+  m << "the achieved density has averaged " << mean << "x the target over the last " << kWindow
+    << " compressed steps, " << low << " of them below half of it and " << high
+    << " above twice it: the bytes sent are not what the ratio asks for; the per-step statistics "
+       "show the density (and SIDCo's stages) step by step";
+  return m.str();
 }
 
 void RunStatistics::add(const StepFigures& s) {

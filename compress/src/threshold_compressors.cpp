@@ -26,8 +26,9 @@ class ThresholdCompressor final : public Compressor {
         method_(method),
         seed_(o.seed),
         selector_(kernels::make_selector(kernels::resolve_backend(o.backend))),
-        fixed_stages_(o.stages) {
-    if (staged() && fixed_stages_ == 0 && density < 1.0) controller_.emplace(density);
+        fixed_stages_(o.stages),
+        published_(o.sidco_as_published) {
+    if (adaptive_stages() && density < 1.0) controller_.emplace(density);
   }
 
   std::string_view name() const override { return method_.name; }
@@ -37,7 +38,7 @@ class ThresholdCompressor final : public Compressor {
   // density allows).
   void set_density(double density) override {
     Compressor::set_density(density);
-    if (!staged() || fixed_stages_ != 0) return;
+    if (!adaptive_stages()) return;
     if (density >= 1.0) controller_.reset();
     else if (controller_) controller_->retarget(density);
     else controller_.emplace(density);
@@ -61,7 +62,10 @@ class ThresholdCompressor final : public Compressor {
     } else if (n > 0) {
       const std::uint64_t k = fitting::target_count(n, density());
       std::optional<fitting::ThresholdResult> r;
-      const int stages = staged() ? (controller_ ? controller_->stages() : fixed_stages_) : 0;
+      const int stages = !staged()     ? 0
+                         : controller_   ? controller_->stages()
+                         : fixed_stages_ ? fixed_stages_
+                                         : fitting::default_sidco_stages(density());
       try {
         if (method_.kind == fitting::ThresholdKind::sidco_topk || staged()) {
           // One pipeline each for the threshold and its selection: sidco-topk's exact top-k with
@@ -70,9 +74,10 @@ class ThresholdCompressor final : public Compressor {
           const kernels::SidcoSelectResult s =
               method_.kind == fitting::ThresholdKind::sidco_topk
                   ? selector_->sidco_topk(g, n, density(), topk_stages(), sel)
-                  : selector_->sidco(g, n, density(), method_.variant, stages, sel);
+                  : selector_->sidco(g, n, density(), method_.variant, stages, rule(), sel);
           c.info.threshold = s.threshold;
           c.info.stages = s.stages;
+          c.info.corrected = s.corrected;
           if (sel.indices.empty()) {
             // The fitted tail put the threshold above every value (a bounded law's end, e.g. a
             // generalized Pareto with xi < 0, fitted short): nothing would go. Send the exact
@@ -122,7 +127,11 @@ class ThresholdCompressor final : public Compressor {
   void load_state(StateReader& r) override {
     Compressor::load_state(r);  // re-aims or drops the controller as set_density() does
     calls_ = r.get<std::uint64_t>();
-    r.expect(r.get<std::uint8_t>() != 0, controller_.has_value(), "the adaptive stage controller");
+    const bool had = r.get<std::uint8_t>() != 0;
+    if (had && !controller_ && staged())
+      r.fail("it was saved by SIDCo as published (its adaptive stage controller): resume with "
+             "--sidco-as-published (Python: sidco_as_published=True), as it was made");
+    r.expect(had, controller_.has_value(), "the adaptive stage controller");
     if (controller_) controller_->load_state(r);
   }
 
@@ -132,6 +141,12 @@ class ThresholdCompressor final : public Compressor {
   // sidco-topk fits SIDCo-E's stages on its sample to place its bound: a fixed count (the
   // selection is exact whatever the bound, so no controller is needed).
   int topk_stages() const { return fixed_stages_ > 0 ? fixed_stages_ : 2; }
+  // SIDCo as published adapts its stage count (the reference's controller, which the momentum
+  // correction's accumulator makes cycle); otherwise the stage count stays (--stages, or
+  // default_sidco_stages) and the count correction holds each call's selection to its target
+  // (docs/algorithms.md, "SIDCo's controller in training").
+  bool adaptive_stages() const { return staged() && fixed_stages_ == 0 && published_; }
+  fitting::SidcoRule rule() const { return published_ ? fitting::SidcoRule::published() : fitting::SidcoRule{}; }
 
   // The payload of the selection; counts what was selected towards the step's achieved density
   // (the stage controller's input). nonfinite: NaN/Inf in the input.
@@ -155,6 +170,7 @@ class ThresholdCompressor final : public Compressor {
   std::uint64_t calls_ = 0;
   std::unique_ptr<kernels::Selector> selector_;  // the backend's selection; keeps its buffers
   int fixed_stages_;
+  bool published_;  // SIDCo as published: its stage controller, no count correction
   std::optional<fitting::StageController> controller_;
   std::uint64_t step_selected_ = 0, step_n_ = 0;
   kernels::Selector::Resident resident_;  // where the last selection lives (resident backends)

@@ -110,7 +110,7 @@ FitReport fit_report(MagnitudePasses& passes, const FitReportOptions& o) {
       t.result.density = density;
       try {
         t.result = density >= 1.0 ? keep_everything(method, r.n, s)
-                                  : threshold_by_name(method, passes, density, o.stages, o.seed, o.sidco_recount);
+                                  : threshold_by_name(method, passes, density, o.stages, o.seed, o.sidco);
       } catch (const DeviceFailure&) {
         throw;
       } catch (const std::exception& e) {

@@ -14,7 +14,7 @@ using Options = ThresholdRuleOptions;
 
 template <SidcoVariant V>
 ThresholdResult sidco_rule(MagnitudePasses& passes, double density, const Options& o) {
-  return sidco_threshold(passes, density, V, o.stages, o.recount);
+  return sidco_threshold(passes, density, V, o.stages, o.sidco);
 }
 
 constexpr std::array<ThresholdMethodInfo, 8> kMethods = {{
@@ -66,10 +66,10 @@ const ThresholdMethodInfo& threshold_method(std::string_view name) {
 }
 
 ThresholdResult threshold_by_name(std::string_view method, MagnitudePasses& passes, double density,
-                                  int stages, std::uint64_t seed, bool recount) {
+                                  int stages, std::uint64_t seed, SidcoRule sidco) {
   const ThresholdMethodInfo& row = threshold_method(method);
   if (stages <= 0) stages = default_sidco_stages(density);
-  return row.rule(passes, density, {stages, seed, recount});
+  return row.rule(passes, density, {stages, seed, sidco});
 }
 
 std::string_view method_name(SidcoVariant v) {

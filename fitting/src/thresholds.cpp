@@ -115,6 +115,7 @@ bool SidcoStages::first(const MagnitudeStats& s) {
   eta_ = 0.0;
   run_ = 0;
   tails_left_ = 0;
+  before_count_ = -1.0;
   if (s.count == 0) return false;  // nothing non-zero to keep
   const bool multi = !single_stage();
   const double d1 = multi ? kFirstStageDensity : density_;
@@ -134,6 +135,8 @@ bool SidcoStages::first(const MagnitudeStats& s) {
     return true;
   }
   const bool degenerate = s.count < 2 || !(s.max > s.min);
+  before_eta_ = 0.0;  // every non-zero value lies above 0
+  before_count_ = double(s.count);
   if (degenerate || variant_ == SidcoVariant::exponential) {
     eta_ = sid_threshold(fit_exponential(s), d1_nonzero);
   } else if (variant_ == SidcoVariant::pareto) {
@@ -160,17 +163,46 @@ bool SidcoStages::tail(const MagnitudeStats& y) {
   if (d >= 1.0) return tails_left_ = 0, false;
   const double tail = variant_ == SidcoVariant::exponential ? formula::exponential_quantile_c(d, m)
                                                             : gp_moment_tail(m, y.variance(), d);
+  before_eta_ = eta_;
+  before_count_ = double(y.count);  // the values above eta_ this stage fitted
   eta_ = eta_ + t + tail;
   ++run_;
   return --tails_left_ > 0;
 }
 
-ThresholdResult sidco_estimate(MagnitudePasses& passes, double density, SidcoVariant variant,
-                               int stages, bool recount) {
+std::uint64_t SidcoStages::target() const { return target_count(n_, density_); }
+
+bool SidcoStages::needs_correction(std::uint64_t count, double band) const {
+  const double q = double(count) / double(target());
+  return !(q * band >= 1.0 && q <= band);
+}
+
+double SidcoStages::corrected(const SelectionCount& s, double band) const {
+  if (!needs_correction(s.count, band)) return s.threshold;
+  const double k = double(target());
+  if (double(s.count) > k) {
+    if (!(s.excess_mean > 0.0 && std::isfinite(s.excess_mean))) return s.threshold;
+    return s.threshold + formula::exponential_quantile_c(k / double(s.count), s.excess_mean);
+  }
+  if (!(before_count_ > 0.0 && s.threshold > before_eta_)) return s.threshold;
+  return formula::secant_log_count(before_eta_, before_count_, s.threshold, double(s.count), k);
+}
+
+namespace {
+
+SidcoStages run_stages(MagnitudePasses& passes, double density, SidcoVariant variant, int stages, bool recount) {
   SidcoStages plan(passes.size(), density, variant, stages, recount);
   bool more = plan.first(passes.stats_light(plan.first_fields()));
   while (more)
     more = plan.tail(passes.stats_above_light(plan.threshold(), plan.threshold(), plan.tail_fields()));
+  return plan;
+}
+
+}  // namespace
+
+ThresholdResult sidco_estimate(MagnitudePasses& passes, double density, SidcoVariant variant,
+                               int stages, bool recount) {
+  const SidcoStages plan = run_stages(passes, density, variant, stages, recount);
   ThresholdResult r;
   r.method = std::string(plan.name());
   r.density = density;
@@ -180,9 +212,28 @@ ThresholdResult sidco_estimate(MagnitudePasses& passes, double density, SidcoVar
 }
 
 ThresholdResult sidco_threshold(MagnitudePasses& passes, double density, SidcoVariant variant,
-                                int stages, bool recount) {
-  const ThresholdResult r = sidco_estimate(passes, density, variant, stages, recount);
-  return counted_threshold(r.method, passes, density, r.threshold, r.stages);
+                                int stages, SidcoRule rule) {
+  const SidcoStages plan = run_stages(passes, density, variant, stages, rule.recount);
+  const std::string name(plan.name());
+  const double eta = plan.threshold();
+  if (!rule.correct) return counted_threshold(name, passes, density, eta, plan.stages_run());
+  // The count and the selection's mean excess in one pass, then at most one more count.
+  const MagnitudeStats above = passes.stats_above_light(eta, eta, StatsFields{});
+  const SelectionCount first{eta, above.count + above.zeros, above.mean()};
+  const double corrected = plan.corrected(first, rule.band);
+  if (corrected == eta) {
+    ThresholdResult r;
+    r.method = name;
+    r.density = density;
+    r.threshold = eta;
+    r.stages = plan.stages_run();
+    r.selected = first.count;
+    r.quality = double(r.selected) / double(passes.size()) / density;
+    return r;
+  }
+  ThresholdResult r = counted_threshold(name, passes, density, corrected, plan.stages_run());
+  r.corrected = true;
+  return r;
 }
 
 namespace {

@@ -2,6 +2,8 @@
 #include "gs/kernels/select.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 #include "gs/error.hpp"
 #include "gs/kernels/cpu.hpp"
@@ -13,16 +15,48 @@
 
 namespace gs::kernels {
 
+namespace {
+
+float min_magnitude(const std::vector<float>& v) {
+  float m = std::numeric_limits<float>::max();
+  for (float x : v) m = std::min(m, std::fabs(x));
+  return v.empty() ? 0.0f : m;
+}
+
+}  // namespace
+
 SidcoSelectResult Selector::sidco(const float* g, std::uint64_t n, double density,
-                                  fitting::SidcoVariant variant, int stages, Selection<std::int32_t>& out) {
-  const fitting::ThresholdResult t = fitting::sidco_estimate(*passes(g, n), density, variant, stages);
-  above(g, n, t.threshold, out);
+                                  fitting::SidcoVariant variant, int stages, fitting::SidcoRule rule,
+                                  Selection<std::int32_t>& out) {
+  const auto passes = this->passes(g, n);
+  fitting::SidcoStages plan(n, density, variant, stages, rule.recount);
+  bool more = plan.first(passes->stats_light(plan.first_fields()));
+  while (more)
+    more = plan.tail(passes->stats_above_light(plan.threshold(), plan.threshold(), plan.tail_fields()));
   SidcoSelectResult r;
-  r.threshold = t.threshold;
-  r.stages = t.stages;
+  r.threshold = plan.threshold();
+  r.full_reads = plan.stages_run() + 1;
+  const std::uint64_t k = plan.target();
+  bool exact = false;  // the selection is to be g's exact top-k
+  if (rule.correct) {
+    // Counted first, so that the selection is made (and comes to the host) once: at the stages'
+    // threshold inside the band, at the corrected one below it, g's exact top-k above it.
+    const std::uint64_t count = passes->count_above(r.threshold);
+    ++r.full_reads;
+    if (plan.needs_correction(count, rule.band)) {
+      r.corrected = true;
+      if (count > k) exact = true;
+      else r.threshold = plan.corrected({r.threshold, count, 0.0}, rule.band);
+    }
+  }
+  if (!exact) above(g, n, r.threshold, out);
+  if (exact || (r.corrected && out.indices.size() > k && plan.needs_correction(out.indices.size(), rule.band))) {
+    topk(g, n, k, out);  // where the selection lives, so that resident_selection() is it
+    r.threshold = std::nextafter(double(min_magnitude(out.values)), 0.0);
+  }
+  r.stages = plan.stages_run();
   r.selected = out.indices.size();
   r.route = SidcoRoute::full_passes;
-  r.full_reads = t.stages + 1;
   r.nonfinite = nonfinite(g, n);
   return r;
 }
@@ -58,9 +92,8 @@ class CpuSelector final : public Selector {
     return cpu::sidco_topk(span(g, n), density, stages, out, &workspace_);
   }
   SidcoSelectResult sidco(const float* g, std::uint64_t n, double density, fitting::SidcoVariant variant,
-                          int stages, Selection<std::int32_t>& out) override {
-    return cpu::sidco_select(span(g, n), density, variant, stages, false, out,
-                             SidcoRoute::automatic, &workspace_);
+                          int stages, fitting::SidcoRule rule, Selection<std::int32_t>& out) override {
+    return cpu::sidco_select(span(g, n), density, variant, stages, rule, out, SidcoRoute::automatic, &workspace_);
   }
 
  private:

@@ -2,6 +2,8 @@
 never copied. Only what allows that is accepted; anything else gets a TypeError or ValueError
 that names the problem and the fix."""
 
+import numbers
+
 import numpy as np
 import torch
 
@@ -85,11 +87,14 @@ def on_host(x):
 
 
 def check_density(ratio):
-    """The density (the fraction of elements kept) as a float in (0, 1], or a ValueError."""
-    try:
-        value = float(ratio)
-    except (TypeError, ValueError):
-        raise TypeError(f"ratio must be a number in (0, 1], got {ratio!r}") from None
+    """The density (the fraction of elements kept) as a float in (0, 1]: a real number (Python's,
+    NumPy's, a 0-d tensor); a TypeError for anything else (a string, a bool), a ValueError outside
+    (0, 1]."""
+    if isinstance(ratio, torch.Tensor) and ratio.dim() == 0 and ratio.is_floating_point():
+        ratio = ratio.item()
+    if isinstance(ratio, bool) or not isinstance(ratio, numbers.Real):
+        raise TypeError(f"ratio must be a real number in (0, 1], got {type(ratio).__name__} {ratio!r}")
+    value = float(ratio)
     if not 0.0 < value <= 1.0:
         raise ValueError(f"ratio {value} is outside (0, 1]: give the fraction of elements to keep, e.g. 0.01")
     return value

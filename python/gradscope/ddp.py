@@ -29,6 +29,7 @@ import contextlib
 import dataclasses
 import ctypes
 import datetime
+import gc
 import queue
 import threading
 import time
@@ -39,12 +40,10 @@ import torch
 import torch.distributed as dist
 
 from . import _gradscope
-from ._options import check_options_read, compressor_names, compressor_rows, density_for, option_texts
+from ._options import check_options_read, compressor_names, density_for, option_texts
 
 _STATE_FORMAT = "gradscope.ddp.State/3"
-# The achieved density is watched against the ratio: a warning once it stays outside the band for
-# this many compressed steps in a row.
-_DENSITY_BAND, _DENSITY_STEPS = (0.5, 2.0), 50
+_ADVICE = "make every rank's gradscope.ddp.State with the same settings"
 # What travels: float32 values whatever the bucket's dtype (docs/python.md, "dtypes").
 _FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
 
@@ -181,10 +180,17 @@ class State:
         after the warm-up, Accordion's density_high in critical regimes, `ratio` otherwise.
     momentum_correction: DGC's momentum correction (as `gradscope train --momentum-correction`):
         the momentum each worker keeps before sparsification, per parameter (0: off). The
-        optimizer must then have no momentum of its own (check_optimizer).
+        optimizer must then have no momentum of its own: at its first bucket the State looks for
+        the optimizers holding the bucket's parameters and refuses the step when one keeps a
+        momentum (SGD's momentum, Adam-like betas[0]), unless optimizer_momentum_ok=True
+        (check_optimizer says why, and what to do with Adam).
     history: how many recent steps state.steps keeps (summary() covers every step).
-    timeout: seconds any of the hook's collectives may wait for the other workers (default: torch's
-        default for new groups, 30 minutes).
+    timeout: seconds any of the hook's collectives may wait for the other workers (default: the
+        default process group's, init_process_group(timeout=...)).
+    Every rank's settings are compared at the first bucket, and again after load_state_dict, in one
+    collective: a rank made with another method, ratio, option, warm-up, schedule or momentum
+    correction (or whose gradients have another dtype, or whose optimizer keeps another momentum)
+    stops every rank with one line naming the setting and both values.
     variance: for method "variance", a callable(bucket) returning the bucket's per-element sum of
         squared per-sample gradients / B^2 (a tensor like bucket.buffer()).
     options: the compressor options of the C++ table (stages, bits, variance_alpha, variance_zeta,
@@ -203,7 +209,7 @@ class State:
                  warmup_steps=0, warmup="dense", warmup_start_ratio=0.25, history=1000,
                  timeout=None, hook_group=None, device_timing=False, density_schedule="constant",
                  density_high=0.1, density_interval=20, density_eta=0.5, momentum_correction=0.0,
-                 **options):
+                 optimizer_momentum_ok=False, **options):
         names = compressor_names()
         if method not in names:
             raise ValueError(f"unknown compressor {method!r}: use one of {', '.join(names)}")
@@ -235,6 +241,8 @@ class State:
         self._core.set_density_schedule(*self._schedule)
         self.momentum_correction = float(momentum_correction)
         self._core.set_momentum_correction(self.momentum_correction)
+        self.optimizer_momentum_ok = bool(optimizer_momentum_ok)
+        self._optimizer_checked = False
         if self._core.needs_gradient_variance and variance is None:
             raise ValueError(f"compressor {method!r} weighs elements by their gradient variance: "
                              "give State(variance=callable(bucket) -> tensor)")
@@ -252,9 +260,6 @@ class State:
         self._ordinals = {}
         self._arrived, self._seen, self._layout = [], [], None
         self._restore, self._held, self._held_layout = None, None, None
-        self._density_based = next(r["density_based"] for r in compressor_rows() if r["name"] == method)
-        self._off_density = 0  # compressed steps in a row with the density outside _DENSITY_BAND
-        self._density_warned = False
         self.device_timing = bool(device_timing)
         self._step_events, self._last_step_events = [], []
         self._tasks = queue.SimpleQueue()
@@ -328,7 +333,7 @@ class State:
         unpickled State binds the default group, as PowerSGDState does, and makes its own group at
         its first bucket, where every worker is, as every State does)."""
         return {"state": self.state_dict(), "options": self._option_values, "variance": self.variance,
-                "timeout": self.timeout}
+                "timeout": self.timeout, "optimizer_momentum_ok": self.optimizer_momentum_ok}
 
     def __setstate__(self, pickled):
         s = pickled["state"]
@@ -338,7 +343,8 @@ class State:
                       warmup=warmup, warmup_start_ratio=start, history=s["history"],
                       timeout=pickled["timeout"], seed=s["seed"], density_schedule=schedule, density_high=high,
                       density_interval=interval, density_eta=eta,
-                      momentum_correction=s["momentum_correction"], **pickled["options"])
+                      momentum_correction=s["momentum_correction"],
+                      optimizer_momentum_ok=pickled.get("optimizer_momentum_ok", False), **pickled["options"])
         self.load_state_dict(s)
 
     # ---- one bucket ----------------------------------------------------------------------
@@ -360,6 +366,7 @@ class State:
         if grad.dtype not in _FLOAT_DTYPES:
             raise TypeError(f"bucket {index} has dtype {grad.dtype}: gradscope compresses float32, "
                             "float16, bfloat16 and float64 gradients")
+        self._check_optimizer_once(parameters)
         refused = self._another_model(index, [(id(p), p.numel()) for p in parameters], last)
         keys = [] if refused is not None else [self._ordinals.setdefault(id(p), len(self._ordinals)) for p in parameters]
         b = _Bucket(index, keys, [(k, p.numel()) for k, p in zip(keys, parameters)], grad, bucket, last,
@@ -466,25 +473,43 @@ class State:
                                          v_n, hook_s, backend, device, stream, b.grad.element_size())
             out = work
         if last:
-            self._watch_density()
+            warning = self._core.take_warning()
+            if warning:
+                warnings.warn(f"gradscope.ddp.State({self.method!r}, ratio={self.ratio:g}): {warning} "
+                              "(state.steps; docs/python.md, 'Density')", RuntimeWarning, stacklevel=2)
         return out
 
-    def _watch_density(self):
-        """Warns (once) when the achieved density of a density-based compressor has stayed beyond
-        twice the ratio, or below half of it, for _DENSITY_STEPS compressed steps in a row."""
-        step = self._core.last_step()
-        if not self._density_based or step["skipped"] or step["warmup"] or step["target_density"] >= 1.0:
+    def _shared_settings(self, optimizer_momentum):
+        """What every rank's State must share, as (keyword, value) texts: compared across the ranks
+        by the core at the first bucket and after load_state_dict (the kernels backend may differ
+        between ranks; the seed is compared as given, before each rank's own is made from it)."""
+        rows = {row["key"]: row for row in _gradscope.compressor_options()}
+        options = [(key, self._options.get(key, row["default"])) for key, row in rows.items()
+                   if key not in ("backend", "seed")]
+        warmup_steps, warmup, start = self._warmup
+        schedule, high, interval, eta = self._schedule
+        return [("method", self.method), ("ratio", repr(self.ratio)), *options, ("seed", str(self._seed)),
+                ("warmup_steps", str(warmup_steps)), ("warmup", warmup), ("warmup_start_ratio", repr(start)),
+                ("density_schedule", schedule), ("density_high", repr(high)), ("density_interval", str(interval)),
+                ("density_eta", repr(eta)), ("momentum_correction", repr(self.momentum_correction)),
+                ("the optimizer's momentum", optimizer_momentum)]
+
+    def _check_optimizer_once(self, parameters):
+        """At the first bucket: the optimizers holding its parameters (found among Python's live
+        objects), their momentum as a shared setting, and momentum correction refused beside an
+        optimizer that keeps momentum of its own unless optimizer_momentum_ok. The refusal comes
+        from the core after the ranks agree on the settings, so every rank stops alike."""
+        if self._optimizer_checked:
             return
-        off = step["density"] / step["target_density"]
-        low, high = _DENSITY_BAND
-        self._off_density = 0 if low <= off <= high else self._off_density + 1
-        if self._off_density == _DENSITY_STEPS and not self._density_warned:
-            self._density_warned = True
-            warnings.warn(f"gradscope.ddp.State({self.method!r}, ratio={self.ratio:g}): the achieved density has "
-                          f"stayed {'above twice' if off > high else 'below half'} the ratio for "
-                          f"{_DENSITY_STEPS} steps (now {step['density']:.3g}, {off:.2f}x): the bytes sent are "
-                          "not what the ratio asks for; state.steps shows the density and SIDCo's stages step "
-                          "by step (docs/python.md, 'Density')", RuntimeWarning, stacklevel=2)
+        self._optimizer_checked = True
+        found = _optimizer_momenta(parameters)
+        self._core.set_shared_settings(self._shared_settings(", ".join(found) or "none"), _ADVICE)
+        if self.momentum_correction > 0 and found and not self.optimizer_momentum_ok:
+            self._core.refuse_steps(
+                f"gradscope.ddp.State(momentum_correction={self.momentum_correction:g}) keeps the momentum in the "
+                f"hook, and the optimizer holding the model's parameters keeps one of its own ({found[0]}): the "
+                "momentum would apply twice; make it torch.optim.SGD(..., momentum=0), or give "
+                "State(..., optimizer_momentum_ok=True) if you mean it (gradscope.ddp.check_optimizer explains)")
 
     def _fail(self, buckets, error, closed):
         """Every bucket's Future gets the error; the core abandons the step unless it saw the last
@@ -620,9 +645,10 @@ class State:
         return total
 
     def _new_hook_group(self):
+        """The hook's own group over the state's ranks, with `timeout` or else the default group's."""
         ranks = dist.get_process_group_ranks(self.process_group)
-        kwargs = {} if self.timeout is None else {"timeout": datetime.timedelta(seconds=self.timeout)}
-        return dist.new_group(ranks=ranks, backend=dist.get_backend(self.process_group), **kwargs)
+        timeout = datetime.timedelta(seconds=self.timeout) if self.timeout is not None else _default_timeout()
+        return dist.new_group(ranks=ranks, backend=dist.get_backend(self.process_group), timeout=timeout)
 
     def _collectives(self, device):
         """The hook's own process group as the C++ core's Collectives (made here, at the first
@@ -683,6 +709,46 @@ def _stop_tasks(tasks, thread, timeout_s=30.0):
         thread.join(timeout_s)
 
 
+def _default_timeout():
+    """The timeout the default process group was made with (init_process_group(timeout=...)), or
+    torch's default when this torch does not say."""
+    group = dist.distributed_c10d._get_default_group()
+    for get in (lambda: group.options._timeout,
+                lambda: group._get_backend(torch.device("cpu")).options._timeout):
+        try:
+            return get()
+        except (AttributeError, RuntimeError, TypeError):
+            continue
+    return dist.distributed_c10d.default_pg_timeout
+
+
+def _momentum_of(group):
+    """A parameter group's own momentum, as text ("SGD momentum 0.9", "betas[0] 0.9"), or None."""
+    if group.get("momentum", 0):
+        return f"momentum {group['momentum']:g}"
+    betas = group.get("betas")
+    if betas is not None and betas[0]:
+        return f"betas[0] {betas[0]:g}"
+    return None
+
+
+def _optimizer_momenta(parameters):
+    """For each torch.optim.Optimizer alive that holds any of `parameters`: its class and the
+    momentum of its own that the parameter groups holding them keep (SGD's momentum, Adam-like
+    betas[0]), as texts; empty when none keeps any."""
+    wanted = {id(p) for p in parameters}
+    found = []
+    for obj in gc.get_objects():
+        if not issubclass(type(obj), torch.optim.Optimizer):  # type(): no attribute of obj is read
+            continue
+        for group in obj.param_groups:
+            momentum = _momentum_of(group)
+            if momentum and any(id(p) in wanted for p in group["params"]):
+                found.append(f"{type(obj).__name__} {momentum}")
+                break
+    return sorted(found)
+
+
 def check_optimizer(optimizer, state):
     """Raises gradscope.Error when `state` applies momentum correction and `optimizer` keeps a
     momentum of its own: the momentum then lives in the hook, before sparsification, and a second
@@ -690,11 +756,20 @@ def check_optimizer(optimizer, state):
     if state.momentum_correction <= 0:
         return
     for i, group in enumerate(optimizer.param_groups):
-        if group.get("momentum", 0) or group.get("betas") is not None:
+        momentum = _momentum_of(group)
+        if momentum is None:
+            continue
+        if group.get("betas") is not None:
             raise _gradscope.Error(
-                f"State(momentum_correction={state.momentum_correction:g}) keeps the momentum in the hook, and "
-                f"the optimizer's parameter group {i} has one of its own: make it torch.optim.SGD(..., "
-                "momentum=0) (or drop momentum_correction and keep the optimizer's momentum)")
+                f"State(momentum_correction={state.momentum_correction:g}) keeps a momentum (a running sum of the "
+                f"gradient) in the hook, and {type(optimizer).__name__}'s parameter group {i} keeps its own first "
+                f"moment ({momentum}): Adam-like optimizers average the hook's velocity again, so the update "
+                "lags twice. Give the optimizer betas=(0.0, beta2) to keep only its per-coordinate scaling of the "
+                "hook's velocity, or drop momentum_correction (error feedback alone works with Adam as it is)")
+        raise _gradscope.Error(
+            f"State(momentum_correction={state.momentum_correction:g}) keeps the momentum in the hook, and "
+            f"the optimizer's parameter group {i} has one of its own ({momentum}): make it torch.optim.SGD(..., "
+            "momentum=0) (or drop momentum_correction and keep the optimizer's momentum)")
 
 
 def _value(fut):

@@ -165,6 +165,16 @@ void bind_ddp(py::module_& m) {
       .def("set_momentum_correction",
            [](BucketHandle& h, double m) { h.get().set_momentum_correction(m, "momentum_correction"); },
            py::arg("momentum"))
+      .def("set_shared_settings",
+           [](BucketHandle& h, const std::vector<std::pair<std::string, std::string>>& settings,
+              const std::string& advice) {
+             std::vector<compress::Setting> v;
+             for (const auto& [name, value] : settings) v.push_back({name, value});
+             h.get().set_shared_settings(std::move(v), advice);
+           },
+           py::arg("settings"), py::arg("advice"))
+      .def("refuse_steps", [](BucketHandle& h, const std::string& why) { h.get().refuse_steps(why); },
+           py::arg("why"))
       .def_property_readonly("critical", [](BucketHandle& h) { return h.get().regimes().critical(); })
       .def("history", &BucketHandle::history)
       .def("last_step",
@@ -173,6 +183,7 @@ void bind_ddp(py::module_& m) {
              return to_dict(h.get().history().back());
            })
       .def("summary", [](BucketHandle& h) { return summary_dict(h.get().summary()); })
+      .def("take_warning", [](BucketHandle& h) { return h.get().take_warning(); })
       .def_static("step_stats_defaults", [] { return to_dict(compress::StepStats{}); })
       .def("save_state", &BucketHandle::save_state)
       .def("load_state", &BucketHandle::load_state)

@@ -8,6 +8,7 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -206,6 +207,22 @@ void bind_cuda_host(py::module_& m) {
         [](int device) { return reinterpret_cast<std::uintptr_t>(ch::caller_stream(device)); });
 }
 
+// An error of the core as Python speaks: the compressor options' flags (the words of `gradscope
+// train`, "--bits 4") become their keywords ("bits 4").
+std::string python_words(std::string text) {
+  for (const auto& row : compress::compressor_option_rows())
+    for (auto at = text.find(row.flag); at != std::string::npos; at = text.find(row.flag, at)) {
+      const std::size_t end = at + row.flag.size();
+      if (end < text.size() && (std::isalnum(static_cast<unsigned char>(text[end])) || text[end] == '-')) {
+        at = end;  // a longer flag that starts alike
+        continue;
+      }
+      text.replace(at, row.flag.size(), row.key());
+      at += row.key().size();
+    }
+  return text;
+}
+
 }  // namespace gs::python
 
 PYBIND11_MODULE(_gradscope, m) {
@@ -217,8 +234,15 @@ PYBIND11_MODULE(_gradscope, m) {
   gs::tune_allocator();
   // gradscope.Error is a RuntimeError (what DDP re-raises its hooks' errors as, and what torch's own
   // errors are) and a ValueError (bad input to fit, select and the Recorder).
-  py::register_exception<gs::Error>(
-      m, "Error", py::make_tuple(py::handle(PyExc_RuntimeError), py::handle(PyExc_ValueError)));
+  static py::exception<gs::Error> error(m, "Error",
+                                        py::make_tuple(py::handle(PyExc_RuntimeError), py::handle(PyExc_ValueError)));
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const gs::Error& e) {
+      error(python_words(e.what()).c_str());
+    }
+  });
   m.def("default_sidco_stages", &gs::fitting::default_sidco_stages, py::arg("ratio"));
   m.attr("__version__") = gs::kVersion;
   m.def("cuda_built", &gs::kernels::cuda_built);

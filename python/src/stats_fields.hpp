@@ -52,6 +52,7 @@ inline const std::vector<StatField<compress::StepStats>>& stat_fields<compress::
   using S = compress::StepStats;
   static const std::vector<StatField<S>> f = selection_fields_and<S>({
       {"stages", get<&S::stages>},
+      {"corrected", get<&S::corrected>},
       {"bytes_sent", get<&S::bytes_sent>},
       {"dense_bytes", get<&S::dense_bytes>},
       {"gathered_bytes", get<&S::gathered_bytes>},
@@ -96,6 +97,7 @@ inline const std::vector<StatField<compress::CompressInfo>>& stat_fields<compres
   static const std::vector<StatField<S>> f = selection_fields_and<S>({
       {"threshold", get<&S::threshold>},
       {"stages", get<&S::stages>},
+      {"corrected", get<&S::corrected>},
       {"nonfinite", get<&S::nonfinite>}});
   return f;
 }

@@ -100,6 +100,47 @@ TEST(Checkpoint, TheDensityScheduleAndMomentumCorrectionResumeExactly) {
   }
 }
 
+// Checkpoints at realistic steps, past every window a state carries: SIDCo's stage controller
+// (5 steps), Accordion's interval (20 by default: checks after steps 20 and 40), a 5-step warm-up
+// and momentum correction. A run without a schedule could once not resume from any checkpoint after
+// step 20 ("its density schedule's state is inconsistent"), for every compressor.
+TEST(Checkpoint, ResumesPastEveryWindowAtRealisticSteps) {
+  const std::string base = "--model mlp --batch 32 --seed 4 --lr 0.05 --quiet --workers 2 --steps 56 --json";
+  for (const std::string setup :
+       {" --compressor topk --ratio 0.01", " --compressor sidco-e --ratio 0.01",
+        " --compressor sidco-e --ratio 0.01 --momentum-correction --warmup-steps 5",
+        " --compressor sidco-gp --ratio 0.01 --density-schedule accordion --warmup-steps 5",
+        " --compressor dgc --ratio 0.01 --density-schedule accordion --momentum-correction"}) {
+    TempDir d;
+    const fs::path root = d.path() / "ckpt";
+    const auto full = json_of(gradscope(base + setup + " --checkpoint " + root.string() + " --checkpoint-every 25"));
+    ASSERT_TRUE(fs::exists(step_dir(root, 50) / "manifest.json")) << setup;
+    for (int step : {25, 50}) {
+      const auto resumed = json_of(gradscope(base + setup + " --resume " + step_dir(root, step).string()));
+      EXPECT_EQ(resumed["resumed_from_step"].get<int>(), step) << setup;
+      EXPECT_EQ(resumed["param_digest"], full["param_digest"]) << setup << " from step " << step;
+      EXPECT_EQ(losses(resumed), losses(full)) << setup << " from step " << step;
+    }
+  }
+}
+
+// A worker killed (SIGKILL) at step 38: the launcher restarts every worker from the checkpoint
+// after step 25, and the run ends as the uninterrupted one.
+TEST(Checkpoint, AKilledWorkerPastStep20IsRestartedFromItsCheckpoint) {
+  const std::string run = "--model mlp --batch 32 --seed 4 --lr 0.05 --quiet --workers 2 --steps 45 --json "
+                          "--compressor sidco-e --ratio 0.01 --momentum-correction";
+  const auto uninterrupted = json_of(gradscope(run));
+  TempDir d;
+  const fs::path root = d.path() / "ckpt";
+  const ProcResult r = gradscope(run + " --checkpoint " + root.string() + " --checkpoint-every 25 --max-restarts 1",
+                                 "GS_DIST_FAULT=rank=1,step=38,action=kill");
+  const auto restarted = json_of(r);
+  EXPECT_NE(r.err.find("worker 1 failed (signal Killed)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("restart 1 of 1, from " + step_dir(root, 25).string()), std::string::npos) << r.err;
+  EXPECT_EQ(restarted["resumed_from_step"].get<int>(), 25);
+  EXPECT_EQ(restarted["param_digest"], uninterrupted["param_digest"]);
+}
+
 TEST(Checkpoint, ALostWorkerIsRestartedFromTheLastCheckpoint) {
   TempDir d;
   const fs::path root = d.path() / "ckpt";

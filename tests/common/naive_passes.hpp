@@ -20,13 +20,18 @@ class NaivePasses final : public gs::fitting::MagnitudePasses {
 
   std::uint64_t size() const override { return g_.size(); }
 
+  // Reads of the data so far (each call of a pass below is one).
+  int passes() const { return passes_; }
+
   gs::fitting::MagnitudeStats stats() override {
+    ++passes_;
     gs::fitting::MagnitudeStats s;
     for (float v : g_) gs::fitting::add(s, double(v));
     return s;
   }
 
   gs::fitting::MagnitudeStats stats_above(double threshold, double shift) override {
+    ++passes_;
     gs::fitting::MagnitudeStats s;
     for (float v : g_) {
       const double x = std::fabs(double(v));
@@ -36,6 +41,7 @@ class NaivePasses final : public gs::fitting::MagnitudePasses {
   }
 
   std::uint64_t count_above(double threshold) override {
+    ++passes_;
     std::uint64_t c = 0;
     for (float v : g_) {
       const double x = std::fabs(double(v));
@@ -45,6 +51,7 @@ class NaivePasses final : public gs::fitting::MagnitudePasses {
   }
 
   gs::fitting::GpSums gp_sums(double theta, double threshold, double shift) override {
+    ++passes_;
     gs::fitting::GpSums s;
     for (float v : g_) {
       const double x = std::fabs(double(v));
@@ -111,6 +118,7 @@ class NaivePasses final : public gs::fitting::MagnitudePasses {
     return x;
   }
   std::span<const float> g_;
+  int passes_ = 0;
 };
 
 }  // namespace gs::testing

@@ -33,6 +33,7 @@ CompressorOptions with_changed(const std::string& flag) {
                            : flag == "--fft-exponent-bits" ? "5"
                            : flag == "--fft-mantissa-bits" ? "9"
                            : flag == "--fft-chunk" ? "512"
+                           : flag == "--sidco-as-published" ? "1"
                                                    : "7";  // --seed
   row->set(o, text);
   return o;
@@ -95,9 +96,11 @@ TEST(OptionsRead, AnUnlistedOptionChangesNothing) {
 TEST(OptionsRead, UnreadOptionsAreRefusedNamingWhatIsRead) {
   const std::vector<std::string> bits = {"--bits"};
   const std::string msg = error_message([&] { check_options_read("sidco-e", bits); });
-  EXPECT_EQ(msg, "--bits does nothing for compressor 'sidco-e': drop it (sidco-e reads --backend, --stages)");
+  EXPECT_EQ(msg, "--bits does nothing for compressor 'sidco-e': drop it (sidco-e reads --backend, --stages, "
+                 "--sidco-as-published)");
   EXPECT_NE(error_message([&] { check_options_read("sidco-e", bits, {}, OptionSpelling::keyword); })
-                .find("bits does nothing for compressor 'sidco-e': drop it (sidco-e reads backend, stages)"),
+                .find("bits does nothing for compressor 'sidco-e': drop it (sidco-e reads backend, stages, "
+                      "sidco_as_published)"),
             std::string::npos);
   EXPECT_NE(error_message([&] { check_options_read("none", std::vector<std::string>{"--seed"}); })
                 .find("(none reads no option)"),

@@ -10,6 +10,7 @@
 #include "common/naive_passes.hpp"
 #include "gs/error.hpp"
 #include "gs/fitting/estimators.hpp"
+#include "gs/fitting/formulas.hpp"
 #include "gs/fitting/report.hpp"
 #include "gs/fitting/thresholds.hpp"
 #include "reference.hpp"
@@ -58,7 +59,7 @@ TEST_P(SidcoQuality, WithinTenPercentOfTarget) {
   const auto [law, variant, stages, recount] = GetParam();
   NaivePasses passes(synthetic(law));
   for (double density : {0.1, 0.01, 0.001}) {
-    const auto r = gs::fitting::sidco_threshold(passes, density, variant, stages, recount);
+    const auto r = gs::fitting::sidco_threshold(passes, density, variant, stages, gs::fitting::SidcoRule{recount, false});
     EXPECT_NEAR(r.quality, 1.0, 0.1) << gs::fitting::method_name(variant) << " law " << int(law)
                                      << " delta " << density << " stages " << r.stages;
     EXPECT_EQ(r.method, gs::fitting::method_name(variant));
@@ -92,20 +93,20 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(Sidco, RecountCorrectsTheFirstStageError) {
   // Gamma first stage on generalized-Pareto data misses 0.25; recount removes the carried error.
   NaivePasses passes(synthetic(Law::gpareto));
-  const auto ref = gs::fitting::sidco_threshold(passes, 0.01, V::gamma_pareto, 3, false);
-  const auto fix = gs::fitting::sidco_threshold(passes, 0.01, V::gamma_pareto, 3, true);
+  const auto ref = gs::fitting::sidco_threshold(passes, 0.01, V::gamma_pareto, 3, gs::fitting::SidcoRule::published());
+  const auto fix = gs::fitting::sidco_threshold(passes, 0.01, V::gamma_pareto, 3, gs::fitting::SidcoRule{true, false});
   EXPECT_LT(std::fabs(fix.quality - 1.0), std::fabs(ref.quality - 1.0));
 }
 
 TEST(Sidco, SingleStageIsTheSidQuantile) {
   NaivePasses passes(synthetic(Law::laplace));
   const auto s = passes.stats();
-  const auto r = gs::fitting::sidco_threshold(passes, 0.01, gs::fitting::SidcoVariant::exponential, 1);
+  const auto r = gs::fitting::sidco_threshold(passes, 0.01, gs::fitting::SidcoVariant::exponential, 1, gs::fitting::SidcoRule::published());
   EXPECT_EQ(r.stages, 1);
   EXPECT_DOUBLE_EQ(r.threshold, -s.mean() * std::log(0.01));
-  const auto p = gs::fitting::sidco_threshold(passes, 0.01, gs::fitting::SidcoVariant::pareto, 1);
+  const auto p = gs::fitting::sidco_threshold(passes, 0.01, gs::fitting::SidcoVariant::pareto, 1, gs::fitting::SidcoRule::published());
   EXPECT_DOUBLE_EQ(p.threshold, gs::fitting::sid_threshold(gs::fitting::fit_gpareto_moments(s), 0.01));
-  const auto g = gs::fitting::sidco_threshold(passes, 0.01, gs::fitting::SidcoVariant::gamma_pareto, 1);
+  const auto g = gs::fitting::sidco_threshold(passes, 0.01, gs::fitting::SidcoVariant::gamma_pareto, 1, gs::fitting::SidcoRule::published());
   EXPECT_DOUBLE_EQ(g.threshold, gs::fitting::sid_threshold(gs::fitting::fit_gamma_closed_form(s), 0.01));
 }
 
@@ -124,7 +125,7 @@ TEST(Sidco, TwoStagesFollowTheAlgorithmByHand) {
   for (double yy : y) mean += yy - t;
   mean /= double(y.size());
   const double eta2 = t - mean * std::log(0.001 / 0.25);
-  const auto r = gs::fitting::sidco_threshold(passes, 0.001, gs::fitting::SidcoVariant::exponential, 2);
+  const auto r = gs::fitting::sidco_threshold(passes, 0.001, gs::fitting::SidcoVariant::exponential, 2, gs::fitting::SidcoRule::published());
   EXPECT_EQ(r.stages, 2);
   EXPECT_TRUE(near_rel(r.threshold, eta2, 1e-12));
 }
@@ -134,7 +135,7 @@ TEST(Sidco, ZerosDoNotDiluteTheTarget) {
   v.resize(200000);
   for (std::size_t i = 0; i < v.size(); i += 2) v[i] = 0.0f;  // half zeros
   NaivePasses passes(v);
-  const auto r = gs::fitting::sidco_threshold(passes, 0.01, gs::fitting::SidcoVariant::exponential, 1);
+  const auto r = gs::fitting::sidco_threshold(passes, 0.01, gs::fitting::SidcoVariant::exponential, 1, gs::fitting::SidcoRule::published());
   EXPECT_NEAR(r.quality, 1.0, 0.1);
 }
 
@@ -150,7 +151,7 @@ TEST(Sidco, MostlyZerosStillReachTheTargetWithSeveralStages) {
                        gs::fitting::SidcoVariant::gamma_pareto})
     for (int m : {2, 3})
       for (double density : {0.05, 0.01}) {
-        const auto r = gs::fitting::sidco_threshold(passes, density, variant, m);
+        const auto r = gs::fitting::sidco_threshold(passes, density, variant, m, gs::fitting::SidcoRule::published());
         SCOPED_TRACE(std::string(gs::fitting::method_name(variant)) + " M=" + std::to_string(m) +
                      " density=" + std::to_string(density));
         EXPECT_EQ(r.stages, m);
@@ -158,7 +159,7 @@ TEST(Sidco, MostlyZerosStillReachTheTargetWithSeveralStages) {
         EXPECT_NEAR(r.quality, 1.0, 0.1);
       }
   // A target above the non-zero count keeps every non-zero value, in one stage.
-  const auto all = gs::fitting::sidco_threshold(passes, 0.2, gs::fitting::SidcoVariant::exponential, 3);
+  const auto all = gs::fitting::sidco_threshold(passes, 0.2, gs::fitting::SidcoVariant::exponential, 3, gs::fitting::SidcoRule::published());
   EXPECT_EQ(all.threshold, 0.0);
   EXPECT_EQ(all.selected, (v.size() + 4) / 9);
   EXPECT_EQ(all.stages, 1);
@@ -238,11 +239,11 @@ TEST(Thresholds, BadInputsThrow) {
   NaivePasses passes(v);
   for (double bad : {0.0, -0.1, 1.0, 1.5, std::numeric_limits<double>::quiet_NaN()}) {
     EXPECT_THROW(gs::fitting::topk_threshold(passes, bad), gs::Error) << bad;
-    EXPECT_THROW(gs::fitting::sidco_threshold(passes, bad, gs::fitting::SidcoVariant::exponential, 2), gs::Error);
+    EXPECT_THROW(gs::fitting::sidco_threshold(passes, bad, gs::fitting::SidcoVariant::exponential, 2, gs::fitting::SidcoRule::published()), gs::Error);
     EXPECT_THROW(gs::fitting::sid_threshold(gs::fitting::Exponential(1.0), bad), gs::Error);
     EXPECT_THROW(gs::fitting::StageController{bad}, gs::Error);
   }
-  EXPECT_THROW(gs::fitting::sidco_threshold(passes, 0.1, gs::fitting::SidcoVariant::exponential, 0), gs::Error);
+  EXPECT_THROW(gs::fitting::sidco_threshold(passes, 0.1, gs::fitting::SidcoVariant::exponential, 0, gs::fitting::SidcoRule::published()), gs::Error);
   EXPECT_THROW(gs::fitting::threshold_by_name("topq", passes, 0.1, 1, 0), gs::Error);
   std::vector<float> none;
   NaivePasses empty(none);
@@ -270,7 +271,7 @@ TEST(Thresholds, TargetCount) {
 TEST(Thresholds, DegenerateDataGiveDocumentedResults) {
   std::vector<float> zeros(50, 0.0f);
   NaivePasses zp(zeros);
-  const auto r = gs::fitting::sidco_threshold(zp, 0.1, gs::fitting::SidcoVariant::pareto, 3);
+  const auto r = gs::fitting::sidco_threshold(zp, 0.1, gs::fitting::SidcoVariant::pareto, 3, gs::fitting::SidcoRule::published());
   EXPECT_EQ(r.selected, 0u);
   EXPECT_EQ(r.stages, 0);
   EXPECT_EQ(gs::fitting::redsync_threshold(zp, 0.1).selected, 0u);
@@ -280,14 +281,14 @@ TEST(Thresholds, DegenerateDataGiveDocumentedResults) {
   EXPECT_THROW(gs::fitting::gaussianksgd_threshold(zp, 0.1), gs::Error);  // no spread
   std::vector<float> equal(40, 0.25f);
   NaivePasses ep(equal);
-  const auto e = gs::fitting::sidco_threshold(ep, 0.1, gs::fitting::SidcoVariant::gamma_pareto, 3);
+  const auto e = gs::fitting::sidco_threshold(ep, 0.1, gs::fitting::SidcoVariant::gamma_pareto, 3, gs::fitting::SidcoRule::published());
   EXPECT_EQ(e.stages, 1);  // degenerate: exponential first stage only
   EXPECT_GT(e.threshold, 0.25);
   EXPECT_EQ(e.selected, 0u);
   std::vector<float> one = {0.4f};
   NaivePasses op(one);
   EXPECT_EQ(gs::fitting::topk_threshold(op, 0.5).selected, 1u);  // k = max(1, 0) = 1
-  EXPECT_EQ(gs::fitting::sidco_threshold(op, 0.5, gs::fitting::SidcoVariant::exponential, 1).stages, 1);
+  EXPECT_EQ(gs::fitting::sidco_threshold(op, 0.5, gs::fitting::SidcoVariant::exponential, 1, gs::fitting::SidcoRule::published()).stages, 1);
 }
 
 TEST(Thresholds, NonFiniteValuesAreNeverSelected) {
@@ -345,3 +346,63 @@ TEST(StageController, RetargetJudgesEachStepAgainstItsOwnTarget) {
 }
 
 }  // namespace
+
+// SIDCo's count correction (SidcoRule::correct): one secant step on ln(count) against the
+// threshold, exact for an exponential tail; it moves a threshold whose selection lands outside
+// [0.8, 1.25] of the target and leaves one inside alone, at the cost of one more count.
+TEST(SidcoCorrection, TheSecantStepIsExactOnAnExponentialTail) {
+  const double beta = 0.37, N = 1e6, k = 1234.0;
+  auto count = [&](double t) { return N * std::exp(-t / beta); };
+  const double t0 = 0.5, t1 = 2.9;  // the last two thresholds, on either side of the target's
+  const double t = gs::fitting::formula::secant_log_count(t0, count(t0), t1, count(t1), k);
+  EXPECT_NEAR(t, beta * std::log(N / k), 1e-9);
+  // An empty selection still moves the threshold down, and degenerate points leave it.
+  EXPECT_LT(gs::fitting::formula::secant_log_count(t0, count(t0), 9.0, 0.0, k), 9.0);
+  EXPECT_EQ(gs::fitting::formula::secant_log_count(1.0, 100.0, 1.0, 50.0, k), 1.0);
+  EXPECT_EQ(gs::fitting::formula::secant_log_count(1.0, 100.0, 2.0, 200.0, k), 2.0);
+}
+
+namespace {
+
+// |g| whose bulk and tail follow different laws: a Laplace bulk and a heavier tail of 2% (as the
+// accumulator of momentum correction grows between selections), where every SIDCo variant's fit
+// of the bulk misplaces the tail's threshold.
+std::vector<float> bulk_and_tail(std::size_t n, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::exponential_distribution<float> bulk(100.0f);
+  std::uniform_real_distribution<float> u(0.0f, 1.0f);
+  std::vector<float> g(n);
+  for (auto& v : g) v = (rng() & 1 ? 1.0f : -1.0f) * (u(rng) < 0.02f ? 0.02f / std::pow(u(rng), 0.5f) : bulk(rng));
+  return g;
+}
+
+}  // namespace
+
+TEST(SidcoCorrection, ItBringsASelectionOutsideItsBandBackAtTheCostOfOneCount) {
+  using V = gs::fitting::SidcoVariant;
+  const auto g = bulk_and_tail(200000, 3);
+  int moved = 0;
+  for (const V variant : {V::exponential, V::pareto, V::gamma_pareto})
+    for (const double density : {0.01, 0.001})
+      for (const int stages : {1, 2, 3}) {
+        SCOPED_TRACE(std::to_string(int(variant)) + " " + std::to_string(density) + " " + std::to_string(stages));
+        gs::testing::NaivePasses published_passes(g), passes(g);
+        const auto published =
+            gs::fitting::sidco_threshold(published_passes, density, variant, stages, gs::fitting::SidcoRule::published());
+        const auto corrected = gs::fitting::sidco_threshold(passes, density, variant, stages);
+        const bool outside = published.quality < 0.8 || published.quality > 1.25;
+        EXPECT_EQ(corrected.corrected, outside);
+        if (!outside) {
+          EXPECT_EQ(corrected.threshold, published.threshold);
+          EXPECT_EQ(passes.passes(), published_passes.passes());
+          continue;
+        }
+        ++moved;
+        // Closer to the target, in ratio, and at most one more read of the data.
+        EXPECT_LT(std::fabs(std::log(corrected.quality)), std::fabs(std::log(published.quality)));
+        EXPECT_GE(corrected.quality, 0.5);
+        EXPECT_LE(corrected.quality, 2.0);
+        EXPECT_EQ(passes.passes(), published_passes.passes() + 1);
+      }
+  EXPECT_GE(moved, 6) << "the data should put most published thresholds outside the band";
+}

@@ -20,6 +20,7 @@
 #include "gs/data/snapshot.hpp"
 #include "gs/error.hpp"
 #include "base_files.hpp"
+#include "state_setups.hpp"
 
 namespace fs = std::filesystem;
 
@@ -123,6 +124,17 @@ void payload_and_exchange_seeds() {
   }
 }
 
+// state: each core of state_setups.hpp after 30 steps (past every window it carries), saved.
+void state_seeds() {
+  const auto& setups = gs::fuzz::state_setups();
+  for (std::size_t i = 0; i < setups.size(); ++i) {
+    gs::fuzz::StateSubject subject(setups[i]);
+    for (std::uint64_t s = 0; s < 30; ++s) subject.step(s);
+    const std::string state = std::string(1, char(i)) + subject.save();
+    put("state", std::to_string(i) + "-" + setups[i].method, state);
+  }
+}
+
 void option_seeds() {
   put("fit_options", "json", "--json");
   put("fit_options", "ratios", "--ratios\n0.1,0.01\n--dists\ngamma,gpareto");
@@ -151,6 +163,7 @@ int main(int argc, char** argv) {
     snapshot_and_analysis_seeds();
     payload_and_exchange_seeds();
     option_seeds();
+    state_seeds();
     fs::remove_all(tmp);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "gs_fuzz_seeds: %s\n", e.what());

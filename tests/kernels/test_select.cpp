@@ -236,7 +236,7 @@ TEST_P(Selector, PlacesOnceAndSelectsAsTheReferences) {
         EXPECT_EQ(std::vector<std::int64_t>(out.indices.begin(), out.indices.end()), ref.indices) << k;
       }
       if (n >= 1000) {
-        const auto r = sel->sidco(d, n, 0.01, gs::fitting::SidcoVariant::exponential, 2, out);
+        const auto r = sel->sidco(d, n, 0.01, gs::fitting::SidcoVariant::exponential, 2, gs::fitting::SidcoRule::published(), out);
         EXPECT_EQ(r.selected, out.indices.size());
         EXPECT_EQ(r.nonfinite, n - finite);  // every backend counts them (the compressors report it)
         const Picked ref = reference_compact(g, r.threshold);  // exactly what is above its threshold
@@ -246,8 +246,21 @@ TEST_P(Selector, PlacesOnceAndSelectsAsTheReferences) {
         // (relative error at most 8 * 2^-24, gs/fitting/passes.hpp).
         gs::kernels::cpu::Selection<std::int32_t> cpu_out;
         const auto c =
-            gs::kernels::cpu::sidco_select(g, 0.01, gs::fitting::SidcoVariant::exponential, 2, false, cpu_out);
+            gs::kernels::cpu::sidco_select(g, 0.01, gs::fitting::SidcoVariant::exponential, 2, gs::fitting::SidcoRule::published(), cpu_out);
         EXPECT_NEAR(r.threshold, c.threshold, 1e-6 * c.threshold);
+        // With the count correction, the rule the CPU's pipeline follows: inside the band the
+        // selection stands, above it g's exact top-k, below it the one at the corrected threshold.
+        for (const double density : {0.01, 0.001}) {
+          const auto rc = sel->sidco(d, n, density, gs::fitting::SidcoVariant::exponential, 2, gs::fitting::SidcoRule{}, out);
+          gs::kernels::cpu::Selection<std::int32_t> cpu_corrected;
+          const auto cc = gs::kernels::cpu::sidco_select(g, density, gs::fitting::SidcoVariant::exponential, 2,
+                                                         gs::fitting::SidcoRule{}, cpu_corrected);
+          EXPECT_EQ(rc.corrected, cc.corrected) << density;
+          EXPECT_NEAR(double(out.indices.size()), double(cpu_corrected.indices.size()),
+                      2.0 + 1e-5 * double(cpu_corrected.indices.size()))
+              << density;
+          EXPECT_EQ(rc.selected, out.indices.size());
+        }
       }
     }
 }

@@ -131,12 +131,12 @@ TEST(SidcoSelect, EveryRouteMatchesFittingAndCompactExactly) {
             SCOPED_TRACE(std::string(shape_name(shape)) + " n=" + std::to_string(n) + " delta=" +
                          std::to_string(delta) + " M=" + std::to_string(m) + " " +
                          std::string(fitting::method_name(variant)));
-            const fitting::ThresholdResult ref = gs::fitting::sidco_threshold(naive, delta, variant, m);
+            const fitting::ThresholdResult ref = gs::fitting::sidco_threshold(naive, delta, variant, m, gs::fitting::SidcoRule::published());
             for (auto route : {cpu::SidcoRoute::full_passes, cpu::SidcoRoute::candidates,
                                cpu::SidcoRoute::predicted, cpu::SidcoRoute::automatic}) {
               std::vector<std::int32_t> idx(n, -1);
               std::vector<float> val(n, 0.0f);
-              const auto r = cpu::sidco_select(g, delta, variant, m, false, std::span(idx),
+              const auto r = cpu::sidco_select(g, delta, variant, m, gs::fitting::SidcoRule::published(), std::span(idx),
                                                std::span(val), route, &ws);
               EXPECT_EQ(r.stages, ref.stages);
               // SIDCo-E's stages sum in float blocks (passes.hpp): each stage's mean is within
@@ -182,7 +182,7 @@ TEST(SidcoSelect, EveryRouteMatchesFittingAndCompactExactly) {
               }
               // The Selection form returns the same.
               cpu::Selection<std::int32_t> sel;
-              const auto r2 = cpu::sidco_select(g, delta, variant, m, false, sel, route, &ws);
+              const auto r2 = cpu::sidco_select(g, delta, variant, m, gs::fitting::SidcoRule::published(), sel, route, &ws);
               EXPECT_EQ(r2.threshold, r.threshold);
               ASSERT_EQ(sel.indices.size(), r.selected);
               EXPECT_TRUE(std::equal(sel.indices.begin(), sel.indices.end(), idx.begin()));
@@ -190,6 +190,66 @@ TEST(SidcoSelect, EveryRouteMatchesFittingAndCompactExactly) {
           }
     }
   EXPECT_GT(ws.bytes(), 0u);
+}
+
+// With the count correction (the default rule), every route selects as one rule says: a
+// selection inside the band stands (as published); one below it is made again at the threshold
+// fitting's corrected sidco_threshold places (its secant step), one above it (or landing above
+// it after that) keeps g's exact top-k. At most one more read of g than SIDCo as published.
+TEST(SidcoSelect, TheCountCorrectionOnEveryRoute) {
+  cpu::SidcoWorkspace ws;
+  std::uint64_t seed = 9100;
+  int below = 0, above = 0;
+  for (Shape shape : {Shape::laplace, Shape::normal, Shape::pareto, Shape::specials})
+    for (std::size_t n : {std::size_t{140001}, std::size_t{600001}}) {
+      const auto g = make_data(shape, n, ++seed);
+      NaivePasses naive(g);
+      for (double delta : {0.01, 0.001})
+        for (int m : {1, 2, 3})
+          for (auto variant : {fitting::SidcoVariant::exponential, fitting::SidcoVariant::gamma_pareto}) {
+            SCOPED_TRACE(std::string(shape_name(shape)) + " n=" + std::to_string(n) + " delta=" +
+                         std::to_string(delta) + " M=" + std::to_string(m) + " " +
+                         std::string(fitting::method_name(variant)));
+            const fitting::ThresholdResult ref = gs::fitting::sidco_threshold(naive, delta, variant, m);
+            const std::uint64_t k = gs::fitting::target_count(n, delta);
+            std::vector<std::int32_t> top(k);
+            std::vector<float> top_val(k);
+            cpu::topk(g, k, std::span(top), std::span(top_val));
+            for (auto route : {cpu::SidcoRoute::full_passes, cpu::SidcoRoute::candidates,
+                               cpu::SidcoRoute::predicted, cpu::SidcoRoute::automatic}) {
+              cpu::Selection<std::int32_t> published_sel, sel;
+              const auto published = cpu::sidco_select(g, delta, variant, m, gs::fitting::SidcoRule::published(),
+                                                       published_sel, route, &ws);
+              const auto r = cpu::sidco_select(g, delta, variant, m, gs::fitting::SidcoRule{}, sel, route, &ws);
+              const double q = double(published.selected) / double(k);
+              const bool inside = q >= 0.8 && q <= 1.25;
+              EXPECT_EQ(r.corrected, !inside);
+              EXPECT_LE(r.full_reads, published.full_reads + 1);
+              if (inside) {
+                EXPECT_EQ(sel.indices, published_sel.indices);
+              } else if (sel.indices.size() == k && std::equal(top.begin(), top.end(), sel.indices.begin())) {
+                above += q > 1.25;  // g's exact top-k
+              } else {
+                ASSERT_LT(q, 0.8) << "above the band the selection is the exact top-k";
+                ++below;
+                EXPECT_TRUE(ref.corrected);
+                const double tol = variant == fitting::SidcoVariant::exponential ? 1e-5 : 1e-8;
+                EXPECT_NEAR(r.threshold, ref.threshold, tol * std::fabs(ref.threshold) + 1e-300);
+                const auto want = reference_indices(g, r.threshold);
+                EXPECT_TRUE(std::equal(sel.indices.begin(), sel.indices.end(), want.begin(), want.end()));
+              }
+              // The span form selects the same.
+              std::vector<std::int32_t> idx(n, -1);
+              std::vector<float> val(n, 0.0f);
+              const auto r2 = cpu::sidco_select(g, delta, variant, m, gs::fitting::SidcoRule{}, std::span(idx),
+                                                std::span(val), route, &ws);
+              ASSERT_EQ(r2.selected, sel.indices.size());
+              EXPECT_TRUE(std::equal(sel.indices.begin(), sel.indices.end(), idx.begin()));
+            }
+          }
+    }
+  EXPECT_GE(below, 3) << "the data should put some selections below the band";
+  EXPECT_GE(above, 3) << "the data should put some selections above the band";
 }
 
 // One stage on a vector of 1 Mi elements or more (here 2 Mi): the predicted route predicts stage 1 from a
@@ -221,10 +281,10 @@ TEST(SidcoSelect, SampledFirstStageReadsOnceOrFallsBack) {
       for (auto route : {cpu::SidcoRoute::predicted, cpu::SidcoRoute::automatic, cpu::SidcoRoute::full_passes}) {
         SCOPED_TRACE(std::string(c.name) + " delta=" + std::to_string(delta) + " M=" + std::to_string(m) +
                      " route=" + std::to_string(int(route)));
-        const fitting::ThresholdResult ref = gs::fitting::sidco_threshold(naive, delta, fitting::SidcoVariant::exponential, m);
+        const fitting::ThresholdResult ref = gs::fitting::sidco_threshold(naive, delta, fitting::SidcoVariant::exponential, m, gs::fitting::SidcoRule::published());
         std::vector<std::int32_t> idx(n, -1);
         std::vector<float> val(n, 0.0f);
-        const auto r = cpu::sidco_select(c.g, delta, fitting::SidcoVariant::exponential, m, false, std::span(idx),
+        const auto r = cpu::sidco_select(c.g, delta, fitting::SidcoVariant::exponential, m, gs::fitting::SidcoRule::published(), std::span(idx),
                                          std::span(val), route, &ws);
         EXPECT_EQ(r.stages, 1);
         EXPECT_NEAR(r.threshold, ref.threshold, 4e-6 * ref.threshold);
@@ -257,7 +317,7 @@ TEST(SidcoSelect, SampledFirstStageReadsOnceOrFallsBack) {
         }
         // The Selection form returns the same.
         cpu::Selection<std::int32_t> sel;
-        const auto r2 = cpu::sidco_select(c.g, delta, fitting::SidcoVariant::exponential, m, false, sel, route, &ws);
+        const auto r2 = cpu::sidco_select(c.g, delta, fitting::SidcoVariant::exponential, m, gs::fitting::SidcoRule::published(), sel, route, &ws);
         EXPECT_EQ(r2.threshold, r.threshold);
         ASSERT_EQ(sel.indices.size(), r.selected);
         EXPECT_TRUE(std::equal(sel.indices.begin(), sel.indices.end(), idx.begin()));
@@ -270,13 +330,13 @@ TEST(SidcoSelect, RecountAndEstimateAgreeWithFitting) {
   NaivePasses naive(g);
   cpu::CpuPasses passes(g);
   for (bool recount : {false, true}) {
-    const auto ref = gs::fitting::sidco_threshold(naive, 0.001, fitting::SidcoVariant::exponential, 4, recount);
+    const auto ref = gs::fitting::sidco_threshold(naive, 0.001, fitting::SidcoVariant::exponential, 4, gs::fitting::SidcoRule{recount, false});
     const auto est = gs::fitting::sidco_estimate(passes, 0.001, fitting::SidcoVariant::exponential, 4, recount);
     EXPECT_NEAR(est.threshold, ref.threshold, 1e-9 * ref.threshold);
     EXPECT_EQ(est.stages, ref.stages);
     EXPECT_EQ(est.selected, 0u);  // the estimate does not count
     cpu::Selection<std::int32_t> sel;
-    const auto r = cpu::sidco_select(g, 0.001, fitting::SidcoVariant::exponential, 4, recount, sel);
+    const auto r = cpu::sidco_select(g, 0.001, fitting::SidcoVariant::exponential, 4, gs::fitting::SidcoRule{recount, false}, sel);
     EXPECT_NEAR(r.threshold, ref.threshold, 1e-9 * ref.threshold);
   }
 }
@@ -287,16 +347,16 @@ TEST(SidcoSelect, BadArgumentsThrowBeforeWriting) {
   std::vector<float> val(10, 3.0f);
   for (auto route : {cpu::SidcoRoute::full_passes, cpu::SidcoRoute::candidates,
                      cpu::SidcoRoute::predicted}) {
-    EXPECT_THROW(cpu::sidco_select(g, 0.01, fitting::SidcoVariant::exponential, 2, false, std::span(idx),
+    EXPECT_THROW(cpu::sidco_select(g, 0.01, fitting::SidcoVariant::exponential, 2, gs::fitting::SidcoRule::published(), std::span(idx),
                                    std::span(val), route),
                  gs::Error);  // ~500 selected, room for 10
     EXPECT_TRUE(std::all_of(idx.begin(), idx.end(), [](auto v) { return v == -7; }));
   }
   cpu::Selection<std::int32_t> sel;
-  EXPECT_THROW(cpu::sidco_select(g, 0.0, fitting::SidcoVariant::exponential, 2, false, sel), gs::Error);
-  EXPECT_THROW(cpu::sidco_select(g, 1.5, fitting::SidcoVariant::exponential, 2, false, sel), gs::Error);
-  EXPECT_THROW(cpu::sidco_select(g, 0.01, fitting::SidcoVariant::exponential, 0, false, sel), gs::Error);
-  EXPECT_THROW(cpu::sidco_select(std::span<const float>(), 0.01, fitting::SidcoVariant::exponential, 2, false, sel),
+  EXPECT_THROW(cpu::sidco_select(g, 0.0, fitting::SidcoVariant::exponential, 2, gs::fitting::SidcoRule::published(), sel), gs::Error);
+  EXPECT_THROW(cpu::sidco_select(g, 1.5, fitting::SidcoVariant::exponential, 2, gs::fitting::SidcoRule::published(), sel), gs::Error);
+  EXPECT_THROW(cpu::sidco_select(g, 0.01, fitting::SidcoVariant::exponential, 0, gs::fitting::SidcoRule::published(), sel), gs::Error);
+  EXPECT_THROW(cpu::sidco_select(std::span<const float>(), 0.01, fitting::SidcoVariant::exponential, 2, gs::fitting::SidcoRule::published(), sel),
                gs::Error);
 }
 

@@ -3,13 +3,18 @@
 their own.
 
     ddp_resume_worker.py MODE RANK WORLD RENDEZVOUS OUT STEPS [ARG] [VARIANT]
-        MODE: whole (ARG: checkpoint prefix): every compressor, STEPS steps, saved at STEPS // 2
+        MODE: whole (ARG: checkpoint prefix): every compressor, STEPS steps, saved after
+              save_step(STEPS) steps (past every window the state carries)
               | resume (ARG: the same prefix): every compressor from its checkpoint to STEPS, in a
                 new process
-              VARIANT "accordion-mc": the sparse methods of MC_METHODS with Accordion's density
-                schedule and momentum correction (the optimizer without momentum) instead
+              VARIANT: "" (every compressor), "accordion" (the density-based ones, with Accordion's
+                density schedule), "mc" (the sparse ones, with momentum correction and the
+                optimizer without momentum), "accordion-mc" (both)
               | late_state: the ranks make their State at different points of the program
               | gru (ARG: compressor options as key=value,...): sidco-e at 0.01 on a small GRU
+              | mismatch (ARG: a case of MISMATCH): the last rank's State differs
+              | optimizer_momentum (ARG: sgd, adam, sgd-ok or sgd-plain): momentum correction
+                beside that optimizer
     writes OUT (torch.save).
 """
 
@@ -24,11 +29,30 @@ import gradscope.ddp as gddp
 
 TIMEOUT_S = 60.0
 BATCH = 32
-MC_METHODS = ["sidco-e", "topk", "dgc"]
-# Accordion checking every 4 steps: the save after STEPS // 2 = 6 steps falls mid-interval (its
-# sums of steps 4 and 5 carry over), and the check at step 7 turns the critical start off.
-ACCORDION_MC = {"density_schedule": "accordion", "density_high": 0.2, "density_interval": 4,
-                "density_eta": 0.3, "momentum_correction": 0.9}
+# Accordion checking every 4 steps: a save after 26 steps falls mid-interval (the sums of steps 24
+# and 25 carry over), past six checks.
+ACCORDION = {"density_schedule": "accordion", "density_high": 0.2, "density_interval": 4, "density_eta": 0.3}
+MOMENTUM_CORRECTION = {"momentum_correction": 0.9}
+VARIANTS = {"": {}, "accordion": ACCORDION, "mc": MOMENTUM_CORRECTION,
+            "accordion-mc": dict(ACCORDION, **MOMENTUM_CORRECTION)}
+
+
+def save_step(steps):
+    """The step a run is saved after: 8 steps before its end (26 of 34), past the warm-up (2 steps),
+    SIDCo's stage controller (5-step windows) and Accordion's intervals."""
+    return steps - 8
+
+
+def methods(variant):
+    """The compressors a variant applies to: Accordion moves a density, momentum correction masks a
+    sparse selection."""
+    rows = gradscope._options.compressor_rows()
+    keep = [r for r in rows if r["available"]]
+    if "accordion" in variant:
+        keep = [r for r in keep if r["density_based"]]
+    if "mc" in variant:
+        keep = [r for r in keep if r["sparse_selection"]]
+    return [r["name"] for r in keep]
 
 
 class Reordered(torch.nn.Module):
@@ -79,11 +103,10 @@ def make(method, log, variant=""):
     kw = {"variance": squared_gradient} if method == "variance" else {}
     if next(r for r in gradscope._options.compressor_rows() if r["name"] == method)["density_based"]:
         kw["ratio"] = 0.05
-    if variant == "accordion-mc":
-        kw.update(ACCORDION_MC)
+    kw.update(VARIANTS[variant])
     state = gddp.State(method, timeout=TIMEOUT_S, warmup_steps=2, **kw)
     ddp.register_comm_hook(state, layouts_hook(log))
-    opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.0 if variant else 0.9)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.0 if "mc" in variant else 0.9)
     gddp.check_optimizer(opt, state)
     return model, ddp, state, opt
 
@@ -101,9 +124,9 @@ def names(model, log):
 
 
 def checkpointed(mode, rank, world, out, steps, prefix, variant=""):
-    half = steps // 2
+    half = save_step(steps)
     results = {}
-    for method in MC_METHODS if variant else gradscope.compressor_names():
+    for method in methods(variant):
         log = []
         model, ddp, state, opt = make(method, log, variant)
         start = 0
@@ -176,6 +199,51 @@ def gru(rank, world, out, steps, options):
                 "warnings": [str(w.message) for w in caught if w.category is RuntimeWarning]}, out)
 
 
+# mismatch: rank 0 makes State("sidco-e", 0.01); the last rank's State differs by these settings.
+MISMATCH = {"ratio": {"ratio": 0.02}, "method": {"method": "topk"}, "momentum": {"momentum_correction": 0.9},
+            "warmup": {"warmup_steps": 5}, "accordion": {"density_schedule": "accordion"},
+            "quantizer": {"method": "qsgd-mn", "ratio": None}, "stages": {"stages": 2}}
+
+
+def mismatch(rank, world, out, case):
+    """Two steps with settings that differ on the last rank; what each rank's backward raised."""
+    torch.manual_seed(0)
+    model = Reordered()
+    ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.03)
+    kw = {"method": "sidco-e", "ratio": 0.01}
+    if rank == world - 1:
+        kw.update(MISMATCH[case])
+    state = gddp.State(timeout=TIMEOUT_S, **kw)
+    ddp.register_comm_hook(state, gddp.hook)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.05)
+    errors = []
+    for _, x, y in batches(rank, world, 2):
+        try:
+            train(ddp, opt, x, y)
+        except RuntimeError as e:
+            errors.append(str(e))
+    torch.save({"errors": errors}, out)
+
+
+def optimizer_momentum(rank, world, out, case):
+    """Momentum correction beside an optimizer of `case` (sgd, adam, sgd-ok, sgd-plain)."""
+    torch.manual_seed(0)
+    model = Reordered()
+    ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.03)
+    state = gddp.State("sidco-e", 0.01, timeout=TIMEOUT_S, momentum_correction=0.9,
+                       optimizer_momentum_ok=case == "sgd-ok")
+    ddp.register_comm_hook(state, gddp.hook)
+    opt = (torch.optim.Adam(ddp.parameters(), lr=1e-3) if case == "adam"
+           else torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.0 if case == "sgd-plain" else 0.9))
+    errors = []
+    for _, x, y in batches(rank, world, 2):
+        try:
+            train(ddp, opt, x, y)
+        except RuntimeError as e:
+            errors.append(str(e))
+    torch.save({"errors": errors, "steps": len(state.steps)}, out)
+
+
 def main():
     mode, rank, world, url, out, steps = sys.argv[1:7]
     arg = sys.argv[7] if len(sys.argv) > 7 else ""
@@ -189,6 +257,10 @@ def main():
             late_state(rank, world, out, steps)
         elif mode == "gru":
             gru(rank, world, out, steps, arg)
+        elif mode == "mismatch":
+            mismatch(rank, world, out, arg)
+        elif mode == "optimizer_momentum":
+            optimizer_momentum(rank, world, out, arg)
         else:
             raise SystemExit(f"unknown mode {mode}")
         dist.barrier()

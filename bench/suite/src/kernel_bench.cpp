@@ -192,7 +192,7 @@ void time_sidco(const KernelBenchConfig& config, Ops& ops, const std::vector<flo
   for (const auto route : {cpu::SidcoRoute::full_passes, cpu::SidcoRoute::candidates, cpu::SidcoRoute::predicted}) {
     cpu::SidcoSelectResult r;
     t = time_ms(repeats, [&] {
-      r = cpu::sidco_select(s, delta, gs::fitting::SidcoVariant::exponential, m, false, std::span(idx), std::span(val),
+      r = cpu::sidco_select(s, delta, gs::fitting::SidcoVariant::exponential, m, gs::fitting::SidcoRule::published(), std::span(idx), std::span(val),
                             route, &workspace);
     });
     const char* label = r.route == cpu::SidcoRoute::candidates  ? "sidco-e+compact:candidates"

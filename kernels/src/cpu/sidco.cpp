@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <string>
 
 #include "compact.hpp"
@@ -142,6 +143,7 @@ fitting::MagnitudeStats sample_stats(std::span<const float> g, fitting::StatsFie
 struct Pipeline {
   SidcoSelectResult result;
   bool in_workspace = false;  // selection is in the workspace parts (candidates route)
+  std::optional<fitting::SidcoStages> plan;  // for the count correction
 };
 
 // A bound for the candidates of the automatic route (the share of g they may take).
@@ -228,8 +230,8 @@ bool packed_tail(std::span<const float> g, double bound, fitting::SidcoStages& p
 // be compacted from g at result.threshold (full-passes route).
 Pipeline run_stages(std::span<const float> g, double density, fitting::SidcoVariant variant, int stages,
                     bool recount, SidcoRoute route, SidcoWorkspace::Impl& w) {
-  fitting::SidcoStages plan(g.size(), density, variant, stages, recount);
   Pipeline out;
+  fitting::SidcoStages& plan = out.plan.emplace(g.size(), density, variant, stages, recount);
   const double first_bound = predicted_first_bound(g, density, variant, route, plan, w);
   const bool sampled = first_bound > 0.0;
   const fitting::MagnitudeStats first = sampled
@@ -441,46 +443,117 @@ SidcoSelectResult sidco_topk(std::span<const float> g, double density, int stage
   return r;
 }
 
+float keep_largest(std::int32_t* idx, float* val, std::size_t m, std::uint64_t k) {
+  std::vector<std::int32_t> pos(k);
+  std::vector<float> kept(k);
+  topk(std::span<const float>(val, m), k, std::span(pos), std::span(kept));
+  for (std::uint64_t j = 0; j < k; ++j) {
+    idx[j] = idx[pos[j]];  // pos ascending: each write lands at or before what it reads
+    val[j] = kept[j];
+  }
+  float kth = std::numeric_limits<float>::max();
+  for (float v : kept) kth = std::min(kth, std::fabs(v));
+  return kth;
+}
+
+float keep_largest(Selection<std::int32_t>& sel, std::uint64_t k) {
+  if (k > sel.indices.size() || sel.values.size() != sel.indices.size())
+    throw gs::Error("keep_largest: " + std::to_string(k) + " of a selection of " + std::to_string(sel.indices.size()));
+  const float kth = keep_largest(sel.indices.data(), sel.values.data(), sel.indices.size(), k);
+  sel.indices.resize(k);
+  sel.values.resize(k);
+  return kth;
+}
+
+namespace {
+
+// A selection in memory: m indices and values (values may be null).
+struct Held {
+  std::int32_t* idx;
+  float* val;
+  std::size_t m;
+};
+
+// SIDCo's count correction of a selection in memory (rule.correct), in place: returns its new
+// size. Above the band it keeps the target count's largest (no read of g); below it, it selects
+// again from g at the corrected threshold (SidcoStages::corrected: one more read) and keeps the
+// target count's largest if that lands above the band. `reselect(eta)` selects from g at eta and
+// returns where that selection is held.
+template <class Reselect>
+std::size_t correct_in_memory(Pipeline& p, fitting::SidcoRule rule, Held h, Reselect&& reselect) {
+  const fitting::SidcoStages& plan = *p.plan;
+  if (!rule.correct || !plan.needs_correction(h.m, rule.band)) return h.m;
+  const std::uint64_t k = plan.target();
+  if (h.m < k) {
+    const double eta = plan.corrected({p.result.threshold, h.m, 0.0}, rule.band);
+    if (eta == p.result.threshold) return h.m;
+    h = reselect(eta);
+    ++p.result.full_reads;
+    p.result.threshold = eta;
+    p.result.corrected = true;
+    if (!plan.needs_correction(h.m, rule.band) || h.m < k) return h.m;
+  }
+  // The k largest of a selection that holds every x above its threshold: g's k largest.
+  if (!h.val) return h.m;  // no values to rank: the selection stands
+  const float kth = keep_largest(h.idx, h.val, h.m, k);
+  // The threshold just below the k-th largest (ties at it beyond the k are cut).
+  p.result.threshold = std::nextafter(double(kth), 0.0);
+  p.result.corrected = true;
+  return k;
+}
+
+}  // namespace
+
 SidcoSelectResult sidco_select(std::span<const float> g, double density, fitting::SidcoVariant variant,
-                               int stages, bool recount, std::span<std::int32_t> indices,
+                               int stages, fitting::SidcoRule rule, std::span<std::int32_t> indices,
                                std::span<float> values, SidcoRoute route, SidcoWorkspace* ws) {
   check_int32(g.size());
   SidcoWorkspace local;
   auto& w = workspace_impl(ws ? *ws : local);
-  Pipeline p = run_stages(g, density, variant, stages, recount, route, w);
+  Pipeline p = run_stages(g, density, variant, stages, rule.recount, route, w);
   if (!p.in_workspace) {
     p.result.selected = compact_above(g, p.result.threshold, indices, values);  // throws if small
     ++p.result.full_reads;
-    return p.result;
+  } else {
+    const std::uint64_t total = workspace_total(w);
+    if (indices.size() < total || (!values.empty() && values.size() < total))
+      throw gs::Error("sidco_select: output buffers hold " + std::to_string(indices.size()) +
+                      " indices and " + std::to_string(values.size()) + " values but " +
+                      std::to_string(total) + " are selected; size them with n or use the Selection form");
+    copy_out(w, indices.data(), values.empty() ? nullptr : values.data());
+    p.result.selected = total;
   }
-  const std::uint64_t total = workspace_total(w);
-  if (indices.size() < total || (!values.empty() && values.size() < total))
-    throw gs::Error("sidco_select: output buffers hold " + std::to_string(indices.size()) +
-                    " indices and " + std::to_string(values.size()) + " values but " +
-                    std::to_string(total) + " are selected; size them with n or use the Selection form");
-  copy_out(w, indices.data(), values.empty() ? nullptr : values.data());
-  p.result.selected = total;
+  float* vals = values.empty() ? nullptr : values.data();
+  p.result.selected = correct_in_memory(p, rule, {indices.data(), vals, p.result.selected}, [&](double eta) {
+    return Held{indices.data(), vals, compact_above(g, eta, indices, values)};
+  });
   return p.result;
 }
 
 SidcoSelectResult sidco_select(std::span<const float> g, double density, fitting::SidcoVariant variant,
-                               int stages, bool recount, Selection<std::int32_t>& out,
+                               int stages, fitting::SidcoRule rule, Selection<std::int32_t>& out,
                                SidcoRoute route, SidcoWorkspace* ws) {
   check_int32(g.size());
   SidcoWorkspace local;
   auto& w = workspace_impl(ws ? *ws : local);
-  Pipeline p = run_stages(g, density, variant, stages, recount, route, w);
+  Pipeline p = run_stages(g, density, variant, stages, rule.recount, route, w);
   if (!p.in_workspace) {
     out = select_above(g, p.result.threshold);
-    p.result.selected = out.indices.size();
     ++p.result.full_reads;
-    return p.result;
+  } else {
+    const std::uint64_t total = workspace_total(w);
+    out.indices.resize(total);
+    out.values.resize(total);
+    copy_out(w, out.indices.data(), out.values.data());
   }
-  const std::uint64_t total = workspace_total(w);
-  out.indices.resize(total);
-  out.values.resize(total);
-  copy_out(w, out.indices.data(), out.values.data());
-  p.result.selected = total;
+  const std::size_t m =
+      correct_in_memory(p, rule, {out.indices.data(), out.values.data(), out.indices.size()}, [&](double eta) {
+        out = select_above(g, eta);
+        return Held{out.indices.data(), out.values.data(), out.indices.size()};
+      });
+  out.indices.resize(m);
+  out.values.resize(m);
+  p.result.selected = m;
   return p.result;
 }
 

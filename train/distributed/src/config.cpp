@@ -239,13 +239,19 @@ compress::CompressorOptions TrainConfig::compressor_options(int r) const {
   return o;
 }
 
+std::vector<compress::Setting> TrainConfig::shared_settings() const {
+  std::vector<compress::Setting> v;
+  for (const auto& o : train_options())
+    if (o.scope == OptionScope::shared && (!o.matters || o.matters(*this))) v.push_back({o.flag, o.get(*this)});
+  return v;
+}
+
 std::string TrainConfig::shared_description() const {
   std::string s;
-  for (const auto& o : train_options())
-    if (o.scope == OptionScope::shared && (!o.matters || o.matters(*this))) {
-      if (!s.empty()) s += ' ';
-      s.append(o.flag, 2).append("=").append(o.get(*this));
-    }
+  for (const auto& [flag, value] : shared_settings()) {
+    if (!s.empty()) s += ' ';
+    s.append(flag, 2).append("=").append(value);
+  }
   return s;
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <optional>
@@ -52,8 +53,9 @@ std::optional<Fault> fault_from_env() {
     else if (k == "attempt") f.attempt = val == "any" ? -1 : std::stoi(val);
     else throw Error("GS_DIST_FAULT: unknown key '" + k + "'");
   }
-  if (f.action != "exit" && f.action != "hang" && f.action != "nan" && f.action != "kill-in-checkpoint")
-    throw Error("GS_DIST_FAULT: action must be exit, hang, nan or kill-in-checkpoint");
+  if (f.action != "exit" && f.action != "kill" && f.action != "hang" && f.action != "nan" &&
+      f.action != "kill-in-checkpoint")
+    throw Error("GS_DIST_FAULT: action must be exit, kill, hang, nan or kill-in-checkpoint");
   const char* attempt = std::getenv(kAttemptEnv);
   if (f.attempt >= 0 && f.attempt != (attempt ? std::atoi(attempt) : 0)) return std::nullopt;
   return f;
@@ -99,7 +101,7 @@ class Worker {
     co.store_hosted_elsewhere = std::getenv(kStoreHostedEnv) != nullptr;
     co.timeout = std::chrono::milliseconds(std::int64_t(config_.timeout * 1000));
     comm_ = std::make_unique<Communicator>(co);
-    comm_->check_same_config(config_.shared_description());
+    compress::agree_settings(*comm_, config_.shared_settings(), "start every worker with the same options");
   }
 
   compress::Collectives& collectives() {
@@ -188,6 +190,7 @@ class Worker {
   void inject_fault(std::int64_t step) {
     if (!fault_ || fault_->rank != rank_ || fault_->step != step) return;
     if (fault_->action == "exit") std::_Exit(7);
+    if (fault_->action == "kill") std::raise(SIGKILL);
     if (fault_->action == "hang")
       for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
   }
@@ -215,8 +218,9 @@ class Worker {
     rep.warmup = warmup_.warmup_at(step);
     // An exponential warm-up and the density schedule move the compressor's density (the
     // schedule's after the warm-up; --ratio after both).
-    const bool uncompressed = warmup_.uncompressed_at(step);
     if (regimes_.moves_density(warmup_)) mc_->set_density(regimes_.density_at(warmup_, step));
+    const bool uncompressed = compress::sends_dense(warmup_, step, mc_->compressor().density(),
+                                                    compress::density_based(config_.compressor));
     rep.critical = regimes_.critical_at(warmup_, step);
     rep.target_density = uncompressed ? 1.0 : mc_->compressor().density();
     // One small all-reduce carries the non-finite flag, the loss and, for the density schedule,
@@ -247,6 +251,10 @@ class Worker {
       rep.bytes_sent = st.bytes_sent;
       rep.dense_bytes = st.dense_bytes;
       rep.compress_seconds = st.compress_seconds;
+      if (!uncompressed && !rep.warmup && rep.target_density < 1.0) {
+        const std::string w = density_watch_.add(rep.quality);
+        if (!w.empty() && rank_ == 0) std::fprintf(stderr, "gradscope train: warning: %s\n", w.c_str());
+      }
     }
     rep.step_seconds = seconds_since(t_step);
     return rep;
@@ -361,6 +369,7 @@ class Worker {
   std::optional<train::EpochBatches> batches_;
   const compress::WarmupSchedule warmup_ = config_.warmup();
   compress::RegimeDetector regimes_{config_.schedule()};
+  compress::DensityWatch density_watch_;
   std::int64_t total_ = 0, start_ = 0;
   compress::SkipRule skip_;
   std::vector<float> grad_, update_;

@@ -26,8 +26,10 @@
 #include <set>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "gs/compress/agreement.hpp"
 #include "gs/compress/collectives.hpp"
 #include "gs/compress/compressor.hpp"
 #include "gs/compress/model_compressor.hpp"
@@ -76,6 +78,18 @@ class BucketCompressor {
   // for a schedule DensitySchedule::check refuses (`names`: the caller's words for the settings).
   void set_density_schedule(const DensitySchedule& schedule, const DensitySchedule::Names& names);
   const RegimeDetector& regimes() const { return regimes_; }
+  // The settings every worker must share, as the front end names them (Python's keywords), and
+  // what to do about a difference. They are compared across the workers (agree_settings), with
+  // the step count and the first bucket's element size, at the first bucket of the first step and
+  // of the first step after each load_state(), before any other collective of that step: workers
+  // with other settings stop, every one of them, with one line naming the setting and both values,
+  // instead of training on other rules or hanging in mismatched collectives.
+  void set_shared_settings(std::vector<Setting> settings, std::string advice);
+  // Every step from now on fails with gs::Error(why) at its first bucket, right after the
+  // settings' agreement: a front end that refuses a setting the workers share (Python's momentum
+  // correction beside an optimizer's own momentum) stops every worker alike, none left waiting in
+  // a collective.
+  void refuse_steps(std::string why) { refusal_ = std::move(why); }
   // Momentum correction (momentum.hpp), before the first step: a velocity per parameter, which
   // follows it from bucket to bucket and checkpoints as the residuals do. A device bucket then
   // goes through the host path (the velocity lives in host memory; the update is copied back).
@@ -134,6 +148,9 @@ class BucketCompressor {
   // Whether the last finished step was skipped (skip its optimizer step).
   bool last_step_skipped() const { return !history_.empty() && history_.back().skipped; }
   const std::deque<StepStats>& history() const { return history_; }
+  // The density watch's warning (DensityWatch), once, after the step that raised it; empty
+  // otherwise. Taking it clears it.
+  std::string take_warning() { return std::exchange(warning_, {}); }
   RunSummary summary() const { return statistics_.summary(); }
 
   // Checkpoints, between steps: the step count (the warm-up's position), the compressor's own
@@ -232,6 +249,10 @@ class BucketCompressor {
   RegimeDetector regimes_;                           // the density schedule (constant unless set)
   double step_norm_ = 0.0;                           // this step's squared gradient norm, this worker
   float regime_sum_ = 0.0f;                          // agree_on_regime's sum over the workers
+  std::vector<Setting> shared_;                      // set_shared_settings'
+  std::string shared_advice_ = "make every worker's compressor with the same settings";
+  bool agree_pending_ = true;                        // compare them at the next step's first bucket
+  std::string refusal_;                              // refuse_steps'
 
   std::int64_t steps_ = 0;
   int buckets_in_step_ = 0;
@@ -242,6 +263,8 @@ class BucketCompressor {
   std::deque<StepStats> history_;
   SkipRule skip_;
   RunStatistics statistics_;
+  DensityWatch density_watch_;
+  std::string warning_;  // take_warning()'s
 };
 
 }  // namespace gs::compress

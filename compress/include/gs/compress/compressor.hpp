@@ -36,6 +36,7 @@ struct CompressInfo {
   double target_density = 1.0;
   double threshold = std::numeric_limits<double>::quiet_NaN();  // |x| cut, when the method has one
   int stages = 0;              // SIDCo stages used (0 when not SIDCo)
+  bool corrected = false;      // SIDCo's count correction changed the selection (fitting::SidcoRule)
   std::uint64_t nonfinite = 0; // NaN/Inf seen in the input
 
   double density() const { return n ? double(selected) / double(n) : 0.0; }
@@ -51,7 +52,9 @@ struct Compressed {
 struct CompressorOptions {
   std::uint64_t seed = 1;       // random-k and DGC sampling
   std::string backend = "cpu";  // kernels backend: cpu, cuda, auto (or cuda-host, for checking)
-  int stages = 0;               // SIDCo: 0 = adaptive (controller), else a fixed number >= 1
+  int stages = 0;               // SIDCo: 0 = by density (default_sidco_stages; the adaptive stage
+                                // controller's start as published), else a fixed number >= 1
+  bool sidco_as_published = false;  // SIDCo as published: the stage controller, no count correction
 
   // Rival methods (algorithms.md sections 6 to 8).
   double variance_alpha = 1.0;    // variance: send r_i when r_i^2 > alpha * v_i
@@ -66,7 +69,7 @@ struct CompressorOptions {
 std::string bits_text(std::span<const int> bits);
 
 // CompressorOptions as an option table (gs/base/option_table.hpp): --seed, --backend, --stages,
-// --bits, --variance-alpha, --variance-zeta, --fft-exponent-bits, --fft-mantissa-bits, --fft-chunk.
+// --sidco-as-published, --bits, --variance-alpha, --variance-zeta, --fft-exponent-bits, --fft-mantissa-bits, --fft-chunk.
 // `gradscope train` takes its flags from it and Python's gradscope.ddp.State its keywords.
 const std::vector<OptionRow<CompressorOptions>>& compressor_option_rows();
 

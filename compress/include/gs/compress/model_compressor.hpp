@@ -22,6 +22,7 @@ struct StepStats {
   double target_density = 1.0;
   std::vector<double> group_quality;  // quality of each group's selection, in group order
   int stages = 0;                     // SIDCo stages in use this step (0 otherwise)
+  int corrected = 0;                  // SIDCo: the groups (buckets) whose count correction ran
   std::uint64_t bytes_sent = 0;       // this worker's payload on the wire
   std::uint64_t dense_bytes = 0;      // 4 n: what sending the gradient uncompressed costs
   double compress_seconds = 0.0;      // residual + selection + packing (+ decoding, in step())

@@ -42,9 +42,18 @@ struct WarmupSchedule {
     std::string_view steps, kind, start_density, density;
   };
   // gs::Error for steps < 0, or an exponential warm-up whose start density is not above the
-  // density and at most 1, or whose compressor has no density (density_based false).
+  // density and at most 1, or whose compressor has no density (density_based false); and for a
+  // setting that would do nothing: an exponential warm-up of 0 steps, a start density other than
+  // the default without the exponential warm-up.
   void check(bool density_based, std::string_view compressor, const Names& names) const;
 };
+
+// Whether step `step` sends the gradient uncompressed: a dense warm-up step, or a step at which a
+// density-based compressor runs at density 1 (a sparse selection of every element would cost
+// more than the dense gradient).
+inline bool sends_dense(const WarmupSchedule& w, std::int64_t step, double density, bool density_based) {
+  return w.uncompressed_at(step) || (density_based && density >= 1.0);
+}
 
 // The density after the warm-up. constant: the run's density at every step. accordion (Agarwal
 // et al., MLSys 2021): every `interval` steps the workers compare the gradient's norm with the
@@ -67,7 +76,9 @@ struct DensitySchedule {
     std::string_view kind, high, interval, eta, density;
   };
   // gs::Error for an accordion schedule whose compressor has no density, whose high density is
-  // not above `density` (the run's) and at most 1, whose interval is below 1 or eta not positive.
+  // not above `density` (the run's) and at most 1, whose interval is below 1 or eta not positive;
+  // and for accordion's settings away from their defaults with the constant schedule (they would
+  // do nothing).
   void check(bool density_based, std::string_view compressor, double density, const Names& names) const;
 };
 
@@ -130,6 +141,24 @@ class SkipRule {
  private:
   std::int64_t skipped_ = 0;
   int in_a_row_ = 0;
+};
+
+// The achieved density watched against the target over a run's compressed steps: a warning,
+// once, when over the last kWindow compressed steps the mean quality (achieved / target density)
+// leaves [kLow, kHigh], or when at least half of those steps lie outside it (a density that swings
+// between too little and too much). The bytes sent are then not what the density asks for. Not
+// checkpointed: a resumed run watches from its first step on.
+class DensityWatch {
+ public:
+  static constexpr int kWindow = 50;
+  static constexpr double kLow = 0.5, kHigh = 2.0;
+  // One compressed step's quality. Returns the warning (without who gives it) the first time the
+  // window shows a drift, else an empty string.
+  std::string add(double quality);
+
+ private:
+  std::vector<double> window_;  // the last kWindow qualities, oldest first
+  bool warned_ = false;
 };
 
 // What one finished step did, as a run's summary counts it (per worker).

@@ -94,4 +94,18 @@ GS_HD inline double normal_quantile(double p, double mu, double sigma) {
   return mu - sigma * std_normal_quantile_c(p);  // symmetry: Phi^-1(p) = -Phi^-1(1 - p)
 }
 
+// ---- SIDCo's count correction ----------------------------------------------------------------
+// The threshold at which `target` values exceed it, from two thresholds t0 < t1 and the counts
+// above them, c0 >= c1: a secant step on ln(count) against the threshold, exact when the tail
+// above t0 is exponential (ln count is then linear in the threshold). A count of 0 counts as 1/2
+// (the step still moves up from an empty selection). t1 itself when the points place no slope;
+// never below 0.
+GS_HD inline double secant_log_count(double t0, double c0, double t1, double c1, double target) {
+  const double lc1 = ::log(c1 > 0.5 ? c1 : 0.5);
+  const double slope = (lc1 - ::log(c0)) / (t1 - t0);
+  if (!(t1 > t0) || !(c0 > 0.0) || !(slope < 0.0) || !(target > 0.0)) return t1;
+  const double t = t1 + (::log(target) - lc1) / slope;
+  return t > 0.0 ? t : 0.0;
+}
+
 }  // namespace gs::fitting::formula

@@ -39,7 +39,7 @@ struct FitReportOptions {
   std::uint64_t ks_max_points = kDefaultKsMaxPoints;
   std::uint64_t seed = 20240601;  // subsample for KS/AD and DGC's sample
   int qq_points = 19;
-  bool sidco_recount = false;  // see sidco_threshold
+  SidcoRule sidco = {};  // SIDCo's stage rule and count correction (sidco_threshold)
 };
 
 // One SID fitted by maximum likelihood (exponential, gamma by Newton, gpareto by Grimshaw's

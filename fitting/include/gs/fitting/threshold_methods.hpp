@@ -18,7 +18,7 @@ namespace gs::fitting {
 struct ThresholdRuleOptions {
   int stages = 3;           // SIDCo's stages; sidco-topk's stages of the bound's fit
   std::uint64_t seed = 0;   // DGC's random sample
-  bool recount = false;     // SIDCo's stage rule (sidco_threshold)
+  SidcoRule sidco = {};     // SIDCo's stage rule and count correction (sidco_threshold)
 };
 using ThresholdRule = ThresholdResult (*)(MagnitudePasses& passes, double density,
                                           const ThresholdRuleOptions& options);

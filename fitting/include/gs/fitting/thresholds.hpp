@@ -54,6 +54,32 @@ struct ThresholdResult {
   // The rule keeps exactly the k largest, ties at the threshold to the lower indices (topk,
   // sidco-topk, DGC's hierarchical step), not every x above the threshold.
   bool exact = false;
+  // SIDCo: the count correction moved the stages' threshold (SidcoRule::correct).
+  bool corrected = false;
+};
+
+// How SIDCo places its threshold beyond the stage rule of the paper's code.
+struct SidcoRule {
+  // Each tail stage aims at the count the plan expects (d1 * n * di^i elements) divided by the
+  // exceedances actually left, so that an error of one stage is not carried into the next; off,
+  // the reference's rule: di of whatever the last stage left.
+  bool recount = false;
+  // The count correction (SidcoStages::corrected, docs/algorithms.md): a selection outside
+  // [1/band, band] times the target count moves the threshold once, at the cost of at most one
+  // more read. A selector, which holds the selection in memory, then keeps the target count's
+  // largest of a selection still above the band (exactly top-k). Off, with recount off: SIDCo
+  // as published.
+  bool correct = true;
+  double band = 1.25;
+  static constexpr SidcoRule published() { return {false, false, 1.25}; }
+};
+
+// What a selection at `threshold` held: its count and the mean of x - threshold over it (the
+// selection's own values give both; so does one statistics pass above the threshold).
+struct SelectionCount {
+  double threshold = 0.0;
+  std::uint64_t count = 0;
+  double excess_mean = 0.0;
 };
 
 // The result of a rule that settled on threshold eta after `stages` steps: it counts what the
@@ -72,15 +98,13 @@ std::string_view method_name(SidcoVariant v);
 // Zeros are excluded from the fit, so stage 1 aims at d1*n/count among the non-zero values (the
 // same d1*n elements the reference targets over all n); when count <= d1*n, stage 1 keeps every
 // non-zero value (eta = 0) and the tail stages aim from count to density*n at
-// di = (density*n/count)^(1/(M-1)).
-// recount = true is our variant: each tail stage aims at the count the plan expects
-// (d1 * n * di^i elements) divided by the exceedances actually left, so an error of one stage is
-// not carried into the next; the reference (false) aims at di of whatever the last stage left.
+// di = (density*n/count)^(1/(M-1)). Then the count of the selection (one pass) and, with
+// rule.correct, the count correction (one more pass when it moves the threshold).
 ThresholdResult sidco_threshold(MagnitudePasses& passes, double density, SidcoVariant variant,
-                                int stages, bool recount = false);
+                                int stages, SidcoRule rule = {});
 
-// The same threshold without the final count of the selection (selected = 0, quality = 0): M
-// passes instead of M + 1, for callers that compact right after and get the count from there.
+// The stages' threshold alone, without the count of the selection nor the correction (selected =
+// 0, quality = 0): M passes, for callers that compact right after and get the count from there.
 // Stage 1 and the tail stages use the light statistics passes (no ln x; squares only for the
 // Pareto tails; ln x only for SIDCo-GP's gamma stage 1).
 ThresholdResult sidco_estimate(MagnitudePasses& passes, double density, SidcoVariant variant,
@@ -114,6 +138,18 @@ class SidcoStages {
   double tail_density() const { return di_; }
   std::string_view name() const { return method_name(variant_); }
 
+  // The count k the density asks for: target_count(n, density).
+  std::uint64_t target() const;
+  // SIDCo's count correction (docs/algorithms.md). The selection at s.threshold (threshold())
+  // holds s.count values: when that lies outside [1/band, band] times target(), the threshold
+  // that places the target, once; else s.threshold. Above the
+  // target: one more peaks-over-threshold stage, on the selection itself (an exponential fitted
+  // to its excess over s.threshold, at density target/count: no read of the data). Below it: a
+  // secant step on ln(count) against the threshold, through the last threshold before
+  // threshold() and the count above it (0 and the non-zero count after a single stage).
+  bool needs_correction(std::uint64_t count, double band) const;
+  double corrected(const SelectionCount& s, double band) const;
+
  private:
   std::uint64_t n_;
   double density_;
@@ -125,6 +161,8 @@ class SidcoStages {
   int tails_left_ = 0;
   double di_ = 1.0;
   double expected_ = 0.0;
+  double before_eta_ = 0.0;     // the threshold before eta_ and the count above it (< 0: none)
+  double before_count_ = -1.0;
 };
 
 // sidco-topk: exact top-k at SIDCo's cost. SIDCo's fit on a spread sample of x gives a bound that
@@ -201,9 +239,10 @@ ThresholdResult redsync_threshold(MagnitudePasses& passes, double density);
 ThresholdResult gaussianksgd_threshold(MagnitudePasses& passes, double density);
 
 // The rule of the method named (a row of threshold_methods()); stages is used by SIDCo and
-// sidco-topk only (0: default_sidco_stages(density)), seed by DGC only. gs::Error for an unknown name, listing the known ones.
+// sidco-topk only (0: default_sidco_stages(density)), seed by DGC only, sidco by SIDCo only.
+// gs::Error for an unknown name, listing the known ones.
 ThresholdResult threshold_by_name(std::string_view method, MagnitudePasses& passes, double density,
-                                  int stages, std::uint64_t seed, bool recount = false);
+                                  int stages, std::uint64_t seed, SidcoRule sidco = {});
 
 // SIDCo's stage count at `density` when the caller gives none (fit, analyze, the one-shot calls)
 // and where the adaptive controller starts: round(log10(1/density)), at least 1 (1 at 0.1, 2 at

@@ -101,14 +101,17 @@ using kernels::SidcoSelectResult;
 // Writes the selection (indices ascending, signed values; values may be empty) into caller
 // buffers. gs::Error, before anything is written, for bad arguments (as sidco_threshold) or when
 // the buffers hold fewer than the selection (size them with n, or take the Selection form).
-// ws may be null (a temporary workspace is used).
+// ws may be null (a temporary workspace is used). With rule.correct, a selection outside the
+// correction's band gets the corrected threshold (SidcoStages::corrected): a higher one narrows
+// the selection in memory (no read of g unless values is empty), a lower one compacts g again
+// (one more read).
 SidcoSelectResult sidco_select(std::span<const float> g, double density, fitting::SidcoVariant variant,
-                               int stages, bool recount, std::span<std::int32_t> indices,
+                               int stages, fitting::SidcoRule rule, std::span<std::int32_t> indices,
                                std::span<float> values, SidcoRoute route = SidcoRoute::automatic,
                                SidcoWorkspace* ws = nullptr);
 // The same into fresh vectors of exactly the selection's size.
 SidcoSelectResult sidco_select(std::span<const float> g, double density, fitting::SidcoVariant variant,
-                               int stages, bool recount, Selection<std::int32_t>& out,
+                               int stages, fitting::SidcoRule rule, Selection<std::int32_t>& out,
                                SidcoRoute route = SidcoRoute::automatic,
                                SidcoWorkspace* ws = nullptr);
 
@@ -131,6 +134,13 @@ void topk(std::span<const float> g, std::uint64_t k, std::span<std::int32_t> ind
           std::span<float> values);
 void topk(std::span<const float> g, std::uint64_t k, std::span<std::int64_t> indices,
           std::span<float> values);
+
+// Keeps, in place, the k largest magnitudes of a selection in host memory (indices ascending;
+// ties at the k-th keep the lowest indices, as topk()), the first k of m; returns the k-th largest
+// magnitude. For a selection of every x above some threshold, they are g's k largest. The
+// Selection form checks k <= its size (gs::Error).
+float keep_largest(std::int32_t* indices, float* values, std::size_t m, std::uint64_t k);
+float keep_largest(Selection<std::int32_t>& sel, std::uint64_t k);
 
 // The k-th largest finite x (k = 1: the maximum); exact. passes: 2.
 float kth_largest(std::span<const float> g, std::uint64_t k);

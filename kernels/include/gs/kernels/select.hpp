@@ -36,12 +36,15 @@ class Selector {
   // sidco-topk: the same set as topk(target_count(n, density)) for about one read of g.
   virtual SidcoSelectResult sidco_topk(const float* g, std::uint64_t n, double density, int stages,
                                        Selection<std::int32_t>& out) = 0;
-  // SIDCo's threshold (variant, stages; the reference's stage rule) and the selection above it.
-  // The CPU runs its pipeline (cpu::sidco_select, candidates kept between stages); the others
-  // gs::sidco_estimate over passes() and one compaction. Every backend counts the result's
+  // SIDCo's threshold (variant, stages, rule) and the selection above it. The CPU runs its
+  // pipeline (cpu::sidco_select, candidates kept between stages); the others gs::SidcoStages over
+  // passes(), a count and one compaction: with rule.correct, a count above the band makes the
+  // selection g's exact top-k (topk()), one below it the selection at the corrected threshold
+  // (and the exact top-k when that lands above the band). Every backend counts the result's
   // nonfinite (the CPU in its first read, the others with nonfinite()); so does sidco_topk.
   virtual SidcoSelectResult sidco(const float* g, std::uint64_t n, double density,
-                                  fitting::SidcoVariant variant, int stages, Selection<std::int32_t>& out);
+                                  fitting::SidcoVariant variant, int stages, fitting::SidcoRule rule,
+                                  Selection<std::int32_t>& out);
 
   // The last selection (of above, topk, sidco or sidco_topk) where it was made: its indices and
   // values in this backend's memory (device memory for cuda), equal to the `out` it filled and

@@ -58,6 +58,7 @@ struct SidcoSelectResult {
   int full_reads = 0;           // reads of all of g
   std::uint64_t candidates = 0; // candidates/predicted routes: elements packed (by the first tail stage, or by stage 1 with one stage)
   std::uint64_t nonfinite = 0;  // NaN/Inf in g (the CPU counts them in its first read)
+  bool corrected = false;       // SIDCo's count correction moved the threshold (SidcoRule)
 };
 
 // Validates a selection threshold (not NaN); throws gs::Error.

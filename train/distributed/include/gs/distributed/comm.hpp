@@ -34,9 +34,6 @@ class Communicator final : public compress::Collectives {
   int rank() const override;
   int world_size() const override;
 
-  // Every worker publishes `description`; gs::Error on any worker whose line differs from rank
-  // 0's (naming the worker and both lines).
-  void check_same_config(const std::string& description);
   // Overwrites every worker's buffers with rank 0's (float32 host buffers of equal sizes).
   void broadcast(std::vector<float>& values);
   // Element-wise over workers, in place (c10d MAX/MIN/SUM on float32, int8, int32, int64, float64).

@@ -11,6 +11,7 @@
 
 #include "gs/base/option_table.hpp"
 #include "gs/compress/compressor.hpp"
+#include "gs/compress/agreement.hpp"
 #include "gs/compress/step_rules.hpp"
 
 namespace gs::distributed {
@@ -73,7 +74,9 @@ struct TrainConfig {
   // gs::Error naming the first bad setting (each option's own check, then the rules that tie
   // several together).
   void validate() const;
-  // The settings every worker must share, as one canonical line (rank, output flags excluded).
+  // The settings every worker must share (rank, output flags and settings that do not matter
+  // excluded), named by their flags, in the table's order; and as one canonical line.
+  std::vector<compress::Setting> shared_settings() const;
   std::string shared_description() const;
   // Arguments after "gradscope train" that reproduce this config for worker `rank`.
   std::vector<std::string> worker_args(int rank, int port) const;

@@ -7,8 +7,8 @@
 // Non-finite gradients: when any worker's gradient holds NaN or Inf, every worker skips the step
 // (no residual update, no optimizer step) and counts it; 10 skipped steps in a row are an error.
 //
-// Test hook: GS_DIST_FAULT="rank=R,step=S,action=exit|hang|nan|kill-in-checkpoint[,attempt=A|any]"
-// makes worker R exit(7), sleep forever, or poison its gradient with NaN at step S, or die by
+// Test hook: GS_DIST_FAULT="rank=R,step=S,action=exit|kill|hang|nan|kill-in-checkpoint[,attempt=A|any]"
+// makes worker R exit(7), die by SIGKILL, sleep forever, or poison its gradient with NaN at step S, or die by
 // SIGKILL halfway through writing its file of the checkpoint after S steps, in the launcher's
 // attempt A (default 0: not after a restart; any: in every attempt).
 #include <cstdint>

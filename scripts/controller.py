@@ -1,0 +1,238 @@
+"""Does SIDCo hold its density in training? Per step, the achieved density over the target
+(quality) and SIDCo's stage count, on models gradscope did not write (scripts/study_models.py: a
+small ViT, a CNN with BatchNorm, a GRU language model, a model with frozen, unused and
+sometimes-used branches, torchvision's ResNet-18), each with gradscope's DDP hook on W Gloo
+worker processes of this machine, one thread each (docs/algorithms.md, "SIDCo's controller in
+training"; docs/RESULTS.md).
+
+    PYTHONPATH=build/python python3 scripts/controller.py [--models vit,cnn-bn,gru,branchy,resnet18]
+        [--methods sidco-e,sidco-p,sidco-gp] [--setups plain,mc,accordion] [--steps 300]
+        [--workers 2] [--seeds 1] [--ratio 0.01] [--published] [--out docs/results/controller]
+        [--figure FILE --figure-runs RUN,RUN] [--check]
+
+Setups: plain (SGD momentum 0.9 in the optimizer), mc (momentum correction 0.9 in the hook, none
+in the optimizer), accordion (Accordion's density schedule: 0.1 in critical regimes, checks every
+20 steps). --published runs SIDCo as published (no count correction: State(sidco_as_published=
+True)); its runs are named with "-published". Each run is one JSON file in OUT, made once and
+reused; the table (OUT/controller.table.md) gives per run:
+    in band: the share of compressed steps whose quality lies in [0.5, 2];
+    changes/20: the most stage-count changes within any 20 steps once past the first 20;
+    density: the mean achieved density over the mean target, over the compressed steps;
+    p5, p95: the quality's percentiles; test accuracy of rank 0's replica at the end.
+--check exits 1 unless every run meets the goals: in band >= 0.9, changes/20 <= 1, density in
+[0.8, 1.25]. --figure draws quality and stages per step for the runs named (RUN as in the table).
+"""
+
+import argparse
+import json
+import math
+import os
+import socket
+import statistics
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+import gradscope
+import gradscope.ddp
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import study_models  # noqa: E402
+
+SETUPS = {
+    "plain": ({}, 0.9),
+    "mc": ({"momentum_correction": 0.9}, 0.0),
+    "accordion": ({"density_schedule": "accordion", "density_high": 0.1, "density_interval": 20}, 0.9),
+}
+LR = {"vit": 0.05, "cnn-bn": 0.05, "gru": 0.5, "branchy": 0.05, "resnet18": 0.05}
+GOALS = {"in_band": 0.9, "changes": 1, "density": (0.8, 1.25)}
+BAND = (0.5, 2.0)
+
+
+def run_name(model, method, setup, seed, published):
+    return f"{model}-{method}-{setup}{'-published' if published else ''}-s{seed}"
+
+
+def worker(rank, cfg, port, out):
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=cfg["workers"])
+    torch.set_num_threads(1)
+    torch.manual_seed(cfg["seed"])
+    task = study_models.task(cfg["model"], cfg["seed"], rank, cfg["workers"])
+    model = task.model()
+    ddp = torch.nn.parallel.DistributedDataParallel(model, find_unused_parameters=task.find_unused_parameters)
+    options, momentum = SETUPS[cfg["setup"]]
+    options = dict(options, sidco_as_published=True) if cfg["published"] else dict(options)
+    state = gradscope.ddp.State(cfg["method"], ratio=cfg["ratio"], history=cfg["steps"], timeout=600, **options)
+    ddp.register_comm_hook(state, gradscope.ddp.hook)
+    params = [p for p in ddp.parameters() if p.requires_grad]
+    opt = torch.optim.SGD(params, lr=LR[cfg["model"]], momentum=momentum)
+    gradscope.ddp.check_optimizer(opt, state)
+    t0 = time.perf_counter()
+    for step in range(cfg["steps"]):
+        task.before_step(model, step)
+        loss = task.loss(ddp, step)
+        opt.zero_grad()
+        loss.backward()
+        if not state.step_skipped:
+            opt.step()
+    if rank == 0:
+        fields = ("quality", "stages", "corrected", "density", "target_density", "warmup", "skipped", "critical")
+        result = dict(cfg, steps_run=[{f: getattr(s, f) for f in fields} for s in state.steps],
+                      summary=state.summary(), final_loss=float(loss), train_s=time.perf_counter() - t0,
+                      test_accuracy=task.evaluate(model))
+        with open(out, "w") as f:
+            json.dump(result, f)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def run_once(cfg, opts):
+    name = run_name(cfg["model"], cfg["method"], cfg["setup"], cfg["seed"], cfg["published"])
+    path = os.path.join(opts.out, f"{name}-w{cfg['workers']}-n{cfg['steps']}.json")
+    if os.path.exists(path):
+        with open(path) as f:
+            return json.load(f)
+    print(f"controller: {name}, {cfg['steps']} steps", file=sys.stderr, flush=True)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    partial = path + ".partial"
+    mp.spawn(worker, args=(cfg, port, partial), nprocs=cfg["workers"])
+    os.replace(partial, path)  # whole or absent: a run stopped midway is made again
+    with open(path) as f:
+        return json.load(f)
+
+
+def compressed(result):
+    return [s for s in result["steps_run"] if not s["warmup"] and not s["skipped"] and s["target_density"] < 1.0]
+
+
+def most_changes(stages, window=20, skip=20):
+    """The most stage-count changes within any `window` consecutive steps after the first `skip`."""
+    changes = [i for i in range(max(skip, 1), len(stages)) if stages[i] != stages[i - 1]]
+    return max((sum(1 for c in changes if start <= c < start + window)
+                for start in range(skip, max(skip + 1, len(stages) - window + 1))), default=0)
+
+
+def percentile(values, q):
+    v = sorted(values)
+    return v[min(len(v) - 1, max(0, math.ceil(q * len(v)) - 1))] if v else float("nan")
+
+
+def metrics(result):
+    steps = compressed(result)
+    q = [s["quality"] for s in steps]
+    return {"run": run_name(result["model"], result["method"], result["setup"], result["seed"], result["published"]),
+            "steps": len(steps),
+            "in_band": sum(BAND[0] <= x <= BAND[1] for x in q) / max(1, len(q)),
+            "changes": most_changes([s["stages"] for s in result["steps_run"]]),
+            "density": (sum(s["density"] for s in steps) / max(1e-300, sum(s["target_density"] for s in steps))),
+            "p5": percentile(q, 0.05), "p95": percentile(q, 0.95),
+            "accuracy": 100 * result["test_accuracy"]}
+
+
+def meets(m):
+    lo, hi = GOALS["density"]
+    return m["in_band"] >= GOALS["in_band"] and m["changes"] <= GOALS["changes"] and lo <= m["density"] <= hi
+
+
+def table(rows):
+    lines = ["| run | compressed steps | in [0.5, 2] | changes/20 | density / target | quality p5 | p95 | "
+             "test acc. % | goals |", "|---|---|---|---|---|---|---|---|---|"]
+    for m in rows:
+        lines.append(f"| {m['run']} | {m['steps']} | {100 * m['in_band']:.1f}% | {m['changes']} | {m['density']:.3f} | "
+                     f"{m['p5']:.2f} | {m['p95']:.2f} | {m['accuracy']:.2f} | {'met' if meets(m) else 'missed'} |")
+    return "\n".join(lines)
+
+
+def figure(results, names, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    chosen = [r for n in names for r in results if metrics(r)["run"] == n]
+    if not chosen:
+        raise SystemExit(f"--figure-runs: none of {', '.join(names)} was run")
+    fig, axes = plt.subplots(len(chosen), 1, figsize=(10, 2.6 * len(chosen)), squeeze=False, sharex=True)
+    for ax, r in zip(axes[:, 0], chosen):
+        steps = r["steps_run"]
+        ax.semilogy([s["quality"] if s["quality"] > 0 else float("nan") for s in steps], ".-", markersize=2,
+                    linewidth=0.6, color="tab:blue", label="quality (achieved / target density)")
+        ax.axhspan(*BAND, color="0.9", label="[0.5, 2]")
+        ax.axhline(1.0, color="0.5", linewidth=0.6)
+        ax.set_ylim(0.01, 10)
+        ax.set_ylabel("quality (log)")
+        twin = ax.twinx()
+        twin.step(range(len(steps)), [s["stages"] for s in steps], where="post", color="tab:red", linewidth=1.0,
+                  label="SIDCo stages")
+        twin.set_ylabel("stages", color="tab:red")
+        twin.set_ylim(0, max(s["stages"] for s in steps) + 1)
+        m = metrics(r)
+        ax.set_title(f"{m['run']}: {100 * m['in_band']:.0f}% of steps in [0.5, 2], at most {m['changes']} stage "
+                     f"changes in 20 steps, density {m['density']:.2f}x", fontsize=9)
+        ax.legend(loc="upper left", fontsize=7)
+        twin.legend(loc="upper right", fontsize=7)
+    axes[-1, 0].set_xlabel("step")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def parse():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--models", default=",".join(study_models.TASKS))
+    p.add_argument("--methods", default="sidco-e,sidco-p,sidco-gp")
+    p.add_argument("--setups", default=",".join(SETUPS))
+    p.add_argument("--steps", type=int, default=300)
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--seeds", default="1")
+    p.add_argument("--ratio", type=float, default=0.01)
+    p.add_argument("--published", action="store_true", help="SIDCo as published (no count correction)")
+    p.add_argument("--out", default="docs/results/controller")
+    p.add_argument("--figure", default="")
+    p.add_argument("--figure-runs", default="")
+    p.add_argument("--check", action="store_true", help="exit 1 unless every run meets the goals")
+    opts = p.parse_args()
+    for option, given, known in (("--models", opts.models, study_models.TASKS), ("--setups", opts.setups, SETUPS),
+                                 ("--methods", opts.methods, gradscope.compressor_names())):
+        unknown = [v for v in given.split(",") if v not in known]
+        if unknown:
+            raise SystemExit(f"{option}: unknown {', '.join(unknown)}; use {', '.join(known)}")
+    if opts.steps < 21:
+        raise SystemExit(f"--steps {opts.steps}: at least 21 (the stage changes are counted after step 20)")
+    if opts.workers < 1:
+        raise SystemExit(f"--workers {opts.workers}: at least 1")
+    if opts.figure and not opts.figure_runs:
+        raise SystemExit("--figure needs --figure-runs RUN,RUN (names as in the table)")
+    return opts
+
+
+def main():
+    opts = parse()
+    os.makedirs(opts.out, exist_ok=True)
+    t0 = time.perf_counter()
+    results = []
+    for model in opts.models.split(","):
+        for method in opts.methods.split(","):
+            for setup in opts.setups.split(","):
+                for seed in [int(s) for s in opts.seeds.split(",")]:
+                    cfg = {"model": model, "method": method, "setup": setup, "seed": seed, "steps": opts.steps,
+                           "workers": opts.workers, "ratio": opts.ratio, "published": opts.published}
+                    results.append(run_once(cfg, opts))
+    rows = [metrics(r) for r in results]
+    text = table(rows)
+    print(text)
+    with open(os.path.join(opts.out, "controller.table.md"), "w") as f:
+        f.write(text + "\n")
+    if opts.figure:
+        figure(results, opts.figure_runs.split(","), opts.figure)
+    print(f"controller: {len(rows)} runs, {sum(meets(m) for m in rows)} meet the goals; "
+          f"{time.perf_counter() - t0:.0f} s", file=sys.stderr)
+    if opts.check and not all(meets(m) for m in rows):
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
