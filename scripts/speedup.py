@@ -25,8 +25,10 @@ accuracy of seed s; means and standard errors over the seeds.
 Points: dense at the learning rates of --dense-lrs (SGD momentum 0.9; the best mean final accuracy
 is "dense" from then on), fp16 (fp16_compress_hook), PowerSGD ranks 1 and 4, and top-k, DGC,
 SIDCo-E, SIDCo-P and SIDCo-GP at 0.01 with momentum correction (0.9 in the hook, none in the
-optimizer: DGC's recipe, and what made SIDCo-E beat dense on the frontier). A smoke run of the
-whole pipeline:
+optimizer: DGC's recipe, and what made SIDCo-E beat dense on the frontier); SIDCo-E so with the
+shared exchange, and with compress-when auto (no accuracy run of its own: it trains as the mode its
+timing run chose at that rate, dense at lr 0.05 or SIDCo-E with momentum correction). A smoke run
+of the whole pipeline:
 
     PYTHONPATH=build/python python3 scripts/speedup.py --models vit --points dense,sidco-e-mc \\
         --dense-lrs 0.05 --workers 2 --steps 6 --eval-every 3 --seeds 1 --rates none --no-lab \\
@@ -66,7 +68,13 @@ POINTS = {
     "sidco-e-mc": ("sidco-e", 0.01, MC, 0.0, "SIDCo-E 0.01, mom. corr."),
     "sidco-p-mc": ("sidco-p", 0.01, MC, 0.0, "SIDCo-P 0.01, mom. corr."),
     "sidco-gp-mc": ("sidco-gp", 0.01, MC, 0.0, "SIDCo-GP 0.01, mom. corr."),
+    "sidco-e-mc-shared": ("sidco-e", 0.01, dict(MC, exchange="shared"), 0.0, "SIDCo-E 0.01, mom. corr., shared"),
+    "sidco-e-mc-auto": ("sidco-e", 0.01, dict(MC, when="auto"), 0.0, "SIDCo-E 0.01, mom. corr., when auto"),
 }
+# compress-when auto trains as the mode it chooses: its accuracy is that of the point it runs as
+# (dense at the compressed points' lr, or SIDCo-E with momentum correction), chosen at each rate by
+# its timing run.
+AUTO = "sidco-e-mc-auto"
 LR = 0.05  # every point but the dense sweep
 WARM = 3   # steps left out of the step times (the first DDP steps build its buckets)
 
@@ -192,9 +200,10 @@ def timing_worker(cfg_path):
         train_step(task, model, ddp, opt, state, step)
         steps.append(time.perf_counter() - t0)
     hook = [s.compress_s for s in state.steps] if state else [0.0] * len(steps)
+    dense = [s.dense for s in state.steps] if state else []
     if rank == 0:
         with open(cfg["out"], "w") as f:
-            json.dump(dict(cfg, step_s=steps, hook_s=hook, world=world), f)
+            json.dump(dict(cfg, step_s=steps, hook_s=hook, dense=dense, world=world), f)
     dist.barrier()
     dist.destroy_process_group()
 
@@ -263,7 +272,7 @@ def pm(v, se, fmt="{:.2f}"):
 def model_report(model, opts, points, dense_points):
     """The table rows of one model, and the best dense point."""
     seeds = [int(s) for s in opts.seeds.split(",")]
-    acc = {p: {s: accuracy_run(model, p, s, opts) for s in seeds} for p in dense_points + points}
+    acc = {p: {s: accuracy_run(model, p, s, opts) for s in seeds} for p in dense_points + points if p != AUTO}
     best = max(dense_points, key=lambda p: statistics.mean(r["test_accuracy"] for r in acc[p].values()))
     target = {s: acc[best][s]["test_accuracy"] for s in seeds}
     rows = []
@@ -272,16 +281,24 @@ def model_report(model, opts, points, dense_points):
         dense_step = split(timing_run(model, "dense", rate, opts), compute)["step"]
         ideal = dense_step / compute
         for p in [best] + points:
-            s = split(timing_run(model, "dense" if p == best else p, rate, opts), compute)
-            reach = {sd: steps_to(acc[p][sd]["curve"], target[sd]) for sd in seeds}
+            t = timing_run(model, "dense" if p == best else p, rate, opts)
+            s = split(t, compute)
+            runs_as = p
+            if p == AUTO:  # trains as the mode it chose after its first looks
+                # dense steps there are momentum SGD at the compressed points' lr (LR): dense at LR
+                runs_as = (f"dense-lr{LR:g}" if sum(t.get("dense", [])[WARM:]) * 2 > len(t["step_s"][WARM:])
+                           else "sidco-e-mc")
+            reach = {sd: steps_to(acc[runs_as][sd]["curve"], target[sd]) for sd in seeds}
             dense_total = {sd: acc[best][sd]["steps"] * dense_step for sd in seeds}
             times = [reach[sd] * s["step"] for sd in seeds if reach[sd] is not None]
             speedups = [dense_total[sd] / (reach[sd] * s["step"]) for sd in seeds if reach[sd] is not None]
-            rows.append({"model": model, "rate": rate, "point": p, "label": point_spec(p)[5], "split": s,
-                         "accuracy": mean_se([100 * r["test_accuracy"] for r in acc[p].values()]),
+            label = point_spec(p)[5] + (f" (ran {'compressed' if runs_as == 'sidco-e-mc' else 'dense'})"
+                                        if p == AUTO else "")
+            rows.append({"model": model, "rate": rate, "point": p, "label": label, "split": s,
+                         "accuracy": mean_se([100 * r["test_accuracy"] for r in acc[runs_as].values()]),
                          "reached": sum(r is not None for r in reach.values()), "seeds": len(seeds),
                          "time": mean_se(times), "speedup": mean_se(speedups), "ideal": ideal,
-                         "curves": {sd: acc[p][sd]["curve"] for sd in seeds}})
+                         "curves": {sd: acc[runs_as][sd]["curve"] for sd in seeds}})
     return rows, best
 
 
@@ -375,7 +392,8 @@ def main(argv=None):
         for m in models:
             for p in opts.dense_list + opts.point_list:
                 for s in seeds:
-                    accuracy_run(m, p, s, opts)
+                    if p != AUTO:
+                        accuracy_run(m, p, s, opts)
     if opts.phase in ("timing", "all"):
         for m in models:
             for rate in opts.rates.split(","):
