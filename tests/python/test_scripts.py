@@ -113,3 +113,14 @@ def test_speedup_runs_its_whole_pipeline_in_six_steps(tmp_path):
     assert (out / "speedup-vit.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     bad = script("speedup.py", "--points", "sidco-x", "--out", str(tmp_path / "bad"))
     assert bad.returncode != 0 and "unknown point(s) sidco-x" in bad.stderr
+
+
+def test_one_shot_sidco_lands_near_its_ratio_on_gradients_it_was_not_tuned_on():
+    """SIDCo's count correction on real gradients of a seed the stage counts were not chosen on
+    (scripts/one_shot_stages.py --seed 4: ResNet-18, a Transformer encoder and an LSTM, whole model
+    and largest layer, every SIDCo variant, 0.01 and 0.001): every call within [0.5, 2] of the ratio,
+    the median within [0.8, 1.25]."""
+    r = script("one_shot_stages.py", "--seed", "4", "--ratios", "0.01,0.001", "--stages", "2,3", "--check", "0.5,2",
+               "--median", "0.8,1.25")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "outside [0.5, 2.0]: none" in r.stdout and "within [0.8, 1.25]" in r.stdout, r.stdout
