@@ -27,8 +27,6 @@ import argparse
 import json
 import math
 import os
-import socket
-import statistics
 import sys
 import time
 
@@ -40,6 +38,7 @@ import gradscope
 import gradscope.ddp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import runs  # noqa: E402
 import study_models  # noqa: E402
 
 SETUPS = {
@@ -92,18 +91,11 @@ def worker(rank, cfg, port, out):
 def run_once(cfg, opts):
     name = run_name(cfg["model"], cfg["method"], cfg["setup"], cfg["seed"], cfg["published"])
     path = os.path.join(opts.out, f"{name}-w{cfg['workers']}-n{cfg['steps']}.json")
-    if os.path.exists(path):
-        with open(path) as f:
-            return json.load(f)
-    print(f"controller: {name}, {cfg['steps']} steps", file=sys.stderr, flush=True)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    partial = path + ".partial"
-    mp.spawn(worker, args=(cfg, port, partial), nprocs=cfg["workers"])
-    os.replace(partial, path)  # whole or absent: a run stopped midway is made again
-    with open(path) as f:
-        return json.load(f)
+
+    def make(partial):
+        print(f"controller: {name}, {cfg['steps']} steps", file=sys.stderr, flush=True)
+        mp.spawn(worker, args=(cfg, runs.free_port(), partial), nprocs=cfg["workers"])
+    return runs.cached_json(path, make)
 
 
 def compressed(result):
@@ -140,12 +132,11 @@ def meets(m):
 
 
 def table(rows):
-    lines = ["| run | compressed steps | in [0.5, 2] | changes/20 | density / target | quality p5 | p95 | "
-             "test acc. % | goals |", "|---|---|---|---|---|---|---|---|---|"]
-    for m in rows:
-        lines.append(f"| {m['run']} | {m['steps']} | {100 * m['in_band']:.1f}% | {m['changes']} | {m['density']:.3f} | "
-                     f"{m['p5']:.2f} | {m['p95']:.2f} | {m['accuracy']:.2f} | {'met' if meets(m) else 'missed'} |")
-    return "\n".join(lines)
+    header = ["run", "compressed steps", "in [0.5, 2]", "changes/20", "density / target", "quality p5", "p95",
+              "test acc. %", "goals"]
+    return runs.markdown(header, [[m["run"], m["steps"], f"{100 * m['in_band']:.1f}%", m["changes"],
+                                   f"{m['density']:.3f}", f"{m['p5']:.2f}", f"{m['p95']:.2f}",
+                                   f"{m['accuracy']:.2f}", "met" if meets(m) else "missed"] for m in rows])
 
 
 def figure(results, names, path):
@@ -222,10 +213,7 @@ def main():
                            "workers": opts.workers, "ratio": opts.ratio, "published": opts.published}
                     results.append(run_once(cfg, opts))
     rows = [metrics(r) for r in results]
-    text = table(rows)
-    print(text)
-    with open(os.path.join(opts.out, "controller.table.md"), "w") as f:
-        f.write(text + "\n")
+    runs.publish(table(rows), os.path.join(opts.out, "controller.table.md"))
     if opts.figure:
         figure(results, opts.figure_runs.split(","), opts.figure)
     print(f"controller: {len(rows)} runs, {sum(meets(m) for m in rows)} meet the goals; "

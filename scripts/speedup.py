@@ -39,7 +39,6 @@ import argparse
 import json
 import math
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -55,6 +54,7 @@ import gradscope.ddp
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import runs  # noqa: E402
 import study_models  # noqa: E402
 
 MC = {"momentum_correction": 0.9}
@@ -155,23 +155,6 @@ def accuracy_worker(rank, cfg, port, out):
     dist.destroy_process_group()
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def cached(path, make):
-    """The JSON at path, made by make(partial_path) when absent (whole or absent: a run stopped midway
-    is made again)."""
-    if not os.path.exists(path):
-        partial = path + ".partial"
-        make(partial)
-        os.replace(partial, path)
-    with open(path) as f:
-        return json.load(f)
-
-
 def accuracy_run(model, point, seed, opts):
     path = os.path.join(opts.out, "acc", f"{model}-{point}-w{opts.workers}-n{opts.steps}-s{seed}.json")
     cfg = {"model": model, "point": point, "seed": seed, "workers": opts.workers, "steps": opts.steps,
@@ -179,8 +162,8 @@ def accuracy_run(model, point, seed, opts):
 
     def make(partial):
         print(f"speedup: accuracy of {model} {point} seed {seed}", file=sys.stderr, flush=True)
-        mp.spawn(accuracy_worker, args=(cfg, free_port(), partial), nprocs=opts.workers)
-    return cached(path, make)
+        mp.spawn(accuracy_worker, args=(cfg, runs.free_port(), partial), nprocs=opts.workers)
+    return runs.cached_json(path, make)
 
 
 # ---- timing ------------------------------------------------------------------------------------
@@ -222,7 +205,7 @@ def timing_run(model, point, rate, opts):
         if opts.no_lab:
             procs = [subprocess.Popen(worker, env=dict(env, RANK=str(r), WORLD_SIZE=str(opts.workers),
                                                        MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)))
-                     for port in [free_port()] for r in range(opts.workers)]
+                     for port in [runs.free_port()] for r in range(opts.workers)]
             codes = [p.wait() for p in procs]
         else:
             lab = [sys.executable, os.path.join(HERE, "netlab.py"), "--rate", rate, "--workers", str(opts.workers),
@@ -231,7 +214,7 @@ def timing_run(model, point, rate, opts):
         os.remove(cfg_path)
         if any(codes):
             raise SystemExit(f"speedup: the timing run of {model} {point} at {rate} failed ({codes})")
-    return cached(path, make)
+    return runs.cached_json(path, make)
 
 
 def split(t, compute_s):
@@ -406,10 +389,7 @@ def main(argv=None):
             rows += model_rows
             print(f"speedup: {m}: dense's best learning rate is {point_spec(best)[4]:g}", file=sys.stderr)
             figure(rows, m, os.path.join(opts.out, f"speedup-{m}.png"))
-        text = table(rows)
-        print(text)
-        with open(os.path.join(opts.out, "speedup.table.md"), "w") as f:
-            f.write(text + "\n")
+        runs.publish(table(rows), os.path.join(opts.out, "speedup.table.md"))
 
 
 if __name__ == "__main__":
