@@ -84,7 +84,8 @@ def select(t, method="sidco-e", ratio=0.01, stages=None, seed=1, backend="auto",
     is there), "cpu", "cuda", or "cuda-host" (the CUDA backend's code on the host, for checking).
     A CUDA tensor is read in place by the cuda backend; indices and values come back on the host.
     sidco_as_published: SIDCo as the paper's code places it, without the count correction that
-    otherwise holds the selection within [0.8, 1.25] of the ratio (docs/algorithms.md).
+    otherwise holds the selection within [0.8, 1.25] of the ratio (docs/algorithms.md); default
+    False.
     An option the method does not read (stages for topk, seed for sidco-e, backend for randomk),
     set away from its default, is refused (gradscope.Error), as `gradscope train` refuses it."""
     names = sparse_selection_names()
