@@ -14,13 +14,15 @@ Setups: plain (SGD momentum 0.9 in the optimizer), mc (momentum correction 0.9 i
 in the optimizer), accordion (Accordion's density schedule: 0.1 in critical regimes, checks every
 20 steps). --published runs SIDCo as published (no count correction: State(sidco_as_published=
 True)); its runs are named with "-published". Each run is one JSON file in OUT, made once and
-reused; the table (OUT/controller.table.md) gives per run:
+reused; the table (OUT/controller.table.md, with --published OUT/controller-published.table.md) gives
+per run:
     in band: the share of compressed steps whose quality lies in [0.5, 2];
     changes/20: the most stage-count changes within any 20 steps once past the first 20;
     density: the mean achieved density over the mean target, over the compressed steps;
     p5, p95: the quality's percentiles; test accuracy of rank 0's replica at the end.
 --check exits 1 unless every run meets the goals: in band >= 0.9, changes/20 <= 1, density in
-[0.8, 1.25]. --figure draws quality and stages per step for the runs named (RUN as in the table).
+[0.8, 1.25]. --figure draws quality and stages per step for the runs named (RUN as in the
+tables, made by this call or an earlier one, as published or not).
 """
 
 import argparse
@@ -88,9 +90,13 @@ def worker(rank, cfg, port, out):
     dist.destroy_process_group()
 
 
+def run_path(name, opts):
+    return os.path.join(opts.out, f"{name}-w{opts.workers}-n{opts.steps}.json")
+
+
 def run_once(cfg, opts):
     name = run_name(cfg["model"], cfg["method"], cfg["setup"], cfg["seed"], cfg["published"])
-    path = os.path.join(opts.out, f"{name}-w{cfg['workers']}-n{cfg['steps']}.json")
+    path = run_path(name, opts)
 
     def make(partial):
         print(f"controller: {name}, {cfg['steps']} steps", file=sys.stderr, flush=True)
@@ -139,13 +145,19 @@ def table(rows):
                                    f"{m['accuracy']:.2f}", "met" if meets(m) else "missed"] for m in rows])
 
 
-def figure(results, names, path):
+def figure(names, path, opts):
+    """Quality and stages per step of the runs named, made by this call or an earlier one (with or
+    without --published) at the same --workers and --steps."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    chosen = [r for n in names for r in results if metrics(r)["run"] == n]
-    if not chosen:
-        raise SystemExit(f"--figure-runs: none of {', '.join(names)} was run")
+    missing = [n for n in names if not os.path.exists(run_path(n, opts))]
+    if missing:
+        raise SystemExit(f"--figure-runs: {', '.join(missing)} not run yet (no {run_path(missing[0], opts)})")
+    chosen = []
+    for n in names:
+        with open(run_path(n, opts)) as f:
+            chosen.append(json.load(f))
     fig, axes = plt.subplots(len(chosen), 1, figsize=(10, 2.6 * len(chosen)), squeeze=False, sharex=True)
     for ax, r in zip(axes[:, 0], chosen):
         steps = r["steps_run"]
@@ -213,9 +225,10 @@ def main():
                            "workers": opts.workers, "ratio": opts.ratio, "published": opts.published}
                     results.append(run_once(cfg, opts))
     rows = [metrics(r) for r in results]
-    runs.publish(table(rows), os.path.join(opts.out, "controller.table.md"))
+    table_name = "controller-published.table.md" if opts.published else "controller.table.md"
+    runs.publish(table(rows), os.path.join(opts.out, table_name))
     if opts.figure:
-        figure(results, opts.figure_runs.split(","), opts.figure)
+        figure(opts.figure_runs.split(","), opts.figure, opts)
     print(f"controller: {len(rows)} runs, {sum(meets(m) for m in rows)} meet the goals; "
           f"{time.perf_counter() - t0:.0f} s", file=sys.stderr)
     if opts.check and not all(meets(m) for m in rows):

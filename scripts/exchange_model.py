@@ -160,6 +160,7 @@ def lab_row(exchange, workers, opts):
             json.dump(row, f)
         for extra in (cfg_path, stats, cfg["out"]):
             os.remove(extra)
+        runs.drop_quiet_logs(path + ".logs")
     with open(path) as f:
         return json.load(f)
 

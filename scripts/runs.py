@@ -4,6 +4,7 @@ reused, and their Markdown tables, printed and written beside the runs."""
 
 import json
 import os
+import shutil
 import socket
 
 
@@ -23,6 +24,12 @@ def cached_json(path, make):
         os.replace(partial, path)
     with open(path) as f:
         return json.load(f)
+
+
+def drop_quiet_logs(folder):
+    """Removes a run's log folder when every log in it is empty (a run that printed nothing)."""
+    if os.path.isdir(folder) and all(os.path.getsize(os.path.join(folder, f)) == 0 for f in os.listdir(folder)):
+        shutil.rmtree(folder)
 
 
 def markdown(header, rows):

@@ -214,6 +214,7 @@ def timing_run(model, point, rate, opts):
         os.remove(cfg_path)
         if any(codes):
             raise SystemExit(f"speedup: the timing run of {model} {point} at {rate} failed ({codes})")
+        runs.drop_quiet_logs(partial + ".logs")
     return runs.cached_json(path, make)
 
 
@@ -344,7 +345,7 @@ def parse(argv=None):
     if unknown:
         p.error(f"unknown point(s) {', '.join(unknown)}: use {', '.join(POINTS)}")
     opts.point_list = [x for x in points if not x.startswith("dense")]
-    opts.dense_list = [f"dense-lr{float(lr):g}" for lr in opts.dense_lrs.split(",")]
+    opts.dense_list = [f"dense-lr{float(lr):g}" for lr in opts.dense_lrs.split(",") if lr]  # "": none
     for m in opts.models.split(","):
         if m not in study_models.TASKS:
             p.error(f"unknown model {m!r}: use {', '.join(study_models.TASKS)}")
