@@ -9,8 +9,10 @@ Two measurements, each made once and reused from OUT (the frontier's way, script
     (scripts/netlab.py: one namespace and one tbf-shaped link per worker, both directions) at each
     rate; the median step after the first 3, split into compute (the step of the same workers with
     a hook that sends nothing), the hook's own work (compress and decode, gradscope's hook) and
-    communication (the rest): OUT/time/<model>-<point>-w<W>-<rate>.json. Needs root (the lab);
-    --no-lab runs the unshaped rate on plain loopback instead (the smoke test).
+    communication (the rest): OUT/time/<model>-<point>-w<W>-<rate>.json. --timing-budget S ends a
+    run once its timed steps pass S seconds, with at least 2 timed (a dense ResNet-18 step takes
+    about a minute at 10 Mbit/s). Needs root (the lab); --no-lab runs the unshaped rate on plain
+    loopback instead (the smoke test).
 The report (OUT/speedup.table.md, OUT/speedup-<model>.png) gives, per model and rate, each point's
 median step and its split, the wall time to reach dense's final test accuracy (steps to it, read
 off the accuracy runs with linear interpolation between evaluations, times the median step at that
@@ -20,7 +22,8 @@ accuracy of seed s; means and standard errors over the seeds.
 
     sudo PYTHONPATH=build/python python3 scripts/speedup.py [--models resnet18,vit] [--points ...]
         [--rates 10mbit,100mbit,1gbit,10gbit,none] [--workers 4] [--steps 400] [--seeds 1,2,3]
-        [--eval-every 50] [--timing-steps 10] [--phase accuracy|timing|report|all] [--out DIR]
+        [--eval-every 50] [--timing-steps 10] [--timing-budget S] [--phase accuracy|timing|report|all]
+        [--out DIR]
 
 Points: dense at the learning rates of --dense-lrs (SGD momentum 0.9; the best mean final accuracy
 is "dense" from then on), fp16 (fp16_compress_hook), PowerSGD ranks 1 and 4, and top-k, DGC,
@@ -182,6 +185,12 @@ def timing_worker(cfg_path):
         t0 = time.perf_counter()
         train_step(task, model, ddp, opt, state, step)
         steps.append(time.perf_counter() - t0)
+        # --timing-budget: once two steps past the warm ones are timed and their time passes the
+        # budget, stop (rank 0's clock decides for all, outside the timed steps)
+        done = torch.tensor([len(steps) >= WARM + 2 and sum(steps[WARM:]) > cfg["budget"]], dtype=torch.int32)
+        dist.broadcast(done, 0)
+        if done.item():
+            break
     hook = [s.compress_s for s in state.steps] if state else [0.0] * len(steps)
     dense = [s.dense for s in state.steps] if state else []
     if rank == 0:
@@ -199,7 +208,7 @@ def timing_run(model, point, rate, opts):
         cfg_path = partial + ".cfg"
         with open(cfg_path, "w") as f:
             json.dump({"model": model, "point": point, "rate": rate, "steps": opts.timing_steps,
-                       "out": os.path.abspath(partial)}, f)
+                       "budget": opts.timing_budget, "out": os.path.abspath(partial)}, f)
         worker = [sys.executable, os.path.abspath(__file__), "--time-worker", os.path.abspath(cfg_path)]
         env = dict(os.environ, OMP_NUM_THREADS="1")
         if opts.no_lab:
@@ -336,6 +345,8 @@ def parse(argv=None):
     p.add_argument("--eval-every", type=int, default=50)
     p.add_argument("--timing-steps", type=int, default=10)
     p.add_argument("--timing-timeout", type=int, default=3600)
+    p.add_argument("--timing-budget", type=float, default=float("inf"),
+                   help="seconds of timed steps after which a timing run stops (at least 2 are timed)")
     p.add_argument("--phase", default="all", choices=["accuracy", "timing", "report", "all"])
     p.add_argument("--no-lab", action="store_true", help="unshaped rate only, on loopback (no root needed)")
     p.add_argument("--out", default="docs/results/speedup")

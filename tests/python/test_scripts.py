@@ -98,8 +98,10 @@ def test_speedup_runs_its_whole_pipeline_in_six_steps(tmp_path):
     out = tmp_path / "speedup"
     r = script("speedup.py", "--models", "vit", "--points", "sidco-e-mc,sidco-e-mc-shared", "--dense-lrs", "0.05",
                "--workers", "2", "--steps", "6", "--eval-every", "3", "--seeds", "1", "--rates", "none", "--no-lab",
-               "--timing-steps", "4", "--out", str(out))
+               "--timing-steps", "8", "--timing-budget", "0", "--out", str(out))
     assert r.returncode == 0, r.stdout + r.stderr
+    for timed in (out / "time").glob("*.json"):  # the budget ends each at 3 warm + 2 timed steps
+        assert len(json.loads(timed.read_text())["step_s"]) == 5, timed.name
     rows = [line for line in r.stdout.splitlines() if line.startswith("| vit | none |")]
     assert [line.split(" | ")[2] for line in rows] == [
         "dense, lr 0.05", "SIDCo-E 0.01, mom. corr.", "SIDCo-E 0.01, mom. corr., shared"]
