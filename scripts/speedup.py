@@ -295,6 +295,40 @@ def model_report(model, opts, points, dense_points):
     return rows, best
 
 
+def paired(a, b):
+    """Mean ± standard error of a's final accuracy minus b's (points), over the seeds both have."""
+    both = sorted(set(a) & set(b))
+    m, se = mean_se([100 * (a[sd]["test_accuracy"] - b[sd]["test_accuracy"]) for sd in both])
+    return pm(m, se) + f" ({len(both)})" if both else ""
+
+
+def accuracy_table(models, opts):
+    """Every accuracy run made: final test accuracy per point, and paired by seed against dense at
+    its best learning rate, against top-k with momentum correction and (the shared exchange)
+    against the all-gather's SIDCo-E."""
+    lines = ["| model | point | seeds | test acc. % | vs best dense | vs top-k, mom. corr. | vs all-gather |",
+             "|---|---|---|---|---|---|---|"]
+    for model in models:
+        found = {}
+        for p in opts.dense_list + list(POINTS):
+            for sd in [int(x) for x in opts.seeds.split(",")]:
+                path = os.path.join(opts.out, "acc", f"{model}-{p}-w{opts.workers}-n{opts.steps}-s{sd}.json")
+                if os.path.exists(path):
+                    with open(path) as f:
+                        found.setdefault(p, {})[sd] = json.load(f)
+        dense = [p for p in found if p.startswith("dense")]
+        best = max(dense, key=lambda p: statistics.mean(r["test_accuracy"] for r in found[p].values()),
+                   default=None)
+        for p, acc in found.items():
+            m, se = mean_se([100 * r["test_accuracy"] for r in acc.values()])
+            label = point_spec(p)[5] + (" (best dense)" if p == best else "")
+            lines.append(f"| {model} | {label} | {','.join(map(str, sorted(acc)))} | {pm(m, se)} | "
+                         f"{paired(acc, found[best]) if best and p != best else ''} | "
+                         f"{paired(acc, found['topk-mc']) if 'topk-mc' in found and p != 'topk-mc' else ''} | "
+                         f"{paired(acc, found['sidco-e-mc']) if p == 'sidco-e-mc-shared' and 'sidco-e-mc' in found else ''} |")
+    return "\n".join(lines)
+
+
 def table(rows):
     lines = ["| model | rate | point | test acc. % | step s | compute / hook / comm s | time to dense's acc. s "
              "(seeds reaching it) | speed-up | ideal | of ideal |", "|---|---|---|---|---|---|---|---|---|---|"]
@@ -389,6 +423,7 @@ def main(argv=None):
                 for s in seeds:
                     if p != AUTO:
                         accuracy_run(m, p, s, opts)
+        runs.publish(accuracy_table(models, opts), os.path.join(opts.out, "accuracy.table.md"))
     if opts.phase in ("timing", "all"):
         for m in models:
             for rate in opts.rates.split(","):
