@@ -54,8 +54,7 @@ void write_root(hid_t f, const SourceIdentity& src, const StoredOptions& o, cons
   h5::write_u64_attr(f, "ks_max_points", o.ks_max_points, file);
   h5::write_u64_attr(f, "seed", o.seed, file);
   h5::write_i64_attr(f, "qq_points", o.qq_points, file);
-  h5::write_string_attr(f, "param_names",
-                        "exponential:beta,-;gamma:alpha,beta;gpareto:xi,sigma;normal:mu,sigma", file);
+  h5::write_string_attr(f, "param_names", param_names_attribute(), file);
 }
 
 // Checks what an open file is (format and version); gs::Error naming the file otherwise.
@@ -75,7 +74,7 @@ h5::Handle checked_analysis(h5::Handle f, const fs::path& path) {
 // Opens an existing analysis file after checking what it is; gs::Error naming the file otherwise.
 h5::Handle open_file(const fs::path& path, bool write) {
   h5::silence();
-  if (!fs::exists(path)) throw Error(path.string() + ": no such file");
+  if (!fs::exists(path)) throw MissingFile(path.string() + ": no such file");
   if (H5Fis_hdf5(path.c_str()) <= 0)
     throw Error(path.string() + ": not an HDF5 file (or it is truncated)");
   return checked_analysis(
@@ -198,6 +197,17 @@ StoredOptions StoredOptions::from(const AnalyzeConfig& c) {
   return o;
 }
 
+bool StoredOptions::same_analysis(const StoredOptions& other) const {
+  auto as_set = [](StoredOptions o) {
+    std::sort(o.densities.begin(), o.densities.end());
+    std::sort(o.dists.begin(), o.dists.end());
+    std::sort(o.methods.begin(), o.methods.end());
+    o.steps.clear();
+    return o;
+  };
+  return as_set(*this) == as_set(other);
+}
+
 std::string StoredOptions::describe() const {
   std::ostringstream s;
   s << "ratios=";
@@ -213,6 +223,7 @@ std::string StoredOptions::describe() const {
 struct AnalysisWriter::Impl {
   fs::path path;
   h5::Handle file;
+  StoredOptions options;
   tables::Widths widths;
   std::vector<std::int64_t> steps_done;
 };
@@ -233,6 +244,7 @@ AnalysisWriter AnalysisWriter::create(const fs::path& path, const SourceIdentity
   impl->file = h5::checked(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose,
                            path, "cannot create the analysis file");
   impl->widths.scope = std::max<std::size_t>(max_scope_chars, 8);
+  impl->options = options;
   const hid_t f = impl->file.get();
   write_root(f, source, options, path);
   const auto& w = impl->widths;
@@ -261,11 +273,21 @@ AnalysisWriter AnalysisWriter::open(const fs::path& path, const SourceIdentity& 
                 ", created " + stored.created + ", layers " + stored.layers_hash + ") than " +
                 source.path + " (created " + source.created + ", layers " + source.layers_hash +
                 "); pass --force to replace it, or choose another --out");
-  const StoredOptions had = read_options(f, path);
-  if (!(had == options))
+  if (!h5::has_field(f, tables::kThresholds, "too_small", path))
+    throw Error(path.string() + ": was made by an older gradscope (its thresholds table has no n and "
+                "too_small columns); pass --force to recompute it, or choose another --out");
+  StoredOptions had = read_options(f, path);
+  if (!had.same_analysis(options))
     throw Error(path.string() + ": was made with other options (" + had.describe() +
                 ") than this run's (" + options.describe() +
                 "); pass --force to recompute it with the new options, or choose another --out");
+  const std::string steps = StepSelection::parse(had.steps).joined(StepSelection::parse(options.steps)).to_string();
+  if (steps != had.steps) {
+    h5::check(H5Adelete(f, "steps"), path, "replace the steps attribute");
+    h5::write_string_attr(f, "steps", steps, path);
+    had.steps = steps;
+  }
+  impl->options = had;
   impl->widths = tables::read_widths(f, path);
   impl->steps_done = read_step_column(f, tables::kSteps, path);
   // Drop rows of a step cut off before its /steps row (the commit record) was written.
@@ -280,8 +302,14 @@ AnalysisWriter AnalysisWriter::open(const fs::path& path, const SourceIdentity& 
 }
 
 const std::vector<std::int64_t>& AnalysisWriter::steps_done() const { return impl_->steps_done; }
+const StoredOptions& AnalysisWriter::options() const { return impl_->options; }
 
 void AnalysisWriter::append(const StepResults& r) {
+  write_rows(r);
+  commit(r.step);
+}
+
+void AnalysisWriter::write_rows(const StepResults& r) {
   const hid_t f = impl_->file.get();
   const auto& w = impl_->widths;
   const auto& path = impl_->path;
@@ -297,12 +325,16 @@ void AnalysisWriter::append(const StepResults& r) {
   write(tables::kTails, tables::fields<TailRow>(w), r.tails);
   write(tables::kQQ, tables::fields<QQRow>(w), r.qq);
   write(tables::kThresholds, tables::fields<ThresholdRow>(w), r.thresholds);
+}
+
+void AnalysisWriter::commit(const StepRow& step) {
+  const hid_t f = impl_->file.get();
   std::vector<char> bytes;
   h5::Packer p(bytes);
-  tables::pack(p, r.step);
-  h5::append_rows(f, tables::kSteps, tables::fields<StepRow>(), bytes, 1, path);
-  h5::check(H5Fflush(f, H5F_SCOPE_GLOBAL), path, "flush");
-  impl_->steps_done.push_back(r.step.step);
+  tables::pack(p, step);
+  h5::append_rows(f, tables::kSteps, tables::fields<StepRow>(), bytes, 1, impl_->path);
+  h5::check(H5Fflush(f, H5F_SCOPE_GLOBAL), impl_->path, "flush");
+  impl_->steps_done.push_back(step.step);
 }
 
 void AnalysisWriter::close() {
