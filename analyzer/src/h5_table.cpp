@@ -210,13 +210,6 @@ std::size_t stored_width(hid_t file_id, const char* table, const char* field,
   return H5Tget_size(m.get());
 }
 
-bool has_field(hid_t file_id, const char* table, const char* field, const std::filesystem::path& file) {
-  if (H5Lexists(file_id, table, H5P_DEFAULT) <= 0) return false;
-  Handle d = open_table(file_id, table, file);
-  Handle t = checked(H5Dget_type(d.get()), H5Tclose, file, "table type");
-  return H5Tget_member_index(t.get(), field) >= 0;
-}
-
 std::uint64_t table_rows(hid_t file_id, const char* name, const std::filesystem::path& file) {
   Handle d = open_table(file_id, name, file);
   return rows_of(d.get(), file);

@@ -101,8 +101,6 @@ void create_table(hid_t file_id, const char* name, const std::vector<Field>& fie
 // Width of a string field as stored (0 when the table or field is absent).
 std::size_t stored_width(hid_t file_id, const char* table, const char* field,
                          const std::filesystem::path& file);
-// Whether a stored table has the field (false when the table is absent).
-bool has_field(hid_t file_id, const char* table, const char* field, const std::filesystem::path& file);
 std::uint64_t table_rows(hid_t file_id, const char* name, const std::filesystem::path& file);
 void append_rows(hid_t file_id, const char* name, const std::vector<Field>& fields,
                  const std::vector<char>& bytes, std::uint64_t rows, const std::filesystem::path& file);

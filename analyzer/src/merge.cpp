@@ -54,6 +54,10 @@ MergeResult merge_stores(const std::vector<fs::path>& paths, const fs::path& out
     if (fs::exists(output) && fs::equivalent(p, output, ec))
       throw Error(output.string() + " is one of the shards: choose another --out file");
     auto reader = std::make_unique<AnalysisReader>(p);
+    if (reader->format_version() != kAnalysisFormatVersion)
+      throw Error("cannot merge " + p.string() + ": it was made by an older gradscope (analysis format version " +
+                  std::to_string(reader->format_version()) + ", whose steps are rows); analyse its steps again "
+                  "with --force");
     const auto slice = StepSelection::parse(reader->options().steps).single_slice();
     if (!slice)
       throw Error("cannot merge " + p.string() + ": its steps (" + reader->options().steps +

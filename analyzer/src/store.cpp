@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <map>
 #include <set>
 #include <sstream>
 #include <type_traits>
@@ -65,9 +66,10 @@ h5::Handle checked_analysis(h5::Handle f, const fs::path& path) {
   if (format != kAnalysisFormat)
     throw Error(path.string() + ": not a gradscope analysis file (format is '" + format + "')");
   const auto version = h5::read_i64_attr(f.get(), "format_version", path);
-  if (version != kAnalysisFormatVersion)
+  if (version < kOldestAnalysisFormatVersion || version > kAnalysisFormatVersion)
     throw Error(path.string() + ": analysis format version " + std::to_string(version) +
-                " is not supported; this build reads version " + std::to_string(kAnalysisFormatVersion));
+                " is not supported; this build reads versions " + std::to_string(kOldestAnalysisFormatVersion) +
+                " to " + std::to_string(kAnalysisFormatVersion));
   return f;
 }
 
@@ -273,9 +275,11 @@ AnalysisWriter AnalysisWriter::open(const fs::path& path, const SourceIdentity& 
                 ", created " + stored.created + ", layers " + stored.layers_hash + ") than " +
                 source.path + " (created " + source.created + ", layers " + source.layers_hash +
                 "); pass --force to replace it, or choose another --out");
-  if (!h5::has_field(f, tables::kThresholds, "too_small", path))
-    throw Error(path.string() + ": was made by an older gradscope (its thresholds table has no n and "
-                "too_small columns); pass --force to recompute it, or choose another --out");
+  if (h5::read_i64_attr(f, "format_version", path) != kAnalysisFormatVersion)
+    throw Error(path.string() + ": was made by an older gradscope (analysis format version " +
+                std::to_string(h5::read_i64_attr(f, "format_version", path)) +
+                ": its steps are rows, its thresholds have no n and too_small); pass --force to recompute "
+                "it, or choose another --out");
   StoredOptions had = read_options(f, path);
   if (!had.same_analysis(options))
     throw Error(path.string() + ": was made with other options (" + had.describe() +
@@ -349,8 +353,11 @@ struct AnalysisReader::Impl {
   SourceIdentity source;
   StoredOptions options;
   std::string created;
+  int version = kAnalysisFormatVersion;
   tables::Widths widths;
   std::set<std::int64_t> committed;
+  // Version 1: the n of every (step, scope), from /vectors, for the thresholds it lacks it in.
+  std::map<std::pair<std::int64_t, std::string>, std::uint64_t> sizes() const;
 };
 
 AnalysisReader::AnalysisReader(const fs::path& path) : impl_(std::make_unique<Impl>()) {
@@ -374,6 +381,7 @@ void AnalysisReader::load() {
   impl_->source = read_source(f, path);
   impl_->options = read_options(f, path);
   impl_->created = h5::read_string_attr(f, "created", path);
+  impl_->version = static_cast<int>(h5::read_i64_attr(f, "format_version", path));
   impl_->widths = tables::read_widths(f, path);
   const auto steps = read_step_column(f, tables::kSteps, path);
   impl_->committed = {steps.begin(), steps.end()};
@@ -386,6 +394,15 @@ const fs::path& AnalysisReader::path() const { return impl_->path; }
 const SourceIdentity& AnalysisReader::source() const { return impl_->source; }
 const StoredOptions& AnalysisReader::options() const { return impl_->options; }
 std::string AnalysisReader::created() const { return impl_->created; }
+int AnalysisReader::format_version() const { return impl_->version; }
+
+std::map<std::pair<std::int64_t, std::string>, std::uint64_t> AnalysisReader::Impl::sizes() const {
+  std::map<std::pair<std::int64_t, std::string>, std::uint64_t> out;
+  for (const auto& v : read_table<VectorRow>(file.get(), tables::kVectors, tables::fields<VectorRow>(widths),
+                                             committed, path, widths))
+    out[{v.step, v.scope}] = v.n;
+  return out;
+}
 std::size_t AnalysisReader::scope_width() const { return impl_->widths.scope; }
 
 std::vector<StepRow> AnalysisReader::steps() const {
@@ -414,8 +431,17 @@ std::vector<QQRow> AnalysisReader::qq() const {
 }
 std::vector<ThresholdRow> AnalysisReader::thresholds() const {
   const auto& w = impl_->widths;
-  return read_table<ThresholdRow>(impl_->file.get(), tables::kThresholds, tables::fields<ThresholdRow>(w),
-                                  impl_->committed, impl_->path, w);
+  auto rows = read_table<ThresholdRow>(impl_->file.get(), tables::kThresholds, tables::fields<ThresholdRow>(w),
+                                       impl_->committed, impl_->path, w);
+  if (impl_->version < 2) {
+    const auto sizes = impl_->sizes();
+    for (auto& t : rows) {
+      const auto it = sizes.find({t.step, t.scope});
+      t.n = it == sizes.end() ? 0 : it->second;
+      t.too_small = it != sizes.end() && too_small_for_quality(t.n, t.density);
+    }
+  }
+  return rows;
 }
 
 const std::vector<std::string>& AnalysisReader::table_names() {
@@ -438,7 +464,20 @@ std::vector<Column> AnalysisReader::table(const std::string& name) const {
   const auto fields = tables::fields_of(name, impl_->widths);
   std::uint64_t rows = 0;
   const auto bytes = h5::read_rows(impl_->file.get(), name.c_str(), fields, &rows, impl_->path);
-  return columns_of(bytes, rows, fields, impl_->committed);
+  auto columns = columns_of(bytes, rows, fields, impl_->committed);
+  if (impl_->version < 2 && name == tables::kThresholds) {  // n and too_small as thresholds() fills them
+    const auto filled = thresholds();
+    for (auto& c : columns) {
+      if (c.name == "n") {
+        auto& n = std::get<std::vector<std::uint64_t>>(c.values);
+        for (std::size_t i = 0; i < n.size(); ++i) n[i] = filled[i].n;
+      } else if (c.name == "too_small") {
+        auto& flag = std::get<std::vector<std::uint8_t>>(c.values);
+        for (std::size_t i = 0; i < flag.size(); ++i) flag[i] = filled[i].too_small;
+      }
+    }
+  }
+  return columns;
 }
 
 }  // namespace gs::analyzer

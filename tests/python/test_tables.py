@@ -417,3 +417,34 @@ def test_step_seconds_account_for_the_analysis(analysed):
     # Everything but opening the files and committing each step is in the steps' seconds.
     assert steps.seconds.sum() <= result["seconds"]
     assert steps.seconds.sum() >= 0.5 * result["seconds"], (steps.seconds.sum(), result["seconds"])
+
+
+def test_a_version_1_analysis_reads_with_n_and_too_small_filled_in(analysed, tmp_path, gradscope_bin):
+    h5py = pytest.importorskip("h5py")
+    snapshot, _, current = analysed
+    old = tmp_path / "old.h5"
+    gradscope.analyze(snapshot, old, ratios=(0.1, 0.01), jobs=1)
+    with h5py.File(old, "r+") as f:  # as version 1 wrote it: no n and too_small, steps by row
+        rows = f["thresholds"][:]
+        names = [n for n in rows.dtype.names if n not in ("n", "too_small")]
+        table = np.empty(len(rows), dtype=[(n, rows.dtype[n]) for n in names])
+        for n in names:
+            table[n] = rows[n]
+        del f["thresholds"]
+        f.create_dataset("thresholds", data=table, maxshape=(None,), chunks=True)
+        f.attrs["format_version"] = np.int64(1)
+    a = gradscope.load_analysis(old)
+    assert a.attrs["format_version"] == 1 and current.attrs["format_version"] == 2
+    th, want = a.thresholds, current.thresholds
+    assert th.n.tolist() == want.n.tolist() and th.too_small.tolist() == want.too_small.tolist()
+    assert th.too_small.any() and not th.too_small.all()
+    # Appending to it, or merging it, would read its steps as rows: refused, with the way out.
+    with pytest.raises(gradscope.Error, match=r"older gradscope \(analysis format version 1.*force=True"):
+        gradscope.analyze(snapshot, old, ratios=(0.1, 0.01), jobs=1)
+    merged = subprocess.run([gradscope_bin, "merge", "--out", str(tmp_path / "m.h5"), str(old)],
+                            capture_output=True, text=True)
+    assert merged.returncode == 1 and "analysis format version 1" in merged.stderr
+    with h5py.File(old, "r+") as f:
+        f.attrs["format_version"] = np.int64(3)
+    with pytest.raises(gradscope.Error, match="analysis format version 3 is not supported; this build reads versions 1 to 2"):
+        gradscope.load_analysis(old)

@@ -18,7 +18,10 @@
 namespace gs::analyzer {
 
 inline constexpr const char* kAnalysisFormat = "gradscope-analysis";
-inline constexpr int kAnalysisFormatVersion = 1;
+// Version 2: --steps names training steps (version 1: rows of the snapshot's /steps) and
+// /thresholds has n and too_small. Readers read both; only the current one is appended to or merged.
+inline constexpr int kAnalysisFormatVersion = 2;
+inline constexpr int kOldestAnalysisFormatVersion = 1;
 
 struct StepRow {
   std::int64_t step = 0;
@@ -201,9 +204,11 @@ class AnalysisReader {
   const SourceIdentity& source() const;
   const StoredOptions& options() const;
   std::string created() const;  // when the analysis file was made
+  int format_version() const;   // kOldestAnalysisFormatVersion .. kAnalysisFormatVersion
   std::size_t scope_width() const;  // bytes of the scope fields (the longest layer name, or 8)
 
-  // Committed rows only (those of steps in /steps), in the order they were written.
+  // Committed rows only (those of steps in /steps), in the order they were written. A version 1
+  // file's thresholds get n from /vectors and too_small by its rule, as version 2 stores them.
   std::vector<StepRow> steps() const;
   std::vector<VectorRow> vectors() const;
   std::vector<FitRow> fits() const;
