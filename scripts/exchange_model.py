@@ -34,6 +34,8 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import runs  # noqa: E402
 RESNET18 = 11181642  # torchvision's ResNet-18 with 10 classes: its gradient's elements
 WORKERS = [4, 8, 16, 32, 64, 128, 256, 512, 1024]
 RATES = {"1gbit": 1e9, "10gbit": 1e10}
@@ -158,17 +160,17 @@ def lab_row(exchange, workers, opts):
             json.dump(row, f)
         for extra in (cfg_path, stats, cfg["out"]):
             os.remove(extra)
+        runs.drop_quiet_logs(path + ".logs")
     with open(path) as f:
         return json.load(f)
 
 
 def lab_table(rows):
-    lines = ["| exchange | workers | model: MB sent per worker per step | the lab's links: MB sent per worker per step "
-             "| lab / model |", "|---|---|---|---|---|"]
-    for r in rows:
-        lines.append(f"| {r['exchange']} | {r['workers']} | {r['model'] / 1e6:.3f} | {r['measured_tx'] / 1e6:.3f} | "
-                     f"{r['measured_tx'] / r['model']:.3f} |")
-    return "\n".join(lines)
+    header = ["exchange", "workers", "model: MB sent per worker per step", "the lab's links: MB sent per worker per step",
+              "lab / model"]
+    return runs.markdown(header, [[r["exchange"], r["workers"], f"{r['model'] / 1e6:.3f}",
+                                   f"{r['measured_tx'] / 1e6:.3f}", f"{r['measured_tx'] / r['model']:.3f}"]
+                                  for r in rows])
 
 
 def main():
@@ -197,9 +199,7 @@ def main():
             p.error(reason)
         rows = [lab_row(x, int(w), opts) for w in opts.lab_workers.split(",") for x in ("allgather", "shared")]
         text += "\n\n" + lab_table(rows)
-    print(text)
-    with open(os.path.join(opts.out, "scale.table.md"), "w") as f:
-        f.write(text + "\n")
+    runs.publish(text, os.path.join(opts.out, "scale.table.md"))
     figure(opts, rows, os.path.join(opts.out, "scale.png"))
 
 

@@ -9,8 +9,10 @@ Two measurements, each made once and reused from OUT (the frontier's way, script
     (scripts/netlab.py: one namespace and one tbf-shaped link per worker, both directions) at each
     rate; the median step after the first 3, split into compute (the step of the same workers with
     a hook that sends nothing), the hook's own work (compress and decode, gradscope's hook) and
-    communication (the rest): OUT/time/<model>-<point>-w<W>-<rate>.json. Needs root (the lab);
-    --no-lab runs the unshaped rate on plain loopback instead (the smoke test).
+    communication (the rest): OUT/time/<model>-<point>-w<W>-<rate>.json. --timing-budget S ends a
+    run once its timed steps pass S seconds, with at least 2 timed (a dense ResNet-18 step takes
+    about a minute at 10 Mbit/s). Needs root (the lab); --no-lab runs the unshaped rate on plain
+    loopback instead (the smoke test).
 The report (OUT/speedup.table.md, OUT/speedup-<model>.png) gives, per model and rate, each point's
 median step and its split, the wall time to reach dense's final test accuracy (steps to it, read
 off the accuracy runs with linear interpolation between evaluations, times the median step at that
@@ -20,13 +22,16 @@ accuracy of seed s; means and standard errors over the seeds.
 
     sudo PYTHONPATH=build/python python3 scripts/speedup.py [--models resnet18,vit] [--points ...]
         [--rates 10mbit,100mbit,1gbit,10gbit,none] [--workers 4] [--steps 400] [--seeds 1,2,3]
-        [--eval-every 50] [--timing-steps 10] [--phase accuracy|timing|report|all] [--out DIR]
+        [--eval-every 50] [--timing-steps 10] [--timing-budget S] [--phase accuracy|timing|report|all]
+        [--out DIR]
 
 Points: dense at the learning rates of --dense-lrs (SGD momentum 0.9; the best mean final accuracy
 is "dense" from then on), fp16 (fp16_compress_hook), PowerSGD ranks 1 and 4, and top-k, DGC,
 SIDCo-E, SIDCo-P and SIDCo-GP at 0.01 with momentum correction (0.9 in the hook, none in the
-optimizer: DGC's recipe, and what made SIDCo-E beat dense on the frontier). A smoke run of the
-whole pipeline:
+optimizer: DGC's recipe, and what made SIDCo-E beat dense on the frontier); SIDCo-E so with the
+shared exchange, and with compress-when auto (no accuracy run of its own: it trains as the mode its
+timing run chose at that rate, dense at lr 0.05 or SIDCo-E with momentum correction). A smoke run
+of the whole pipeline:
 
     PYTHONPATH=build/python python3 scripts/speedup.py --models vit --points dense,sidco-e-mc \\
         --dense-lrs 0.05 --workers 2 --steps 6 --eval-every 3 --seeds 1 --rates none --no-lab \\
@@ -37,7 +42,6 @@ import argparse
 import json
 import math
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -53,6 +57,7 @@ import gradscope.ddp
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import runs  # noqa: E402
 import study_models  # noqa: E402
 
 MC = {"momentum_correction": 0.9}
@@ -66,7 +71,13 @@ POINTS = {
     "sidco-e-mc": ("sidco-e", 0.01, MC, 0.0, "SIDCo-E 0.01, mom. corr."),
     "sidco-p-mc": ("sidco-p", 0.01, MC, 0.0, "SIDCo-P 0.01, mom. corr."),
     "sidco-gp-mc": ("sidco-gp", 0.01, MC, 0.0, "SIDCo-GP 0.01, mom. corr."),
+    "sidco-e-mc-shared": ("sidco-e", 0.01, dict(MC, exchange="shared"), 0.0, "SIDCo-E 0.01, mom. corr., shared"),
+    "sidco-e-mc-auto": ("sidco-e", 0.01, dict(MC, when="auto"), 0.0, "SIDCo-E 0.01, mom. corr., when auto"),
 }
+# compress-when auto trains as the mode it chooses: its accuracy is that of the point it runs as
+# (dense at the compressed points' lr, or SIDCo-E with momentum correction), chosen at each rate by
+# its timing run.
+AUTO = "sidco-e-mc-auto"
 LR = 0.05  # every point but the dense sweep
 WARM = 3   # steps left out of the step times (the first DDP steps build its buckets)
 
@@ -147,23 +158,6 @@ def accuracy_worker(rank, cfg, port, out):
     dist.destroy_process_group()
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def cached(path, make):
-    """The JSON at path, made by make(partial_path) when absent (whole or absent: a run stopped midway
-    is made again)."""
-    if not os.path.exists(path):
-        partial = path + ".partial"
-        make(partial)
-        os.replace(partial, path)
-    with open(path) as f:
-        return json.load(f)
-
-
 def accuracy_run(model, point, seed, opts):
     path = os.path.join(opts.out, "acc", f"{model}-{point}-w{opts.workers}-n{opts.steps}-s{seed}.json")
     cfg = {"model": model, "point": point, "seed": seed, "workers": opts.workers, "steps": opts.steps,
@@ -171,8 +165,8 @@ def accuracy_run(model, point, seed, opts):
 
     def make(partial):
         print(f"speedup: accuracy of {model} {point} seed {seed}", file=sys.stderr, flush=True)
-        mp.spawn(accuracy_worker, args=(cfg, free_port(), partial), nprocs=opts.workers)
-    return cached(path, make)
+        mp.spawn(accuracy_worker, args=(cfg, runs.free_port(), partial), nprocs=opts.workers)
+    return runs.cached_json(path, make)
 
 
 # ---- timing ------------------------------------------------------------------------------------
@@ -191,10 +185,17 @@ def timing_worker(cfg_path):
         t0 = time.perf_counter()
         train_step(task, model, ddp, opt, state, step)
         steps.append(time.perf_counter() - t0)
+        # --timing-budget: once two steps past the warm ones are timed and their time passes the
+        # budget, stop (rank 0's clock decides for all, outside the timed steps)
+        done = torch.tensor([len(steps) >= WARM + 2 and sum(steps[WARM:]) > cfg["budget"]], dtype=torch.int32)
+        dist.broadcast(done, 0)
+        if done.item():
+            break
     hook = [s.compress_s for s in state.steps] if state else [0.0] * len(steps)
+    dense = [s.dense for s in state.steps] if state else []
     if rank == 0:
         with open(cfg["out"], "w") as f:
-            json.dump(dict(cfg, step_s=steps, hook_s=hook, world=world), f)
+            json.dump(dict(cfg, step_s=steps, hook_s=hook, dense=dense, world=world), f)
     dist.barrier()
     dist.destroy_process_group()
 
@@ -207,13 +208,13 @@ def timing_run(model, point, rate, opts):
         cfg_path = partial + ".cfg"
         with open(cfg_path, "w") as f:
             json.dump({"model": model, "point": point, "rate": rate, "steps": opts.timing_steps,
-                       "out": os.path.abspath(partial)}, f)
+                       "budget": opts.timing_budget, "out": os.path.abspath(partial)}, f)
         worker = [sys.executable, os.path.abspath(__file__), "--time-worker", os.path.abspath(cfg_path)]
         env = dict(os.environ, OMP_NUM_THREADS="1")
         if opts.no_lab:
             procs = [subprocess.Popen(worker, env=dict(env, RANK=str(r), WORLD_SIZE=str(opts.workers),
                                                        MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)))
-                     for port in [free_port()] for r in range(opts.workers)]
+                     for port in [runs.free_port()] for r in range(opts.workers)]
             codes = [p.wait() for p in procs]
         else:
             lab = [sys.executable, os.path.join(HERE, "netlab.py"), "--rate", rate, "--workers", str(opts.workers),
@@ -222,7 +223,8 @@ def timing_run(model, point, rate, opts):
         os.remove(cfg_path)
         if any(codes):
             raise SystemExit(f"speedup: the timing run of {model} {point} at {rate} failed ({codes})")
-    return cached(path, make)
+        runs.drop_quiet_logs(partial + ".logs")
+    return runs.cached_json(path, make)
 
 
 def split(t, compute_s):
@@ -263,7 +265,7 @@ def pm(v, se, fmt="{:.2f}"):
 def model_report(model, opts, points, dense_points):
     """The table rows of one model, and the best dense point."""
     seeds = [int(s) for s in opts.seeds.split(",")]
-    acc = {p: {s: accuracy_run(model, p, s, opts) for s in seeds} for p in dense_points + points}
+    acc = {p: {s: accuracy_run(model, p, s, opts) for s in seeds} for p in dense_points + points if p != AUTO}
     best = max(dense_points, key=lambda p: statistics.mean(r["test_accuracy"] for r in acc[p].values()))
     target = {s: acc[best][s]["test_accuracy"] for s in seeds}
     rows = []
@@ -272,16 +274,24 @@ def model_report(model, opts, points, dense_points):
         dense_step = split(timing_run(model, "dense", rate, opts), compute)["step"]
         ideal = dense_step / compute
         for p in [best] + points:
-            s = split(timing_run(model, "dense" if p == best else p, rate, opts), compute)
-            reach = {sd: steps_to(acc[p][sd]["curve"], target[sd]) for sd in seeds}
+            t = timing_run(model, "dense" if p == best else p, rate, opts)
+            s = split(t, compute)
+            runs_as = p
+            if p == AUTO:  # trains as the mode it chose after its first looks
+                # dense steps there are momentum SGD at the compressed points' lr (LR): dense at LR
+                runs_as = (f"dense-lr{LR:g}" if sum(t.get("dense", [])[WARM:]) * 2 > len(t["step_s"][WARM:])
+                           else "sidco-e-mc")
+            reach = {sd: steps_to(acc[runs_as][sd]["curve"], target[sd]) for sd in seeds}
             dense_total = {sd: acc[best][sd]["steps"] * dense_step for sd in seeds}
             times = [reach[sd] * s["step"] for sd in seeds if reach[sd] is not None]
             speedups = [dense_total[sd] / (reach[sd] * s["step"]) for sd in seeds if reach[sd] is not None]
-            rows.append({"model": model, "rate": rate, "point": p, "label": point_spec(p)[5], "split": s,
-                         "accuracy": mean_se([100 * r["test_accuracy"] for r in acc[p].values()]),
+            label = point_spec(p)[5] + (f" (ran {'compressed' if runs_as == 'sidco-e-mc' else 'dense'})"
+                                        if p == AUTO else "")
+            rows.append({"model": model, "rate": rate, "point": p, "label": label, "split": s,
+                         "accuracy": mean_se([100 * r["test_accuracy"] for r in acc[runs_as].values()]),
                          "reached": sum(r is not None for r in reach.values()), "seeds": len(seeds),
                          "time": mean_se(times), "speedup": mean_se(speedups), "ideal": ideal,
-                         "curves": {sd: acc[p][sd]["curve"] for sd in seeds}})
+                         "curves": {sd: acc[runs_as][sd]["curve"] for sd in seeds}})
     return rows, best
 
 
@@ -335,6 +345,8 @@ def parse(argv=None):
     p.add_argument("--eval-every", type=int, default=50)
     p.add_argument("--timing-steps", type=int, default=10)
     p.add_argument("--timing-timeout", type=int, default=3600)
+    p.add_argument("--timing-budget", type=float, default=float("inf"),
+                   help="seconds of timed steps after which a timing run stops (at least 2 are timed)")
     p.add_argument("--phase", default="all", choices=["accuracy", "timing", "report", "all"])
     p.add_argument("--no-lab", action="store_true", help="unshaped rate only, on loopback (no root needed)")
     p.add_argument("--out", default="docs/results/speedup")
@@ -344,7 +356,7 @@ def parse(argv=None):
     if unknown:
         p.error(f"unknown point(s) {', '.join(unknown)}: use {', '.join(POINTS)}")
     opts.point_list = [x for x in points if not x.startswith("dense")]
-    opts.dense_list = [f"dense-lr{float(lr):g}" for lr in opts.dense_lrs.split(",")]
+    opts.dense_list = [f"dense-lr{float(lr):g}" for lr in opts.dense_lrs.split(",") if lr]  # "": none
     for m in opts.models.split(","):
         if m not in study_models.TASKS:
             p.error(f"unknown model {m!r}: use {', '.join(study_models.TASKS)}")
@@ -375,7 +387,8 @@ def main(argv=None):
         for m in models:
             for p in opts.dense_list + opts.point_list:
                 for s in seeds:
-                    accuracy_run(m, p, s, opts)
+                    if p != AUTO:
+                        accuracy_run(m, p, s, opts)
     if opts.phase in ("timing", "all"):
         for m in models:
             for rate in opts.rates.split(","):
@@ -388,10 +401,7 @@ def main(argv=None):
             rows += model_rows
             print(f"speedup: {m}: dense's best learning rate is {point_spec(best)[4]:g}", file=sys.stderr)
             figure(rows, m, os.path.join(opts.out, f"speedup-{m}.png"))
-        text = table(rows)
-        print(text)
-        with open(os.path.join(opts.out, "speedup.table.md"), "w") as f:
-            f.write(text + "\n")
+        runs.publish(table(rows), os.path.join(opts.out, "speedup.table.md"))
 
 
 if __name__ == "__main__":
