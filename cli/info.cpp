@@ -21,11 +21,12 @@ int run_info(const InfoConfig& cfg) {
   data::SnapshotReader reader(cfg.file);
   const auto& meta = reader.meta();
   const auto& steps = reader.steps();
+  const auto losses = reader.losses();  // every training step's, recorded or not
   const auto storage = data::storage_info(reader);
   if (cfg.json) {
     const StepSummary ss = summarize_steps(steps);
     const auto min_it = std::min_element(
-        steps.begin(), steps.end(), [](const auto& a, const auto& b) { return a.loss < b.loss; });
+        losses.begin(), losses.end(), [](const auto& a, const auto& b) { return a.loss < b.loss; });
     const auto ratio = compression_ratio(storage);
     using nlohmann::json;
     json layers = json::array();
@@ -33,10 +34,8 @@ int run_info(const InfoConfig& cfg) {
       layers.push_back({{"name", l.name}, {"shape", l.shape}, {"numel", l.numel()}});
     json trajectory = json::array();
     json step_numbers = json::array();
-    for (const auto& s : steps) {
-      trajectory.push_back(json::array({s.step, s.loss}));
-      step_numbers.push_back(s.step);
-    }
+    for (const auto& s : losses) trajectory.push_back(json::array({s.step, s.loss}));
+    for (const auto& s : steps) step_numbers.push_back(s.step);
     auto opt = [](const auto& o) { return o ? json(*o) : json(nullptr); };
     json out = {
         {"file", cfg.file},
@@ -56,10 +55,11 @@ int run_info(const InfoConfig& cfg) {
           {"every", opt(ss.every)},
           {"numbers", step_numbers}}},
         {"loss",
-         {{"first", steps.empty() ? json(nullptr) : json(steps.front().loss)},
-          {"last", steps.empty() ? json(nullptr) : json(steps.back().loss)},
-          {"min", steps.empty() ? json(nullptr) : json(min_it->loss)},
-          {"min_step", steps.empty() ? json(nullptr) : json(min_it->step)},
+         {{"steps", losses.size()},
+          {"first", losses.empty() ? json(nullptr) : json(losses.front().loss)},
+          {"last", losses.empty() ? json(nullptr) : json(losses.back().loss)},
+          {"min", losses.empty() ? json(nullptr) : json(min_it->loss)},
+          {"min_step", losses.empty() ? json(nullptr) : json(min_it->step)},
           {"trajectory", trajectory}}},
         {"file_bytes", storage.file_bytes},
         {"raw_grad_bytes", storage.raw_grad_bytes},

@@ -13,12 +13,7 @@ StepSummary summarize_steps(const std::vector<data::StepRecord>& steps) {
   if (steps.empty()) return s;
   s.first = steps.front().step;
   s.last = steps.back().step;
-  if (steps.size() >= 2) {
-    const std::int64_t gap = steps[1].step - steps[0].step;
-    bool regular = true;
-    for (std::size_t i = 2; i < steps.size(); ++i) regular &= steps[i].step - steps[i - 1].step == gap;
-    if (regular) s.every = gap;
-  }
+  s.every = data::even_spacing(steps);
   return s;
 }
 
@@ -36,9 +31,10 @@ std::optional<double> compression_ratio(const data::StorageInfo& storage) {
 void print_snapshot_summary(const data::SnapshotReader& reader, const std::string& path) {
   const auto& meta = reader.meta();
   const auto& steps = reader.steps();
+  const auto losses = reader.losses();  // every training step's, recorded or not
   const auto storage = data::storage_info(reader);
   const StepSummary ss = summarize_steps(steps);
-  const auto min_it = std::min_element(steps.begin(), steps.end(),
+  const auto min_it = std::min_element(losses.begin(), losses.end(),
                                        [](const auto& a, const auto& b) { return a.loss < b.loss; });
   const auto ratio = compression_ratio(storage);
   std::printf("file        %s (%s)\n", path.c_str(), gs::human_bytes(storage.file_bytes).c_str());
@@ -60,8 +56,8 @@ void print_snapshot_summary(const data::SnapshotReader& reader, const std::strin
                 *ss.last);
     if (ss.every) std::printf(", every %" PRId64, *ss.every);
     else if (steps.size() > 1) std::printf(", irregular spacing");
-    std::printf("\nloss        first %.6g, last %.6g, min %.6g (step %" PRId64 ")\n",
-                steps.front().loss, steps.back().loss, min_it->loss, min_it->step);
+    std::printf("\nloss        %zu steps: first %.6g, last %.6g, min %.6g (step %" PRId64 ")\n",
+                losses.size(), losses.front().loss, losses.back().loss, min_it->loss, min_it->step);
   }
   std::printf("gradients   %s raw, %s on disk", gs::human_bytes(storage.raw_grad_bytes).c_str(),
               gs::human_bytes(storage.stored_grad_bytes).c_str());

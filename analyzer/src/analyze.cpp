@@ -80,7 +80,8 @@ void analyze_vector(fitting::MagnitudePasses& passes, const fitting::FitReportOp
     for (std::size_t r = 0; r < options.densities.size(); ++r) {
       const double density = options.densities[r];
       const Timed t = method == "topk" ? exact[r] : timed_threshold(method, passes, density, options);
-      ThresholdRow row{step, scope, kind, method, density, kNaN, 0, 0, kNaN, kNaN, kNaN, t.seconds, t.error};
+      ThresholdRow row{step, scope, kind, method, density, kNaN, 0, 0, kNaN, kNaN, kNaN, t.seconds, t.error,
+                       rep.n, too_small_for_quality(rep.n, density)};
       const double ref = exact[r].error.empty() ? exact[r].result.threshold : kNaN;
       row.exact_threshold = ref;
       if (t.error.empty()) {
@@ -184,10 +185,8 @@ class StepAnalyzer {
       : config_(config), reader_(reader), options_(config.fit_options()), total_(total), progress_(progress),
         per_layer_(config.vectors != VectorSet::model), whole_(config.vectors != VectorSet::layers),
         budget_floats_(config.memory_mib * (std::uint64_t{1} << 20) / sizeof(float)) {
-    for (const auto& l : reader.layers()) {
-      kinds_.push_back(layer_kind(l));
-      sizes_.push_back(std::uint64_t(l.numel()));
-    }
+    kinds_ = layer_kinds(reader.layers());
+    for (const auto& l : reader.layers()) sizes_.push_back(std::uint64_t(l.numel()));
     if (progress_) progress_(0, total_, "");
   }
 
@@ -298,11 +297,16 @@ AnalyzeResult analyze(const AnalyzeConfig& config, const ProgressFn& progress) {
   if (fs::exists(config.output) && fs::equivalent(config.input, config.output, ec))
     throw Error(config.output.string() + " is the snapshot itself: choose another --out file");
   data::SnapshotReader reader(config.input);
+  const std::vector<std::size_t> rows = config.steps.rows(reader.steps());  // gs::Error when none
   AnalysisWriter writer = open_store(config, reader);
   AnalyzeResult result;
   result.created = config.force || writer.steps_done().empty();
+  // An existing store's lists in its own order, so that every step's rows come alike.
+  AnalyzeConfig in_order = config;
+  in_order.densities = writer.options().densities;
+  in_order.dists = writer.options().dists;
+  in_order.methods = writer.options().methods;
 
-  const std::vector<std::size_t> rows = config.steps.rows(reader.step_count());
   const std::set<std::int64_t> done(writer.steps_done().begin(), writer.steps_done().end());
   std::vector<std::size_t> pending;
   for (std::size_t r : rows)
@@ -311,7 +315,7 @@ AnalyzeResult analyze(const AnalyzeConfig& config, const ProgressFn& progress) {
   result.steps_skipped = rows.size() - pending.size();
   const std::size_t per_step = (config.vectors != VectorSet::model ? reader.layers().size() : 0) +
                                (config.vectors != VectorSet::layers ? 1 : 0);
-  StepAnalyzer steps(config, reader, static_cast<std::int64_t>(pending.size() * per_step), progress);
+  StepAnalyzer steps(in_order, reader, static_cast<std::int64_t>(pending.size() * per_step), progress);
 
   for (std::size_t row : pending) {
     const auto t0 = Clock::now();
@@ -332,8 +336,10 @@ AnalyzeResult analyze(const AnalyzeConfig& config, const ProgressFn& progress) {
       steps.set_vectors_done(done_before);  // this step's vectors count again
       res = steps.run(row, rec, backend);
     }
+    writer.write_rows(res);
+    // Reads, fits, thresholds and the rows' writes: all the step costs but its commit and flush.
     res.step = {rec.step, row, rec.loss, rec.lr, seconds_since(t0)};
-    writer.append(res);
+    writer.commit(res.step);
     ++result.steps_analyzed;
   }
   result.backend = std::string(kernels::to_string(backend));

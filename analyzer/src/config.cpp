@@ -1,8 +1,7 @@
-// AnalyzeConfig: parsing of the step selection and granularity, validation of every option.
+// AnalyzeConfig: parsing of the granularity, validation of every option, the option table.
 #include "gs/analyzer/config.hpp"
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <thread>
 
@@ -15,16 +14,6 @@ namespace {
 
 std::string joined(const std::vector<std::string>& v) {
   return join(v, ", ");
-}
-
-std::optional<std::uint64_t> parse_index(const std::string& part, const std::string& whole) {
-  if (part.empty()) return std::nullopt;
-  std::uint64_t v = 0;
-  const auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), v);
-  if (ec != std::errc() || end != part.data() + part.size())
-    throw Error("bad step selection '" + whole + "': '" + part +
-                "' is not a row index (use a:b:c with non-negative integers, e.g. 0:100:10)");
-  return v;
 }
 
 }  // namespace
@@ -45,63 +34,32 @@ VectorSet parse_vector_set(const std::string& text) {
   throw Error("unknown granularity '" + text + "': use layer, model or both");
 }
 
-StepSelection StepSelection::parse(const std::string& text) {
-  std::vector<std::string> parts{""};
-  for (char c : text) {
-    if (c == ':') parts.emplace_back();
-    else parts.back() += c;
-  }
-  if (parts.size() > 3)
-    throw Error("bad step selection '" + text + "': use a:b:c (first row, end row, stride)");
-  StepSelection s;
-  if (parts.size() == 1) {  // one row
-    const auto a = parse_index(parts[0], text);
-    if (!a) return s;
-    s.first = *a;
-    s.last = *a + 1;
-    return s;
-  }
-  s.first = parse_index(parts[0], text).value_or(0);
-  s.last = parse_index(parts[1], text);
-  if (parts.size() == 3) s.stride = parse_index(parts[2], text).value_or(1);
-  if (s.stride == 0) throw Error("bad step selection '" + text + "': the stride must be at least 1");
-  if (s.last && *s.last <= s.first)
-    throw Error("bad step selection '" + text + "': it selects no row (end must exceed first)");
-  return s;
-}
-
-std::string StepSelection::to_string() const {
-  return std::to_string(first) + ":" + (last ? std::to_string(*last) : "") + ":" +
-         std::to_string(stride);
-}
-
-std::vector<std::size_t> StepSelection::rows(std::size_t recorded) const {
-  std::vector<std::size_t> out;
-  const std::uint64_t end = std::min<std::uint64_t>(last.value_or(recorded), recorded);
-  for (std::uint64_t r = first; r < end; r += stride) out.push_back(static_cast<std::size_t>(r));
-  return out;
-}
-
 void AnalyzeConfig::validate() const {
   if (input.empty()) throw Error("no snapshot file given");
   if (output.empty()) throw Error("no output file given: pass --out ANALYSIS.h5");
-  if (densities.empty()) throw Error("no ratio given: pass --ratios, e.g. 0.1,0.01,0.001");
-  for (double r : densities) fitting::threshold_target(1, r);  // throws for a density outside (0, 1)
+  if (densities.empty()) throw Error("--ratios: no ratio given; pass one or more, e.g. 0.1,0.01,0.001");
+  for (double r : densities) {
+    try {
+      fitting::check_density(r);  // (0, 1], as fit and select take it
+    } catch (const Error& e) {
+      throw Error(std::string("--ratios: ") + e.what());
+    }
+  }
   for (std::size_t i = 0; i < densities.size(); ++i)
     for (std::size_t j = 0; j < i; ++j)
-      if (densities[i] == densities[j]) throw Error("ratio " + std::to_string(densities[i]) + " is repeated");
+      if (densities[i] == densities[j]) throw Error("--ratios: ratio " + std::to_string(densities[i]) + " is repeated");
   auto check = [](const std::vector<std::string>& given, const std::vector<std::string>& all,
-                  const char* what) {
+                  const std::string& flag, const char* what) {
     for (std::size_t i = 0; i < given.size(); ++i) {
       if (std::find(all.begin(), all.end(), given[i]) == all.end())
-        throw Error(std::string("unknown ") + what + " '" + given[i] + "': use " + joined(all));
+        throw Error(flag + ": unknown " + what + " '" + given[i] + "': use " + joined(all));
       if (std::find(given.begin(), given.begin() + static_cast<std::ptrdiff_t>(i), given[i]) !=
           given.begin() + static_cast<std::ptrdiff_t>(i))
-        throw Error(std::string(what) + " '" + given[i] + "' is repeated");
+        throw Error(flag + ": " + what + " '" + given[i] + "' is repeated");
     }
   };
-  check(dists, fitting::all_dists(), "distribution");
-  check(methods, fitting::all_methods(), "method");
+  check(dists, fitting::all_dists(), "--dists", "distribution");
+  check(methods, fitting::all_methods(), "--methods", "method");
   if (dists.empty() && methods.empty()) throw Error("nothing to do: no distribution and no method");
   if (stages < 0) throw Error("SIDCo stages must be at least 1 (or 0: by density)");
   if (ks_max_points == 0) throw Error("the KS sample size must be at least 1");
@@ -110,7 +68,7 @@ void AnalyzeConfig::validate() const {
   if (memory_mib < 1) throw Error("--memory must be at least 1 MiB");
   if (backend != "auto" && backend != "cpu" && backend != "cuda" && backend != "cuda-host")
     throw Error("unknown backend '" + backend + "': use auto, cpu or cuda (or cuda-host, for checks)");
-  check({on_device_error}, kOnDeviceErrorChoices, "--on-device-error value");
+  check({on_device_error}, kOnDeviceErrorChoices, "--on-device-error", "value");
 }
 
 const std::vector<OptionRow<AnalyzeConfig>>& analyze_options() {
@@ -141,8 +99,9 @@ const std::vector<OptionRow<AnalyzeConfig>>& analyze_options() {
         [](C& c, std::string_view text) { c.vectors = parse_vector_set(std::string(text)); }));
     t.push_back(text_row(
         "--steps",
-        "Rows of the snapshot's steps, a:b:c like a Python slice (default all); shards of one run "
-        "merge with gradscope merge",
+        "Training steps to analyse, by step number: a:b:c like a Python range (no b: on to the end), a "
+        "step alone, or a comma list of them (default all recorded); shards of one run merge with "
+        "gradscope merge",
         [](const C& c) {  // all rows: empty, as the flag's default
           const std::string text = c.steps.to_string();
           return text == StepSelection{}.to_string() ? std::string() : text;

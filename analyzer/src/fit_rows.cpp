@@ -1,6 +1,5 @@
 // A fit of fitting's report as a row of the store's fits table, and back (store.hpp).
 #include <limits>
-#include <map>
 #include <utility>
 
 #include "gs/analyzer/store.hpp"
@@ -10,16 +9,6 @@ namespace gs::analyzer {
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-// Parameter names in the store's order (param1, param2), as fitting's report names them.
-const std::map<std::string, std::pair<const char*, const char*>>& parameter_names() {
-  static const std::map<std::string, std::pair<const char*, const char*>> names = {
-      {"exponential", {"beta", nullptr}},
-      {"gamma", {"alpha", "beta"}},
-      {"gpareto", {"xi", "sigma"}},
-      {"normal", {"mu", "sigma"}}};
-  return names;
-}
 
 // The goodness-of-fit figures a row and a fit share, member for member.
 constexpr std::pair<double FitRow::*, double fitting::DistFit::*> kShared[] = {
@@ -47,14 +36,23 @@ fitting::DistFit to_dist_fit(const FitRow& f) {
   fit.dist = f.dist;
   fit.error = f.error;
   if (!f.error.empty()) return fit;
-  const auto it = parameter_names().find(f.dist);
-  if (it == parameter_names().end()) throw Error("analysis file holds an unknown distribution '" + f.dist + "'");
-  fit.params.emplace_back(it->second.first, f.param1);
-  if (it->second.second) fit.params.emplace_back(it->second.second, f.param2);
+  const auto& names = fitting::parameter_names(f.dist);  // gs::Error for an unknown distribution
+  const double values[] = {f.param1, f.param2};
+  for (std::size_t i = 0; i < names.size(); ++i) fit.params.emplace_back(names[i], values[i]);
   for (const auto& [in_row, in_fit] : kShared) fit.*in_fit = f.*in_row;
   fit.ks_n = f.ks_n;
   fit.ks_subsampled = f.ks_subsampled;
   return fit;
+}
+
+std::string param_names_attribute() {
+  std::string out;
+  for (const auto& dist : fitting::all_dists()) {
+    std::vector<std::string> names = fitting::parameter_names(dist);
+    names.resize(2, "-");
+    out += (out.empty() ? "" : ";") + dist + ":" + names[0] + "," + names[1];
+  }
+  return out;
 }
 
 }  // namespace gs::analyzer

@@ -13,15 +13,15 @@ namespace fs = std::filesystem;
 
 struct Shard {
   fs::path path;
-  StepSelection steps;
+  StepSelection::Piece steps;  // the shard's selection, one slice
   std::unique_ptr<AnalysisReader> reader;
 };
 
-// The selection the shards tile, sorted by their first row; gs::Error when they do not.
-StepSelection tiled_selection(std::vector<Shard>& shards) {
+// The selection the shards tile, sorted by their first step; gs::Error when they do not.
+StepSelection::Piece tiled_selection(std::vector<Shard>& shards) {
   std::sort(shards.begin(), shards.end(),
             [](const Shard& a, const Shard& b) { return a.steps.first < b.steps.first; });
-  StepSelection whole = shards.front().steps;
+  StepSelection::Piece whole = shards.front().steps;
   for (std::size_t i = 1; i < shards.size(); ++i) {
     const Shard& prev = shards[i - 1];
     const Shard& next = shards[i];
@@ -54,7 +54,15 @@ MergeResult merge_stores(const std::vector<fs::path>& paths, const fs::path& out
     if (fs::exists(output) && fs::equivalent(p, output, ec))
       throw Error(output.string() + " is one of the shards: choose another --out file");
     auto reader = std::make_unique<AnalysisReader>(p);
-    shards.push_back({p, StepSelection::parse(reader->options().steps), std::move(reader)});
+    if (reader->format_version() != kAnalysisFormatVersion)
+      throw Error("cannot merge " + p.string() + ": it was made by an older gradscope (analysis format version " +
+                  std::to_string(reader->format_version()) + ", whose steps are rows); analyse its steps again "
+                  "with --force");
+    const auto slice = StepSelection::parse(reader->options().steps).single_slice();
+    if (!slice)
+      throw Error("cannot merge " + p.string() + ": its steps (" + reader->options().steps +
+                  ") are no one slice a:b:s; merge shards that each analysed one slice");
+    shards.push_back({p, *slice, std::move(reader)});
   }
   const Shard& first = shards.front();
   const SourceIdentity source = first.reader->source();
@@ -67,9 +75,7 @@ MergeResult merge_stores(const std::vector<fs::path>& paths, const fs::path& out
                   ", created " + src.created + ", layers " + src.layers_hash + ") than " +
                   first.path.string() + " (" + source.path + ", created " + source.created +
                   ", layers " + source.layers_hash + ")");
-    StoredOptions o = s.reader->options();
-    o.steps = options.steps;
-    if (!(o == options))
+    if (!s.reader->options().same_analysis(options))
       throw Error("cannot merge " + s.path.string() + ": it was made with other options (" +
                   s.reader->options().describe() + ") than " + first.path.string() + " (" +
                   first.reader->options().describe() + ")");

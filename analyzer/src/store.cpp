@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <map>
 #include <set>
 #include <sstream>
 #include <type_traits>
@@ -54,8 +55,7 @@ void write_root(hid_t f, const SourceIdentity& src, const StoredOptions& o, cons
   h5::write_u64_attr(f, "ks_max_points", o.ks_max_points, file);
   h5::write_u64_attr(f, "seed", o.seed, file);
   h5::write_i64_attr(f, "qq_points", o.qq_points, file);
-  h5::write_string_attr(f, "param_names",
-                        "exponential:beta,-;gamma:alpha,beta;gpareto:xi,sigma;normal:mu,sigma", file);
+  h5::write_string_attr(f, "param_names", param_names_attribute(), file);
 }
 
 // Checks what an open file is (format and version); gs::Error naming the file otherwise.
@@ -66,16 +66,17 @@ h5::Handle checked_analysis(h5::Handle f, const fs::path& path) {
   if (format != kAnalysisFormat)
     throw Error(path.string() + ": not a gradscope analysis file (format is '" + format + "')");
   const auto version = h5::read_i64_attr(f.get(), "format_version", path);
-  if (version != kAnalysisFormatVersion)
+  if (version < kOldestAnalysisFormatVersion || version > kAnalysisFormatVersion)
     throw Error(path.string() + ": analysis format version " + std::to_string(version) +
-                " is not supported; this build reads version " + std::to_string(kAnalysisFormatVersion));
+                " is not supported; this build reads versions " + std::to_string(kOldestAnalysisFormatVersion) +
+                " to " + std::to_string(kAnalysisFormatVersion));
   return f;
 }
 
 // Opens an existing analysis file after checking what it is; gs::Error naming the file otherwise.
 h5::Handle open_file(const fs::path& path, bool write) {
   h5::silence();
-  if (!fs::exists(path)) throw Error(path.string() + ": no such file");
+  if (!fs::exists(path)) throw MissingFile(path.string() + ": no such file");
   if (H5Fis_hdf5(path.c_str()) <= 0)
     throw Error(path.string() + ": not an HDF5 file (or it is truncated)");
   return checked_analysis(
@@ -198,6 +199,17 @@ StoredOptions StoredOptions::from(const AnalyzeConfig& c) {
   return o;
 }
 
+bool StoredOptions::same_analysis(const StoredOptions& other) const {
+  auto as_set = [](StoredOptions o) {
+    std::sort(o.densities.begin(), o.densities.end());
+    std::sort(o.dists.begin(), o.dists.end());
+    std::sort(o.methods.begin(), o.methods.end());
+    o.steps.clear();
+    return o;
+  };
+  return as_set(*this) == as_set(other);
+}
+
 std::string StoredOptions::describe() const {
   std::ostringstream s;
   s << "ratios=";
@@ -213,6 +225,7 @@ std::string StoredOptions::describe() const {
 struct AnalysisWriter::Impl {
   fs::path path;
   h5::Handle file;
+  StoredOptions options;
   tables::Widths widths;
   std::vector<std::int64_t> steps_done;
 };
@@ -233,6 +246,7 @@ AnalysisWriter AnalysisWriter::create(const fs::path& path, const SourceIdentity
   impl->file = h5::checked(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose,
                            path, "cannot create the analysis file");
   impl->widths.scope = std::max<std::size_t>(max_scope_chars, 8);
+  impl->options = options;
   const hid_t f = impl->file.get();
   write_root(f, source, options, path);
   const auto& w = impl->widths;
@@ -261,11 +275,23 @@ AnalysisWriter AnalysisWriter::open(const fs::path& path, const SourceIdentity& 
                 ", created " + stored.created + ", layers " + stored.layers_hash + ") than " +
                 source.path + " (created " + source.created + ", layers " + source.layers_hash +
                 "); pass --force to replace it, or choose another --out");
-  const StoredOptions had = read_options(f, path);
-  if (!(had == options))
+  if (h5::read_i64_attr(f, "format_version", path) != kAnalysisFormatVersion)
+    throw Error(path.string() + ": was made by an older gradscope (analysis format version " +
+                std::to_string(h5::read_i64_attr(f, "format_version", path)) +
+                ": its steps are rows, its thresholds have no n and too_small); pass --force to recompute "
+                "it, or choose another --out");
+  StoredOptions had = read_options(f, path);
+  if (!had.same_analysis(options))
     throw Error(path.string() + ": was made with other options (" + had.describe() +
                 ") than this run's (" + options.describe() +
                 "); pass --force to recompute it with the new options, or choose another --out");
+  const std::string steps = StepSelection::parse(had.steps).joined(StepSelection::parse(options.steps)).to_string();
+  if (steps != had.steps) {
+    h5::check(H5Adelete(f, "steps"), path, "replace the steps attribute");
+    h5::write_string_attr(f, "steps", steps, path);
+    had.steps = steps;
+  }
+  impl->options = had;
   impl->widths = tables::read_widths(f, path);
   impl->steps_done = read_step_column(f, tables::kSteps, path);
   // Drop rows of a step cut off before its /steps row (the commit record) was written.
@@ -280,8 +306,14 @@ AnalysisWriter AnalysisWriter::open(const fs::path& path, const SourceIdentity& 
 }
 
 const std::vector<std::int64_t>& AnalysisWriter::steps_done() const { return impl_->steps_done; }
+const StoredOptions& AnalysisWriter::options() const { return impl_->options; }
 
 void AnalysisWriter::append(const StepResults& r) {
+  write_rows(r);
+  commit(r.step);
+}
+
+void AnalysisWriter::write_rows(const StepResults& r) {
   const hid_t f = impl_->file.get();
   const auto& w = impl_->widths;
   const auto& path = impl_->path;
@@ -297,12 +329,16 @@ void AnalysisWriter::append(const StepResults& r) {
   write(tables::kTails, tables::fields<TailRow>(w), r.tails);
   write(tables::kQQ, tables::fields<QQRow>(w), r.qq);
   write(tables::kThresholds, tables::fields<ThresholdRow>(w), r.thresholds);
+}
+
+void AnalysisWriter::commit(const StepRow& step) {
+  const hid_t f = impl_->file.get();
   std::vector<char> bytes;
   h5::Packer p(bytes);
-  tables::pack(p, r.step);
-  h5::append_rows(f, tables::kSteps, tables::fields<StepRow>(), bytes, 1, path);
-  h5::check(H5Fflush(f, H5F_SCOPE_GLOBAL), path, "flush");
-  impl_->steps_done.push_back(r.step.step);
+  tables::pack(p, step);
+  h5::append_rows(f, tables::kSteps, tables::fields<StepRow>(), bytes, 1, impl_->path);
+  h5::check(H5Fflush(f, H5F_SCOPE_GLOBAL), impl_->path, "flush");
+  impl_->steps_done.push_back(step.step);
 }
 
 void AnalysisWriter::close() {
@@ -317,8 +353,11 @@ struct AnalysisReader::Impl {
   SourceIdentity source;
   StoredOptions options;
   std::string created;
+  int version = kAnalysisFormatVersion;
   tables::Widths widths;
   std::set<std::int64_t> committed;
+  // Version 1: the n of every (step, scope), from /vectors, for the thresholds it lacks it in.
+  std::map<std::pair<std::int64_t, std::string>, std::uint64_t> sizes() const;
 };
 
 AnalysisReader::AnalysisReader(const fs::path& path) : impl_(std::make_unique<Impl>()) {
@@ -342,6 +381,7 @@ void AnalysisReader::load() {
   impl_->source = read_source(f, path);
   impl_->options = read_options(f, path);
   impl_->created = h5::read_string_attr(f, "created", path);
+  impl_->version = static_cast<int>(h5::read_i64_attr(f, "format_version", path));
   impl_->widths = tables::read_widths(f, path);
   const auto steps = read_step_column(f, tables::kSteps, path);
   impl_->committed = {steps.begin(), steps.end()};
@@ -354,6 +394,15 @@ const fs::path& AnalysisReader::path() const { return impl_->path; }
 const SourceIdentity& AnalysisReader::source() const { return impl_->source; }
 const StoredOptions& AnalysisReader::options() const { return impl_->options; }
 std::string AnalysisReader::created() const { return impl_->created; }
+int AnalysisReader::format_version() const { return impl_->version; }
+
+std::map<std::pair<std::int64_t, std::string>, std::uint64_t> AnalysisReader::Impl::sizes() const {
+  std::map<std::pair<std::int64_t, std::string>, std::uint64_t> out;
+  for (const auto& v : read_table<VectorRow>(file.get(), tables::kVectors, tables::fields<VectorRow>(widths),
+                                             committed, path, widths))
+    out[{v.step, v.scope}] = v.n;
+  return out;
+}
 std::size_t AnalysisReader::scope_width() const { return impl_->widths.scope; }
 
 std::vector<StepRow> AnalysisReader::steps() const {
@@ -382,8 +431,17 @@ std::vector<QQRow> AnalysisReader::qq() const {
 }
 std::vector<ThresholdRow> AnalysisReader::thresholds() const {
   const auto& w = impl_->widths;
-  return read_table<ThresholdRow>(impl_->file.get(), tables::kThresholds, tables::fields<ThresholdRow>(w),
-                                  impl_->committed, impl_->path, w);
+  auto rows = read_table<ThresholdRow>(impl_->file.get(), tables::kThresholds, tables::fields<ThresholdRow>(w),
+                                       impl_->committed, impl_->path, w);
+  if (impl_->version < 2) {
+    const auto sizes = impl_->sizes();
+    for (auto& t : rows) {
+      const auto it = sizes.find({t.step, t.scope});
+      t.n = it == sizes.end() ? 0 : it->second;
+      t.too_small = it != sizes.end() && too_small_for_quality(t.n, t.density);
+    }
+  }
+  return rows;
 }
 
 const std::vector<std::string>& AnalysisReader::table_names() {
@@ -406,7 +464,20 @@ std::vector<Column> AnalysisReader::table(const std::string& name) const {
   const auto fields = tables::fields_of(name, impl_->widths);
   std::uint64_t rows = 0;
   const auto bytes = h5::read_rows(impl_->file.get(), name.c_str(), fields, &rows, impl_->path);
-  return columns_of(bytes, rows, fields, impl_->committed);
+  auto columns = columns_of(bytes, rows, fields, impl_->committed);
+  if (impl_->version < 2 && name == tables::kThresholds) {  // n and too_small as thresholds() fills them
+    const auto filled = thresholds();
+    for (auto& c : columns) {
+      if (c.name == "n") {
+        auto& n = std::get<std::vector<std::uint64_t>>(c.values);
+        for (std::size_t i = 0; i < n.size(); ++i) n[i] = filled[i].n;
+      } else if (c.name == "too_small") {
+        auto& flag = std::get<std::vector<std::uint8_t>>(c.values);
+        for (std::size_t i = 0; i < flag.size(); ++i) flag[i] = filled[i].too_small;
+      }
+    }
+  }
+  return columns;
 }
 
 }  // namespace gs::analyzer

@@ -109,7 +109,7 @@ const std::vector<Column<ThresholdRow>>& columns<ThresholdRow>() {
       column<&R::step>("step"), column<&R::scope>("scope", &Widths::scope), column<&R::kind>("kind", &Widths::kind),
       column<&R::method>("method", &Widths::method), column<&R::density>("ratio"),
       column<&R::threshold>("threshold"), column<&R::stages>("stages"), column<&R::selected>("selected"),
-      column<&R::quality>("quality"), column<&R::exact_threshold>("exact_threshold"),
+      column<&R::n>("n"), column<&R::too_small>("too_small"), column<&R::quality>("quality"), column<&R::exact_threshold>("exact_threshold"),
       column<&R::rel_error>("rel_error"), column<&R::seconds>("seconds"), column<&R::error>("error", &Widths::error)};
   return c;
 }

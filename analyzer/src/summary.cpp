@@ -18,9 +18,6 @@ namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-// Kinds in the order the report lists them; unknown kinds follow in order of appearance.
-const std::vector<std::string> kKindOrder = {kKindConv, kKindLinear, kKindVector, kKindBias,
-                                             kKindScalar, kKindModel};
 
 std::string fmt(const char* f, double v) {
   if (std::isnan(v)) return "-";
@@ -74,10 +71,10 @@ std::size_t rank_distributions(const AnalysisReader& reader, std::vector<KindSta
       if (best_ks && d.dist == best_ks->dist) ++d.ks_wins;
     }
   }
-  std::stable_sort(kinds.begin(), kinds.end(), [](const std::string& a, const std::string& b) {
-    const auto ia = std::find(kKindOrder.begin(), kKindOrder.end(), a) - kKindOrder.begin();
-    const auto ib = std::find(kKindOrder.begin(), kKindOrder.end(), b) - kKindOrder.begin();
-    return ia < ib;
+  // Kinds in the order the report lists them; unknown kinds follow in order of appearance.
+  const auto& order = layer_kind_order();
+  std::stable_sort(kinds.begin(), kinds.end(), [&order](const std::string& a, const std::string& b) {
+    return std::find(order.begin(), order.end(), a) < std::find(order.begin(), order.end(), b);
   });
   for (const auto& kind : kinds) {
     KindStanding k = standing[kind];
@@ -114,7 +111,7 @@ void rate_methods(const AnalysisReader& reader, AnalysisSummary& s) {
         secs.push_back(t->seconds);
         if (!t->error.empty()) continue;
         const auto n = vector_size.find({t->step, t->scope});
-        if (n != vector_size.end() && double(n->second) * r < kMinTargetCountForQuality) {
+        if (n != vector_size.end() && too_small_for_quality(n->second, r)) {
           ++q.too_small;
           continue;
         }

@@ -1,26 +1,101 @@
 // Choosing and reading one vector of a snapshot, layer kinds, and the JSON of a fitting report.
 #include "gs/analyzer/vectors.hpp"
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <map>
 
 #include "gs/error.hpp"
 
 namespace gs::analyzer {
 namespace {
 
+bool starts_with(const std::string& s, const std::string& head) { return s.rfind(head, 0) == 0; }
 bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+// "weight", "weight_ih_l0", "in_proj_weight" for role "weight".
+bool named_as(const std::string& leaf, const std::string& role) {
+  return leaf == role || starts_with(leaf, role + "_") || ends_with(leaf, "_" + role);
+}
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+  return s;
+}
+
+// A parameter's name as its module's last part, lower case, and its own name: "layer1.0.bn2.weight"
+// is ("bn2", "weight"); a name without dots has no module.
+struct NameParts {
+  std::string module_path, module, leaf;
+};
+NameParts parts(const std::string& name) {
+  const auto dot = name.rfind('.');
+  if (dot == std::string::npos) return {"", "", name};
+  const std::string path = name.substr(0, dot);
+  const auto before = path.rfind('.');
+  return {path, lower(before == std::string::npos ? path : path.substr(before + 1)), name.substr(dot + 1)};
+}
+
+// "bn", "bn1", "ln_f": a short norm name, alone or followed by digits or '_'.
+bool short_norm_name(const std::string& module, const std::string& prefix) {
+  if (!starts_with(module, prefix)) return false;
+  return module.size() == prefix.size() || std::isdigit(static_cast<unsigned char>(module[prefix.size()])) ||
+         module[prefix.size()] == '_';
+}
+bool norm_module_name(const std::string& module) {
+  return module.find("norm") != std::string::npos || short_norm_name(module, "bn") ||
+         short_norm_name(module, "ln") || short_norm_name(module, "gn");
+}
+bool embedding_module_name(const std::string& module) {
+  return module.find("emb") != std::string::npos || module == "wte" || module == "wpe";
+}
+
+std::string kind_of(const data::LayerInfo& layer, const NameParts& p, bool norm) {
+  const auto rank = layer.shape.size();
+  if (rank == 0) return kKindScalar;
+  const bool weight = named_as(p.leaf, "weight"), bias = named_as(p.leaf, "bias");
+  if (!weight && !bias) return kKindParameter;
+  if (bias) return norm && rank == 1 ? kKindNormBias : kKindBias;
+  if (rank == 1) return norm ? kKindNormWeight : kKindVector;
+  if (rank == 2 && embedding_module_name(p.module)) return kKindEmbedding;
+  return rank >= 3 ? kKindConv : kKindLinear;
 }
 
 }  // namespace
 
-std::string layer_kind(const data::LayerInfo& layer) {
-  if (ends_with(layer.name, "bias")) return kKindBias;
-  const auto rank = layer.shape.size();
-  if (rank >= 3) return kKindConv;
-  if (rank == 2) return kKindLinear;
-  if (rank == 1) return kKindVector;
-  return kKindScalar;
+const std::vector<std::string>& layer_kind_order() {
+  static const std::vector<std::string> order = {kKindConv,       kKindLinear,   kKindEmbedding, kKindVector,
+                                                  kKindNormWeight, kKindNormBias, kKindBias,      kKindParameter,
+                                                  kKindScalar,     kKindModel};
+  return order;
+}
+
+std::vector<std::string> layer_kinds(const std::vector<data::LayerInfo>& layers) {
+  // A module whose "weight" and "bias" are both 1-d and of one shape is an affine norm (BatchNorm,
+  // LayerNorm, GroupNorm), whatever its name (torchvision's downsample.1).
+  std::map<std::string, std::vector<const data::LayerInfo*>> by_module;
+  std::vector<NameParts> named;
+  for (const auto& l : layers) {
+    named.push_back(parts(l.name));
+    by_module[named.back().module_path].push_back(&l);
+  }
+  auto affine_pair = [&](const std::string& path) {
+    const data::LayerInfo *w = nullptr, *b = nullptr;
+    for (const auto* l : by_module[path]) {
+      const std::string leaf = parts(l->name).leaf;
+      if (leaf == "weight") w = l;
+      if (leaf == "bias") b = l;
+    }
+    return w && b && w->shape.size() == 1 && w->shape == b->shape;
+  };
+  std::vector<std::string> kinds;
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    const bool norm = norm_module_name(named[i].module) || affine_pair(named[i].module_path);
+    kinds.push_back(kind_of(layers[i], named[i], norm));
+  }
+  return kinds;
 }
 
 VectorChoice choose_vector(const data::SnapshotReader& reader, std::optional<std::int64_t> step,
@@ -31,9 +106,9 @@ VectorChoice choose_vector(const data::SnapshotReader& reader, std::optional<std
   c.step_index = step ? reader.step_index(*step) : reader.step_count() - 1;
   c.step = reader.steps()[c.step_index].step;
   if (layer) {
-    const auto& info = reader.layers()[reader.layer_index(*layer)];
-    c.scope = info.name;
-    c.kind = layer_kind(info);
+    const std::size_t index = reader.layer_index(*layer);
+    c.scope = reader.layers()[index].name;
+    c.kind = layer_kinds(reader.layers())[index];
   } else {
     c.scope = kModelScope;
     c.kind = kKindModel;
@@ -85,7 +160,7 @@ nlohmann::ordered_json fit_report_json(const fitting::FitReport& r) {
     if (!t.error.empty()) {
       j["error"] = t.error;
     } else {
-      j["stages"] = t.result.stages;
+      j["stages"] = t.result.stages > 0 ? json(t.result.stages) : json();  // none: top-k, DGC
       j["threshold"] = number(t.result.threshold);
       j["selected"] = t.result.selected;
       j["quality"] = number(t.result.quality);

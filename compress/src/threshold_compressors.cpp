@@ -102,7 +102,8 @@ class ThresholdCompressor final : public Compressor {
         selector_->topk(g, n, k, sel);
         c.info.threshold = r->threshold;
       } else if (r) {
-        selector_->above(g, n, r->threshold, sel);
+        // What the threshold selects, as the rule counted it (at or above it: selection_bound).
+        selector_->above(g, n, fitting::selection_bound(r->threshold), sel);
         c.info.threshold = r->threshold;
       } else {
         selector_->above(g, n, 0.0, sel);

@@ -174,7 +174,7 @@ NpyArray read_npy(const std::filesystem::path& path) {
   static_assert(std::endian::native == std::endian::little,
                 "the .npy reader assumes a little-endian machine");
   std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) bad(path, "no such file");
+  if (!std::filesystem::exists(path, ec)) throw MissingFile(path.string() + ": no such file");
   std::ifstream in(path, std::ios::binary);
   if (!in) bad(path, "cannot open the file");
   const std::uint64_t file_size = std::filesystem::file_size(path, ec);

@@ -61,7 +61,7 @@ struct OpenFile {
   SnapshotMeta meta;
   std::vector<LayerInfo> layers;
   std::vector<H5Handle> grads, layer_steps;
-  H5Handle steps_dset, row_type;
+  H5Handle steps_dset, losses_dset, row_type;  // losses_dset: absent in files written before it
   std::int64_t total_numel = 0;
 
   void open_file(const std::filesystem::path& path);
@@ -115,7 +115,7 @@ struct SnapshotReader::Impl {
 
 void OpenFile::open_file(const std::filesystem::path& path) {
   std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) bad_layout(path, "no such file");
+  if (!std::filesystem::exists(path, ec)) throw gs::MissingFile(path.string() + ": no such file");
   if (!std::filesystem::is_regular_file(path, ec)) bad_layout(path, "not a regular file");
   const htri_t is_hdf5 = H5Fis_hdf5(path.c_str());
   if (is_hdf5 == 0) bad_layout(path, "not an HDF5 file (no HDF5 signature); expected a gradscope snapshot");
@@ -247,6 +247,8 @@ void OpenFile::open_steps(const std::filesystem::path& path) {
     if (H5Tget_member_index(type.get(), field) < 0)
       bad_layout(path, std::string("/steps has no field '") + field + "'");
   row_type = h5::step_row_type(path);
+  if (link_exists(file.get(), "losses"))
+    losses_dset = h5::dataset_handle(H5Dopen2(file.get(), "losses", H5P_DEFAULT), path, "opening /losses");
 }
 
 std::size_t SnapshotReader::Impl::refresh() {
@@ -342,12 +344,51 @@ std::size_t SnapshotReader::step_index(std::int64_t step) const {
   const auto& steps = impl_->steps;
   for (std::size_t i = 0; i < steps.size(); ++i)
     if (steps[i].step == step) return i;
-  std::string range = steps.empty() ? std::string("no steps are recorded")
-                                    : "recorded steps run from " +
-                                          std::to_string(steps.front().step) + " to " +
-                                          std::to_string(steps.back().step);
-  throw gs::Error(impl_->path.string() + ": step " + std::to_string(step) +
-                  " is not recorded; " + range);
+  throw gs::Error(impl_->path.string() + ": step " + std::to_string(step) + " is not recorded; " +
+                  describe_steps(steps));
+}
+
+std::vector<StepRecord> SnapshotReader::losses() const {
+  h5::silence_errors();
+  OpenFile& f = *impl_->open;
+  if (!f.losses_dset) return impl_->steps;
+  std::lock_guard lock(f.mutex);
+  if (f.swmr) h5::check(H5Drefresh(f.losses_dset.get()), impl_->path, "refreshing /losses");
+  const hsize_t n = rows_of(f.losses_dset.get(), impl_->path, "reading /losses");
+  std::vector<h5::StepRow> rows(n);
+  read_rows(f.losses_dset.get(), f.row_type.get(), 0, n, rows.data(), impl_->path, "reading /losses");
+  // A row a live writer has made room for but not yet written reads as the fill value (step 0):
+  // the rows count up to the first step that does not follow.
+  std::vector<StepRecord> out;
+  for (const auto& r : rows) {
+    if (!out.empty() && r.step <= out.back().step) break;
+    out.push_back({r.step, r.loss, r.lr});
+  }
+  return out;
+}
+
+std::optional<std::int64_t> even_spacing(const std::vector<StepRecord>& steps) {
+  if (steps.size() < 2) return std::nullopt;
+  const std::int64_t gap = steps[1].step - steps[0].step;
+  for (std::size_t i = 2; i < steps.size(); ++i)
+    if (steps[i].step - steps[i - 1].step != gap) return std::nullopt;
+  return gap;
+}
+
+std::string describe_steps(const std::vector<StepRecord>& steps) {
+  if (steps.empty()) return "no steps are recorded";
+  const auto every = even_spacing(steps);
+  return "recorded steps run from " + std::to_string(steps.front().step) + " to " +
+         std::to_string(steps.back().step) + (every ? ", every " + std::to_string(*every) : std::string()) +
+         " (" + std::to_string(steps.size()) + (steps.size() == 1 ? " step)" : " steps)");
+}
+
+bool open_for_reading(const std::filesystem::path& path) {
+  std::lock_guard lock(registry_mutex);
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return false;
+  const auto it = registry().find({st.st_dev, st.st_ino});
+  return it != registry().end() && !it->second.expired();
 }
 
 void SnapshotReader::read(std::size_t step_index, std::size_t layer_index,

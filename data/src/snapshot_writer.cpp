@@ -1,9 +1,13 @@
 // SnapshotWriter: creates the whole v1 layout up front (SWMR forbids creating objects later), then
-// appends one row per layer and one /steps row per step, flushing after each step.
+// appends one row per layer and one /steps row per recorded step, flushing after each step, and
+// one /losses row per training step, recorded or not.
 #include <algorithm>
 #include <chrono>
 #include <ctime>
+#include <mutex>
+#include <optional>
 #include <set>
+#include <sys/stat.h>
 
 #include "gs/data/snapshot.hpp"
 #include "gs/version.hpp"
@@ -48,6 +52,23 @@ void validate_layers(const std::filesystem::path& path, const std::vector<LayerI
   }
 }
 
+// The files SnapshotWriters of this process hold open, by (device, inode): HDF5 cannot replace
+// one while it is open, and says so in words of its own.
+std::mutex writing_mutex;
+std::set<std::pair<dev_t, ino_t>> writing;
+
+std::optional<std::pair<dev_t, ino_t>> file_key(const std::filesystem::path& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+  return std::make_pair(st.st_dev, st.st_ino);
+}
+
+bool open_for_writing(const std::filesystem::path& path) {
+  const auto key = file_key(path);
+  std::lock_guard lock(writing_mutex);
+  return key && writing.count(*key);
+}
+
 }  // namespace
 
 void check_destination(const std::filesystem::path& path, bool force, const std::string& force_words) {
@@ -58,10 +79,16 @@ void check_destination(const std::filesystem::path& path, bool force, const std:
                     (path / "run.h5").string());
   const fs::path parent = path.has_parent_path() ? path.parent_path() : fs::path(".");
   if (!fs::is_directory(parent, ec))
-    throw gs::Error(path.string() + ": the directory " + parent.string() +
+    throw gs::MissingFile(path.string() + ": the directory " + parent.string() +
                     " does not exist; create it first");
-  if (fs::exists(path, ec) && !force)
-    throw gs::Error(path.string() + ": file exists; refusing to overwrite it (use " + force_words + ")");
+  if (!fs::exists(path, ec)) return;
+  if (!force) throw gs::Error(path.string() + ": file exists; refusing to overwrite it (use " + force_words + ")");
+  if (open_for_writing(path))
+    throw gs::Error(path.string() + ": a recorder of this process still writes it; close that recorder "
+                    "first (Python: rec.close(), or record inside `with gradscope.Recorder(...)`)");
+  if (open_for_reading(path))
+    throw gs::Error(path.string() + ": it is open for reading in this process; close its readers first "
+                    "(Python: snap.close(), or read inside `with gradscope.open_snapshot(...) as snap`)");
 }
 
 struct SnapshotWriter::Impl {
@@ -69,14 +96,55 @@ struct SnapshotWriter::Impl {
   std::vector<LayerInfo> layers;
   H5Handle file;
   std::vector<H5Handle> grads, steps_of_layer;
-  H5Handle steps;
+  H5Handle steps, losses;
   H5Handle row_type;
   std::size_t written = 0;
   std::int64_t last_step = 0;
+  hsize_t losses_written = 0;
+  std::int64_t last_loss_step = 0;
+  std::optional<std::pair<dev_t, ino_t>> held;  // this file's entry in `writing`
 
   void create(const SnapshotMeta& meta, const WriterOptions& options);
   void create_layer(hid_t layers_group, const LayerInfo& layer, const WriterOptions& options);
+  H5Handle create_step_table(const char* name);
+  // Appends rows of {step, loss, lr} to a table of create_step_table's after its `at` rows.
+  void write_step_rows(hid_t table, hsize_t at, std::span<const StepRecord> rows, const std::string& what);
+  void write_losses(std::span<const StepRecord> rows);
 };
+
+H5Handle SnapshotWriter::Impl::create_step_table(const char* name) {
+  const std::string where = std::string("creating /") + name;
+  const hsize_t dims[1] = {0}, maxdims[1] = {H5S_UNLIMITED}, chunk[1] = {1024};
+  H5Handle space = h5::space_handle(H5Screate_simple(1, dims, maxdims), path, where);
+  H5Handle dcpl = h5::plist_handle(H5Pcreate(H5P_DATASET_CREATE), path, where);
+  h5::check(H5Pset_chunk(dcpl.get(), 1, chunk), path, where);
+  return h5::dataset_handle(
+      H5Dcreate2(file.get(), name, row_type.get(), space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT), path, where);
+}
+
+void SnapshotWriter::Impl::write_step_rows(hid_t table, hsize_t at, std::span<const StepRecord> rows,
+                                           const std::string& what) {
+  if (rows.empty()) return;
+  std::vector<h5::StepRow> packed;
+  for (const auto& r : rows) packed.push_back({r.step, r.loss, r.lr});
+  const hsize_t dims[1] = {at + rows.size()}, start[1] = {at}, count[1] = {rows.size()};
+  h5::check(H5Dset_extent(table, dims), path, what);
+  H5Handle space = h5::space_handle(H5Dget_space(table), path, what);
+  h5::check(H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, start, nullptr, count, nullptr), path, what);
+  H5Handle mem = h5::space_handle(H5Screate_simple(1, count, nullptr), path, what);
+  h5::check(H5Dwrite(table, row_type.get(), mem.get(), space.get(), H5P_DEFAULT, packed.data()), path, what);
+}
+
+void SnapshotWriter::Impl::write_losses(std::span<const StepRecord> rows) {
+  for (const auto& r : rows) {
+    if (losses_written > 0 && r.step <= last_loss_step)
+      throw gs::Error(path.string() + ": the loss of step " + std::to_string(r.step) + " does not follow step " +
+                      std::to_string(last_loss_step) + "; steps must increase");
+    last_loss_step = r.step;
+  }
+  write_step_rows(losses.get(), losses_written, rows, "appending losses to /losses");
+  losses_written += rows.size();
+}
 
 void SnapshotWriter::Impl::create(const SnapshotMeta& meta, const WriterOptions& options) {
   H5Handle fapl = h5::plist_handle(H5Pcreate(H5P_FILE_ACCESS), path, "creating file access list");
@@ -112,16 +180,16 @@ void SnapshotWriter::Impl::create(const SnapshotMeta& meta, const WriterOptions&
   for (const auto& layer : layers) create_layer(layers_group.get(), layer, options);
 
   row_type = h5::step_row_type(path);
-  const hsize_t dims[1] = {0}, maxdims[1] = {H5S_UNLIMITED}, chunk[1] = {1024};
-  H5Handle space = h5::space_handle(H5Screate_simple(1, dims, maxdims), path, "creating /steps");
-  H5Handle dcpl = h5::plist_handle(H5Pcreate(H5P_DATASET_CREATE), path, "creating /steps");
-  h5::check(H5Pset_chunk(dcpl.get(), 1, chunk), path, "creating /steps");
-  steps = h5::dataset_handle(H5Dcreate2(root, "steps", row_type.get(), space.get(), H5P_DEFAULT,
-                                        dcpl.get(), H5P_DEFAULT),
-                             path, "creating /steps");
+  steps = create_step_table("steps");
+  losses = create_step_table("losses");
 
   h5::check(H5Fflush(root, H5F_SCOPE_LOCAL), path, "flushing the new file");
   h5::check(H5Fstart_swmr_write(root), path, "entering SWMR write mode");
+  if (const auto key = file_key(path)) {
+    std::lock_guard lock(writing_mutex);
+    writing.insert(*key);
+    held = key;
+  }
 }
 
 void SnapshotWriter::Impl::create_layer(hid_t layers_group, const LayerInfo& layer,
@@ -216,6 +284,9 @@ void SnapshotWriter::append(const StepRecord& record,
     throw gs::Error(s.path.string() + ": step " + std::to_string(record.step) +
                     " does not follow step " + std::to_string(s.last_step) +
                     "; steps must increase");
+  if (s.losses_written > 0 && record.step <= s.last_loss_step)
+    throw gs::Error(s.path.string() + ": step " + std::to_string(record.step) + " does not follow step " +
+                    std::to_string(s.last_loss_step) + " of /losses; steps must increase");
 
   const auto row = static_cast<hsize_t>(s.written);
   // Layers first, /steps last: a reader counts a step once its /steps row exists.
@@ -244,22 +315,23 @@ void SnapshotWriter::append(const StepRecord& record,
                        H5P_DEFAULT, &record.step),
               s.path, what);
   }
-  const std::string what = "appending step " + std::to_string(record.step) + " to /steps";
-  const hsize_t sdims[1] = {row + 1}, sstart[1] = {row}, one[1] = {1};
-  h5::check(H5Dset_extent(s.steps.get(), sdims), s.path, what);
-  H5Handle sspace = h5::space_handle(H5Dget_space(s.steps.get()), s.path, what);
-  h5::check(H5Sselect_hyperslab(sspace.get(), H5S_SELECT_SET, sstart, nullptr, one, nullptr),
-            s.path, what);
-  H5Handle smem = h5::space_handle(H5Screate_simple(1, one, nullptr), s.path, what);
-  const h5::StepRow step_row{record.step, record.loss, record.lr};
-  h5::check(H5Dwrite(s.steps.get(), s.row_type.get(), smem.get(), sspace.get(), H5P_DEFAULT,
-                     &step_row),
-            s.path, what);
+  s.write_losses({&record, 1});
+  s.write_step_rows(s.steps.get(), row, {&record, 1},
+                    "appending step " + std::to_string(record.step) + " to /steps");
   // The step is durable (and visible to SWMR readers) once this returns.
   h5::check(H5Fflush(s.file.get(), H5F_SCOPE_LOCAL), s.path, "flushing step " +
                                                                  std::to_string(record.step));
   ++s.written;
   s.last_step = record.step;
+}
+
+void SnapshotWriter::append_losses(std::span<const StepRecord> records) {
+  h5::silence_errors();
+  if (!impl_ || !impl_->file)
+    throw gs::Error((impl_ ? impl_->path.string() : std::string("snapshot")) + ": append_losses after close");
+  if (records.empty()) return;
+  impl_->write_losses(records);
+  h5::check(H5Fflush(impl_->file.get(), H5F_SCOPE_LOCAL), impl_->path, "flushing /losses");
 }
 
 std::size_t SnapshotWriter::steps_written() const { return impl_ ? impl_->written : 0; }
@@ -273,7 +345,13 @@ void SnapshotWriter::close() {
   s.grads.clear();
   s.steps_of_layer.clear();
   s.steps.reset();
+  s.losses.reset();
   s.row_type.reset();
+  if (s.held) {
+    std::lock_guard lock(writing_mutex);
+    writing.erase(*s.held);
+    s.held.reset();
+  }
   if (s.file.reset() < 0) h5::fail(s.path, "closing the snapshot file");
 }
 

@@ -18,6 +18,7 @@ class SnapshotSink final : public StepSink {
               std::span<const std::span<const float>> grads) override {
     writer_.append(record, grads);
   }
+  void append_losses(std::span<const StepRecord> records) override { writer_.append_losses(records); }
   void close() override { writer_.close(); }
 
  private:
@@ -65,6 +66,7 @@ bool StepRecorder::begin_step(std::int64_t step) {
   if (current_ != nullptr) throw Error("begin_step called twice without end_step");
   throw_if_failed();
   last_step_ = step;
+  step_open_ = true;
   if (step % options_.every != 0) return false;
 
   std::unique_lock lock(mutex_);
@@ -99,8 +101,14 @@ void StepRecorder::put(std::size_t layer, std::span<const float> grad) {
 }
 
 void StepRecorder::end_step(double loss, double lr) {
+  const bool open = step_open_;
+  step_open_ = false;
   if (current_ == nullptr) {
     throw_if_failed();
+    if (!open) return;
+    std::lock_guard lock(mutex_);
+    losses_.push_back({last_step_, loss, lr});
+    if (losses_.size() >= kLossBatch) cv_.notify_all();
     return;
   }
   Buffer* buffer = current_;
@@ -123,28 +131,41 @@ void StepRecorder::end_step(double loss, double lr) {
 
 void StepRecorder::writer_loop() {
   std::vector<std::span<const float>> spans(layers_.size());
+  std::vector<StepRecord> losses;
   std::unique_lock lock(mutex_);
   for (;;) {
-    cv_.wait(lock, [&] { return !pending_.empty() || stopping_; });
-    if (pending_.empty()) return;  // stopping, nothing left
-    Buffer* buffer = pending_.front();
-    pending_.pop_front();
+    cv_.wait(lock, [&] { return !pending_.empty() || losses_.size() >= kLossBatch || stopping_; });
+    if (pending_.empty() && losses_.empty()) return;  // stopping, nothing left
+    Buffer* buffer = nullptr;
+    if (!pending_.empty()) {
+      buffer = pending_.front();
+      pending_.pop_front();
+    }
+    // The losses of the steps before this one (all of them when no step waits): they came first.
+    const auto later = std::find_if(losses_.begin(), losses_.end(),
+                                    [&](const StepRecord& r) { return buffer && r.step > buffer->record.step; });
+    losses.assign(losses_.begin(), later);
+    losses_.erase(losses_.begin(), later);
     if (error_.empty()) {
       lock.unlock();
       std::string failure;
+      const std::int64_t step = buffer ? buffer->record.step : losses.back().step;
       try {
-        for (std::size_t i = 0; i < layers_.size(); ++i) spans[i] = buffer->grads[i];
-        sink_->append(buffer->record, spans);
+        sink_->append_losses(losses);
+        if (buffer) {
+          for (std::size_t i = 0; i < layers_.size(); ++i) spans[i] = buffer->grads[i];
+          sink_->append(buffer->record, spans);
+        }
       } catch (const std::exception& e) {
-        failure = "step " + std::to_string(buffer->record.step) + ": " + e.what();
+        failure = "step " + std::to_string(step) + ": " + e.what();
       } catch (...) {
-        failure = "step " + std::to_string(buffer->record.step) + ": unknown error";
+        failure = "step " + std::to_string(step) + ": unknown error";
       }
       lock.lock();
       if (!failure.empty() && error_.empty()) error_ = failure;
     }
     // After a failure the remaining steps are dropped, so the training thread never waits forever.
-    free_.push_back(buffer);
+    if (buffer) free_.push_back(buffer);
     cv_.notify_all();
   }
 }

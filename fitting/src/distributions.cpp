@@ -8,6 +8,7 @@
 #include <limits>
 #include <sstream>
 
+#include "gs/base/join.hpp"
 #include "gs/error.hpp"
 #include "gs/fitting/formulas.hpp"
 
@@ -300,22 +301,41 @@ std::string_view name(const Sid& d) {
 }
 std::vector<std::pair<std::string, double>> params(const Sid& d) {
   struct V {
-    std::vector<std::pair<std::string, double>> operator()(const Exponential& e) const {
-      return {{"beta", e.beta()}};
-    }
-    std::vector<std::pair<std::string, double>> operator()(const Gamma& g) const {
-      return {{"alpha", g.alpha()}, {"beta", g.beta()}};
-    }
-    std::vector<std::pair<std::string, double>> operator()(const GeneralizedPareto& g) const {
-      return {{"xi", g.xi()}, {"sigma", g.sigma()}};
-    }
-    std::vector<std::pair<std::string, double>> operator()(const Normal& n) const {
-      return {{"mu", n.mu()}, {"sigma", n.sigma()}};
-    }
+    std::vector<double> operator()(const Exponential& e) const { return {e.beta()}; }
+    std::vector<double> operator()(const Gamma& g) const { return {g.alpha(), g.beta()}; }
+    std::vector<double> operator()(const GeneralizedPareto& g) const { return {g.xi(), g.sigma()}; }
+    std::vector<double> operator()(const Normal& n) const { return {n.mu(), n.sigma()}; }
   };
-  return std::visit(V{}, d);
+  const std::vector<double> values = std::visit(V{}, d);
+  const auto& names = parameter_names(name(d));
+  std::vector<std::pair<std::string, double>> out;
+  for (std::size_t i = 0; i < values.size(); ++i) out.emplace_back(names[i], values[i]);
+  return out;
 }
 int parameter_count(const Sid& d) { return d.index() == 0 ? 1 : 2; }
+
+const std::vector<std::string>& parameter_names(std::string_view dist) {
+  static const std::vector<std::pair<std::string_view, std::vector<std::string>>> names = {
+      {"exponential", {"beta"}}, {"gamma", {"alpha", "beta"}}, {"gpareto", {"xi", "sigma"}}, {"normal", {"mu", "sigma"}}};
+  for (const auto& [d, n] : names)
+    if (d == dist) return n;
+  throw Error("unknown distribution '" + std::string(dist) + "': use exponential, gamma, gpareto or normal");
+}
+
+Sid make_sid(std::string_view dist, std::span<const double> v) {
+  const auto& names = parameter_names(dist);
+  if (v.size() < names.size())
+    throw Error("the " + std::string(dist) + " law needs " + std::to_string(names.size()) + " parameters (" +
+                join(names, ", ") + "), got " + std::to_string(v.size()));
+  if (dist == "exponential") return Exponential(v[0]);
+  if (dist == "gamma") return Gamma(v[0], v[1]);
+  if (dist == "gpareto") return GeneralizedPareto(v[0], v[1]);
+  return Normal(v[0], v[1]);
+}
+
+double pdf(const Sid& d, double x) {
+  return std::visit([x](const auto& v) { return pdf(v, x); }, d);
+}
 double cdf(const Sid& d, double x) {
   return std::visit([x](const auto& v) { return cdf(v, x); }, d);
 }

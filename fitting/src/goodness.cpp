@@ -467,7 +467,7 @@ TailCheck tail_check(const Sid& d, MagnitudePasses& passes, const MagnitudeStats
   c.predicted = n * density;
   const double q = s.count ? density * n / double(s.count) : 1.0;
   c.threshold = q >= 1.0 ? 0.0 : quantile_c(d, q);
-  c.observed = passes.count_above(c.threshold);
+  c.observed = count_selected(passes, c.threshold);  // at or above, as every method counts
   return c;
 }
 

@@ -47,18 +47,6 @@ Fitted fit_by_name(const std::string& dist, MagnitudePasses& passes, const Magni
   return {law, loglik(law, passes, s)};
 }
 
-// Density 1 keeps every finite element, as the compressors do at density 1: no rule runs (a
-// threshold that keeps everything is no estimate), the row says so with threshold 0.
-ThresholdResult keep_everything(const std::string& method, std::uint64_t n, const MagnitudeStats& s) {
-  ThresholdResult t;
-  t.method = method;
-  t.density = 1.0;
-  t.selected = n - s.nonfinite;
-  t.quality = n ? double(t.selected) / double(n) : 0.0;
-  t.exact = true;
-  return t;
-}
-
 }  // namespace
 
 // A fit or a method that fails on this vector (too few values, all equal, a numerical failure of
@@ -109,8 +97,7 @@ FitReport fit_report(MagnitudePasses& passes, const FitReportOptions& o) {
       t.result.method = method;
       t.result.density = density;
       try {
-        t.result = density >= 1.0 ? keep_everything(method, r.n, s)
-                                  : threshold_by_name(method, passes, density, o.stages, o.seed, o.sidco);
+        t.result = threshold_by_name(method, passes, density, o.stages, o.seed, o.sidco);
       } catch (const DeviceFailure&) {
         throw;
       } catch (const std::exception& e) {

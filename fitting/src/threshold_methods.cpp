@@ -11,6 +11,7 @@ namespace gs::fitting {
 namespace {
 
 using Options = ThresholdRuleOptions;
+constexpr std::string_view kSidcoStages = "SIDCo stages run";
 
 template <SidcoVariant V>
 ThresholdResult sidco_rule(MagnitudePasses& passes, double density, const Options& o) {
@@ -22,25 +23,29 @@ constexpr std::array<ThresholdMethodInfo, 8> kMethods = {{
      [](MagnitudePasses& p, double d, const Options&) { return topk_threshold(p, d); }, 0x000000,
      ThresholdKind::exact},
     {"sidco-e", "SIDCo: exponential fits at every stage (multi-stage, adaptive stage count)",
-     sidco_rule<SidcoVariant::exponential>, 0x1f77b4, ThresholdKind::sidco, SidcoVariant::exponential},
+     sidco_rule<SidcoVariant::exponential>, 0x1f77b4, ThresholdKind::sidco, SidcoVariant::exponential, nullptr,
+     false, kSidcoStages},
     {"sidco-p", "SIDCo: generalized-Pareto fits at every stage", sidco_rule<SidcoVariant::pareto>,
-     0x9467bd, ThresholdKind::sidco, SidcoVariant::pareto},
+     0x9467bd, ThresholdKind::sidco, SidcoVariant::pareto, nullptr, false, kSidcoStages},
     {"sidco-gp", "SIDCo: a gamma first stage, generalized-Pareto tail stages",
-     sidco_rule<SidcoVariant::gamma_pareto>, 0x2ca02c, ThresholdKind::sidco, SidcoVariant::gamma_pareto},
+     sidco_rule<SidcoVariant::gamma_pareto>, 0x2ca02c, ThresholdKind::sidco, SidcoVariant::gamma_pareto, nullptr,
+     false, kSidcoStages},
     {"sidco-topk", "exact top-k at SIDCo's cost: the k largest above a bound fitted to a sample",
      [](MagnitudePasses& p, double d, const Options& o) {
        return sidco_topk_threshold(p, d, std::max(o.stages, 1));
      },
-     0x17becf, ThresholdKind::sidco_topk},
+     0x17becf, ThresholdKind::sidco_topk, SidcoVariant::exponential, nullptr, false,
+     "bounds tried: 1, plus one per fallback read"},
     {"dgc", "DGC: the threshold of a 1% random sample, exact top-k when it overshoots",
      [](MagnitudePasses& p, double d, const Options& o) { return dgc_threshold(p, d, o.seed); },
      0xd62728, ThresholdKind::estimate, SidcoVariant::exponential, nullptr, /*seeded=*/true},
     {"redsync", "RedSync: bisection between the mean and the maximum of |g|",
      [](MagnitudePasses& p, double d, const Options&) { return redsync_threshold(p, d); }, 0x8c564b,
-     ThresholdKind::estimate},
+     ThresholdKind::estimate, SidcoVariant::exponential, nullptr, false, "bisection steps"},
     {"gaussianksgd", "GaussianKSGD: a normal quantile of g, corrected up to 3 times",
      [](MagnitudePasses& p, double d, const Options&) { return gaussianksgd_threshold(p, d); },
-     0xff7f0e, ThresholdKind::estimate},
+     0xff7f0e, ThresholdKind::estimate, SidcoVariant::exponential, nullptr, false,
+     "thresholds placed: 1, plus one per correction"},
 }};
 
 bool offered(const ThresholdMethodInfo& row) { return !row.available || row.available(); }
@@ -68,8 +73,12 @@ const ThresholdMethodInfo& threshold_method(std::string_view name) {
 ThresholdResult threshold_by_name(std::string_view method, MagnitudePasses& passes, double density,
                                   int stages, std::uint64_t seed, SidcoRule sidco) {
   const ThresholdMethodInfo& row = threshold_method(method);
+  check_density(density);
+  if (density >= 1.0) return keep_everything(std::string(row.name), passes);
   if (stages <= 0) stages = default_sidco_stages(density);
-  return row.rule(passes, density, {stages, seed, sidco});
+  ThresholdResult r = row.rule(passes, density, {stages, seed, sidco});
+  if (row.stages.empty()) r.stages = 0;
+  return r;
 }
 
 std::string_view method_name(SidcoVariant v) {

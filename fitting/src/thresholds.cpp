@@ -27,6 +27,14 @@ double gp_moment_tail(double m, double v, double d) {
 
 }  // namespace
 
+double selection_bound(double threshold) {
+  return threshold > 0.0 ? std::nextafter(threshold, -std::numeric_limits<double>::infinity()) : threshold;
+}
+
+std::uint64_t count_selected(MagnitudePasses& passes, double threshold) {
+  return passes.count_above(selection_bound(threshold));
+}
+
 ThresholdResult counted_threshold(std::string method, MagnitudePasses& passes, double density,
                                   double eta, int stages) {
   ThresholdResult r;
@@ -34,8 +42,18 @@ ThresholdResult counted_threshold(std::string method, MagnitudePasses& passes, d
   r.density = density;
   r.threshold = eta;
   r.stages = stages;
-  r.selected = passes.count_above(eta);
+  r.selected = count_selected(passes, eta);
   r.quality = double(r.selected) / double(passes.size()) / density;
+  return r;
+}
+
+ThresholdResult keep_everything(std::string method, MagnitudePasses& passes) {
+  ThresholdResult r;
+  r.method = std::move(method);
+  r.density = 1.0;
+  r.selected = passes.count_above(-1.0);  // every finite x
+  r.quality = passes.size() ? double(r.selected) / double(passes.size()) : 0.0;
+  r.exact = true;
   return r;
 }
 
@@ -440,7 +458,7 @@ ThresholdResult redsync_threshold(MagnitudePasses& passes, double density) {
   while (r - l > 0.2) {
     const double t = 0.5 * (l + r);
     eta = mean + t * (s.max - mean);
-    const std::uint64_t nnz = passes.count_above(eta);
+    const std::uint64_t nnz = count_selected(passes, eta);
     ++steps;
     if (nnz > k && nnz < 2 * k) break;
     if (2 * nnz < k) r = t; else l = t;
@@ -454,7 +472,7 @@ ThresholdResult gaussianksgd_threshold(MagnitudePasses& passes, double density) 
   double eta = gaussian_threshold(fit_normal_signed(passes.stats()), density);
   int corrections = 0;
   for (; corrections < 3; ++corrections) {
-    const std::uint64_t nnz = passes.count_above(eta);
+    const std::uint64_t nnz = count_selected(passes, eta);
     if (3 * nnz < 2 * k) eta *= 0.5;
     else if (3 * nnz > 4 * k) eta *= 1.5;
     else break;

@@ -8,9 +8,11 @@
     gradscope.open_snapshot("run.h5")      a snapshot's layers, steps and gradients (also while written)
     gradscope.analyze("run.h5", "a.h5")    `gradscope analyze` in this process, with a progress callback
     gradscope.load_analysis("a.h5")        an analysis store's tables as pandas DataFrames
+    gradscope.fitted("gamma", row)         a fitted law's pdf, cdf and isf (C++ distributions)
 
 The work is done by gradscope's C++ libraries (the _gradscope extension); errors from them arrive
-as gradscope.Error (a RuntimeError and a ValueError) with the same message.
+as gradscope.Error (a RuntimeError and a ValueError) with the same message; a missing file as
+gradscope.MissingFileError, a gradscope.Error that is also a FileNotFoundError.
 """
 
 import json
@@ -18,16 +20,17 @@ import json
 import torch
 
 from . import _gradscope
-from ._gradscope import Error, __version__
+from ._gradscope import Error, MissingFileError, __version__
 from ._options import check_options_read, compressor_names, option_texts, sparse_selection_names
 from ._tensors import check_density, compress_where_it_lives, describe, float32_view, on_host
+from .analysis import Analysis, Law, fitted, load_analysis
 from .datasets import fashion_mnist
-from .readers import Analysis, Layer, Snapshot, Step, analyze, load_analysis, open_snapshot
+from .readers import Layer, Snapshot, Step, analyze, layer_kinds, open_snapshot
 from .recorder import Recorder
 
-__all__ = ["Analysis", "Error", "Layer", "Recorder", "Snapshot", "Step",
-           "__version__", "analyze", "compressor_names", "ddp", "default_sidco_stages", "fashion_mnist", "fit", "load_analysis",
-           "open_snapshot", "select"]
+__all__ = ["Analysis", "Error", "Law", "Layer", "MissingFileError", "Recorder", "Snapshot", "Step",
+           "__version__", "analyze", "compressor_names", "ddp", "default_sidco_stages", "fashion_mnist", "fit",
+           "fitted", "layer_kinds", "load_analysis", "open_snapshot", "select"]
 
 
 def default_sidco_stages(ratio):
@@ -44,8 +47,9 @@ def fit(t, ratios=(0.1, 0.01, 0.001), backend="auto"):
 
     t: a float32 tensor of any shape (read flattened) or NumPy array, contiguous; a CUDA tensor
     is copied to the host once (backend picks where the passes run).
-    ratios: one density or a sequence of them, each in (0, 1] as select() takes (default
-    (0.1, 0.01, 0.001)); at 1 every method keeps every finite element (threshold 0).
+    ratios: one density, a sequence of them or a comma list ("0.1,0.01"), each in (0, 1] as
+    select() takes (default (0.1, 0.01, 0.001)); at 1 every method keeps every finite element
+    (threshold 0).
     backend: where the passes run (default "auto"), "cpu", "cuda" or "cuda-host"."""
     host = on_host(t)
     address, n, _ = float32_view(host, "fit's input")
@@ -53,16 +57,29 @@ def fit(t, ratios=(0.1, 0.01, 0.001), backend="auto"):
 
 
 def _densities(ratios):
-    """fit's ratios (a number or a sequence of numbers) as a list of densities in (0, 1]."""
-    if isinstance(ratios, (str, bytes)):
-        raise TypeError(f"ratios must be a number or a sequence of numbers in (0, 1], got {ratios!r}")
-    try:
-        items = list(ratios)
-    except TypeError:  # one number
-        items = [ratios]
+    """fit's ratios (a number, a sequence of numbers or a comma list "0.1,0.01", as analyze takes
+    them) as a list of densities in (0, 1]; each error names the option."""
+    if isinstance(ratios, bytes):
+        raise TypeError(f"ratios: give a number, a sequence of numbers or a comma list, got {ratios!r}")
+    if isinstance(ratios, str):
+        try:
+            items = [float(item) for item in ratios.split(",")]
+        except ValueError:
+            raise ValueError(f"ratios: {ratios!r} is not a comma list of numbers, e.g. '0.1,0.01'") from None
+    else:
+        try:
+            items = list(ratios)
+        except TypeError:  # one number
+            items = [ratios]
     if not items:
-        raise ValueError("ratios is empty: give a density in (0, 1] or a sequence of them, e.g. (0.1, 0.01)")
-    return [check_density(r) for r in items]
+        raise ValueError("ratios: none given; give a density in (0, 1] or a sequence of them, e.g. (0.1, 0.01)")
+    densities = []
+    for r in items:
+        try:
+            densities.append(check_density(r))
+        except (TypeError, ValueError) as e:
+            raise type(e)(f"ratios: {e}") from None
+    return densities
 
 
 def select(t, method="sidco-e", ratio=0.01, stages=None, seed=1, backend="auto", sidco_as_published=False):

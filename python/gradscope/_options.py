@@ -3,6 +3,7 @@ table `gradscope train` takes its --stages, --bits, --variance-alpha, ... from) 
 `gradscope analyze` (--ratios, --dists, --ks-max-points, ...). The tables name them and parse them,
 so the keywords are the tables' keys (the flag without "--", '-' as '_')."""
 
+import numbers
 import os
 
 from . import _gradscope
@@ -25,7 +26,9 @@ def table_texts(rows, options, what):
 
 def _text(row, value):
     if row["list"]:
-        single = isinstance(value, (str, bytes)) or not hasattr(value, "__iter__")
+        if isinstance(value, str):  # the command line's comma list: the table parses and checks it
+            return value
+        single = isinstance(value, bytes) or not hasattr(value, "__iter__")
         values = [value] if single else list(value)
         return ",".join(_item(row["kind"], v) for v in values)
     if isinstance(value, bool):
@@ -36,10 +39,10 @@ def _text(row, value):
 
 
 def _item(kind, v):
-    if kind == "int_list":
-        return str(int(v))
-    if kind == "real_list":
-        return repr(float(v))
+    # Numbers exactly as Python holds them; anything else as text, which the table refuses in a
+    # message naming the option (ratios='x' is not a number).
+    if kind in ("int_list", "real_list") and isinstance(v, numbers.Real) and not isinstance(v, bool):
+        return str(int(v)) if kind == "int_list" else repr(float(v))
     return str(v)
 
 

@@ -236,9 +236,15 @@ PYBIND11_MODULE(_gradscope, m) {
   // errors are) and a ValueError (bad input to fit, select and the Recorder).
   static py::exception<gs::Error> error(m, "Error",
                                         py::make_tuple(py::handle(PyExc_RuntimeError), py::handle(PyExc_ValueError)));
+  // A file that does not exist: a gradscope.Error that is also the FileNotFoundError Python's own
+  // open() raises, so `except FileNotFoundError` catches it.
+  static py::exception<gs::MissingFile> missing(m, "MissingFileError",
+                                                py::make_tuple(error, py::handle(PyExc_FileNotFoundError)));
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
+    } catch (const gs::MissingFile& e) {
+      missing(python_words(e.what()).c_str());
     } catch (const gs::Error& e) {
       error(python_words(e.what()).c_str());
     }

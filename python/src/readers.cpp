@@ -20,6 +20,7 @@
 #include "gs/analyzer/vectors.hpp"
 #include "gs/data/snapshot.hpp"
 #include "gs/error.hpp"
+#include "gs/fitting/distributions.hpp"
 #include "options.hpp"
 
 namespace py = pybind11;
@@ -31,31 +32,50 @@ namespace {
 // lock, with the GIL released while HDF5 reads.
 class Snapshot {
  public:
-  explicit Snapshot(const std::string& path) : reader_(path) {}
+  explicit Snapshot(const std::string& path) : path_(path), reader_(std::in_place, path) {}
 
-  const data::SnapshotReader& reader() const { return reader_; }
+  const data::SnapshotReader& reader() const {
+    if (!reader_) throw Error(path_ + ": the snapshot is closed; open it again with gradscope.open_snapshot");
+    return *reader_;
+  }
+
+  // Closes the file (this reader's part of it: readers of one file share its HDF5 handles, which
+  // close with the last one). Idempotent.
+  void close() {
+    py::gil_scoped_release free;
+    std::lock_guard lock(mutex_);
+    reader_.reset();
+  }
+  bool closed() const { return !reader_; }
 
   // Steps a live writer appended since the last refresh become visible; returns the count.
   std::size_t refresh() {
     py::gil_scoped_release free;
     std::lock_guard lock(mutex_);
-    return reader_.refresh();
+    return writable().refresh();
   }
 
   // (step, loss, lr) of every recorded step, as of the last refresh.
   std::vector<std::tuple<std::int64_t, double, double>> steps() {
-    std::vector<std::tuple<std::int64_t, double, double>> out;
     py::gil_scoped_release free;  // another thread may hold the lock for a read
     std::lock_guard lock(mutex_);
-    for (const auto& s : reader_.steps()) out.emplace_back(s.step, s.loss, s.lr);
-    return out;
+    return rows(reader().steps());
+  }
+
+  // (step, loss, lr) of every training step, recorded or not (data::SnapshotReader::losses).
+  std::vector<std::tuple<std::int64_t, double, double>> losses() {
+    py::gil_scoped_release free;
+    std::lock_guard lock(mutex_);
+    return rows(reader().losses());
   }
 
   // (name, shape, numel, kind) of every layer, in the snapshot's order.
   py::list layers() const {
     py::list out;
-    for (const auto& l : reader_.layers())
-      out.append(py::make_tuple(l.name, l.shape, l.numel(), analyzer::layer_kind(l)));
+    const auto& layers = reader().layers();
+    const std::vector<std::string> kinds = analyzer::layer_kinds(layers);
+    for (std::size_t i = 0; i < kinds.size(); ++i)
+      out.append(py::make_tuple(layers[i].name, layers[i].shape, layers[i].numel(), kinds[i]));
     return out;
   }
 
@@ -67,18 +87,46 @@ class Snapshot {
     {
       py::gil_scoped_release free;
       std::lock_guard lock(mutex_);
-      const auto& steps = reader_.steps();
+      data::SnapshotReader& r = writable();
+      const auto& steps = r.steps();
       if (!step || std::none_of(steps.begin(), steps.end(), [&](const auto& s) { return s.step == *step; }))
-        reader_.refresh();
-      values = analyzer::read_vector(reader_, analyzer::choose_vector(reader_, step, layer));
+        r.refresh();
+      values = analyzer::read_vector(r, analyzer::choose_vector(r, step, layer));
     }
     return owned_array(std::move(values));
   }
 
  private:
-  data::SnapshotReader reader_;
+  data::SnapshotReader& writable() {
+    reader();  // gs::Error when closed
+    return *reader_;
+  }
+  static std::vector<std::tuple<std::int64_t, double, double>> rows(const std::vector<data::StepRecord>& records) {
+    std::vector<std::tuple<std::int64_t, double, double>> out;
+    for (const auto& s : records) out.emplace_back(s.step, s.loss, s.lr);
+    return out;
+  }
+
+  std::string path_;
+  std::optional<data::SnapshotReader> reader_;  // none once closed
   std::mutex mutex_;
 };
+
+// The law `dist` with `params` (fitting::make_sid) at every x of `values`: its density ("pdf"),
+// its distribution function ("cdf") or, for tail probabilities q, the x with P(X > x) = q ("isf").
+py::array_t<double> law_values(const std::string& dist, const std::vector<double>& params, const std::string& what,
+                               const py::array_t<double, py::array::c_style | py::array::forcecast>& values) {
+  const fitting::Sid law = fitting::make_sid(dist, params);
+  double (*f)(const fitting::Sid&, double) = nullptr;
+  if (what == "pdf") f = fitting::pdf;
+  if (what == "cdf") f = fitting::cdf;
+  if (what == "isf") f = fitting::quantile_c;
+  if (!f) throw Error("unknown function '" + what + "' of a law: use pdf, cdf or isf");
+  std::vector<double> out(std::size_t(values.size()));
+  const double* in = values.data();
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = f(law, in[i]);
+  return owned_array(std::move(out));
+}
 
 // `gradscope analyze input --out output` with options {key: text} of analyzer::analyze_options(),
 // its exports (CSV, report without plots) included; returns the JSON `--json` prints. The work
@@ -106,6 +154,8 @@ std::string analyze(const std::string& input, const std::string& output,
     return analyzer::analyze_json(result, reader, analyzer::summarize(reader)).dump();
   } catch (const DeviceFailure& e) {
     throw DeviceFailure(in_python_words(e.what(), rows, words));
+  } catch (const MissingFile& e) {
+    throw MissingFile(in_python_words(e.what(), rows, words));
   } catch (const Error& e) {
     throw Error(in_python_words(e.what(), rows, words));
   }
@@ -122,8 +172,8 @@ py::object attribute_value(const analyzer::AttributeValue& value) {
 }
 
 // Every root attribute ({name: value}) and every table ({name: [(column, values)]}) of an
-// analysis store, as AnalysisReader reads them: numbers as NumPy arrays of the stored type,
-// strings as lists of str.
+// analysis store, as AnalysisReader reads them: numbers as NumPy arrays of the stored type (the
+// uint8 flags as bool), strings as lists of str.
 py::tuple read_analysis(const std::string& path) {
   std::vector<analyzer::Attribute> attributes;
   std::vector<std::vector<analyzer::Column>> tables;
@@ -143,6 +193,8 @@ py::tuple read_analysis(const std::string& path) {
           [](auto& v) -> py::object {
             using T = typename std::decay_t<decltype(v)>::value_type;
             if constexpr (std::is_same_v<T, std::string>) return py::cast(v);
+            else if constexpr (std::is_same_v<T, std::uint8_t>)  // the store's flags
+              return owned_array(std::move(v)).attr("astype")("bool");
             else return owned_array(std::move(v));
           },
           c.values);
@@ -163,7 +215,10 @@ void bind_readers(py::module_& m) {
            }),
            py::arg("path"))
       .def("refresh", &Snapshot::refresh)
+      .def("close", &Snapshot::close)
+      .def_property_readonly("closed", &Snapshot::closed)
       .def("steps", &Snapshot::steps)
+      .def("losses", &Snapshot::losses)
       .def("layers", &Snapshot::layers)
       .def("grad", &Snapshot::grad, py::arg("step"), py::arg("layer"))
       .def_property_readonly("path", [](const Snapshot& s) { return s.reader().path().string(); })
@@ -182,6 +237,14 @@ void bind_readers(py::module_& m) {
   m.def("analyze", &analyze, py::arg("input"), py::arg("output"), py::arg("options"), py::arg("progress"));
   m.def("analyze_options", [] { return option_row_dicts(analyzer::analyze_options()); });
   m.def("read_analysis", &read_analysis, py::arg("path"));
+  m.def("law_values", &law_values, py::arg("dist"), py::arg("params"), py::arg("what"), py::arg("values"));
+  m.def("parameter_names", [](const std::string& dist) { return fitting::parameter_names(dist); }, py::arg("dist"));
+  // The layer kind of each (name, shape), in order (analyzer::layer_kinds).
+  m.def("layer_kinds", [](const std::vector<std::pair<std::string, std::vector<std::int64_t>>>& layers) {
+    std::vector<data::LayerInfo> infos;
+    for (const auto& [name, shape] : layers) infos.push_back({name, shape});
+    return analyzer::layer_kinds(infos);
+  }, py::arg("layers"));
 }
 
 }  // namespace gs::python

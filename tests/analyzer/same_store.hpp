@@ -32,7 +32,7 @@ inline auto fields(const QQRow& r) {
 inline auto fields(const ThresholdRow& r) {
   return std::make_tuple(r.step, r.scope, r.kind, r.method, r.density, nan_as_value(r.threshold),
                          r.stages, r.selected, nan_as_value(r.quality), nan_as_value(r.exact_threshold),
-                         nan_as_value(r.rel_error), r.error);
+                         nan_as_value(r.rel_error), r.error, r.n, r.too_small);
 }
 
 template <class Row>

@@ -4,11 +4,13 @@
 
 #include <cmath>
 #include <map>
+#include <set>
 
 #include "gs/analyzer/analyze.hpp"
 #include "gs/analyzer/vectors.hpp"
 #include "gs/error.hpp"
 #include "gs/kernels/cpu.hpp"
+#include "error_text.hpp"
 #include "synthetic_snapshot.hpp"
 #include "common/temp_dir.hpp"
 
@@ -134,7 +136,7 @@ TEST(Analyze, EveryVectorAndTableHasItsRows) {
       EXPECT_EQ(v.kind, kKindBias);
     }
     if (v.scope == "norm.weight") {
-      EXPECT_EQ(v.kind, kKindVector);
+      EXPECT_EQ(v.kind, kKindNormWeight);
     }
     if (v.n >= 600) {  // about 1 value in 211 is an exact zero
       EXPECT_GT(v.zeros, 0u) << v.scope;
@@ -156,7 +158,7 @@ TEST(Analyze, GranularityAndStepSelectionPickTheVectors) {
   test::write_synthetic_snapshot(dir / "snap.h5", 5);
   AnalyzeConfig c = small_config(dir);
   c.vectors = VectorSet::layers;
-  c.steps = StepSelection::parse("1::2");
+  c.steps = StepSelection::parse("10::20");  // training steps 10, 30 (rows 1, 3)
   c.dists = {"exponential"};
   c.methods = {"topk", "sidco-e"};
   analyze(c);
@@ -198,21 +200,64 @@ TEST(Analyze, OneVectorByHandMatchesTheStore) {
   EXPECT_TRUE(std::isnan(res.fits[0].param2));
 }
 
-TEST(AnalyzeConfigTest, StepSelectionParses) {
-  EXPECT_EQ(StepSelection::parse("").rows(4), (std::vector<std::size_t>{0, 1, 2, 3}));
-  EXPECT_EQ(StepSelection::parse("2").rows(4), (std::vector<std::size_t>{2}));
-  EXPECT_EQ(StepSelection::parse("1:3").rows(4), (std::vector<std::size_t>{1, 2}));
-  EXPECT_EQ(StepSelection::parse("::2").rows(5), (std::vector<std::size_t>{0, 2, 4}));
-  EXPECT_EQ(StepSelection::parse("1:100:3").rows(8), (std::vector<std::size_t>{1, 4, 7}));
-  EXPECT_EQ(StepSelection::parse("6:").rows(4), (std::vector<std::size_t>{}));
+// Recorded steps 0, 10, ..., 10 * (count - 1).
+std::vector<data::StepRecord> every_10(std::size_t count) {
+  std::vector<data::StepRecord> steps;
+  for (std::size_t i = 0; i < count; ++i) steps.push_back({std::int64_t(10 * i), 1.0, 0.1});
+  return steps;
+}
+
+TEST(AnalyzeConfigTest, StepSelectionPicksTrainingStepsNotRows) {
+  const auto steps = every_10(5);  // 0, 10, 20, 30, 40
+  EXPECT_EQ(StepSelection::parse("").rows(steps), (std::vector<std::size_t>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(StepSelection::parse("20").rows(steps), (std::vector<std::size_t>{2}));
+  EXPECT_EQ(StepSelection::parse("10:30").rows(steps), (std::vector<std::size_t>{1, 2}));
+  EXPECT_EQ(StepSelection::parse("5:35").rows(steps), (std::vector<std::size_t>{1, 2, 3}));
+  EXPECT_EQ(StepSelection::parse("::20").rows(steps), (std::vector<std::size_t>{0, 2, 4}));
+  EXPECT_EQ(StepSelection::parse("10:1000:30").rows(steps), (std::vector<std::size_t>{1, 4}));
+  EXPECT_EQ(StepSelection::parse("40,0,20").rows(steps), (std::vector<std::size_t>{0, 2, 4}));
+  EXPECT_EQ(StepSelection::parse("0:20,40").rows(steps), (std::vector<std::size_t>{0, 1, 4}));
   EXPECT_EQ(StepSelection::parse("1::3").to_string(), "1::3");
+  EXPECT_EQ(StepSelection::parse("40,0:20").to_string(), "40,0:20:1");
+  // Nothing selected, or a named step not recorded: the error says which steps exist.
+  const std::string none = test::error_of([&] { StepSelection::parse("100:200").rows(steps); });
+  EXPECT_NE(none.find("selects no recorded step; recorded steps run from 0 to 40, every 10 (5 steps)"),
+            std::string::npos) << none;
+  const std::string missing = test::error_of([&] { StepSelection::parse("0,15").rows(steps); });
+  EXPECT_NE(missing.find("step 15 is not recorded; recorded steps run from 0 to 40"), std::string::npos) << missing;
+  EXPECT_NE(test::error_of([&] { StepSelection::parse("0:10").rows({}); }).find("no steps are recorded"),
+            std::string::npos);
+  EXPECT_TRUE(StepSelection::parse("").rows({}).empty());  // every step of a file that has none yet
   EXPECT_THROW(StepSelection::parse("a:b"), Error);
   EXPECT_THROW(StepSelection::parse("-1:"), Error);
   EXPECT_THROW(StepSelection::parse("::0"), Error);
   EXPECT_THROW(StepSelection::parse("3:2"), Error);
   EXPECT_THROW(StepSelection::parse("1:2:3:4"), Error);
+  EXPECT_THROW(StepSelection::parse("1,,2"), Error);
   EXPECT_EQ(parse_vector_set("layer"), VectorSet::layers);
   EXPECT_THROW(parse_vector_set("bucket"), Error);
+}
+
+TEST(AnalyzeConfigTest, JoinedSelectionsAreTheUnionInFewestPieces) {
+  auto joined = [](const char* a, const char* b) {
+    return StepSelection::parse(a).joined(StepSelection::parse(b)).to_string();
+  };
+  EXPECT_EQ(joined("0:100", "0:200"), "0:200:1");     // a wider range
+  EXPECT_EQ(joined("100:200", "0:100"), "0:200:1");   // ranges that meet
+  EXPECT_EQ(joined("0:100:10", "50::10"), "0::10");   // one stride and phase, overlapping
+  EXPECT_EQ(joined("0:100:10", "5:50:10"), "0:100:10,5:50:10");  // another phase stays apart
+  EXPECT_EQ(joined("20", "20"), "20");
+  EXPECT_EQ(joined("20", "21"), "20:22:1");
+  EXPECT_EQ(joined("0:10", ""), "0::1");  // every step
+  const auto steps = every_10(10);
+  for (const auto& [a, b] : std::vector<std::pair<const char*, const char*>>{
+           {"0:30", "50:70"}, {"0::20", "10::20"}, {"40", "0:35:5"}, {"10:40:10", "0:100:30"}}) {
+    std::set<std::size_t> both;
+    for (const char* t : {a, b})
+      for (std::size_t r : StepSelection::parse(t).rows(steps)) both.insert(r);
+    const auto union_rows = StepSelection::parse(a).joined(StepSelection::parse(b)).rows(steps);
+    EXPECT_EQ(std::set<std::size_t>(union_rows.begin(), union_rows.end()), both) << a << " " << b;
+  }
 }
 
 TEST(AnalyzeConfigTest, BadOptionsAreRefusedBeforeAnyFileIsMade) {

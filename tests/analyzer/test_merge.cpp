@@ -30,16 +30,16 @@ using test::error_of;
 TEST(Merge, ShardsMergedEqualOneRun) {
   TempDir dir;
   test::write_synthetic_snapshot(dir / "snap.h5", 7);
-  analyze(shard_config(dir, "single.h5", "1::2"));
+  analyze(shard_config(dir, "single.h5", "10::20"));  // steps 10, 30, 50
   // Given out of order, each on its own thread count.
-  AnalyzeConfig late = shard_config(dir, "b.h5", "5::2");
+  AnalyzeConfig late = shard_config(dir, "b.h5", "50::20");
   late.jobs = 1;
   analyze(late);
-  analyze(shard_config(dir, "a.h5", "1:5:2"));
+  analyze(shard_config(dir, "a.h5", "10:50:20"));
   const MergeResult r = merge_stores({dir / "b.h5", dir / "a.h5"}, dir / "merged.h5", false);
   EXPECT_EQ(r.shards, 2u);
-  EXPECT_EQ(r.steps, 3u);  // rows 1, 3, 5
-  EXPECT_EQ(r.selection, "1::2");
+  EXPECT_EQ(r.steps, 3u);  // steps 10, 30, 50
+  EXPECT_EQ(r.selection, "10::20");
   test::expect_same_store(AnalysisReader(dir / "merged.h5"), AnalysisReader(dir / "single.h5"));
 
   // Nothing is replaced without force; with it, the same store again.
@@ -53,16 +53,16 @@ TEST(Merge, ShardsMergedEqualOneRun) {
 TEST(Merge, RefusesShardsOfAnotherRunOrThatDoNotTile) {
   TempDir dir;
   test::write_synthetic_snapshot(dir / "snap.h5", 6);
-  analyze(shard_config(dir, "a.h5", "0:2"));
-  analyze(shard_config(dir, "b.h5", "2:4"));
-  analyze(shard_config(dir, "gap.h5", "3:6"));
-  AnalyzeConfig other = shard_config(dir, "other.h5", "2:4");
+  analyze(shard_config(dir, "a.h5", "0:20"));
+  analyze(shard_config(dir, "b.h5", "20:40"));
+  analyze(shard_config(dir, "gap.h5", "30:60"));
+  AnalyzeConfig other = shard_config(dir, "other.h5", "20:40");
   other.densities = {0.1};
   analyze(other);
-  AnalyzeConfig stride = shard_config(dir, "stride.h5", "2:6:2");
+  AnalyzeConfig stride = shard_config(dir, "stride.h5", "20:60:20");
   analyze(stride);
   test::write_synthetic_snapshot(dir / "snap2.h5", 6, 7, 10, "2027-01-01T00:00:00Z");
-  AnalyzeConfig foreign = shard_config(dir, "foreign.h5", "2:4");
+  AnalyzeConfig foreign = shard_config(dir, "foreign.h5", "20:40");
   foreign.input = dir / "snap2.h5";
   analyze(foreign);
 
@@ -82,7 +82,7 @@ TEST(Merge, RefusesShardsOfAnotherRunOrThatDoNotTile) {
   EXPECT_NE(error_of([&] { merge_stores({}, merged, false); }).find("no analysis file"), std::string::npos);
   EXPECT_FALSE(std::filesystem::exists(merged));  // nothing half-made
   merge_stores({dir / "b.h5", dir / "a.h5"}, merged, false);
-  EXPECT_EQ(AnalysisReader(merged).options().steps, "0:4:1");
+  EXPECT_EQ(AnalysisReader(merged).options().steps, "0:40:1");
 }
 
 }  // namespace

@@ -97,7 +97,7 @@ TEST(ReportPlots, EveryPlotIsADrawnPngEmbeddedWithACaption) {
 
   const std::string md = read_text(c.report_dir / "report.md");
   for (const char* file :
-       {"ks-conv-weight.png", "ks-bias.png", "ks-linear-weight.png", "ks-1-d-weight.png",
+       {"ks-conv-weight.png", "ks-bias.png", "ks-linear-weight.png", "ks-norm-weight.png",
         "ks-whole-model.png", "quality-0.1.png", "quality-0.01.png", "threshold-error.png",
         "histogram.png", "qq.png"}) {
     expect_drawn_png(c.report_dir / file);

@@ -28,8 +28,8 @@ TEST(AnalyzeCli, ShardsMergeIntoTheStoreOfOneRun) {
   TempDir dir;
   test::write_synthetic_snapshot(dir / "snap.h5", 5);
   const std::string base = (dir / "snap.h5").string() + " --ratios 0.1,0.01 --backend cpu --quiet --out ";
-  for (const std::string shard : {"single.h5 --steps 0:", "p0.h5 --steps 0:2", "p1.h5 --steps 2:4 --jobs 1",
-                                   "p2.h5 --steps 4:"}) {
+  for (const std::string shard : {"single.h5 --steps 0:", "p0.h5 --steps 0:20", "p1.h5 --steps 20:40 --jobs 1",
+                                   "p2.h5 --steps 40:"}) {
     const CliRun r = run(base + (dir / shard).string(), dir);
     ASSERT_EQ(r.status, 0) << shard << ": " << r.err;
   }

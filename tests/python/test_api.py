@@ -220,9 +220,13 @@ def test_fit_takes_one_ratio_or_several_in_the_range_select_takes():
                      lambda: gradscope.select(t, "topk", bad)):
             with pytest.raises(ValueError, match=r"is outside \(0, 1\]"):
                 call()
-    with pytest.raises(TypeError, match="ratios must be a number or a sequence"):
-        gradscope.fit(t, ratios="0.1")
-    with pytest.raises(ValueError, match="ratios is empty"):
+    # A comma list as analyze takes it; each error names the option.
+    assert [r["ratio"] for r in gradscope.fit(t, ratios="0.1")["thresholds"]] == [0.1] * len(at_one)
+    with pytest.raises(ValueError, match=r"^ratios: 'a lot' is not a comma list"):
+        gradscope.fit(t, ratios="a lot")
+    with pytest.raises(TypeError, match=r"^ratios: ratio must be a real number"):
+        gradscope.fit(t, ratios=(0.1, "0.01"))
+    with pytest.raises(ValueError, match="ratios: none given"):
         gradscope.fit(t, ratios=())
 
 

@@ -20,7 +20,7 @@ TIMINGS = {"seconds", "fit_seconds"}  # wall times: the only columns two runs ma
 
 
 class Net(torch.nn.Module):
-    """Every layer kind: conv weight, bias, linear weight, 1-d weight, scalar."""
+    """Layers of several kinds: conv weight, bias, linear weight, a free-standing parameter, scalar."""
 
     def __init__(self):
         super().__init__()
@@ -73,7 +73,7 @@ def test_open_snapshot_reads_what_the_recorder_wrote(tmp_path):
     # A module's own parameters come first, then its children's.
     assert [layer.shape for layer in snap.layers] == [(4,), (), (3, 1, 3, 3), (3,), (4, 12), (4,)]
     assert [layer.numel for layer in snap.layers] == [4, 1, 27, 3, 48, 4]
-    assert [layer.kind for layer in snap.layers] == ["1-d weight", "scalar", "conv weight", "bias",
+    assert [layer.kind for layer in snap.layers] == ["parameter", "scalar", "conv weight", "bias",
                                                      "linear weight", "bias"]
     assert snap.total_numel == 87
     assert [s.step for s in snap] == [0, 3, 6] == [s.step for s in snap.steps] and len(snap) == 3
@@ -322,8 +322,11 @@ def test_load_analysis_without_pandas_gives_the_same_columns(tmp_path, monkeypat
         table = arrays[name]
         assert isinstance(table, dict) and list(table) == list(frames[name].columns), name
         for column, values in table.items():
-            assert isinstance(values, np.ndarray) and values.dtype == frames[name][column].dtype, (name, column)
             expected = frames[name][column].to_numpy()
+            if column == "stages":  # NA where a method counts none: pandas' Int32, else NaN in floats
+                assert str(frames[name][column].dtype) == "Int32" and values.dtype == np.float64
+                expected = frames[name][column].to_numpy(dtype=np.float64, na_value=np.nan)
+            assert isinstance(values, np.ndarray) and values.dtype == expected.dtype, (name, column)
             if values.dtype == object:
                 assert list(values) == list(expected) and all(isinstance(v, str) for v in values)
             else:
@@ -370,10 +373,16 @@ def test_the_walkthrough_in_the_docs_is_the_example_and_runs(tmp_path):
     done = subprocess.run([sys.executable, script], cwd=tmp_path, env=python_env(MPLBACKEND="Agg"),
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "10 steps, 50 vectors" in done.stdout
+    assert "10 steps, 110 vectors" in done.stdout
+    # The thresholds table filtered on too_small prints what the summary prints.
+    lines = done.stdout.splitlines()
+    starts = [i for i, line in enumerate(lines) if line.startswith("ratio ")]
+    methods = len(gradscope.load_analysis(tmp_path / "run.analysis.h5").attrs["methods"].split(","))
+    assert len(starts) == 2 and lines[starts[0]:starts[0] + 2 + methods] == lines[starts[1]:starts[1] + 2 + methods]
+    assert "norm weight" in done.stdout and "norm bias" in done.stdout
     assert gradscope.load_analysis(tmp_path / "run.analysis.h5")["steps"]["step"].tolist() == list(range(0, 20, 2))
     try:
         import matplotlib  # noqa: F401
     except ImportError:
         return
-    assert (tmp_path / "ks_gamma.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (tmp_path / "histogram_gamma.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

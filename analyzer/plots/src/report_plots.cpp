@@ -158,7 +158,7 @@ std::vector<ErrorBar> threshold_error_bars(const std::vector<VectorRow>& vectors
   for (const auto& t : thresholds) {
     if (!t.error.empty() || is_reference_method(t.method)) continue;
     const auto n = size.find({t.step, t.scope});
-    if (n != size.end() && double(n->second) * t.density < kMinTargetCountForQuality) continue;
+    if (n != size.end() && too_small_for_quality(n->second, t.density)) continue;
     if (std::isfinite(t.rel_error)) errors[{t.method, t.density}].push_back(std::fabs(t.rel_error));
   }
   std::vector<ErrorBar> bars;

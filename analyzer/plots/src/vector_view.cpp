@@ -1,5 +1,6 @@
 #include "gs/analyzer/plots/vector_view.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <variant>
@@ -10,27 +11,16 @@
 #include "gs/kernels/cpu.hpp"
 
 namespace gs::analyzer::plots {
-namespace {
-
-double param(const fitting::DistFit& fit, const char* name) {
-  for (const auto& [key, value] : fit.params)
-    if (key == name) return value;
-  throw Error("fit of " + fit.dist + " has no parameter '" + name + "'");
-}
-
-}  // namespace
 
 fitting::Sid sid_from_fit(const fitting::DistFit& fit) {
   if (!fit.error.empty()) throw Error("the " + fit.dist + " fit failed: " + fit.error);
-  if (fit.dist == "exponential") return fitting::Exponential(param(fit, "beta"));
-  if (fit.dist == "gamma") return fitting::Gamma(param(fit, "alpha"), param(fit, "beta"));
-  if (fit.dist == "gpareto") return fitting::GeneralizedPareto(param(fit, "xi"), param(fit, "sigma"));
-  if (fit.dist == "normal") return fitting::Normal(param(fit, "mu"), param(fit, "sigma"));
-  throw Error("unknown distribution '" + fit.dist + "'");
-}
-
-double pdf(const fitting::Sid& d, double x) {
-  return std::visit([x](const auto& law) { return gs::fitting::pdf(law, x); }, d);
+  std::vector<double> values;
+  for (const auto& name : fitting::parameter_names(fit.dist)) {
+    const auto it = std::find_if(fit.params.begin(), fit.params.end(), [&](const auto& p) { return p.first == name; });
+    if (it == fit.params.end()) throw Error("fit of " + fit.dist + " has no parameter '" + name + "'");
+    values.push_back(it->second);
+  }
+  return fitting::make_sid(fit.dist, values);
 }
 
 const fitting::ThresholdEntry* find_threshold(const fitting::FitReport& report, const std::string& method,
@@ -109,7 +99,7 @@ void add_curves(VectorView& view, int curve_points) {
       const double span = h.hi / h.lo;
       for (int j = 0; j < curve_points; ++j) {
         const double x = h.lo * std::pow(span, double(j) / double(curve_points - 1));
-        const double y = pdf(law, x);
+        const double y = fitting::pdf(law, x);
         if (y > 0.0 && std::isfinite(y)) {
           curve.x.push_back(x);
           curve.pdf.push_back(y);

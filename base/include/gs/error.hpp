@@ -12,6 +12,13 @@ class Error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A file (or the folder a new file goes in) that does not exist: a caller mistake like any other,
+// of its own type so that Python raises it as a FileNotFoundError too (gradscope.MissingFileError).
+class MissingFile : public Error {
+ public:
+  using Error::Error;
+};
+
 // A failure of the machine doing the work (a device out of memory, a CUDA or cuFFT status), not of
 // the caller's input nor of the data: the same call may well succeed on another backend. Code
 // that turns an error into a result row ("this fit failed") must let it through, so that no

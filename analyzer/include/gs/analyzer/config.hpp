@@ -5,10 +5,10 @@
 // with other values is refused unless forced.
 #include <cstdint>
 #include <filesystem>
-#include <optional>
 #include <string>
 #include <vector>
 
+#include "gs/analyzer/step_selection.hpp"
 #include "gs/base/option_table.hpp"
 #include "gs/fitting/report.hpp"
 
@@ -19,20 +19,6 @@ namespace gs::analyzer {
 enum class VectorSet { layers, model, both };
 std::string to_string(VectorSet v);
 VectorSet parse_vector_set(const std::string& text);  // "layer" | "model" | "both"
-
-// Rows of the snapshot's /steps table to analyse, like a Python slice over row indices:
-// first, first + stride, ... below last (no last: to the end, so a growing file adds new rows).
-struct StepSelection {
-  std::uint64_t first = 0;
-  std::optional<std::uint64_t> last;
-  std::uint64_t stride = 1;
-
-  // "a:b:c", "a:b", "a:", ":b", "::c", "a" (one row), or "" (all). gs::Error otherwise.
-  static StepSelection parse(const std::string& text);
-  std::string to_string() const;  // canonical "a:b:c" with empty b when open
-  // Row indices selected among `rows` recorded rows.
-  std::vector<std::size_t> rows(std::size_t recorded) const;
-};
 
 // What a command does when the device fails part-way (a gs::DeviceFailure: out of memory, a CUDA
 // status): "stop" with that failure in one line, or "cpu": run the interrupted work again on the

@@ -18,7 +18,10 @@
 namespace gs::analyzer {
 
 inline constexpr const char* kAnalysisFormat = "gradscope-analysis";
-inline constexpr int kAnalysisFormatVersion = 1;
+// Version 2: --steps names training steps (version 1: rows of the snapshot's /steps) and
+// /thresholds has n and too_small. Readers read both; only the current one is appended to or merged.
+inline constexpr int kAnalysisFormatVersion = 2;
+inline constexpr int kOldestAnalysisFormatVersion = 1;
 
 struct StepRow {
   std::int64_t step = 0;
@@ -60,17 +63,29 @@ struct QQRow {
   double probability = 0.0, fitted = 0.0, sample = 0.0;
 };
 
+// Quality is summarised only over vectors whose target count n*density is at least this: below it
+// k = max(1, floor(n*density)) rounding alone moves the achieved density by 1% or more (a 10-value
+// bias at density 0.01 keeps 1 value, "quality" 10).
+inline constexpr double kMinTargetCountForQuality = 100.0;
+// The rule the summary leaves vectors out by and the thresholds table's too_small flag states:
+// n*density < kMinTargetCountForQuality.
+inline bool too_small_for_quality(std::uint64_t n, double density) {
+  return double(n) * density < kMinTargetCountForQuality;
+}
+
 struct ThresholdRow {
   std::int64_t step = 0;
   std::string scope, kind, method;
   double density = 0.0, threshold = 0.0;
-  std::int32_t stages = 0;
-  std::uint64_t selected = 0;
+  std::int32_t stages = 0;       // what the method counts as stages; 0: none (top-k, DGC) or error
+  std::uint64_t selected = 0;    // finite x at or above threshold (fitting::selection_bound)
   double quality = 0.0;          // (selected/n)/density
   double exact_threshold = 0.0;  // exact top-k's threshold at the same density
   double rel_error = 0.0;        // (threshold - exact)/exact; NaN when exact is 0
   double seconds = 0.0;          // time the method took
   std::string error;
+  std::uint64_t n = 0;           // elements of the vector
+  bool too_small = false;        // too_small_for_quality(n, density): the summary leaves it out
 };
 
 // A fit as the store keeps it and back, written once: the fit of `dist` in fitting's report
@@ -78,6 +93,9 @@ struct ThresholdRow {
 // as the report's DistFit (its tail checks and QQ points are rows of their own tables).
 FitRow to_fit_row(const fitting::DistFit& fit, std::int64_t step, const std::string& scope, const std::string& kind);
 fitting::DistFit to_dist_fit(const FitRow& row);
+// The param_names root attribute: "dist:name1,name2;..." for every SID, "-" for a parameter the
+// law does not have (exponential:beta,-), from fitting::parameter_names.
+std::string param_names_attribute();
 
 // Everything one analysed step adds to the store.
 struct StepResults {
@@ -111,6 +129,9 @@ struct StoredOptions {
   std::uint64_t ks_max_points = 0, seed = 0;
   int qq_points = 0;
   bool operator==(const StoredOptions&) const = default;
+  // Whether results made with `other` belong in the same store: every option equal but the step
+  // selection (a re-run adds the steps it selects), the lists as sets (their order is no option).
+  bool same_analysis(const StoredOptions& other) const;
   static StoredOptions from(const AnalyzeConfig& c);
   std::string describe() const;  // one line, for messages
 };
@@ -124,16 +145,25 @@ class AnalysisWriter {
   static AnalysisWriter create(const std::filesystem::path& path, const SourceIdentity& source,
                                const StoredOptions& options, std::size_t max_scope_chars,
                                bool replace);
-  // Opens an existing file for appending; gs::Error when it is not an analysis file, or its source
-  // or options differ from the given ones (the message says what differs and suggests --force).
+  // Opens an existing file for appending; gs::Error when it is not an analysis file, was made by
+  // an older gradscope (another table layout), or its source or options are not the same analysis
+  // (StoredOptions::same_analysis: the message says what differs and suggests --force). The
+  // stored step selection becomes the union of the stored one and the given one.
   static AnalysisWriter open(const std::filesystem::path& path, const SourceIdentity& source,
                              const StoredOptions& options);
+  // The options as the file holds them (after open(): its lists in their stored order, which a
+  // re-run follows, and the joined step selection).
+  const StoredOptions& options() const;
   ~AnalysisWriter();
   AnalysisWriter(AnalysisWriter&&) noexcept;
   AnalysisWriter& operator=(AnalysisWriter&&) noexcept;
 
   // Training steps already in /steps.
   const std::vector<std::int64_t>& steps_done() const;
+  // A step's rows in two parts: its rows of every table but /steps, then its /steps row (the
+  // commit record) and the flush. append() does both.
+  void write_rows(const StepResults& results);
+  void commit(const StepRow& step);
   void append(const StepResults& results);
   void close();
 
@@ -174,9 +204,11 @@ class AnalysisReader {
   const SourceIdentity& source() const;
   const StoredOptions& options() const;
   std::string created() const;  // when the analysis file was made
+  int format_version() const;   // kOldestAnalysisFormatVersion .. kAnalysisFormatVersion
   std::size_t scope_width() const;  // bytes of the scope fields (the longest layer name, or 8)
 
-  // Committed rows only (those of steps in /steps), in the order they were written.
+  // Committed rows only (those of steps in /steps), in the order they were written. A version 1
+  // file's thresholds get n from /vectors and too_small by its rule, as version 2 stores them.
   std::vector<StepRow> steps() const;
   std::vector<VectorRow> vectors() const;
   std::vector<FitRow> fits() const;

@@ -31,11 +31,7 @@ struct KindStanding {
   std::string best_by_aic, best_by_ks;  // most wins ("" if none)
 };
 
-// Quality is summarised only over vectors whose target count n*density is at least this: below it
-// k = max(1, floor(n*density)) rounding alone moves the achieved density by 1% or more (a 10-value
-// bias at density 0.01 keeps 1 value, "quality" 10).
-inline constexpr double kMinTargetCountForQuality = 100.0;
-
+// Quality is summarised over the rows that are not too_small_for_quality (store.hpp).
 struct MethodQuality {
   std::string method;
   double density = 0.0;

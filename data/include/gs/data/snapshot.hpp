@@ -6,12 +6,15 @@
 //                        attribute shape (int64[]) = the parameter's shape
 //   /layers/<name>/step  int64 [steps]
 //   /steps               compound {step int64, loss float64, lr float64} [steps]
+//   /losses              the same compound, one row per training step, recorded or not (files
+//                        written before it was added lack it: the reader then gives /steps)
 // The writer runs in SWMR mode and flushes after every appended step, so a concurrent reader sees
 // new steps and a crash leaves every earlier step readable.
 #include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -64,8 +67,12 @@ class SnapshotWriter {
   SnapshotWriter(SnapshotWriter&&) noexcept;
   SnapshotWriter& operator=(SnapshotWriter&&) noexcept;
 
-  // Appends one step: grads[i] holds layers()[i].numel() floats. Flushes before returning.
+  // Appends one step: grads[i] holds layers()[i].numel() floats, and its /losses row. Flushes
+  // before returning.
   void append(const StepRecord& record, std::span<const std::span<const float>> grads);
+  // Appends the /losses rows of steps that are not recorded (each after every step appended so
+  // far, recorded or not); flushes. gs::Error for a step that does not follow.
+  void append_losses(std::span<const StepRecord> records);
   std::size_t steps_written() const;
   const std::vector<LayerInfo>& layers() const;
   const std::filesystem::path& path() const;
@@ -76,9 +83,19 @@ class SnapshotWriter {
   std::unique_ptr<Impl> impl_;
 };
 
+// The spacing of evenly spaced steps; none for fewer than two steps or uneven ones.
+std::optional<std::int64_t> even_spacing(const std::vector<StepRecord>& steps);
+// Which steps a snapshot holds, for messages: "recorded steps run from 0 to 18, every 2 (10
+// steps)", or "no steps are recorded".
+std::string describe_steps(const std::vector<StepRecord>& steps);
+
+// Whether a SnapshotReader of this process has the file open (it cannot then be replaced).
+bool open_for_reading(const std::filesystem::path& path);
+
 // Where a new file may be written: gs::Error, one line, when path is a directory, its directory
-// does not exist, or it exists and !force (the message suggests force_words, the caller's way of
-// saying force: "--force" on the command line, "force=True" in Python).
+// does not exist (gs::MissingFile), it exists and !force (the message suggests force_words, the
+// caller's way of saying force: "--force" on the command line, "force=True" in Python), or a
+// reader or a writer of this process has it open (the message says which, and to close it).
 void check_destination(const std::filesystem::path& path, bool force,
                        const std::string& force_words = "--force");
 
@@ -111,6 +128,9 @@ class SnapshotReader {
   std::size_t step_count() const;  // as of the last refresh (or open)
   const std::vector<StepRecord>& steps() const;
   std::size_t step_index(std::int64_t step) const;  // gs::Error if not recorded
+  // The loss and learning rate of every training step, recorded or not, read again on each call
+  // (a live writer's new rows included); for a file without /losses, the recorded steps'.
+  std::vector<StepRecord> losses() const;
 
   // One layer at one recorded step (by index into steps()); out.size() must equal numel.
   void read(std::size_t step_index, std::size_t layer_index, std::span<float> out) const;

@@ -28,6 +28,8 @@ class StepSink {
  public:
   virtual ~StepSink() = default;
   virtual void append(const StepRecord& record, std::span<const std::span<const float>> grads) = 0;
+  // The loss rows of steps that are not recorded, in step order, each before any later append().
+  virtual void append_losses(std::span<const StepRecord> records) { (void)records; }
   virtual void close() {}
 };
 
@@ -57,8 +59,9 @@ class StepRecorder {
   // second put for the same layer adds to the first. Does nothing when the step is not recorded.
   // gs::Error for a layer index or size that does not match.
   void put(std::size_t layer, std::span<const float> grad);
-  // After the step's gradients: queues the captured step (if any) with its loss and learning rate.
-  // A layer that got no put() this step is recorded as zeros.
+  // After the step's gradients: queues the captured step (if any) with its loss and learning rate,
+  // or, for a step that is not recorded, its loss and learning rate alone (the sink's
+  // append_losses, written in batches). A layer that got no put() this step is recorded as zeros.
   void end_step(double loss, double lr);
   // Writes everything queued, stops the writer thread and closes the sink. Idempotent.
   void finish();
@@ -82,6 +85,7 @@ class StepRecorder {
   std::unique_ptr<StepSink> sink_;
   std::vector<Buffer> buffers_;
   Buffer* current_ = nullptr;  // buffer being filled this step; training thread only
+  bool step_open_ = false;     // between begin_step and end_step; training thread only
   std::int64_t last_step_ = -1;
   std::int64_t recorded_ = 0;
   bool finished_ = false;
@@ -89,6 +93,10 @@ class StepRecorder {
   mutable std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<Buffer*> free_, pending_;
+  // Losses of steps that are not recorded, for the writer: written with the next recorded step,
+  // once kLossBatch wait, and when the recorder stops.
+  static constexpr std::size_t kLossBatch = 32;
+  std::vector<StepRecord> losses_;
   bool stopping_ = false;
   std::string error_;  // first writer-thread failure, empty while none
   std::thread thread_;

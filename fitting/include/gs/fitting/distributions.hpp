@@ -7,6 +7,7 @@
 //   log_cdf(d, x), log_cdf(complement(d, x)) = ln P(X > x)   (for tails: Anderson-Darling).
 // Arguments outside [0, 1] for probabilities throw gs::Error; x outside the support is allowed and
 // gives the obvious limits (pdf 0, cdf 0 or 1).
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -112,6 +113,13 @@ std::string_view name(const Sid& d);
 std::vector<std::pair<std::string, double>> params(const Sid& d);
 // Free parameters counted by AIC (location is fixed at 0 and not counted).
 int parameter_count(const Sid& d);
+// The parameter names of the SID named `dist`, in params()'s order (the analysis store's param1,
+// param2); gs::Error naming the SIDs for an unknown name.
+const std::vector<std::string>& parameter_names(std::string_view dist);
+// The SID named `dist` with its parameters in parameter_names()'s order (values beyond them are
+// ignored: the store's NaN param2 of the exponential); gs::Error for an unknown name, too few
+// values or parameters the law refuses.
+Sid make_sid(std::string_view dist, std::span<const double> values);
 
 // F(x), ln F(x) and ln P(X > x) from one evaluation of the law: what the goodness-of-fit tests
 // need at every sorted point. Each log keeps full relative accuracy in its own tail (the
@@ -128,6 +136,7 @@ CdfPoint cdf_point(const GeneralizedPareto& d, double x);
 CdfPoint cdf_point(const Normal& d, double x);
 
 // Dispatch helpers for code that holds a Sid.
+double pdf(const Sid& d, double x);
 double cdf(const Sid& d, double x);
 double log_cdf(const Sid& d, double x);
 double log_sf(const Sid& d, double x);  // ln P(X > x)

@@ -71,9 +71,12 @@ enum class EdfEvaluation { interpolated, exact };
 EdfStatistics edf_statistics(const Sid& d, std::span<const double> sorted,
                              EdfEvaluation how = EdfEvaluation::interpolated);
 
-// Tail check for compression: predicted exceedances n*density vs observed count above the fitted
-// eta = quantile(complement(d, density*n/count)) (the law describes the count non-zero values);
-// density in (0, 1] (gs::Error otherwise): at 1, eta = 0.
+// Tail check for compression: predicted exceedances n*density vs the observed count of what the
+// fitted eta = quantile(complement(d, density*n/count)) selects (count_selected: at or above it).
+// The law describes the count non-zero finite values, so n*density of all n elements lie above
+// eta when a fraction density*n/count of the non-zero ones do; eta = 0 when that fraction is 1 or
+// more (density 1, or fewer non-zero values than n*density). density in (0, 1] (gs::Error
+// otherwise).
 struct TailCheck {
   double density = 0.0;
   double threshold = 0.0;

@@ -42,6 +42,9 @@ struct ThresholdMethodInfo {
   bool (*available)() = nullptr;
   // Its rule draws a random sample (ThresholdRuleOptions::seed): the seed changes what it selects.
   bool seeded = false;
+  // What the result's stages counts for this method, for the docs; empty: nothing (top-k, DGC),
+  // and threshold_by_name reports 0 (the tables' NA).
+  std::string_view stages = {};
 };
 
 // Every row, in a stable order (the order of the lists, reports and plots).

@@ -4,7 +4,8 @@
 // baselines' rules (algorithms.md sections 1, 2, 4). Data are read only through MagnitudePasses.
 //
 // Conventions: n = passes.size() counts every element (zeros and non-finite included);
-// k = max(1, floor(n*density)); an element is selected when its x = |g| is finite and x > threshold.
+// k = max(1, floor(n*density)); an element is selected when its x = |g| is finite and at or above
+// the threshold (x >= threshold; a threshold of 0 selects the non-zero x): selection_bound().
 // density outside (0, 1), n = 0, or k larger than the number of finite values throw gs::Error.
 // Random-k has no threshold and is not here.
 #include <algorithm>
@@ -82,10 +83,23 @@ struct SelectionCount {
   double excess_mean = 0.0;
 };
 
+// Which elements a threshold selects, the one rule every method's count and every compressor's
+// selection follow: the finite x at or above it (x >= threshold), as top-k keeps its threshold,
+// the k-th largest value, and DGC's reference code keeps its sample's value (torch.ge). A
+// threshold of 0 selects the non-zero x: no method sends a zero it could leave out. The backends
+// select x > bound; selection_bound(threshold) is the bound that keeps the same elements (the
+// largest double below a positive threshold: no float lies between the two).
+double selection_bound(double threshold);
+// The count of what `threshold` selects (one pass): count_above(selection_bound(threshold)).
+std::uint64_t count_selected(MagnitudePasses& passes, double threshold);
+
 // The result of a rule that settled on threshold eta after `stages` steps: it counts what the
-// threshold selects (one pass) for selected and quality.
+// threshold selects (one pass, count_selected) for selected and quality.
 ThresholdResult counted_threshold(std::string method, MagnitudePasses& passes, double density,
                                   double eta, int stages);
+// Density 1, where no rule runs: every finite element is kept, zeros included, as every
+// compressor keeps it at density 1 (threshold 0, stages 0, one counting pass).
+ThresholdResult keep_everything(std::string method, MagnitudePasses& passes);
 
 enum class SidcoVariant { exponential, pareto, gamma_pareto };  // SIDCo-E, -P, -GP
 // The name of the threshold method that runs SIDCo's variant v (its row in threshold_methods()).
@@ -240,7 +254,9 @@ ThresholdResult gaussianksgd_threshold(MagnitudePasses& passes, double density);
 
 // The rule of the method named (a row of threshold_methods()); stages is used by SIDCo and
 // sidco-topk only (0: default_sidco_stages(density)), seed by DGC only, sidco by SIDCo only.
-// gs::Error for an unknown name, listing the known ones.
+// At density 1, keep_everything(). The result's stages is 0 for a method whose row counts no
+// stages (ThresholdMethodInfo::stages: top-k, DGC). gs::Error for an unknown name, listing the
+// known ones.
 ThresholdResult threshold_by_name(std::string_view method, MagnitudePasses& passes, double density,
                                   int stages, std::uint64_t seed, SidcoRule sidco = {});
 

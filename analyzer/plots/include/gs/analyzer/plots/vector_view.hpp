@@ -57,8 +57,8 @@ VectorView analyse_vector(std::span<const float> g, const std::string& scope, st
                           const ViewOptions& options);
 
 // The law a report fit describes (gs::Error for a failed fit or an unknown name).
+// Its density is fitting::pdf(law, x).
 fitting::Sid sid_from_fit(const fitting::DistFit& fit);
-double pdf(const fitting::Sid& d, double x);
 
 // The report's result for a method at a density (relative tolerance 1e-9 on the density), or nullptr.
 const fitting::ThresholdEntry* find_threshold(const fitting::FitReport& report, const std::string& method,
