@@ -1,6 +1,7 @@
 // none, topk, randomk, and count_nonfinite, which the dense compressors share.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <sstream>
@@ -53,26 +54,30 @@ class TopkCompressor final : public Compressor {
   Compressed compress_resident(const float* g, std::uint64_t n, std::string_view) override {
     Compressed c;
     kernels::Selection<std::int32_t> sel;
-    selector_->topk(g, n, fitting::target_count(n, density()), sel);
+    selector_->select(g, n, request(n));
+    const kernels::SelectionReport r = selector_->fetch(sel);
     resident_ = selector_->kind() == kernels::BackendKind::cpu ? kernels::Selector::Resident{}
                                                                : selector_->resident_selection();
+    c.info = info_from(r, n, density());  // threshold: the k-th largest |acc|, the least sent
+    if (r.count == 0) c.info.threshold = std::numeric_limits<double>::quiet_NaN();
     c.payload.n = n;
     c.payload.indices = std::move(sel.indices);
     c.payload.values = std::move(sel.values);
-    c.info.n = n;
-    c.info.selected = c.payload.count();
-    c.info.target_density = density();
-    c.info.nonfinite = selector_->nonfinite(g, n);
-    if (c.payload.count() > 0) {
-      float m = INFINITY;
-      for (float v : c.payload.values) m = std::min(m, std::fabs(v));
-      c.info.threshold = m;
-    }
     return c;
+  }
+  kernels::Selector::Resident select_resident(const float* g, std::uint64_t n, std::string_view) override {
+    resident_ = selector_->select(g, n, request(n));
+    return resident_;
   }
 
  private:
   std::unique_ptr<kernels::Selector> selector_;
+  kernels::SelectRequest request(std::uint64_t n) const {
+    kernels::SelectRequest r;
+    r.rule = kernels::SelectRequest::Rule::topk;
+    r.k = fitting::target_count(n, density());
+    return r;
+  }
   kernels::Selector::Resident resident_;
 };
 

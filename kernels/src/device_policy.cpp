@@ -123,10 +123,13 @@ DevicePolicy::Choice DevicePolicy::choose(std::string_view name) {
 namespace {
 thread_local const CallerStream* innermost = nullptr;
 thread_local std::uint64_t bus_bytes_here = 0;
+thread_local std::uint64_t host_syncs_here = 0;
 }  // namespace
 
 std::uint64_t bus_bytes() { return bus_bytes_here; }
 void add_bus_bytes(std::uint64_t bytes) { bus_bytes_here += bytes; }
+std::uint64_t host_syncs() { return host_syncs_here; }
+void add_host_sync(SyncKind) { ++host_syncs_here; }
 
 CallerStream::CallerStream(int device, StreamHandle stream) : device_(device), stream_(stream), outer_(innermost) {
   innermost = this;
