@@ -63,8 +63,8 @@ class PythonCollectives final : public compress::Collectives {
   int rank_ = 0, world_ = 1;
 };
 
-// gs::compress::DeviceCollectives over the same Python object (its allgather_counts,
-// allgather_pairs and allreduce_sum_device, which wrap the device memory at the addresses given as
+// gs::compress::DeviceCollectives over the same Python object (its allgather_pairs and
+// allreduce_sum_device, which wrap the device memory at the addresses given as
 // tensors of the collectives' device; see gradscope/ddp.py).
 class PythonDeviceCollectives final : public compress::DeviceCollectives {
  public:
@@ -72,10 +72,6 @@ class PythonDeviceCollectives final : public compress::DeviceCollectives {
   ~PythonDeviceCollectives() override {
     pybind11::gil_scoped_acquire gil;
     impl_ = pybind11::object();
-  }
-  std::vector<std::int64_t> allgather_counts(std::int64_t mine) override {
-    pybind11::gil_scoped_acquire gil;
-    return impl_.attr("allgather_counts")(mine).cast<std::vector<std::int64_t>>();
   }
   void allgather(const std::int32_t* indices, const float* values, std::uint64_t count,
                  std::int32_t* indices_all, float* values_all) override {

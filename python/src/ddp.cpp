@@ -74,7 +74,7 @@ class BucketHandle {
   // with the update. stream: a cudaStream_t as an integer (the hook's stream on that device, which
   // is ordered after the bucket's producer) that the work is ordered after and that is ordered
   // after the work; 0 for none. collectives: as exchange()'s; when its `device_collectives` is
-  // true, it also all-gathers and all-reduces device memory (allgather_counts, allgather_pairs,
+  // true, it also all-gathers and all-reduces device memory (allgather_pairs,
   // allreduce_sum_device).
   void exchange_resident(int index, std::uintptr_t address, std::uint64_t n,
                          const ParamList& params,

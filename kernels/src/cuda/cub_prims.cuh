@@ -14,6 +14,8 @@
 #include <thrust/iterator/tabulate_output_iterator.h>
 #include <thrust/iterator/transform_iterator.h>
 
+#include <cstring>
+#include <memory>
 #include <vector>
 
 #include "../portable/bodies.hpp"
@@ -86,6 +88,18 @@ auto mapped(F f) {
       thrust::counting_iterator<std::uint64_t>(0), f);
 }
 
+// A CUDA event recorded on a stream (the StagingPool's event handling: CudaStaging).
+class CudaMark final : public DeviceMark {
+ public:
+  explicit CudaMark(cudaStream_t stream) { CudaStaging{}.record(event_, stream); }
+  ~CudaMark() override { CudaStaging{}.destroy(event_); }
+  bool done() override { return CudaStaging{}.done(event_); }
+  void wait() override { CudaStaging{}.wait(event_); }
+
+ private:
+  CudaStaging::Event event_;
+};
+
 // Runs on `stream` (gradscope's, on the current device) with grids for `multiprocessors` SMs.
 class CubPrims {
  public:
@@ -126,6 +140,15 @@ class CubPrims {
   StagingLease pinned(std::size_t bytes) const { return StagingLease(staging(), bytes); }
   // CUB's temporary storage comes from *scratch (grown as needed) rather than from each call.
   void use_scratch(DeviceBuffer<unsigned char>* scratch) { scratch_ = scratch; }
+  // Pinned, mapped host memory the device may write into (zeroed), and a mark after the work
+  // queued so far on this stream.
+  std::shared_ptr<void> host_memory(std::size_t bytes) const {
+    const CudaStaging h;
+    void* q = h.alloc(bytes);
+    std::memset(q, 0, bytes);
+    return std::shared_ptr<void>(q, [](void* m) { CudaStaging{}.free(m); });
+  }
+  std::unique_ptr<DeviceMark> mark() const { return std::make_unique<CudaMark>(stream_); }
 
   int grid_for(std::uint64_t n) const { return static_cast<int>(grid_blocks(sms_, kThreads, n)); }
 

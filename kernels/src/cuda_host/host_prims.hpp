@@ -11,6 +11,7 @@
 #include <climits>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <numeric>
 #include <type_traits>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "../portable/bodies.hpp"
 #include "gs/error.hpp"
 #include "gs/kernels/device.hpp"
+#include "gs/kernels/vector_ops.hpp"
 #include "runtime.hpp"
 #include "staging.hpp"
 
@@ -30,6 +32,17 @@ inline std::atomic<std::uint64_t> bytes_allocated{0};
 // CUB's temporary storage as the CUDA backend would allocate it: per call without a workspace,
 // when the workspace grows with one (scratch_allocations()).
 inline std::atomic<std::uint64_t> scratch_allocated{0};
+
+// An event of the fake devices (HostRuntime::record_event).
+class HostMark final : public DeviceMark {
+ public:
+  explicit HostMark(std::uint64_t event) : event_(event) {}
+  bool done() override { return runtime().event_done(event_); }
+  void wait() override { runtime().wait_event(event_); }
+
+ private:
+  std::uint64_t event_;
+};
 
 class HostPrims {
  public:
@@ -129,6 +142,11 @@ class HostPrims {
   StagingLease pinned(std::size_t bytes) const { return StagingLease(staging(), bytes); }
   // CUB's temporary storage comes from *scratch (grown as needed) rather than from each call.
   void use_scratch(Buffer<unsigned char>* scratch) { scratch_ = scratch; }
+  // Host memory the device may write into (zeroed), and a mark after the work queued so far.
+  std::shared_ptr<void> host_memory(std::size_t bytes) const {
+    return std::shared_ptr<void>(new unsigned char[bytes](), [](void* q) { delete[] static_cast<unsigned char*>(q); });
+  }
+  std::unique_ptr<DeviceMark> mark() const { return std::make_unique<HostMark>(runtime().record_event()); }
 
   std::uint64_t grid_for(std::uint64_t n) const { return grid_blocks(sms_, kThreads, n); }
 

@@ -103,7 +103,9 @@ void HostRuntime::reset_work() {
 void HostRuntime::note_sync(SyncKind kind) {
   syncs_[std::size_t(current_)][std::size_t(kind)].fetch_add(1);
   add_host_sync(kind);
-  if (kind != SyncKind::copy) completed_.store(recorded_.load());
+  // A stream synchronized (alone or after a copy to the host) has done all its work; an event
+  // waited for, the work before it (wait_event).
+  if (kind != SyncKind::event) completed_.store(recorded_.load());
 }
 
 std::map<int, SyncCounts> HostRuntime::syncs() const {

@@ -42,8 +42,8 @@ class HostRuntime final : public DeviceRuntime {
   std::uint64_t legacy_orders() const { return legacy_orders_.load(); }
 
   // A blocking synchronization of the current device (the host waits for it): counted per device
-  // and kind, and in this thread's host_syncs(). A stream or event sync also completes the work
-  // queued so far (what the device had left to do, with lag on).
+  // and kind, and in this thread's host_syncs(). A stream's (or a copy's) completes the work queued
+  // so far (what the device had left to do, with lag on); an event's, the work before the event.
   void note_sync(SyncKind kind);
   std::map<int, SyncCounts> syncs() const;
   // Events: the work queued so far (a sequence number). Done at once, as the host runs a device's

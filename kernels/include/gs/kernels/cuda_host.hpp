@@ -104,5 +104,8 @@ StreamHandle caller_stream(int device);
 void fail_allocation_after(std::int64_t allocations);
 // Bytes this backend allocated since the process started (tests of its workspaces).
 std::uint64_t allocated_bytes();
+// Allocations of CUB's temporary storage the CUDA backend's calls would make (modelled: one per
+// call without a workspace, one per growth of a Selector's), since the process started.
+std::uint64_t scratch_allocations();
 
 }  // namespace gs::kernels::cuda_host
