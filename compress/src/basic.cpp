@@ -44,12 +44,12 @@ class NoneCompressor final : public Compressor {
 class TopkCompressor final : public Compressor {
  public:
   TopkCompressor(double density, const CompressorOptions& o)
-      : Compressor(density), selector_(kernels::make_selector(kernels::resolve_backend(o.backend))) {}
+      : Compressor(density), selector_(o.backend) {}
   std::string_view name() const override { return "topk"; }
   Compressed compress(std::span<const float> acc, std::string_view tensor) override {
     return compress_resident(selector_->place(acc), acc.size(), tensor);
   }
-  std::optional<kernels::BackendKind> resident_backend() const override { return selector_->kind(); }
+  std::optional<kernels::BackendKind> resident_backend() const override { return selector_.get().kind(); }
   kernels::Selector::Resident resident_selection() const override { return resident_; }
   Compressed compress_resident(const float* g, std::uint64_t n, std::string_view) override {
     Compressed c;
@@ -71,7 +71,7 @@ class TopkCompressor final : public Compressor {
   }
 
  private:
-  std::unique_ptr<kernels::Selector> selector_;
+  mutable SelectorOnUse selector_;  // made at the first selection, on the device it runs on
   kernels::SelectRequest request(std::uint64_t n) const {
     kernels::SelectRequest r;
     r.rule = kernels::SelectRequest::Rule::topk;

@@ -27,7 +27,7 @@ class ThresholdCompressor final : public Compressor {
       : Compressor(density),
         method_(method),
         seed_(o.seed),
-        selector_(kernels::make_selector(kernels::resolve_backend(o.backend))),
+        selector_(o.backend),
         fixed_stages_(o.stages),
         published_(o.sidco_as_published) {
     if (adaptive_stages() && density < 1.0) controller_.emplace(density);
@@ -51,7 +51,7 @@ class ThresholdCompressor final : public Compressor {
     return compress_resident(selector_->place(acc), acc.size(), tensor);
   }
 
-  std::optional<kernels::BackendKind> resident_backend() const override { return selector_->kind(); }
+  std::optional<kernels::BackendKind> resident_backend() const override { return selector_.get().kind(); }
   kernels::Selector::Resident resident_selection() const override { return resident_; }
 
   Compressed compress_resident(const float* g, std::uint64_t n, std::string_view /*tensor*/) override {
@@ -181,7 +181,7 @@ class ThresholdCompressor final : public Compressor {
   const fitting::ThresholdMethodInfo& method_;  // its row of threshold_methods()
   std::uint64_t seed_;
   std::uint64_t calls_ = 0;
-  std::unique_ptr<kernels::Selector> selector_;  // the backend's selection; keeps its buffers
+  mutable SelectorOnUse selector_;  // the backend's selection, made at its first use; keeps its buffers
   int fixed_stages_;
   bool published_;  // SIDCo as published: its stage controller, no count correction
   std::optional<fitting::StageController> controller_;

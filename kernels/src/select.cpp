@@ -150,7 +150,7 @@ std::unique_ptr<VectorOps> make_vector_ops(BackendKind kind, int device) {
     case BackendKind::cuda_host: return cuda_host::make_vector_ops(device);
     case BackendKind::cuda:
 #if defined(GS_HAVE_CUDA)
-      resolve_backend("cuda");  // throws, saying why, without a usable GPU
+      resolve_backend("cuda", device);  // throws, saying why, without a usable GPU (asks that device only)
       return cuda::make_vector_ops(device);
 #else
       resolve_backend("cuda");

@@ -86,7 +86,7 @@ class BucketHandle {
     b.index = index;
     b.data = span_at<float>(address, n).data();
     b.n = n;
-    b.backend = kernels::resolve_backend(backend);
+    b.backend = kernels::resolve_backend(backend, device);  // asks the bucket's device only
     b.device = device;
     b.element_bytes = element_bytes;
     const bool on_device = collectives.attr("device_collectives").cast<bool>();

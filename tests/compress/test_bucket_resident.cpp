@@ -14,6 +14,7 @@
 #include "gs/base/state_stream.hpp"
 #include "gs/compress/bucket_compressor.hpp"
 #include "gs/compress/thread_collectives.hpp"
+#include "gs/kernels/backend.hpp"
 #include "gs/kernels/cuda_host.hpp"
 #include "gs/kernels/device.hpp"
 
@@ -216,6 +217,22 @@ TEST(CudaHostBucketRules, ACheckpointOfDeviceResidualsContinuesExactly) {
   gs::StateReader r(w.bytes(), "test");
   b->load_state(r);
   for (int s = 3; s < 6; ++s) EXPECT_EQ(step(*a, s), step(*b, s)) << "step " << s;
+}
+
+// Rule: making a state (its compressor) asks the CUDA runtime about no device: backend auto is
+// resolved at the first selection, where the DDP hook's thread is already on the bucket's device
+// (rank r's GPU r), so the other ranks make no context on GPU 0.
+TEST(CudaHostBucketRules, MakingAStateAsksNoDevice) {
+  const std::uint64_t before = gs::kernels::backend_probes();
+  for (const char* method : {"sidco-e", "topk", "dgc", "sidco-topk"}) make_bucket(method, 0.01, 0, "auto");
+  EXPECT_EQ(gs::kernels::backend_probes(), before);
+  auto bc = make_bucket("sidco-e", 0.01, 0, "auto");
+  SoloCollectives solo;
+  const auto g = grad(1000, 3);
+  std::vector<float> out(1000);
+  bc->exchange(0, g, std::vector<BucketParam>{{1, 1000}}, solo, out, true);
+  EXPECT_EQ(gs::kernels::backend_probes(), before + (gs::kernels::cuda_built() ? 1 : 0)) << "at the first selection";
+  EXPECT_THROW(make_bucket("sidco-e", 0.01, 0, "gpu"), gs::Error) << "the name is checked at once";
 }
 
 // Rule: work is ordered after the caller's stream (the hook's, which waits for the bucket), and one

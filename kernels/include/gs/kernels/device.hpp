@@ -120,13 +120,14 @@ class DevicePolicy {
   StreamHandle stream(int device);
   void* pool(int device);
 
-  // `auto`: cuda when the current device is usable, else cpu (the first time with a warning, when
-  // a device is present but cannot run the kernels). `cuda`: cuda, or gs::Error saying why not.
+  // `auto`: cuda when `device` (-1: the current one) is usable, else cpu (the first time with a
+  // warning, when a device is present but cannot run the kernels). `cuda`: cuda, or gs::Error
+  // saying why not. Only `device` is asked about (the runtime holds a context on it after).
   struct Choice {
     BackendKind kind = BackendKind::cpu;
     std::string warning;  // non-empty once per policy: print it
   };
-  Choice choose(std::string_view name);
+  Choice choose(std::string_view name, int device = -1);
 
  private:
   struct PerDevice {
