@@ -464,7 +464,8 @@ void BucketCompressor::settle_all() const {
 kernels::ExchangeReport* BucketCompressor::next_report() {
   const std::size_t at = reports_.size() % kReportsPerPage;
   if (at == 0) {
-    if (free_pages_.empty()) free_pages_.push_back(ops_->host_memory(kReportsPerPage * sizeof(kernels::ExchangeReport)));
+    if (free_pages_.empty())
+      free_pages_.push_back(ops_->host_memory(kReportsPerPage * sizeof(kernels::ExchangeReport)));
     pages_.push_back(std::move(free_pages_.back()));
     free_pages_.pop_back();
   }

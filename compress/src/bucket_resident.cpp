@@ -148,7 +148,8 @@ bool BucketCompressor::pairs_on_device(const DeviceBucket& b, const std::string&
   if (!sel.report)
     throw Error("bucket " + std::to_string(b.index) + ": compressor '" + std::string(c.name()) +
                 "' left no selection report on the device (please report)");
-  const std::uint64_t capacity = std::min<std::uint64_t>(b.n, std::max<std::uint64_t>(1, 2 * fitting::target_count(b.n, c.density())));
+  const std::uint64_t twice_k = 2 * fitting::target_count(b.n, c.density());
+  const std::uint64_t capacity = std::min<std::uint64_t>(b.n, std::max<std::uint64_t>(1, twice_k));
   const auto workers = std::uint64_t(comm.world_size());
   if (!step_skip_.data()) step_skip_ = ops.ints(1);
   if (!step_skip_clear_) ops.fill(step_skip_.data(), 0, 1);

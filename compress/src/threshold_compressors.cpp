@@ -139,7 +139,9 @@ class ThresholdCompressor final : public Compressor {
     if (staged()) {
       r.rule = kernels::SelectRequest::Rule::sidco;
       r.variant = method_.variant;
-      r.stages = controller_ ? controller_->stages() : fixed_stages_ ? fixed_stages_ : fitting::default_sidco_stages(density());
+      r.stages = controller_     ? controller_->stages()
+                 : fixed_stages_ ? fixed_stages_
+                                 : fitting::default_sidco_stages(density());
       r.sidco = rule();
       return r;
     }
@@ -149,7 +151,8 @@ class ThresholdCompressor final : public Compressor {
       return r;
     }
     try {
-      const fitting::ThresholdResult t = method_.rule(*selector_->passes(g, n), density(), {0, seed_ + calls_++, false});
+      const fitting::ThresholdResult t =
+          method_.rule(*selector_->passes(g, n), density(), {0, seed_ + calls_++, false});
       threshold = t.threshold;
       r.rule = t.exact ? kernels::SelectRequest::Rule::topk : kernels::SelectRequest::Rule::above;
       r.threshold = t.threshold;

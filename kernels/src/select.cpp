@@ -86,7 +86,8 @@ class CpuSelector final : public Selector {
   SelectionReport report_;
 };
 
-SelectionReport CpuSelector::run(const float* g, std::uint64_t n, const SelectRequest& r, Selection<std::int32_t>& out) {
+SelectionReport CpuSelector::run(const float* g, std::uint64_t n, const SelectRequest& r,
+                                 Selection<std::int32_t>& out) {
   SelectionReport rep;
   const bool given_k = r.rule == SelectRequest::Rule::topk || r.rule == SelectRequest::Rule::top_nonzero;
   const std::uint64_t k = given_k || n == 0 ? r.k : fitting::target_count(n, r.density);

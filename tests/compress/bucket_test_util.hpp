@@ -23,6 +23,16 @@ inline std::vector<float> grad(std::size_t n, std::uint64_t seed) {
   return g;
 }
 
+// Laplace values: |g| exponential, the law SIDCo-E fits, so its selection lands near the density.
+inline std::vector<float> laplace(std::size_t n, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::exponential_distribution<float> e(100.0f);
+  std::bernoulli_distribution sign(0.5);
+  std::vector<float> g(n);
+  for (auto& v : g) v = sign(rng) ? e(rng) : -e(rng);
+  return g;
+}
+
 inline compress::CompressorOptions seeded(int rank, const std::string& backend = "cpu") {
   compress::CompressorOptions o;
   o.seed = 7 * 1000003ull + std::uint64_t(rank);

@@ -24,17 +24,9 @@ namespace ch = gs::kernels::cuda_host;
 namespace {
 
 using gs::testing::grad;
+using gs::testing::laplace;
 using gs::testing::ThreadDeviceCollectives;
 
-// Laplace values: |g| exponential, the law SIDCo-E fits, so its selection lands near the density.
-std::vector<float> laplace(std::size_t n, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::exponential_distribution<float> e(100.0f);
-  std::bernoulli_distribution sign(0.5);
-  std::vector<float> g(n);
-  for (auto& v : g) v = sign(rng) ? e(rng) : -e(rng);
-  return g;
-}
 
 std::unique_ptr<BucketCompressor> make_bucket(const std::string& method, double density, int rank,
                                               const std::string& backend, WarmupSchedule w = {}) {

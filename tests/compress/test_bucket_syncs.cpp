@@ -22,19 +22,10 @@
 
 using namespace gs::compress;
 namespace ch = gs::kernels::cuda_host;
+using gs::testing::laplace;
 using gs::testing::ThreadDeviceCollectives;
 
 namespace {
-
-// Laplace values with a few large ones: every method's estimate lands near its target.
-std::vector<float> laplace(std::size_t n, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::exponential_distribution<float> e(100.0f);
-  std::bernoulli_distribution sign(0.5);
-  std::vector<float> g(n);
-  for (auto& v : g) v = sign(rng) ? e(rng) : -e(rng);
-  return g;
-}
 
 // The fake devices behind the host for the object's lifetime.
 struct DevicesBehind {

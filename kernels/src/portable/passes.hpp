@@ -7,13 +7,21 @@
 // What P provides (pointers are in P's memory: device memory for CUB, host memory on the host):
 //   P::Buffer<T>            owning, movable array; data(), size()
 //   alloc<T>(count)         a Buffer of count elements (uninitialized)
-//   zero(T*, count), read(const T*) -> T, download(const T*, count) -> vector<T>,
-//   upload(T*, const T* host, count), synchronize()
+//   zero(T*, count), copy(T*, const T*, count) (device to device)
+//   read(const T*) -> T, download(const T*, count) -> vector<T>   (the host waits: counted)
+//   upload(T*, const T* host, count)    queued from a pinned staging block (returns at once)
+//   synchronize()                       the host waits for the stream (counted)
+//   pinned(bytes)                       a pinned, mapped staging block the device may write into
+//   host_memory(bytes), mark()          host memory the device writes into; an event (DeviceMark)
+//   use_scratch(Buffer<unsigned char>*) CUB's temporary storage from a caller's workspace
 //   reduce<Acc>(g, n, elem, merge)      grid-stride reduction (reduce_thread), partials in order
+//   reduce_into<Acc>(g, n, elem, merge, Acc* out)   the same, the result left in device memory
 //   for_each(m, f)                      f(j) for every j < m
+//   for_each_upto(const Count* m, capacity, f)      f(j) for j < min(*m, capacity) (*m on the device)
 //   sum<T>(m, f)                        sum of f(j), j < m
 //   select_if(n, pred, Index* out, capacity)   stable: the i < n with pred(i), ascending, the
 //                                       first `capacity` of them written; returns the full count
+//   select_into(n, pred, out, capacity, Count* count)   the same, the count left in device memory
 //   select_from(in, m, pred, out, capacity)    the same over a list of indices
 //   histogram(n, digit, bins, counts)   counts[b] = #{i < n : digit(i) == b}, b < bins
 //   sort_keys(in, out, m, begin_bit, end_bit, descending)            radix order, stable

@@ -70,7 +70,8 @@ GS_HD inline bool sidco_first_threshold(SidcoPlan& p, const MagnitudeStats& s, b
     p.eta = formula::exponential_quantile_c(d, m);
   } else if (p.variant == SidcoVariant::pareto) {
     double xi = 0.0, sigma = 0.0;
-    if (!formula::gpareto_moments(m, s.variance(), xi, sigma)) return p.failure = SidcoFitFailure::gpareto_moments, false;
+    if (!formula::gpareto_moments(m, s.variance(), xi, sigma))
+      return p.failure = SidcoFitFailure::gpareto_moments, false;
     p.eta = formula::gpareto_quantile_c(d, xi, sigma);
   } else {
     const double v = ::log(m) - s.mean_log();
