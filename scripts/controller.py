@@ -14,21 +14,21 @@ Setups: plain (SGD momentum 0.9 in the optimizer), mc (momentum correction 0.9 i
 in the optimizer), accordion (Accordion's density schedule: 0.1 in critical regimes, checks every
 20 steps). --published runs SIDCo as published (no count correction: State(sidco_as_published=
 True)); its runs are named with "-published". Each run is one JSON file in OUT, made once and
-reused; the table (OUT/controller.table.md) gives per run:
+reused; the table (OUT/controller.table.md, with --published OUT/controller-published.table.md) gives
+per run:
     in band: the share of compressed steps whose quality lies in [0.5, 2];
     changes/20: the most stage-count changes within any 20 steps once past the first 20;
     density: the mean achieved density over the mean target, over the compressed steps;
     p5, p95: the quality's percentiles; test accuracy of rank 0's replica at the end.
 --check exits 1 unless every run meets the goals: in band >= 0.9, changes/20 <= 1, density in
-[0.8, 1.25]. --figure draws quality and stages per step for the runs named (RUN as in the table).
+[0.8, 1.25]. --figure draws quality and stages per step for the runs named (RUN as in the
+tables, made by this call or an earlier one, as published or not).
 """
 
 import argparse
 import json
 import math
 import os
-import socket
-import statistics
 import sys
 import time
 
@@ -40,6 +40,7 @@ import gradscope
 import gradscope.ddp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import runs  # noqa: E402
 import study_models  # noqa: E402
 
 SETUPS = {
@@ -89,21 +90,18 @@ def worker(rank, cfg, port, out):
     dist.destroy_process_group()
 
 
+def run_path(name, opts):
+    return os.path.join(opts.out, f"{name}-w{opts.workers}-n{opts.steps}.json")
+
+
 def run_once(cfg, opts):
     name = run_name(cfg["model"], cfg["method"], cfg["setup"], cfg["seed"], cfg["published"])
-    path = os.path.join(opts.out, f"{name}-w{cfg['workers']}-n{cfg['steps']}.json")
-    if os.path.exists(path):
-        with open(path) as f:
-            return json.load(f)
-    print(f"controller: {name}, {cfg['steps']} steps", file=sys.stderr, flush=True)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    partial = path + ".partial"
-    mp.spawn(worker, args=(cfg, port, partial), nprocs=cfg["workers"])
-    os.replace(partial, path)  # whole or absent: a run stopped midway is made again
-    with open(path) as f:
-        return json.load(f)
+    path = run_path(name, opts)
+
+    def make(partial):
+        print(f"controller: {name}, {cfg['steps']} steps", file=sys.stderr, flush=True)
+        mp.spawn(worker, args=(cfg, runs.free_port(), partial), nprocs=cfg["workers"])
+    return runs.cached_json(path, make)
 
 
 def compressed(result):
@@ -140,21 +138,26 @@ def meets(m):
 
 
 def table(rows):
-    lines = ["| run | compressed steps | in [0.5, 2] | changes/20 | density / target | quality p5 | p95 | "
-             "test acc. % | goals |", "|---|---|---|---|---|---|---|---|---|"]
-    for m in rows:
-        lines.append(f"| {m['run']} | {m['steps']} | {100 * m['in_band']:.1f}% | {m['changes']} | {m['density']:.3f} | "
-                     f"{m['p5']:.2f} | {m['p95']:.2f} | {m['accuracy']:.2f} | {'met' if meets(m) else 'missed'} |")
-    return "\n".join(lines)
+    header = ["run", "compressed steps", "in [0.5, 2]", "changes/20", "density / target", "quality p5", "p95",
+              "test acc. %", "goals"]
+    return runs.markdown(header, [[m["run"], m["steps"], f"{100 * m['in_band']:.1f}%", m["changes"],
+                                   f"{m['density']:.3f}", f"{m['p5']:.2f}", f"{m['p95']:.2f}",
+                                   f"{m['accuracy']:.2f}", "met" if meets(m) else "missed"] for m in rows])
 
 
-def figure(results, names, path):
+def figure(names, path, opts):
+    """Quality and stages per step of the runs named, made by this call or an earlier one (with or
+    without --published) at the same --workers and --steps."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    chosen = [r for n in names for r in results if metrics(r)["run"] == n]
-    if not chosen:
-        raise SystemExit(f"--figure-runs: none of {', '.join(names)} was run")
+    missing = [n for n in names if not os.path.exists(run_path(n, opts))]
+    if missing:
+        raise SystemExit(f"--figure-runs: {', '.join(missing)} not run yet (no {run_path(missing[0], opts)})")
+    chosen = []
+    for n in names:
+        with open(run_path(n, opts)) as f:
+            chosen.append(json.load(f))
     fig, axes = plt.subplots(len(chosen), 1, figsize=(10, 2.6 * len(chosen)), squeeze=False, sharex=True)
     for ax, r in zip(axes[:, 0], chosen):
         steps = r["steps_run"]
@@ -222,12 +225,10 @@ def main():
                            "workers": opts.workers, "ratio": opts.ratio, "published": opts.published}
                     results.append(run_once(cfg, opts))
     rows = [metrics(r) for r in results]
-    text = table(rows)
-    print(text)
-    with open(os.path.join(opts.out, "controller.table.md"), "w") as f:
-        f.write(text + "\n")
+    table_name = "controller-published.table.md" if opts.published else "controller.table.md"
+    runs.publish(table(rows), os.path.join(opts.out, table_name))
     if opts.figure:
-        figure(results, opts.figure_runs.split(","), opts.figure)
+        figure(opts.figure_runs.split(","), opts.figure, opts)
     print(f"controller: {len(rows)} runs, {sum(meets(m) for m in rows)} meet the goals; "
           f"{time.perf_counter() - t0:.0f} s", file=sys.stderr)
     if opts.check and not all(meets(m) for m in rows):

@@ -23,7 +23,6 @@ table is printed and written to OUT/ddp.table.md.
 import argparse
 import json
 import os
-import socket
 import statistics
 import sys
 import time
@@ -36,6 +35,9 @@ from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_
 
 import gradscope
 import gradscope.ddp
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import runs  # noqa: E402
 
 HOOKS = ["none", "fp16", "powersgd-1", "powersgd-4", "sidco-e", "sidco-gp", "topk", "dgc"]
 DENSITY = 0.01
@@ -205,18 +207,11 @@ def main():
                 raise SystemExit(f"unknown hook {name}: use {', '.join(HOOKS)}")
             tag = warmup_label(args).replace(" ", "-") if is_gradscope(name) else ""
             path = os.path.join(args.out, f"{name}{'-' + tag if tag else ''}-s{seed}-w{args.workers}-n{args.steps}.json")
-            if not os.path.exists(path):
+            def make(partial, name=name, seed=seed):
                 print(f"ddp_results: {name}, seed {seed}", file=sys.stderr, flush=True)
-                with socket.socket() as s:
-                    s.bind(("127.0.0.1", 0))
-                    port = s.getsockname()[1]
-                mp.spawn(worker, args=(args, port, name, seed, path), nprocs=args.workers)
-            with open(path) as f:
-                rows.append(json.load(f))
-    text = table(rows)
-    print(text)
-    with open(os.path.join(args.out, "ddp.table.md"), "w") as f:
-        f.write(text + "\n")
+                mp.spawn(worker, args=(args, runs.free_port(), name, seed, partial), nprocs=args.workers)
+            rows.append(runs.cached_json(path, make))
+    runs.publish(table(rows), os.path.join(args.out, "ddp.table.md"))
 
 
 if __name__ == "__main__":

@@ -38,7 +38,6 @@ import argparse
 import json
 import math
 import os
-import socket
 import statistics
 import sys
 import time
@@ -47,6 +46,7 @@ import torch.multiprocessing as mp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ddp_results  # noqa: E402  (the runner: one worker of one run)
+import runs  # noqa: E402
 
 ACCORDION = {"density_schedule": "accordion", "density_high": 0.1, "density_interval": 20, "density_eta": 0.5}
 MOMENTUM_CORRECTION = {"momentum_correction": 0.9}
@@ -87,27 +87,21 @@ def run_args(name, steps, opts):
 def run_once(name, seed, steps, opts):
     """One run's result, from its JSON when it was made before (else made now and saved)."""
     path = os.path.join(opts.out, f"{name}-w{opts.workers}-n{steps}-s{seed}.json")
-    if os.path.exists(path):
-        with open(path) as f:
-            return json.load(f)
     args, hook = run_args(name, steps, opts)
-    print(f"frontier: {name}, {steps} steps, seed {seed}", file=sys.stderr, flush=True)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    t0 = time.perf_counter()
-    partial = path + ".partial"
-    mp.spawn(ddp_results.worker, args=(args, port, hook, seed, partial), nprocs=opts.workers)
-    with open(partial) as f:
-        result = json.load(f)
-    result.update(point=name, density=args.density, state_options=args.state_options,
-                  optimizer_momentum=args.momentum, wall_s=time.perf_counter() - t0)
-    with open(partial, "w") as f:
-        json.dump(result, f, indent=1, sort_keys=True)
-    os.replace(partial, path)  # whole or absent: a run stopped midway is made again
-    print(f"frontier: {name} seed {seed}: {100 * result['test_accuracy']:.2f}% in {result['wall_s']:.0f} s",
-          file=sys.stderr, flush=True)
-    return result
+
+    def make(partial):
+        print(f"frontier: {name}, {steps} steps, seed {seed}", file=sys.stderr, flush=True)
+        t0 = time.perf_counter()
+        mp.spawn(ddp_results.worker, args=(args, runs.free_port(), hook, seed, partial), nprocs=opts.workers)
+        with open(partial) as f:
+            result = json.load(f)
+        result.update(point=name, density=args.density, state_options=args.state_options,
+                      optimizer_momentum=args.momentum, wall_s=time.perf_counter() - t0)
+        with open(partial, "w") as f:
+            json.dump(result, f, indent=1, sort_keys=True)
+        print(f"frontier: {name} seed {seed}: {100 * result['test_accuracy']:.2f}% in {result['wall_s']:.0f} s",
+              file=sys.stderr, flush=True)
+    return runs.cached_json(path, make)
 
 
 def mean_se(values):
@@ -219,10 +213,7 @@ def main():
         if points:
             dense = results.get("dense", [])
             rows_by_steps[steps] = [summarize(n, results[n], dense) for n in points]
-    text = table(rows_by_steps)
-    print(text)
-    with open(os.path.join(opts.out, "frontier.table.md"), "w") as f:
-        f.write(text + "\n")
+    runs.publish(table(rows_by_steps), os.path.join(opts.out, "frontier.table.md"))
     figure(rows_by_steps, opts.figure or os.path.join(opts.out, "frontier.png"))
     print(f"frontier: this invocation took {time.perf_counter() - t0:.0f} s; the runs in the table took "
           f"{compute_s:.0f} s when they were made", file=sys.stderr)

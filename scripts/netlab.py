@@ -25,6 +25,9 @@ Every exit path (the end, a failure, --timeout, SIGINT, SIGTERM, SIGHUP, an erro
 kills whatever still runs in the lab's namespaces and deletes them, and their links with them.
 --cleanup does the same for the namespaces of labs that no longer run (killed with SIGKILL).
 
+--stats FILE writes each worker's bytes sent and received on its link while the command ran (the
+kernel's counters of its veth, headers included), as JSON, when every worker succeeded.
+
 Exit status: 0 every worker succeeded; 1 a worker failed; 2 bad usage; 3 the lab cannot run here
 (one line says why: not root, no namespaces, no tbf); 4 the lab failed while it was being built;
 124 --timeout expired; 128+N signal N stopped the lab.
@@ -38,6 +41,7 @@ Examples:
 import argparse
 import contextlib
 import ctypes
+import json
 import os
 import re
 import shutil
@@ -327,6 +331,17 @@ class Lab:
             label = rate if self.bps else "none (unshaped)"
             say(f"worker {r} link {label}: measured {human_rate(up)} up, {human_rate(down)} down{note}")
 
+    def link_bytes(self):
+        """Each worker's bytes sent and received on its veth so far (the kernel's counters, every
+        header included): [(tx, rx), ...] by rank."""
+        out = []
+        for r in range(self.workers):
+            stats = f"/sys/class/net/{self.ifname(r)}/statistics"
+            text = run("ip", "netns", "exec", self.ns(r), "cat", f"{stats}/tx_bytes", f"{stats}/rx_bytes")
+            tx, rx = (int(v) for v in text.split())
+            out.append((tx, rx))
+        return out
+
     def start(self, command, port, logs):
         master = f"{SUBNET}.1"
         for r in range(self.workers):
@@ -436,6 +451,8 @@ def parse_args(argv):
     p.add_argument("--port", type=int, default=29500, help="MASTER_PORT (default 29500)")
     p.add_argument("--logs", metavar="DIR", help="write worker R's output to DIR/rank-R.log")
     p.add_argument("--no-measure", action="store_true", help="do not measure the links first")
+    p.add_argument("--stats", metavar="FILE",
+                   help="write each worker's bytes sent and received over the run (JSON) when all succeed")
     p.add_argument("--cleanup", action="store_true",
                    help="remove what labs no longer running left behind, and exit")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
@@ -477,8 +494,16 @@ def main(argv=None):
         lab.build()
         if not args.no_measure:
             lab.measure(args.rate)
+        before = lab.link_bytes() if args.stats else None
         lab.start(args.command, args.port, args.logs)
-        return lab.wait(args.timeout)
+        code = lab.wait(args.timeout)
+        if args.stats and code == 0:
+            after = lab.link_bytes()
+            with open(args.stats, "w") as f:
+                json.dump({"rate": args.rate, "workers": args.workers,
+                           "tx_bytes": [a[0] - b[0] for a, b in zip(after, before)],
+                           "rx_bytes": [a[1] - b[1] for a, b in zip(after, before)]}, f)
+        return code
     except (Stopped, LabError, OSError) as e:
         if lab.signal:              # also a command of the lab killed by the same Ctrl-C
             say(f"stopped by {signal.Signals(lab.signal).name}; removing the lab")

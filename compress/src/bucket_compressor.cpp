@@ -9,24 +9,23 @@
 #include "gs/error.hpp"
 #include "gs/kernels/device.hpp"
 #include "gather_payloads.hpp"
+#include "host_vectors.hpp"
 #include "residual_slots.hpp"
+#include "shared_exchange.hpp"
 #include "timed_collectives.hpp"
 
 namespace gs::compress {
 namespace {
 
-constexpr std::string_view kStateTag = "gradscope-bucket-compressor/5";
+constexpr std::string_view kStateTag = "gradscope-bucket-compressor/6";
+// States of the versions before the waits' statistics (host_syncs, overflow), and before
+// compress-when and the shared exchange too, still load (into a state of neither).
+constexpr std::string_view kStateTagBeforeWaits = "gradscope-bucket-compressor/5";
+constexpr std::string_view kStateTagBeforeGate = "gradscope-bucket-compressor/4";
 constexpr std::string_view kAdvice = "lower the learning rate or check the data";
 
-bool any_nonfinite(std::span<const float> v) {
-  return std::any_of(v.begin(), v.end(), [](float x) { return !std::isfinite(x); });
-}
-
-double squared_norm(std::span<const float> v) {
-  double s = 0.0;
-  for (float x : v) s += double(x) * double(x);
-  return s;
-}
+using detail::any_nonfinite;
+using detail::squared_norm;
 
 }  // namespace
 
@@ -49,6 +48,17 @@ void BucketCompressor::set_density_schedule(const DensitySchedule& schedule, con
 void BucketCompressor::set_momentum_correction(double momentum, std::string_view setting) {
   if (steps_ > 0 || mid_step()) throw Error("bucket compressor: set the momentum correction before the first step");
   momentum_ = MomentumCorrection(momentum, *compressor_, setting);
+}
+
+void BucketCompressor::set_compress_when(CompressionGate::When when, std::int64_t interval) {
+  if (steps_ > 0 || mid_step()) throw Error("bucket compressor: set compress-when before the first step");
+  gate_ = CompressionGate(when, interval);
+}
+
+void BucketCompressor::set_shared_exchange(bool shared) {
+  if (steps_ > 0 || mid_step()) throw Error("bucket compressor: set the exchange before the first step");
+  if (shared) check_shared_exchange(compressor_->name(), "exchange shared");
+  shared_exchange_ = shared;
 }
 
 void BucketCompressor::set_shared_settings(std::vector<Setting> settings, std::string advice) {
@@ -148,12 +158,14 @@ void BucketCompressor::place_in(detail::ResidualSlots& store, ByOrdinal& loaded,
 
 void BucketCompressor::begin_step() {
   if (regimes_.moves_density(warmup_)) compressor_->set_density(regimes_.density_at(warmup_, steps_));
-  uncompressed_ = sends_dense(warmup_, steps_, compressor_->density(), density_based(compressor_->name()));
+  uncompressed_ = sends_dense(warmup_, steps_, compressor_->density(), density_based(compressor_->name())) ||
+                  (!warmup_.warmup_at(steps_) && gate_.dense_at(steps_));
   current_ = StepStats{};
   reports_.clear();  // an abandoned step's, if any (its pages are written before the next step's)
   for (auto& page : pages_) free_pages_.push_back(std::move(page));
   pages_.clear();
   step_skip_clear_ = false;
+  current_.dense = uncompressed_;
   current_.warmup = warmup_.warmup_at(steps_);
   current_.critical = regimes_.critical_at(warmup_, steps_);
   step_norm_ = 0.0;
@@ -185,22 +197,31 @@ void BucketCompressor::run_bucket(int index, std::uint64_t n, unsigned element_b
     if (element_bytes == 0 || element_bytes > 8)
       throw Error("bucket " + std::to_string(index) + ": an element of " + std::to_string(element_bytes) +
                   " bytes; give the size of the gradient's dtype (2, 4 or 8)");
-    if (first) begin_step();
-    StepStats& s = current_;
-    s.host_syncs += std::exchange(late_syncs_, 0);
-    s.buckets += 1;
-    s.hook_seconds += hook_seconds;
     const auto t0 = Clock::now();
     const std::uint64_t bus0 = kernels::bus_bytes(), syncs0 = kernels::host_syncs();
     TimedCollectives timed(comm);
-    if (first && agree_pending_) {
-      std::vector<Setting> settings = shared_;
-      settings.push_back({"the state's finished steps", std::to_string(steps_)});
-      settings.push_back({"the gradient's bytes per element", std::to_string(element_bytes)});
-      agree_settings(timed, settings, shared_advice_);
-      agree_pending_ = false;
+    if (first) {
+      // Before any other collective of the step: the workers' settings, compress-when auto's
+      // choice (both the same on every worker), then the step's plan.
+      if (agree_pending_) {
+        std::vector<Setting> settings = shared_;
+        settings.push_back({"the state's finished steps", std::to_string(steps_)});
+        settings.push_back({"the gradient's bytes per element", std::to_string(element_bytes)});
+        agree_settings(timed, settings, shared_advice_);
+        agree_pending_ = false;
+      }
+      if (!refusal_.empty()) throw Error(refusal_);
+      if (gate_.choice_due()) {
+        std::vector<float> times = gate_.times();
+        timed.allreduce_max(std::span<float>(times));
+        gate_.choose(steps_, times);
+      }
+      begin_step();
     }
-    if (first && !refusal_.empty()) throw Error(refusal_);
+    StepStats& s = current_;
+    s.host_syncs += std::exchange(late_syncs_, 0);  // the earlier steps' figures waited for here
+    s.buckets += 1;
+    s.hook_seconds += hook_seconds;
     if (body(timed, s)) s.skipped = true;
     else s.dense_bytes += n * element_bytes;  // what the bucket costs uncompressed, in its dtype
     if (last) agree_on_regime(timed);
@@ -244,6 +265,8 @@ bool BucketCompressor::exchange_host(int index, const std::string& slot, std::sp
   bool skipped = false;
   if (uncompressed_) {
     skipped = exchange_dense(*dense_, slot, g, comm, out, s);
+  } else if (shared_exchange_) {
+    skipped = exchange_shared(index, slot, tensor, g, comm, out, s);
   } else {
     switch (compressor_->exchange()) {
       case Exchange::allreduce: skipped = exchange_dense(*compressor_, slot, g, comm, out, s); break;
@@ -272,8 +295,16 @@ void BucketCompressor::defer_commit(const std::string& slot, Payload payload, st
 
 bool BucketCompressor::exchange_dense(Compressor& c, const std::string& slot, std::span<const float> g,
                                       Collectives& comm, std::span<float> out, StepStats& s) {
-  const bool ef = c.error_feedback() && &c == compressor_.get();
-  const auto acc = ef ? residual_.accumulate(slot, g) : g;
+  // An uncompressed step (c is dense_: the dense warm-up, density 1, compress-when auto) sends the
+  // whole accumulator, the residual and momentum correction's velocity included, so that error
+  // feedback loses nothing: the residual is then empty and the velocity goes on unmasked
+  // (momentum SGD over the step). A dense compressor (the quantizers' all-reduce) keeps its own
+  // error feedback.
+  const bool flush = &c == dense_.get();
+  const bool ef = flush ? compressor_->error_feedback() : c.error_feedback();
+  const bool velocity = flush && momentum_.on();
+  const auto u = velocity ? momentum_.advance(slot, g) : g;
+  const auto acc = ef ? residual_.accumulate(slot, u) : u;
   Compressed mine = c.compress(acc, slot);
   // With error feedback the residual needs this worker's own payload after the sum: sum a copy.
   std::vector<float> summed;
@@ -283,19 +314,51 @@ bool BucketCompressor::exchange_dense(Compressor& c, const std::string& slot, st
   // Every worker holds the same sum: one decision, no extra round.
   if (any_nonfinite(sum)) {
     if (ef) residual_.discard(slot);
+    if (velocity) momentum_.discard(slot);
     return true;
   }
   const std::uint64_t wire_bytes = mine.payload.wire_bytes();
-  if (ef) {
+  if (ef || velocity) {
     Payload own = mine.payload;
-    mine.payload.values = std::move(summed);
-    defer_commit(slot, std::move(own), {});
+    if (ef) mine.payload.values = std::move(summed);
+    PendingCommit commit;
+    commit.slot = slot;
+    commit.payload = std::move(own);
+    commit.residual = ef;
+    commit.velocity = velocity;
+    commit.dense_with = flush ? &c : nullptr;
+    pending_.push_back(std::move(commit));
   }
   c.decode_sum(mine.payload, comm.world_size(), out);
   s.n += g.size();
   s.selected += mine.info.selected;
   s.bytes_sent += wire_bytes;
   s.gathered_bytes += wire_bytes;
+  return false;
+}
+
+bool BucketCompressor::exchange_shared(int index, const std::string& slot, const std::string& tensor,
+                                       std::span<const float> g, Collectives& comm, std::span<float> out,
+                                       StepStats& s) {
+  const bool velocity = momentum_.on();
+  const auto u = velocity ? momentum_.advance(slot, g) : g;
+  const auto acc = residual_.accumulate(slot, u);  // a sparse selection with error feedback
+  const int leader = detail::shared_leader(steps_, index, comm.world_size());
+  detail::SharedOutcome r = detail::shared_exchange(*compressor_, acc, tensor, leader, comm, out);
+  s.gathered_bytes += r.wire_bytes;
+  if (r.skipped) {
+    residual_.discard(slot);
+    if (velocity) momentum_.discard(slot);
+    return true;
+  }
+  s.n += g.size();
+  s.selected += r.info.selected;
+  s.bytes_sent += r.wire_bytes;
+  s.stages = std::max(s.stages, r.info.stages);
+  s.corrected += r.info.corrected;
+  s.group_quality.push_back(r.info.quality());
+  defer_commit(slot, std::move(r.mine), {});
+  pending_.back().velocity = velocity;
   return false;
 }
 
@@ -372,11 +435,13 @@ void BucketCompressor::end_step() {
       if (current_.skipped) resident_->discard(c.slot);
       else if (c.device_skip) resident_->commit_unless(c.slot, step_skip_.data());
       else resident_->commit(c.slot);
+    } else if (!c.residual) {
     } else if (current_.skipped) residual_.discard(c.slot);
-    else if (c.sent.empty()) residual_.commit(c.slot, c.payload, *compressor_);
+    else if (c.sent.empty()) residual_.commit(c.slot, c.payload, c.dense_with ? *c.dense_with : *compressor_);
     else residual_.commit_decoded(c.slot, c.sent);
     if (!c.velocity) continue;
     if (current_.skipped) momentum_.discard(c.slot);
+    else if (c.dense_with) momentum_.keep(c.slot);
     else momentum_.commit(c.slot, c.payload, *compressor_);
   }
   pending_.clear();
@@ -423,6 +488,8 @@ void BucketCompressor::settle(Unsettled& u, bool throw_here) {
     s.host_device_bytes += sizeof(kernels::ExchangeReport);  // written across the bus by the device
   }
   for (auto& page : u.pages) free_pages_.push_back(std::move(page));
+  // compress-when auto times the step it settles (its buckets take the host path: settled at once).
+  if (!s.skipped) gate_.add(u.step, s.dense, s.compress_seconds + s.comm_seconds);
   regimes_.add(s.skipped, u.step_norm);
   if (regimes_.due(u.step)) regimes_.decide(regime_sum_);
   StepFigures f;
@@ -526,12 +593,18 @@ void BucketCompressor::save_state(StateWriter& w) const {
   skip_.save_state(w);
   statistics_.save_state(w);
   regimes_.save_state(w);
+  gate_.save_state(w);
+  w.put<std::uint8_t>(shared_exchange_);
 }
 
 void BucketCompressor::load_state(StateReader& r) {
   if (mid_step()) throw Error("bucket compressor: load a state between steps, not inside one");
   settle_all();
-  if (r.get_text() != kStateTag) r.fail("is not a gradscope DDP hook state (or of another version)");
+  const std::string tag = r.get_text();
+  if (tag != kStateTag && tag != kStateTagBeforeWaits && tag != kStateTagBeforeGate)
+    r.fail("is not a gradscope DDP hook state (or of another version)");
+  const bool with_gate = tag != kStateTagBeforeGate;
+  const bool with_waits = tag == kStateTag;
   const auto steps = r.get<std::int64_t>();
   if (steps < 0) r.fail("has a negative step count");
   r.expect(r.get<std::int64_t>(), warmup_.steps, "the warm-up's length (warmup_steps)");
@@ -541,7 +614,7 @@ void BucketCompressor::load_state(StateReader& r) {
   StateWriter before;  // a state that fails past here leaves the compressor as it was
   compressor_->save_state(before);
   try {
-    load_rest(r, steps);
+    load_rest(r, steps, with_gate, with_waits);
   } catch (...) {
     StateReader back(before.bytes(), "the compressor's own state");
     compressor_->load_state(back);
@@ -549,16 +622,23 @@ void BucketCompressor::load_state(StateReader& r) {
   }
 }
 
-void BucketCompressor::load_rest(StateReader& r, std::int64_t steps) {
+void BucketCompressor::load_rest(StateReader& r, std::int64_t steps, bool with_gate, bool with_waits) {
   compressor_->load_state(r);
   ByOrdinal loaded = read_by_ordinal(r, "residual");
   ByOrdinal velocities = read_by_ordinal(r, "velocity");
   SkipRule skip;
   skip.load_state(r);
   RunStatistics statistics;
-  statistics.load_state(r);
+  statistics.load_state(r, with_waits);
   RegimeDetector regimes(regimes_.schedule());
   regimes.load_state(r);
+  CompressionGate gate = gate_;
+  if (with_gate) {
+    gate.load_state(r);
+    r.expect(r.get<std::uint8_t>() != 0, shared_exchange_, "the exchange (shared or all-gather)");
+  } else if (gate_.on() || shared_exchange_) {
+    r.fail("was saved by a version without compress-when auto and the shared exchange: resume it without them");
+  }
   if (!r.at_end()) r.fail("has bytes after its state");
   if (!compressor_->error_feedback() && !loaded.empty()) r.fail("holds residuals for a compressor without any");
   if (!momentum_.on() && !velocities.empty()) r.fail("holds velocities without momentum correction");
@@ -572,6 +652,7 @@ void BucketCompressor::load_rest(StateReader& r, std::int64_t steps) {
   skip_ = skip;
   statistics_ = std::move(statistics);
   regimes_ = regimes;
+  gate_ = gate;
   history_.clear();
   agree_pending_ = true;  // the workers may have loaded other states
 }

@@ -17,9 +17,10 @@ namespace gs::compress {
 
 bool BucketCompressor::selects_on(kernels::BackendKind backend) const {
   const Compressor& c = *compressor_;
-  // Momentum correction's velocity lives in host memory: such buckets take the host path.
+  // Momentum correction's velocity lives in host memory, and compress-when auto and the shared
+  // exchange run on the host: such buckets take the host path.
   return c.resident_backend() == backend && c.exchange() == Exchange::allgather && c.error_feedback() &&
-         !momentum_.on();
+         !momentum_.on() && !gate_.on() && !shared_exchange_;
 }
 
 void BucketCompressor::exchange_resident(const DeviceBucket& b, std::span<const BucketParam> params,
@@ -57,7 +58,10 @@ bool BucketCompressor::exchange_on_device(const DeviceBucket& b, std::span<const
   const std::string slot = place(params, b.n, b.index);
   if (regimes_.on()) step_norm_ += ops.squared_norm(b.data, b.n);
   bool skipped = false;
-  if (uncompressed_ || (compressor_->exchange() == Exchange::allreduce && !there)) {
+  // A dense step on the device sends the bucket itself: only where nothing waits on the host to be
+  // sent with it (residuals or velocities of compressed steps: the host path sends them).
+  const bool host_state = momentum_.on() || gate_.on() || shared_exchange_;
+  if ((uncompressed_ && !host_state) || (compressor_->exchange() == Exchange::allreduce && !there)) {
     skipped = dense_on_device(b, slot, comm, device_comm, s);
   } else if (there) {
     skipped = sparse_on_device(b, slot, comm, device_comm, s);

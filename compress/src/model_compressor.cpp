@@ -4,6 +4,7 @@
 
 #include "gs/base/timing.hpp"
 #include "gs/error.hpp"
+#include "shared_exchange.hpp"
 #include "timed_collectives.hpp"
 
 namespace gs::compress {
@@ -76,8 +77,13 @@ std::span<const float> ModelCompressor::accumulate(const Group& g, std::span<con
   return compressor_->error_feedback() ? residual_.accumulate(g.name, grad) : grad;
 }
 
+void ModelCompressor::set_shared_exchange(bool shared) {
+  if (shared) check_shared_exchange(compressor_->name(), "--exchange shared");
+  shared_ = shared;
+}
+
 void ModelCompressor::step(std::span<const float> flat, Collectives& comm, std::span<float> out,
-                           StepStats* stats) {
+                           StepStats* stats, StepPlan plan) {
   if (flat.size() != numel_ || out.size() != numel_)
     throw Error("model compressor: gradient has " + std::to_string(flat.size()) +
                 " elements and the update " + std::to_string(out.size()) + ", the model " +
@@ -85,7 +91,9 @@ void ModelCompressor::step(std::span<const float> flat, Collectives& comm, std::
   const auto t0 = Clock::now();
   TimedCollectives timed(comm);
   StepStats s;
-  switch (compressor_->exchange()) {
+  if (plan.dense) step_dense(flat, timed, out, s);
+  else if (shared_) step_shared(flat, plan.step, timed, out, s);
+  else switch (compressor_->exchange()) {
     case Exchange::collective:
       step_collective(flat, timed, out, s);
       break;
@@ -114,6 +122,55 @@ void ModelCompressor::step(std::span<const float> flat, Collectives& comm, std::
   s.comm_seconds = timed.seconds;
   s.compress_seconds = seconds_since(t0) - timed.seconds;
   if (stats) *stats = std::move(s);
+}
+
+void ModelCompressor::step_dense(std::span<const float> flat, Collectives& comm, std::span<float> out,
+                                 StepStats& s) {
+  s = StepStats{};
+  s.n = s.selected = numel_;
+  s.dense_bytes = s.bytes_sent = numel_ * 4;
+  s.dense = true;
+  const bool ef = compressor_->error_feedback();
+  std::vector<float> sum(numel_);
+  for (const Group& g : groups_) {
+    auto u = flat.subspan(g.offset, g.size);
+    if (momentum_.on()) u = momentum_.advance(g.name, u);
+    const auto acc = ef ? residual_.accumulate(g.name, u) : u;
+    std::copy(acc.begin(), acc.end(), sum.begin() + std::ptrdiff_t(g.offset));
+  }
+  comm.allreduce_sum(std::span<float>(sum));
+  const float inv = 1.0f / float(comm.world_size());
+  for (std::size_t i = 0; i < numel_; ++i) out[i] = sum[i] * inv;
+  for (const Group& g : groups_) {  // everything went: the residual empties, the velocity goes on
+    if (ef) residual_.commit_decoded(g.name, residual_.accumulator(g.name));
+    if (momentum_.on()) momentum_.keep(g.name);
+  }
+}
+
+void ModelCompressor::step_shared(std::span<const float> flat, std::int64_t step, Collectives& comm,
+                                  std::span<float> out, StepStats& s) {
+  s = StepStats{};
+  s.n = numel_;
+  s.target_density = compressor_->density();
+  s.dense_bytes = numel_ * 4;
+  for (std::size_t gi = 0; gi < groups_.size(); ++gi) {
+    const Group& g = groups_[gi];
+    const auto acc = accumulate(g, flat);
+    const int leader = detail::shared_leader(step, int(gi), comm.world_size());
+    detail::SharedOutcome r = detail::shared_exchange(*compressor_, acc, g.name, leader, comm,
+                                                      out.subspan(g.offset, g.size));
+    if (r.skipped)
+      throw Error("model compressor: a worker's accumulator of '" + g.name + "' holds NaN or Inf");
+    residual_.commit(g.name, r.mine, *compressor_);
+    if (momentum_.on()) momentum_.commit(g.name, r.mine, *compressor_);
+    s.selected += r.info.selected;
+    s.bytes_sent += r.wire_bytes;
+    s.gathered_bytes += r.wire_bytes;
+    s.group_quality.push_back(r.info.quality());
+    s.stages = std::max(s.stages, r.info.stages);
+    s.corrected += r.info.corrected;
+  }
+  compressor_->end_step();
 }
 
 void ModelCompressor::step_collective(std::span<const float> flat, Collectives& comm,

@@ -93,6 +93,13 @@ std::span<const std::string_view> compressor_names() {
 
 bool density_based(std::string_view name) { return compressor_info(name).density_based; }
 
+void check_shared_exchange(std::string_view name, std::string_view setting) {
+  const CompressorInfo& info = compressor_info(name);
+  if (!(info.sparse_selection && info.exchange == Exchange::allgather))
+    throw Error(std::string(setting) + " all-reduces a sparse selection's values; compressor '" + std::string(name) +
+                "' sends no sparse selection: use the all-gather exchange");
+}
+
 std::unique_ptr<Compressor> make_compressor(std::string_view name, double density,
                                             const CompressorOptions& options) {
   fitting::check_density(density);

@@ -52,6 +52,13 @@ void ResidualMemory::commit(std::string_view name, const Payload& p, const Compr
   s.pending = false;
 }
 
+void ResidualMemory::keep(std::string_view name) {
+  Slot& s = slot(name);
+  if (!s.pending) throw Error("residual memory: keep('" + std::string(name) + "') without accumulate()");
+  s.e.swap(s.acc);
+  s.pending = false;
+}
+
 void ResidualMemory::commit_decoded(std::string_view name, std::span<const float> sent) {
   Slot& s = slot(name);
   if (!s.pending)

@@ -1,5 +1,6 @@
 #include "gs/compress/step_rules.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -171,6 +172,69 @@ void SkipRule::load_state(StateReader& r) {
   if (skipped_ < 0 || in_a_row_ < 0 || in_a_row_ > skipped_) r.fail("its skipped-step counts are inconsistent");
 }
 
+CompressionGate::When CompressionGate::parse(std::string_view name) {
+  if (name == "always") return When::always;
+  if (name == "auto") return When::automatic;
+  throw Error("unknown compress-when '" + std::string(name) + "': use always or auto");
+}
+
+std::string_view CompressionGate::to_string(When w) { return w == When::always ? "always" : "auto"; }
+
+CompressionGate::CompressionGate(When when, std::int64_t interval) : when_(when), interval_(interval) {
+  if (interval < 1) throw Error("the interval of compress-when auto must be at least 1 step, got " + std::to_string(interval));
+}
+
+bool CompressionGate::dense_at(std::int64_t step) const {
+  if (!on()) return false;
+  if (compressed_s_ < 0.0) return false;  // the first steps: compressed, then dense
+  if (dense_s_ < 0.0) return true;
+  return step == look_at_ ? !dense_ : dense_;
+}
+
+void CompressionGate::add(std::int64_t step, bool dense, double seconds) {
+  if (!on()) return;
+  const bool first_of_mode = (dense ? dense_s_ : compressed_s_) < 0.0;
+  (dense ? dense_s_ : compressed_s_) = seconds;
+  // A choice follows a look, and the first time both modes have a time.
+  due_ = step == look_at_ || (first_of_mode && dense_s_ >= 0.0 && compressed_s_ >= 0.0);
+}
+
+void CompressionGate::choose(std::int64_t next_step, std::span<const float> max_times) {
+  if (max_times.size() != 2) throw Error("compress-when auto: two times to choose from, got " + std::to_string(max_times.size()));
+  const double dense = max_times[0], compressed = max_times[1];
+  dense_ = dense < compressed;
+  const double slow = std::max(dense, compressed), fast = std::min(dense, compressed);
+  const double ratio = fast > 0.0 ? std::min(double(kMaxIntervals), std::ceil(slow / fast)) : double(kMaxIntervals);
+  look_at_ = next_step + std::int64_t(ratio) * interval_;
+  due_ = false;
+}
+
+void CompressionGate::save_state(StateWriter& w) const {
+  w.put_text(to_string(when_));
+  w.put(interval_);
+  w.put<std::uint8_t>(dense_);
+  w.put(dense_s_);
+  w.put(compressed_s_);
+  w.put(look_at_);
+  w.put<std::uint8_t>(due_);
+}
+
+void CompressionGate::load_state(StateReader& r) {
+  r.expect(r.get_text(), std::string(to_string(when_)), "compress-when");
+  r.expect(r.get<std::int64_t>(), interval_, "the interval of compress-when auto");
+  const auto dense = r.get<std::uint8_t>();
+  const double dense_s = r.get<double>(), compressed_s = r.get<double>();
+  const auto look_at = r.get<std::int64_t>();
+  const auto due = r.get<std::uint8_t>();
+  if (dense > 1 || due > 1 || !std::isfinite(dense_s) || !std::isfinite(compressed_s) || look_at < -1)
+    r.fail("its compress-when state is inconsistent");
+  dense_ = dense != 0;
+  dense_s_ = dense_s;
+  compressed_s_ = compressed_s;
+  look_at_ = look_at;
+  due_ = due != 0;
+}
+
 std::string DensityWatch::add(double quality) {
   if (window_.size() == std::size_t(kWindow)) window_.erase(window_.begin());
   window_.push_back(quality);
@@ -261,14 +325,19 @@ void RunStatistics::save_state(StateWriter& w) const {
   w.put_array<double>(quality_);
 }
 
-void RunStatistics::load_state(StateReader& r) {
+void RunStatistics::load_state(StateReader& r, bool with_waits) {
   steps_ = r.get<std::int64_t>();
   skipped_ = r.get<std::int64_t>();
   counted_ = r.get<std::int64_t>();
   critical_ = r.get<std::int64_t>();
-  for (double* v : {&density_, &density_compressed_, &bytes_, &dense_, &gathered_, &bus_, &bus_gathered_, &syncs_,
-                    &overflow_, &compress_, &comm_, &hook_, &step_})
+  syncs_ = overflow_ = 0.0;
+  for (double* v : {&density_, &density_compressed_, &bytes_, &dense_, &gathered_, &bus_, &bus_gathered_})
     *v = r.get<double>();
+  if (with_waits) {
+    syncs_ = r.get<double>();
+    overflow_ = r.get<double>();
+  }
+  for (double* v : {&compress_, &comm_, &hook_, &step_}) *v = r.get<double>();
   quality_ = r.get_array<double>();
   if (steps_ < 0 || skipped_ < 0 || counted_ != steps_ - skipped_ || critical_ < 0 || critical_ > counted_ ||
       std::int64_t(quality_.size()) > counted_)

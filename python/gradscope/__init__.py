@@ -65,7 +65,7 @@ def _densities(ratios):
     return [check_density(r) for r in items]
 
 
-def select(t, method="sidco-e", ratio=0.01, stages=None, seed=1, backend="auto"):
+def select(t, method="sidco-e", ratio=0.01, stages=None, seed=1, backend="auto", sidco_as_published=False):
     """The elements compressor `method` sends for t at density `ratio`: (indices, values, info).
 
     indices: int64 tensor (ascending positions in t flattened); values: t's values there (float32:
@@ -83,6 +83,9 @@ def select(t, method="sidco-e", ratio=0.01, stages=None, seed=1, backend="auto")
     backend: where the selection runs (default "auto": CUDA when the extension has it and a GPU
     is there), "cpu", "cuda", or "cuda-host" (the CUDA backend's code on the host, for checking).
     A CUDA tensor is read in place by the cuda backend; indices and values come back on the host.
+    sidco_as_published: SIDCo as the paper's code places it, without the count correction that
+    otherwise holds the selection within [0.8, 1.25] of the ratio (docs/algorithms.md); default
+    False.
     An option the method does not read (stages for topk, seed for sidco-e, backend for randomk),
     set away from its default, is refused (gradscope.Error), as `gradscope train` refuses it."""
     names = sparse_selection_names()
@@ -94,6 +97,8 @@ def select(t, method="sidco-e", ratio=0.01, stages=None, seed=1, backend="auto")
         given["stages"] = stages
     if backend != "auto":  # "auto" asks for nothing: a method with no backend runs where it runs
         given["backend"] = backend
+    if sidco_as_published:
+        given["sidco_as_published"] = True
     check_options_read(method, given)
     options = dict(given, stages=0 if stages is None else stages, backend=backend)
     core = _gradscope.Compressor(method, density, option_texts(options))

@@ -104,6 +104,13 @@ class State:
         momentum (SGD's momentum, Adam-like betas[0]), unless optimizer_momentum_ok=True
         (check_optimizer says why, and what to do with Adam).
     history: how many recent steps state.steps keeps (summary() covers every step).
+    when ("always" | "auto"), when_interval: as `gradscope train --compress-when --compress-when-interval`:
+        with "auto" a step sends dense while dense is the faster exchange (both timed, the choice
+        the same on every rank), and looks at the other mode from time to time (every
+        when_interval steps, times the ratio of the two times).
+    exchange ("allgather" | "shared"): as `gradscope train --exchange`: "shared" all-reduces every
+        rank's values at one set of indices per bucket (a rotating leader's selection) instead of
+        all-gathering every rank's pairs, so a rank's bytes stay at about k whatever the ranks.
     timeout: seconds any of the hook's collectives may wait for the other workers (default: the
         default process group's, init_process_group(timeout=...)).
     Every rank's settings are compared at the first bucket, and again after load_state_dict, in one
@@ -128,7 +135,7 @@ class State:
                  warmup_steps=0, warmup="dense", warmup_start_ratio=0.25, history=1000,
                  timeout=None, hook_group=None, device_timing=False, density_schedule="constant",
                  density_high=0.1, density_interval=20, density_eta=0.5, momentum_correction=0.0,
-                 optimizer_momentum_ok=False, **options):
+                 optimizer_momentum_ok=False, when="always", when_interval=50, exchange="allgather", **options):
         names = compressor_names()
         if method not in names:
             raise ValueError(f"unknown compressor {method!r}: use one of {', '.join(names)}")
@@ -162,6 +169,10 @@ class State:
         self._core.set_momentum_correction(self.momentum_correction)
         self.optimizer_momentum_ok = bool(optimizer_momentum_ok)
         self._optimizer_checked = False
+        self._when = (str(when), int(when_interval))
+        self._core.set_compress_when(*self._when)
+        self.exchange_mode = str(exchange)
+        self._core.set_exchange(self.exchange_mode)
         if self._core.needs_gradient_variance and variance is None:
             raise ValueError(f"compressor {method!r} weighs elements by their gradient variance: "
                              "give State(variance=callable(bucket) -> tensor)")
@@ -222,6 +233,7 @@ class State:
         return {"format": _STATE_FORMAT, "method": self.method, "ratio": self.ratio,
                 "options": dict(self._options), "seed": self._seed, "warmup": self._warmup,
                 "density_schedule": self._schedule, "momentum_correction": self.momentum_correction,
+                "when": self._when, "exchange": self.exchange_mode,
                 "history": self._history, "rank": self.rank, "world_size": self.world_size,
                 "core": self._core.save_state(), "layout": layout}
 
@@ -235,10 +247,12 @@ class State:
             raise _gradscope.Error("not a gradscope.ddp.State state_dict (or of another version)")
         mine = {"method": self.method, "ratio": self.ratio, "options": self._options,
                 "seed": self._seed, "warmup": self._warmup, "density_schedule": self._schedule,
-                "momentum_correction": self.momentum_correction, "rank": self.rank,
-                "world_size": self.world_size}
+                "momentum_correction": self.momentum_correction, "when": self._when,
+                "exchange": self.exchange_mode, "rank": self.rank, "world_size": self.world_size}
+        older = {"when": ("always", 50), "exchange": "allgather"}  # state_dicts from before these settings
         for key, value in mine.items():
-            theirs = tuple(d[key]) if key in ("warmup", "density_schedule") else d.get(key)
+            theirs = d.get(key, older.get(key))
+            theirs = tuple(theirs) if key in ("warmup", "density_schedule", "when") else theirs
             if theirs != value:
                 raise _gradscope.Error(f"the state_dict was saved with {key}={theirs!r}, this State has "
                                        f"{key}={value!r}: load each rank's own state into a State made "
@@ -263,7 +277,9 @@ class State:
                       timeout=pickled["timeout"], seed=s["seed"], density_schedule=schedule, density_high=high,
                       density_interval=interval, density_eta=eta,
                       momentum_correction=s["momentum_correction"],
-                      optimizer_momentum_ok=pickled.get("optimizer_momentum_ok", False), **pickled["options"])
+                      optimizer_momentum_ok=pickled.get("optimizer_momentum_ok", False),
+                      when=s.get("when", ("always", 50))[0], when_interval=s.get("when", ("always", 50))[1],
+                      exchange=s.get("exchange", "allgather"), **pickled["options"])
         self.load_state_dict(s)
 
     # ---- one bucket ----------------------------------------------------------------------
@@ -411,6 +427,7 @@ class State:
                 ("warmup_steps", str(warmup_steps)), ("warmup", warmup), ("warmup_start_ratio", repr(start)),
                 ("density_schedule", schedule), ("density_high", repr(high)), ("density_interval", str(interval)),
                 ("density_eta", repr(eta)), ("momentum_correction", repr(self.momentum_correction)),
+                ("when", self._when[0]), ("when_interval", str(self._when[1])), ("exchange", self.exchange_mode),
                 ("the optimizer's momentum", optimizer_momentum)]
 
     def _check_optimizer_once(self, parameters):

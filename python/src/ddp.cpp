@@ -175,6 +175,18 @@ void bind_ddp(py::module_& m) {
            py::arg("settings"), py::arg("advice"))
       .def("refuse_steps", [](BucketHandle& h, const std::string& why) { h.get().refuse_steps(why); },
            py::arg("why"))
+      .def("set_compress_when",
+           [](BucketHandle& h, const std::string& when, std::int64_t interval) {
+             h.get().set_compress_when(compress::CompressionGate::parse(when), interval);
+           },
+           py::arg("when"), py::arg("interval"))
+      .def("set_exchange",
+           [](BucketHandle& h, const std::string& exchange) {
+             if (exchange != "allgather" && exchange != "shared")
+               throw Error("unknown exchange '" + exchange + "': use allgather or shared");
+             h.get().set_shared_exchange(exchange == "shared");
+           },
+           py::arg("exchange"))
       .def_property_readonly("critical", [](BucketHandle& h) { return h.get().regimes().critical(); })
       .def("history", &BucketHandle::history)
       .def("last_step",

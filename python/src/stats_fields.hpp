@@ -66,6 +66,7 @@ inline const std::vector<StatField<compress::StepStats>>& stat_fields<compress::
       {"buckets", get<&S::buckets>},
       {"skipped", get<&S::skipped>},
       {"warmup", get<&S::warmup>},
+      {"dense", get<&S::dense>},
       {"critical", get<&S::critical>}});
   return f;
 }

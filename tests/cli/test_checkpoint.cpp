@@ -274,3 +274,42 @@ TEST(Checkpoint, BadCheckpointOptionsAreRefused) {
 }
 
 }  // namespace
+
+namespace {
+
+// --compress-when auto and --exchange shared: every worker takes the same choice (the replicas end
+// equal: workers that chose otherwise would call other collectives), a run resumes to the bit
+// past a choice, and settings that would do nothing are refused.
+TEST(ExchangeModes, AutoAndSharedRunAgreeAndResumeExactly) {
+  const std::string base = "--model mlp --batch 32 --seed 4 --lr 0.05 --quiet --workers 2 --steps 30 --json "
+                           "--compressor sidco-e --ratio 0.01 --momentum-correction";
+  for (const std::string mode : {" --compress-when auto --compress-when-interval 3", " --exchange shared"}) {
+    TempDir d;
+    const fs::path root = d.path() / "ckpt";
+    const auto full = json_of(gradscope(base + mode + " --checkpoint " + root.string() + " --checkpoint-every 22"));
+    EXPECT_EQ(full["replica_max_diff"].get<double>(), 0.0) << mode;
+    std::vector<bool> dense;
+    for (const auto& s : full["per_step"]) dense.push_back(s["dense"].get<bool>());
+    if (mode.find("auto") != std::string::npos) {
+      EXPECT_FALSE(dense[0]);  // both modes timed first
+      EXPECT_TRUE(dense[1]);
+    } else {
+      EXPECT_EQ(std::count(dense.begin(), dense.end(), true), 0);
+    }
+    const auto resumed = json_of(gradscope(base + mode + " --resume " + step_dir(root, 22).string()));
+    if (mode.find("shared") != std::string::npos) {  // a timed choice may differ in another process
+      EXPECT_EQ(resumed["param_digest"], full["param_digest"]) << mode;
+      EXPECT_EQ(losses(resumed), losses(full)) << mode;
+    } else {
+      EXPECT_EQ(resumed["resumed_from_step"].get<int>(), 22);
+      EXPECT_EQ(resumed["replica_max_diff"].get<double>(), 0.0);
+    }
+  }
+  EXPECT_NE(one_line(gradscope("--steps 2 --compress-when-interval 7")).find("--compress-when-interval does nothing"),
+            std::string::npos);
+  EXPECT_NE(one_line(gradscope("--steps 2 --workers 2 --compressor qsgd-mn --ratio 1 --exchange shared"))
+                .find("sends no sparse selection"),
+            std::string::npos);
+}
+
+}  // namespace

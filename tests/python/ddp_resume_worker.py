@@ -35,7 +35,8 @@ BATCH = 32
 ACCORDION = {"density_schedule": "accordion", "density_high": 0.2, "density_interval": 4, "density_eta": 0.3}
 MOMENTUM_CORRECTION = {"momentum_correction": 0.9}
 VARIANTS = {"": {}, "accordion": ACCORDION, "mc": MOMENTUM_CORRECTION,
-            "accordion-mc": dict(ACCORDION, **MOMENTUM_CORRECTION)}
+            "accordion-mc": dict(ACCORDION, **MOMENTUM_CORRECTION),
+            "shared-mc": dict(MOMENTUM_CORRECTION, exchange="shared")}
 
 
 def save_step(steps):
@@ -51,7 +52,7 @@ def methods(variant):
     keep = [r for r in rows if r["available"]]
     if "accordion" in variant:
         keep = [r for r in keep if r["density_based"]]
-    if "mc" in variant:
+    if "mc" in variant or "shared" in variant:
         keep = [r for r in keep if r["sparse_selection"]]
     return [r["name"] for r in keep]
 
@@ -147,7 +148,8 @@ def checkpointed(mode, rank, world, out, steps, prefix, variant=""):
         results[method] = {"params": torch.cat([p.detach().flatten() for p in model.parameters()]),
                            "layouts": names(model, log), "summary": state.summary(),
                            "critical": [s.critical for s in state.steps],
-                           "target_density": [s.target_density for s in state.steps]}
+                           "target_density": [s.target_density for s in state.steps],
+                           "dense": [s.dense for s in state.steps]}
     torch.save(results, out)
 
 
@@ -209,7 +211,22 @@ def gru(rank, world, out, steps, options):
 # mismatch: rank 0 makes State("sidco-e", 0.01); the last rank's State differs by these settings.
 MISMATCH = {"ratio": {"ratio": 0.02}, "method": {"method": "topk"}, "momentum": {"momentum_correction": 0.9},
             "warmup": {"warmup_steps": 5}, "accordion": {"density_schedule": "accordion"},
-            "quantizer": {"method": "qsgd-mn", "ratio": None}, "stages": {"stages": 2}}
+            "quantizer": {"method": "qsgd-mn", "ratio": None}, "stages": {"stages": 2},
+            "when": {"when": "auto"}, "exchange": {"exchange": "shared"}}
+
+
+def auto(rank, world, out, steps):
+    """compress-when auto on two ranks: the steps each sent dense."""
+    torch.manual_seed(0)
+    model = Reordered()
+    ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.03)
+    state = gddp.State("sidco-e", 0.01, timeout=TIMEOUT_S, when="auto", when_interval=2)
+    ddp.register_comm_hook(state, gddp.hook)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
+    for _, x, y in batches(rank, world, steps):
+        train(ddp, opt, x, y)
+    torch.save({"dense": [s.dense for s in state.steps], "state": state.state_dict(),
+                "params": torch.cat([p.detach().flatten() for p in model.parameters()])}, out)
 
 
 def mismatch(rank, world, out, case):
@@ -264,6 +281,8 @@ def main():
             late_state(rank, world, out, steps)
         elif mode == "gru":
             gru(rank, world, out, steps, arg)
+        elif mode == "auto":
+            auto(rank, world, out, steps)
         elif mode == "mismatch":
             mismatch(rank, world, out, arg)
         elif mode == "optimizer_momentum":

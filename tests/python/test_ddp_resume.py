@@ -43,7 +43,7 @@ def test_every_compressor_resumes_bit_identical_when_ddp_regroups(tmp_path):
     assert topk["density_mean_all"] == pytest.approx((2 * 1.0 + (STEPS - 2) * 0.05) / STEPS, rel=1e-3)
 
 
-@pytest.mark.parametrize("variant", ["accordion", "mc", "accordion-mc"])
+@pytest.mark.parametrize("variant", ["accordion", "mc", "accordion-mc", "shared-mc"])
 def test_accordion_and_momentum_correction_agree_and_resume_bit_identical(tmp_path, variant):
     prefix = str(tmp_path / "ckpt")
     whole = run("whole", 2, tmp_path, STEPS, prefix, variant)
@@ -200,6 +200,8 @@ def test_making_a_state_asks_no_device_and_nccl_is_found_in_a_composite_backend(
     ("warmup", "warmup_steps is 5 on worker 1 and 0 on worker 0"),
     ("accordion", "density_schedule is accordion on worker 1 and constant on worker 0"),
     ("quantizer", "method is qsgd-mn on worker 1 and sidco-e on worker 0"),
+    ("when", "when is auto on worker 1 and always on worker 0"),
+    ("exchange", "exchange is shared on worker 1 and allgather on worker 0"),
 ])
 def test_ranks_whose_settings_differ_stop_with_one_line(tmp_path, case, setting):
     ranks = run("mismatch", 2, tmp_path, 2, case)
@@ -274,3 +276,28 @@ def test_the_hook_group_takes_the_default_groups_timeout(tmp_path):
         assert gddp._default_timeout() == datetime.timedelta(seconds=77)
     finally:
         dist.destroy_process_group()
+
+
+def test_compress_when_auto_chooses_alike_on_every_rank(tmp_path):
+    a, b = run("auto", 2, tmp_path, 12)
+    assert a["dense"] == b["dense"]
+    assert a["dense"][:2] == [False, True]  # both modes timed first
+    assert torch.equal(a["params"], b["params"])
+    assert a["state"]["when"] == ("auto", 2) and a["state"]["exchange"] == "allgather"
+
+
+def test_exchange_and_when_settings_are_checked(one_process_group):
+    import gradscope.ddp as gddp
+    with pytest.raises(gradscope.Error, match="sends no sparse selection"):
+        gddp.State("qsgd-mn", exchange="shared")
+    with pytest.raises(gradscope.Error, match="unknown exchange 'broadcast'"):
+        gddp.State("sidco-e", 0.01, exchange="broadcast")
+    with pytest.raises(gradscope.Error, match="use always or auto"):
+        gddp.State("sidco-e", 0.01, when="sometimes")
+    saved = gddp.State("sidco-e", 0.01, when="auto").state_dict()
+    with pytest.raises(gradscope.Error, match="when"):
+        gddp.State("sidco-e", 0.01).load_state_dict(saved)
+    # a state_dict from before these settings loads into a State of neither
+    older = gddp.State("sidco-e", 0.01).state_dict()
+    del older["when"], older["exchange"]
+    gddp.State("sidco-e", 0.01).load_state_dict(older)

@@ -6,6 +6,7 @@ Each test that builds a lab skips with the lab's own one-line reason where it ca
 root, no namespaces, no tbf)."""
 
 import importlib.util
+import json
 import os
 import pathlib
 import re
@@ -85,11 +86,18 @@ def worker_sh(tmp_path, body):
                         f"setsid sleep 60 & echo $! > {d}/pid-{{rank}}-session; {body}"]
 
 
-def test_torch_gloo_all_reduce_over_100mbit_links():
+def test_torch_gloo_all_reduce_over_100mbit_links(tmp_path):
     pytest.importorskip("torch")
     need_lab("100mbit")
-    r = run_lab("--rate", "100mbit", "--workers", "2", "--", sys.executable, str(WORKER), timeout=180)
+    stats = tmp_path / "stats.json"
+    r = run_lab("--rate", "100mbit", "--workers", "2", "--stats", str(stats), "--", sys.executable, str(WORKER),
+                timeout=180)
     assert r.returncode == 0, r.stdout + r.stderr
+    # Each worker's link carried the 1 MiB all-reduce (a 2-worker ring: 1 MiB each way) and the
+    # rendezvous, headers included: the kernel's counters, not the worker's own account.
+    counted = json.loads(stats.read_text())
+    for key in ("tx_bytes", "rx_bytes"):
+        assert len(counted[key]) == 2 and all(2**20 <= b <= 2.2 * 2**20 for b in counted[key]), counted
     rates = re.findall(r"^netlab: worker (\d) link 100mbit: "
                        r"measured ([\d.]+) Mbit/s up, ([\d.]+) Mbit/s down$", r.stderr, re.M)
     assert [w for w, _, _ in rates] == ["0", "1"], r.stderr

@@ -72,3 +72,57 @@ def test_frontier_refuses_bad_options_before_it_starts_a_worker(tmp_path):
         assert r.returncode != 0
         assert message in r.stderr, r.stderr
     assert not out.exists()
+
+
+def script(name, *args, timeout=900):
+    return subprocess.run([sys.executable, str(ROOT / "scripts" / name), *args], capture_output=True, text=True,
+                          timeout=timeout, env=dict(os.environ, OMP_NUM_THREADS="1"))
+
+
+def test_sidco_holds_its_density_under_momentum_correction(tmp_path):
+    """scripts/controller.py's goals on a CNN with BatchNorm and momentum correction, the setup whose
+    stage controller cycled: at least 90% of the compressed steps within [0.5, 2] of the ratio, at
+    most one change of the stage count in any 20 steps past the first 20, the mean density within
+    [0.8, 1.25] of the ratio (--check exits 1 otherwise)."""
+    r = script("controller.py", "--models", "cnn-bn", "--methods", "sidco-e", "--setups", "mc", "--steps", "60",
+               "--out", str(tmp_path / "controller"), "--check")
+    assert r.returncode == 0, r.stdout + r.stderr
+    row = next(line for line in r.stdout.splitlines() if line.startswith("| cnn-bn-sidco-e-mc-s1"))
+    assert row.rstrip(" |").endswith("met"), row
+    assert (tmp_path / "controller" / "controller.table.md").exists()
+
+
+def test_speedup_runs_its_whole_pipeline_in_six_steps(tmp_path):
+    """scripts/speedup.py at 6 steps on loopback (the lab needs root; --no-lab times the unshaped
+    rate without it): accuracy runs, timing runs, the table and the figure."""
+    out = tmp_path / "speedup"
+    r = script("speedup.py", "--models", "vit", "--points", "sidco-e-mc,sidco-e-mc-shared", "--dense-lrs", "0.05",
+               "--workers", "2", "--steps", "6", "--eval-every", "3", "--seeds", "1", "--rates", "none", "--no-lab",
+               "--timing-steps", "8", "--timing-budget", "0", "--out", str(out))
+    assert r.returncode == 0, r.stdout + r.stderr
+    for timed in (out / "time").glob("*.json"):  # the budget ends each at 3 warm + 2 timed steps
+        assert len(json.loads(timed.read_text())["step_s"]) == 5, timed.name
+    rows = [line for line in r.stdout.splitlines() if line.startswith("| vit | none |")]
+    assert [line.split(" | ")[2] for line in rows] == [
+        "dense, lr 0.05", "SIDCo-E 0.01, mom. corr.", "SIDCo-E 0.01, mom. corr., shared"]
+    for line in rows:
+        cells = line.split(" | ")
+        assert float(cells[4]) > 0 and float(cells[8]) > 0  # the median step (s) and the ideal speed-up
+    assert sorted(p.name for p in (out / "acc").glob("*.json")) == [
+        "vit-dense-lr0.05-w2-n6-s1.json", "vit-sidco-e-mc-shared-w2-n6-s1.json", "vit-sidco-e-mc-w2-n6-s1.json"]
+    curve = json.loads((out / "acc" / "vit-sidco-e-mc-w2-n6-s1.json").read_text())["curve"]
+    assert [step for step, _ in curve] == [3, 6]
+    assert (out / "speedup-vit.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    bad = script("speedup.py", "--points", "sidco-x", "--out", str(tmp_path / "bad"))
+    assert bad.returncode != 0 and "unknown point(s) sidco-x" in bad.stderr
+
+
+def test_one_shot_sidco_lands_near_its_ratio_on_gradients_it_was_not_tuned_on():
+    """SIDCo's count correction on real gradients of a seed the stage counts were not chosen on
+    (scripts/one_shot_stages.py --seed 4: ResNet-18, a Transformer encoder and an LSTM, whole model
+    and largest layer, every SIDCo variant, 0.01 and 0.001): every call within [0.5, 2] of the ratio,
+    the median within [0.8, 1.25]."""
+    r = script("one_shot_stages.py", "--seed", "4", "--ratios", "0.01,0.001", "--stages", "2,3", "--check", "0.5,2",
+               "--median", "0.8,1.25")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "outside [0.5, 2.0]: none" in r.stdout and "within [0.8, 1.25]" in r.stdout, r.stdout

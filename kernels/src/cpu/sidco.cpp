@@ -278,6 +278,7 @@ std::uint64_t workspace_total(const SidcoWorkspace::Impl& w) {
 void copy_out(const SidcoWorkspace::Impl& w, std::int32_t* idx, float* val) {
   std::size_t at = 0;
   for (const auto& p : w.parts) {
+    if (p.size == 0) continue;  // a part that never grew holds no buffer
     std::memcpy(idx + at, p.idx.get(), p.size * sizeof(std::int32_t));
     if (val) std::memcpy(val + at, p.val.get(), p.size * sizeof(float));
     at += p.size;

@@ -71,7 +71,7 @@ TEST(TrainOptions, CompressorOptionsTheMethodDoesNotReadAreRefused) {
     EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
   }
   EXPECT_NE(gs::testing::error_message([&] { parse({"--bits", "3"}).validate(); })
-                .find("(sidco-e reads --backend, --stages)"),
+                .find("(sidco-e reads --backend, --stages, --sidco-as-published)"),
             std::string::npos);
   EXPECT_NO_THROW(parse({"--compressor", "qsgd-mn", "--bits", "3"}).validate());
   EXPECT_NO_THROW(parse({"--compressor", "sidco-e", "--stages", "2", "--backend", "cpu"}).validate());
@@ -100,10 +100,11 @@ TEST(TrainOptions, DensityScheduleSettingsAreRefusedNamingTheFlag) {
     EXPECT_EQ(msg.rfind(flag, 0), 0u) << msg;
     EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
   }
-  // Unchecked (and off the workers' comparison line) while the schedule is constant.
-  TrainConfig c = parse({"--density-high", "0.001"});
-  EXPECT_NO_THROW(c.validate());
-  EXPECT_EQ(c.shared_description().find("density-high"), std::string::npos);
+  // A setting of accordion given with the constant schedule does nothing: refused, naming both.
+  const std::string constant = gs::testing::error_message([&] { parse({"--density-high", "0.001"}).validate(); });
+  EXPECT_EQ(constant.rfind("--density-high is a setting of --density-schedule accordion", 0), 0u) << constant;
+  // Off the workers' comparison line while the schedule is constant.
+  EXPECT_EQ(parse({}).shared_description().find("density-high"), std::string::npos);
   const TrainConfig a = parse({"--density-schedule", "accordion", "--density-interval", "7"});
   EXPECT_NO_THROW(a.validate());
   EXPECT_NE(a.shared_description().find("density-interval=7"), std::string::npos);

@@ -107,7 +107,9 @@ std::map<std::string, std::string> settings(const std::string& description) {
   return m;
 }
 
-// The first setting that differs between the checkpoint's run and this one, or "".
+// The first setting of the checkpoint's run that this one has otherwise, or "". A setting only
+// this run names is an option newer than the checkpoint (or one that matters only here, which a
+// setting both name tells apart): a checkpoint of an earlier version resumes.
 std::string first_difference(const std::string& theirs, const std::string& ours) {
   auto a = settings(theirs), b = settings(ours);
   for (auto k : kMayDiffer) a.erase(std::string(k)), b.erase(std::string(k));
@@ -116,8 +118,6 @@ std::string first_difference(const std::string& theirs, const std::string& ours)
     const std::string mine = it == b.end() ? "(not set)" : it->second;
     if (mine != v) return "--" + k + " " + v + " (this run: " + mine + ")";
   }
-  for (const auto& [k, v] : b)
-    if (!a.count(k)) return "--" + k + " (not set) (this run: " + v + ")";
   return "";
 }
 

@@ -119,6 +119,20 @@ std::vector<TrainOption> make_table() {
                           S::shared, GS_FIELD(c.warmup_start_density)));
   t.back().matters = [](const TrainConfig& c) { return c.exponential_warmup(); };
   add_density_schedule_rows(t);
+  t.push_back(row<std::string>("--compress-when",
+                               "always: compress every step after the warm-up; auto: send dense while dense "
+                               "is the faster exchange (both timed, the choice the same on every worker)",
+                               S::shared, GS_FIELD(c.compress_when), {}, {"always", "auto"}));
+  t.push_back(row<std::int64_t>("--compress-when-interval",
+                                "auto: steps before another look at the mode not chosen (times the ratio of "
+                                "the two modes' times, at most 64 times)",
+                                S::shared, GS_FIELD(c.compress_when_interval),
+                                at_least<std::int64_t>("--compress-when-interval", 1, "at least 1")));
+  t.back().matters = [](const TrainConfig& c) { return c.compress_when == "auto"; };
+  t.push_back(row<std::string>("--exchange",
+                               "allgather: every worker's (index, value) pairs to every worker; shared: the "
+                               "workers' values at one set of indices, a rotating leader's selection",
+                               S::shared, GS_FIELD(c.exchange), {}, {"allgather", "shared"}));
   t.push_back(common("--seed", S::shared));
   // The compressor's own options, from compress/'s table; the sampling seed is derived from --seed
   // per worker, and the kernels backend may differ between workers (one may have a GPU).
@@ -196,6 +210,9 @@ void TrainConfig::validate() const {
                  {"--warmup-steps", "--warmup-schedule", "--warmup-start-ratio", "--ratio"});
   schedule().check(compress::density_based(compressor), compressor, density,
                    {"--density-schedule", "--density-high", "--density-interval", "--density-eta", "--ratio"});
+  if (exchange == "shared") compress::check_shared_exchange(compressor, "--exchange shared");
+  if (compress_when != "auto" && compress_when_interval != TrainConfig{}.compress_when_interval)
+    throw Error("--compress-when-interval does nothing without --compress-when auto: drop it");
   if (rank >= workers) throw Error("--rank must be below --workers (world size)");
   if (!checkpoint.empty() && checkpoint_every == 0)
     throw Error("--checkpoint " + checkpoint + " needs --checkpoint-every N (steps between checkpoints)");

@@ -34,7 +34,7 @@ std::string to_json(const TrainConfig& c, const TrainResult& r) {
   json steps = json::array();
   for (const auto& st : r.steps)
     steps.push_back({{"step", st.step}, {"epoch", st.epoch}, {"lr", st.lr}, {"loss", st.loss},
-                     {"skipped", st.skipped}, {"warmup", st.warmup}, {"critical", st.critical},
+                     {"skipped", st.skipped}, {"warmup", st.warmup}, {"dense", st.dense}, {"critical", st.critical},
                      {"target_density", st.target_density}, {"density", st.density}, {"quality", st.quality},
                      {"stages", st.stages}, {"bytes_sent", st.bytes_sent},
                      {"dense_bytes", st.dense_bytes}, {"compress_s", st.compress_seconds},

@@ -129,9 +129,11 @@ class Worker {
     // With momentum correction the velocity lives in the compressor, before sparsification; the
     // optimizer then applies the mean update as it is.
     if (config_.momentum_correction) mc_->set_momentum_correction(config_.momentum);
-    // Dense warm-up: the first --warmup-steps steps exchange the gradient uncompressed (the
-    // compressor's residual starts empty when it takes over). An exponential warm-up runs the
-    // compressor itself at TrainConfig::density_at's falling density.
+    mc_->set_shared_exchange(config_.exchange == "shared");
+    // Dense steps (the dense warm-up, ratio 1, --compress-when auto) run mc_ with a dense plan: the
+    // whole accumulator all-reduced. An exponential warm-up runs the compressor itself at
+    // TrainConfig::density_at's falling density. The dense exchange's own compressor, stateless,
+    // keeps its place in the checkpoints (their layout).
     dense_.emplace(tensor_specs(*model_), compress::Granularity::model, 0,
                    compress::make_compressor("none", 1.0));
     opt_.emplace(model_->parameters(),
@@ -219,8 +221,15 @@ class Worker {
     // An exponential warm-up and the density schedule move the compressor's density (the
     // schedule's after the warm-up; --ratio after both).
     if (regimes_.moves_density(warmup_)) mc_->set_density(regimes_.density_at(warmup_, step));
+    if (gate_.choice_due()) {  // --compress-when auto: the same choice on every worker
+      std::vector<float> times = gate_.times();
+      if (comm_) comm_->allreduce_max(times);
+      gate_.choose(step, times);
+    }
     const bool uncompressed = compress::sends_dense(warmup_, step, mc_->compressor().density(),
-                                                    compress::density_based(config_.compressor));
+                                                    compress::density_based(config_.compressor)) ||
+                              (!rep.warmup && gate_.dense_at(step));
+    rep.dense = uncompressed;
     rep.critical = regimes_.critical_at(warmup_, step);
     rep.target_density = uncompressed ? 1.0 : mc_->compressor().density();
     // One small all-reduce carries the non-finite flag, the loss and, for the density schedule,
@@ -240,7 +249,8 @@ class Worker {
       if (grad_variance_ && !uncompressed) mc_->set_gradient_variance(grad_variance_->compute());
       update_.resize(mc_->numel());
       compress::StepStats st;
-      (uncompressed ? *dense_ : *mc_).step(grad_, collectives(), update_, &st);
+      mc_->step(grad_, collectives(), update_, &st, {step, uncompressed});
+      gate_.add(step, uncompressed, st.compress_seconds + st.comm_seconds);
       assign_grads(*model_, update_);
       opt_->step();
       rep.comm_seconds += st.comm_seconds;
@@ -297,6 +307,10 @@ class Worker {
     skip_.save_state(w);
     regimes_.save_state(w);
     save_reports(w, result_.steps);
+    // Newer than the rest: a checkpoint that ends before them is of an earlier version.
+    gate_.save_state(w);
+    w.put<std::uint64_t>(result_.steps.size());
+    for (const auto& st : result_.steps) w.put<std::uint8_t>(st.dense);
     return w.take();
   }
 
@@ -351,6 +365,13 @@ class Worker {
     regimes_.load_state(r);
     result_.skipped_steps = skip_.skipped();
     result_.steps = load_reports(r);
+    if (!r.at_end()) {
+      gate_.load_state(r);
+      if (r.get<std::uint64_t>() != result_.steps.size()) r.fail("its steps' dense flags do not match its steps");
+      for (auto& st : result_.steps) st.dense = r.get<std::uint8_t>() != 0;
+    } else if (gate_.on()) {
+      r.fail("was written by a version without --compress-when: resume it without");
+    }
     if (!r.at_end()) r.fail("has bytes after its state");
     result_.resumed_from = start_;
   }
@@ -369,6 +390,8 @@ class Worker {
   std::optional<train::EpochBatches> batches_;
   const compress::WarmupSchedule warmup_ = config_.warmup();
   compress::RegimeDetector regimes_{config_.schedule()};
+  compress::CompressionGate gate_{compress::CompressionGate::parse(config_.compress_when),
+                                  config_.compress_when_interval};
   compress::DensityWatch density_watch_;
   std::int64_t total_ = 0, start_ = 0;
   compress::SkipRule skip_;

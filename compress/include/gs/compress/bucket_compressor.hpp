@@ -90,6 +90,17 @@ class BucketCompressor {
   // correction beside an optimizer's own momentum) stops every worker alike, none left waiting in
   // a collective.
   void refuse_steps(std::string why) { refusal_ = std::move(why); }
+  // compress-when auto (CompressionGate, step_rules.hpp): a step sends dense while dense is the
+  // faster exchange, and the gate looks at the other mode from time to time. Before the first step.
+  void set_compress_when(CompressionGate::When when, std::int64_t interval);
+  const CompressionGate& gate() const { return gate_; }
+  // The shared exchange (shared_exchange.hpp; docs/architecture.md): the workers all-reduce their
+  // values at one set of indices per bucket, a rotating leader's selection, instead of
+  // all-gathering every worker's pairs: each worker's bytes stay at about k whatever the number of
+  // workers. Sparse, error-fed compressors only (gs::Error otherwise); before the first step. A
+  // device bucket then goes through the host path.
+  void set_shared_exchange(bool shared);
+  bool shared_exchange() const { return shared_exchange_; }
   // Momentum correction (momentum.hpp), before the first step: a velocity per parameter, which
   // follows it from bucket to bucket and checkpoints as the residuals do. A device bucket then
   // goes through the host path (the velocity lives in host memory; the update is copied back).
@@ -188,8 +199,10 @@ class BucketCompressor {
     Payload payload;         // this worker's payload (the sparse and dense paths)
     std::vector<float> sent; // what this worker's contribution decoded to (own rounds)
     bool resident = false;   // a device slot: its accumulator, sent entries zeroed, becomes e
+    bool residual = true;    // the slot's residual accumulated (error feedback)
     bool velocity = false;   // the slot's velocity advanced too (momentum correction)
     bool device_skip = false;  // whether the step skips is known on the device only (step_skip_)
+    const Compressor* dense_with = nullptr;  // an uncompressed step's: everything sent, the velocity kept
   };
   // A finished step whose figures the device still writes (device collectives decide on the
   // device): its statistics so far, its buckets' reports in host memory the device writes into,
@@ -253,7 +266,7 @@ class BucketCompressor {
   // remaining buckets are refused until the last one.
   void abandon_step(bool last);
   void defer_commit(const std::string& slot, Payload payload, std::vector<float> sent);
-  void load_rest(StateReader& r, std::int64_t steps);
+  void load_rest(StateReader& r, std::int64_t steps, bool with_gate, bool with_waits);
   // The parameters' ordinals (assigned on first sight) and the residual slot of this layout,
   // filled from wherever each parameter's residual lived before (the same for velocities).
   std::string place(std::span<const BucketParam> params, std::uint64_t n, int index);
@@ -267,6 +280,8 @@ class BucketCompressor {
   bool exchange_sparse(const std::string& slot, const std::string& tensor, std::span<const float> g,
                        std::span<const float> variance, Collectives& comm, std::span<float> out,
                        StepStats& s);
+  bool exchange_shared(int index, const std::string& slot, const std::string& tensor, std::span<const float> g,
+                       Collectives& comm, std::span<float> out, StepStats& s);
   bool exchange_collective(const std::string& slot, const std::string& tensor,
                            std::span<const float> g, Collectives& comm, std::span<float> out,
                            StepStats& s);
@@ -292,6 +307,8 @@ class BucketCompressor {
   std::vector<Setting> shared_;                      // set_shared_settings'
   std::string shared_advice_ = "make every worker's compressor with the same settings";
   bool agree_pending_ = true;                        // compare them at the next step's first bucket
+  CompressionGate gate_;                             // compress-when (always unless set)
+  bool shared_exchange_ = false;                     // set_shared_exchange's
   std::string refusal_;                              // refuse_steps'
 
   std::deque<Unsettled> unsettled_;       // in step order

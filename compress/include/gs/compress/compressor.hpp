@@ -192,6 +192,9 @@ std::unique_ptr<Compressor> make_compressor(std::string_view name, double densit
 
 // Whether the named compressor's density sets what it sends (CompressorInfo::density_based).
 bool density_based(std::string_view name);
+// gs::Error unless the named compressor sends a sparse selection with error feedback, as the
+// shared exchange needs; `setting` names the exchange in the caller's words ("--exchange shared").
+void check_shared_exchange(std::string_view name, std::string_view setting);
 
 // How an option is spelled in messages: as a command-line flag (--bits) or as the keyword of
 // Python and JSON (bits).

@@ -44,10 +44,21 @@ struct StepStats {
   int buckets = 0;
   bool skipped = false;               // NaN/Inf on some worker: zeros instead, residual untouched
   bool warmup = false;                // a warm-up step
+  bool dense = false;                 // sent uncompressed: a dense warm-up step, density 1, or
+                                      // compress-when auto's choice
   bool critical = false;              // at the high density of a critical regime (DensitySchedule)
 
   double density() const { return n ? double(selected) / double(n) : 0.0; }
   double quality() const { return target_density > 0 ? density() / target_density : 0.0; }
+};
+
+// What a ModelCompressor step is to do: the step's index (the shared exchange's leaders rotate
+// with it), and whether it sends dense: the whole accumulator, the residual and momentum
+// correction's velocity included, all-reduced (the dense warm-up, density 1, compress-when auto),
+// after which the residual is empty and the velocity goes on unmasked.
+struct StepPlan {
+  std::int64_t step = 0;
+  bool dense = false;
 };
 
 class ModelCompressor {
@@ -65,9 +76,13 @@ class ModelCompressor {
 
   // One whole step of one worker, for every Exchange kind: error feedback, compression, exchange
   // through comm and decoding; out (numel() floats) = the mean update over workers. Every worker
-  // calls it once per step.
+  // calls it once per step, with the same plan (StepPlan).
   void step(std::span<const float> flat_grad, Collectives& comm, std::span<float> out,
-            StepStats* stats = nullptr);
+            StepStats* stats = nullptr, StepPlan plan = {});
+
+  // The shared exchange (BucketCompressor::set_shared_exchange's, per group): sparse, error-fed
+  // compressors only (gs::Error otherwise). Before the first step.
+  void set_shared_exchange(bool shared);
 
   // For compressors that needs_gradient_variance(): the model's per-element sum over the batch of
   // squared per-sample gradients / B^2, numel() floats laid out like the gradient; used by the next
@@ -110,6 +125,10 @@ class ModelCompressor {
   void feed_variance(const Group& g);
   void step_collective(std::span<const float> flat, Collectives& comm, std::span<float> out,
                        StepStats& s);
+  void step_dense(std::span<const float> flat, Collectives& comm, std::span<float> out, StepStats& s);
+  void step_shared(std::span<const float> flat, std::int64_t step, Collectives& comm, std::span<float> out,
+                   StepStats& s);
+  bool shared_ = false;
 };
 
 }  // namespace gs::compress

@@ -31,6 +31,8 @@ class MomentumCorrection {
   std::span<const float> advance(std::string_view name, std::span<const float> g);
   // The step sent sparse payload p of that vector: u becomes the new u, zero where p was sent.
   void commit(std::string_view name, const Payload& p, const Compressor& c);
+  // The step sent everything (an uncompressed step): u becomes the new u, unmasked.
+  void keep(std::string_view name) { velocity_.keep(name); }
   // The step is dropped (skipped): u stays as it was.
   void discard(std::string_view name) { velocity_.discard(name); }
 

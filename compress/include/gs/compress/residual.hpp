@@ -27,6 +27,8 @@ class ResidualMemory {
   // Same, for compressors that decode their own contribution: e = acc - sent.
   void commit_decoded(std::string_view name, std::span<const float> sent);
 
+  // The last accumulate() of `name` becomes e whole (nothing of it sent).
+  void keep(std::string_view name);
   // Drops the last accumulate() of `name` uncommitted: e stays as it was (a skipped step).
   void discard(std::string_view name);
   // Sets e for `name` (a new slot, or a whole new residual), and gives write access to it, for a

@@ -8,6 +8,7 @@
 //   a row are an error.
 // - RunStatistics: the summary over a run's steps (quality percentiles, bytes, times).
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -143,6 +144,50 @@ class SkipRule {
   int in_a_row_ = 0;
 };
 
+// when="auto" (--compress-when auto): compression only when it pays. Every step's exchange is
+// timed (compress, collectives, decoding: summed over its buckets) in the mode it ran; the gate
+// chooses the faster mode and, from time to time, runs one step in the other (a real step: dense
+// sends the whole accumulator, so error feedback loses nothing) to look again. The first choice
+// comes once both modes have a time: the dense warm-up's steps time dense, or the gate's own first
+// steps (compressed, then dense). The next look comes `interval` steps after a choice, times the
+// ratio of the two times (at most 64 intervals): a mode far slower is seldom tried again. Every
+// worker chooses alike: the times are taken as their maximum over the workers (the caller's
+// all-reduce at the first bucket after a look, agree()).
+class CompressionGate {
+ public:
+  enum class When { always, automatic };
+  static When parse(std::string_view name);  // "always" | "auto"; gs::Error otherwise
+  static std::string_view to_string(When w);
+
+  explicit CompressionGate(When when = When::always, std::int64_t interval = 50);
+  bool on() const { return when_ == When::automatic; }
+  std::int64_t interval() const { return interval_; }
+
+  // Whether step `step` (after the warm-up) sends dense: the choice, or a look at the other mode.
+  bool dense_at(std::int64_t step) const;
+  // A finished, not skipped step: its exchange took `seconds` in the mode it ran (dense or not).
+  void add(std::int64_t step, bool dense, double seconds);
+  // Whether a choice is due before the next step: the caller all-reduces times() with MAX over the
+  // workers and passes the result to choose().
+  bool choice_due() const { return on() && due_; }
+  std::vector<float> times() const { return {float(dense_s_), float(compressed_s_)}; }
+  void choose(std::int64_t next_step, std::span<const float> max_times);
+  bool chose_dense() const { return dense_; }
+
+  void save_state(StateWriter& w) const;
+  void load_state(StateReader& r);
+
+ private:
+  When when_;
+  std::int64_t interval_;
+  bool dense_ = false;            // the choice
+  double dense_s_ = -1.0;         // the last time of each mode (< 0: none yet)
+  double compressed_s_ = -1.0;
+  std::int64_t look_at_ = -1;     // the step that runs the other mode (< 0: none planned)
+  bool due_ = false;
+  static constexpr int kMaxIntervals = 64;
+};
+
 // The achieved density watched against the target over a run's compressed steps: a warning,
 // once, when over the last kWindow compressed steps the mean quality (achieved / target density)
 // leaves [kLow, kHigh], or when at least half of those steps lie outside it (a density that swings
@@ -194,7 +239,8 @@ class RunStatistics {
   void add(const StepFigures& s);
   RunSummary summary() const;
   void save_state(StateWriter& w) const;
-  void load_state(StateReader& r);
+  // with_waits: the state holds the waits' and overflow's sums (states before them do not).
+  void load_state(StateReader& r, bool with_waits = true);
 
  private:
   std::int64_t steps_ = 0, skipped_ = 0, counted_ = 0, critical_ = 0;

@@ -51,6 +51,14 @@ struct TrainConfig {
   double density_high = 0.1;
   std::int64_t density_interval = 20;
   double density_eta = 0.5;
+  // Compression only when it pays (gs::compress::CompressionGate): always, or auto (dense while
+  // dense is the faster exchange, looked at again every compress_when_interval steps times the
+  // ratio of the two times).
+  std::string compress_when = "always";
+  std::int64_t compress_when_interval = 50;
+  // allgather: every worker's (index, value) pairs to every worker; shared: the workers' values at
+  // one set of indices per group, a rotating leader's selection (bytes flat in the workers).
+  std::string exchange = "allgather";
   std::uint64_t seed = 1;
   std::string record;     // snapshot of rank 0's raw gradients, when set
   // Checkpoints (gs/distributed/checkpoint.hpp): every checkpoint_every steps into `checkpoint`, the

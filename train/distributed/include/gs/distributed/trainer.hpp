@@ -28,6 +28,7 @@ struct StepReport {
   double loss = 0.0;              // mean over workers
   bool skipped = false;           // non-finite gradient somewhere: step skipped everywhere
   bool warmup = false;            // a warm-up step (--warmup-steps): uncompressed or at a higher ratio
+  bool dense = false;             // sent uncompressed (a dense warm-up step, ratio 1, --compress-when auto)
   bool critical = false;          // in a critical regime (--density-schedule accordion): at --density-high
   double target_density = 1.0;    // the ratio this step aimed at (1 when uncompressed)
   double density = 0.0;           // achieved, this worker

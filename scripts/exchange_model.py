@@ -1,0 +1,207 @@
+"""Bytes and time per worker of a compressed step's exchange, from 4 to 1024 workers: the all-gather
+of every worker's (index, value) pairs against the shared exchange (one set of indices per bucket,
+a rotating leader's; the workers' values there all-reduced), with the dense all-reduce beside them
+(docs/RESULTS.md, "Bytes at scale"). The model is checked against the network lab at W = 2, 4 and
+8: the bytes each worker's link carried (the kernel's counters) for the same exchange of the same
+vector by gradscope's DDP hook.
+
+    PYTHONPATH=build/python python3 scripts/exchange_model.py [--n 11181642] [--density 0.01]
+        [--alpha-us 30] [--lab] [--lab-workers 2,4,8] [--lab-steps 6] [--out docs/results/scale]
+
+The model, per worker and step, for n elements at density d (k = d n selected), W workers, links of
+B bit/s each way and a per-message latency alpha. The all-gather's payload codes its ascending
+indices as Rice-coded gaps, about log2(1/d) + 2 bits each (docs/compressors.md), so a pair costs
+p = 4 + (log2(1/d) + 2) / 8 bytes (5.08 at d = 0.01); the shared exchange all-reduces plain int32
+indices and float32 values, 8 bytes a pair:
+  dense, ring all-reduce:     sends 2 (W-1)/W 4n bytes;           time 2 (W-1) alpha + bytes / B
+  dense, tree (reduce + broadcast, unpipelined): time 2 log2(W) (alpha + 4n / B)
+  all-gather of pairs, ring:  sends (W-1) p k bytes (each worker's payload passes every link: Gloo
+                              gathers equal sizes, the longest); time (W-1) alpha + bytes / B
+  all-gather, tree (gather + broadcast): time 2 log2(W) alpha + 2 (W-1) p k / B
+  shared, ring all-reduce of k indices and k values (and a 24-byte head): sends 2 (W-1)/W (8k + 24)
+                              bytes; time 3 2 (W-1) alpha + bytes / B
+  shared, tree:               time 3 2 log2(W) alpha + 2 log2(W) 8k / B
+The lab's counters hold every header (Ethernet, IP, TCP) and the acknowledgements of what the
+worker receives; a veth passes the kernel's large (GSO) segments, so they add a few percent.
+"""
+
+import argparse
+import datetime
+import json
+import math
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import runs  # noqa: E402
+RESNET18 = 11181642  # torchvision's ResNet-18 with 10 classes: its gradient's elements
+WORKERS = [4, 8, 16, 32, 64, 128, 256, 512, 1024]
+RATES = {"1gbit": 1e9, "10gbit": 1e10}
+
+
+def pair_bytes(density):
+    """Bytes a selected pair costs in the all-gather's payload: a float32 value and a Rice-coded gap."""
+    return 4 + (math.log2(1 / density) + 2) / 8
+
+
+def model(n, density, workers, bps, alpha):
+    """{exchange: (bytes sent per worker, ring time s, tree time s)} of one step."""
+    k = max(1, math.floor(n * density))
+    w, lg = workers, math.log2(workers)
+    dense = 2 * (w - 1) / w * 4 * n
+    gather = (w - 1) * pair_bytes(density) * k
+    shared = 2 * (w - 1) / w * (8 * k + 24)
+    to_s = 8 / bps
+    return {
+        "dense": (dense, 2 * (w - 1) * alpha + dense * to_s, 2 * lg * (alpha + 4 * n * to_s)),
+        "allgather": (gather, (w - 1) * alpha + gather * to_s, 2 * lg * alpha + 2 * gather * to_s),
+        "shared": (shared, 6 * (w - 1) * alpha + shared * to_s, 6 * lg * alpha + 2 * lg * 8 * k * to_s),
+    }
+
+
+def model_table(opts):
+    lines = ["| workers | rate | dense MB sent | all-gather MB | shared MB | dense ring / tree ms | "
+             "all-gather ring / tree ms | shared ring / tree ms |", "|---|---|---|---|---|---|---|---|"]
+    for rate, bps in RATES.items():
+        for w in WORKERS:
+            m = model(opts.n, opts.density, w, bps, opts.alpha_us * 1e-6)
+            cells = [f"{m[x][0] / 1e6:.2f}" for x in ("dense", "allgather", "shared")]
+            times = [f"{1e3 * m[x][1]:.1f} / {1e3 * m[x][2]:.1f}" for x in ("dense", "allgather", "shared")]
+            lines.append(f"| {w} | {rate} | " + " | ".join(cells + times) + " |")
+    return "\n".join(lines)
+
+
+def figure(opts, lab_rows, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.5))
+    style = {"dense": ("0.4", "dense all-reduce"), "allgather": ("tab:red", "all-gather of pairs"),
+             "shared": ("tab:blue", "shared exchange")}
+    ws = [2, 4] + WORKERS[1:]
+    for x, (colour, label) in style.items():
+        axes[0].plot(ws, [model(opts.n, opts.density, w, 1e9, 0)[x][0] / 1e6 for w in ws], "-", color=colour,
+                     label=label)
+    for row in lab_rows:
+        axes[0].plot(row["workers"], row["measured_tx"] / 1e6, "o", color=style[row["exchange"]][0],
+                     markerfacecolor="none")
+    axes[0].set(xscale="log", yscale="log", xlabel="workers", ylabel="MB sent per worker per step",
+                title=f"bytes (lines: model; circles: the lab), n = {opts.n:,}, density {opts.density:g}")
+    axes[0].legend(fontsize=8)
+    for ax, (rate, bps) in zip(axes[1:], RATES.items()):
+        for x, (colour, label) in style.items():
+            ms = [model(opts.n, opts.density, w, bps, opts.alpha_us * 1e-6)[x] for w in WORKERS]
+            ax.plot(WORKERS, [1e3 * m[1] for m in ms], "-", color=colour, label=f"{label}, ring")
+            ax.plot(WORKERS, [1e3 * m[2] for m in ms], "--", color=colour, label=f"{label}, tree")
+        ax.set(xscale="log", yscale="log", xlabel="workers", ylabel="ms per step",
+               title=f"time at {rate} per link, latency {opts.alpha_us:g} us")
+        ax.grid(True, which="both", linewidth=0.3)
+        ax.legend(fontsize=7)
+    axes[0].grid(True, which="both", linewidth=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+# ---- the lab's check ---------------------------------------------------------------------------
+
+def lab_worker(cfg_path):
+    """One rank in the lab: the hook's exchange of one bucket of n values, `steps` times."""
+    import torch
+    import torch.distributed as dist
+    import gradscope.ddp
+    with open(cfg_path) as f:
+        cfg = json.load(f)
+    dist.init_process_group("gloo", init_method="env://", timeout=datetime.timedelta(seconds=600))
+    rank = dist.get_rank()
+    torch.set_num_threads(1)
+    state = gradscope.ddp.State("topk", ratio=cfg["density"], exchange=cfg["exchange"], timeout=600)
+    param = torch.nn.Parameter(torch.zeros(cfg["n"]))
+    g = torch.Generator().manual_seed(rank + 1)
+    for _ in range(cfg["steps"]):
+        grad = torch.randn(cfg["n"], generator=g) * torch.rand(cfg["n"], generator=g) ** 4
+        state.exchange(0, grad, [param], True).wait()
+    if rank == 0:
+        with open(cfg["out"], "w") as f:
+            json.dump({"bytes_sent": [s.bytes_sent for s in state.steps],
+                       "gathered_bytes": [s.gathered_bytes for s in state.steps]}, f)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def lab_row(exchange, workers, opts):
+    """Bytes per worker per step the lab's links carried, against the model's."""
+    path = os.path.join(opts.out, f"lab-{exchange}-w{workers}.json")
+    if not os.path.exists(path):
+        cfg = {"exchange": exchange, "n": opts.lab_n, "density": opts.density, "steps": opts.lab_steps,
+               "out": path + ".hook"}
+        cfg_path = path + ".cfg"
+        with open(cfg_path, "w") as f:
+            json.dump(cfg, f)
+        stats = path + ".stats"
+        cmd = [sys.executable, os.path.join(HERE, "netlab.py"), "--rate", "none", "--no-measure", "--workers",
+               str(workers), "--stats", stats, "--timeout", "1200", "--logs", path + ".logs", "--",
+               sys.executable, os.path.abspath(__file__), "--lab-worker", cfg_path]
+        r = subprocess.run(cmd, env=dict(os.environ, OMP_NUM_THREADS="1"))
+        if r.returncode != 0:
+            raise SystemExit(f"exchange_model: the lab run of {exchange} at {workers} workers failed ({r.returncode})")
+        with open(stats) as f:
+            counted = json.load(f)
+        with open(cfg["out"]) as f:
+            hook = json.load(f)
+        row = {"exchange": exchange, "workers": workers, "steps": opts.lab_steps, "n": opts.lab_n,
+               # the rendezvous and the settings' agreement are once per run: a step's share
+               "measured_tx": sum(counted["tx_bytes"]) / workers / opts.lab_steps,
+               "hook_bytes_sent": sum(hook["bytes_sent"]) / opts.lab_steps,
+               "model": model(opts.lab_n, opts.density, workers, 1e9, 0)[exchange][0]}
+        with open(path, "w") as f:
+            json.dump(row, f)
+        for extra in (cfg_path, stats, cfg["out"]):
+            os.remove(extra)
+        runs.drop_quiet_logs(path + ".logs")
+    with open(path) as f:
+        return json.load(f)
+
+
+def lab_table(rows):
+    header = ["exchange", "workers", "model: MB sent per worker per step", "the lab's links: MB sent per worker per step",
+              "lab / model"]
+    return runs.markdown(header, [[r["exchange"], r["workers"], f"{r['model'] / 1e6:.3f}",
+                                   f"{r['measured_tx'] / 1e6:.3f}", f"{r['measured_tx'] / r['model']:.3f}"]
+                                  for r in rows])
+
+
+def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--lab-worker":
+        return lab_worker(sys.argv[2])
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--n", type=int, default=RESNET18)
+    p.add_argument("--density", type=float, default=0.01)
+    p.add_argument("--alpha-us", type=float, default=30.0)
+    p.add_argument("--lab", action="store_true", help="check the model's bytes in the network lab (root)")
+    p.add_argument("--lab-workers", default="2,4,8")
+    p.add_argument("--lab-n", type=int, default=RESNET18)
+    p.add_argument("--lab-steps", type=int, default=6)
+    p.add_argument("--out", default="docs/results/scale")
+    opts = p.parse_args()
+    if not (0 < opts.density < 1) or opts.n < 1 or opts.lab_steps < 1:
+        p.error("--density in (0, 1), --n and --lab-steps at least 1")
+    os.makedirs(opts.out, exist_ok=True)
+    text = model_table(opts)
+    rows = []
+    if opts.lab:
+        sys.path.insert(0, HERE)
+        import netlab
+        reason = netlab.unavailable_reason("none")
+        if reason:
+            p.error(reason)
+        rows = [lab_row(x, int(w), opts) for w in opts.lab_workers.split(",") for x in ("allgather", "shared")]
+        text += "\n\n" + lab_table(rows)
+    runs.publish(text, os.path.join(opts.out, "scale.table.md"))
+    figure(opts, rows, os.path.join(opts.out, "scale.png"))
+
+
+if __name__ == "__main__":
+    main()

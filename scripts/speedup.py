@@ -1,0 +1,408 @@
+"""Time to accuracy on a constrained network: does gradscope's DDP hook make training finish sooner
+than plain DDP, at which link speed does it stop paying (docs/RESULTS.md, "Time to accuracy")?
+
+Two measurements, each made once and reused from OUT (the frontier's way, scripts/frontier.py):
+  accuracy: every point trains W Gloo workers on this machine's loopback, one thread each, and
+    rank 0's replica is evaluated on the 10,000 test images every --eval-every steps. Accuracy does
+    not depend on the network, so this runs unshaped: OUT/acc/<model>-<point>-w<W>-n<steps>-s<seed>.json.
+  timing: every point runs --timing-steps steps with its W workers in the network lab
+    (scripts/netlab.py: one namespace and one tbf-shaped link per worker, both directions) at each
+    rate; the median step after the first 3, split into compute (the step of the same workers with
+    a hook that sends nothing), the hook's own work (compress and decode, gradscope's hook) and
+    communication (the rest): OUT/time/<model>-<point>-w<W>-<rate>.json. --timing-budget S ends a
+    run once its timed steps pass S seconds, with at least 2 timed (a dense ResNet-18 step takes
+    about a minute at 10 Mbit/s). Needs root (the lab); --no-lab runs the unshaped rate on plain
+    loopback instead (the smoke test).
+The report (OUT/speedup.table.md, OUT/speedup-<model>.png) gives, per model and rate, each point's
+median step and its split, the wall time to reach dense's final test accuracy (steps to it, read
+off the accuracy runs with linear interpolation between evaluations, times the median step at that
+rate), the speed-up over dense and the ideal speed-up (dense's step over the compute-only step:
+no method beats it). Seeds are paired: a point's time to accuracy for seed s aims at dense's final
+accuracy of seed s; means and standard errors over the seeds.
+
+    sudo PYTHONPATH=build/python python3 scripts/speedup.py [--models resnet18,vit] [--points ...]
+        [--rates 10mbit,100mbit,1gbit,10gbit,none] [--workers 4] [--steps 400] [--seeds 1,2,3]
+        [--eval-every 50] [--timing-steps 10] [--timing-budget S] [--phase accuracy|timing|report|all]
+        [--out DIR]
+
+Points: dense at the learning rates of --dense-lrs (SGD momentum 0.9; the best mean final accuracy
+is "dense" from then on), fp16 (fp16_compress_hook), PowerSGD ranks 1 and 4, and top-k, DGC,
+SIDCo-E, SIDCo-P and SIDCo-GP at 0.01 with momentum correction (0.9 in the hook, none in the
+optimizer: DGC's recipe, and what made SIDCo-E beat dense on the frontier); SIDCo-E so with the
+shared exchange, and with compress-when auto (no accuracy run of its own: it trains as the mode its
+timing run chose at that rate, dense at lr 0.05 or SIDCo-E with momentum correction). A smoke run
+of the whole pipeline:
+
+    PYTHONPATH=build/python python3 scripts/speedup.py --models vit --points dense,sidco-e-mc \\
+        --dense-lrs 0.05 --workers 2 --steps 6 --eval-every 3 --seeds 1 --rates none --no-lab \\
+        --timing-steps 4 --out /tmp/speedup-smoke
+"""
+
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
+
+import gradscope
+import gradscope.ddp
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import runs  # noqa: E402
+import study_models  # noqa: E402
+
+MC = {"momentum_correction": 0.9}
+# name: (hook, ratio, State options, optimizer momentum, label)
+POINTS = {
+    "fp16": ("fp16", None, {}, 0.9, "fp16"),
+    "powersgd-1": ("powersgd", 1, {}, 0.9, "PowerSGD rank 1"),
+    "powersgd-4": ("powersgd", 4, {}, 0.9, "PowerSGD rank 4"),
+    "topk-mc": ("topk", 0.01, MC, 0.0, "top-k 0.01, mom. corr."),
+    "dgc-mc": ("dgc", 0.01, MC, 0.0, "DGC 0.01, mom. corr."),
+    "sidco-e-mc": ("sidco-e", 0.01, MC, 0.0, "SIDCo-E 0.01, mom. corr."),
+    "sidco-p-mc": ("sidco-p", 0.01, MC, 0.0, "SIDCo-P 0.01, mom. corr."),
+    "sidco-gp-mc": ("sidco-gp", 0.01, MC, 0.0, "SIDCo-GP 0.01, mom. corr."),
+    "sidco-e-mc-shared": ("sidco-e", 0.01, dict(MC, exchange="shared"), 0.0, "SIDCo-E 0.01, mom. corr., shared"),
+    "sidco-e-mc-auto": ("sidco-e", 0.01, dict(MC, when="auto"), 0.0, "SIDCo-E 0.01, mom. corr., when auto"),
+}
+# compress-when auto trains as the mode it chooses: its accuracy is that of the point it runs as
+# (dense at the compressed points' lr, or SIDCo-E with momentum correction), chosen at each rate by
+# its timing run.
+AUTO = "sidco-e-mc-auto"
+LR = 0.05  # every point but the dense sweep
+WARM = 3   # steps left out of the step times (the first DDP steps build its buckets)
+
+
+def point_spec(point):
+    """(hook, ratio, State options, optimizer momentum, lr, label) of a point; dense-lr<L> is plain DDP."""
+    if point.startswith("dense"):
+        lr = float(point.split("lr")[1]) if "lr" in point else LR
+        return ("none", None, {}, 0.9, lr, f"dense, lr {lr:g}")
+    if point == "compute":
+        return ("compute", None, {}, 0.9, LR, "compute only (no communication)")
+    hook, ratio, options, momentum, label = POINTS[point]
+    return (hook, ratio, options, momentum, LR, label)
+
+
+def _sends_nothing(state, bucket):
+    fut = torch.futures.Future()
+    fut.set_result(bucket.buffer())
+    return fut
+
+
+def build(model_name, point, seed, rank, world, batch=32):
+    """The task, its DDP model with the point's hook, the optimizer and the gradscope State (or None)."""
+    hook, ratio, options, momentum, lr, _ = point_spec(point)
+    torch.manual_seed(seed)
+    task = study_models.task(model_name, seed, rank, world, batch)
+    model = task.model()
+    if hook == "powersgd":
+        # PowerSGD's callbacks issue collectives from futures: one bucket keeps them in order on Gloo.
+        ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=1024,
+                                                        find_unused_parameters=task.find_unused_parameters)
+        ps = powerSGD_hook.PowerSGDState(process_group=None, matrix_approximation_rank=ratio,
+                                         start_powerSGD_iter=2, random_seed=0)
+        ddp.register_comm_hook(ps, powerSGD_hook.powerSGD_hook)
+    else:
+        ddp = torch.nn.parallel.DistributedDataParallel(model, find_unused_parameters=task.find_unused_parameters)
+    state = None
+    if hook == "fp16":
+        ddp.register_comm_hook(dist.group.WORLD, default_hooks.fp16_compress_hook)
+    elif hook == "compute":
+        ddp.register_comm_hook(None, _sends_nothing)
+    elif hook not in ("none", "powersgd"):
+        state = gradscope.ddp.State(hook, ratio=ratio, timeout=1800, **options)
+        ddp.register_comm_hook(state, gradscope.ddp.hook)
+    opt = torch.optim.SGD([p for p in ddp.parameters() if p.requires_grad], lr=lr, momentum=momentum)
+    if state is not None:
+        gradscope.ddp.check_optimizer(opt, state)
+    return task, model, ddp, opt, state
+
+
+def train_step(task, model, ddp, opt, state, step):
+    task.before_step(model, step)
+    loss = task.loss(ddp, step)
+    opt.zero_grad()
+    loss.backward()
+    if state is None or not state.step_skipped:
+        opt.step()
+    return float(loss)
+
+
+# ---- accuracy ----------------------------------------------------------------------------------
+
+def accuracy_worker(rank, cfg, port, out):
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=cfg["workers"])
+    torch.set_num_threads(1)
+    task, model, ddp, opt, state = build(cfg["model"], cfg["point"], cfg["seed"], rank, cfg["workers"])
+    curve, t0 = [], time.perf_counter()
+    for step in range(cfg["steps"]):
+        loss = train_step(task, model, ddp, opt, state, step)
+        if rank == 0 and ((step + 1) % cfg["eval_every"] == 0 or step + 1 == cfg["steps"]):
+            curve.append([step + 1, task.evaluate(model)])
+    if rank == 0:
+        result = dict(cfg, curve=curve, final_loss=loss, test_accuracy=curve[-1][1], train_s=time.perf_counter() - t0,
+                      gradscope=state.summary() if state else None)
+        with open(out, "w") as f:
+            json.dump(result, f)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def accuracy_run(model, point, seed, opts):
+    path = os.path.join(opts.out, "acc", f"{model}-{point}-w{opts.workers}-n{opts.steps}-s{seed}.json")
+    cfg = {"model": model, "point": point, "seed": seed, "workers": opts.workers, "steps": opts.steps,
+           "eval_every": opts.eval_every}
+
+    def make(partial):
+        print(f"speedup: accuracy of {model} {point} seed {seed}", file=sys.stderr, flush=True)
+        mp.spawn(accuracy_worker, args=(cfg, runs.free_port(), partial), nprocs=opts.workers)
+    return runs.cached_json(path, make)
+
+
+# ---- timing ------------------------------------------------------------------------------------
+
+def timing_worker(cfg_path):
+    """One rank of a timing run, placed by the network lab (RANK, WORLD_SIZE, MASTER_ADDR,
+    MASTER_PORT and GLOO_SOCKET_IFNAME from the environment, as torchrun sets them)."""
+    with open(cfg_path) as f:
+        cfg = json.load(f)
+    dist.init_process_group("gloo", init_method="env://", timeout=__import__("datetime").timedelta(seconds=3600))
+    rank, world = dist.get_rank(), dist.get_world_size()
+    torch.set_num_threads(1)
+    task, model, ddp, opt, state = build(cfg["model"], cfg["point"], 1, rank, world)
+    steps = []
+    for step in range(cfg["steps"]):
+        t0 = time.perf_counter()
+        train_step(task, model, ddp, opt, state, step)
+        steps.append(time.perf_counter() - t0)
+        # --timing-budget: once two steps past the warm ones are timed and their time passes the
+        # budget, stop (rank 0's clock decides for all, outside the timed steps)
+        done = torch.tensor([len(steps) >= WARM + 2 and sum(steps[WARM:]) > cfg["budget"]], dtype=torch.int32)
+        dist.broadcast(done, 0)
+        if done.item():
+            break
+    hook = [s.compress_s for s in state.steps] if state else [0.0] * len(steps)
+    dense = [s.dense for s in state.steps] if state else []
+    if rank == 0:
+        with open(cfg["out"], "w") as f:
+            json.dump(dict(cfg, step_s=steps, hook_s=hook, dense=dense, world=world), f)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def timing_run(model, point, rate, opts):
+    path = os.path.join(opts.out, "time", f"{model}-{point}-w{opts.workers}-{rate}.json")
+
+    def make(partial):
+        print(f"speedup: timing of {model} {point} at {rate}", file=sys.stderr, flush=True)
+        cfg_path = partial + ".cfg"
+        with open(cfg_path, "w") as f:
+            json.dump({"model": model, "point": point, "rate": rate, "steps": opts.timing_steps,
+                       "budget": opts.timing_budget, "out": os.path.abspath(partial)}, f)
+        worker = [sys.executable, os.path.abspath(__file__), "--time-worker", os.path.abspath(cfg_path)]
+        env = dict(os.environ, OMP_NUM_THREADS="1")
+        if opts.no_lab:
+            procs = [subprocess.Popen(worker, env=dict(env, RANK=str(r), WORLD_SIZE=str(opts.workers),
+                                                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)))
+                     for port in [runs.free_port()] for r in range(opts.workers)]
+            codes = [p.wait() for p in procs]
+        else:
+            lab = [sys.executable, os.path.join(HERE, "netlab.py"), "--rate", rate, "--workers", str(opts.workers),
+                   "--timeout", str(opts.timing_timeout), "--logs", partial + ".logs", "--"]
+            codes = [subprocess.run(lab + worker, env=env).returncode]
+        os.remove(cfg_path)
+        if any(codes):
+            raise SystemExit(f"speedup: the timing run of {model} {point} at {rate} failed ({codes})")
+        runs.drop_quiet_logs(partial + ".logs")
+    return runs.cached_json(path, make)
+
+
+def split(t, compute_s):
+    """Median step and its split (seconds): compute (the compute-only run's), the hook's own work,
+    communication (the rest, never below 0)."""
+    step = statistics.median(t["step_s"][WARM:])
+    hook = statistics.median(t["hook_s"][WARM:]) if len(t["hook_s"]) > WARM else 0.0
+    return {"step": step, "compute": compute_s, "hook": hook, "comm": max(0.0, step - compute_s - hook)}
+
+
+# ---- report ------------------------------------------------------------------------------------
+
+def steps_to(curve, target):
+    """Steps to reach `target` accuracy, linear between evaluations; None when never reached."""
+    prev_step, prev_acc = 0, 0.0
+    for step, acc in curve:
+        if acc >= target:
+            if acc == prev_acc:
+                return step
+            return prev_step + (step - prev_step) * (target - prev_acc) / (acc - prev_acc)
+        prev_step, prev_acc = step, acc
+    return None
+
+
+def mean_se(values):
+    if not values:
+        return None, None
+    m = statistics.mean(values)
+    return m, (statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else None)
+
+
+def pm(v, se, fmt="{:.2f}"):
+    if v is None:
+        return "not reached"
+    return fmt.format(v) + (f" ± {fmt.format(se)}" if se is not None else "")
+
+
+def model_report(model, opts, points, dense_points):
+    """The table rows of one model, and the best dense point."""
+    seeds = [int(s) for s in opts.seeds.split(",")]
+    acc = {p: {s: accuracy_run(model, p, s, opts) for s in seeds} for p in dense_points + points if p != AUTO}
+    best = max(dense_points, key=lambda p: statistics.mean(r["test_accuracy"] for r in acc[p].values()))
+    target = {s: acc[best][s]["test_accuracy"] for s in seeds}
+    rows = []
+    for rate in opts.rates.split(","):
+        compute = split(timing_run(model, "compute", rate, opts), 0.0)["step"]
+        dense_step = split(timing_run(model, "dense", rate, opts), compute)["step"]
+        ideal = dense_step / compute
+        for p in [best] + points:
+            t = timing_run(model, "dense" if p == best else p, rate, opts)
+            s = split(t, compute)
+            runs_as = p
+            if p == AUTO:  # trains as the mode it chose after its first looks
+                # dense steps there are momentum SGD at the compressed points' lr (LR): dense at LR
+                runs_as = (f"dense-lr{LR:g}" if sum(t.get("dense", [])[WARM:]) * 2 > len(t["step_s"][WARM:])
+                           else "sidco-e-mc")
+            reach = {sd: steps_to(acc[runs_as][sd]["curve"], target[sd]) for sd in seeds}
+            dense_total = {sd: acc[best][sd]["steps"] * dense_step for sd in seeds}
+            times = [reach[sd] * s["step"] for sd in seeds if reach[sd] is not None]
+            speedups = [dense_total[sd] / (reach[sd] * s["step"]) for sd in seeds if reach[sd] is not None]
+            label = point_spec(p)[5] + (f" (ran {'compressed' if runs_as == 'sidco-e-mc' else 'dense'})"
+                                        if p == AUTO else "")
+            rows.append({"model": model, "rate": rate, "point": p, "label": label, "split": s,
+                         "accuracy": mean_se([100 * r["test_accuracy"] for r in acc[runs_as].values()]),
+                         "reached": sum(r is not None for r in reach.values()), "seeds": len(seeds),
+                         "time": mean_se(times), "speedup": mean_se(speedups), "ideal": ideal,
+                         "curves": {sd: acc[runs_as][sd]["curve"] for sd in seeds}})
+    return rows, best
+
+
+def table(rows):
+    lines = ["| model | rate | point | test acc. % | step s | compute / hook / comm s | time to dense's acc. s "
+             "(seeds reaching it) | speed-up | ideal | of ideal |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        s, (sp, sp_se) = r["split"], r["speedup"]
+        of_ideal = f"{sp / r['ideal']:.2f}" if sp is not None else ""
+        lines.append(f"| {r['model']} | {r['rate']} | {r['label']} | {pm(*r['accuracy'])} | {s['step']:.3f} | "
+                     f"{s['compute']:.3f} / {s['hook']:.3f} / {s['comm']:.3f} | {pm(*r['time'], fmt='{:.0f}')} "
+                     f"({r['reached']}/{r['seeds']}) | {pm(sp, sp_se)} | {r['ideal']:.2f} | {of_ideal} |")
+    return "\n".join(lines)
+
+
+def figure(rows, model, path):
+    """Test accuracy against wall-clock time, one panel per rate (seed means at each evaluation)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    rates = list(dict.fromkeys(r["rate"] for r in rows if r["model"] == model))
+    fig, axes = plt.subplots(1, len(rates), figsize=(5 * len(rates), 4.2), squeeze=False, sharey=True)
+    palette = list(plt.get_cmap("tab10").colors)
+    for ax, rate in zip(axes[0], rates):
+        for i, r in enumerate(x for x in rows if x["model"] == model and x["rate"] == rate):
+            curves = list(r["curves"].values())
+            steps = [c[0] for c in curves[0]]
+            mean = [statistics.mean(c[j][1] for c in curves) * 100 for j in range(len(steps))]
+            ax.plot([st * r["split"]["step"] for st in steps], mean, "-", color=palette[i % len(palette)],
+                    label=r["label"], linewidth=1.2)
+        ax.set_xscale("log")
+        ax.set_title(f"{model}, {rate} per worker")
+        ax.set_xlabel("wall-clock time, s (log)")
+        ax.grid(True, which="both", linewidth=0.3)
+    axes[0, 0].set_ylabel("test accuracy %")
+    axes[0, -1].legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def parse(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--models", default="resnet18,vit")
+    p.add_argument("--points", default=",".join(POINTS))
+    p.add_argument("--dense-lrs", default="0.01,0.02,0.05,0.1")
+    p.add_argument("--rates", default="10mbit,100mbit,1gbit,10gbit,none")
+    p.add_argument("--workers", type=int, default=4)
+    p.add_argument("--steps", type=int, default=400)
+    p.add_argument("--seeds", default="1,2,3")
+    p.add_argument("--eval-every", type=int, default=50)
+    p.add_argument("--timing-steps", type=int, default=10)
+    p.add_argument("--timing-timeout", type=int, default=3600)
+    p.add_argument("--timing-budget", type=float, default=float("inf"),
+                   help="seconds of timed steps after which a timing run stops (at least 2 are timed)")
+    p.add_argument("--phase", default="all", choices=["accuracy", "timing", "report", "all"])
+    p.add_argument("--no-lab", action="store_true", help="unshaped rate only, on loopback (no root needed)")
+    p.add_argument("--out", default="docs/results/speedup")
+    opts = p.parse_args(argv)
+    points = [x for x in opts.points.split(",") if x]
+    unknown = [x for x in points if x not in POINTS and not x.startswith("dense")]
+    if unknown:
+        p.error(f"unknown point(s) {', '.join(unknown)}: use {', '.join(POINTS)}")
+    opts.point_list = [x for x in points if not x.startswith("dense")]
+    opts.dense_list = [f"dense-lr{float(lr):g}" for lr in opts.dense_lrs.split(",") if lr]  # "": none
+    for m in opts.models.split(","):
+        if m not in study_models.TASKS:
+            p.error(f"unknown model {m!r}: use {', '.join(study_models.TASKS)}")
+    if opts.steps < 2 or opts.eval_every < 1 or opts.workers < 1:
+        p.error("--steps at least 2, --eval-every and --workers at least 1")
+    if opts.timing_steps <= WARM:
+        p.error(f"--timing-steps {opts.timing_steps}: at least {WARM + 1} (the first {WARM} are left out)")
+    if opts.no_lab and opts.rates != "none":
+        p.error("--no-lab runs the unshaped rate only: give --rates none")
+    if not opts.no_lab and opts.phase in ("timing", "all"):
+        sys.path.insert(0, HERE)
+        import netlab
+        reason = netlab.unavailable_reason(opts.rates.split(",")[0])
+        if reason:
+            p.error(reason)
+    return opts
+
+
+def main(argv=None):
+    if argv is None and len(sys.argv) == 3 and sys.argv[1] == "--time-worker":
+        return timing_worker(sys.argv[2])
+    opts = parse(argv)
+    for sub in ("acc", "time"):
+        os.makedirs(os.path.join(opts.out, sub), exist_ok=True)
+    seeds = [int(s) for s in opts.seeds.split(",")]
+    models = opts.models.split(",")
+    if opts.phase in ("accuracy", "all"):
+        for m in models:
+            for p in opts.dense_list + opts.point_list:
+                for s in seeds:
+                    if p != AUTO:
+                        accuracy_run(m, p, s, opts)
+    if opts.phase in ("timing", "all"):
+        for m in models:
+            for rate in opts.rates.split(","):
+                for p in ["compute", "dense"] + opts.point_list:  # a step of dense is one whatever its lr
+                    timing_run(m, p, rate, opts)
+    if opts.phase in ("report", "all"):
+        rows = []
+        for m in models:
+            model_rows, best = model_report(m, opts, opts.point_list, opts.dense_list)
+            rows += model_rows
+            print(f"speedup: {m}: dense's best learning rate is {point_spec(best)[4]:g}", file=sys.stderr)
+            figure(rows, m, os.path.join(opts.out, f"speedup-{m}.png"))
+        runs.publish(table(rows), os.path.join(opts.out, "speedup.table.md"))
+
+
+if __name__ == "__main__":
+    main()
