@@ -208,10 +208,13 @@ bool BucketCompressor::pairs_through_host(const DeviceBucket& b, const Payload& 
       return;
     }
     const Payload& p = (*payloads)[std::size_t(r)];
-    const std::uint64_t bus0 = kernels::bus_bytes();
-    ops.upload(up_idx.data(), p.indices.data(), p.indices.size() * sizeof(std::int32_t));
-    ops.upload(up_val.data(), p.values.data(), p.values.size() * sizeof(float));
-    s.host_device_gathered_bytes += kernels::bus_bytes() - bus0;
+    // Counted by the copies that carry them: what the worker's pairs are, whatever else this
+    // thread moved meanwhile (the step's total is the thread's count, bus_bytes()).
+    const std::uint64_t idx_bytes = p.indices.size() * sizeof(std::int32_t);
+    const std::uint64_t val_bytes = p.values.size() * sizeof(float);
+    ops.upload(up_idx.data(), p.indices.data(), idx_bytes);
+    ops.upload(up_val.data(), p.values.data(), val_bytes);
+    s.host_device_gathered_bytes += idx_bytes + val_bytes;
     ops.scatter_add(b.data, up_idx.data(), up_val.data(), p.count());
   });
   return false;
