@@ -191,6 +191,39 @@ def test_making_a_state_asks_no_device_and_nccl_is_found_in_a_composite_backend(
     assert c.take_copies() == (0, 0)
 
 
+def test_the_copies_torch_makes_in_a_collective_count_as_bus_bytes_and_waits(one_process_group):
+    """A group over NCCL alone reduces host buffers on the device: TorchCollectives takes them up
+    and back through torch and counts those copies (take_copies), and the hook adds them to the
+    bucket's bus bytes and waits, beside its own copies."""
+    import torch.distributed as dist
+    import gradscope.ddp as gddp
+    c = gddp.TorchCollectives(dist.group.WORLD, torch.device("cpu"))
+    c.device = torch.device("meta")  # stands for the GPU the host buffers would go to
+    assert c._to_device(torch.zeros(10)).device.type == "meta"
+    assert c.take_copies() == (40, 1) and c.take_copies() == (0, 0)
+
+    class Copying(gddp.TorchCollectives):  # as if each collective had copied 1000 bytes, waiting twice
+        calls = 0
+
+        def take_copies(self):
+            Copying.calls += 1
+            return (1000, 2)
+
+    def step(comm):
+        torch.manual_seed(3)
+        params = [torch.nn.Parameter(torch.zeros(4000))]
+        state = gddp.State("sidco-e", 0.01, backend="cuda-host")
+        state._comm = comm
+        state.exchange(0, torch.randn(4000), params, last=True).wait()
+        return state.steps[-1]
+
+    plain = step(gddp.TorchCollectives(dist.group.WORLD, torch.device("cpu")))
+    copying = step(Copying(dist.group.WORLD, torch.device("cpu")))
+    assert Copying.calls > 0
+    assert copying.host_device_bytes - plain.host_device_bytes == 1000 * Copying.calls, (plain, copying)
+    assert copying.host_syncs - plain.host_syncs == 2 * Copying.calls, (plain, copying)
+
+
 @pytest.mark.parametrize("case,setting", [
     ("ratio", "ratio is 0.02 on worker 1 and 0.01 on worker 0"),
     ("method", "method is topk on worker 1 and sidco-e on worker 0"),
