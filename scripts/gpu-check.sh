@@ -2,11 +2,13 @@
 # gpu-check.sh: proves the GPU path on a GPU node in one command, with nothing but what
 # scripts/gpu-bundle.sh gathered (no network, no package manager): builds fitting/, kernels/,
 # compress/ with CUDA for the node's own GPU, their suites, gs_kernels_bench and the Python
-# extension; runs the suites with their CUDA cases, those cases under compute-sanitizer memcheck
-# and racecheck, tests/python/gpu, and the GPU benchmarks (scripts/gpu_bench.py); writes
-# RESULTS/results.json, RESULTS/report.md (for docs/gpu.md) and RESULTS/check.log, and prints a
-# table of the steps and their times. Exits non-zero when anything meant to run did not, or failed:
-# a CUDA case that skips on the GPU is a failure, and so are zero CUDA cases.
+# extension; checks that every test filter it uses selects cases; runs the suites with their CUDA
+# cases, those cases under compute-sanitizer memcheck and racecheck, tests/python/gpu, and the GPU
+# benchmarks (scripts/gpu_bench.py); writes RESULTS/results.json, RESULTS/report.md (for
+# docs/gpu.md, with the device-side flow's targets: met, missed or open) and RESULTS/check.log, and
+# prints a table of the steps and their times. Exits non-zero when anything meant to run did not,
+# or failed: a CUDA case that skips on the GPU is a failure, and so are zero CUDA cases and a filter
+# that selects no case.
 #
 # Needs on the node: an NVIDIA GPU and driver, CUDA 13 (nvcc, compute-sanitizer) on PATH or in
 # /usr/local/cuda/bin, CMake >= 3.25 (ninja if there), a C++20 compiler, Python 3 with a CUDA
@@ -44,7 +46,7 @@ while [[ $# -gt 0 ]]; do
     --dry-run) DRY=1; shift ;;
     --quick) QUICK=1; shift ;;
     --large) LARGE=1; shift ;;
-    -h|--help) sed -n '2,27p' "${BASH_SOURCE[0]}"; exit 0 ;;
+    -h|--help) sed -n '2,31p' "${BASH_SOURCE[0]}"; exit 0 ;;
     *) die "unknown argument $1 (see --help)" ;;
   esac
 done
@@ -107,7 +109,7 @@ run_step() {  # run_step STEP LIMIT_S COMMAND...: runs it, logs it, records rc a
   LAST_RC=1
   if [[ -n "${BLOCKED}" ]]; then skip "${step}" "${BLOCKED}"; STEP_EXTRA=""; return; fi
   case "${step}" in
-    cpp-suites|memcheck|racecheck|large-vectors)
+    cuda-filters|cpp-suites|memcheck|racecheck|large-vectors)
       if [[ -n "${NO_TESTS}" ]]; then skip "${step}" "${NO_TESTS}"; STEP_EXTRA=""; return; fi ;;
   esac
   local left=$(( DEADLINE - $(date +%s) - 15 ))
@@ -269,11 +271,30 @@ blocks_if_failed "the build failed"
 export LD_LIBRARY_PATH="${RUNTIME_LD}${LD_LIBRARY_PATH:+:${LD_LIBRARY_PATH}}"
 export HDF5_PLUGIN_PATH="${P}/lib/hdf5/plugins"
 # The CUDA cases: the kernels' table-driven cases on backend cuda, the CUDA-only checks and cuFFT's;
-# the compressors' cases on backend cuda, less Backends.* (the cuda-host backend, on the host).
+# the compressors' on backend cuda: cuFFT in the fft compressor and the DDP hook's device path
+# (CudaBucket.*; its cuda-host twins, CudaHostBucket*, run on the host and are no CUDA cases).
 KERNELS_CUDA='*/cuda:Cuda.*:RealFft.CudaMatchesDirectDft'
-COMPRESS_CUDA='*Cuda*:*cuda*-Backends.*'
+COMPRESS_CUDA='Fft.CudaBackendMatchesCpu:CudaBucket.*'
+MEMCHECK_KERNELS="${KERNELS_CUDA}-Cuda.ErrorsBecomeGsError"
+RACECHECK_KERNELS='*/PassesVsOracle.EveryPassOnEveryShapeAndSize/cuda:*/LogHistogram.*/cuda'
+REPORT_PY="${PY:-$(command -v python3)}"
+# cases_match SUITE FILTER: fails, saying so, when FILTER selects no case of the suite (a step
+# whose filter matched nothing would pass having checked nothing).
+cases_match() { "${REPORT_PY}" "${ROOT}/scripts/gpu_check_report.py" count-cases "${BUILD}/tests/$1" "$2"; }
 
-# 5. The C++ suites, every case (the large-vector one apart), each writing gtest JSON.
+# 5. Every filter the check runs a suite with selects cases of it (those of the suites built).
+check_filters() {
+  local rc=0 run
+  for run in "kernels/gs_kernels_tests|${KERNELS_CUDA}" "compress/test_compress|${COMPRESS_CUDA}" \
+             "kernels/gs_kernels_tests|${MEMCHECK_KERNELS}" "kernels/gs_kernels_tests|${RACECHECK_KERNELS}"; do
+    [[ -x "${BUILD}/tests/${run%%|*}" ]] || continue
+    cases_match "${run%%|*}" "${run#*|}" || rc=1
+  done
+  return "${rc}"
+}
+run_step cuda-filters 60 check_filters
+
+# 6. The C++ suites, every case (the large-vector one apart), each writing gtest JSON.
 suites() {
   local rc=0 s
   for s in "${SUITES[@]}"; do
@@ -287,7 +308,7 @@ SUITE_NAMES="$(printf '"%s", ' "${SUITES[@]##*/}")"
 STEP_EXTRA="\"suite_names\": [${SUITE_NAMES%, }], \"gtest_json\": \"gtest-*.json\", \"cuda_filters\": {\"gs_kernels_tests\": \"${KERNELS_CUDA}\", \"test_compress\": \"${COMPRESS_CUDA}\"}"
 run_step cpp-suites "$([[ ${MODE} == gpu ]] && echo 180 || echo 600)" suites
 
-# 6. Vectors past the 32-bit limits: only with --large.
+# 7. Vectors past the 32-bit limits: only with --large.
 if [[ ${MODE} == gpu && ${LARGE} -eq 1 ]]; then
   run_step large-vectors 300 lim env GS_LARGE_N=1 "${BUILD}/tests/kernels/gs_kernels_tests" --gtest_filter='CudaLarge.*'
 elif [[ ${MODE} == gpu ]]; then
@@ -296,7 +317,7 @@ else
   skip large-vectors "no GPU"
 fi
 
-# 7. The Python package on CUDA tensors and the DDP hook over NCCL and Gloo; 8. the GPU benchmarks.
+# 8. The Python package on CUDA tensors and the DDP hook over NCCL and Gloo; 9. the GPU benchmarks.
 if [[ ${MODE} == gpu && -n "${NO_EXT}" ]]; then
   skip python-gpu-tests "no extension: ${NO_EXT}"
 elif [[ ${MODE} == gpu ]]; then
@@ -312,7 +333,7 @@ else
   skip python-gpu-tests "no GPU"; skip benchmarks "no GPU"
 fi
 
-# 9. compute-sanitizer over the CUDA cases (last: the longest, under what the budget leaves),
+# 10. compute-sanitizer over the CUDA cases (last: the longest, under what the budget leaves),
 # less those that make an API call fail on purpose
 # (Cuda.ErrorsBecomeGsError asks for 4 PiB). memcheck: every such case of both suites; racecheck
 # (slower, and only shared memory is its concern): the table-driven cases that run gradscope's own
@@ -323,13 +344,12 @@ sanitize() {  # sanitize TOOL KERNELS_FILTER COMPRESS_FILTER
   for run in "kernels/gs_kernels_tests|$2" "compress/test_compress|$3"; do
     [[ -n "${run#*|}" ]] || continue
     echo "--- ${run%%|*} --gtest_filter=${run#*|}"
+    cases_match "${run%%|*}" "${run#*|}" || { rc=1; continue; }
     lim compute-sanitizer --tool "$1" --error-exitcode 3 --print-limit 20 "${BUILD}/tests/${run%%|*}" \
       --gtest_brief=1 --gtest_filter="${run#*|}" || rc=1
   done
   return "${rc}"
 }
-MEMCHECK_KERNELS="${KERNELS_CUDA}-Cuda.ErrorsBecomeGsError"
-RACECHECK_KERNELS='*/PassesVsOracle.EveryPassOnEveryShapeAndSize/cuda:*/LogHistogram.*/cuda'
 if [[ ${MODE} == gpu ]]; then
   STEP_EXTRA="\"filters\": [\"${MEMCHECK_KERNELS}\", \"${COMPRESS_CUDA}\"]"
   run_step memcheck 150 sanitize memcheck "${MEMCHECK_KERNELS}" "${COMPRESS_CUDA}"
@@ -340,7 +360,6 @@ else
 fi
 
 # results.json, report.md and the table of steps; the verdict is the report's exit status.
-REPORT_PY="${PY:-$(command -v python3)}"
 exec "${REPORT_PY}" "${ROOT}/scripts/gpu_check_report.py" --mode "${MODE}" --work "${WORK}" --out "${RESULTS}" \
   --root "${ROOT}" --build "${BUILD}" --python "${PY}" --seconds "$(( $(date +%s) - CHECK_START ))"
 }

@@ -162,7 +162,10 @@ def ddp_mode(name, hook, x, y, steps, warmup, device):
         s = state.summary()
         r.update({key: s.get(key) for key in ("host_device_bytes_per_step", "host_device_gathered_bytes_per_step",
                                               "dense_bytes_per_step", "bytes_per_step", "density_mean",
-                                              "hook_ms_per_step")})
+                                              "hook_ms_per_step", "host_syncs_per_step")})
+        later = state.steps[1:]  # the first step's settings agreement goes through the host
+        r["buckets"] = later[-1].buckets if later else None
+        r["host_syncs_per_bucket_after_step_0"] = max((x.host_syncs / x.buckets for x in later), default=None)
         if r["host_device_bytes_per_step"] is not None and r["dense_bytes_per_step"]:
             r["host_device_of_dense"] = r["host_device_bytes_per_step"] / r["dense_bytes_per_step"]
     return r

@@ -1,7 +1,12 @@
 """The verdict of scripts/gpu-check.sh: reads what its steps left in WORK (steps.jsonl, the suites'
 gtest JSON, pytest's JUnit XML, the figures of tests/python/gpu, gpu_bench.py's JSON), writes
-OUT/results.json and OUT/report.md (Markdown tables for docs/gpu.md), prints a table of the steps
-and their times, and exits 1 when anything meant to run did not, or failed. Standard library only.
+OUT/results.json and OUT/report.md (Markdown tables for docs/gpu.md, the device-side flow's targets
+among them: met, missed or open), prints a table of the steps and their times, and exits 1 when
+anything meant to run did not, or failed. Standard library only.
+
+    gpu_check_report.py count-cases BINARY FILTER
+prints how many cases of a GoogleTest binary a --gtest_filter selects, and exits 1 for none: the
+check runs it for each filter it uses (a step whose filter matches nothing has checked nothing).
 
 On the GPU (--mode gpu) every step but large-vectors must run and pass, the suites must run CUDA
 cases and none may skip (a CUDA case skipping on a GPU machine is a failure), and tests/python/gpu
@@ -18,7 +23,7 @@ import xml.etree.ElementTree as ET
 from datetime import datetime, timezone
 
 # Steps in their order; those a GPU run may leave out.
-STEPS = ["bundle", "googletest", "configure", "build", "cpp-suites", "memcheck", "racecheck",
+STEPS = ["bundle", "googletest", "configure", "build", "cuda-filters", "cpp-suites", "memcheck", "racecheck",
          "large-vectors", "python-gpu-tests", "benchmarks"]
 OPTIONAL_ON_GPU = {"large-vectors"}
 TWO_GPU_SKIP = re.compile(r"two (CUDA )?GPUs|2 GPUs", re.I)
@@ -47,6 +52,26 @@ def gtest_filter_matches(flt, name):
     pos, _, neg = flt.partition("-")
     hit = lambda pats: any(fnmatch.fnmatchcase(name, p) for p in pats.split(":") if p)
     return hit(pos or "*") and not hit(neg)
+
+
+def listed_cases(binary):
+    """The cases a GoogleTest binary lists (--gtest_list_tests), as Suite.Case."""
+    out = subprocess.run([binary, "--gtest_list_tests"], capture_output=True, text=True, timeout=120, check=True).stdout
+    cases, suite = [], ""
+    for line in out.splitlines():
+        name = line.split("#", 1)[0].rstrip()
+        if not name.strip():
+            continue
+        if line.startswith(" "):
+            cases.append(suite + name.strip())
+        else:
+            suite = name.strip()
+    return cases
+
+
+def count_cases(binary, flt):
+    """How many of a binary's cases a --gtest_filter selects."""
+    return sum(1 for c in listed_cases(binary) if gtest_filter_matches(flt, c))
 
 
 CPP_SUITES = ("gs_fitting_tests", "gs_kernels_tests", "test_compress")
@@ -107,7 +132,8 @@ def sanitizer_summary(work, step):
 
 
 # Lines of a failed step's log that say what went wrong (gpu-check.sh's own verdicts first).
-TELLING = re.compile(r"NOT FROM THE BUNDLE|FROM OUTSIDE THE BUNDLE|DO NOT RESOLVE|^prefix/\S+: |stopped at the step's limit"
+TELLING = re.compile(r"NOT FROM THE BUNDLE|FROM OUTSIDE THE BUNDLE|DO NOT RESOLVE|FILTER MATCHES NO TEST|^prefix/\S+: "
+                     r"|stopped at the step's limit"
                      r"|CMake Error|error:|FAILED|Error \d")
 
 
@@ -219,6 +245,52 @@ def step_note(s):
     return ""
 
 
+# The targets of the device-side flow (docs/gpu.md, "Targets"): what a GPU run must show, read from
+# the figures the GPU tests and benchmarks write. (name, what, the bound, how to read it, met).
+# The last figures of a GPU run before this flow (commit cdd4df1) stand as the bars to pass.
+TARGETS = [
+    ("nccl-waits", "blocking synchronizations per bucket, device collectives (NCCL), after step 0", "0",
+     lambda f: f.get("hook_nccl_world_1", {}).get("host_syncs_per_bucket_after_step_0"), lambda v: v == 0),
+    ("gloo-waits", "blocking synchronizations per bucket, host all-gather (Gloo)", "<= 1",
+     lambda f: max((r["host_syncs_per_step"] / r["buckets"] for k, r in f.items() if k.startswith("hook_gloo_cuda")
+                    and r.get("buckets")), default=None), lambda v: v <= 1),
+    ("nccl-bus-bytes", "bytes across the bus per bucket, device collectives, after step 0 (its report)", "<= 64",
+     lambda f: f.get("hook_nccl_world_1", {}).get("bus_bytes_per_bucket_after_step_0"), lambda v: v <= 64),
+    ("overlap", "ms of the hook's device work hidden under the backward pass (cdd4df1: 1.56)", "> 1.56",
+     lambda f: f.get("overlap", {}).get("overlap_ms"), lambda v: v > 1.56),
+    ("hook-ms", "the hook's device ms per step, 8 x Linear(2048, 2048) (cdd4df1: 21.14)", "< 21.14",
+     lambda f: f.get("overlap", {}).get("hook_device_ms_per_step"), lambda v: v < 21.14),
+    ("resnet18", "ResNet-18 ms/step with the hook over plain DDP, NCCL (cdd4df1: 1.37)", "< 1.37",
+     lambda f: f.get("resnet18_ratio"), lambda v: v < 1.37),
+]
+
+
+def target_figures(steps):
+    """The figures TARGETS read: the GPU tests' by test name, and the ResNet-18 ratio."""
+    by = {s["step"]: s for s in steps}
+    f = {r["test"]: r for r in by.get("python-gpu-tests", {}).get("figures") or [] if "test" in r}
+    rows = ((by.get("benchmarks", {}).get("figures") or {}).get("ddp") or {}).get("rows", [])
+    plain = next((r.get("ms_per_step_median") for r in rows if r["mode"] == "plain DDP"), None)
+    hook = next((r.get("ms_per_step_median") for r in rows if str(r["mode"]).startswith("gradscope")), None)
+    if plain and hook:
+        f["resnet18_ratio"] = hook / plain
+    return f
+
+
+def targets(steps):
+    """Each target with its measure and verdict: met, missed, or open (not measured: no GPU run)."""
+    f = target_figures(steps)
+    out = []
+    for name, what, bound, read, ok in TARGETS:
+        try:
+            v = read(f)
+        except (KeyError, TypeError, ZeroDivisionError):
+            v = None
+        out.append({"target": name, "what": what, "bound": bound, "measured": v,
+                    "verdict": "open (not measured)" if v is None else ("met" if ok(v) else "missed")})
+    return out
+
+
 def figures_markdown(steps):
     out = []
     by = {s["step"]: s for s in steps}
@@ -241,6 +313,8 @@ def figures_markdown(steps):
         for f in py.get("figures", []):
             out += ["", table(list(f), [list(f.values())])]
         out.append("")
+    out += ["## Targets", "", table(["target", "bound", "measured", "verdict"],
+                                   [[t["what"], t["bound"], t["measured"], t["verdict"]] for t in targets(steps)]), ""]
     b = by.get("benchmarks", {}).get("figures") or {}
     if b.get("copy"):
         c = b["copy"]
@@ -277,7 +351,22 @@ def figures_markdown(steps):
     return out
 
 
+def count_cases_main(argv):
+    """count-cases BINARY FILTER: prints how many cases FILTER selects; exits 1, saying so, for none
+    (a filter that matches nothing would make its step pass having checked nothing)."""
+    binary, flt = argv
+    n = count_cases(binary, flt)
+    print(f"{n} case(s) of {os.path.basename(binary)} match --gtest_filter={flt}")
+    if n == 0:
+        print(f"FILTER MATCHES NO TEST: --gtest_filter={flt} selects no case of {binary}")
+        return 1
+    return 0
+
+
 def main():
+    import sys
+    if len(sys.argv) > 1 and sys.argv[1] == "count-cases":
+        return count_cases_main(sys.argv[2:])
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     for arg in ("--mode", "--work", "--out", "--root", "--build"):
         ap.add_argument(arg, required=True)
@@ -294,7 +383,7 @@ def main():
     verdict = "failed" if problems else "passed"
     results = {"mode": a.mode, "verdict": verdict, "problems": problems, "commit": commit,
                "date": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%MZ"), "seconds": a.seconds,
-               "machine": m, "steps": steps}
+               "machine": m, "steps": steps, "targets": targets(steps)}
     with open(os.path.join(a.out, "results.json"), "w") as f:
         json.dump(results, f, indent=1)
 

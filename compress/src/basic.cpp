@@ -1,6 +1,7 @@
 // none, topk, randomk, and count_nonfinite, which the dense compressors share.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <sstream>
@@ -43,36 +44,40 @@ class NoneCompressor final : public Compressor {
 class TopkCompressor final : public Compressor {
  public:
   TopkCompressor(double density, const CompressorOptions& o)
-      : Compressor(density), selector_(kernels::make_selector(kernels::resolve_backend(o.backend))) {}
+      : Compressor(density), selector_(o.backend) {}
   std::string_view name() const override { return "topk"; }
   Compressed compress(std::span<const float> acc, std::string_view tensor) override {
     return compress_resident(selector_->place(acc), acc.size(), tensor);
   }
-  std::optional<kernels::BackendKind> resident_backend() const override { return selector_->kind(); }
+  std::optional<kernels::BackendKind> resident_backend() const override { return selector_.get().kind(); }
   kernels::Selector::Resident resident_selection() const override { return resident_; }
   Compressed compress_resident(const float* g, std::uint64_t n, std::string_view) override {
     Compressed c;
     kernels::Selection<std::int32_t> sel;
-    selector_->topk(g, n, fitting::target_count(n, density()), sel);
+    selector_->select(g, n, request(n));
+    const kernels::SelectionReport r = selector_->fetch(sel);
     resident_ = selector_->kind() == kernels::BackendKind::cpu ? kernels::Selector::Resident{}
                                                                : selector_->resident_selection();
+    c.info = info_from(r, n, density());  // threshold: the k-th largest |acc|, the least sent
+    if (r.count == 0) c.info.threshold = std::numeric_limits<double>::quiet_NaN();
     c.payload.n = n;
     c.payload.indices = std::move(sel.indices);
     c.payload.values = std::move(sel.values);
-    c.info.n = n;
-    c.info.selected = c.payload.count();
-    c.info.target_density = density();
-    c.info.nonfinite = selector_->nonfinite(g, n);
-    if (c.payload.count() > 0) {
-      float m = INFINITY;
-      for (float v : c.payload.values) m = std::min(m, std::fabs(v));
-      c.info.threshold = m;
-    }
     return c;
+  }
+  kernels::Selector::Resident select_resident(const float* g, std::uint64_t n, std::string_view) override {
+    resident_ = selector_->select(g, n, request(n));
+    return resident_;
   }
 
  private:
-  std::unique_ptr<kernels::Selector> selector_;
+  mutable SelectorOnUse selector_;  // made at the first selection, on the device it runs on
+  kernels::SelectRequest request(std::uint64_t n) const {
+    kernels::SelectRequest r;
+    r.rule = kernels::SelectRequest::Rule::topk;
+    r.k = fitting::target_count(n, density());
+    return r;
+  }
   kernels::Selector::Resident resident_;
 };
 

@@ -17,9 +17,10 @@
 namespace gs::compress {
 namespace {
 
-constexpr std::string_view kStateTag = "gradscope-bucket-compressor/5";
-// States of the version before compress-when and the shared exchange still load (into a state of
-// neither).
+constexpr std::string_view kStateTag = "gradscope-bucket-compressor/6";
+// States of the versions before the waits' statistics (host_syncs, overflow), and before
+// compress-when and the shared exchange too, still load (into a state of neither).
+constexpr std::string_view kStateTagBeforeWaits = "gradscope-bucket-compressor/5";
 constexpr std::string_view kStateTagBeforeGate = "gradscope-bucket-compressor/4";
 constexpr std::string_view kAdvice = "lower the learning rate or check the data";
 
@@ -160,6 +161,10 @@ void BucketCompressor::begin_step() {
   uncompressed_ = sends_dense(warmup_, steps_, compressor_->density(), density_based(compressor_->name())) ||
                   (!warmup_.warmup_at(steps_) && gate_.dense_at(steps_));
   current_ = StepStats{};
+  reports_.clear();  // an abandoned step's, if any (its pages are written before the next step's)
+  for (auto& page : pages_) free_pages_.push_back(std::move(page));
+  pages_.clear();
+  step_skip_clear_ = false;
   current_.dense = uncompressed_;
   current_.warmup = warmup_.warmup_at(steps_);
   current_.critical = regimes_.critical_at(warmup_, steps_);
@@ -186,11 +191,14 @@ void BucketCompressor::run_bucket(int index, std::uint64_t n, unsigned element_b
   }
   const bool first = buckets_in_step_++ == 0;
   try {
+    // The steps before, if the device's reports of them are in by now; their skip rule may stop here.
+    if (first) settle_front(unsettled_.size(), true);
+    if (first && !pending_error_.empty()) throw Error(std::exchange(pending_error_, {}));
     if (element_bytes == 0 || element_bytes > 8)
       throw Error("bucket " + std::to_string(index) + ": an element of " + std::to_string(element_bytes) +
                   " bytes; give the size of the gradient's dtype (2, 4 or 8)");
     const auto t0 = Clock::now();
-    const std::uint64_t bus0 = kernels::bus_bytes();
+    const std::uint64_t bus0 = kernels::bus_bytes(), syncs0 = kernels::host_syncs();
     TimedCollectives timed(comm);
     if (first) {
       // Before any other collective of the step: the workers' settings, compress-when auto's
@@ -211,12 +219,14 @@ void BucketCompressor::run_bucket(int index, std::uint64_t n, unsigned element_b
       begin_step();
     }
     StepStats& s = current_;
+    s.host_syncs += std::exchange(late_syncs_, 0);  // the earlier steps' figures waited for here
     s.buckets += 1;
     s.hook_seconds += hook_seconds;
     if (body(timed, s)) s.skipped = true;
     else s.dense_bytes += n * element_bytes;  // what the bucket costs uncompressed, in its dtype
     if (last) agree_on_regime(timed);
     s.host_device_bytes += kernels::bus_bytes() - bus0;
+    s.host_syncs += kernels::host_syncs() - syncs0;
     s.comm_seconds += timed.seconds;
     s.compress_seconds += seconds_since(t0) - timed.seconds;
   } catch (...) {
@@ -419,9 +429,11 @@ void BucketCompressor::end_step() {
   buckets_in_step_ = 0;
   // The residuals change only with the whole step: a step skipped on any bucket keeps them all
   // as they were, as gradscope train does (the user skips its optimizer step; nothing is lost).
+  // With device collectives the device knows whether it skipped: the commit is decided there.
   for (auto& c : pending_) {
     if (c.resident) {
       if (current_.skipped) resident_->discard(c.slot);
+      else if (c.device_skip) resident_->commit_unless(c.slot, step_skip_.data());
       else resident_->commit(c.slot);
     } else if (!c.residual) {
     } else if (current_.skipped) residual_.discard(c.slot);
@@ -433,34 +445,98 @@ void BucketCompressor::end_step() {
     else momentum_.commit(c.slot, c.payload, *compressor_);
   }
   pending_.clear();
+  step_skip_clear_ = false;
   if (!uncompressed_) compressor_->end_step();
-  const std::int64_t step = steps_++;
-  if (!current_.skipped) gate_.add(step, uncompressed_, current_.compress_seconds + current_.comm_seconds);
-  regimes_.add(current_.skipped, step_norm_);
-  if (regimes_.due(step)) regimes_.decide(regime_sum_);
+  Unsettled u;
+  u.stats = std::exchange(current_, StepStats{});
+  u.step = steps_++;
+  u.step_norm = step_norm_;
+  u.reports = std::exchange(reports_, {});
+  u.pages = std::exchange(pages_, {});
+  if (!u.reports.empty()) u.mark = ops_->mark();
+  unsettled_.push_back(std::move(u));
+  // The density schedule decides from this step before the next one: it waits for the device.
+  settle_front(regimes_.on() ? 0 : kMaxUnsettled, true);
+}
+
+void BucketCompressor::settle_front(std::size_t keep, bool in_step) {
+  while (!unsettled_.empty()) {
+    Unsettled& u = unsettled_.front();
+    const bool done = !u.mark || u.mark->done();
+    if (!done && unsettled_.size() <= keep) return;
+    if (!done) {
+      const std::uint64_t s0 = kernels::host_syncs();
+      u.mark->wait();
+      if (in_step) late_syncs_ += kernels::host_syncs() - s0;
+    }
+    Unsettled front = std::move(u);
+    unsettled_.pop_front();
+    settle(front, in_step);
+  }
+}
+
+void BucketCompressor::settle(Unsettled& u, bool throw_here) {
+  StepStats& s = u.stats;
+  for (const auto& [r, n] : u.reports) {  // what the device decided and wrote
+    s.selected += r->sent;
+    s.bytes_sent += 8 * r->sent;  // pairs as they are: 4-byte index, 4-byte value
+    s.stages = std::max(s.stages, int(r->selection.stages));
+    s.corrected += r->selection.corrected;
+    s.group_quality.push_back(n && s.target_density > 0 ? double(r->sent) / double(n) / s.target_density : 0.0);
+    s.overflow += r->overflow;
+    s.skipped = s.skipped || r->skipped;
+    s.host_device_bytes += sizeof(kernels::ExchangeReport);  // written across the bus by the device
+  }
+  for (auto& page : u.pages) free_pages_.push_back(std::move(page));
+  // compress-when auto times the step it settles (its buckets take the host path: settled at once).
+  if (!s.skipped) gate_.add(u.step, s.dense, s.compress_seconds + s.comm_seconds);
+  regimes_.add(s.skipped, u.step_norm);
+  if (regimes_.due(u.step)) regimes_.decide(regime_sum_);
   StepFigures f;
-  f.skipped = current_.skipped;
-  f.warmup = current_.warmup;
-  f.critical = current_.critical;
-  f.density = current_.density();
-  f.quality = current_.quality();
-  f.bytes_sent = double(current_.bytes_sent);
-  f.dense_bytes = double(current_.dense_bytes);
-  f.gathered_bytes = double(current_.gathered_bytes);
-  f.host_device_bytes = double(current_.host_device_bytes);
-  f.host_device_gathered_bytes = double(current_.host_device_gathered_bytes);
-  f.compress_seconds = current_.compress_seconds;
-  f.comm_seconds = current_.comm_seconds;
-  f.hook_seconds = current_.hook_seconds;
+  f.skipped = s.skipped;
+  f.warmup = s.warmup;
+  f.critical = s.critical;
+  f.density = s.density();
+  f.quality = s.quality();
+  f.bytes_sent = double(s.bytes_sent);
+  f.dense_bytes = double(s.dense_bytes);
+  f.gathered_bytes = double(s.gathered_bytes);
+  f.host_device_bytes = double(s.host_device_bytes);
+  f.host_device_gathered_bytes = double(s.host_device_gathered_bytes);
+  f.host_syncs = double(s.host_syncs);
+  f.overflow = double(s.overflow);
+  f.compress_seconds = s.compress_seconds;
+  f.comm_seconds = s.comm_seconds;
+  f.hook_seconds = s.hook_seconds;
   statistics_.add(f);
-  if (!f.skipped && !f.warmup && !uncompressed_ && current_.target_density < 1.0) {
+  if (!f.skipped && !f.warmup && s.target_density < 1.0) {
     std::string w = density_watch_.add(f.quality);
     if (!w.empty()) warning_ = std::move(w);
   }
-  history_.push_back(std::move(current_));
+  history_.push_back(std::move(s));
   if (history_.size() > history_limit_) history_.pop_front();
-  current_ = StepStats{};
-  skip_.record(f.skipped, step, kAdvice);
+  try {
+    skip_.record(f.skipped, u.step, kAdvice);
+  } catch (const Error& e) {
+    if (throw_here) throw;
+    pending_error_ = e.what();  // the next bucket fails with it, every worker alike
+  }
+}
+
+void BucketCompressor::settle_all() const {
+  // Settling completes what the steps already decided: const to the caller.
+  const_cast<BucketCompressor*>(this)->settle_front(0, false);
+}
+
+kernels::ExchangeReport* BucketCompressor::next_report() {
+  const std::size_t at = reports_.size() % kReportsPerPage;
+  if (at == 0) {
+    if (free_pages_.empty())
+      free_pages_.push_back(ops_->host_memory(kReportsPerPage * sizeof(kernels::ExchangeReport)));
+    pages_.push_back(std::move(free_pages_.back()));
+    free_pages_.pop_back();
+  }
+  return static_cast<kernels::ExchangeReport*>(pages_.back().get()) + at;
 }
 
 void BucketCompressor::agree_on_regime(Collectives& comm) {
@@ -498,6 +574,7 @@ BucketCompressor::ByOrdinal BucketCompressor::read_by_ordinal(StateReader& r, st
 
 void BucketCompressor::save_state(StateWriter& w) const {
   if (mid_step()) throw Error("bucket compressor: save the state between steps, not inside one");
+  settle_all();
   w.put_text(kStateTag);
   w.put(steps_);
   w.put(warmup_.steps);
@@ -522,10 +599,12 @@ void BucketCompressor::save_state(StateWriter& w) const {
 
 void BucketCompressor::load_state(StateReader& r) {
   if (mid_step()) throw Error("bucket compressor: load a state between steps, not inside one");
+  settle_all();
   const std::string tag = r.get_text();
-  if (tag != kStateTag && tag != kStateTagBeforeGate)
+  if (tag != kStateTag && tag != kStateTagBeforeWaits && tag != kStateTagBeforeGate)
     r.fail("is not a gradscope DDP hook state (or of another version)");
-  const bool with_gate = tag == kStateTag;
+  const bool with_gate = tag != kStateTagBeforeGate;
+  const bool with_waits = tag == kStateTag;
   const auto steps = r.get<std::int64_t>();
   if (steps < 0) r.fail("has a negative step count");
   r.expect(r.get<std::int64_t>(), warmup_.steps, "the warm-up's length (warmup_steps)");
@@ -535,7 +614,7 @@ void BucketCompressor::load_state(StateReader& r) {
   StateWriter before;  // a state that fails past here leaves the compressor as it was
   compressor_->save_state(before);
   try {
-    load_rest(r, steps, with_gate);
+    load_rest(r, steps, with_gate, with_waits);
   } catch (...) {
     StateReader back(before.bytes(), "the compressor's own state");
     compressor_->load_state(back);
@@ -543,14 +622,14 @@ void BucketCompressor::load_state(StateReader& r) {
   }
 }
 
-void BucketCompressor::load_rest(StateReader& r, std::int64_t steps, bool with_gate) {
+void BucketCompressor::load_rest(StateReader& r, std::int64_t steps, bool with_gate, bool with_waits) {
   compressor_->load_state(r);
   ByOrdinal loaded = read_by_ordinal(r, "residual");
   ByOrdinal velocities = read_by_ordinal(r, "velocity");
   SkipRule skip;
   skip.load_state(r);
   RunStatistics statistics;
-  statistics.load_state(r);
+  statistics.load_state(r, with_waits);
   RegimeDetector regimes(regimes_.schedule());
   regimes.load_state(r);
   CompressionGate gate = gate_;

@@ -7,6 +7,7 @@
 
 #include "gs/compress/bucket_compressor.hpp"
 #include "gs/error.hpp"
+#include "gs/fitting/thresholds.hpp"
 #include "gs/kernels/device.hpp"
 #include "gather_payloads.hpp"
 #include "residual_slots.hpp"
@@ -102,6 +103,8 @@ bool BucketCompressor::sparse_on_device(const DeviceBucket& b, const std::string
                                         DeviceCollectives* device_comm, StepStats& s) {
   Compressor& c = *compressor_;
   const float* acc = resident_->accumulate(slot, b.data, b.n);
+  if (device_comm) return pairs_on_device(b, slot, acc, comm, *device_comm, s);
+  // Through the host (Gloo): the selection and its report come to the host once, to be encoded.
   Compressed mine = c.compress_resident(acc, b.n, tensor_name(c, slot, b.index));
   const kernels::Selector::Resident sel = mine.info.n > 0 ? c.resident_selection() : kernels::Selector::Resident{};
   if (sel.count != mine.payload.count())
@@ -110,9 +113,7 @@ bool BucketCompressor::sparse_on_device(const DeviceBucket& b, const std::string
                 " (please report)");
   const bool bad = mine.info.nonfinite > 0;  // this worker met NaN or Inf: it says so, all skip
   std::uint64_t wire_bytes = 0;
-  const bool skipped = device_comm ? pairs_on_device(b, sel, bad, comm, *device_comm, s, wire_bytes)
-                                   : pairs_through_host(b, mine.payload, sel, bad, comm, s, wire_bytes);
-  if (skipped) {
+  if (pairs_through_host(b, mine.payload, sel, bad, comm, s, wire_bytes)) {
     resident_->discard(slot);
     return true;
   }
@@ -137,34 +138,49 @@ void BucketCompressor::add_every_rank(const DeviceBucket& b, int workers, const 
   ops_->scale(b.data, 1.0f / float(workers), b.n);
 }
 
-bool BucketCompressor::pairs_on_device(const DeviceBucket& b, const kernels::Selector::Resident& sel, bool bad,
-                                       TimedCollectives& comm, DeviceCollectives& device_comm, StepStats& s,
-                                       std::uint64_t& wire_bytes) {
+// With device collectives nothing is read back: the selection stays where it was made, packed into
+// a send buffer of fixed capacity (twice the target count, the same on every worker) with its
+// count in the first slot; the counts travel with the pairs, and the device decides from them
+// whether a worker met NaN or Inf (the bucket then skips everywhere) and adds every worker's pairs
+// in rank order. The bucket's figures (selected, stages, skip, overflow) are written by the device
+// into host memory and read when the step settles.
+bool BucketCompressor::pairs_on_device(const DeviceBucket& b, const std::string& slot, const float* acc,
+                                       TimedCollectives& comm, DeviceCollectives& device_comm, StepStats& s) {
   kernels::VectorOps& ops = *ops_;
-  const int workers = comm.world_size();
-  std::vector<std::int64_t> counts;
-  comm.timed([&] { counts = device_comm.allgather_counts(bad ? -1 : std::int64_t(sel.count)); });
-  if (std::int64_t(counts.size()) != workers)
-    throw Error("the device all-gather of counts returned " + std::to_string(counts.size()) + " for " +
-                std::to_string(workers) + " workers");
-  if (std::any_of(counts.begin(), counts.end(), [](std::int64_t k) { return k < 0; })) return true;
-  const auto longest = std::max<std::uint64_t>(1, std::uint64_t(*std::max_element(counts.begin(), counts.end())));
-  auto own_idx = ops.ints(longest);
-  auto own_val = ops.floats(longest);
-  ops.fill(own_idx.data(), 0, longest);  // the padding travels too: defined bytes
-  ops.fill(own_val.data(), 0.0f, longest);
-  ops.copy(own_idx.data(), sel.indices, sel.count);
-  ops.copy(own_val.data(), sel.values, sel.count);
-  auto idx_all = ops.ints(longest * std::uint64_t(workers));
-  auto val_all = ops.floats(longest * std::uint64_t(workers));
-  comm.timed([&] { device_comm.allgather(own_idx.data(), own_val.data(), longest, idx_all.data(), val_all.data()); });
-  add_every_rank(b, workers, [&](int r) {
-    const std::uint64_t at = std::uint64_t(r) * longest;
-    ops.scatter_add(b.data, idx_all.data() + at, val_all.data() + at, std::uint64_t(counts[std::size_t(r)]));
+  Compressor& c = *compressor_;
+  const kernels::Selector::Resident sel = c.select_resident(acc, b.n, tensor_name(c, slot, b.index));
+  if (!sel.report)
+    throw Error("bucket " + std::to_string(b.index) + ": compressor '" + std::string(c.name()) +
+                "' left no selection report on the device (please report)");
+  const std::uint64_t twice_k = 2 * fitting::target_count(b.n, c.density());
+  const std::uint64_t capacity = std::min<std::uint64_t>(b.n, std::max<std::uint64_t>(1, twice_k));
+  const auto workers = std::uint64_t(comm.world_size());
+  if (!step_skip_.data()) step_skip_ = ops.ints(1);
+  if (!step_skip_clear_) ops.fill(step_skip_.data(), 0, 1);
+  step_skip_clear_ = true;
+  auto send_idx = ops.ints(capacity + 1);
+  auto send_val = ops.floats(capacity + 1);
+  ops.pack_pairs(sel.indices, sel.values, sel.report, capacity, send_idx.data(), send_val.data());
+  auto idx_all = ops.ints((capacity + 1) * workers);
+  auto val_all = ops.floats((capacity + 1) * workers);
+  comm.timed([&] {
+    device_comm.allgather(send_idx.data(), send_val.data(), capacity + 1, idx_all.data(), val_all.data());
   });
-  wire_bytes = 8 * sel.count;  // pairs as they are: 4-byte index, 4-byte value
-  s.gathered_bytes += 8 * longest + 8;
-  return false;
+  auto bucket_skip = ops.ints(1);
+  ops.add_gathered(b.data, b.n, idx_all.data(), val_all.data(), capacity, int(workers), bucket_skip.data(),
+                   step_skip_.data());
+  resident_->zero_sent(slot, send_idx.data(), capacity, bucket_skip.data());
+  kernels::ExchangeReport* report = next_report();
+  ops.report_exchange(sel.report, send_idx.data(), capacity, bucket_skip.data(), report);
+  reports_.push_back({report, b.n});
+  s.n += b.n;
+  s.gathered_bytes += 8 * (capacity + 1);
+  PendingCommit commit;
+  commit.slot = slot;
+  commit.resident = true;
+  commit.device_skip = true;
+  pending_.push_back(std::move(commit));
+  return false;  // whether it skipped, the device knows (the step's figures say it when settled)
 }
 
 bool BucketCompressor::pairs_through_host(const DeviceBucket& b, const Payload& mine,
@@ -192,10 +208,13 @@ bool BucketCompressor::pairs_through_host(const DeviceBucket& b, const Payload& 
       return;
     }
     const Payload& p = (*payloads)[std::size_t(r)];
-    const std::uint64_t bus0 = kernels::bus_bytes();
-    ops.upload(up_idx.data(), p.indices.data(), p.indices.size() * sizeof(std::int32_t));
-    ops.upload(up_val.data(), p.values.data(), p.values.size() * sizeof(float));
-    s.host_device_gathered_bytes += kernels::bus_bytes() - bus0;
+    // Counted by the copies that carry them: what the worker's pairs are, whatever else this
+    // thread moved meanwhile (the step's total is the thread's count, bus_bytes()).
+    const std::uint64_t idx_bytes = p.indices.size() * sizeof(std::int32_t);
+    const std::uint64_t val_bytes = p.values.size() * sizeof(float);
+    ops.upload(up_idx.data(), p.indices.data(), idx_bytes);
+    ops.upload(up_val.data(), p.values.data(), val_bytes);
+    s.host_device_gathered_bytes += idx_bytes + val_bytes;
     ops.scatter_add(b.data, up_idx.data(), up_val.data(), p.count());
   });
   return false;

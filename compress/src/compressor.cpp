@@ -3,6 +3,7 @@
 #include "gs/compress/compressor.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "gs/error.hpp"
 
@@ -50,6 +51,23 @@ Compressed Compressor::compress_resident(const float*, std::uint64_t, std::strin
 
 kernels::Selector::Resident Compressor::resident_selection() const {
   throw Error("compressor '" + std::string(name()) + "' keeps no selection in a backend's memory");
+}
+
+kernels::Selector::Resident Compressor::select_resident(const float*, std::uint64_t, std::string_view) {
+  throw Error("compressor '" + std::string(name()) + "' makes no selection in a backend's memory: give it the "
+              "vector on the host (compress)");
+}
+
+CompressInfo info_from(const kernels::SelectionReport& r, std::uint64_t n, double target_density) {
+  CompressInfo c;
+  c.n = n;
+  c.selected = r.count;
+  c.target_density = target_density;
+  if (r.count > 0 || !std::isnan(r.threshold)) c.threshold = r.threshold;
+  c.stages = r.stages;
+  c.corrected = r.corrected != 0;
+  c.nonfinite = r.nonfinite;
+  return c;
 }
 
 void Compressor::add_gradient_variance(std::string_view, std::span<const float>) {

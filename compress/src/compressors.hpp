@@ -4,12 +4,33 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "gs/compress/compressor.hpp"
 #include "gs/fitting/threshold_methods.hpp"
+#include "gs/kernels/backend.hpp"
+#include "gs/kernels/select.hpp"
 
 namespace gs::compress::detail {
+
+// A selection compressor's kernels::Selector, made at its first use: making a compressor touches
+// no device (backend auto asks the CUDA runtime about the current device, which would hold a
+// context there), and the first selection runs where its vector is, the DDP hook's thread already
+// on the bucket's device. The name is checked at once.
+class SelectorOnUse {
+ public:
+  explicit SelectorOnUse(std::string backend) : backend_(std::move(backend)) { kernels::check_backend_name(backend_); }
+  kernels::Selector* operator->() { return &get(); }
+  kernels::Selector& get() {
+    if (!s_) s_ = kernels::make_selector(kernels::resolve_backend(backend_));
+    return *s_;
+  }
+
+ private:
+  std::string backend_;
+  std::unique_ptr<kernels::Selector> s_;
+};
 
 std::unique_ptr<Compressor> make_none();
 std::unique_ptr<Compressor> make_topk(double density, const CompressorOptions& o);

@@ -90,6 +90,19 @@ void ResidentResiduals::zero_sent(const std::string& slot, const std::int32_t* i
   if (k > 0) ops_.zero_at(s.acc.data(), idx, k);
 }
 
+void ResidentResiduals::zero_sent(const std::string& slot, const std::int32_t* send_idx, std::uint64_t capacity,
+                                  const std::int32_t* skip) {
+  Slot& s = at(slot);
+  if (!s.pending) throw Error("device residuals: zero_sent('" + slot + "') without accumulate()");
+  ops_.zero_sent(s.acc.data(), send_idx, capacity, skip);
+}
+
+void ResidentResiduals::commit_unless(const std::string& slot, const std::int32_t* skip) {
+  commit(slot);
+  Slot& s = at(slot);  // acc holds the residual as it was: back into e where the step skipped
+  ops_.restore_if(s.e.data(), s.acc.data(), s.e.size(), skip);
+}
+
 void ResidentResiduals::commit(const std::string& slot) {
   Slot& s = at(slot);
   if (!s.pending) throw Error("device residuals: commit('" + slot + "') without accumulate()");

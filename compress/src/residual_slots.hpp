@@ -70,7 +70,12 @@ class ResidentResiduals final : public ResidualSlots {
   const float* accumulate(const std::string& slot, const float* g, std::uint64_t n);
   // acc[idx[j]] = 0 for the k indices sent (device memory).
   void zero_sent(const std::string& slot, const std::int32_t* idx, std::uint64_t k);
+  // The same for the pairs a send buffer sent (VectorOps::pack_pairs), unless *skip (device memory).
+  void zero_sent(const std::string& slot, const std::int32_t* send_idx, std::uint64_t capacity,
+                 const std::int32_t* skip);
   void commit(const std::string& slot);
+  // commit(), or discard() where *skip (device memory): decided on the device.
+  void commit_unless(const std::string& slot, const std::int32_t* skip);
 
  private:
   struct Slot {

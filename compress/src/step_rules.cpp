@@ -276,6 +276,8 @@ void RunStatistics::add(const StepFigures& s) {
   gathered_ += s.gathered_bytes;
   bus_ += s.host_device_bytes;
   bus_gathered_ += s.host_device_gathered_bytes;
+  syncs_ += s.host_syncs;
+  overflow_ += s.overflow;
   compress_ += s.compress_seconds;
   comm_ += s.comm_seconds;
   hook_ += s.hook_seconds;
@@ -303,6 +305,8 @@ RunSummary RunStatistics::summary() const {
   s.gathered_bytes_per_step = gathered_ / n;
   s.host_device_bytes_per_step = bus_ / n;
   s.host_device_gathered_bytes_per_step = bus_gathered_ / n;
+  s.host_syncs_per_step = syncs_ / n;
+  s.overflow_per_step = overflow_ / n;
   s.compress_ms_per_step = 1e3 * compress_ / n;
   s.comm_ms_per_step = 1e3 * comm_ / n;
   s.hook_ms_per_step = 1e3 * hook_ / n;
@@ -315,20 +319,25 @@ void RunStatistics::save_state(StateWriter& w) const {
   w.put(skipped_);
   w.put(counted_);
   w.put(critical_);
-  for (double v : {density_, density_compressed_, bytes_, dense_, gathered_, bus_, bus_gathered_, compress_, comm_,
-                   hook_, step_})
+  for (double v : {density_, density_compressed_, bytes_, dense_, gathered_, bus_, bus_gathered_, syncs_, overflow_,
+                   compress_, comm_, hook_, step_})
     w.put(v);
   w.put_array<double>(quality_);
 }
 
-void RunStatistics::load_state(StateReader& r) {
+void RunStatistics::load_state(StateReader& r, bool with_waits) {
   steps_ = r.get<std::int64_t>();
   skipped_ = r.get<std::int64_t>();
   counted_ = r.get<std::int64_t>();
   critical_ = r.get<std::int64_t>();
-  for (double* v : {&density_, &density_compressed_, &bytes_, &dense_, &gathered_, &bus_, &bus_gathered_,
-                    &compress_, &comm_, &hook_, &step_})
+  syncs_ = overflow_ = 0.0;
+  for (double* v : {&density_, &density_compressed_, &bytes_, &dense_, &gathered_, &bus_, &bus_gathered_})
     *v = r.get<double>();
+  if (with_waits) {
+    syncs_ = r.get<double>();
+    overflow_ = r.get<double>();
+  }
+  for (double* v : {&compress_, &comm_, &hook_, &step_}) *v = r.get<double>();
   quality_ = r.get_array<double>();
   if (steps_ < 0 || skipped_ < 0 || counted_ != steps_ - skipped_ || critical_ < 0 || critical_ > counted_ ||
       std::int64_t(quality_.size()) > counted_)

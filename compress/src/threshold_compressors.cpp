@@ -6,7 +6,9 @@
 // stays from the estimate to the payload.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <optional>
+#include <string_view>
 
 #include "compressors.hpp"
 #include "gs/error.hpp"
@@ -25,7 +27,7 @@ class ThresholdCompressor final : public Compressor {
       : Compressor(density),
         method_(method),
         seed_(o.seed),
-        selector_(kernels::make_selector(kernels::resolve_backend(o.backend))),
+        selector_(o.backend),
         fixed_stages_(o.stages),
         published_(o.sidco_as_published) {
     if (adaptive_stages() && density < 1.0) controller_.emplace(density);
@@ -49,7 +51,7 @@ class ThresholdCompressor final : public Compressor {
     return compress_resident(selector_->place(acc), acc.size(), tensor);
   }
 
-  std::optional<kernels::BackendKind> resident_backend() const override { return selector_->kind(); }
+  std::optional<kernels::BackendKind> resident_backend() const override { return selector_.get().kind(); }
   kernels::Selector::Resident resident_selection() const override { return resident_; }
 
   Compressed compress_resident(const float* g, std::uint64_t n, std::string_view /*tensor*/) override {
@@ -57,62 +59,37 @@ class ThresholdCompressor final : public Compressor {
     c.info.n = n;
     c.info.target_density = density();
     kernels::Selection<std::int32_t> sel;
-    if (density() >= 1.0) {  // keep everything finite: no estimate needed
-      selector_->above(g, n, -1.0, sel);
-    } else if (n > 0) {
-      const std::uint64_t k = fitting::target_count(n, density());
-      std::optional<fitting::ThresholdResult> r;
-      const int stages = !staged()     ? 0
-                         : controller_   ? controller_->stages()
-                         : fixed_stages_ ? fixed_stages_
-                                         : fitting::default_sidco_stages(density());
-      try {
-        if (method_.kind == fitting::ThresholdKind::sidco_topk || staged()) {
-          // One pipeline each for the threshold and its selection: sidco-topk's exact top-k with
-          // a SIDCo bound (about one read of acc), SIDCo's stages and compaction (M + 1 reads or
-          // fewer on the CPU, not M + 2).
-          const kernels::SidcoSelectResult s =
-              method_.kind == fitting::ThresholdKind::sidco_topk
-                  ? selector_->sidco_topk(g, n, density(), topk_stages(), sel)
-                  : selector_->sidco(g, n, density(), method_.variant, stages, rule(), sel);
-          c.info.threshold = s.threshold;
-          c.info.stages = s.stages;
-          c.info.corrected = s.corrected;
-          if (sel.indices.empty()) {
-            // The fitted tail put the threshold above every value (a bounded law's end, e.g. a
-            // generalized Pareto with xi < 0, fitted short): nothing would go. Send the exact
-            // top-k of what is there instead, as for a degenerate vector.
-            selector_->above(g, n, 0.0, sel);
-            if (sel.indices.size() > k) selector_->topk(g, n, k, sel);
-          }
-          return finish(std::move(c), std::move(sel), s.nonfinite);
-        }
-        r = method_.rule(*selector_->passes(g, n), density(), {stages, seed_ + calls_++, false});
-      } catch (const kernels::DeviceError&) {
-        throw;  // the device failed (out of memory, a launch): not the vector; never another method
-      } catch (const gs::Error&) {
-        // Degenerate vector (e.g. fewer finite non-zero values than the fit needs, as in a
-        // residual that is all zeros): exact top-k of what is there, which is what any estimate
-        // aims at.
-        r.reset();
-      }
-      if (r && r->exact) {
-        // The rule keeps exactly the k largest (DGC's hierarchical step, when the sampled
-        // threshold overshot 4k/3): exact top-k, ties to the lower indices.
-        selector_->topk(g, n, k, sel);
-        c.info.threshold = r->threshold;
-      } else if (r) {
-        // What the threshold selects, as the rule counted it (at or above it: selection_bound).
-        selector_->above(g, n, fitting::selection_bound(r->threshold), sel);
-        c.info.threshold = r->threshold;
-      } else {
-        selector_->above(g, n, 0.0, sel);
-        if (sel.indices.size() > k) selector_->topk(g, n, k, sel);
-      }
+    if (n > 0 && method_.kind == fitting::ThresholdKind::sidco_topk) {
+      // sidco-topk's exact top-k with a SIDCo bound (about one read of acc; its bound is placed
+      // on the host from a sample).
+      const kernels::SidcoSelectResult s = selector_->sidco_topk(g, n, density(), topk_stages(), sel);
+      c.info.threshold = s.threshold;
+      c.info.stages = s.stages;
+      return finish(std::move(c), std::move(sel), s.nonfinite);
     }
-    return finish(std::move(c), std::move(sel), selector_->nonfinite(g, n));
+    if (n > 0) {
+      double threshold = std::numeric_limits<double>::quiet_NaN();
+      selector_->select(g, n, request(g, n, threshold));
+      const kernels::SelectionReport r = selector_->fetch(sel);
+      c.info = info_from(r, n, density());
+      if (!staged()) c.info.stages = 0;  // the stage count is SIDCo's
+      if (density() >= 1.0) c.info.threshold = std::numeric_limits<double>::quiet_NaN();
+      if (!std::isnan(threshold)) c.info.threshold = threshold;  // a host rule's
+      return finish(std::move(c), std::move(sel), r.nonfinite);
+    }
+    return finish(std::move(c), std::move(sel), 0);
   }
 
+  kernels::Selector::Resident select_resident(const float* g, std::uint64_t n, std::string_view tensor) override {
+    if (n == 0 || method_.kind == fitting::ThresholdKind::sidco_topk || controller_) {
+      // sidco-topk places its bound on the host; the stage controller needs each count there.
+      compress_resident(g, n, tensor);
+      return resident_;
+    }
+    double threshold = 0.0;
+    resident_ = selector_->select(g, n, request(g, n, threshold));
+    return resident_;
+  }
   void end_step() override {
     if (controller_ && step_n_ > 0) controller_->record(double(step_selected_) / double(step_n_));
     step_selected_ = step_n_ = 0;
@@ -149,6 +126,45 @@ class ThresholdCompressor final : public Compressor {
   bool adaptive_stages() const { return staged() && fixed_stages_ == 0 && published_; }
   fitting::SidcoRule rule() const { return published_ ? fitting::SidcoRule::published() : fitting::SidcoRule{}; }
 
+  // What to select: SIDCo's and DGC's rules run where the vector lives (their decisions on the
+  // device), exact top-k of what is there where a rule has no threshold (a degenerate vector); the
+  // other estimates (RedSync, GaussianKSGD) place their threshold on the host from passes, and
+  // `threshold` receives it.
+  kernels::SelectRequest request(const float* g, std::uint64_t n, double& threshold) {
+    kernels::SelectRequest r;
+    r.k = fitting::target_count(n, density());
+    r.density = density();
+    r.fallback = true;
+    if (density() >= 1.0) return r;  // keep everything finite: no estimate needed
+    if (staged()) {
+      r.rule = kernels::SelectRequest::Rule::sidco;
+      r.variant = method_.variant;
+      r.stages = controller_     ? controller_->stages()
+                 : fixed_stages_ ? fixed_stages_
+                                 : fitting::default_sidco_stages(density());
+      r.sidco = rule();
+      return r;
+    }
+    if (method_.name == std::string_view("dgc")) {
+      r.rule = kernels::SelectRequest::Rule::dgc;
+      r.seed = seed_ + calls_++;
+      return r;
+    }
+    try {
+      const fitting::ThresholdResult t =
+          method_.rule(*selector_->passes(g, n), density(), {0, seed_ + calls_++, false});
+      threshold = t.threshold;
+      r.rule = t.exact ? kernels::SelectRequest::Rule::topk : kernels::SelectRequest::Rule::above;
+      // What the threshold selects, as the rule counted it (at or above it: selection_bound).
+      r.threshold = t.exact ? t.threshold : fitting::selection_bound(t.threshold);
+    } catch (const kernels::DeviceError&) {
+      throw;  // the device failed (out of memory, a launch): not the vector; never another method
+    } catch (const gs::Error&) {
+      r.rule = kernels::SelectRequest::Rule::top_nonzero;  // a degenerate vector: exact top-k of what is there
+    }
+    return r;
+  }
+
   // The payload of the selection; counts what was selected towards the step's achieved density
   // (the stage controller's input). nonfinite: NaN/Inf in the input.
   Compressed finish(Compressed c, kernels::Selection<std::int32_t>&& sel, std::uint64_t nonfinite) {
@@ -169,7 +185,7 @@ class ThresholdCompressor final : public Compressor {
   const fitting::ThresholdMethodInfo& method_;  // its row of threshold_methods()
   std::uint64_t seed_;
   std::uint64_t calls_ = 0;
-  std::unique_ptr<kernels::Selector> selector_;  // the backend's selection; keeps its buffers
+  mutable SelectorOnUse selector_;  // the backend's selection, made at its first use; keeps its buffers
   int fixed_stages_;
   bool published_;  // SIDCo as published: its stage controller, no count correction
   std::optional<fitting::StageController> controller_;

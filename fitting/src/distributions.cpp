@@ -53,6 +53,7 @@ double std_normal_quantile_c_host(double q) {
   if (q >= 1.0) return -kInf;
   return boost::math::constants::root_two<double>() * boost::math::erfc_inv(2.0 * q, Policy());
 }
+double gamma_q_inv_host(double alpha, double q) { return boost::math::gamma_q_inv(alpha, q, Policy()); }
 }  // namespace formula::detail
 
 // ---- constructors ------------------------------------------------------------------------------
@@ -143,7 +144,7 @@ double quantile(const Complement<Gamma>& c) {
   check_probability(c.value, "quantile(complement(Gamma))");
   if (c.value == 1.0) return 0.0;
   if (c.value == 0.0) return kInf;
-  return c.dist.beta() * boost::math::gamma_q_inv(c.dist.alpha(), c.value, Policy());
+  return formula::gamma_quantile_c(c.value, c.dist.alpha(), c.dist.beta());
 }
 double mean(const Gamma& d) { return d.alpha() * d.beta(); }
 double variance(const Gamma& d) { return d.alpha() * d.beta() * d.beta(); }

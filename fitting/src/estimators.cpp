@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "gs/error.hpp"
+#include "gs/fitting/formulas.hpp"
 
 namespace gs::fitting {
 namespace {
@@ -38,9 +39,7 @@ double gamma_s(const MagnitudeStats& s, const char* fn) {
   return v;
 }
 
-double gamma_closed_form_shape(double s) {
-  return (3.0 - s + std::sqrt((s - 3.0) * (s - 3.0) + 24.0 * s)) / (12.0 * s);
-}
+using formula::gamma_closed_form_shape;
 
 }  // namespace
 
@@ -90,10 +89,11 @@ Normal fit_normal_signed(const MagnitudeStats& s) {
 
 GeneralizedPareto fit_gpareto_moments(const MagnitudeStats& s) {
   require_count(s, 2, "fit_gpareto_moments");
-  const double m = s.mean(), v = s.variance();
+  const double v = s.variance();
   if (!(s.max > s.min) || !(v > 0.0)) throw Error("fit_gpareto_moments: all values are equal: variance is 0");
-  const double r = m * m / v;
-  return GeneralizedPareto(0.5 * (1.0 - r), 0.5 * m * (1.0 + r));
+  double xi = 0.0, sigma = 0.0;
+  formula::gpareto_moments(s.mean(), v, xi, sigma);
+  return GeneralizedPareto(xi, sigma);
 }
 
 namespace {

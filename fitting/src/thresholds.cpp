@@ -14,18 +14,6 @@
 #include "gs/fitting/formulas.hpp"
 
 namespace gs::fitting {
-namespace {
-
-constexpr double kFirstStageDensity = 0.25;
-
-// Threshold at density d of the GP fitted by moments to peaks with the given mean and variance.
-double gp_moment_tail(double m, double v, double d) {
-  const double density = m * m / v;
-  const double xi = 0.5 * (1.0 - density), sigma = 0.5 * m * (1.0 + density);
-  return formula::gpareto_quantile_c(d, xi, sigma);
-}
-
-}  // namespace
 
 double selection_bound(double threshold) {
   return threshold > 0.0 ? std::nextafter(threshold, -std::numeric_limits<double>::infinity()) : threshold;
@@ -68,8 +56,7 @@ void check_density(double density) {
 std::uint64_t target_count(std::uint64_t n, double density) {
   check_density(density);
   if (n == 0) return 0;
-  const auto k = static_cast<std::uint64_t>(std::floor(double(n) * density));
-  return std::clamp<std::uint64_t>(k, 1, n);
+  return target_count_of(n, density);
 }
 
 std::uint64_t threshold_target(std::uint64_t n, double density) {
@@ -107,92 +94,48 @@ double gaussian_threshold(const Normal& g, double density) {
   return g.mu() + formula::std_normal_quantile_c(0.5 * density) * g.sigma();
 }
 
-SidcoStages::SidcoStages(std::uint64_t n, double density, SidcoVariant variant, int stages,
-                         bool recount)
-    : n_(n), density_(density), variant_(variant), stages_(stages), recount_(recount) {
+SidcoStages::SidcoStages(std::uint64_t n, double density, SidcoVariant variant, int stages, bool recount)
+    : p_(sidco_plan(n, density, variant, stages, recount)) {
   threshold_target(n, density);
   if (stages < 1) throw Error("SIDCo: the number of stages must be at least 1");
 }
 
 StatsFields SidcoStages::first_fields() const {
   StatsFields f;
-  f.sum_sq = variant_ == SidcoVariant::pareto;
-  f.sum_log = variant_ == SidcoVariant::gamma_pareto;
+  f.sum_sq = p_.variant == SidcoVariant::pareto;
+  f.sum_log = p_.variant == SidcoVariant::gamma_pareto;
   return f;
 }
 
 StatsFields SidcoStages::tail_fields() const {
   StatsFields f;
-  f.sum_sq = variant_ != SidcoVariant::exponential;
+  f.sum_sq = p_.variant != SidcoVariant::exponential;
   return f;
 }
 
-bool SidcoStages::single_stage() const { return !(stages_ > 1 && density_ < kFirstStageDensity); }
-
 bool SidcoStages::first(const MagnitudeStats& s) {
-  eta_ = 0.0;
-  run_ = 0;
-  tails_left_ = 0;
-  before_count_ = -1.0;
-  if (s.count == 0) return false;  // nothing non-zero to keep
-  const bool multi = !single_stage();
-  const double d1 = multi ? kFirstStageDensity : density_;
-  // The fit describes the non-zero values only: aim at the same d1*n elements among them.
-  const double d1_nonzero = d1 * double(n_) / double(s.count);
-  run_ = 1;
-  if (d1_nonzero >= 1.0) {
-    // Stage 1 would keep every non-zero value (a vector mostly of exact zeros, as the gradient of
-    // a 3x3 convolution whose input is 1x1: only the centre taps are non-zero). It keeps them
-    // (eta = 0); the tail stages then go from those count values to the target, unless the
-    // target itself keeps them all.
-    const double target = density_ * double(n_);
-    if (!multi || target >= double(s.count)) return false;
-    di_ = std::pow(target / double(s.count), 1.0 / double(stages_ - 1));
-    expected_ = double(s.count);
-    tails_left_ = stages_ - 1;
-    return true;
+  const bool more = sidco_first(p_, s);
+  if (p_.failure == SidcoFitFailure::none) return more;
+  // The fit's own error, which says what was wrong with the values.
+  switch (p_.failure) {
+    case SidcoFitFailure::exponential: (void)fit_exponential(s); break;
+    case SidcoFitFailure::gpareto_moments: (void)fit_gpareto_moments(s); break;
+    case SidcoFitFailure::gamma_closed_form: (void)fit_gamma_closed_form(s); break;
+    case SidcoFitFailure::none: break;
   }
-  const bool degenerate = s.count < 2 || !(s.max > s.min);
-  before_eta_ = 0.0;  // every non-zero value lies above 0
-  before_count_ = double(s.count);
-  if (degenerate || variant_ == SidcoVariant::exponential) {
-    eta_ = sid_threshold(fit_exponential(s), d1_nonzero);
-  } else if (variant_ == SidcoVariant::pareto) {
-    eta_ = sid_threshold(fit_gpareto_moments(s), d1_nonzero);
-  } else {
-    eta_ = sid_threshold(fit_gamma_closed_form(s), d1_nonzero);
-  }
-  if (!multi || degenerate) return false;
-  di_ = std::pow(density_ / kFirstStageDensity, 1.0 / double(stages_ - 1));
-  expected_ = d1 * double(n_);  // exceedances the plan expects after each stage
-  tails_left_ = stages_ - 1;
-  return true;
+  throw Error(std::string(name()) + ": stage 1's fit has no valid parameters on these values (mean " +
+              std::to_string(s.mean()) + ", " + std::to_string(s.count) + " non-zero values)");
 }
 
 bool SidcoStages::tail(const MagnitudeStats& y) {
-  GS_ASSERT(tails_left_ > 0);
-  // Peaks over eta, shifted by eta for precision; then by their minimum, as the reference.
-  if (y.count < 2 || !(y.max > y.min)) return tails_left_ = 0, false;
-  const double t = y.min;
-  const double m = y.mean() - t;
-  expected_ *= di_;
-  // recount: aim at the planned count rather than at di of what the last stage left.
-  const double d = recount_ ? std::min(1.0, expected_ / double(y.count)) : di_;
-  if (d >= 1.0) return tails_left_ = 0, false;
-  const double tail = variant_ == SidcoVariant::exponential ? formula::exponential_quantile_c(d, m)
-                                                            : gp_moment_tail(m, y.variance(), d);
-  before_eta_ = eta_;
-  before_count_ = double(y.count);  // the values above eta_ this stage fitted
-  eta_ = eta_ + t + tail;
-  ++run_;
-  return --tails_left_ > 0;
+  GS_ASSERT(p_.tails_left > 0);
+  return sidco_tail(p_, y);
 }
 
-std::uint64_t SidcoStages::target() const { return target_count(n_, density_); }
+std::uint64_t SidcoStages::target() const { return target_count(p_.n, p_.density); }
 
 bool SidcoStages::needs_correction(std::uint64_t count, double band) const {
-  const double q = double(count) / double(target());
-  return !(q * band >= 1.0 && q <= band);
+  return sidco_needs_correction(p_, count, band);
 }
 
 double SidcoStages::corrected(const SelectionCount& s, double band) const {
@@ -202,8 +145,7 @@ double SidcoStages::corrected(const SelectionCount& s, double band) const {
     if (!(s.excess_mean > 0.0 && std::isfinite(s.excess_mean))) return s.threshold;
     return s.threshold + formula::exponential_quantile_c(k / double(s.count), s.excess_mean);
   }
-  if (!(before_count_ > 0.0 && s.threshold > before_eta_)) return s.threshold;
-  return formula::secant_log_count(before_eta_, before_count_, s.threshold, double(s.count), k);
+  return sidco_corrected_below(p_, s.threshold, s.count);
 }
 
 namespace {
@@ -433,11 +375,10 @@ ThresholdResult dgc_threshold(MagnitudePasses& passes, double density, std::uint
   std::vector<float> sample = passes.random_sample(m, seed);
   std::erase_if(sample, [](float v) { return !std::isfinite(v); });
   if (sample.empty()) throw Error("DGC: the random sample holds no finite value");
-  const auto kk = std::min<std::uint64_t>(
-      sample.size(), std::max<std::uint64_t>(1, std::uint64_t(std::ceil(double(sample.size()) * density))));
+  const std::uint64_t kk = formula::dgc_sample_rank(sample.size(), density);
   std::nth_element(sample.begin(), sample.begin() + (kk - 1), sample.end(), std::greater<>());
   ThresholdResult r = counted_threshold("dgc", passes, density, double(sample[kk - 1]), 1);
-  if (3 * r.selected > 4 * k) {  // hierarchical step: exact top-k among the selection
+  if (formula::dgc_exact_step(r.selected, k)) {  // hierarchical step: exact top-k among the selection
     r.threshold = passes.kth_largest(k);
     r.selected = k;
     r.stages = 2;

@@ -1,6 +1,7 @@
 // Backend choice and the shared argument checks.
 #include "gs/kernels/backend.hpp"
 
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -44,19 +45,30 @@ bool cuda_available() {
 #endif
 }
 
-BackendKind resolve_backend(std::string_view name) {
+namespace {
+std::atomic<std::uint64_t> probes{0};
+}  // namespace
+
+std::uint64_t backend_probes() { return probes.load(); }
+
+void check_backend_name(std::string_view name) {
+  if (name != "cpu" && name != "cuda-host" && name != "auto" && name != "cuda")
+    throw gs::Error("unknown backend '" + std::string(name) + "': use auto, cpu or cuda (or cuda-host)");
+  if (name == "cuda" && !cuda_built())
+    throw gs::Error("backend 'cuda': this build has no CUDA backend (configure with "
+                    "-DGS_ENABLE_CUDA=ON where nvcc is present), use --backend cpu or auto");
+}
+
+BackendKind resolve_backend(std::string_view name, [[maybe_unused]] int device) {
+  check_backend_name(name);
   if (name == "cpu") return BackendKind::cpu;
   if (name == "cuda-host") return BackendKind::cuda_host;
-  if (name != "auto" && name != "cuda")
-    throw gs::Error("unknown backend '" + std::string(name) + "': use auto, cpu or cuda (or cuda-host)");
 #if defined(GS_HAVE_CUDA)
-  const DevicePolicy::Choice choice = cuda::device_policy().choose(name);
+  ++probes;
+  const DevicePolicy::Choice choice = cuda::device_policy().choose(name, device);
   if (!choice.warning.empty()) std::fprintf(stderr, "gradscope: warning: %s\n", choice.warning.c_str());
   return choice.kind;
 #else
-  if (name == "cuda")
-    throw gs::Error("backend 'cuda': this build has no CUDA backend (configure with "
-                    "-DGS_ENABLE_CUDA=ON where nvcc is present), use --backend cpu or auto");
   return BackendKind::cpu;
 #endif
 }

@@ -99,7 +99,7 @@ void* DevicePolicy::pool(int device) {
   return s.pool;
 }
 
-DevicePolicy::Choice DevicePolicy::choose(std::string_view name) {
+DevicePolicy::Choice DevicePolicy::choose(std::string_view name, int device) {
   if (name != "auto" && name != "cuda")
     throw gs::Error("DevicePolicy::choose: '" + std::string(name) + "' is neither auto nor cuda");
   Choice c;
@@ -108,7 +108,7 @@ DevicePolicy::Choice DevicePolicy::choose(std::string_view name) {
       throw gs::Error("backend 'cuda': no usable GPU (" + rt_.status() + "); use --backend cpu or auto");
     return c;  // no device at all: the CPU, as expected, without a warning
   }
-  const std::string why = unusable_reason(rt_.current_device());
+  const std::string why = unusable_reason(device >= 0 ? device : rt_.current_device());
   if (why.empty()) {
     c.kind = BackendKind::cuda;
     return c;
@@ -123,10 +123,13 @@ DevicePolicy::Choice DevicePolicy::choose(std::string_view name) {
 namespace {
 thread_local const CallerStream* innermost = nullptr;
 thread_local std::uint64_t bus_bytes_here = 0;
+thread_local std::uint64_t host_syncs_here = 0;
 }  // namespace
 
 std::uint64_t bus_bytes() { return bus_bytes_here; }
 void add_bus_bytes(std::uint64_t bytes) { bus_bytes_here += bytes; }
+std::uint64_t host_syncs() { return host_syncs_here; }
+void add_host_sync(SyncKind) { ++host_syncs_here; }
 
 CallerStream::CallerStream(int device, StreamHandle stream) : device_(device), stream_(stream), outer_(innermost) {
   innermost = this;

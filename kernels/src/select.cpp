@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "gs/error.hpp"
 #include "gs/kernels/cpu.hpp"
@@ -24,42 +25,6 @@ float min_magnitude(const std::vector<float>& v) {
 }
 
 }  // namespace
-
-SidcoSelectResult Selector::sidco(const float* g, std::uint64_t n, double density,
-                                  fitting::SidcoVariant variant, int stages, fitting::SidcoRule rule,
-                                  Selection<std::int32_t>& out) {
-  const auto passes = this->passes(g, n);
-  fitting::SidcoStages plan(n, density, variant, stages, rule.recount);
-  bool more = plan.first(passes->stats_light(plan.first_fields()));
-  while (more)
-    more = plan.tail(passes->stats_above_light(plan.threshold(), plan.threshold(), plan.tail_fields()));
-  SidcoSelectResult r;
-  r.threshold = plan.threshold();
-  r.full_reads = plan.stages_run() + 1;
-  const std::uint64_t k = plan.target();
-  bool exact = false;  // the selection is to be g's exact top-k
-  if (rule.correct) {
-    // Counted first, so that the selection is made (and comes to the host) once: at the stages'
-    // threshold inside the band, at the corrected one below it, g's exact top-k above it.
-    const std::uint64_t count = passes->count_above(r.threshold);
-    ++r.full_reads;
-    if (plan.needs_correction(count, rule.band)) {
-      r.corrected = true;
-      if (count > k) exact = true;
-      else r.threshold = plan.corrected({r.threshold, count, 0.0}, rule.band);
-    }
-  }
-  if (!exact) above(g, n, r.threshold, out);
-  if (exact || (r.corrected && out.indices.size() > k && plan.needs_correction(out.indices.size(), rule.band))) {
-    topk(g, n, k, out);  // where the selection lives, so that resident_selection() is it
-    r.threshold = std::nextafter(double(min_magnitude(out.values)), 0.0);
-  }
-  r.stages = plan.stages_run();
-  r.selected = out.indices.size();
-  r.route = SidcoRoute::full_passes;
-  r.nonfinite = nonfinite(g, n);
-  return r;
-}
 
 Selector::Resident Selector::resident_selection() const {
   throw Error("the " + std::string(to_string(kind())) + " backend keeps no selection of its own: read "
@@ -95,11 +60,88 @@ class CpuSelector final : public Selector {
                           int stages, fitting::SidcoRule rule, Selection<std::int32_t>& out) override {
     return cpu::sidco_select(span(g, n), density, variant, stages, rule, out, SidcoRoute::automatic, &workspace_);
   }
+  // On the host: the selection in this selector's own buffers until fetch() moves it out.
+  Resident select(const float* g, std::uint64_t n, const SelectRequest& r) override {
+    sel_ = {};
+    report_ = run(g, n, r, sel_);
+    report_.count = sel_.indices.size();
+    return {sel_.indices.data(), sel_.values.data(), report_.count, &report_};
+  }
+  SelectionReport fetch(Selection<std::int32_t>& out) override {
+    out = std::move(sel_);
+    sel_ = {};
+    return report_;
+  }
 
  private:
   static std::span<const float> span(const float* g, std::uint64_t n) { return {g, n}; }
+  SelectionReport run(const float* g, std::uint64_t n, const SelectRequest& r, Selection<std::int32_t>& out);
+  // What a compressor sends where the rule places no threshold: the min(k, non-zero) largest.
+  void fall_back(const float* g, std::uint64_t n, std::uint64_t k, Selection<std::int32_t>& out) {
+    above(g, n, 0.0, out);
+    if (out.indices.size() > k) topk(g, n, k, out);
+  }
   cpu::SidcoWorkspace workspace_;  // candidate buffers reused between calls
+  Selection<std::int32_t> sel_;
+  SelectionReport report_;
 };
+
+SelectionReport CpuSelector::run(const float* g, std::uint64_t n, const SelectRequest& r,
+                                 Selection<std::int32_t>& out) {
+  SelectionReport rep;
+  const bool given_k = r.rule == SelectRequest::Rule::topk || r.rule == SelectRequest::Rule::top_nonzero;
+  const std::uint64_t k = given_k || n == 0 ? r.k : fitting::target_count(n, r.density);
+  switch (r.rule) {
+    case SelectRequest::Rule::top_nonzero:
+      fall_back(g, n, k, out);
+      rep.threshold = std::numeric_limits<double>::quiet_NaN();
+      break;
+    case SelectRequest::Rule::above: above(g, n, r.threshold, out); break;
+    case SelectRequest::Rule::topk:
+      topk(g, n, k, out);
+      rep.exact = 1;
+      rep.threshold = min_magnitude(out.values);
+      break;
+    case SelectRequest::Rule::sidco: {
+      std::optional<SidcoSelectResult> s;
+      try {
+        s = sidco(g, n, r.density, r.variant, r.stages, r.sidco, out);
+      } catch (const gs::Error&) {
+        if (!r.fallback) throw;  // a fit without valid parameters
+      }
+      rep.threshold = std::numeric_limits<double>::quiet_NaN();
+      if (s) {
+        rep.threshold = s->threshold;
+        rep.stages = s->stages;
+        rep.corrected = s->corrected;
+        rep.nonfinite = s->nonfinite;  // counted by its first read
+      }
+      if (r.fallback && (!s || out.indices.empty())) fall_back(g, n, k, out);
+      if (s) return rep;
+      break;
+    }
+    case SelectRequest::Rule::dgc: {
+      std::optional<fitting::ThresholdResult> t;
+      try {
+        t = fitting::dgc_threshold(*passes(g, n), r.density, r.seed);
+      } catch (const gs::Error&) {
+        if (!r.fallback) throw;  // a sample without a finite value
+      }
+      if (t && t->exact) topk(g, n, k, out);
+      else if (t) above(g, n, t->threshold, out);
+      else fall_back(g, n, k, out);
+      rep.threshold = std::numeric_limits<double>::quiet_NaN();
+      if (t) {
+        rep.threshold = t->threshold;
+        rep.stages = t->stages;
+        rep.exact = t->exact;
+      }
+      break;
+    }
+  }
+  rep.nonfinite = nonfinite(g, n);
+  return rep;
+}
 
 }  // namespace
 
@@ -109,7 +151,7 @@ std::unique_ptr<VectorOps> make_vector_ops(BackendKind kind, int device) {
     case BackendKind::cuda_host: return cuda_host::make_vector_ops(device);
     case BackendKind::cuda:
 #if defined(GS_HAVE_CUDA)
-      resolve_backend("cuda");  // throws, saying why, without a usable GPU
+      resolve_backend("cuda", device);  // throws, saying why, without a usable GPU (asks that device only)
       return cuda::make_vector_ops(device);
 #else
       resolve_backend("cuda");

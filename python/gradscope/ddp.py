@@ -27,7 +27,6 @@ fake device r (docs/gpu.md).
 
 import contextlib
 import dataclasses
-import ctypes
 import datetime
 import gc
 import queue
@@ -40,6 +39,7 @@ import torch
 import torch.distributed as dist
 
 from . import _gradscope
+from ._collectives import TorchCollectives, _backend_for  # noqa: F401  (gradscope.ddp.TorchCollectives)
 from ._options import check_options_read, compressor_names, density_for, option_texts
 
 _STATE_FORMAT = "gradscope.ddp.State/3"
@@ -60,21 +60,6 @@ StepStats.__doc__ = "What one training step cost and achieved, over every bucket
 StepStats.__module__ = __name__  # pickles as gradscope.ddp.StepStats
 
 
-def _tensor_at(address, n, dtype, device):
-    """The n elements of dtype at address in device's memory, as a tensor that does not own them
-    (the C++ core keeps them alive for the call)."""
-    if device.type == "cuda":
-        typestr = {torch.float32: "<f4", torch.int32: "<i4"}[dtype]
-
-        class _Memory:  # the CUDA array interface: torch reads device memory through it
-            __cuda_array_interface__ = {"shape": (n,), "typestr": typestr, "data": (address, False),
-                                        "version": 2}
-
-        return torch.as_tensor(_Memory(), device=device)
-    ctype = {torch.float32: ctypes.c_float, torch.int32: ctypes.c_int32}[dtype]
-    return torch.frombuffer((ctype * n).from_address(address), dtype=dtype) if n else torch.empty(0, dtype=dtype)
-
-
 def _float32(t):
     """t's values as a contiguous float32 tensor where t lives (t itself when it is one)."""
     t = t.detach()
@@ -92,72 +77,6 @@ class _Bucket:
         self.last, self.where = last, where  # where: (backend, device) of a bucket left there, or None
         self.comm = self.host = self.ready = self.result = None
         self.hook_s = 0.0
-
-
-class TorchCollectives:
-    """gs::compress::Collectives over torch.distributed: the C++ core hands NumPy views of its
-    buffers; each call reduces in place (or returns every worker's bytes), synchronously. With
-    device_collectives (NCCL, which reduces device memory), it also serves the core's
-    DeviceCollectives: device memory at the addresses given, wrapped as tensors of `device`."""
-
-    def __init__(self, group, device, device_collectives=None):
-        self.group = group
-        self.rank = dist.get_rank(group)
-        self.world_size = dist.get_world_size(group)
-        nccl = dist.get_backend(group) == "nccl"
-        # Host buffers travel in host memory unless the backend reduces device memory only (NCCL):
-        # Gloo would copy a CUDA tensor to the host for its own work anyway.
-        self.device = device if nccl else torch.device("cpu")
-        if device_collectives is None:
-            device_collectives = device.type == "cuda" and nccl
-        self.device_collectives = bool(device_collectives)
-
-    def allgather_counts(self, mine):
-        t = torch.tensor([mine], dtype=torch.int64, device=self.device)
-        outs = [torch.empty_like(t) for _ in range(self.world_size)]
-        dist.all_gather(outs, t, group=self.group)
-        return torch.cat(outs).tolist()
-
-    def allgather_pairs(self, indices, values, count, indices_all, values_all):
-        for address, all_address, dtype in ((indices, indices_all, torch.int32), (values, values_all, torch.float32)):
-            mine = _tensor_at(address, count, dtype, self.device)
-            every = _tensor_at(all_address, count * self.world_size, dtype, self.device)
-            dist.all_gather(list(every.chunk(self.world_size)), mine, group=self.group)
-
-    def allreduce_sum_device(self, address, n):
-        dist.all_reduce(_tensor_at(address, n, torch.float32, self.device), group=self.group)
-
-    def _reduce(self, array, op):
-        t = torch.from_numpy(array)
-        if self.device.type == "cpu":
-            dist.all_reduce(t, op=op, group=self.group)
-        else:  # NCCL reduces device memory
-            on_device = t.to(self.device)
-            dist.all_reduce(on_device, op=op, group=self.group)
-            t.copy_(on_device.cpu())
-
-    def allreduce_max(self, array):
-        self._reduce(array, dist.ReduceOp.MAX)
-
-    def allreduce_min(self, array):
-        self._reduce(array, dist.ReduceOp.MIN)
-
-    def allreduce_sum(self, array):
-        self._reduce(array, dist.ReduceOp.SUM)
-
-    def allgather(self, array):
-        """Every worker's bytes in rank order: their sizes first, then the bytes padded to the
-        longest (Gloo gathers equal sizes only)."""
-        mine = torch.tensor([array.size], dtype=torch.int64, device=self.device)
-        sizes = [torch.empty_like(mine) for _ in range(self.world_size)]
-        dist.all_gather(sizes, mine, group=self.group)
-        sizes = [int(s.item()) for s in sizes]
-        longest = max(max(sizes), 1)  # Gloo wants non-empty buffers
-        padded = torch.zeros(longest, dtype=torch.uint8, device=self.device)
-        padded[: array.size] = torch.from_numpy(array).to(self.device)
-        outs = [torch.empty(longest, dtype=torch.uint8, device=self.device) for _ in sizes]
-        dist.all_gather(outs, padded, group=self.group)
-        return [bytes(o[:s].cpu().numpy()) for o, s in zip(outs, sizes)]
 
 
 class State:

@@ -9,11 +9,24 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "gs/compress/collectives.hpp"
+#include "gs/kernels/device.hpp"
 
 namespace gs::python {
+
+// The copies torch made between host and device inside the collective just called (a group over
+// NCCL alone reduces host buffers on the device: up, and back, waiting), as the object counted
+// them (take_copies() -> (bytes, synchronizations)), into this thread's bus bytes and host syncs,
+// which the hook's statistics read around a bucket. Holds the GIL.
+inline void count_copies(const pybind11::object& impl) {
+  if (!pybind11::hasattr(impl, "take_copies")) return;
+  const auto [bytes, syncs] = impl.attr("take_copies")().cast<std::pair<std::uint64_t, std::uint64_t>>();
+  kernels::add_bus_bytes(bytes);
+  for (std::uint64_t i = 0; i < syncs; ++i) kernels::add_host_sync(kernels::SyncKind::copy);
+}
 
 class PythonCollectives final : public compress::Collectives {
  public:
@@ -41,6 +54,7 @@ class PythonCollectives final : public compress::Collectives {
     const auto* p = reinterpret_cast<const std::uint8_t*>(mine.data());
     const pybind11::array_t<std::uint8_t> view({mine.size()}, {1}, p, pybind11::none());
     const auto parts = impl_.attr("allgather")(view).cast<std::vector<pybind11::bytes>>();
+    count_copies(impl_);
     std::vector<std::vector<std::byte>> out;
     for (const auto& part : parts) {
       const std::string s = part;
@@ -57,14 +71,15 @@ class PythonCollectives final : public compress::Collectives {
     // A writable view without a copy: the base object keeps NumPy from copying or freeing.
     pybind11::array_t<T> view({v.size()}, {sizeof(T)}, v.data(), pybind11::none());
     impl_.attr(op)(view);
+    count_copies(impl_);
   }
 
   pybind11::object impl_;
   int rank_ = 0, world_ = 1;
 };
 
-// gs::compress::DeviceCollectives over the same Python object (its allgather_counts,
-// allgather_pairs and allreduce_sum_device, which wrap the device memory at the addresses given as
+// gs::compress::DeviceCollectives over the same Python object (its allgather_pairs and
+// allreduce_sum_device, which wrap the device memory at the addresses given as
 // tensors of the collectives' device; see gradscope/ddp.py).
 class PythonDeviceCollectives final : public compress::DeviceCollectives {
  public:
@@ -73,19 +88,17 @@ class PythonDeviceCollectives final : public compress::DeviceCollectives {
     pybind11::gil_scoped_acquire gil;
     impl_ = pybind11::object();
   }
-  std::vector<std::int64_t> allgather_counts(std::int64_t mine) override {
-    pybind11::gil_scoped_acquire gil;
-    return impl_.attr("allgather_counts")(mine).cast<std::vector<std::int64_t>>();
-  }
   void allgather(const std::int32_t* indices, const float* values, std::uint64_t count,
                  std::int32_t* indices_all, float* values_all) override {
     pybind11::gil_scoped_acquire gil;
     impl_.attr("allgather_pairs")(address(indices), address(values), count, address(indices_all),
                                   address(values_all));
+    count_copies(impl_);
   }
   void allreduce_sum(float* values, std::uint64_t n) override {
     pybind11::gil_scoped_acquire gil;
     impl_.attr("allreduce_sum_device")(address(values), n);
+    count_copies(impl_);
   }
 
  private:

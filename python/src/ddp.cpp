@@ -74,7 +74,7 @@ class BucketHandle {
   // with the update. stream: a cudaStream_t as an integer (the hook's stream on that device, which
   // is ordered after the bucket's producer) that the work is ordered after and that is ordered
   // after the work; 0 for none. collectives: as exchange()'s; when its `device_collectives` is
-  // true, it also all-gathers and all-reduces device memory (allgather_counts, allgather_pairs,
+  // true, it also all-gathers and all-reduces device memory (allgather_pairs,
   // allreduce_sum_device).
   void exchange_resident(int index, std::uintptr_t address, std::uint64_t n,
                          const ParamList& params,
@@ -86,7 +86,7 @@ class BucketHandle {
     b.index = index;
     b.data = span_at<float>(address, n).data();
     b.n = n;
-    b.backend = kernels::resolve_backend(backend);
+    b.backend = kernels::resolve_backend(backend, device);  // asks the bucket's device only
     b.device = device;
     b.element_bytes = element_bytes;
     const bool on_device = collectives.attr("device_collectives").cast<bool>();

@@ -205,6 +205,14 @@ void bind_cuda_host(py::module_& m) {
   m.def("cuda_host_legacy_stream_orders", &ch::legacy_stream_orders);
   m.def("cuda_host_caller_stream",
         [](int device) { return reinterpret_cast<std::uintptr_t>(ch::caller_stream(device)); });
+  // Blocking synchronizations per fake device since the last reset (total of every kind).
+  m.def("cuda_host_syncs_by_device", [] {
+    std::map<int, std::uint64_t> out;
+    for (const auto& [device, c] : ch::syncs_by_device()) out[device] = c.total();
+    return out;
+  });
+  // Times backend auto or cuda asked the CUDA runtime about a device (making a state asks none).
+  m.def("backend_probes", &gs::kernels::backend_probes);
 }
 
 // An error of the core as Python speaks: the compressor options' flags (the words of `gradscope

@@ -58,6 +58,8 @@ inline const std::vector<StatField<compress::StepStats>>& stat_fields<compress::
       {"gathered_bytes", get<&S::gathered_bytes>},
       {"host_device_bytes", get<&S::host_device_bytes>},
       {"host_device_gathered_bytes", get<&S::host_device_gathered_bytes>},
+      {"host_syncs", get<&S::host_syncs>},
+      {"overflow", get<&S::overflow>},
       {"compress_s", get<&S::compress_seconds>},
       {"comm_s", get<&S::comm_seconds>},
       {"hook_s", get<&S::hook_seconds>},
@@ -86,6 +88,8 @@ inline const std::vector<StatField<compress::RunSummary>>& stat_fields<compress:
       {"gathered_bytes_per_step", get<&S::gathered_bytes_per_step>},
       {"host_device_bytes_per_step", get<&S::host_device_bytes_per_step>},
       {"host_device_gathered_bytes_per_step", get<&S::host_device_gathered_bytes_per_step>},
+      {"host_syncs_per_step", get<&S::host_syncs_per_step>},
+      {"overflow_per_step", get<&S::overflow_per_step>},
       {"compress_ms_per_step", get<&S::compress_ms_per_step>},
       {"comm_ms_per_step", get<&S::comm_ms_per_step>},
       {"hook_ms_per_step", get<&S::hook_ms_per_step>}};

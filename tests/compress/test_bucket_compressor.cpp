@@ -290,6 +290,45 @@ TEST(StepRules, RunStatisticsSummariseEveryStep) {
   EXPECT_DOUBLE_EQ(sum.bytes_per_step, 150.0);  // steps 0 to 3
 }
 
+// The waits' and overflow's sums travel in a hook's state; a state saved before them (the
+// hook's state versions 4 and 5) loads with none counted, every other figure as it was.
+TEST(StepRules, RunStatisticsLoadStatesWithAndWithoutTheWaits) {
+  RunStatistics st;
+  for (int s = 0; s < 4; ++s) {
+    StepFigures f;
+    f.density = 0.01;
+    f.bytes_sent = 100.0;
+    f.host_device_bytes = 640.0;
+    f.host_syncs = 2.0;
+    f.overflow = 3.0;
+    st.add(f);
+  }
+  gs::StateWriter w;
+  st.save_state(w);
+  RunStatistics back;
+  gs::StateReader r(w.bytes(), "a state");
+  back.load_state(r);
+  EXPECT_TRUE(r.at_end());
+  EXPECT_DOUBLE_EQ(back.summary().host_syncs_per_step, 2.0);
+  EXPECT_DOUBLE_EQ(back.summary().overflow_per_step, 3.0);
+
+  gs::StateWriter older;  // the layout before the waits: steps, skipped, counted, critical, 11 sums
+  for (std::int64_t v : {4, 0, 4, 0}) older.put(v);
+  for (double v : {0.04, 0.04, 400.0, 0.0, 0.0, 2560.0, 0.0, 0.0, 0.0, 0.0, 0.0}) older.put(v);
+  older.put_array<double>(std::vector<double>{1.0, 1.0, 1.0, 1.0});
+  RunStatistics old;
+  gs::StateReader ro(older.bytes(), "an older state");
+  old.load_state(ro, false);
+  EXPECT_TRUE(ro.at_end());
+  EXPECT_EQ(old.summary().steps, 4);
+  EXPECT_DOUBLE_EQ(old.summary().bytes_per_step, 100.0);
+  EXPECT_DOUBLE_EQ(old.summary().host_device_bytes_per_step, 640.0);
+  EXPECT_DOUBLE_EQ(old.summary().host_syncs_per_step, 0.0);
+  EXPECT_DOUBLE_EQ(old.summary().overflow_per_step, 0.0);
+  gs::StateReader wrong(older.bytes(), "an older state");
+  EXPECT_THROW(RunStatistics().load_state(wrong), gs::Error);  // read as the new layout: it ends early
+}
+
 // The residuals change only with a whole step: a step skipped on its second bucket leaves the
 // first bucket's residual as it was, so the next step sends what a run without that step sends.
 TEST(BucketCompressor, ASkippedStepLeavesEveryResidualAsItWas) {

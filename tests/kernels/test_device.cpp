@@ -101,6 +101,18 @@ TEST(CudaHostDevice, AutoFallsBackOnceWhenNoKernelImage) {
   EXPECT_TRUE(second.warning.empty()) << "one warning per process, not one per call";
 }
 
+// The DDP hook resolves a bucket's backend for the bucket's device: only that device is asked
+// (asking device 0, which rank r's GPU r is not, would make a CUDA context there).
+TEST(CudaHostDevice, ChoosingForADeviceAsksThatDeviceOnly) {
+  FakeRuntime rt = two_devices();
+  rt.devices[0].kernel_image = false;  // device 0 could not even run the kernels
+  DevicePolicy policy(rt);
+  EXPECT_EQ(policy.choose("cuda", 1).kind, BackendKind::cuda);
+  EXPECT_EQ(policy.choose("auto", 1).kind, BackendKind::cuda);
+  EXPECT_EQ(rt.property_reads.count(0), 0u) << "device 0 was asked about";
+  EXPECT_THROW(policy.choose("cuda", 0), gs::Error);
+}
+
 TEST(CudaHostDevice, AutoFallsBackWithoutMemoryPools) {
   FakeRuntime rt;
   rt.devices = {good_device(80)};

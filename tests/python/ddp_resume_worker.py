@@ -11,7 +11,8 @@ their own.
                 density schedule), "mc" (the sparse ones, with momentum correction and the
                 optimizer without momentum), "accordion-mc" (both)
               | late_state: the ranks make their State at different points of the program
-              | gru (ARG: compressor options as key=value,...): sidco-e at 0.01 on a small GRU
+              | gru (ARG: options as key=value,...: the State's, symmetric, device_collectives):
+                sidco-e at 0.01 on a small GRU
               | mismatch (ARG: a case of MISMATCH): the last rank's State differs
               | optimizer_momentum (ARG: sgd, adam, sgd-ok or sgd-plain): momentum correction
                 beside that optimizer
@@ -183,19 +184,25 @@ class SmallGru(torch.nn.Module):
 
 
 def gru(rank, world, out, steps, options):
+    """symmetric=1: every rank trains on rank 0's batches (a job whose ranks do the same);
+    device_collectives=1: the selections gathered as device memory (NCCL's way, over Gloo here);
+    other options go to the State (integers, or texts such as backend=cuda-host)."""
     kw = {}
     for item in filter(None, options.split(",")):
         key, value = item.split("=")
-        kw[key] = int(value)
+        kw[key] = int(value) if value.isdigit() else value
+    symmetric, device_collectives = kw.pop("symmetric", 0), kw.pop("device_collectives", 0)
     torch.manual_seed(0)
     model = SmallGru()
     ddp = torch.nn.parallel.DistributedDataParallel(model)
     state = gddp.State("sidco-e", 0.01, timeout=TIMEOUT_S, **kw)
+    if device_collectives:
+        state._device_collectives = True
     ddp.register_comm_hook(state, gddp.hook)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        for _, x, y in batches(rank, world, steps):
+        for _, x, y in batches(0 if symmetric else rank, world, steps):
             train(ddp, opt, x, y)
     torch.save({"steps": [vars(s) for s in state.steps], "summary": state.summary(),
                 "warnings": [str(w.message) for w in caught if w.category is RuntimeWarning]}, out)

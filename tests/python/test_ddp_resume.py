@@ -145,6 +145,85 @@ def test_sidco_e_keeps_near_its_ratio_from_the_first_steps_on_a_gru(tmp_path):
     assert r["warnings"] == []
 
 
+@pytest.mark.parametrize("gather", ["host", "device"])
+def test_bus_bytes_and_waits_are_the_same_on_every_rank_of_a_symmetric_job(tmp_path, gather):
+    """The CUDA path on cuda-host, two Gloo workers training a GRU on the same batches: each rank
+    counts what crossed per call of its own, so the ranks' own and gathered bytes and their waits
+    are equal. Through the host one wait a bucket (the selection coming down); with device
+    collectives none, and only each bucket's report crosses."""
+    extra = ",device_collectives=1" if gather == "device" else ""
+    ranks = run("gru", 2, tmp_path, 4, "backend=cuda-host,symmetric=1" + extra)
+    (a, b) = (r["summary"] for r in ranks)
+    own = [s["host_device_bytes_per_step"] - s["host_device_gathered_bytes_per_step"] for s in (a, b)]
+    assert own[0] == own[1] > 0, (a, b)
+    assert a["host_device_gathered_bytes_per_step"] == b["host_device_gathered_bytes_per_step"], (a, b)
+    assert a["host_syncs_per_step"] == b["host_syncs_per_step"], (a, b)
+    buckets = ranks[0]["steps"][-1]["buckets"]
+    if gather == "device":
+        assert all(s["host_syncs"] == 0 for s in ranks[0]["steps"]), ranks[0]["steps"]
+        assert a["host_device_gathered_bytes_per_step"] == 0 and own[0] <= 64 * buckets, a
+    else:
+        assert all(0 < s["host_syncs"] <= s["buckets"] for s in ranks[0]["steps"]), ranks[0]["steps"]
+        assert a["host_device_gathered_bytes_per_step"] > 0, a
+
+
+def test_making_a_state_asks_no_device_and_nccl_is_found_in_a_composite_backend(one_process_group, monkeypatch):
+    """A State asks the CUDA runtime about no device when it is made (backend auto is resolved at
+    the first bucket, on its device: no context on GPU 0 for the other ranks); a group over
+    "cpu:gloo,cuda:nccl" all-gathers CUDA buckets' selections as device memory and reduces host
+    buffers in host memory."""
+    import torch.distributed as dist
+    import gradscope.ddp as gddp
+    before = gradscope._gradscope.backend_probes()
+    gddp.State("sidco-e", 0.01)
+    gddp.State("topk", 0.05, backend="auto")
+    assert gradscope._gradscope.backend_probes() == before
+    assert gddp._backend_for("cpu:gloo,cuda:nccl", "cuda") == "nccl"
+    assert gddp._backend_for("cpu:gloo,cuda:nccl", "cpu") == "gloo"
+    assert gddp._backend_for("nccl", "cpu") is None and gddp._backend_for("gloo", "cuda") == "gloo"
+    for backend, host in (("cpu:gloo,cuda:nccl", "cpu"), ("nccl", "cuda")):
+        monkeypatch.setattr(dist, "get_backend", lambda group=None, b=backend: b)
+        c = gddp.TorchCollectives(dist.group.WORLD, torch.device("cuda", 0))
+        assert c.device_collectives and c.device.type == host, (backend, c.device)
+    monkeypatch.setattr(dist, "get_backend", lambda group=None: "gloo")
+    c = gddp.TorchCollectives(dist.group.WORLD, torch.device("cuda", 0))
+    assert not c.device_collectives and c.device.type == "cpu"
+    assert c.take_copies() == (0, 0)
+
+
+def test_the_copies_torch_makes_in_a_collective_count_as_bus_bytes_and_waits(one_process_group):
+    """A group over NCCL alone reduces host buffers on the device: TorchCollectives takes them up
+    and back through torch and counts those copies (take_copies), and the hook adds them to the
+    bucket's bus bytes and waits, beside its own copies."""
+    import torch.distributed as dist
+    import gradscope.ddp as gddp
+    c = gddp.TorchCollectives(dist.group.WORLD, torch.device("cpu"))
+    c.device = torch.device("meta")  # stands for the GPU the host buffers would go to
+    assert c._to_device(torch.zeros(10)).device.type == "meta"
+    assert c.take_copies() == (40, 1) and c.take_copies() == (0, 0)
+
+    class Copying(gddp.TorchCollectives):  # as if each collective had copied 1000 bytes, waiting twice
+        calls = 0
+
+        def take_copies(self):
+            Copying.calls += 1
+            return (1000, 2)
+
+    def step(comm):
+        torch.manual_seed(3)
+        params = [torch.nn.Parameter(torch.zeros(4000))]
+        state = gddp.State("sidco-e", 0.01, backend="cuda-host")
+        state._comm = comm
+        state.exchange(0, torch.randn(4000), params, last=True).wait()
+        return state.steps[-1]
+
+    plain = step(gddp.TorchCollectives(dist.group.WORLD, torch.device("cpu")))
+    copying = step(Copying(dist.group.WORLD, torch.device("cpu")))
+    assert Copying.calls > 0
+    assert copying.host_device_bytes - plain.host_device_bytes == 1000 * Copying.calls, (plain, copying)
+    assert copying.host_syncs - plain.host_syncs == 2 * Copying.calls, (plain, copying)
+
+
 @pytest.mark.parametrize("case,setting", [
     ("ratio", "ratio is 0.02 on worker 1 and 0.01 on worker 0"),
     ("method", "method is topk on worker 1 and sidco-e on worker 0"),

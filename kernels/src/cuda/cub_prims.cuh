@@ -14,6 +14,8 @@
 #include <thrust/iterator/tabulate_output_iterator.h>
 #include <thrust/iterator/transform_iterator.h>
 
+#include <cstring>
+#include <memory>
 #include <vector>
 
 #include "../portable/bodies.hpp"
@@ -49,6 +51,14 @@ __global__ void for_each_kernel(std::uint64_t m, F f) {
   for (std::uint64_t j = blockIdx.x * std::uint64_t(blockDim.x) + threadIdx.x; j < m; j += stride) f(j);
 }
 
+// for_each_kernel over j < min(*m, capacity): a count the device holds bounds the work.
+template <class Count, class F>
+__global__ void for_each_upto_kernel(const Count* m, std::uint64_t capacity, F f) {
+  const std::uint64_t count = std::uint64_t(*m) < capacity ? std::uint64_t(*m) : capacity;
+  const std::uint64_t stride = std::uint64_t(gridDim.x) * blockDim.x;
+  for (std::uint64_t j = blockIdx.x * std::uint64_t(blockDim.x) + threadIdx.x; j < count; j += stride) f(j);
+}
+
 // Block-private 32-bit counters in shared memory (when they fit), added to the global 64-bit
 // counters once per block; global atomics otherwise.
 template <class Slot>
@@ -77,6 +87,18 @@ auto mapped(F f) {
   return thrust::transform_iterator<F, thrust::counting_iterator<std::uint64_t>>(
       thrust::counting_iterator<std::uint64_t>(0), f);
 }
+
+// A CUDA event recorded on a stream (the StagingPool's event handling: CudaStaging).
+class CudaMark final : public DeviceMark {
+ public:
+  explicit CudaMark(cudaStream_t stream) { CudaStaging{}.record(event_, stream); }
+  ~CudaMark() override { CudaStaging{}.destroy(event_); }
+  bool done() override { return CudaStaging{}.done(event_); }
+  void wait() override { CudaStaging{}.wait(event_); }
+
+ private:
+  CudaStaging::Event event_;
+};
 
 // Runs on `stream` (gradscope's, on the current device) with grids for `multiprocessors` SMs.
 class CubPrims {
@@ -114,19 +136,38 @@ class CubPrims {
     if (count) GS_CUDA_CHECK(cudaMemcpyAsync(dst, src, count * sizeof(T), cudaMemcpyDeviceToDevice, stream_));
   }
   void synchronize() const { cuda::synchronize(stream_); }
+  // Pinned host memory of this thread's staging pool that kernels may write into (mapped).
+  StagingLease pinned(std::size_t bytes) const { return StagingLease(staging(), bytes); }
+  // CUB's temporary storage comes from *scratch (grown as needed) rather than from each call.
+  void use_scratch(DeviceBuffer<unsigned char>* scratch) { scratch_ = scratch; }
+  // Pinned, mapped host memory the device may write into (zeroed), and a mark after the work
+  // queued so far on this stream.
+  std::shared_ptr<void> host_memory(std::size_t bytes) const {
+    const CudaStaging h;
+    void* q = h.alloc(bytes);
+    std::memset(q, 0, bytes);
+    return std::shared_ptr<void>(q, [](void* m) { CudaStaging{}.free(m); });
+  }
+  std::unique_ptr<DeviceMark> mark() const { return std::make_unique<CudaMark>(stream_); }
 
   int grid_for(std::uint64_t n) const { return static_cast<int>(grid_blocks(sms_, kThreads, n)); }
 
+  // The reduction's result stays in device memory, at `out` (nothing waits).
   template <class Acc, class Elem, class Merge>
-  Acc reduce(const float* g, std::uint64_t n, const Elem& elem, const Merge& merge) const {
+  void reduce_into(const float* g, std::uint64_t n, const Elem& elem, const Merge& merge, Acc* out) const {
     const int grid = grid_for(n);
-    DeviceBuffer<Acc> partials(static_cast<std::size_t>(grid) + 1, stream_);  // + the merged one
+    DeviceBuffer<Acc> partials(static_cast<std::size_t>(grid), stream_);
     const bool aligned = (reinterpret_cast<std::uintptr_t>(g) & 15u) == 0;
     reduce_kernel<Acc><<<grid, kThreads, 0, stream_>>>(g, n, aligned, elem, merge, partials.data());
     GS_CUDA_CHECK_LAUNCH();
-    merge_partials_kernel<Acc><<<1, 1, 0, stream_>>>(partials.data(), grid, merge, partials.data() + grid);
+    merge_partials_kernel<Acc><<<1, 1, 0, stream_>>>(partials.data(), grid, merge, out);
     GS_CUDA_CHECK_LAUNCH();
-    return read_back(partials.data() + grid, stream_);
+  }
+  template <class Acc, class Elem, class Merge>
+  Acc reduce(const float* g, std::uint64_t n, const Elem& elem, const Merge& merge) const {
+    DeviceBuffer<Acc> out(1, stream_);
+    reduce_into(g, n, elem, merge, out.data());
+    return read_back(out.data(), stream_);
   }
 
   template <class F>
@@ -135,25 +176,42 @@ class CubPrims {
     for_each_kernel<<<grid_for(m), kThreads, 0, stream_>>>(m, f);
     GS_CUDA_CHECK_LAUNCH();
   }
+  template <class Count, class F>
+  void for_each_upto(const Count* d_m, std::uint64_t capacity, const F& f) const {
+    if (capacity == 0) return;
+    for_each_upto_kernel<<<grid_for(capacity), kThreads, 0, stream_>>>(d_m, capacity, f);
+    GS_CUDA_CHECK_LAUNCH();
+  }
 
   template <class T, class F>
   T sum(std::uint64_t m, const F& f) const {
     DeviceBuffer<T> out(1, stream_);
     cub_run([&](void* temp, std::size_t& bytes) {
       return cub::DeviceReduce::Sum(temp, bytes, mapped(f), out.data(), static_cast<std::int64_t>(m), stream_);
-    }, stream_);
+    }, stream_, scratch_);
     return read_back(out.data(), stream_);
   }
 
   // DeviceSelect has no output bound: its output is a store that drops what lands past capacity.
+  // The full count goes to *d_count in device memory (nothing waits).
+  template <class Index, class Pred, class Count>
+  void select_into(std::uint64_t n, const Pred& pred, Index* out, std::uint64_t capacity, Count* d_count) const {
+    select(thrust::counting_iterator<Index>(0), n, pred, out, capacity, d_count);
+  }
   template <class Index, class Pred>
   std::uint64_t select_if(std::uint64_t n, const Pred& pred, Index* out, std::uint64_t capacity) const {
-    return select(thrust::counting_iterator<Index>(0), n, pred, out, capacity);
+    if (n == 0) return 0;
+    DeviceBuffer<unsigned long long> count(1, stream_);
+    select(thrust::counting_iterator<Index>(0), n, pred, out, capacity, count.data());
+    return read_back(count.data(), stream_);
   }
   template <class Index, class Pred>
   std::uint64_t select_from(const Index* in, std::uint64_t m, const Pred& pred, Index* out,
                             std::uint64_t capacity) const {
-    return select(in, m, pred, out, capacity);
+    if (m == 0) return 0;
+    DeviceBuffer<unsigned long long> count(1, stream_);
+    select(in, m, pred, out, capacity, count.data());
+    return read_back(count.data(), stream_);
   }
 
   template <class Digit>
@@ -161,7 +219,7 @@ class CubPrims {
     cub_run([&](void* temp, std::size_t& bytes) {
       return cub::DeviceHistogram::HistogramEven(temp, bytes, mapped(digit), counts, bins + 1, 0, bins,
                                                  static_cast<std::int64_t>(n), stream_);
-    }, stream_);
+    }, stream_, scratch_);
   }
 
   void log_histogram(const float* g, std::uint64_t n, const portable::LogSlots& slot,
@@ -179,7 +237,7 @@ class CubPrims {
       return descending
                  ? cub::DeviceRadixSort::SortKeysDescending(temp, bytes, in, out, count, begin_bit, end_bit, stream_)
                  : cub::DeviceRadixSort::SortKeys(temp, bytes, in, out, count, begin_bit, end_bit, stream_);
-    }, stream_);
+    }, stream_, scratch_);
   }
   template <class K, class V>
   void sort_pairs(const K* kin, K* kout, const V* vin, V* vout, std::uint64_t m, int begin_bit,
@@ -190,24 +248,25 @@ class CubPrims {
                                                                     begin_bit, end_bit, stream_)
                         : cub::DeviceRadixSort::SortPairs(temp, bytes, kin, kout, vin, vout, count,
                                                           begin_bit, end_bit, stream_);
-    }, stream_);
+    }, stream_, scratch_);
   }
 
  private:
-  template <class In, class Index, class Pred>
-  std::uint64_t select(In in, std::uint64_t m, const Pred& pred, Index* out, std::uint64_t capacity) const {
-    if (m == 0) return 0;
-    DeviceBuffer<unsigned long long> count(1, stream_);
+  template <class In, class Index, class Pred, class Count>
+  void select(In in, std::uint64_t m, const Pred& pred, Index* out, std::uint64_t capacity, Count* d_count) const {
+    if (m == 0) {
+      GS_CUDA_CHECK(cudaMemsetAsync(d_count, 0, sizeof(Count), stream_));
+      return;
+    }
     const auto store = thrust::make_tabulate_output_iterator(portable::BoundedStore<Index>{out, capacity});
     cub_run([&](void* temp, std::size_t& bytes) {
-      return cub::DeviceSelect::If(temp, bytes, in, store, count.data(), static_cast<std::int64_t>(m), pred,
-                                   stream_);
-    }, stream_);
-    return read_back(count.data(), stream_);
+      return cub::DeviceSelect::If(temp, bytes, in, store, d_count, static_cast<std::int64_t>(m), pred, stream_);
+    }, stream_, scratch_);
   }
 
   cudaStream_t stream_;
   int sms_;
+  DeviceBuffer<unsigned char>* scratch_ = nullptr;
 };
 
 // One entry point of the CUDA backend: the data's device current, gradscope's stream there

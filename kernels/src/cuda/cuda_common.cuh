@@ -3,12 +3,14 @@
 // over the CUDA runtime, the pool-backed two-phase CUB temp-storage call.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
 #include "gs/error.hpp"
 #include "gs/kernels/cuda.hpp"
 #include "gs/kernels/device.hpp"
+#include "../staging_pool.hpp"
 
 namespace gs::kernels::cuda::detail {
 
@@ -34,16 +36,73 @@ namespace gs::kernels::cuda::detail {
 
 inline constexpr int kThreads = 256;
 
-// CUB's two-phase calls through one function: the first call sizes the temp storage, which comes
-// from the stream-ordered pool (DeviceBuffer), the second runs. `call(void* temp, size_t& bytes)`
-// returns the cudaError_t of the CUB algorithm.
+// CUB's two-phase calls through one function: the first call sizes the temp storage, the second
+// runs. The storage is `scratch` when given (a workspace its owner keeps between calls, grown
+// here when too small), else a buffer of the stream-ordered pool for this call.
+// `call(void* temp, size_t& bytes)` returns the cudaError_t of the CUB algorithm.
 template <class Call>
-void cub_run(Call call, cudaStream_t stream) {
+void cub_run(Call call, cudaStream_t stream, DeviceBuffer<unsigned char>* scratch = nullptr) {
   std::size_t bytes = 0;
   GS_CUDA_CHECK(call(nullptr, bytes));
+  if (scratch) {
+    if (scratch->size() < bytes) *scratch = DeviceBuffer<unsigned char>(std::max(bytes, 2 * scratch->size()), stream);
+    GS_CUDA_CHECK(call(static_cast<void*>(scratch->data()), bytes));
+    return;
+  }
   DeviceBuffer<unsigned char> temp(bytes > 0 ? bytes : 1, stream);
   GS_CUDA_CHECK(call(static_cast<void*>(temp.data()), bytes));
 }
+
+// The StagingPool's host side on a GPU: pinned, mapped host memory (a kernel may write into it
+// through its device address, which UVA makes its host address) and events of the current device.
+struct CudaStaging {
+  struct Event {
+    cudaEvent_t e = nullptr;
+    int device = -1;
+  };
+  void* alloc(std::size_t bytes) const {
+    void* p = nullptr;
+    GS_CUDA_CHECK(cudaHostAlloc(&p, bytes, cudaHostAllocPortable | cudaHostAllocMapped));
+    return p;
+  }
+  void free(void* p) const {
+    if (p) cudaFreeHost(p);  // a failure here has no one to tell
+  }
+  void record(Event& ev, StreamHandle stream) const {
+    int dev = 0;
+    GS_CUDA_CHECK(cudaGetDevice(&dev));
+    if (ev.e && ev.device != dev) destroy(ev);  // an event records on its own device's streams only
+    if (!ev.e) {
+      GS_CUDA_CHECK(cudaEventCreateWithFlags(&ev.e, cudaEventDisableTiming));
+      ev.device = dev;
+    }
+    GS_CUDA_CHECK(cudaEventRecord(ev.e, static_cast<cudaStream_t>(stream)));
+  }
+  bool done(const Event& ev) const {
+    if (!ev.e) return true;
+    const cudaError_t st = cudaEventQuery(ev.e);
+    if (st == cudaErrorNotReady) {
+      cudaGetLastError();
+      return false;
+    }
+    GS_CUDA_CHECK(st);
+    return true;
+  }
+  void wait(const Event& ev) const {
+    if (!ev.e) return;
+    add_host_sync(SyncKind::event);
+    GS_CUDA_CHECK(cudaEventSynchronize(ev.e));
+  }
+  void destroy(Event& ev) const {
+    if (ev.e) cudaEventDestroy(ev.e);
+    ev = {};
+  }
+};
+
+// The calling thread's pinned staging blocks (device.cu).
+using StagingPool = kernels::detail::StagingPool<CudaStaging>;
+using StagingLease = kernels::detail::StagingLease<StagingPool>;
+StagingPool& staging();
 
 // Reads one value back (synchronizes the stream).
 template <class T>

@@ -132,50 +132,40 @@ void device_free(void* d_ptr, cudaStream_t stream) noexcept {
   if (d_ptr && cudaFreeAsync(d_ptr, stream) != cudaSuccess) cudaGetLastError();
 }
 
-namespace {
+namespace detail {
 
-// Every copy goes through a pinned host buffer of the thread's, kept and reused (grown by
-// doubling), so it runs at the bus's speed without pinning the caller's memory.
-struct PinnedStaging {
-  void* p = nullptr;
-  std::size_t size = 0;
-  ~PinnedStaging() {
-    if (p) cudaFreeHost(p);  // at thread exit; a failure then has no one to tell
-  }
-  void* at_least(std::size_t bytes) {
-    if (size < bytes) {
-      const std::size_t grown = std::max(bytes, 2 * size);
-      if (p) cudaFreeHost(p);
-      p = nullptr;
-      size = 0;
-      GS_CUDA_CHECK(cudaHostAlloc(&p, grown, cudaHostAllocPortable));
-      size = grown;
-    }
-    return p;
-  }
-};
-thread_local PinnedStaging staging;
+StagingPool& staging() {
+  thread_local StagingPool pool;  // freed at thread exit
+  return pool;
+}
 
-}  // namespace
+}  // namespace detail
 
+// Uploads are queued from a pinned block of the thread's staging pool and return at once: the
+// block is reused once the copy's event says it is done (the caller's memory may go at once).
 void copy_to_device(void* d_dst, const void* src, std::size_t bytes, cudaStream_t stream) {
   if (bytes == 0) return;
   add_bus_bytes(bytes);
-  void* pinned = staging.at_least(bytes);
-  std::memcpy(pinned, src, bytes);
-  GS_CUDA_CHECK(cudaMemcpyAsync(d_dst, pinned, bytes, cudaMemcpyHostToDevice, stream));
-  GS_CUDA_CHECK(cudaStreamSynchronize(stream));  // the host buffer may go away after return
+  detail::StagingLease block(detail::staging(), bytes);
+  std::memcpy(block.data(), src, bytes);
+  GS_CUDA_CHECK(cudaMemcpyAsync(d_dst, block.data(), bytes, cudaMemcpyHostToDevice, stream));
+  block.done_after(stream);
 }
 
+// A copy to the host returns once it is done: one blocking synchronization, counted.
 void copy_to_host(void* dst, const void* d_src, std::size_t bytes, cudaStream_t stream) {
   if (bytes == 0) return;
   add_bus_bytes(bytes);
-  void* pinned = staging.at_least(bytes);
-  GS_CUDA_CHECK(cudaMemcpyAsync(pinned, d_src, bytes, cudaMemcpyDeviceToHost, stream));
+  detail::StagingLease block(detail::staging(), bytes);
+  GS_CUDA_CHECK(cudaMemcpyAsync(block.data(), d_src, bytes, cudaMemcpyDeviceToHost, stream));
+  add_host_sync(SyncKind::copy);
   GS_CUDA_CHECK(cudaStreamSynchronize(stream));
-  std::memcpy(dst, pinned, bytes);
+  std::memcpy(dst, block.data(), bytes);
 }
 
-void synchronize(cudaStream_t stream) { GS_CUDA_CHECK(cudaStreamSynchronize(stream)); }
+void synchronize(cudaStream_t stream) {
+  add_host_sync(SyncKind::stream);
+  GS_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
 
 }  // namespace gs::kernels::cuda

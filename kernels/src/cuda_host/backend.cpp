@@ -74,5 +74,6 @@ std::unique_ptr<VectorOps> make_vector_ops(int device) {
 
 void fail_allocation_after(std::int64_t allocations) { allocations_before_failure = allocations; }
 std::uint64_t allocated_bytes() { return bytes_allocated.load(); }
+std::uint64_t scratch_allocations() { return scratch_allocated.load(); }
 
 }  // namespace gs::kernels::cuda_host

@@ -11,6 +11,7 @@
 #include <climits>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <numeric>
 #include <type_traits>
 #include <vector>
@@ -18,7 +19,9 @@
 #include "../portable/bodies.hpp"
 #include "gs/error.hpp"
 #include "gs/kernels/device.hpp"
+#include "gs/kernels/vector_ops.hpp"
 #include "runtime.hpp"
+#include "staging.hpp"
 
 namespace gs::kernels::cuda_host {
 
@@ -26,6 +29,20 @@ namespace gs::kernels::cuda_host {
 inline std::atomic<std::int64_t> allocations_before_failure{-1};
 // Bytes the backend allocated (allocated_bytes()).
 inline std::atomic<std::uint64_t> bytes_allocated{0};
+// CUB's temporary storage as the CUDA backend would allocate it: per call without a workspace,
+// when the workspace grows with one (scratch_allocations()).
+inline std::atomic<std::uint64_t> scratch_allocated{0};
+
+// An event of the fake devices (HostRuntime::record_event).
+class HostMark final : public DeviceMark {
+ public:
+  explicit HostMark(std::uint64_t event) : event_(event) {}
+  bool done() override { return runtime().event_done(event_); }
+  void wait() override { runtime().wait_event(event_); }
+
+ private:
+  std::uint64_t event_;
+};
 
 class HostPrims {
  public:
@@ -91,20 +108,27 @@ class HostPrims {
     runtime().note_work();
     std::fill(p, p + count, T{});
   }
+  // A value read back: a copy to the host that returns once done (one blocking synchronization).
   template <class T>
   T read(const T* p) const {
-    copied(sizeof(T));
+    copied_back(sizeof(T));
     return *p;
   }
   template <class T>
   std::vector<T> download(const T* p, std::size_t count) const {
-    copied(count * sizeof(T));
+    copied_back(count * sizeof(T));
     return std::vector<T>(p, p + count);
   }
+  // Through a pinned staging block, queued: returns at once (the block is reused once the
+  // copy's event is done), as the CUDA backend's uploads.
   template <class T>
   void upload(T* dst, const T* host, std::size_t count) const {
+    if (count == 0) return;
     copied(count * sizeof(T));
-    if (count) std::memcpy(dst, host, count * sizeof(T));
+    StagingLease block(staging(), count * sizeof(T));
+    std::memcpy(block.data(), host, count * sizeof(T));
+    std::memcpy(dst, block.data(), count * sizeof(T));  // the device's copy, run when queued
+    block.done_after(nullptr);
   }
   // A device-to-device copy.
   template <class T>
@@ -112,18 +136,27 @@ class HostPrims {
     runtime().note_work();
     if (count) std::memmove(dst, src, count * sizeof(T));
   }
-  void synchronize() const {}
+  // The host waits for the stream (a blocking synchronization).
+  void synchronize() const { runtime().note_sync(SyncKind::stream); }
+  // Pinned host memory of this thread's staging pool that the device may write into.
+  StagingLease pinned(std::size_t bytes) const { return StagingLease(staging(), bytes); }
+  // CUB's temporary storage comes from *scratch (grown as needed) rather than from each call.
+  void use_scratch(Buffer<unsigned char>* scratch) { scratch_ = scratch; }
+  // Host memory the device may write into (zeroed), and a mark after the work queued so far.
+  std::shared_ptr<void> host_memory(std::size_t bytes) const {
+    return std::shared_ptr<void>(new unsigned char[bytes](), [](void* q) { delete[] static_cast<unsigned char*>(q); });
+  }
+  std::unique_ptr<DeviceMark> mark() const { return std::make_unique<HostMark>(runtime().record_event()); }
 
   std::uint64_t grid_for(std::uint64_t n) const { return grid_blocks(sms_, kThreads, n); }
 
   // reduce_kernel's twin: every thread of every block, the block's threads merged in order, the
   // block partials merged in block order.
   template <class Acc, class Elem, class Merge>
-  Acc reduce(const float* g, std::uint64_t n, const Elem& elem, const Merge& merge) const {
+  void reduce_into(const float* g, std::uint64_t n, const Elem& elem, const Merge& merge, Acc* out) const {
     const std::uint64_t grid = grid_for(n), stride = grid * kThreads;
     const bool aligned = (reinterpret_cast<std::uintptr_t>(g) & 15u) == 0;
     runtime().note_work();
-    copied(sizeof(Acc));  // the merged result, as the CUDA backend reads it back
     Acc total{};
     for (std::uint64_t b = 0; b < grid; ++b) {
       Acc block{};
@@ -131,7 +164,13 @@ class HostPrims {
         block = merge(block, portable::reduce_thread<Acc>(g, n, b * kThreads + t, stride, aligned, elem));
       total = merge(total, block);
     }
-    return total;
+    *out = total;
+  }
+  template <class Acc, class Elem, class Merge>
+  Acc reduce(const float* g, std::uint64_t n, const Elem& elem, const Merge& merge) const {
+    Buffer<Acc> out(1);
+    reduce_into(g, n, elem, merge, out.data());
+    return read(out.data());  // the merged result, as the CUDA backend reads it back
   }
 
   template <class F>
@@ -139,41 +178,63 @@ class HostPrims {
     if (m) runtime().note_work();
     for (std::uint64_t j = 0; j < m; ++j) f(j);
   }
+  // f(j) for j < min(*d_m, capacity): a count the device holds bounds the work (no read-back).
+  template <class Count, class F>
+  void for_each_upto(const Count* d_m, std::uint64_t capacity, const F& f) const {
+    if (capacity == 0) return;
+    runtime().note_work();
+    const std::uint64_t m = std::min<std::uint64_t>(*d_m, capacity);
+    for (std::uint64_t j = 0; j < m; ++j) f(j);
+  }
 
   template <class T, class F>
   T sum(std::uint64_t m, const F& f) const {
     runtime().note_work();
-    copied(sizeof(T));
+    scratch_for(512);
+    copied_back(sizeof(T));
     T s{};
     for (std::uint64_t j = 0; j < m; ++j) s += f(j);
     return s;
   }
 
-  // Through the same bounded store as the CUB primitives: nothing past capacity.
-  template <class Index, class Pred>
-  std::uint64_t select_if(std::uint64_t n, const Pred& pred, Index* out, std::uint64_t capacity) const {
+  // Through the same bounded store as the CUB primitives: nothing past capacity. The full count
+  // goes to *d_count, in device memory (no read-back).
+  template <class Index, class Pred, class Count>
+  void select_into(std::uint64_t n, const Pred& pred, Index* out, std::uint64_t capacity, Count* d_count) const {
     const portable::BoundedStore<Index> store{out, capacity};
-    select_work();
+    runtime().note_work();
+    scratch_for(512 + n / 128);
     std::uint64_t m = 0;
     for (std::uint64_t i = 0; i < n; ++i)
       if (pred(Index(i))) store(std::int64_t(m++), Index(i));
-    return m;
+    *d_count = m;
+  }
+  template <class Index, class Pred>
+  std::uint64_t select_if(std::uint64_t n, const Pred& pred, Index* out, std::uint64_t capacity) const {
+    if (n == 0) return 0;
+    Buffer<unsigned long long> count(1);
+    select_into(n, pred, out, capacity, count.data());
+    return read(count.data());  // DeviceSelect's count comes back to the host
   }
   template <class Index, class Pred>
   std::uint64_t select_from(const Index* in, std::uint64_t m, const Pred& pred, Index* out,
                             std::uint64_t capacity) const {
     const portable::BoundedStore<Index> store{out, capacity};
-    select_work();
+    runtime().note_work();
+    scratch_for(512 + m / 128);
     std::uint64_t c = 0;
     for (std::uint64_t j = 0; j < m; ++j)
       if (pred(in[j])) store(std::int64_t(c++), in[j]);
-    return c;
+    Buffer<unsigned long long> count(1);
+    *count.data() = c;
+    return read(count.data());
   }
 
   // cub::DeviceHistogram::HistogramEven over [0, bins): samples outside are dropped.
   template <class Digit>
   void histogram(std::uint64_t n, const Digit& digit, int bins, unsigned long long* counts) const {
     runtime().note_work();
+    scratch_for(512 + std::uint64_t(bins) * 8);
     for (std::uint64_t i = 0; i < n; ++i) {
       const int d = digit(i);
       if (d >= 0 && d < bins) ++counts[d];
@@ -192,6 +253,7 @@ class HostPrims {
   template <class K>
   void sort_keys(const K* in, K* out, std::uint64_t m, int begin_bit, int end_bit, bool descending) const {
     runtime().note_work();
+    scratch_for(512 + m * sizeof(K));
     std::copy(in, in + m, out);
     std::stable_sort(out, out + m, order<K>(begin_bit, end_bit, descending));
   }
@@ -199,6 +261,7 @@ class HostPrims {
   void sort_pairs(const K* kin, K* kout, const V* vin, V* vout, std::uint64_t m, int begin_bit,
                   int end_bit, bool descending) const {
     runtime().note_work();
+    scratch_for(512 + m * (sizeof(K) + sizeof(V)));
     std::vector<std::uint64_t> perm(m);
     std::iota(perm.begin(), perm.end(), std::uint64_t{0});
     const auto less = order<K>(begin_bit, end_bit, descending);
@@ -216,8 +279,18 @@ class HostPrims {
     runtime().note_work();
     add_bus_bytes(bytes);
   }
-  // DeviceSelect's count comes back to the host.
-  static void select_work() { copied(sizeof(unsigned long long)); }
+  // The same to the host, which waits for it.
+  static void copied_back(std::uint64_t bytes) {
+    copied(bytes);
+    runtime().note_sync(SyncKind::copy);
+  }
+  // CUB's temporary storage of `bytes` (modelled: CUB sizes it by the input), from the scratch
+  // workspace when one is set (allocated only when it grows), else allocated for the call.
+  void scratch_for(std::uint64_t bytes) const {
+    if (scratch_ && scratch_->size() >= bytes) return;
+    ++scratch_allocated;
+    if (scratch_) *scratch_ = alloc<unsigned char>(std::max<std::uint64_t>(bytes, 2 * scratch_->size()));
+  }
   template <class K>
   static auto radix_form(K key) {
     using U = std::conditional_t<sizeof(K) == 8, std::uint64_t, std::uint32_t>;
@@ -241,6 +314,7 @@ class HostPrims {
   }
 
   int sms_ = 2;
+  Buffer<unsigned char>* scratch_ = nullptr;
 };
 
 // The host as a backend of portable::Passes and PortableSelector: each call runs on the fake

@@ -1,6 +1,8 @@
 // The cuda-host backend's fake devices (runtime.hpp), and the cuda_host entry points over them.
 #include "runtime.hpp"
 
+#include "staging.hpp"
+
 #include <stdexcept>
 
 namespace gs::kernels::cuda_host {
@@ -93,7 +95,41 @@ std::map<int, std::uint64_t> HostRuntime::work() const {
 
 void HostRuntime::reset_work() {
   for (auto& w : work_) w.store(0);
+  for (auto& d : syncs_)
+    for (auto& k : d) k.store(0);
   legacy_orders_.store(0);
+}
+
+void HostRuntime::note_sync(SyncKind kind) {
+  syncs_[std::size_t(current_)][std::size_t(kind)].fetch_add(1);
+  add_host_sync(kind);
+  // A stream synchronized (alone or after a copy to the host) has done all its work; an event
+  // waited for, the work before it (wait_event).
+  if (kind != SyncKind::event) completed_.store(recorded_.load());
+}
+
+std::map<int, SyncCounts> HostRuntime::syncs() const {
+  std::map<int, SyncCounts> out;
+  for (int d = 0; d < kHostDevices; ++d) {
+    const auto& k = syncs_[std::size_t(d)];
+    const SyncCounts c{k[0].load(), k[1].load(), k[2].load()};
+    if (c.total() > 0) out[d] = c;
+  }
+  return out;
+}
+
+std::uint64_t HostRuntime::record_event() {
+  note_work();
+  const std::uint64_t e = recorded_.fetch_add(1) + 1;
+  if (!lag_) completed_.store(e);
+  return e;
+}
+
+bool HostRuntime::event_done(std::uint64_t event) const { return event <= completed_.load(); }
+
+void HostRuntime::wait_event(std::uint64_t event) {
+  if (event > completed_.load()) completed_.store(event);
+  note_sync(SyncKind::event);
 }
 
 HostRuntime& runtime() {
@@ -114,6 +150,14 @@ StreamHandle caller_stream(int device) {
   return reinterpret_cast<StreamHandle>(kCallerBase + std::uintptr_t(device));
 }
 void reset_work_by_device() { runtime().reset_work(); }
+std::map<int, SyncCounts> syncs_by_device() { return runtime().syncs(); }
+void set_device_lag(bool on) { runtime().set_lag(on); }
+
+StagingPool& staging() {
+  thread_local StagingPool pool;
+  return pool;
+}
+std::uint64_t staging_allocations() { return staging().allocations(); }
 
 DeviceMemory::DeviceMemory(const void* data, std::size_t bytes, int device) : data_(data) {
   if (device < 0 || device >= kHostDevices)

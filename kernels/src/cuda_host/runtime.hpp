@@ -41,12 +41,27 @@ class HostRuntime final : public DeviceRuntime {
   void reset_work();
   std::uint64_t legacy_orders() const { return legacy_orders_.load(); }
 
+  // A blocking synchronization of the current device (the host waits for it): counted per device
+  // and kind, and in this thread's host_syncs(). A stream's (or a copy's) completes the work queued
+  // so far (what the device had left to do, with lag on); an event's, the work before the event.
+  void note_sync(SyncKind kind);
+  std::map<int, SyncCounts> syncs() const;
+  // Events: the work queued so far (a sequence number). Done at once, as the host runs a device's
+  // work when it is queued, unless lag is on: then done only after a synchronization since.
+  std::uint64_t record_event();
+  bool event_done(std::uint64_t event) const;
+  void wait_event(std::uint64_t event);
+  void set_lag(bool on) { lag_ = on; }
+
  private:
   static thread_local int current_;
   mutable std::mutex mu_;
   std::map<std::uintptr_t, std::pair<std::uintptr_t, int>> ranges_;  // begin -> (end, device)
   std::array<std::atomic<std::uint64_t>, kHostDevices> work_{};
   std::atomic<std::uint64_t> legacy_orders_{0};  // orderings with the legacy default stream
+  std::array<std::array<std::atomic<std::uint64_t>, 3>, kHostDevices> syncs_{};  // by device and SyncKind
+  std::atomic<std::uint64_t> recorded_{0}, completed_{0};  // events recorded; done up to
+  std::atomic<bool> lag_{false};
 };
 
 HostRuntime& runtime();

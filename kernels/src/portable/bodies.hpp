@@ -41,21 +41,28 @@ GS_HD inline Four load_four(const float* g, std::uint64_t j) {
 }
 
 // One thread of a grid-stride reduction over g: groups of 4 when g is aligned, then the tail one
-// by one. Thread `tid` of `stride` threads; every element is visited by exactly one thread.
+// by one. Thread `tid` of `stride` threads; every element is visited by exactly one thread. An
+// element step whose parameters live in device memory (a threshold the device computed) has
+// bind(), which reads them once per thread: {on, the step}; off, the thread reads nothing.
 template <class Acc, class Elem>
 GS_HD Acc reduce_thread(const float* g, std::uint64_t n, std::uint64_t tid, std::uint64_t stride,
                         bool aligned, const Elem& elem) {
-  Acc acc{};
-  const std::uint64_t n4 = aligned ? n / 4 : 0;
-  for (std::uint64_t j = tid; j < n4; j += stride) {
-    const Four v = load_four(g, j);
-    elem(acc, v.x);
-    elem(acc, v.y);
-    elem(acc, v.z);
-    elem(acc, v.w);
+  if constexpr (requires { elem.bind(); }) {
+    const auto bound = elem.bind();
+    return bound.on ? reduce_thread<Acc>(g, n, tid, stride, aligned, bound.step) : Acc{};
+  } else {
+    Acc acc{};
+    const std::uint64_t n4 = aligned ? n / 4 : 0;
+    for (std::uint64_t j = tid; j < n4; j += stride) {
+      const Four v = load_four(g, j);
+      elem(acc, v.x);
+      elem(acc, v.y);
+      elem(acc, v.z);
+      elem(acc, v.w);
+    }
+    for (std::uint64_t i = n4 * 4 + tid; i < n; i += stride) elem(acc, g[i]);
+    return acc;
   }
-  for (std::uint64_t i = n4 * 4 + tid; i < n; i += stride) elem(acc, g[i]);
-  return acc;
 }
 
 // The log histogram's slot of g: 0 below lo, 1..bins the bins, bins + 1 at or above hi, then
@@ -147,11 +154,6 @@ struct SquareAsDouble {
   const float* g;
   GS_HD double operator()(std::uint64_t i) const { return double(g[i]) * double(g[i]); }
 };
-struct KeyAbove {  // over a list of keys
-  const std::uint32_t* keys;
-  std::uint32_t key;
-  GS_HD unsigned long long operator()(std::uint64_t j) const { return keys[j] > key ? 1ull : 0ull; }
-};
 
 // ---- selection predicates over indices ---------------------------------------------------------
 
@@ -160,30 +162,6 @@ struct AbovePred {
   float t;
   template <class Index>
   GS_HD bool operator()(Index i) const { return selected_above(g[i], t); }
-};
-struct InBinPred {
-  const float* g;
-  std::uint32_t bin;
-  template <class Index>
-  GS_HD bool operator()(Index i) const { return (magnitude_key(g[i]) >> kLowBits) == bin; }
-};
-struct KeyEqualPred {
-  const float* g;
-  std::uint32_t key;
-  template <class Index>
-  GS_HD bool operator()(Index i) const { return magnitude_key(g[i]) == key; }
-};
-// Exact top-k's final rule: key > T (finite), or key == T at an index no later than the last
-// kept tie.
-template <class Index>
-struct TopkPred {
-  const float* g;
-  std::uint32_t key;
-  Index last_tie;
-  GS_HD bool operator()(Index i) const {
-    const std::uint32_t k = magnitude_key(g[i]);
-    return (k > key && k < kNonfiniteKey) || (k == key && i <= last_tie);
-  }
 };
 // sorted_sample's filter: finite non-zero x whose hash falls below the cutoff.
 struct HashBelow {
@@ -199,12 +177,6 @@ struct HashBelowCount {
   HashBelow pred;
   GS_HD unsigned long long operator()(std::uint64_t i) const { return pred(i) ? 1ull : 0ull; }
 };
-// The radix histogram's digit of element i.
-struct TopDigit {
-  const float* g;
-  GS_HD int operator()(std::uint64_t i) const { return int(magnitude_key(g[i]) >> kLowBits); }
-};
-
 // ---- per-element bodies of the maps (for_each over j) ------------------------------------------
 
 struct RandomSampleBody {  // DGC's sample: |g| at hashed positions
@@ -252,30 +224,6 @@ struct GatherKeys {
   const Index* idx;
   std::uint32_t* out;
   GS_HD void operator()(std::uint64_t j) const { out[j] = magnitude_key(g[idx[j]]); }
-};
-
-// Radix top-k's bin of the k-th largest key, found where the histogram lies (one thread), so that
-// three numbers come back instead of the histogram: out = {bin (kFiniteBins when the finite keys
-// number fewer than k), keys in the bins above it, keys in it}.
-struct KthBinBody {
-  const unsigned long long* hist;
-  std::uint64_t k;
-  unsigned long long* out;
-  GS_HD void operator()(std::uint64_t) const {
-    unsigned long long cum = 0;
-    for (std::uint32_t b = kFiniteBins; b-- > 0;) {
-      if (cum + hist[b] >= k) {
-        out[0] = b;
-        out[1] = cum;
-        out[2] = hist[b];
-        return;
-      }
-      cum += hist[b];
-    }
-    out[0] = kFiniteBins;
-    out[1] = cum;
-    out[2] = 0;
-  }
 };
 
 // ---- the DDP hook's element-wise work (vector_ops.hpp) -----------------------------------------

@@ -7,13 +7,21 @@
 // What P provides (pointers are in P's memory: device memory for CUB, host memory on the host):
 //   P::Buffer<T>            owning, movable array; data(), size()
 //   alloc<T>(count)         a Buffer of count elements (uninitialized)
-//   zero(T*, count), read(const T*) -> T, download(const T*, count) -> vector<T>,
-//   upload(T*, const T* host, count), synchronize()
+//   zero(T*, count), copy(T*, const T*, count) (device to device)
+//   read(const T*) -> T, download(const T*, count) -> vector<T>   (the host waits: counted)
+//   upload(T*, const T* host, count)    queued from a pinned staging block (returns at once)
+//   synchronize()                       the host waits for the stream (counted)
+//   pinned(bytes)                       a pinned, mapped staging block the device may write into
+//   host_memory(bytes), mark()          host memory the device writes into; an event (DeviceMark)
+//   use_scratch(Buffer<unsigned char>*) CUB's temporary storage from a caller's workspace
 //   reduce<Acc>(g, n, elem, merge)      grid-stride reduction (reduce_thread), partials in order
+//   reduce_into<Acc>(g, n, elem, merge, Acc* out)   the same, the result left in device memory
 //   for_each(m, f)                      f(j) for every j < m
+//   for_each_upto(const Count* m, capacity, f)      f(j) for j < min(*m, capacity) (*m on the device)
 //   sum<T>(m, f)                        sum of f(j), j < m
 //   select_if(n, pred, Index* out, capacity)   stable: the i < n with pred(i), ascending, the
 //                                       first `capacity` of them written; returns the full count
+//   select_into(n, pred, out, capacity, Count* count)   the same, the count left in device memory
 //   select_from(in, m, pred, out, capacity)    the same over a list of indices
 //   histogram(n, digit, bins, counts)   counts[b] = #{i < n : digit(i) == b}, b < bins
 //   sort_keys(in, out, m, begin_bit, end_bit, descending)            radix order, stable
@@ -29,6 +37,7 @@
 #include <vector>
 
 #include "bodies.hpp"
+#include "resident_bodies.hpp"
 #include "gs/error.hpp"
 #include "gs/fitting/passes.hpp"
 #include "gs/fitting/thresholds.hpp"
@@ -124,76 +133,87 @@ std::uint64_t compact_above(P& p, const float* g, std::uint64_t n, double thresh
   return m;
 }
 
-// The k-th largest finite key: top-digit histogram, the candidates of its bin, their keys sorted
-// (descending). Leaves the candidates (ascending indices) and the count of keys in higher bins.
-template <class P, class Index>
-struct KthKey {
-  std::uint32_t key = 0;
-  std::uint64_t above = 0;  // finite keys in bins above the key's bin
-  Buffer<P, Index> candidates;
-  std::uint64_t candidate_count = 0;
-  Buffer<P, std::uint32_t> sorted_keys;
-};
-
-template <class P, class Index>
-KthKey<P, Index> kth_key(P& p, const float* g, std::uint64_t n, std::uint64_t k, const char* what) {
-  KthKey<P, Index> r;
-  auto hist_buf = p.template alloc<unsigned long long>(kBins + 3);  // + the bin's three numbers
-  p.zero(hist_buf.data(), kBins);
-  if (n > 0) p.histogram(n, TopDigit{g}, int(kBins), hist_buf.data());  // pass 1
-  p.for_each(1, KthBinBody{hist_buf.data(), k, hist_buf.data() + kBins});
-  const auto found = p.download(hist_buf.data() + kBins, 3);
-  const auto bin = std::uint32_t(found[0]);
-  const std::uint64_t cum = found[1];
-  if (bin == kFiniteBins)
-    throw gs::Error(std::string(what) + ": k = " + std::to_string(k) + " exceeds the " +
-                    std::to_string(cum) + " finite elements; ask for at most that many");
-  r.above = cum;
-  r.candidate_count = found[2];
-  r.candidates = p.template alloc<Index>(r.candidate_count);
-  const std::uint64_t got =
-      p.select_if(n, InBinPred{g, bin}, r.candidates.data(), r.candidate_count);  // pass 2
-  if (got != r.candidate_count)
-    throw gs::Error(std::string(what) + ": the histogram counted " + std::to_string(r.candidate_count) +
-                    " elements in the k-th bin but the selection found " + std::to_string(got) +
-                    "; was the vector modified while it was read?");
-  auto keys = p.template alloc<std::uint32_t>(r.candidate_count);
-  p.for_each(r.candidate_count, GatherKeys<Index>{g, r.candidates.data(), keys.data()});
-  r.sorted_keys = p.template alloc<std::uint32_t>(r.candidate_count);
-  p.sort_keys(keys.data(), r.sorted_keys.data(), r.candidate_count, 0, kLowBits, true);
-  r.key = p.read(r.sorted_keys.data() + (k - r.above - 1));
-  return r;
+// Radix select of the k-th largest key of x (len values) in `mode` (resident_bodies.hpp): three
+// histogram passes, one per digit, each followed by the one-thread step that finds the digit of
+// the k-th key. Everything stays on the device.
+template <class P>
+void radix_select(P& p, ResidentState* st, unsigned long long* hist, const float* x, std::uint64_t len,
+                  std::int32_t mode) {
+  p.for_each(1, RadixBegin{st, mode});
+  for (int d = 0; d < kRadixDigits; ++d) {
+    p.zero(hist, kBins);
+    if (len > 0) p.histogram(len, RadixDigit{x, st, d, mode}, radix_bins(d), hist);
+    p.for_each(1, RadixStep{hist, st, d, mode});
+  }
 }
 
-// Exactly k indices (ascending) and values: key > T, plus the lowest-index ties at T. passes: 3.
+// g's exact top-k when the decisions so far chose it (mode topk; k in st->topk_k): the k-th
+// largest key, the lowest-index ties at it up to the rank wanted (ties: room for k), then one
+// selection of the keys above it and those ties into out (count in st->picked). Reads g five
+// times when it runs, none otherwise.
+template <class P, class Index>
+void exact_topk(P& p, ResidentState* st, unsigned long long* hist, const float* g, std::uint64_t n, Index* ties,
+                std::uint64_t ties_room, Index* out, std::uint64_t room) {
+  radix_select(p, st, hist, g, n, kModeTopk);
+  p.select_into(n, TieAt{g, st}, ties, ties_room, &st->ties);
+  p.for_each(1, LastTie<Index>{ties, st});
+  p.select_into(n, TopkAt{g, st}, out, room, &st->picked);
+}
+
+// Every finite x counted into st->counted; TakeFinite reports the non-finite and starts the rule.
+template <class P>
+void count_finite(P& p, ResidentState* st, const float* g, std::uint64_t n) {
+  p.reduce_into(g, n, CountElem{kernels::detail::threshold_as_float(-1.0)}, AddU64{}, &st->counted);
+  p.for_each(1, TakeFinite{st});
+}
+
+// A state for the exact top-k of k (k <= n) read back once at the end of the free functions.
+inline ResidentState topk_state(std::uint64_t n, std::uint64_t k) {
+  ResidentState s;
+  s.rule = kRuleTopk;
+  s.n = n;
+  s.k = k;
+  return s;
+}
+
+// Exactly k indices (ascending) and values: key > T, plus the lowest-index ties at T. gs::Error
+// when k exceeds the finite elements. passes: 6 (the finite count, three digits, ties, the
+// selection); one value comes back.
 template <class P, class Index>
 void topk(P& p, const float* g, std::uint64_t n, std::uint64_t k, Index* indices, float* values) {
   check_index_range<Index>(n, "topk");
   if (k == 0) return;
-  KthKey<P, Index> kth = kth_key<P, Index>(p, g, n, k, "topk");
-  // Candidates above the k-th key, then how many ties at it are kept (the lowest indices).
-  const std::uint64_t greater =
-      p.template sum<unsigned long long>(kth.candidate_count, KeyAbove{kth.sorted_keys.data(), kth.key});
-  const std::uint64_t keep_ties = k - kth.above - greater;
-  auto ties = p.template alloc<Index>(kth.candidate_count);
-  const std::uint64_t tie_count = p.select_from(kth.candidates.data(), kth.candidate_count,
-                                                KeyEqualPred{g, kth.key}, ties.data(), kth.candidate_count);
-  if (keep_ties < 1 || keep_ties > tie_count)
-    throw gs::Error("topk: internal error, " + std::to_string(keep_ties) + " ties to keep of " +
-                    std::to_string(tie_count) + " (please report)");
-  const Index last_tie = p.read(ties.data() + (keep_ties - 1));
-  const std::uint64_t m = p.select_if(n, TopkPred<Index>{g, kth.key, last_tie}, indices, k);  // pass 3
-  if (m != k)
-    throw gs::Error("topk: internal error, selected " + std::to_string(m) + " of k = " +
-                    std::to_string(k) + " (please report)");
-  gather(p, g, indices, m, values);
-  p.synchronize();
+  auto st = p.template alloc<ResidentState>(1);
+  auto hist = p.template alloc<unsigned long long>(kBins);
+  auto ties = p.template alloc<Index>(k);
+  p.for_each(1, SetState{st.data(), topk_state(n, std::min(k, n))});
+  count_finite(p, st.data(), g, n);
+  exact_topk(p, st.data(), hist.data(), g, n, ties.data(), k, indices, k);
+  if (values) p.for_each_upto(&st.data()->picked, k, GatherValues<Index>{g, indices, values});
+  const ResidentState done = p.read(st.data());
+  if (k > n - done.report.nonfinite)
+    throw gs::Error("topk: k = " + std::to_string(k) + " exceeds the " + std::to_string(n - done.report.nonfinite) +
+                    " finite elements; ask for at most that many");
+  if (done.picked != k)
+    throw gs::Error("topk: the selection found " + std::to_string(done.picked) + " elements for k = " +
+                    std::to_string(k) + "; was the vector modified while it was read?");
 }
 
 template <class P>
 float kth_largest(P& p, const float* g, std::uint64_t n, std::uint64_t k) {
   if (k == 0) throw gs::Error("kth_largest: k must be at least 1 (k = 1 is the maximum)");
-  return kernels::detail::key_to_float(kth_key<P, std::int64_t>(p, g, n, k, "kth_largest").key);
+  auto st = p.template alloc<ResidentState>(1);
+  auto hist = p.template alloc<unsigned long long>(kBins);
+  ResidentState init = topk_state(n, k);
+  init.mode = kModeTopk;
+  init.topk_k = k;
+  p.for_each(1, SetState{st.data(), init});
+  radix_select(p, st.data(), hist.data(), g, n, kModeTopk);
+  const ResidentState done = p.read(st.data());
+  if (!done.radix.found)
+    throw gs::Error("kth_largest: k = " + std::to_string(k) + " exceeds the " +
+                    std::to_string(count_above(p, g, n, -1.0)) + " finite elements; ask for at most that many");
+  return kernels::detail::key_to_float(done.radix.prefix);
 }
 
 // ---- samples -----------------------------------------------------------------------------------

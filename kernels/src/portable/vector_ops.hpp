@@ -8,6 +8,7 @@
 #include "gs/error.hpp"
 #include "gs/kernels/device.hpp"
 #include "gs/kernels/vector_ops.hpp"
+#include "exchange_bodies.hpp"
 #include "passes.hpp"
 
 namespace gs::kernels::portable {
@@ -67,6 +68,43 @@ class PortableVectorOps final : public VectorOps {
       const auto v = p.download(static_cast<const unsigned char*>(d_src), bytes);
       std::copy(v.begin(), v.end(), static_cast<unsigned char*>(host));
     });
+  }
+
+  void pack_pairs(const std::int32_t* idx, const float* val, const SelectionReport* report, std::uint64_t capacity,
+                  std::int32_t* send_idx, float* send_val) override {
+    run(send_idx, [&](P& p) {
+      p.for_each(1, PackCount{report, capacity, send_idx, send_val});
+      p.for_each(capacity, PackPairs{idx, val, report, capacity, send_idx, send_val});
+    });
+  }
+  void add_gathered(float* out, std::uint64_t n, const std::int32_t* idx_all, const float* val_all,
+                    std::uint64_t capacity, int workers, std::int32_t* bucket_skip, std::int32_t* step_skip) override {
+    run(out, [&](P& p) {
+      p.for_each(1, GatheredSkip{idx_all, capacity + 1, workers, bucket_skip, step_skip});
+      p.for_each(n, FillBody<float>{out, 0.0f});  // as Compressor::aggregate: zeros, ranks in order, the mean
+      for (int r = 0; r < workers; ++r) {
+        const std::uint64_t at = std::uint64_t(r) * (capacity + 1);
+        p.for_each(capacity, AddSent{out, idx_all + at, val_all + at, bucket_skip});
+      }
+      p.for_each(n, ScaleBody{out, 1.0f / float(workers)});
+    });
+  }
+  void zero_sent(float* acc, const std::int32_t* send_idx, std::uint64_t capacity,
+                 const std::int32_t* bucket_skip) override {
+    run(acc, [&](P& p) { p.for_each(capacity, ZeroSent{acc, send_idx, bucket_skip}); });
+  }
+  void restore_if(float* v, const float* old, std::uint64_t n, const std::int32_t* skip) override {
+    run(v, [&](P& p) { p.for_each(n, RestoreIf{v, old, skip}); });
+  }
+  void report_exchange(const SelectionReport* report, const std::int32_t* send_idx, std::uint64_t capacity,
+                       const std::int32_t* bucket_skip, ExchangeReport* host) override {
+    run(send_idx, [&](P& p) { p.for_each(1, ReportExchange{report, send_idx, capacity, bucket_skip, host}); });
+  }
+  std::shared_ptr<void> host_memory(std::size_t bytes) override {
+    return run(nullptr, [&](P& p) { return p.host_memory(bytes); });
+  }
+  std::unique_ptr<DeviceMark> mark() override {
+    return run(nullptr, [&](P& p) { return p.mark(); });
   }
 
  private:

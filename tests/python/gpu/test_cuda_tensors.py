@@ -79,14 +79,21 @@ def test_the_hook_keeps_cuda_buckets_on_the_gpu_over_nccl():
             torch.nn.functional.cross_entropy(ddp(x), y).backward()
             opt.step()
         s = state.summary()
-        report("hook_nccl_world_1", {k: s[k] for k in ("density_mean", "host_device_bytes_per_step",
-                                                        "dense_bytes_per_step", "hook_ms_per_step")})
+        later = state.steps[1:]  # the first step's settings agreement goes through the host
+        report("hook_nccl_world_1", {**{k: s[k] for k in ("density_mean", "host_device_bytes_per_step",
+                                                           "dense_bytes_per_step", "hook_ms_per_step",
+                                                           "host_syncs_per_step", "overflow_per_step")},
+                                     "buckets": later[-1].buckets,
+                                     "host_syncs_per_bucket_after_step_0": max(x.host_syncs / x.buckets for x in later),
+                                     "bus_bytes_per_bucket_after_step_0": max(x.host_device_bytes / x.buckets
+                                                                              for x in later)})
         assert s["steps"] == 8 and s["skipped_steps"] == 0
         assert 0 < s["density_mean"] < 0.05
         assert all(torch.isfinite(p).all() for p in model.parameters())
-        # NCCL gathers the selections on the device: only counts and statistics cross.
+        # NCCL gathers the selections on the device, decided there: nothing is waited for, and
+        # only each bucket's report (its figures, 64 bytes) crosses.
         assert s["host_device_gathered_bytes_per_step"] == 0, s
-        assert s["host_device_bytes_per_step"] <= 0.03 * s["dense_bytes_per_step"], s
+        assert all(x.host_syncs == 0 and x.host_device_bytes <= 64 * x.buckets for x in later), later
     finally:
         dist.destroy_process_group()
 
@@ -106,6 +113,10 @@ def test_the_hook_over_gloo_with_cuda_tensors_on_two_processes(tmp_path):
         s = r["summary"]
         own = s["host_device_bytes_per_step"] - s["host_device_gathered_bytes_per_step"]
         assert 0 < own <= 0.03 * s["dense_bytes_per_step"], s
+        # Through the host: one wait a bucket, the selection coming down.
+        assert all(x["host_syncs"] <= x["buckets"] for x in r["steps"]), r["steps"]
         report(f"hook_gloo_cuda_rank{r['rank']}", {"own_bus_bytes_per_step": own,
                                                     "gathered_bus_bytes_per_step": s["host_device_gathered_bytes_per_step"],
-                                                    "dense_bytes_per_step": s["dense_bytes_per_step"]})
+                                                    "dense_bytes_per_step": s["dense_bytes_per_step"],
+                                                    "host_syncs_per_step": s["host_syncs_per_step"],
+                                                    "buckets": r["steps"][-1]["buckets"]})

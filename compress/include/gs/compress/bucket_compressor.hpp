@@ -156,13 +156,27 @@ class BucketCompressor {
     ++buckets_in_step_;
     abandon_step(last);
   }
-  // Whether the last finished step was skipped (skip its optimizer step).
-  bool last_step_skipped() const { return !history_.empty() && history_.back().skipped; }
-  const std::deque<StepStats>& history() const { return history_; }
+  // Whether the last finished step was skipped (skip its optimizer step). With device collectives
+  // the device decides it: this and the statistics below wait for the device's reports of the last
+  // step where they are not in yet (the one place the host waits for that step).
+  bool last_step_skipped() const {
+    settle_all();
+    return !history_.empty() && history_.back().skipped;
+  }
+  const std::deque<StepStats>& history() const {
+    settle_all();
+    return history_;
+  }
   // The density watch's warning (DensityWatch), once, after the step that raised it; empty
   // otherwise. Taking it clears it.
-  std::string take_warning() { return std::exchange(warning_, {}); }
-  RunSummary summary() const { return statistics_.summary(); }
+  std::string take_warning() {
+    settle_all();
+    return std::exchange(warning_, {});
+  }
+  RunSummary summary() const {
+    settle_all();
+    return statistics_.summary();
+  }
 
   // Checkpoints, between steps: the step count (the warm-up's position), the compressor's own
   // state (stage controller, random streams), every parameter's residual and velocity, the skip
@@ -187,8 +201,23 @@ class BucketCompressor {
     bool resident = false;   // a device slot: its accumulator, sent entries zeroed, becomes e
     bool residual = true;    // the slot's residual accumulated (error feedback)
     bool velocity = false;   // the slot's velocity advanced too (momentum correction)
+    bool device_skip = false;  // whether the step skips is known on the device only (step_skip_)
     const Compressor* dense_with = nullptr;  // an uncompressed step's: everything sent, the velocity kept
   };
+  // A finished step whose figures the device still writes (device collectives decide on the
+  // device): its statistics so far, its buckets' reports in host memory the device writes into,
+  // and a mark after them. It settles once the mark is done, never waiting in a bucket.
+  struct Unsettled {
+    StepStats stats;
+    std::int64_t step = 0;
+    double step_norm = 0.0;
+    std::vector<std::pair<const kernels::ExchangeReport*, std::uint64_t>> reports;  // and each bucket's n
+    std::vector<std::shared_ptr<void>> pages;  // the reports' host memory
+    std::unique_ptr<kernels::DeviceMark> mark;
+  };
+  // Steps left unsettled at most; past them the oldest is waited for (a synchronization).
+  static constexpr std::size_t kMaxUnsettled = 4;
+  static constexpr std::size_t kReportsPerPage = 16;
   using ByOrdinal = std::map<std::uint64_t, std::vector<float>>;
 
   void begin_step();
@@ -211,12 +240,23 @@ class BucketCompressor {
                         DeviceCollectives* device_comm, StepStats& s);
   // The selections' exchange and the update in the bucket, with the pairs gathered as device
   // memory or through the host; true when a worker met NaN or Inf (the bucket is skipped).
-  bool pairs_on_device(const DeviceBucket& b, const kernels::Selector::Resident& sel, bool bad,
-                       TimedCollectives& comm, DeviceCollectives& device_comm, StepStats& s,
-                       std::uint64_t& wire_bytes);
+  bool pairs_on_device(const DeviceBucket& b, const std::string& slot, const float* acc, TimedCollectives& comm,
+                       DeviceCollectives& device_comm, StepStats& s);
   bool pairs_through_host(const DeviceBucket& b, const Payload& mine, const kernels::Selector::Resident& sel,
                           bool bad, TimedCollectives& comm, StepStats& s, std::uint64_t& wire_bytes);
   void add_every_rank(const DeviceBucket& b, int workers, const std::function<void(int)>& add_rank);
+  // The step's figures from its device reports and the rules they feed (statistics, history, the
+  // density schedule, the skip rule). throw_here: the skip rule's error is thrown, else kept for
+  // the next bucket (a settle from an accessor).
+  void settle(Unsettled& u, bool throw_here);
+  // Settles the unsettled steps in order: those whose mark is done, and (waiting) the oldest while
+  // more than `keep` remain. in_step: the waits are the hook's (counted to the next step).
+  void settle_front(std::size_t keep, bool in_step);
+  // Every unsettled step settled (waiting for their marks): what the accessors read first.
+  void settle_all() const;
+  // A report slot in host memory for the current step's bucket (pages of kReportsPerPage, reused
+  // once their step settled).
+  kernels::ExchangeReport* next_report();
   // Whether the compressor selects in `backend`'s memory (sparse, error-fed, resident there).
   bool selects_on(kernels::BackendKind backend) const;
   detail::ResidualSlots& slots();
@@ -226,7 +266,7 @@ class BucketCompressor {
   // remaining buckets are refused until the last one.
   void abandon_step(bool last);
   void defer_commit(const std::string& slot, Payload payload, std::vector<float> sent);
-  void load_rest(StateReader& r, std::int64_t steps, bool with_gate);
+  void load_rest(StateReader& r, std::int64_t steps, bool with_gate, bool with_waits);
   // The parameters' ordinals (assigned on first sight) and the residual slot of this layout,
   // filled from wherever each parameter's residual lived before (the same for velocities).
   std::string place(std::span<const BucketParam> params, std::uint64_t n, int index);
@@ -270,6 +310,14 @@ class BucketCompressor {
   CompressionGate gate_;                             // compress-when (always unless set)
   bool shared_exchange_ = false;                     // set_shared_exchange's
   std::string refusal_;                              // refuse_steps'
+
+  std::deque<Unsettled> unsettled_;       // in step order
+  std::string pending_error_;             // the skip rule's error from a step settled by an accessor
+  std::uint64_t late_syncs_ = 0;          // the hook's waits at a step's end, counted to the next step
+  kernels::DeviceArray<std::int32_t> step_skip_;  // set on the device by a bucket a worker skipped
+  bool step_skip_clear_ = false;                  // cleared for the current step
+  std::vector<std::pair<const kernels::ExchangeReport*, std::uint64_t>> reports_;  // the current step's
+  std::vector<std::shared_ptr<void>> pages_, free_pages_;  // the current step's report pages; spare ones
 
   std::int64_t steps_ = 0;
   int buckets_in_step_ = 0;

@@ -37,10 +37,9 @@ class Collectives {
 class DeviceCollectives {
  public:
   virtual ~DeviceCollectives() = default;
-  // Every worker's count, in rank order (host values).
-  virtual std::vector<std::int64_t> allgather_counts(std::int64_t mine) = 0;
-  // Every worker's `count` indices and values (count equal everywhere: pad to the longest) into
-  // indices_all and values_all (world_size * count each, rank after rank).
+  // Every worker's `count` indices and values (count equal everywhere: a fixed capacity, the
+  // worker's own count travelling in its first slot) into indices_all and values_all
+  // (world_size * count each, rank after rank).
   virtual void allgather(const std::int32_t* indices, const float* values, std::uint64_t count,
                          std::int32_t* indices_all, float* values_all) = 0;
   // Element-wise sum over the workers, in place.

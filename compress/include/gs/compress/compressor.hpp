@@ -49,6 +49,9 @@ struct Compressed {
   CompressInfo info;
 };
 
+// A selection's report (kernels' resident selections) as what a compressor's info says of it.
+CompressInfo info_from(const kernels::SelectionReport& r, std::uint64_t n, double target_density);
+
 struct CompressorOptions {
   std::uint64_t seed = 1;       // random-k and DGC sampling
   std::string backend = "cpu";  // kernels backend: cpu, cuda, auto (or cuda-host, for checking)
@@ -108,6 +111,12 @@ class Compressor {
   // was made, in resident_backend()'s memory, valid until the compressor's next call. gs::Error for
   // a compressor without a resident backend.
   virtual kernels::Selector::Resident resident_selection() const;
+  // The selection compress_resident() would send, made and left in resident_backend()'s memory
+  // with its report (kernels::Selector::select): with the CUDA backend nothing comes back and
+  // nothing waits, what the DDP hook gathers with device collectives. A compressor whose next
+  // selection depends on this one's count (SIDCo's adaptive stage controller, as published) reads
+  // that count back: one synchronization. gs::Error for a compressor without a resident backend.
+  virtual kernels::Selector::Resident select_resident(const float* g, std::uint64_t n, std::string_view tensor);
 
   // Exchange::collective only: the whole exchange of one vector. Every worker calls it with its own
   // acc (same size everywhere). sent (acc.size()) receives what this worker's contribution decodes

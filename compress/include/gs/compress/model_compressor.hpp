@@ -36,6 +36,11 @@ struct StepStats {
   // through a host all-gather (Gloo) on their way to the device.
   std::uint64_t host_device_bytes = 0;
   std::uint64_t host_device_gathered_bytes = 0;
+  // Blocking synchronizations the host made for them (a value read back, a stream waited for).
+  std::uint64_t host_syncs = 0;
+  // With device collectives: pairs a selection held beyond the all-gather's fixed capacity (twice
+  // the target count), left in the residual (the lowest indices are sent, alike on every worker).
+  std::uint64_t overflow = 0;
   int buckets = 0;
   bool skipped = false;               // NaN/Inf on some worker: zeros instead, residual untouched
   bool warmup = false;                // a warm-up step

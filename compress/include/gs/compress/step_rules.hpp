@@ -214,6 +214,7 @@ struct StepFigures {
   double density = 0.0, quality = 0.0;
   double bytes_sent = 0.0, dense_bytes = 0.0, gathered_bytes = 0.0;
   double host_device_bytes = 0.0, host_device_gathered_bytes = 0.0;
+  double host_syncs = 0.0, overflow = 0.0;
   double compress_seconds = 0.0, comm_seconds = 0.0, hook_seconds = 0.0, step_seconds = 0.0;
 };
 
@@ -227,6 +228,7 @@ struct RunSummary {
   double density_mean = 0.0, density_mean_all = 0.0;
   double bytes_per_step = 0.0, dense_bytes_per_step = 0.0, gathered_bytes_per_step = 0.0;
   double host_device_bytes_per_step = 0.0, host_device_gathered_bytes_per_step = 0.0;
+  double host_syncs_per_step = 0.0, overflow_per_step = 0.0;
   double compress_ms_per_step = 0.0, comm_ms_per_step = 0.0, hook_ms_per_step = 0.0, step_ms = 0.0;
 };
 
@@ -237,12 +239,13 @@ class RunStatistics {
   void add(const StepFigures& s);
   RunSummary summary() const;
   void save_state(StateWriter& w) const;
-  void load_state(StateReader& r);
+  // with_waits: the state holds the waits' and overflow's sums (states before them do not).
+  void load_state(StateReader& r, bool with_waits = true);
 
  private:
   std::int64_t steps_ = 0, skipped_ = 0, counted_ = 0, critical_ = 0;
   double density_ = 0, density_compressed_ = 0;  // sums over the counted steps, the compressed ones
-  double bytes_ = 0, dense_ = 0, gathered_ = 0, bus_ = 0, bus_gathered_ = 0;
+  double bytes_ = 0, dense_ = 0, gathered_ = 0, bus_ = 0, bus_gathered_ = 0, syncs_ = 0, overflow_ = 0;
   double compress_ = 0, comm_ = 0, hook_ = 0, step_ = 0;
   std::vector<double> quality_;
 };

@@ -4,7 +4,9 @@
 // (expm1/log1p) so that a survival probability of 1e-7 keeps all its digits. No argument checks
 // here: the value types in distributions.hpp validate parameters; these are the raw formulas.
 #include <cmath>
+#include <cstdint>
 
+#include "gs/fitting/gamma_inv.hpp"
 #include "gs/hostdevice.hpp"
 
 namespace gs::fitting::formula {
@@ -64,6 +66,15 @@ GS_HD inline double gpareto_quantile(double p, double xi, double sigma) {
   return gpareto_quantile_logc(::log1p(-p), xi, sigma);
 }
 
+// The generalized Pareto fitted by moments to peaks of mean m and variance v: r = m^2/v,
+// xi = (1 - r)/2, sigma = m (1 + r)/2; false where that gives no valid law (v = 0, sigma <= 0).
+GS_HD inline bool gpareto_moments(double m, double v, double& xi, double& sigma) {
+  const double r = m * m / v;
+  xi = 0.5 * (1.0 - r);
+  sigma = 0.5 * m * (1.0 + r);
+  return v > 0.0 && xi - xi == 0.0 && sigma > 0.0 && sigma - sigma == 0.0;
+}
+
 // ---- normal ----------------------------------------------------------------------------------
 GS_HD inline double normal_logpdf(double x, double mu, double sigma) {
   const double z = (x - mu) / sigma;
@@ -93,6 +104,34 @@ GS_HD inline double normal_quantile_c(double q, double mu, double sigma) {
 GS_HD inline double normal_quantile(double p, double mu, double sigma) {
   return mu - sigma * std_normal_quantile_c(p);  // symmetry: Phi^-1(p) = -Phi^-1(1 - p)
 }
+
+// ---- gamma, shape alpha, scale beta ---------------------------------------------------------
+// The closed-form shape estimate from s = ln(mean) - mean(ln x) > 0.
+GS_HD inline double gamma_closed_form_shape(double s) {
+  return (3.0 - s + ::sqrt((s - 3.0) * (s - 3.0) + 24.0 * s)) / (12.0 * s);
+}
+namespace detail {
+double gamma_q_inv_host(double alpha, double q);  // Boost.Math gamma_q_inv; defined in distributions.cpp
+}
+// x with P(X > x) = q, 0 < q < 1. Device: gamma_q_inv_portable (gamma_inv.hpp); host: Boost.Math.
+GS_HD inline double gamma_quantile_c(double q, double alpha, double beta) {
+#if defined(__CUDA_ARCH__)
+  return beta * detail::gamma_q_inv_portable(alpha, q);
+#else
+  return beta * detail::gamma_q_inv_host(alpha, q);
+#endif
+}
+
+// ---- DGC's sampled threshold ----------------------------------------------------------------
+// The rank of the threshold among m finite sample values at `density`: ceil(m density), at least
+// 1, at most m.
+GS_HD inline std::uint64_t dgc_sample_rank(std::uint64_t m, double density) {
+  const double want = ::ceil(double(m) * density);
+  const std::uint64_t kk = want < 1.0 ? 1 : std::uint64_t(want);
+  return kk < m ? kk : m;
+}
+// Its hierarchical step: exact top-k when the threshold selects more than 4k/3.
+GS_HD inline bool dgc_exact_step(std::uint64_t selected, std::uint64_t k) { return 3 * selected > 4 * k; }
 
 // ---- SIDCo's count correction ----------------------------------------------------------------
 // The threshold at which `target` values exceed it, from two thresholds t0 < t1 and the counts

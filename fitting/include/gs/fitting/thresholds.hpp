@@ -19,6 +19,7 @@
 #include "gs/base/state_stream.hpp"
 #include "gs/fitting/distributions.hpp"
 #include "gs/fitting/passes.hpp"
+#include "gs/fitting/sidco_plan.hpp"
 
 namespace gs::fitting {
 
@@ -101,7 +102,6 @@ ThresholdResult counted_threshold(std::string method, MagnitudePasses& passes, d
 // compressor keeps it at density 1 (threshold 0, stages 0, one counting pass).
 ThresholdResult keep_everything(std::string method, MagnitudePasses& passes);
 
-enum class SidcoVariant { exponential, pareto, gamma_pareto };  // SIDCo-E, -P, -GP
 // The name of the threshold method that runs SIDCo's variant v (its row in threshold_methods()).
 std::string_view method_name(SidcoVariant v);
 
@@ -142,15 +142,17 @@ class SidcoStages {
   // One tail stage from statistics of y = x - threshold() over x > threshold(); true when
   // another follows.
   bool tail(const MagnitudeStats& y);
-  double threshold() const { return eta_; }
-  int stages_run() const { return run_; }
-  double density() const { return density_; }
+  double threshold() const { return p_.eta; }
+  int stages_run() const { return p_.run; }
+  double density() const { return p_.density; }
   // True when stage 1's threshold is the final one (one stage asked for, or density at or above
   // the first stage's density), degenerate data aside; backends use it to plan.
-  bool single_stage() const;
+  bool single_stage() const { return sidco_single_stage(p_); }
   // Density each tail stage aims at (after first() returned true); backends use it to plan.
-  double tail_density() const { return di_; }
-  std::string_view name() const { return method_name(variant_); }
+  double tail_density() const { return p_.di; }
+  std::string_view name() const { return method_name(p_.variant); }
+  // The plan as data (gs/fitting/sidco_plan.hpp): what the device steps start from.
+  const SidcoPlan& plan() const { return p_; }
 
   // The count k the density asks for: target_count(n, density).
   std::uint64_t target() const;
@@ -165,18 +167,7 @@ class SidcoStages {
   double corrected(const SelectionCount& s, double band) const;
 
  private:
-  std::uint64_t n_;
-  double density_;
-  SidcoVariant variant_;
-  int stages_;
-  bool recount_;
-  double eta_ = 0.0;
-  int run_ = 0;
-  int tails_left_ = 0;
-  double di_ = 1.0;
-  double expected_ = 0.0;
-  double before_eta_ = 0.0;     // the threshold before eta_ and the count above it (< 0: none)
-  double before_count_ = -1.0;
+  SidcoPlan p_;  // the steps are sidco_plan.hpp's, shared with the device
 };
 
 // sidco-topk: exact top-k at SIDCo's cost. SIDCo's fit on a spread sample of x gives a bound that

@@ -29,8 +29,16 @@ bool cuda_built();
 // "auto" (CUDA when available, else CPU: with one warning on stderr per process when a GPU is
 // present but cannot run the kernels), "cpu", "cuda" or "cuda-host". gs::Error for an unknown
 // name, or for "cuda" when cuda_available() is false (the message says why: not built, no GPU, no
-// kernel image for it or no memory pools).
-BackendKind resolve_backend(std::string_view name);
+// kernel image for it or no memory pools). `auto` and `cuda` judge `device` (-1: the current one),
+// which the CUDA runtime then holds a context on: resolve on the device the work will use.
+BackendKind resolve_backend(std::string_view name, int device = -1);
+// The checks of resolve_backend that need no device: gs::Error for an unknown name, or for cuda in
+// a build without the CUDA backend. Touches no device (what a compressor checks when it is made,
+// resolving at its first selection, on the device it then runs on).
+void check_backend_name(std::string_view name);
+// How many times resolve_backend asked the CUDA runtime about a device (auto or cuda in a CUDA
+// build), since the process started: tests of when that happens.
+std::uint64_t backend_probes();
 
 // Passes over a host vector. With BackendKind::cuda the data are copied to the device once and
 // every pass runs there (with cuda_host, to a host copy standing for it). The span must outlive the returned object.

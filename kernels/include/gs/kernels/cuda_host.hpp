@@ -78,7 +78,22 @@ class DeviceMemory {
 std::map<int, std::uint64_t> work_by_device();
 // Orderings with the legacy default stream (a null stream on either side) since the last reset.
 std::uint64_t legacy_stream_orders();
-void reset_work_by_device();  // and the count of legacy orderings
+void reset_work_by_device();  // and the count of legacy orderings and of synchronizations
+// Blocking synchronizations made on each fake device since the last reset, by kind: the stream
+// synchronizations, event waits and copies to the host that return once done (a value read back)
+// the CUDA backend's calls would make on a GPU. Devices with none are left out.
+struct SyncCounts {
+  std::uint64_t stream = 0, event = 0, copy = 0;
+  std::uint64_t total() const { return stream + event + copy; }
+};
+std::map<int, SyncCounts> syncs_by_device();
+// With lag on, the fake devices run behind the host as a GPU does: work queued (a copy, an
+// event) is done only after a synchronization since, so what waits for an event, or passes over
+// a pinned block still in flight, is exercised. Off (the default), queued work is done at once.
+void set_device_lag(bool on);
+// Pinned staging blocks this thread's cuda-host copies made or grew (each is an allocation of
+// pinned memory on a GPU); tests of their reuse read it.
+std::uint64_t staging_allocations();
 // A stream of the caller's on `device` (what torch's current stream is for a CUDA tensor): work
 // is ordered after it and it after the work, as on a GPU; recording on it with another device
 // current is an error, as in CUDA.
@@ -89,5 +104,8 @@ StreamHandle caller_stream(int device);
 void fail_allocation_after(std::int64_t allocations);
 // Bytes this backend allocated since the process started (tests of its workspaces).
 std::uint64_t allocated_bytes();
+// Allocations of CUB's temporary storage the CUDA backend's calls would make (modelled: one per
+// call without a workspace, one per growth of a Selector's), since the process started.
+std::uint64_t scratch_allocations();
 
 }  // namespace gs::kernels::cuda_host

@@ -94,6 +94,14 @@ inline constexpr std::uint64_t kPoolReleaseThreshold = std::uint64_t{256} << 20;
 std::uint64_t bus_bytes();
 void add_bus_bytes(std::uint64_t bytes);
 
+// Blocking synchronizations this thread made since it started: each time the host waited for a
+// device (a stream synchronized, an event waited for, a copy to the host that returns once it is
+// done). The DDP hook reads it around a bucket (host_syncs in its statistics); the cuda-host
+// runtime also counts them per device and kind (cuda_host::syncs_by_device).
+enum class SyncKind { stream, event, copy };
+std::uint64_t host_syncs();
+void add_host_sync(SyncKind kind);
+
 // Blocks of `threads` for a grid-stride pass over n elements on `multiprocessors` SMs: 8 resident
 // blocks per SM at most, fixed for a device and n, so block partials merge in the same order.
 std::uint64_t grid_blocks(int multiprocessors, std::uint64_t threads, std::uint64_t n);
@@ -112,13 +120,14 @@ class DevicePolicy {
   StreamHandle stream(int device);
   void* pool(int device);
 
-  // `auto`: cuda when the current device is usable, else cpu (the first time with a warning, when
-  // a device is present but cannot run the kernels). `cuda`: cuda, or gs::Error saying why not.
+  // `auto`: cuda when `device` (-1: the current one) is usable, else cpu (the first time with a
+  // warning, when a device is present but cannot run the kernels). `cuda`: cuda, or gs::Error
+  // saying why not. Only `device` is asked about (the runtime holds a context on it after).
   struct Choice {
     BackendKind kind = BackendKind::cpu;
     std::string warning;  // non-empty once per policy: print it
   };
-  Choice choose(std::string_view name);
+  Choice choose(std::string_view name, int device = -1);
 
  private:
   struct PerDevice {

@@ -14,6 +14,24 @@
 
 namespace gs::kernels {
 
+// A selection rule and its parameters, as select() takes them: what the compressors send.
+struct SelectRequest {
+  // top_nonzero: the min(k, non-zero) largest, what a compressor sends for a degenerate vector.
+  enum class Rule { above, topk, sidco, dgc, top_nonzero };
+  Rule rule = Rule::above;
+  double threshold = -1.0;  // above: the finite x > threshold (< 0: every finite x)
+  std::uint64_t k = 0;      // topk, top_nonzero: the min(k, finite) largest, ties at the k-th to the lowest indices
+  double density = 0.0;     // sidco, dgc: the target, k = target_count(n, density)
+  fitting::SidcoVariant variant = fitting::SidcoVariant::exponential;
+  int stages = 1;
+  fitting::SidcoRule sidco{};
+  std::uint64_t seed = 0;   // dgc: its sample
+  // sidco, dgc: where the rule places no threshold (a fit without valid parameters, a sample
+  // without a finite value, or an empty SIDCo selection), the min(k, non-zero) largest instead,
+  // as a compressor sends for a degenerate vector.
+  bool fallback = false;
+};
+
 // g below is in the backend's memory: host memory for cpu and cuda-host, device memory for cuda
 // (from place(), or the caller's own device vector). Selections hold ascending indices and the
 // signed values g[i]; indices are int32, so n must stay below 2^31 (gs::Error otherwise).
@@ -37,25 +55,37 @@ class Selector {
   virtual SidcoSelectResult sidco_topk(const float* g, std::uint64_t n, double density, int stages,
                                        Selection<std::int32_t>& out) = 0;
   // SIDCo's threshold (variant, stages, rule) and the selection above it. The CPU runs its
-  // pipeline (cpu::sidco_select, candidates kept between stages); the others gs::SidcoStages over
-  // passes(), a count and one compaction: with rule.correct, a count above the band makes the
-  // selection g's exact top-k (topk()), one below it the selection at the corrected threshold
-  // (and the exact top-k when that lands above the band). Every backend counts the result's
-  // nonfinite (the CPU in its first read, the others with nonfinite()); so does sidco_topk.
+  // pipeline (cpu::sidco_select, candidates kept between stages); the others their resident
+  // selection (select(): the stages' sums, the count and the decisions stay on the device, the
+  // selection comes back once): with rule.correct, a count above the band makes the selection
+  // g's exact top-k, one below it the selection at the corrected threshold (and the exact top-k
+  // when that lands above the band). Every backend counts the result's nonfinite; so does
+  // sidco_topk.
   virtual SidcoSelectResult sidco(const float* g, std::uint64_t n, double density,
                                   fitting::SidcoVariant variant, int stages, fitting::SidcoRule rule,
-                                  Selection<std::int32_t>& out);
+                                  Selection<std::int32_t>& out) = 0;
 
-  // The last selection (of above, topk, sidco or sidco_topk) where it was made: its indices and
-  // values in this backend's memory (device memory for cuda), equal to the `out` it filled and
-  // valid until the next call. The DDP hook gathers it there and zeroes it in the residual there.
+  // The last selection (of select, above, topk, sidco or sidco_topk) where it was made: its
+  // indices and values in this backend's memory (device memory for cuda) and its report there,
+  // valid until the next call. count: the pairs, once the host knows it (after fetch(), or from
+  // the calls that fill an `out`); 0 while only the device does (after select(): the report's
+  // count is then the one). The DDP hook gathers it there and zeroes it in the residual there.
   // The CPU backend keeps none (gs::Error).
   struct Resident {
     const std::int32_t* indices = nullptr;
     const float* values = nullptr;
     std::uint64_t count = 0;
+    const SelectionReport* report = nullptr;
   };
   virtual Resident resident_selection() const;
+
+  // The selection `request` asks for, made where g lives and left there with its report
+  // (resident_selection()): on a device nothing is read back and nothing waits, every decision of
+  // the rule taken there. The CPU makes it on the host.
+  virtual Resident select(const float* g, std::uint64_t n, const SelectRequest& request) = 0;
+  // The last select()'s selection and report on the host: one blocking synchronization on a
+  // device (one more when the selection holds more than twice its target).
+  virtual SelectionReport fetch(Selection<std::int32_t>& out) = 0;
 };
 
 // A Selector on `kind`'s backend; stream: the CUDA stream (cudaStream_t) its work is queued on

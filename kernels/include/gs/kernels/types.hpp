@@ -61,6 +61,24 @@ struct SidcoSelectResult {
   bool corrected = false;       // SIDCo's count correction moved the threshold (SidcoRule)
 };
 
+// What a selection made where its vector lives reports, beside it (device memory for cuda: the
+// device writes it, nothing waits) and, once fetched, on the host. Plain data.
+enum class SelectionFailure : std::int32_t {
+  none = 0,
+  fit,               // SIDCo's first fit had no valid parameters (no fallback asked)
+  k_exceeds_finite,  // top-k asked for more than the finite values
+  sample,            // DGC's sample held no finite value (no fallback asked)
+};
+struct SelectionReport {
+  std::uint64_t count = 0;       // pairs in the selection (ascending indices, their values)
+  std::uint64_t nonfinite = 0;   // NaN/Inf in g
+  double threshold = 0.0;        // the rule's threshold (exact top-k: at or just below its k-th |g|)
+  std::int32_t stages = 0;       // SIDCo's stages run; DGC 1, or 2 with its exact step
+  std::int32_t corrected = 0;    // SIDCo's count correction moved the threshold
+  std::int32_t exact = 0;        // the rule kept exactly the top-k
+  SelectionFailure failure = SelectionFailure::none;
+};
+
 // Validates a selection threshold (not NaN); throws gs::Error.
 void check_threshold(double threshold, const char* what);
 

@@ -10,8 +10,28 @@
 #include <memory>
 
 #include "gs/kernels/backend.hpp"
+#include "gs/kernels/types.hpp"
 
 namespace gs::kernels {
+
+// A point in a device's stream (an event): whether the work queued before it is done.
+class DeviceMark {
+ public:
+  virtual ~DeviceMark() = default;
+  virtual bool done() = 0;  // without waiting
+  virtual void wait() = 0;  // blocks until it is (a blocking synchronization, counted)
+};
+
+// What one bucket's exchange with device collectives leaves for the step's statistics, written
+// by the device into host memory (report_exchange): nothing waits for it; the host reads it once
+// a mark after it is done.
+struct ExchangeReport {
+  SelectionReport selection;   // the worker's selection, as made
+  std::uint64_t sent = 0;      // pairs sent: the selection, capped at the send buffer's capacity
+  std::uint64_t overflow = 0;  // pairs the capacity left out (they stay in the residual)
+  std::int32_t skipped = 0;    // a worker met NaN or Inf: the bucket's update is zeros
+  std::int32_t pad = 0;
+};
 
 // An owning array of T in a backend's memory (freed, stream-ordered, with its last reference).
 template <class T>
@@ -57,9 +77,36 @@ class VectorOps {
   virtual std::uint64_t nonfinite(const float* v, std::uint64_t n) = 0;
   // Sum of v[i]^2 in double (one read; the sum comes back).
   virtual double squared_norm(const float* v, std::uint64_t n) = 0;
-  // Between the host and this device (bus_bytes counts them).
+  // Between the host and this device (bus_bytes counts them). An upload is queued (it returns at
+  // once); a download returns once done (a blocking synchronization).
   virtual void upload(void* d_dst, const void* host, std::size_t bytes) = 0;
   virtual void download(void* host, const void* d_src, std::size_t bytes) = 0;
+
+  // ---- the exchange with device collectives, decided on the device (nothing read back) ----------
+  // A send buffer of capacity + 1 slots from a selection (idx, val) and its report (device memory):
+  // slot 0 the count sent, min(count, capacity) (-1 when the report counted NaN or Inf: the
+  // bucket is skipped everywhere), slots 1.. those pairs and zeros after them. The capacity is the
+  // same on every worker, so the cap keeps the lowest indices everywhere alike.
+  virtual void pack_pairs(const std::int32_t* idx, const float* val, const SelectionReport* report,
+                          std::uint64_t capacity, std::int32_t* send_idx, float* send_val) = 0;
+  // out (n) = zeros, every worker's pairs added in rank order, then 1/workers: from the gathered
+  // send buffers (workers x (capacity + 1) slots); zeros when a worker sent -1, which sets
+  // *bucket_skip (else 0) and *step_skip.
+  virtual void add_gathered(float* out, std::uint64_t n, const std::int32_t* idx_all, const float* val_all,
+                            std::uint64_t capacity, int workers, std::int32_t* bucket_skip,
+                            std::int32_t* step_skip) = 0;
+  // acc[i] = 0 for the indices a send buffer sent, unless *bucket_skip.
+  virtual void zero_sent(float* acc, const std::int32_t* send_idx, std::uint64_t capacity,
+                         const std::int32_t* bucket_skip) = 0;
+  // v = old where *skip (the step's residuals kept as they were), else left.
+  virtual void restore_if(float* v, const float* old, std::uint64_t n, const std::int32_t* skip) = 0;
+  // *host = the bucket's report, written by the device into host memory from host_memory().
+  virtual void report_exchange(const SelectionReport* report, const std::int32_t* send_idx, std::uint64_t capacity,
+                               const std::int32_t* bucket_skip, ExchangeReport* host) = 0;
+  // Host memory the device may write into (pinned and mapped on a GPU), zeroed.
+  virtual std::shared_ptr<void> host_memory(std::size_t bytes) = 0;
+  // A mark after the work queued so far on this device.
+  virtual std::unique_ptr<DeviceMark> mark() = 0;
 };
 
 // The VectorOps of `kind` (cuda or cuda_host) on `device`. gs::Error for the CPU backend (its

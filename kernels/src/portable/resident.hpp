@@ -1,0 +1,171 @@
+#pragma once
+// Selections made and kept where the vector lives (the CUDA backend's device; cuda-host's fake
+// one): SIDCo's stages and count correction, DGC's sampled threshold, exact top-k by radix select
+// and the compaction above a threshold, every decision taken on the device from counts and sums
+// that stay there (resident_bodies.hpp), with nothing read back and nothing waited for. The
+// selection and its report stay in the workspace; fetch_selection() brings them to the host with
+// one synchronization. Written once over a backend's primitives P (passes.hpp).
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "gs/kernels/device.hpp"
+#include "gs/kernels/select.hpp"
+#include "passes.hpp"
+#include "resident_bodies.hpp"
+
+namespace gs::kernels::portable {
+
+// A selection's buffers on one device, kept from call to call (grown, never shrunk).
+template <class P>
+struct ResidentWorkspace {
+  int device = -1;
+  Buffer<P, ResidentState> state;
+  Buffer<P, unsigned long long> hist;
+  Buffer<P, std::int32_t> idx, ties;
+  Buffer<P, float> val, sample;
+  Buffer<P, unsigned char> scratch;  // CUB's temporary storage
+
+  // Room for a selection of up to n pairs, k ties and a sample of m, on `dev`.
+  void reserve(P& p, int dev, std::uint64_t n, std::uint64_t k, std::uint64_t m) {
+    if (dev != device) *this = ResidentWorkspace{};
+    device = dev;
+    if (state.size() < 1) state = p.template alloc<ResidentState>(1);
+    if (hist.size() < kBins) hist = p.template alloc<unsigned long long>(kBins);
+    grow(p, idx, std::max<std::uint64_t>(n, 1));
+    grow(p, val, std::max<std::uint64_t>(n, 1));
+    grow(p, ties, std::max<std::uint64_t>(k, 1));
+    grow(p, sample, std::max<std::uint64_t>(m, 1));
+  }
+  template <class T>
+  static void grow(P& p, Buffer<P, T>& b, std::uint64_t count) {
+    if (b.size() < count) b = p.template alloc<T>(count);
+  }
+};
+
+// The ties the radix select may keep (at most the target count) and DGC's sample size.
+inline std::uint64_t request_k(const SelectRequest& r, std::uint64_t n) {
+  if (r.rule == SelectRequest::Rule::topk || r.rule == SelectRequest::Rule::top_nonzero) return std::min(r.k, n);
+  if (r.rule == SelectRequest::Rule::above || n == 0) return 0;
+  return fitting::target_count(n, r.density);
+}
+inline std::uint64_t dgc_sample_size(std::uint64_t n) { return std::uint64_t(std::ceil(0.01 * double(n))); }
+
+// SIDCo: stage 1 over all x, M - 1 tail stages above the device's eta, the count correction's
+// count, the selection above, and exact top-k where the decisions chose it.
+template <class P>
+void sidco_resident(P& p, ResidentWorkspace<P>& w, const float* g, std::uint64_t n, const SelectRequest& r) {
+  ResidentState* st = w.state.data();
+  p.reduce_into(g, n, StatsElem{}, MergeStats{}, &st->stats);
+  p.for_each(1, SidcoFirst{st});
+  const bool tails = r.stages > 1 && r.density < fitting::kSidcoFirstStageDensity;
+  for (int i = 1; tails && i < r.stages; ++i) {
+    p.reduce_into(g, n, StatsAboveAt{st}, MergeStats{}, &st->stats);
+    p.for_each(1, SidcoTail{st});
+  }
+  p.for_each(1, SidcoStagesDone{st});
+  if (r.sidco.correct) {
+    p.reduce_into(g, n, CountAt{st}, AddU64{}, &st->counted);
+    p.for_each(1, SidcoCorrect{st});
+  }
+  p.select_into(n, AboveAt{g, st}, w.idx.data(), w.idx.size(), &st->selected);
+  p.for_each(1, SidcoSelected{st});
+}
+
+// DGC: a random sample of 1% of |g|, its kk-th largest as the threshold (radix select over the
+// sample), the count above it, and the hierarchical step's exact top-k above 4k/3.
+template <class P>
+void dgc_resident(P& p, ResidentWorkspace<P>& w, const float* g, std::uint64_t n, const SelectRequest& r) {
+  ResidentState* st = w.state.data();
+  count_finite(p, st, g, n);
+  const std::uint64_t m = dgc_sample_size(n);
+  p.for_each(m, RandomSampleBody{g, n, r.seed, w.sample.data()});
+  p.reduce_into(w.sample.data(), m, CountElem{kernels::detail::threshold_as_float(-1.0)}, AddU64{}, &st->counted);
+  p.for_each(1, DgcSampleRank{st});
+  radix_select(p, st, w.hist.data(), w.sample.data(), m, kModeSample);
+  p.for_each(1, DgcThreshold{st});
+  p.reduce_into(g, n, CountAt{st}, AddU64{}, &st->counted);
+  p.for_each(1, DgcDecide{st});
+  p.select_into(n, AboveAt{g, st}, w.idx.data(), w.idx.size(), &st->selected);
+}
+
+inline ResidentState initial_state(std::uint64_t n, const SelectRequest& r) {
+  ResidentState s;
+  s.n = n;
+  s.k = request_k(r, n);
+  s.density = r.density;
+  s.fallback = r.fallback;
+  s.correct = r.sidco.correct;
+  s.band = r.sidco.band;
+  switch (r.rule) {
+    case SelectRequest::Rule::above: s.rule = kRuleAbove; select_above_at(s, r.threshold); s.mode = kModeNone; break;
+    case SelectRequest::Rule::topk: s.rule = kRuleTopk; break;
+    case SelectRequest::Rule::sidco:
+      s.rule = kRuleSidco;
+      s.plan = fitting::SidcoStages(n, r.density, r.variant, r.stages, r.sidco.recount).plan();
+      break;
+    case SelectRequest::Rule::dgc: s.rule = kRuleDgc; break;
+    case SelectRequest::Rule::top_nonzero: s.rule = kRuleTopNonzero; s.report.threshold = ::nan(""); break;
+  }
+  return s;
+}
+
+// The selection `r` asks for, into the workspace (reserved for it), its report in the state.
+template <class P>
+void select_resident(P& p, ResidentWorkspace<P>& w, const float* g, std::uint64_t n, const SelectRequest& r) {
+  check_index_range<std::int32_t>(n, "selection");
+  if (r.rule == SelectRequest::Rule::above) check_threshold(r.threshold, "above");
+  ResidentState* st = w.state.data();
+  p.for_each(1, SetState{st, initial_state(n, r)});
+  switch (r.rule) {
+    case SelectRequest::Rule::above:
+      count_finite(p, st, g, n);
+      p.select_into(n, AboveAt{g, st}, w.idx.data(), w.idx.size(), &st->selected);
+      break;
+    case SelectRequest::Rule::topk: count_finite(p, st, g, n); break;
+    case SelectRequest::Rule::sidco: sidco_resident(p, w, g, n, r); break;
+    case SelectRequest::Rule::dgc: dgc_resident(p, w, g, n, r); break;
+    case SelectRequest::Rule::top_nonzero:
+      count_finite(p, st, g, n);
+      p.reduce_into(g, n, CountElem{kernels::detail::threshold_as_float(0.0)}, AddU64{}, &st->counted);
+      p.for_each(1, TakeNonzero{st});
+      break;
+  }
+  if (r.rule != SelectRequest::Rule::above)
+    exact_topk(p, st, w.hist.data(), g, n, w.ties.data(), w.ties.size(), w.idx.data(), w.idx.size());
+  p.for_each(1, Report{st, w.idx.size()});
+  p.for_each_upto(&st->report.count, w.idx.size(), GatherValues<std::int32_t>{g, w.idx.data(), w.val.data()});
+}
+
+// The workspace's selection and report on the host: the device writes the report and up to
+// `most` pairs into a pinned block, the host waits once and reads them (the rest, past `most`,
+// with ordinary copies). Counts the bytes that crossed.
+template <class P>
+SelectionReport fetch_selection(P& p, ResidentWorkspace<P>& w, std::uint64_t most, Selection<std::int32_t>& out) {
+  ResidentState* st = w.state.data();
+  most = std::min<std::uint64_t>(most, w.idx.size());
+  auto block = p.pinned(sizeof(SelectionReport) + most * (sizeof(std::int32_t) + sizeof(float)));
+  auto* box = static_cast<SelectionReport*>(block.data());
+  auto* idx_out = reinterpret_cast<std::int32_t*>(box + 1);
+  auto* val_out = reinterpret_cast<float*>(idx_out + most);
+  p.for_each(1, CopyOne<SelectionReport>{&st->report, box});
+  p.for_each_upto(&st->report.count, most, CopyPairs<std::int32_t>{w.idx.data(), w.val.data(), idx_out, val_out});
+  p.synchronize();
+  SelectionReport r;
+  std::memcpy(&r, box, sizeof r);
+  const std::uint64_t here = std::min(r.count, most);
+  out.indices.assign(idx_out, idx_out + here);
+  out.values.assign(val_out, val_out + here);
+  add_bus_bytes(sizeof r + here * (sizeof(std::int32_t) + sizeof(float)));
+  if (r.count > here) {  // beyond twice the target: the rest with copies of their own
+    const auto rest_idx = p.download(w.idx.data() + here, r.count - here);
+    const auto rest_val = p.download(w.val.data() + here, r.count - here);
+    out.indices.insert(out.indices.end(), rest_idx.begin(), rest_idx.end());
+    out.values.insert(out.values.end(), rest_val.begin(), rest_val.end());
+  }
+  return r;
+}
+
+}  // namespace gs::kernels::portable

@@ -1,0 +1,360 @@
+#pragma once
+// The state a selection keeps on the device (resident.hpp) and the GS_HD code that reads and
+// writes it there: the element steps and predicates whose parameters the device computed (bind()
+// reads them once per thread), and the one-thread decisions between passes: SIDCo's stages and
+// count correction (gs/fitting/sidco_plan.hpp), DGC's sampled threshold, the radix select of exact
+// top-k, and the report. Every pass of a selection is queued whatever the decisions: a pass whose
+// branch was not taken finds its mode off and reads nothing, so no value crosses to the host to
+// choose the next launch.
+#include <cstdint>
+
+#include "bodies.hpp"
+#include "gs/fitting/sidco_plan.hpp"
+#include "gs/kernels/types.hpp"
+
+namespace gs::kernels::portable {
+
+// What the passes of a selection are doing: each pass runs only in its mode.
+enum ResidentMode : std::int32_t { kModeNone = 0, kModeAbove, kModeTopk, kModeSample };
+enum ResidentRule : std::int32_t { kRuleAbove = 0, kRuleTopk, kRuleSidco, kRuleDgc, kRuleTopNonzero };
+
+// Radix select of the k-th largest key in three digits (11, 10 and 10 bits of the 31-bit key).
+inline constexpr int kRadixDigits = 3;
+GS_HD inline int radix_shift(int digit) { return digit == 0 ? 20 : (digit == 1 ? 10 : 0); }
+GS_HD inline int radix_bins(int digit) { return digit == 0 ? int(kBins) : 1024; }
+
+struct RadixState {
+  std::uint32_t prefix = 0;   // the key's bits found so far
+  std::uint64_t k = 0;        // the rank still wanted among the keys with that prefix (1: largest)
+  std::int64_t last_tie = -1; // the highest index of the ties at the key that are kept
+  std::int32_t found = 0;
+};
+
+struct ResidentState {
+  std::int32_t rule = kRuleAbove;
+  std::int32_t mode = kModeNone;
+  std::int32_t fallback = 0;  // a failed fit (or an empty SIDCo selection): top-min(k, non-zero)
+  std::int32_t correct = 0;   // SIDCo's count correction
+  std::int32_t probe_on = 0;  // a count at `probe` is queued next
+  double band = 1.25;
+  double density = 0.0;
+  double probe = 0.0;         // the threshold the next count reads
+  double select_at = -1.0;    // the threshold the selection above reads
+  float probe_f = 0.0f, select_f = -1.0f;  // both as the passes compare (threshold_as_float)
+  std::uint64_t n = 0, k = 0; // the vector's size, the target count
+  std::uint64_t topk_k = 0;   // the current radix select's k
+  std::uint64_t counted = 0;   // the last count pass
+  std::uint64_t selected = 0;  // the selection above's full count
+  std::uint64_t picked = 0;    // the exact top-k's count
+  std::uint64_t ties = 0;      // ties at the key found
+  std::uint64_t finite = 0, nonzero = 0;
+  fitting::MagnitudeStats stats;
+  fitting::SidcoPlan plan;
+  RadixState radix;
+  SelectionReport report;
+};
+
+template <class Step>
+struct Bound {
+  bool on;
+  Step step;
+};
+
+// ---- passes whose parameters the device holds ------------------------------------------------
+
+struct StatsAboveAt {  // a SIDCo tail stage: y = x - eta over x > eta, while tail stages remain
+  const ResidentState* st;
+  GS_HD Bound<StatsAboveElem> bind() const {
+    const fitting::SidcoPlan& p = st->plan;
+    const bool on = p.tails_left > 0 && p.failure == fitting::SidcoFitFailure::none;
+    return {on, StatsAboveElem{kernels::detail::threshold_as_float(p.eta), p.eta}};
+  }
+};
+struct CountAt {  // the count above `probe`, when one is queued
+  const ResidentState* st;
+  GS_HD Bound<CountElem> bind() const { return {st->probe_on != 0, CountElem{st->probe_f}}; }
+};
+struct AboveAt {  // the selection above `select_at`
+  const float* g;
+  const ResidentState* st;
+  template <class Index>
+  GS_HD bool operator()(Index i) const { return st->mode == kModeAbove && selected_above(g[i], st->select_f); }
+};
+struct RadixDigit {  // the digit of x[i] when its higher digits are the prefix found, else -1
+  const float* x;
+  const ResidentState* st;
+  int digit;
+  std::int32_t mode;
+  GS_HD int operator()(std::uint64_t i) const {
+    if (st->mode != mode) return -1;
+    const std::uint32_t key = magnitude_key(x[i]);
+    const int shift = radix_shift(digit);
+    if (digit > 0 && (key >> (shift + 10)) != (st->radix.prefix >> (shift + 10))) return -1;  // 10-bit digits
+    return int((key >> shift) & std::uint32_t(radix_bins(digit) - 1));
+  }
+};
+struct TieAt {  // the elements whose key is the one found
+  const float* g;
+  const ResidentState* st;
+  template <class Index>
+  GS_HD bool operator()(Index i) const { return st->mode == kModeTopk && magnitude_key(g[i]) == st->radix.prefix; }
+};
+struct TopkAt {  // exact top-k: keys above the one found, and its ties up to the last one kept
+  const float* g;
+  const ResidentState* st;
+  template <class Index>
+  GS_HD bool operator()(Index i) const {
+    if (st->mode != kModeTopk) return false;
+    const std::uint32_t k = magnitude_key(g[i]), key = st->radix.prefix;
+    return (k > key && k < kNonfiniteKey) || (k == key && std::int64_t(i) <= st->radix.last_tie);
+  }
+};
+
+// ---- one-thread decisions ----------------------------------------------------------------------
+
+GS_HD inline void select_above_at(ResidentState& s, double t) {
+  s.mode = kModeAbove;
+  s.select_at = t;
+  s.select_f = kernels::detail::threshold_as_float(t);
+}
+GS_HD inline void probe_at(ResidentState& s, double t) {
+  s.probe_on = 1;
+  s.probe = t;
+  s.probe_f = kernels::detail::threshold_as_float(t);
+}
+GS_HD inline std::uint64_t min_u64(std::uint64_t a, std::uint64_t b) { return a < b ? a : b; }
+// Exact top-k of `k` values (none for 0).
+GS_HD inline void pick_topk(ResidentState& s, std::uint64_t k) {
+  s.topk_k = k;
+  s.mode = k > 0 ? kModeTopk : kModeNone;
+}
+// What a compressor sends when the rule could not place a threshold: the min(k, non-zero)
+// largest (the same set as every non-zero value when they are fewer than k).
+GS_HD inline void fall_back(ResidentState& s) { pick_topk(s, min_u64(s.k, s.nonzero)); }
+
+struct SetState {
+  ResidentState* st;
+  ResidentState init;
+  GS_HD void operator()(std::uint64_t) const { *st = init; }
+};
+struct TakeFinite {  // after a count of every finite x into `counted`
+  ResidentState* st;
+  GS_HD void operator()(std::uint64_t) const {
+    st->finite = st->counted;
+    st->report.nonfinite = st->n - st->counted;
+    if (st->rule == kRuleTopk) {
+      st->report.exact = 1;
+      pick_topk(*st, min_u64(st->k, st->finite));
+    }
+    if (st->rule == kRuleAbove) st->mode = kModeAbove;
+  }
+};
+struct TakeNonzero {  // after a count of the finite non-zero x into `counted`
+  ResidentState* st;
+  GS_HD void operator()(std::uint64_t) const {
+    st->nonzero = st->counted;
+    fall_back(*st);
+  }
+};
+struct SidcoFirst {  // after the statistics of all x into `stats`
+  ResidentState* st;
+  GS_HD void operator()(std::uint64_t) const {
+    st->nonzero = st->stats.count;
+    st->finite = st->stats.count + st->stats.zeros;
+    st->report.nonfinite = st->stats.nonfinite;
+    fitting::sidco_first(st->plan, st->stats);
+  }
+};
+struct SidcoTail {  // after the statistics above eta into `stats`
+  ResidentState* st;
+  GS_HD void operator()(std::uint64_t) const {
+    if (st->plan.tails_left > 0 && st->plan.failure == fitting::SidcoFitFailure::none)
+      fitting::sidco_tail(st->plan, st->stats);
+  }
+};
+// After the stages: the threshold stands, or (count correction) a count at it is queued.
+struct SidcoStagesDone {
+  ResidentState* st;
+  GS_HD void operator()(std::uint64_t) const {
+    ResidentState& s = *st;
+    s.report.stages = s.plan.run;
+    s.report.threshold = s.plan.eta;
+    if (s.plan.failure != fitting::SidcoFitFailure::none) {
+      s.report.threshold = ::nan("");
+      if (s.fallback) fall_back(s);
+      else s.report.failure = SelectionFailure::fit;
+    } else if (s.correct) {
+      probe_at(s, s.plan.eta);
+    } else {
+      select_above_at(s, s.plan.eta);
+    }
+  }
+};
+// The count correction (SidcoRule): inside the band the selection stands, above it g's exact
+// top-k, below it the selection at the corrected threshold.
+struct SidcoCorrect {
+  ResidentState* st;
+  GS_HD void operator()(std::uint64_t) const {
+    ResidentState& s = *st;
+    if (!s.probe_on) return;
+    s.probe_on = 0;
+    const std::uint64_t c = s.counted;
+    if (!fitting::sidco_needs_correction(s.plan, c, s.band)) {
+      select_above_at(s, s.plan.eta);
+    } else if (c > s.k) {
+      s.report.corrected = 1;
+      s.report.exact = 1;
+      pick_topk(s, min_u64(s.k, s.finite));
+    } else {
+      s.report.corrected = 1;
+      const double t = fitting::sidco_corrected_below(s.plan, s.plan.eta, c);
+      s.report.threshold = t;
+      select_above_at(s, t);
+    }
+  }
+};
+// After the selection above: a corrected one still above the band becomes exact top-k; an empty
+// one, with a fallback, the min(k, non-zero) largest.
+struct SidcoSelected {
+  ResidentState* st;
+  GS_HD void operator()(std::uint64_t) const {
+    ResidentState& s = *st;
+    if (s.mode != kModeAbove) return;
+    const std::uint64_t m = s.selected;
+    if (s.report.corrected && m > s.k && fitting::sidco_needs_correction(s.plan, m, s.band)) {
+      s.report.exact = 1;
+      pick_topk(s, min_u64(s.k, s.finite));
+    } else if (s.fallback && m == 0) {
+      fall_back(s);
+    }
+  }
+};
+// DGC: after a count of the sample's finite values, the rank of its threshold in the sample.
+struct DgcSampleRank {
+  ResidentState* st;
+  GS_HD void operator()(std::uint64_t) const {
+    ResidentState& s = *st;
+    const std::uint64_t f = s.counted;
+    if (f == 0) {
+      s.report.threshold = ::nan("");
+      if (s.fallback) fall_back(s);
+      else s.report.failure = SelectionFailure::sample;
+      return;
+    }
+    pick_topk(s, fitting::formula::dgc_sample_rank(f, s.density));
+    s.mode = kModeSample;
+  }
+};
+// DGC: the sample's kk-th largest is the threshold; a count above it is queued.
+struct DgcThreshold {
+  ResidentState* st;
+  GS_HD void operator()(std::uint64_t) const {
+    ResidentState& s = *st;
+    if (s.mode != kModeSample) return;
+    s.mode = kModeNone;
+    const double t = double(kernels::detail::key_to_float(s.radix.prefix));
+    s.report.threshold = t;
+    s.report.stages = 1;
+    probe_at(s, t);
+  }
+};
+// DGC: more than 4k/3 above the threshold takes the hierarchical step (exact top-k).
+struct DgcDecide {
+  ResidentState* st;
+  GS_HD void operator()(std::uint64_t) const {
+    ResidentState& s = *st;
+    if (!s.probe_on) return;
+    s.probe_on = 0;
+    if (fitting::formula::dgc_exact_step(s.counted, s.k)) {
+      s.report.stages = 2;
+      s.report.exact = 1;
+      pick_topk(s, min_u64(s.k, s.finite));
+    } else {
+      select_above_at(s, s.report.threshold);
+    }
+  }
+};
+
+// Radix select: the start, then per digit the bin holding the k-th key (from its histogram).
+struct RadixBegin {
+  ResidentState* st;
+  std::int32_t mode;
+  GS_HD void operator()(std::uint64_t) const {
+    if (st->mode != mode) return;
+    st->radix = RadixState{};
+    st->radix.k = st->topk_k;
+  }
+};
+struct RadixStep {
+  const unsigned long long* hist;
+  ResidentState* st;
+  int digit;
+  std::int32_t mode;
+  GS_HD void operator()(std::uint64_t) const {
+    ResidentState& s = *st;
+    if (s.mode != mode) return;
+    RadixState& r = s.radix;
+    const int top = digit == 0 ? int(kFiniteBins) : radix_bins(digit);
+    std::uint64_t cum = 0;
+    for (int b = top; b-- > 0;) {
+      if (cum + hist[b] >= r.k) {
+        r.prefix |= std::uint32_t(b) << radix_shift(digit);
+        r.k -= cum;
+        if (digit == kRadixDigits - 1) {
+          r.found = 1;
+          s.ties = hist[b];
+        }
+        return;
+      }
+      cum += hist[b];
+    }
+    s.report.failure = SelectionFailure::k_exceeds_finite;  // fewer finite keys than k
+    s.mode = kModeNone;
+  }
+};
+// The last tie kept: the r.k-th lowest index among the ties (ties[] ascending).
+template <class Index>
+struct LastTie {
+  const Index* ties;
+  ResidentState* st;
+  GS_HD void operator()(std::uint64_t) const {
+    if (st->mode == kModeTopk) st->radix.last_tie = std::int64_t(ties[st->radix.k - 1]);
+  }
+};
+
+// The report: the selection's count (capped at the buffers' capacity) and the exact top-k's
+// threshold (SIDCo's just below its k-th |g|, as the host's selection puts it).
+struct Report {
+  ResidentState* st;
+  std::uint64_t capacity;
+  GS_HD void operator()(std::uint64_t) const {
+    ResidentState& s = *st;
+    const std::uint64_t full = s.mode == kModeTopk ? s.picked : (s.mode == kModeAbove ? s.selected : 0);
+    s.report.count = min_u64(full, capacity);
+    if (s.mode == kModeTopk && s.report.exact) {
+      const double kth = double(kernels::detail::key_to_float(s.radix.prefix));
+      s.report.threshold = s.rule == kRuleSidco ? ::nextafter(kth, 0.0) : kth;
+    }
+  }
+};
+
+// Copies to host memory the device may write into (a pinned, mapped block).
+template <class T>
+struct CopyOne {
+  const T* src;
+  T* dst;
+  GS_HD void operator()(std::uint64_t) const { *dst = *src; }
+};
+template <class Index>
+struct CopyPairs {
+  const Index* idx;
+  const float* val;
+  Index* idx_out;
+  float* val_out;
+  GS_HD void operator()(std::uint64_t j) const {
+    idx_out[j] = idx[j];
+    val_out[j] = val[j];
+  }
+};
+
+}  // namespace gs::kernels::portable

@@ -1,0 +1,95 @@
+// BucketCompressor::exchange_resident on backend cuda: the DDP hook's device path on a GPU (its
+// cuda-host twin, test_bucket_resident.cpp and test_bucket_syncs.cpp, runs the same code on the
+// host everywhere). Skips without a usable GPU, as the other CUDA suites; scripts/gpu-check.sh runs
+// it (filter CudaBucket.*).
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "bucket_test_util.hpp"
+#include "gs/compress/bucket_compressor.hpp"
+#include "gs/kernels/backend.hpp"
+#include "gs/kernels/vector_ops.hpp"
+
+using namespace gs::compress;
+
+namespace {
+
+// Device collectives of one worker over device memory: the all-gather is a device copy.
+class SoloDeviceCollectives final : public DeviceCollectives {
+ public:
+  explicit SoloDeviceCollectives(gs::kernels::VectorOps& ops) : ops_(ops) {}
+  void allgather(const std::int32_t* indices, const float* values, std::uint64_t count, std::int32_t* indices_all,
+                 float* values_all) override {
+    ops_.copy(indices_all, indices, count);
+    ops_.copy(values_all, values, count);
+  }
+  void allreduce_sum(float*, std::uint64_t) override {}
+
+ private:
+  gs::kernels::VectorOps& ops_;
+};
+
+const std::vector<std::vector<BucketParam>> kBuckets = {{{10, 30000}, {11, 20000}}, {{12, 7700}}};
+
+// One worker's updates over 3 steps on GPU 0 (device collectives or not), or on the host path.
+std::vector<std::vector<float>> updates(const std::string& method, bool on_gpu, bool device_comm,
+                                        std::vector<StepStats>* stats = nullptr) {
+  auto bc = gs::testing::make_bucket(method, 0.01, 0, {}, on_gpu ? "cuda" : "cpu");
+  auto ops = gs::kernels::make_vector_ops(gs::kernels::BackendKind::cuda, 0);
+  SoloCollectives solo;
+  SoloDeviceCollectives dc(*ops);
+  std::vector<std::vector<float>> out;
+  for (int s = 0; s < 3; ++s) {
+    std::vector<float> step;
+    for (std::size_t b = 0; b < kBuckets.size(); ++b) {
+      std::uint64_t n = 0;
+      for (const auto& p : kBuckets[b]) n += p.numel;
+      const auto g = gs::testing::grad(n, 100 * std::uint64_t(s) + b);
+      std::vector<float> u(n);
+      const bool last = b + 1 == kBuckets.size();
+      if (on_gpu) {
+        auto d = ops->floats(n);
+        ops->upload(d.data(), g.data(), n * sizeof(float));
+        bc->exchange_resident({int(b), d.data(), n, gs::kernels::BackendKind::cuda, 0}, kBuckets[b], solo,
+                              device_comm ? &dc : nullptr, last);
+        ops->download(u.data(), d.data(), n * sizeof(float));
+      } else {
+        bc->exchange(int(b), g, kBuckets[b], solo, u, last);
+      }
+      step.insert(step.end(), u.begin(), u.end());
+    }
+    out.push_back(std::move(step));
+  }
+  if (stats) stats->assign(bc->history().begin(), bc->history().end());
+  return out;
+}
+
+}  // namespace
+
+// On a GPU the device path gives the host path's update to the bit, whether the selection comes
+// to the host (Gloo) or stays for device collectives (NCCL), and with device collectives no
+// bucket waits for the device.
+TEST(CudaBucket, ExchangeResidentOnTheGpuEqualsTheHostPath) {
+  if (!gs::kernels::cuda_available())
+    GTEST_SKIP() << "no usable GPU on this machine: CUDA suites run on a GPU machine (scripts/gpu-check.sh); "
+                    "the same code runs here as cuda-host (CudaHostBucket.*, SyncBounds.*)";
+  for (const std::string method : {"sidco-e", "sidco-gp", "topk", "dgc"}) {
+    SCOPED_TRACE(method);
+    const auto host = updates(method, false, false);
+    std::vector<StepStats> gathered_stats, device_stats;
+    const auto gathered = updates(method, true, false, &gathered_stats);
+    const auto device = updates(method, true, true, &device_stats);
+    for (std::size_t s = 0; s < host.size(); ++s) {
+      // SIDCo's thresholds come from sums the GPU adds in another order (docs/architecture.md,
+      // "Numerics"): an element at the threshold itself may go one way or the other.
+      if (method == "topk" || method == "dgc") {
+        EXPECT_EQ(gathered[s], host[s]) << "step " << s;
+        EXPECT_EQ(device[s], host[s]) << "step " << s;
+      }
+      EXPECT_EQ(device[s], gathered[s]) << "step " << s;
+      EXPECT_EQ(device_stats[s].host_syncs, 0u) << "step " << s;
+      EXPECT_LE(gathered_stats[s].host_syncs, std::uint64_t(gathered_stats[s].buckets)) << "step " << s;
+    }
+  }
+}

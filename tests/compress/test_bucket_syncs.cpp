@@ -1,0 +1,244 @@
+// What the DDP hook's device path makes the host wait for, on the cuda-host backend (the CUDA
+// path's code over fake devices that count every blocking synchronization: a stream synchronized,
+// an event waited for, a copy to the host that returns once done). The devices run behind the host
+// here (cuda_host::set_device_lag): work queued is done only after a synchronization, as on a GPU
+// that has not caught up, so anything that waits for the device is seen waiting. Bounds, per bucket
+// per step: with device collectives (NCCL) nothing; with the host's all-gather (Gloo) one, the
+// selection coming to the host; one selection call on device data, one. docs/gpu.md lists the
+// read-back that, put back, makes each case fail.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <random>
+#include <thread>
+
+#include "bucket_test_util.hpp"
+#include "gs/compress/bucket_compressor.hpp"
+#include "gs/compress/thread_collectives.hpp"
+#include "gs/kernels/cuda_host.hpp"
+#include "gs/kernels/device.hpp"
+#include "gs/kernels/select.hpp"
+
+using namespace gs::compress;
+namespace ch = gs::kernels::cuda_host;
+using gs::testing::laplace;
+using gs::testing::ThreadDeviceCollectives;
+
+namespace {
+
+// The fake devices behind the host for the object's lifetime.
+struct DevicesBehind {
+  DevicesBehind() { ch::set_device_lag(true); }
+  ~DevicesBehind() { ch::set_device_lag(false); }
+};
+
+const std::vector<std::vector<BucketParam>> kBuckets = {{{10, 40000}, {11, 20000}}, {{12, 7700}}};
+
+struct WorkerRun {
+  std::vector<StepStats> steps;
+  std::uint64_t device_syncs = 0;  // on the worker's fake device, while it exchanged (per-device count)
+  std::vector<std::vector<float>> updates;
+};
+
+// One worker's steps on fake device rank + 1, two buckets a step, through device collectives or
+// the host gather. nan_at: a step at which worker 1's first bucket holds a NaN (-1: none).
+WorkerRun run(const std::string& method, double density, Collectives& comm, bool device_comm, int steps,
+              const CompressorOptions& options, int nan_at = -1) {
+  BucketCompressor bc(make_compressor(method, density, options), {});
+  ThreadDeviceCollectives dc(comm);
+  const int dev = comm.rank() + 1;
+  WorkerRun out;
+  const std::uint64_t before = ch::syncs_by_device()[dev].total();
+  for (int s = 0; s < steps; ++s) {
+    std::vector<float> update;
+    for (std::size_t b = 0; b < kBuckets.size(); ++b) {
+      std::uint64_t n = 0;
+      for (const auto& p : kBuckets[b]) n += p.numel;
+      auto g = laplace(n, 1000 * std::uint64_t(s) + 10 * b + std::uint64_t(comm.rank()));
+      if (s == nan_at && comm.rank() == 1 && b == 0) g[17] = NAN;
+      const ch::DeviceMemory on(g.data(), g.size() * sizeof(float), dev);
+      const gs::kernels::CallerStream caller(dev, ch::caller_stream(dev));
+      bc.exchange_resident({int(b), g.data(), n, gs::kernels::BackendKind::cuda_host, dev}, kBuckets[b], comm,
+                           device_comm ? &dc : nullptr, b + 1 == kBuckets.size());
+      update.insert(update.end(), g.begin(), g.end());
+    }
+    out.updates.push_back(std::move(update));
+  }
+  out.device_syncs = ch::syncs_by_device()[dev].total() - before;  // before history() settles the steps
+  out.steps.assign(bc.history().begin(), bc.history().end());
+  return out;
+}
+
+std::vector<WorkerRun> run_all(const std::string& method, bool device_comm, int steps = 3, CompressorOptions o = {},
+                               double density = 0.01, int nan_at = -1) {
+  std::vector<WorkerRun> runs(2);
+  run_workers(2, [&](Collectives& comm) {
+    CompressorOptions mine = o;
+    mine.seed = 7 * 1000003ull + std::uint64_t(comm.rank());
+    mine.backend = "cuda-host";
+    runs[std::size_t(comm.rank())] = run(method, density, comm, device_comm, steps, mine, nan_at);
+  });
+  return runs;
+}
+
+const std::vector<std::string> kDeviceMethods = {"sidco-e", "sidco-p", "sidco-gp", "topk", "dgc"};
+
+}  // namespace
+
+// Bound: with device collectives a bucket makes no blocking synchronization. SIDCo's stages and
+// count correction, DGC's threshold and exact top-k are decided on the device; the counts travel
+// with the pairs in the all-gather; the skip, the update and the residual's commit are decided
+// there too; the step's figures arrive in host memory the device writes, read once in.
+TEST(SyncBounds, DeviceCollectivesMakeNoSynchronization) {
+  DevicesBehind behind;
+  for (const std::string& method : kDeviceMethods) {
+    SCOPED_TRACE(method);
+    for (const WorkerRun& r : run_all(method, true)) {
+      EXPECT_EQ(r.device_syncs, 0u) << "synchronizations on the worker's device while it exchanged";
+      ASSERT_EQ(r.steps.size(), 3u);
+      for (const StepStats& s : r.steps) {
+        EXPECT_EQ(s.host_syncs, 0u) << "per step";
+        EXPECT_EQ(s.buckets, 2);
+        EXPECT_FALSE(s.skipped);
+        EXPECT_GT(s.selected, 0u) << "the device's report of the step arrived";
+        EXPECT_EQ(s.host_device_bytes, 2 * sizeof(gs::kernels::ExchangeReport)) << "only the reports crossed";
+      }
+    }
+  }
+}
+
+// Bound: through the host's all-gather a bucket makes one: its selection comes to the host (the
+// count, the pairs and the report in one pinned block, one wait); the others' pairs go up queued.
+TEST(SyncBounds, HostGatherMakesOneSynchronizationPerBucket) {
+  DevicesBehind behind;
+  for (const std::string& method : kDeviceMethods) {
+    SCOPED_TRACE(method);
+    for (const WorkerRun& r : run_all(method, false)) {
+      for (const StepStats& s : r.steps) {
+        EXPECT_LE(s.host_syncs, std::uint64_t(s.buckets)) << "per step of " << s.buckets << " buckets";
+        EXPECT_GT(s.host_device_gathered_bytes, 0u) << "the other worker's pairs went up";
+      }
+      EXPECT_LE(r.device_syncs, 3u * 2u);
+    }
+  }
+}
+
+// Bound: one selection on data already on the device (gradscope.select on a CUDA tensor, a
+// compressor's compress_resident) waits once, for its result.
+TEST(SyncBounds, OneSelectionOnDeviceDataMakesOneSynchronization) {
+  DevicesBehind behind;
+  const auto g = laplace(200000, 5);
+  const ch::DeviceMemory on(g.data(), g.size() * sizeof(float), 3);
+  const gs::kernels::CallerStream caller(3, ch::caller_stream(3));
+  for (const std::string& method : kDeviceMethods) {
+    SCOPED_TRACE(method);
+    auto c = make_compressor(method, 0.01, {.backend = "cuda-host"});
+    for (int call = 0; call < 2; ++call) {  // the first call makes the workspace; so does neither wait
+      const std::uint64_t s0 = gs::kernels::host_syncs();
+      const Compressed r = c->compress_resident(g.data(), g.size(), "t");
+      EXPECT_LE(gs::kernels::host_syncs() - s0, 1u) << "call " << call;
+      EXPECT_GT(r.payload.count(), 0u);
+    }
+  }
+  auto sel = gs::kernels::make_selector(gs::kernels::BackendKind::cuda_host);
+  gs::kernels::Selection<std::int32_t> out;
+  std::uint64_t s0 = gs::kernels::host_syncs();
+  sel->sidco(g.data(), g.size(), 0.01, gs::fitting::SidcoVariant::gamma_pareto, 2, {}, out);
+  EXPECT_LE(gs::kernels::host_syncs() - s0, 1u) << "Selector::sidco";
+  s0 = gs::kernels::host_syncs();
+  sel->topk(g.data(), g.size(), 2000, out);
+  EXPECT_LE(gs::kernels::host_syncs() - s0, 1u) << "Selector::topk";
+}
+
+// The device's decisions give what the host's give: a worker's NaN skips the bucket on every
+// worker (zeros, residuals kept, the step counted as skipped), to the bit as the host path.
+TEST(DeviceDecisions, ASkipDecidedOnTheDeviceIsTheHostsSkip) {
+  DevicesBehind behind;
+  const auto device = run_all("sidco-e", true, 4, {}, 0.01, 1);
+  const auto host = run_all("sidco-e", false, 4, {}, 0.01, 1);
+  for (std::size_t r = 0; r < 2; ++r) {
+    for (int s = 0; s < 4; ++s) {
+      EXPECT_EQ(device[r].updates[std::size_t(s)], host[r].updates[std::size_t(s)]) << "worker " << r << " step " << s;
+      EXPECT_EQ(device[r].steps[std::size_t(s)].skipped, s == 1) << "step " << s;
+    }
+  }
+}
+
+// With device collectives a selection larger than the all-gather's capacity (twice the target) is
+// capped alike on every worker (its lowest indices sent, the rest left in the residual), and the
+// overflow is counted in the step's statistics. SIDCo as published (no count correction), one
+// stage at density 0.001 on Pareto-tailed values: an exponential fit overshoots about tenfold.
+TEST(DeviceDecisions, AnOverflowIsCappedAlikeAndCounted) {
+  std::vector<WorkerRun> runs(2);
+  CompressorOptions o;
+  o.sidco_as_published = true;
+  o.stages = 1;
+  run_workers(2, [&](Collectives& comm) {
+    CompressorOptions mine = o;
+    mine.backend = "cuda-host";
+    BucketCompressor bc(make_compressor("sidco-e", 0.001, mine), {});
+    ThreadDeviceCollectives dc(comm);
+    const int dev = comm.rank() + 1;
+    std::mt19937_64 rng(90 + std::uint64_t(comm.rank()));
+    std::uniform_real_distribution<float> u(0.0f, 1.0f);
+    std::vector<float> g(100000);
+    for (auto& v : g) v = std::pow(1.0f - u(rng), -1.0f / 1.5f) * (u(rng) < 0.5f ? -1.0f : 1.0f);
+    const ch::DeviceMemory on(g.data(), g.size() * sizeof(float), dev);
+    const gs::kernels::CallerStream caller(dev, ch::caller_stream(dev));
+    bc.exchange_resident({0, g.data(), g.size(), gs::kernels::BackendKind::cuda_host, dev},
+                         std::vector<BucketParam>{{1, 100000}}, comm, &dc, true);
+    runs[std::size_t(comm.rank())].updates.push_back(g);
+    runs[std::size_t(comm.rank())].steps.assign(bc.history().begin(), bc.history().end());
+    EXPECT_GT(bc.summary().overflow_per_step, 0.0);
+  });
+  EXPECT_EQ(runs[0].updates, runs[1].updates) << "every worker adds the same capped pairs";
+  for (const WorkerRun& r : runs) {
+    const StepStats& s = r.steps.at(0);
+    EXPECT_EQ(s.selected, 2u * 100u) << "the capacity: twice the target count";
+    EXPECT_GT(s.overflow, 5u * 100u) << "an exponential fit on a Pareto tail overshoots";
+  }
+}
+
+// Pinned staging: an upload returns at once (no synchronization) from a pinned block; a block whose
+// copy is still in flight is passed over for another, never waited for; once a synchronization says
+// the copy is done, the block is reused.
+TEST(Staging, UploadsDoNotWaitAndReuseBlocksOnlyOnceDone) {
+  DevicesBehind behind;
+  std::thread worker([] {  // a fresh thread: its own staging pool
+    auto ops = gs::kernels::make_vector_ops(gs::kernels::BackendKind::cuda_host, 4);
+    ops->bind_thread();
+    auto d = ops->floats(1000);
+    const std::vector<float> host(1000, 1.5f);
+    const std::uint64_t s0 = gs::kernels::host_syncs(), a0 = ch::staging_allocations();
+    ops->upload(d.data(), host.data(), 4000);
+    ops->upload(d.data(), host.data(), 4000);
+    EXPECT_EQ(gs::kernels::host_syncs(), s0) << "uploads wait for nothing";
+    EXPECT_EQ(ch::staging_allocations() - a0, 2u) << "the first block's copy is in flight: a second block";
+    std::vector<float> back(1000);
+    ops->download(back.data(), d.data(), 4000);  // waits: every copy queued is done
+    EXPECT_EQ(back, host);
+    const std::uint64_t a1 = ch::staging_allocations();
+    ops->upload(d.data(), host.data(), 4000);
+    EXPECT_EQ(ch::staging_allocations(), a1) << "a block whose copy is done is reused";
+  });
+  worker.join();
+}
+
+// CUB's temporary storage comes from the Selector's workspace: after the first call of a size, a
+// selection allocates none (the CUDA backend would otherwise allocate it in every CUB call).
+TEST(Staging, CubScratchLivesInTheSelectorsWorkspace) {
+  const auto g = laplace(100000, 8);
+  auto sel = gs::kernels::make_selector(gs::kernels::BackendKind::cuda_host);
+  const float* d = sel->place(g);
+  gs::kernels::Selection<std::int32_t> out;
+  sel->sidco(d, g.size(), 0.01, gs::fitting::SidcoVariant::exponential, 2, {}, out);
+  sel->topk(d, g.size(), 1000, out);
+  const std::uint64_t before = ch::scratch_allocations();
+  for (int i = 0; i < 3; ++i) {
+    sel->sidco(d, g.size(), 0.01, gs::fitting::SidcoVariant::exponential, 2, {}, out);
+    sel->topk(d, g.size(), 1000, out);
+    sel->above(d, g.size(), 0.01, out);
+  }
+  EXPECT_EQ(ch::scratch_allocations(), before);
+}

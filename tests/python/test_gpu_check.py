@@ -1,0 +1,99 @@
+"""scripts/gpu-check.sh's filters and scripts/gpu_check_report.py's verdicts, without a GPU: the
+CUDA cases it runs are CUDA cases (not their cuda-host twins), a filter that selects no case fails
+its step, and the report reads the device-side flow's targets from the GPU tests' figures (open
+when no GPU run measured them)."""
+
+import importlib.util
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+REPORT = ROOT / "scripts" / "gpu_check_report.py"
+
+
+def report_module():
+    spec = importlib.util.spec_from_file_location("gpu_check_report", REPORT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def check_filter(name):
+    """A filter as scripts/gpu-check.sh sets it (the one place it is written)."""
+    text = (ROOT / "scripts" / "gpu-check.sh").read_text()
+    return re.search(rf"^{name}='([^']*)'", text, re.M).group(1)
+
+
+def fake_suite(tmp_path, cases):
+    """An executable that lists `cases` ({suite: [case, ...]}) as GoogleTest's --gtest_list_tests."""
+    lines = []
+    for suite, names in cases.items():
+        lines.append(f"{suite}.")
+        lines += [f"  {n}" + ("  # GetParam() = x" if "/" in suite else "") for n in names]
+    path = tmp_path / "fake_suite"
+    path.write_text("#!/bin/sh\ncat <<'EOF'\n" + "\n".join(lines) + "\nEOF\n")
+    path.chmod(0o755)
+    return str(path)
+
+
+def count_cases(binary, flt):
+    return subprocess.run([sys.executable, str(REPORT), "count-cases", binary, flt], capture_output=True, text=True)
+
+
+def test_the_compress_cuda_filter_selects_cuda_cases_only(tmp_path):
+    suite = fake_suite(tmp_path, {
+        "Methods/CudaHostBucket": ["UpdatesEqualTheHostPathToTheBit/topk"],
+        "CudaHostBucketRules": ["OnlyTheSelectionCrossesTheBus"],
+        "CudaBucket": ["ExchangeResidentOnTheGpuEqualsTheHostPath"],
+        "Fft": ["CudaBackendMatchesCpu", "MatchesTheDirectDft"],
+        "Backends": ["SelectionCompressorsSendTheSameOnTheCudaBackendsCode"]})
+    flt = check_filter("COMPRESS_CUDA")
+    m = report_module()
+    picked = [c for c in m.listed_cases(suite) if m.gtest_filter_matches(flt, c)]
+    assert picked == ["CudaBucket.ExchangeResidentOnTheGpuEqualsTheHostPath", "Fft.CudaBackendMatchesCpu"], picked
+    r = count_cases(suite, flt)
+    assert r.returncode == 0 and r.stdout.startswith("2 case(s)"), r.stdout
+
+
+def test_a_filter_that_selects_no_case_fails(tmp_path):
+    suite = fake_suite(tmp_path, {"Selector/cuda_host": ["PlacesOnce"], "Cpu": ["Works"]})
+    r = count_cases(suite, "*/cuda:Cuda.*")
+    assert r.returncode == 1 and "FILTER MATCHES NO TEST" in r.stdout, r.stdout
+    # The sanitizer step and the filters' step run every filter through it.
+    text = (ROOT / "scripts" / "gpu-check.sh").read_text()
+    assert 'cases_match "${run%%|*}" "${run#*|}" || { rc=1; continue; }' in text
+    assert "run_step cuda-filters" in text
+
+
+@pytest.mark.skipif(not os.environ.get("GS_BUILD_DIR"), reason="needs the build (GS_BUILD_DIR, set by ctest)")
+def test_the_check_filters_select_cases_of_the_built_suites():
+    build = pathlib.Path(os.environ["GS_BUILD_DIR"]) / "tests"
+    m = report_module()
+    compress = build / "compress" / "test_compress"
+    assert m.count_cases(str(compress), check_filter("COMPRESS_CUDA")) >= 2
+    assert not [c for c in m.listed_cases(str(compress))
+                if "CudaHost" in c and m.gtest_filter_matches(check_filter("COMPRESS_CUDA"), c)]
+    kernels = build / "kernels" / "gs_kernels_tests"
+    for name in ("KERNELS_CUDA", "RACECHECK_KERNELS"):
+        assert m.count_cases(str(kernels), check_filter(name)) > 0, name
+
+
+def test_the_report_reads_the_targets_and_leaves_them_open_without_a_gpu_run():
+    m = report_module()
+    assert all(t["verdict"] == "open (not measured)" for t in m.targets([]))
+    figures = [{"test": "hook_nccl_world_1", "host_syncs_per_bucket_after_step_0": 0.0,
+                "bus_bytes_per_bucket_after_step_0": 64.0},
+               {"test": "hook_gloo_cuda_rank0", "host_syncs_per_step": 3.0, "buckets": 3},
+               {"test": "overlap", "overlap_ms": 0.5, "hook_device_ms_per_step": 4.0}]
+    steps = [{"step": "python-gpu-tests", "status": "ran", "figures": figures},
+             {"step": "benchmarks", "status": "ran", "figures": {"ddp": {"rows": [
+                 {"mode": "plain DDP", "ms_per_step_median": 10.0},
+                 {"mode": "gradscope sidco-e 0.01", "ms_per_step_median": 12.0}]}}}]
+    verdicts = {t["target"]: t["verdict"] for t in m.targets(steps)}
+    assert verdicts == {"nccl-waits": "met", "gloo-waits": "met", "nccl-bus-bytes": "met", "overlap": "missed",
+                        "hook-ms": "met", "resnet18": "met"}, verdicts
