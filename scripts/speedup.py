@@ -13,6 +13,9 @@ Two measurements, each made once and reused from OUT (the frontier's way, script
     run once its timed steps pass S seconds, with at least 2 timed (a dense ResNet-18 step takes
     about a minute at 10 Mbit/s). Needs root (the lab); --no-lab runs the unshaped rate on plain
     loopback instead (the smoke test).
+--phase steps writes the table of the timing runs already made (OUT/steps.table.md: each point's
+median step, its split and dense's step over it, per model and rate; it starts no run), for models
+without accuracy runs.
 The report (OUT/speedup.table.md, OUT/speedup-<model>.png) gives, per model and rate, each point's
 median step and its split, the wall time to reach dense's final test accuracy (steps to it, read
 off the accuracy runs with linear interpolation between evaluations, times the median step at that
@@ -329,6 +332,37 @@ def accuracy_table(models, opts):
     return "\n".join(lines)
 
 
+def step_table(models, opts):
+    """The timing runs alone (no accuracy runs needed): per model and rate, each point's median
+    step, its split, and dense's step over it (the speed-up per step), beside the ideal."""
+    def made(model, point, rate):  # read only: a run not made is left out, never started
+        path = os.path.join(opts.out, "time", f"{model}-{point}-w{opts.workers}-{rate}.json")
+        if os.path.exists(path):
+            with open(path) as f:
+                return json.load(f)
+        return None
+
+    lines = ["| model | rate | point | step s | compute / hook / comm s | dense step / step | ideal |",
+             "|---|---|---|---|---|---|---|"]
+    for model in models:
+        for rate in opts.rates.split(","):
+            if not made(model, "compute", rate) or not made(model, "dense", rate):
+                continue
+            compute = split(made(model, "compute", rate), 0.0)["step"]
+            dense_step = split(made(model, "dense", rate), compute)["step"]
+            for p in ["dense"] + opts.point_list:
+                t = made(model, p, rate)
+                if t is None:
+                    continue
+                s = split(t, compute)
+                label = ("dense" if p == "dense" else point_spec(p)[5]) + (
+                    f" (ran {'dense' if sum(t.get('dense', [])[WARM:]) * 2 > len(t['step_s'][WARM:]) else 'compressed'})"
+                    if p == AUTO else "")
+                lines.append(f"| {model} | {rate} | {label} | {s['step']:.3f} | {s['compute']:.3f} / {s['hook']:.3f} / "
+                             f"{s['comm']:.3f} | {dense_step / s['step']:.2f} | {dense_step / compute:.2f} |")
+    return "\n".join(lines)
+
+
 def table(rows):
     lines = ["| model | rate | point | test acc. % | step s | compute / hook / comm s | time to dense's acc. s "
              "(seeds reaching it) | speed-up | ideal | of ideal |", "|---|---|---|---|---|---|---|---|---|---|"]
@@ -381,7 +415,7 @@ def parse(argv=None):
     p.add_argument("--timing-timeout", type=int, default=3600)
     p.add_argument("--timing-budget", type=float, default=float("inf"),
                    help="seconds of timed steps after which a timing run stops (at least 2 are timed)")
-    p.add_argument("--phase", default="all", choices=["accuracy", "timing", "report", "all"])
+    p.add_argument("--phase", default="all", choices=["accuracy", "timing", "report", "steps", "all"])
     p.add_argument("--no-lab", action="store_true", help="unshaped rate only, on loopback (no root needed)")
     p.add_argument("--out", default="docs/results/speedup")
     opts = p.parse_args(argv)
@@ -429,6 +463,8 @@ def main(argv=None):
             for rate in opts.rates.split(","):
                 for p in ["compute", "dense"] + opts.point_list:  # a step of dense is one whatever its lr
                     timing_run(m, p, rate, opts)
+    if opts.phase == "steps":  # the timing runs made, without accuracy runs
+        runs.publish(step_table(models, opts), os.path.join(opts.out, "steps.table.md"))
     if opts.phase in ("report", "all"):
         rows = []
         for m in models:
