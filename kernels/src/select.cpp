@@ -128,7 +128,7 @@ SelectionReport CpuSelector::run(const float* g, std::uint64_t n, const SelectRe
         if (!r.fallback) throw;  // a sample without a finite value
       }
       if (t && t->exact) topk(g, n, k, out);
-      else if (t) above(g, n, t->threshold, out);
+      else if (t) above(g, n, fitting::selection_bound(t->threshold), out);  // at or above it
       else fall_back(g, n, k, out);
       rep.threshold = std::numeric_limits<double>::quiet_NaN();
       if (t) {

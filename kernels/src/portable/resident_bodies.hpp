@@ -255,7 +255,9 @@ struct DgcThreshold {
     const double t = double(kernels::detail::key_to_float(s.radix.prefix));
     s.report.threshold = t;
     s.report.stages = 1;
-    probe_at(s, t);
+    // The sampled value is kept, as the host's rule keeps it (at or above: selection_bound): t is
+    // a float, so a double just below it selects the same floats as x >= t.
+    probe_at(s, t > 0.0 ? t * (1.0 - 1e-12) : t);
   }
 };
 // DGC: more than 4k/3 above the threshold takes the hierarchical step (exact top-k).
@@ -270,7 +272,7 @@ struct DgcDecide {
       s.report.exact = 1;
       pick_topk(s, min_u64(s.k, s.finite));
     } else {
-      select_above_at(s, s.report.threshold);
+      select_above_at(s, s.probe);  // the bound DgcThreshold counted at
     }
   }
 };
