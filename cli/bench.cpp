@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 
 #include "command.hpp"
 #include "vector_input.hpp"

@@ -6,7 +6,7 @@
 #include <thread>
 
 #include "gs/base/join.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/fitting/thresholds.hpp"
 
 namespace gs::analyzer {

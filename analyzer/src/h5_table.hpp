@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "gs/data/detail/h5_handles.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 
 namespace gs::analyzer::h5 {
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/base/join.hpp"
 #include "gs/bench/kernel_bench.hpp"
 

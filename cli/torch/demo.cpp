@@ -12,7 +12,7 @@
 #include "torch_commands.hpp"
 #include "gs/analyzer/analyze.hpp"
 #include "gs/data/snapshot.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/train/capture.hpp"
 #include "progress.hpp"
 #include "snapshot_text.hpp"

@@ -10,7 +10,7 @@
 #include "gs/base/bytes.hpp"
 #include "gs/compress/compressor.hpp"
 #include "gs/compress/model_compressor.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/distributed/checkpoint.hpp"
 #include "gs/distributed/config.hpp"
 #include "gs/distributed/launcher.hpp"

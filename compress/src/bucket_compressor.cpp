@@ -6,7 +6,7 @@
 #include <set>
 
 #include "gs/base/timing.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/kernels/device.hpp"
 #include "gather_payloads.hpp"
 #include "host_vectors.hpp"

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 
 namespace gs::compress {
 

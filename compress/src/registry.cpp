@@ -7,7 +7,7 @@
 #include "compressors.hpp"
 #include "gs/base/join.hpp"
 #include "gs/compress/compressor.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/kernels/fft.hpp"
 
 namespace gs::compress {

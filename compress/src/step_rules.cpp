@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "gs/base/quantile.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 
 namespace gs::compress {
 

@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "gs/base/join.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/fitting/formulas.hpp"
 
 namespace gs::fitting {

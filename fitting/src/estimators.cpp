@@ -11,7 +11,7 @@
 #include <span>
 #include <vector>
 
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/fitting/formulas.hpp"
 
 namespace gs::fitting {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "gs/base/radix_select.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/fitting/estimators.hpp"
 #include "gs/fitting/formulas.hpp"
 

@@ -25,7 +25,7 @@
 #include <QVBoxLayout>
 #include <qcustomplot.h>
 
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/analyzer/plots/charts.hpp"
 
 namespace gs::gui {

@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <string>
 
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/kernels/cpu.hpp"
 #include "gs/kernels/cuda_host.hpp"
 #include "gs/kernels/device.hpp"

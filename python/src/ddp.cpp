@@ -19,7 +19,7 @@
 #include "gs/kernels/backend.hpp"
 #include "gs/kernels/cuda_host.hpp"
 #include "gs/kernels/device.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "options.hpp"
 #include "stats_fields.hpp"
 

@@ -27,7 +27,7 @@
 #include "gs/compress/thread_collectives.hpp"
 #include "gs/data/fashion_mnist.hpp"
 #include "gs/data/step_recorder.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/fitting/report.hpp"
 #include "gs/kernels/backend.hpp"
 #include "gs/kernels/cuda_host.hpp"

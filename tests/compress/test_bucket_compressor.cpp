@@ -13,7 +13,7 @@
 #include "gs/compress/thread_collectives.hpp"
 #include "bucket_test_util.hpp"
 #include "common/error_message.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 
 using gs::testing::error_message;
 using namespace gs::compress;

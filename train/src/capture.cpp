@@ -10,7 +10,7 @@
 
 #include "gs/base/quantile.hpp"
 #include "gs/base/timing.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/train/common_options.hpp"
 #include "gs/train/dataset.hpp"
 #include "gs/train/loop.hpp"

@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/train/models.hpp"
 
 namespace gs::train {

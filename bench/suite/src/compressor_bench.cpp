@@ -11,7 +11,7 @@
 #include "gs/compress/thread_collectives.hpp"
 #include "gs/base/quantile.hpp"
 #include "gs/base/timing.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 
 namespace gs::bench {
 

@@ -10,7 +10,7 @@
 #include <random>
 #include <sstream>
 
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/fitting/thresholds.hpp"
 #include "gs/kernels/cpu.hpp"
 #if defined(GS_HAVE_CUDA)

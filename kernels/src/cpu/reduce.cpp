@@ -12,7 +12,7 @@
 #include "light_avx2.hpp"
 #include "parallel.hpp"
 #include "reduce.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/kernels/cpu.hpp"
 #include "gs/kernels/elementwise.hpp"
 

@@ -8,7 +8,7 @@
 
 #include "compact.hpp"
 #include "parallel.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/kernels/cpu.hpp"
 #include "gs/kernels/elementwise.hpp"
 

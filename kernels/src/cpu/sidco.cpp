@@ -11,7 +11,7 @@
 #include "compact.hpp"
 #include "parallel.hpp"
 #include "gs/base/radix_select.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/kernels/cpu.hpp"
 #include "gs/kernels/elementwise.hpp"
 

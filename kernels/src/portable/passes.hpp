@@ -38,7 +38,7 @@
 
 #include "bodies.hpp"
 #include "resident_bodies.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/fitting/passes.hpp"
 #include "gs/fitting/thresholds.hpp"
 #include "gs/kernels/types.hpp"

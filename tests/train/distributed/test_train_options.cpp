@@ -7,7 +7,7 @@
 
 #include "common/error_message.hpp"
 #include "gs/distributed/config.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/train/capture.hpp"
 
 namespace {

@@ -20,7 +20,7 @@
 #include "gs/distributed/comm.hpp"
 #include "gs/distributed/launcher.hpp"
 #include "gs/distributed/torch_adapter.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/train/loop.hpp"
 #include "gs/train/per_sample.hpp"
 #include "gs/train/recorder.hpp"

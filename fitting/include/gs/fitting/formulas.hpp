@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "gs/fitting/gamma_inv.hpp"
-#include "gs/hostdevice.hpp"
+#include "gs/base/hostdevice.hpp"
 
 namespace gs::fitting::formula {
 

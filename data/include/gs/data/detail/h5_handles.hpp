@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "gs/data/codecs.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 
 namespace gs::data::h5 {
 
