@@ -37,17 +37,18 @@ int run(const gs::distributed::TrainConfig& cfg) {
   }
   if (cfg.workers > 1 && cfg.rank < 0) return gs::distributed::launch_workers(cfg);
   const bool print_steps = !cfg.quiet && !cfg.json;
-  auto on_step = [&](const gs::distributed::StepReport& s, std::int64_t total) {
+  auto on_step = [&](const gs::distributed::StepReport& rep, std::int64_t total) {
     if (!print_steps) return;
+    const gs::compress::StepStats& s = rep.stats;
     if (s.skipped) {
       std::fprintf(stderr, "step %lld/%lld skipped: non-finite gradient on some worker\n",
-                   (long long)s.step + 1, (long long)total);
+                   (long long)rep.step + 1, (long long)total);
       return;
     }
     std::fprintf(stderr,
                  "step %lld/%lld loss %.4f density %.3g quality %.3f%s%s sent %s of %s compress "
                  "%.2f ms comm %.2f ms\n",
-                 (long long)s.step + 1, (long long)total, s.loss, s.density, s.quality,
+                 (long long)rep.step + 1, (long long)total, rep.loss, s.density(), s.quality(),
                  s.stages ? (" stages " + std::to_string(s.stages)).c_str() : "", s.critical ? " critical" : "",
                  gs::human_bytes(double(s.bytes_sent)).c_str(), gs::human_bytes(double(s.dense_bytes)).c_str(),
                  s.compress_seconds * 1e3, s.comm_seconds * 1e3);

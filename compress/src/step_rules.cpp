@@ -258,7 +258,7 @@ std::string DensityWatch::add(double quality) {
   return m.str();
 }
 
-void RunStatistics::add(const StepFigures& s) {
+void RunStatistics::add(const StepStats& s, double step_seconds) {
   ++steps_;
   if (s.skipped) {
     ++skipped_;
@@ -266,22 +266,23 @@ void RunStatistics::add(const StepFigures& s) {
   }
   ++counted_;
   critical_ += s.critical;
+  const double density = s.density();
   if (!s.warmup) {
-    quality_.push_back(s.quality);
-    density_compressed_ += s.density;
+    quality_.push_back(s.quality());
+    density_compressed_ += density;
   }
-  density_ += s.density;
-  bytes_ += s.bytes_sent;
-  dense_ += s.dense_bytes;
-  gathered_ += s.gathered_bytes;
-  bus_ += s.host_device_bytes;
-  bus_gathered_ += s.host_device_gathered_bytes;
-  syncs_ += s.host_syncs;
-  overflow_ += s.overflow;
+  density_ += density;
+  bytes_ += double(s.bytes_sent);
+  dense_ += double(s.dense_bytes);
+  gathered_ += double(s.gathered_bytes);
+  bus_ += double(s.host_device_bytes);
+  bus_gathered_ += double(s.host_device_gathered_bytes);
+  syncs_ += double(s.host_syncs);
+  overflow_ += double(s.overflow);
   compress_ += s.compress_seconds;
   comm_ += s.comm_seconds;
   hook_ += s.hook_seconds;
-  step_ += s.step_seconds;
+  step_ += step_seconds;
 }
 
 RunSummary RunStatistics::summary() const {
