@@ -21,7 +21,7 @@ namespace {
 int run(const gs::distributed::TrainConfig& cfg) {
   cfg.validate();
   // Name, ratio and option errors up front, before any worker starts.
-  const auto probe = gs::compress::make_compressor(cfg.compressor, cfg.density, cfg.compressor_options(0));
+  const auto probe = gs::compress::make_compressor(cfg.compressor, cfg.run_density(), cfg.compressor_options(0));
   if (cfg.momentum_correction && !gs::compress::supports_momentum_correction(*probe))
     throw gs::Error("--momentum-correction masks what a sparse compressor sends; '" + cfg.compressor +
                     "' is not one: drop the flag (its momentum stays in the optimizer)");
@@ -61,7 +61,7 @@ int run(const gs::distributed::TrainConfig& cfg) {
   }
   const auto s = gs::distributed::summarize(r);
   std::printf("model %s, compressor %s at ratio %g, %d worker(s), %zu steps (%lld skipped)\n",
-              cfg.model.c_str(), cfg.compressor.c_str(), cfg.density, cfg.workers, r.steps.size(),
+              cfg.model.c_str(), cfg.compressor.c_str(), cfg.run_density(), cfg.workers, r.steps.size(),
               (long long)r.skipped_steps);
   std::printf("test accuracy %.2f%%, final loss %.4f, wall time %.1f s\n", 100.0 * r.test_accuracy,
               r.final_loss, r.wall_seconds);

@@ -9,6 +9,16 @@
 
 namespace gs::compress {
 
+WarmupSchedule WarmupSchedule::of(std::int64_t steps, std::string_view kind, double start_density,
+                                  double density) {
+  WarmupSchedule w;
+  w.steps = steps;
+  w.kind = parse_kind(kind);
+  w.start_density = start_density;
+  w.density = density;
+  return w;
+}
+
 WarmupSchedule::Kind WarmupSchedule::parse_kind(std::string_view name) {
   if (name == "dense") return Kind::dense;
   if (name == "exponential") return Kind::exponential;

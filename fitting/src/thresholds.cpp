@@ -45,10 +45,10 @@ ThresholdResult keep_everything(std::string method, MagnitudePasses& passes) {
   return r;
 }
 
-void check_density(double density) {
+void check_density(double density, std::string_view what) {
   if (!(density > 0.0 && density <= 1.0)) {
     std::ostringstream os;
-    os << "density " << density << " is outside (0, 1]: give the fraction of elements to keep, e.g. 0.01";
+    os << what << " " << density << " is outside (0, 1]: give the fraction of elements to keep, e.g. 0.01";
     throw Error(os.str());
   }
 }

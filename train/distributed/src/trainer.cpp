@@ -121,7 +121,7 @@ class Worker {
     }
     mc_.emplace(tensor_specs(*model_), compress::parse_granularity(config_.granularity),
                 config_.bucket_size,
-                compress::make_compressor(config_.compressor, config_.density,
+                compress::make_compressor(config_.compressor, config_.run_density(),
                                           config_.compressor_options(rank_)));
     // Variance-based compression weighs each element by its per-sample gradient variance, which
     // the model's forward/backward yields when a GradientVariance is attached.

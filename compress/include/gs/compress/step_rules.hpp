@@ -28,6 +28,8 @@ struct WarmupSchedule {
   double start_density = 0.25;
   double density = 1.0;  // the run's density, after the warm-up
 
+  // The schedule of a front end's settings (kind by name), as gradscope train and the hook make it.
+  static WarmupSchedule of(std::int64_t steps, std::string_view kind, double start_density, double density);
   static Kind parse_kind(std::string_view name);  // "dense" | "exponential"; gs::Error otherwise
   static std::string_view to_string(Kind k);
 

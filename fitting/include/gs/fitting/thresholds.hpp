@@ -12,8 +12,8 @@
 #include <cstdint>
 #include <span>
 #include <string>
-#include <vector>
 #include <string_view>
+#include <vector>
 
 #include "gs/base/radix_select.hpp"
 #include "gs/base/state_stream.hpp"
@@ -24,8 +24,8 @@
 namespace gs::fitting {
 
 // The density every part of the project speaks of: the fraction of elements kept, in (0, 1].
-// gs::Error naming the value otherwise.
-void check_density(double density);
+// gs::Error naming the value otherwise, as `what` (the caller's word: "--ratio", "ratio").
+void check_density(double density, std::string_view what = "density");
 // The number of elements a density keeps: k = max(1, floor(n * density)), at most n; 0 for n = 0.
 // gs::Error for a density outside (0, 1].
 std::uint64_t target_count(std::uint64_t n, double density);
