@@ -79,6 +79,12 @@ def compress_where_it_lives(core, x, name, what, stream=None):
     return core.compress(address, n, name)
 
 
+def as_float32(t):
+    """t's values as a contiguous float32 tensor where t lives (t itself, detached, when it is one)."""
+    t = t.detach()
+    return t if t.dtype == torch.float32 and t.is_contiguous() else t.to(torch.float32).contiguous()
+
+
 def on_host(x):
     """x itself when it is in host memory, else a host copy (CUDA tensors)."""
     if isinstance(x, torch.Tensor) and x.device.type == "cuda":

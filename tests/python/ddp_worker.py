@@ -92,7 +92,7 @@ def device(rank, world, out, method, ratio, steps, backend):
     ddp = torch.nn.parallel.DistributedDataParallel(model)
     state = gddp.State(method, ratio, backend="cpu" if backend == "cpu" else "cuda-host")
     if backend == "cuda-host-device":
-        state._device_collectives = True
+        state._group.device_collectives = True
     ddp.register_comm_hook(state, gddp.hook)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
     x, y = gradscope.fashion_mnist("train", 1024)
