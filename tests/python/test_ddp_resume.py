@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import gradscope
+from gradscope import _testing
 from conftest import run_script
 
 STEPS = 34  # saved after 26 (ddp_resume_worker.save_step): past every window a state carries
@@ -195,10 +196,10 @@ def test_making_a_state_asks_no_device_and_nccl_is_found_in_a_composite_backend(
     buffers in host memory."""
     import torch.distributed as dist
     import gradscope.ddp as gddp
-    before = gradscope._gradscope.backend_probes()
+    before = _testing.backend_probes()
     gddp.State("sidco-e", 0.01)
     gddp.State("topk", 0.05, backend="auto")
-    assert gradscope._gradscope.backend_probes() == before
+    assert _testing.backend_probes() == before
     assert gddp._backend_for("cpu:gloo,cuda:nccl", "cuda") == "nccl"
     assert gddp._backend_for("cpu:gloo,cuda:nccl", "cpu") == "gloo"
     assert gddp._backend_for("nccl", "cpu") is None and gddp._backend_for("gloo", "cuda") == "gloo"
@@ -301,7 +302,7 @@ def test_errors_speak_python(one_process_group):
     with pytest.raises(gradscope.Error) as e:
         gddp.State("qsgd-mn", bits=[40])
     assert "--" not in str(e.value) and "bits" in str(e.value), str(e.value)
-    if not gradscope._gradscope.cuda_available():
+    if not _testing.cuda_available():
         with pytest.raises(gradscope.Error) as e:
             gradscope.select(torch.randn(1000), "sidco-e", 0.01, backend="cuda")
         assert "--backend" not in str(e.value) and "backend cpu" in str(e.value), str(e.value)
