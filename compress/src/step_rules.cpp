@@ -4,8 +4,9 @@
 #include <cmath>
 #include <sstream>
 
-#include "gs/base/quantile.hpp"
+#include "gs/base/enum_names.hpp"
 #include "gs/base/error.hpp"
+#include "gs/base/quantile.hpp"
 
 namespace gs::compress {
 
@@ -19,15 +20,14 @@ WarmupSchedule WarmupSchedule::of(std::int64_t steps, std::string_view kind, dou
   return w;
 }
 
+constexpr EnumName<WarmupSchedule::Kind> kWarmupKinds[] = {{WarmupSchedule::Kind::dense, "dense"},
+                                                           {WarmupSchedule::Kind::exponential, "exponential"}};
+
 WarmupSchedule::Kind WarmupSchedule::parse_kind(std::string_view name) {
-  if (name == "dense") return Kind::dense;
-  if (name == "exponential") return Kind::exponential;
-  throw Error("unknown warm-up schedule '" + std::string(name) + "': use dense or exponential");
+  return enum_value(kWarmupKinds, name, "warm-up schedule");
 }
 
-std::string_view WarmupSchedule::to_string(Kind k) {
-  return k == Kind::dense ? "dense" : "exponential";
-}
+std::string_view WarmupSchedule::to_string(Kind k) { return enum_name(kWarmupKinds, k); }
 
 double WarmupSchedule::density_at(std::int64_t step) const {
   if (!warmup_at(step)) return density;
@@ -59,15 +59,14 @@ void WarmupSchedule::check(bool density_based, std::string_view compressor, cons
   }
 }
 
+constexpr EnumName<DensitySchedule::Kind> kScheduleKinds[] = {{DensitySchedule::Kind::constant, "constant"},
+                                                              {DensitySchedule::Kind::accordion, "accordion"}};
+
 DensitySchedule::Kind DensitySchedule::parse_kind(std::string_view name) {
-  if (name == "constant") return Kind::constant;
-  if (name == "accordion") return Kind::accordion;
-  throw Error("unknown density schedule '" + std::string(name) + "': use constant or accordion");
+  return enum_value(kScheduleKinds, name, "density schedule");
 }
 
-std::string_view DensitySchedule::to_string(Kind k) {
-  return k == Kind::constant ? "constant" : "accordion";
-}
+std::string_view DensitySchedule::to_string(Kind k) { return enum_name(kScheduleKinds, k); }
 
 void DensitySchedule::check(bool density_based, std::string_view compressor, double density,
                             const Names& names) const {

@@ -15,10 +15,6 @@
 
 namespace gs::fitting {
 
-double selection_bound(double threshold) {
-  return threshold > 0.0 ? std::nextafter(threshold, -std::numeric_limits<double>::infinity()) : threshold;
-}
-
 std::uint64_t count_selected(MagnitudePasses& passes, double threshold) {
   return passes.count_above(selection_bound(threshold));
 }

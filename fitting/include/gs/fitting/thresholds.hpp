@@ -18,6 +18,7 @@
 #include "gs/base/radix_select.hpp"
 #include "gs/base/state_stream.hpp"
 #include "gs/fitting/distributions.hpp"
+#include "gs/fitting/formulas.hpp"
 #include "gs/fitting/passes.hpp"
 #include "gs/fitting/sidco_plan.hpp"
 
@@ -90,7 +91,7 @@ struct SelectionCount {
 // threshold of 0 selects the non-zero x: no method sends a zero it could leave out. The backends
 // select x > bound; selection_bound(threshold) is the bound that keeps the same elements (the
 // largest double below a positive threshold: no float lies between the two).
-double selection_bound(double threshold);
+using formula::selection_bound;
 // The count of what `threshold` selects (one pass): count_above(selection_bound(threshold)).
 std::uint64_t count_selected(MagnitudePasses& passes, double threshold);
 
