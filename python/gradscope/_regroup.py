@@ -61,6 +61,7 @@ class Regrouping:
     def restore(self, saved):
         layout = [(int(index), tuple(int(k) for k in keys)) for index, keys in saved]
         self._restore = layout or None
+        self.layout = self._restore  # the last step's grouping, until a step after the load ends
 
 
 class RegroupedStep:

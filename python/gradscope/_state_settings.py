@@ -191,7 +191,7 @@ class Settings:
 
     def make_core(self, rank):
         """The C++ core with these settings, its seed this rank's own (one sampling stream a worker)."""
-        values = dict(self.values, options=dict(self.options, seed=str(self.seed * 1000003 + rank)))
+        values = dict(self.values, options=dict(self.options, seed=str(_gradscope.worker_seed(self.seed, rank))))
         calls = {}
         for row in SETTINGS:
             if row.core:

@@ -226,6 +226,14 @@ void bind_compressors(py::module_& m) {
   m.def("check_options_read", &check_options_read, py::arg("name"), py::arg("options"),
         py::arg("also") = std::vector<std::string>{});
   m.def("default_sidco_stages", &gs::fitting::default_sidco_stages, py::arg("ratio"));
+  // The rules the front ends share, written once in C++ (docs/architecture.md).
+  m.def("worker_seed", &compress::worker_seed, py::arg("seed"), py::arg("rank"));
+  m.def("check_density", [](double density, const std::string& what) {
+    gs::fitting::check_density(density, what);
+    return density;
+  }, py::arg("density"), py::arg("what") = "ratio");
+  m.def("density_for", &compress::density_for, py::arg("name"), py::arg("ratio"), py::arg("fallback"),
+        py::arg("what") = "ratio");
   py::class_<CompressorHandle>(m, "Compressor")
       .def(py::init<const std::string&, double, const std::map<std::string, std::string>&>(),
            py::arg("name"), py::arg("density"), py::arg("options") = std::map<std::string, std::string>{})

@@ -64,7 +64,7 @@ std::vector<std::vector<py::array_t<float>>> model_compressor_steps(
     py::gil_scoped_release free;
     compress::run_workers(workers, [&](compress::Collectives& comm) {
       compress::CompressorOptions o = base;
-      o.seed = base.seed * 1000003ull + std::uint64_t(comm.rank());
+      o.seed = compress::worker_seed(base.seed, std::uint64_t(comm.rank()));
       compress::ModelCompressor mc(specs, compress::Granularity::layer, 0,
                                    compress::make_compressor(name, density, o));
       mc.set_momentum_correction(momentum_correction);

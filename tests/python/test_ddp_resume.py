@@ -126,6 +126,9 @@ def test_state_dicts_and_pickles_of_an_older_gradscope_load(one_process_group):
     unpickled = gddp.State.__new__(gddp.State)
     unpickled.__setstate__({"state": older, "options": {"backend": "auto"}, "variance": None, "timeout": 60.0})
     assert unpickled.state_dict()["core"] == state.state_dict()["core"] and unpickled.timeout == 60.0
+    # A state saved again before its next step keeps the saved step's grouping (the resume after
+    # it regroups as the first would have).
+    assert unpickled.state_dict()["layout"] == state.state_dict()["layout"] == [[0, [0]]]
     assert unpickled.state_dict()["when"] == ("always", 50) and unpickled.exchange_mode == "allgather"
     with pytest.raises(gradscope.Error, match=r"saved with when=\('always', 50\), this State has when=\('auto', 3\)"):
         gddp.State("sidco-e", 0.02, when="auto", when_interval=3).load_state_dict(older)
