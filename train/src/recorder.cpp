@@ -52,4 +52,14 @@ GradientRecorder::~GradientRecorder() {
   for (auto& [param, handle] : hooks_) param.remove_hook(handle);
 }
 
+data::SnapshotWriter fashion_mnist_snapshot(const std::string& path, const std::string& model, std::uint64_t seed,
+                                            const std::vector<data::LayerInfo>& layers,
+                                            const data::WriterOptions& options) {
+  data::SnapshotMeta meta;
+  meta.model = model;
+  meta.dataset = "fashion-mnist";
+  meta.seed = seed;
+  return data::SnapshotWriter(path, meta, layers, options);
+}
+
 }  // namespace gs::train

@@ -140,14 +140,10 @@ class Worker {
                  torch::optim::SGDOptions(config_.lr).momentum(
                      config_.momentum_correction ? 0.0 : config_.momentum));
     if (!config_.record.empty() && rank_ == 0) {
-      data::SnapshotMeta meta;
-      meta.model = config_.model;
-      meta.dataset = "fashion-mnist";
-      meta.seed = config_.seed;
       data::WriterOptions wo;
       wo.force = config_.force;
-      recorder_.emplace(*model_, data::SnapshotWriter(config_.record, meta,
-                                                      train::parameter_layers(*model_), wo));
+      recorder_.emplace(*model_, train::fashion_mnist_snapshot(config_.record, config_.model, config_.seed,
+                                                               train::parameter_layers(*model_), wo));
     }
     result_.parameters = mc_->numel();
   }
