@@ -2,7 +2,8 @@
 
 CMake configures a build of only what the extension needs (no tests, benchmarks, GUI or training
 executables) for the interpreter running pip (GS_PYTHON), builds the _gradscope target and puts
-the module into the package. Environment:
+the module into the package (not gradscope._testing, the tests' module: a CMake build tree alone
+has it). Environment:
   GS_CMAKE_ARGS   more arguments for the configure step, e.g. "-DGS_ENABLE_CUDA=OFF"
   GS_CUDA_ARCHS   the CUDA targets (CMake's GS_CUDA_ARCHS): unset, this machine's GPUs (compute_75
                   PTX where none is visible); "all", machine code for sm_75 to sm_90 and PTX, for

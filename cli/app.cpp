@@ -7,7 +7,7 @@
 #include <map>
 
 #include "command.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/version.hpp"
 
 namespace gs::cli {

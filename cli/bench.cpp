@@ -7,12 +7,12 @@
 #include <string>
 #include <vector>
 
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 
 #include "command.hpp"
 #include "vector_input.hpp"
 #include "gs/bench/compressor_bench.hpp"
-#include "gs/bench/kernel_bench.hpp"
+#include "gs/bench/kernels_bench.hpp"
 
 namespace {
 
@@ -82,13 +82,13 @@ GS_COMMAND("bench", "Benchmarks: `bench kernels` (heavy passes), `bench compress
                }
                cfg->kernels.backend = gs::kernels::resolve_backend(cfg->backend);
                const bool show = !cfg->quiet;
-               const auto rows = gs::bench::run_kernel_bench(cfg->kernels, [show](const auto& r) {
+               const auto rows = gs::bench::run_kernels_bench(cfg->kernels, [show](const auto& r) {
                  if (show)
                    std::fprintf(stderr, "bench: %s n=%llu density=%g: %.3f ms\n", r.method.c_str(),
                                 static_cast<unsigned long long>(r.n), r.density, r.median_ms);
                });
-               const std::string out = cfg->json ? gs::bench::kernel_bench_json(cfg->kernels, rows)
-                                                 : gs::bench::kernel_bench_table(rows);
+               const std::string out = cfg->json ? gs::bench::kernels_bench_json(cfg->kernels, rows)
+                                                 : gs::bench::kernels_bench_table(rows);
                std::puts(out.c_str());
                return 0;
              };

@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 
 namespace gs::cli {
 

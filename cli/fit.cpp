@@ -12,7 +12,7 @@
 #include "command.hpp"
 #include "device_failure.hpp"
 #include "gs/analyzer/vectors.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/fitting/report.hpp"
 #include "gs/kernels/backend.hpp"
 #include "vector_input.hpp"

@@ -10,7 +10,7 @@
 
 #include "command.hpp"
 #include "gs/base/option_table.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 
 namespace gs::cli {
 

@@ -13,7 +13,7 @@
 
 #include "app.hpp"
 #include "command.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "torch_commands.hpp"
 
 namespace gs::cli {

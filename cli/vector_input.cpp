@@ -6,7 +6,7 @@
 #include "gs/analyzer/vectors.hpp"
 #include "gs/data/npy.hpp"
 #include "gs/data/snapshot.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 
 namespace gs::cli {
 

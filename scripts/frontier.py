@@ -1,8 +1,8 @@
 """Accuracy against bytes sent: the frontier of DDP communication hooks on torchvision's ResNet-18
 (no weights) and Fashion-MNIST, 4 Gloo worker processes on this machine, one thread each
 (docs/RESULTS.md, "The accuracy-bytes frontier"). The one command, from the repository root of a
-build (about 3 hours 20 minutes of both cores of the 2-core machine of docs/BENCHMARKS.md: the
-47 runs took 12013 s, part of them beside other work; runs already in docs/results/frontier/ are
+build (hours of both cores of the 2-core machine of docs/BENCHMARKS.md: docs/RESULTS.md, "The
+accuracy-bytes frontier", has the measured time; runs already in docs/results/frontier/ are
 reused, so it may be run over several sittings and stopped at any point):
 
     PYTHONPATH=build/python python3 scripts/frontier.py

@@ -109,9 +109,17 @@ def build(model_name, point, seed, rank, world, batch=32):
     task = study_models.task(model_name, seed, rank, world, batch)
     model = task.model()
     if hook == "powersgd":
-        # PowerSGD's callbacks issue collectives from futures: one bucket keeps them in order on Gloo.
-        ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=1024,
-                                                        find_unused_parameters=task.find_unused_parameters)
+        # PowerSGD's callbacks issue the next collective of a bucket from a future's callback, so with
+        # two buckets the ranks may issue them in different orders, which Gloo refuses (its "preamble
+        # length" enforce). One bucket keeps them in order: a cap above the model, the first bucket's
+        # too (DDP's rebuilt buckets start with one of dist._DEFAULT_FIRST_BUCKET_BYTES, its knob).
+        first = dist._DEFAULT_FIRST_BUCKET_BYTES
+        dist._DEFAULT_FIRST_BUCKET_BYTES = 1024 * 1024 * 1024
+        try:
+            ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=1024,
+                                                            find_unused_parameters=task.find_unused_parameters)
+        finally:
+            dist._DEFAULT_FIRST_BUCKET_BYTES = first
         ps = powerSGD_hook.PowerSGDState(process_group=None, matrix_approximation_rank=ratio,
                                          start_powerSGD_iter=2, random_seed=0)
         ddp.register_comm_hook(ps, powerSGD_hook.powerSGD_hook)

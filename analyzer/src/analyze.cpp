@@ -17,7 +17,7 @@
 #include "gs/analyzer/streamed.hpp"
 #include "gs/analyzer/vectors.hpp"
 #include "gs/base/timing.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/fitting/thresholds.hpp"
 #include "gs/kernels/backend.hpp"
 

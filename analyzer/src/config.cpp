@@ -5,8 +5,9 @@
 #include <cmath>
 #include <thread>
 
+#include "gs/base/enum_names.hpp"
+#include "gs/base/error.hpp"
 #include "gs/base/join.hpp"
-#include "gs/error.hpp"
 #include "gs/fitting/thresholds.hpp"
 
 namespace gs::analyzer {
@@ -18,32 +19,19 @@ std::string joined(const std::vector<std::string>& v) {
 
 }  // namespace
 
-std::string to_string(VectorSet v) {
-  switch (v) {
-    case VectorSet::layers: return "layer";
-    case VectorSet::model: return "model";
-    case VectorSet::both: return "both";
-  }
-  return "both";
-}
+constexpr EnumName<VectorSet> kVectorSets[] = {
+    {VectorSet::layers, "layer"}, {VectorSet::model, "model"}, {VectorSet::both, "both"}};
 
-VectorSet parse_vector_set(const std::string& text) {
-  if (text == "layer") return VectorSet::layers;
-  if (text == "model") return VectorSet::model;
-  if (text == "both") return VectorSet::both;
-  throw Error("unknown granularity '" + text + "': use layer, model or both");
-}
+std::string to_string(VectorSet v) { return std::string(enum_name(kVectorSets, v)); }
+
+VectorSet parse_vector_set(const std::string& text) { return enum_value(kVectorSets, text, "granularity"); }
 
 void AnalyzeConfig::validate() const {
   if (input.empty()) throw Error("no snapshot file given");
   if (output.empty()) throw Error("no output file given: pass --out ANALYSIS.h5");
   if (densities.empty()) throw Error("--ratios: no ratio given; pass one or more, e.g. 0.1,0.01,0.001");
   for (double r : densities) {
-    try {
-      fitting::check_density(r);  // (0, 1], as fit and select take it
-    } catch (const Error& e) {
-      throw Error(std::string("--ratios: ") + e.what());
-    }
+    fitting::check_density(r, "--ratios: density");  // (0, 1], as fit and select take it
   }
   for (std::size_t i = 0; i < densities.size(); ++i)
     for (std::size_t j = 0; j < i; ++j)

@@ -4,7 +4,7 @@
 #include <fstream>
 
 #include "gs/analyzer/summary.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 
 namespace gs::analyzer {
 namespace {

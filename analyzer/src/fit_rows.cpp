@@ -3,7 +3,7 @@
 #include <utility>
 
 #include "gs/analyzer/store.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 
 namespace gs::analyzer {
 namespace {

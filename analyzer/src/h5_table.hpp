@@ -11,8 +11,8 @@
 #include <variant>
 #include <vector>
 
-#include "gs/data/detail/h5_handles.hpp"
-#include "gs/error.hpp"
+#include "gs/data/h5_handles.hpp"
+#include "gs/base/error.hpp"
 
 namespace gs::analyzer::h5 {
 

@@ -4,7 +4,7 @@
 #include <map>
 
 #include "gs/analyzer/store.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 
 namespace gs::analyzer {
 namespace {

@@ -7,7 +7,7 @@
 #include <tuple>
 
 #include "gs/base/join.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 
 namespace gs::analyzer {
 namespace {

@@ -11,7 +11,7 @@
 #include <type_traits>
 
 #include "gs/base/join.hpp"
-#include "gs/data/detail/h5_handles.hpp"
+#include "gs/data/h5_handles.hpp"
 #include "gs/version.hpp"
 #include "store_tables.hpp"
 

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <limits>
 
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/kernels/cpu.hpp"
 #include "gs/kernels/elementwise.hpp"
 

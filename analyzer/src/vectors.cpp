@@ -6,7 +6,7 @@
 #include <cmath>
 #include <map>
 
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 
 namespace gs::analyzer {
 namespace {

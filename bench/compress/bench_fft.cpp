@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "gs/compress/compressor.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 
 namespace {
 

@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/base/join.hpp"
-#include "gs/bench/kernel_bench.hpp"
+#include "gs/bench/kernels_bench.hpp"
 
 namespace {
 template <class T>
@@ -46,12 +46,12 @@ int main(int argc, char** argv) {
       else throw gs::Error("unknown argument '" + a + "' (see the usage at the top of the source)");
     }
     config.backend = gs::kernels::resolve_backend(backend);
-    const auto rows = gs::bench::run_kernel_bench(config, [json](const auto& r) {
+    const auto rows = gs::bench::run_kernels_bench(config, [json](const auto& r) {
       if (!json) std::fprintf(stderr, "%s n=%llu d=%g: %.3f ms\n", r.method.c_str(),
                               static_cast<unsigned long long>(r.n), r.density, r.median_ms);
     });
-    std::puts(json ? gs::bench::kernel_bench_json(config, rows).c_str()
-                   : gs::bench::kernel_bench_table(rows).c_str());
+    std::puts(json ? gs::bench::kernels_bench_json(config, rows).c_str()
+                   : gs::bench::kernels_bench_table(rows).c_str());
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "gs_kernels_bench: error: %s\n", e.what());

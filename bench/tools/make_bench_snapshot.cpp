@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "gs/data/snapshot.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 
 namespace {
 

@@ -12,7 +12,7 @@
 #include "torch_commands.hpp"
 #include "gs/analyzer/analyze.hpp"
 #include "gs/data/snapshot.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/train/capture.hpp"
 #include "progress.hpp"
 #include "snapshot_text.hpp"
@@ -65,8 +65,8 @@ fs::path free_demo_path(const fs::path& base, bool force) {
   throw Error("no free name next to " + base.string() + ": pass --out or --force");
 }
 
-// The default job: about one epoch of the CNN, every 25th step recorded. Reaches about 88% test
-// accuracy in roughly a minute on two CPU cores.
+// The default job: about one epoch of the CNN, every 25th step recorded. Its test accuracy and
+// time on two CPU cores: README.md, "Quick start".
 train::CaptureConfig demo_capture_config(const DemoOptions& options) {
   train::CaptureConfig c;
   c.model = "cnn";

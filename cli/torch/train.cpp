@@ -10,7 +10,7 @@
 #include "gs/base/bytes.hpp"
 #include "gs/compress/compressor.hpp"
 #include "gs/compress/model_compressor.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/distributed/checkpoint.hpp"
 #include "gs/distributed/config.hpp"
 #include "gs/distributed/launcher.hpp"
@@ -21,7 +21,7 @@ namespace {
 int run(const gs::distributed::TrainConfig& cfg) {
   cfg.validate();
   // Name, ratio and option errors up front, before any worker starts.
-  const auto probe = gs::compress::make_compressor(cfg.compressor, cfg.density, cfg.compressor_options(0));
+  const auto probe = gs::compress::make_compressor(cfg.compressor, cfg.run_density(), cfg.compressor_options(0));
   if (cfg.momentum_correction && !gs::compress::supports_momentum_correction(*probe))
     throw gs::Error("--momentum-correction masks what a sparse compressor sends; '" + cfg.compressor +
                     "' is not one: drop the flag (its momentum stays in the optimizer)");
@@ -37,17 +37,18 @@ int run(const gs::distributed::TrainConfig& cfg) {
   }
   if (cfg.workers > 1 && cfg.rank < 0) return gs::distributed::launch_workers(cfg);
   const bool print_steps = !cfg.quiet && !cfg.json;
-  auto on_step = [&](const gs::distributed::StepReport& s, std::int64_t total) {
+  auto on_step = [&](const gs::distributed::StepReport& rep, std::int64_t total) {
     if (!print_steps) return;
+    const gs::compress::StepStats& s = rep.stats;
     if (s.skipped) {
       std::fprintf(stderr, "step %lld/%lld skipped: non-finite gradient on some worker\n",
-                   (long long)s.step + 1, (long long)total);
+                   (long long)rep.step + 1, (long long)total);
       return;
     }
     std::fprintf(stderr,
                  "step %lld/%lld loss %.4f density %.3g quality %.3f%s%s sent %s of %s compress "
                  "%.2f ms comm %.2f ms\n",
-                 (long long)s.step + 1, (long long)total, s.loss, s.density, s.quality,
+                 (long long)rep.step + 1, (long long)total, rep.loss, s.density(), s.quality(),
                  s.stages ? (" stages " + std::to_string(s.stages)).c_str() : "", s.critical ? " critical" : "",
                  gs::human_bytes(double(s.bytes_sent)).c_str(), gs::human_bytes(double(s.dense_bytes)).c_str(),
                  s.compress_seconds * 1e3, s.comm_seconds * 1e3);
@@ -60,7 +61,7 @@ int run(const gs::distributed::TrainConfig& cfg) {
   }
   const auto s = gs::distributed::summarize(r);
   std::printf("model %s, compressor %s at ratio %g, %d worker(s), %zu steps (%lld skipped)\n",
-              cfg.model.c_str(), cfg.compressor.c_str(), cfg.density, cfg.workers, r.steps.size(),
+              cfg.model.c_str(), cfg.compressor.c_str(), cfg.run_density(), cfg.workers, r.steps.size(),
               (long long)r.skipped_steps);
   std::printf("test accuracy %.2f%%, final loss %.4f, wall time %.1f s\n", 100.0 * r.test_accuracy,
               r.final_loss, r.wall_seconds);

@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "gs/base/state_stream.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 
 namespace gs::compress {
 namespace {

@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "compressors.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/kernels/backend.hpp"
 #include "gs/kernels/select.hpp"
 

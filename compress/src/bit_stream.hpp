@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 
 namespace gs::compress::detail {
 

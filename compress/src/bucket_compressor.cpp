@@ -6,7 +6,7 @@
 #include <set>
 
 #include "gs/base/timing.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/kernels/device.hpp"
 #include "gather_payloads.hpp"
 #include "host_vectors.hpp"
@@ -492,31 +492,16 @@ void BucketCompressor::settle(Unsettled& u, bool throw_here) {
   if (!s.skipped) gate_.add(u.step, s.dense, s.compress_seconds + s.comm_seconds);
   regimes_.add(s.skipped, u.step_norm);
   if (regimes_.due(u.step)) regimes_.decide(regime_sum_);
-  StepFigures f;
-  f.skipped = s.skipped;
-  f.warmup = s.warmup;
-  f.critical = s.critical;
-  f.density = s.density();
-  f.quality = s.quality();
-  f.bytes_sent = double(s.bytes_sent);
-  f.dense_bytes = double(s.dense_bytes);
-  f.gathered_bytes = double(s.gathered_bytes);
-  f.host_device_bytes = double(s.host_device_bytes);
-  f.host_device_gathered_bytes = double(s.host_device_gathered_bytes);
-  f.host_syncs = double(s.host_syncs);
-  f.overflow = double(s.overflow);
-  f.compress_seconds = s.compress_seconds;
-  f.comm_seconds = s.comm_seconds;
-  f.hook_seconds = s.hook_seconds;
-  statistics_.add(f);
-  if (!f.skipped && !f.warmup && s.target_density < 1.0) {
-    std::string w = density_watch_.add(f.quality);
+  statistics_.add(s);
+  if (!s.skipped && !s.warmup && s.target_density < 1.0) {
+    std::string w = density_watch_.add(s.quality());
     if (!w.empty()) warning_ = std::move(w);
   }
+  const bool skipped = s.skipped;
   history_.push_back(std::move(s));
   if (history_.size() > history_limit_) history_.pop_front();
   try {
-    skip_.record(f.skipped, u.step, kAdvice);
+    skip_.record(skipped, u.step, kAdvice);
   } catch (const Error& e) {
     if (throw_here) throw;
     pending_error_ = e.what();  // the next bucket fails with it, every worker alike

@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "gs/compress/bucket_compressor.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/fitting/thresholds.hpp"
 #include "gs/kernels/device.hpp"
 #include "gather_payloads.hpp"

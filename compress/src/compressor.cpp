@@ -5,17 +5,15 @@
 #include <algorithm>
 #include <cmath>
 
-#include "gs/error.hpp"
+#include "gs/base/enum_names.hpp"
+#include "gs/base/error.hpp"
 
 namespace gs::compress {
 
 std::string_view to_string(Exchange e) {
-  switch (e) {
-    case Exchange::allgather: return "allgather";
-    case Exchange::allreduce: return "allreduce";
-    case Exchange::collective: return "collective";
-  }
-  return "?";
+  static constexpr EnumName<Exchange> kNames[] = {
+      {Exchange::allgather, "allgather"}, {Exchange::allreduce, "allreduce"}, {Exchange::collective, "collective"}};
+  return enum_name(kNames, e);
 }
 
 Compressor::Compressor(double density) : density_(density) { fitting::check_density(density); }

@@ -13,7 +13,7 @@
 #include "bit_stream.hpp"
 #include "compressors.hpp"
 #include "gs/compress/range_float.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/kernels/fft.hpp"
 
 namespace gs::compress::detail {

@@ -10,7 +10,7 @@
 
 #include "gs/compress/collectives.hpp"
 #include "gs/compress/payload.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 
 namespace gs::compress::detail {
 

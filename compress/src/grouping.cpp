@@ -2,25 +2,17 @@
 
 #include <set>
 
-#include "gs/error.hpp"
+#include "gs/base/enum_names.hpp"
+#include "gs/base/error.hpp"
 
 namespace gs::compress {
 
-std::string_view to_string(Granularity g) {
-  switch (g) {
-    case Granularity::layer: return "layer";
-    case Granularity::model: return "model";
-    case Granularity::bucket: return "bucket";
-  }
-  return "?";
-}
+constexpr EnumName<Granularity> kGranularities[] = {
+    {Granularity::layer, "layer"}, {Granularity::model, "model"}, {Granularity::bucket, "bucket"}};
 
-Granularity parse_granularity(std::string_view name) {
-  if (name == "layer") return Granularity::layer;
-  if (name == "model") return Granularity::model;
-  if (name == "bucket") return Granularity::bucket;
-  throw Error("unknown granularity '" + std::string(name) + "': use layer, model or bucket");
-}
+std::string_view to_string(Granularity g) { return enum_name(kGranularities, g); }
+
+Granularity parse_granularity(std::string_view name) { return enum_value(kGranularities, name, "granularity"); }
 
 std::vector<Group> make_groups(std::span<const TensorSpec> tensors, Granularity g,
                                std::uint64_t bucket_size) {

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "gs/base/timing.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "shared_exchange.hpp"
 #include "timed_collectives.hpp"
 

@@ -5,7 +5,7 @@
 
 #include "gs/base/join.hpp"
 #include "gs/compress/compressor.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 
 namespace gs::compress {
 namespace {

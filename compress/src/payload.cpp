@@ -7,7 +7,7 @@
 #include <unordered_set>
 
 #include "bit_stream.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 
 namespace gs::compress {
 

@@ -20,7 +20,7 @@
 #include <limits>
 
 #include "compressors.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/base/mix64.hpp"
 
 namespace gs::compress {

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "bit_stream.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 
 namespace gs::compress {
 

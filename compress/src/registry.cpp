@@ -1,13 +1,14 @@
 // The compressor registry: one row per method, read by make_compressor, the CLI's help and option
 // checks, the benchmarks and the Python package.
 #include <algorithm>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "compressors.hpp"
+#include "gs/base/error.hpp"
 #include "gs/base/join.hpp"
 #include "gs/compress/compressor.hpp"
-#include "gs/error.hpp"
 #include "gs/kernels/fft.hpp"
 
 namespace gs::compress {
@@ -92,6 +93,24 @@ std::span<const std::string_view> compressor_names() {
 }
 
 bool density_based(std::string_view name) { return compressor_info(name).density_based; }
+
+double density_for(std::string_view name, std::optional<double> ratio, double fallback, std::string_view what) {
+  if (density_based(name)) {
+    const double density = ratio.value_or(fallback);
+    fitting::check_density(density, what);
+    return density;
+  }
+  if (ratio) {
+    fitting::check_density(*ratio, what);
+    if (*ratio != 1.0) {
+      std::ostringstream os;
+      os << what << " " << *ratio << " does nothing for compressor '" << name
+         << "': it is not density-based (what it sends does not depend on a density); leave " << what << " out";
+      throw Error(os.str());
+    }
+  }
+  return 1.0;
+}
 
 void check_shared_exchange(std::string_view name, std::string_view setting) {
   const CompressorInfo& info = compressor_info(name);

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 
 namespace gs::compress {
 

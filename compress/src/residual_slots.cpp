@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <utility>
 
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 
 namespace gs::compress::detail {
 

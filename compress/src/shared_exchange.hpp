@@ -16,7 +16,7 @@
 
 #include "gs/compress/collectives.hpp"
 #include "gs/compress/compressor.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "host_vectors.hpp"
 
 namespace gs::compress::detail {

@@ -4,20 +4,30 @@
 #include <cmath>
 #include <sstream>
 
+#include "gs/base/enum_names.hpp"
+#include "gs/base/error.hpp"
 #include "gs/base/quantile.hpp"
-#include "gs/error.hpp"
 
 namespace gs::compress {
 
-WarmupSchedule::Kind WarmupSchedule::parse_kind(std::string_view name) {
-  if (name == "dense") return Kind::dense;
-  if (name == "exponential") return Kind::exponential;
-  throw Error("unknown warm-up schedule '" + std::string(name) + "': use dense or exponential");
+WarmupSchedule WarmupSchedule::of(std::int64_t steps, std::string_view kind, double start_density,
+                                  double density) {
+  WarmupSchedule w;
+  w.steps = steps;
+  w.kind = parse_kind(kind);
+  w.start_density = start_density;
+  w.density = density;
+  return w;
 }
 
-std::string_view WarmupSchedule::to_string(Kind k) {
-  return k == Kind::dense ? "dense" : "exponential";
+constexpr EnumName<WarmupSchedule::Kind> kWarmupKinds[] = {{WarmupSchedule::Kind::dense, "dense"},
+                                                           {WarmupSchedule::Kind::exponential, "exponential"}};
+
+WarmupSchedule::Kind WarmupSchedule::parse_kind(std::string_view name) {
+  return enum_value(kWarmupKinds, name, "warm-up schedule");
 }
+
+std::string_view WarmupSchedule::to_string(Kind k) { return enum_name(kWarmupKinds, k); }
 
 double WarmupSchedule::density_at(std::int64_t step) const {
   if (!warmup_at(step)) return density;
@@ -49,15 +59,14 @@ void WarmupSchedule::check(bool density_based, std::string_view compressor, cons
   }
 }
 
+constexpr EnumName<DensitySchedule::Kind> kScheduleKinds[] = {{DensitySchedule::Kind::constant, "constant"},
+                                                              {DensitySchedule::Kind::accordion, "accordion"}};
+
 DensitySchedule::Kind DensitySchedule::parse_kind(std::string_view name) {
-  if (name == "constant") return Kind::constant;
-  if (name == "accordion") return Kind::accordion;
-  throw Error("unknown density schedule '" + std::string(name) + "': use constant or accordion");
+  return enum_value(kScheduleKinds, name, "density schedule");
 }
 
-std::string_view DensitySchedule::to_string(Kind k) {
-  return k == Kind::constant ? "constant" : "accordion";
-}
+std::string_view DensitySchedule::to_string(Kind k) { return enum_name(kScheduleKinds, k); }
 
 void DensitySchedule::check(bool density_based, std::string_view compressor, double density,
                             const Names& names) const {
@@ -258,7 +267,7 @@ std::string DensityWatch::add(double quality) {
   return m.str();
 }
 
-void RunStatistics::add(const StepFigures& s) {
+void RunStatistics::add(const StepStats& s, double step_seconds) {
   ++steps_;
   if (s.skipped) {
     ++skipped_;
@@ -266,22 +275,23 @@ void RunStatistics::add(const StepFigures& s) {
   }
   ++counted_;
   critical_ += s.critical;
+  const double density = s.density();
   if (!s.warmup) {
-    quality_.push_back(s.quality);
-    density_compressed_ += s.density;
+    quality_.push_back(s.quality());
+    density_compressed_ += density;
   }
-  density_ += s.density;
-  bytes_ += s.bytes_sent;
-  dense_ += s.dense_bytes;
-  gathered_ += s.gathered_bytes;
-  bus_ += s.host_device_bytes;
-  bus_gathered_ += s.host_device_gathered_bytes;
-  syncs_ += s.host_syncs;
-  overflow_ += s.overflow;
+  density_ += density;
+  bytes_ += double(s.bytes_sent);
+  dense_ += double(s.dense_bytes);
+  gathered_ += double(s.gathered_bytes);
+  bus_ += double(s.host_device_bytes);
+  bus_gathered_ += double(s.host_device_gathered_bytes);
+  syncs_ += double(s.host_syncs);
+  overflow_ += double(s.overflow);
   compress_ += s.compress_seconds;
   comm_ += s.comm_seconds;
   hook_ += s.hook_seconds;
-  step_ += s.step_seconds;
+  step_ += step_seconds;
 }
 
 RunSummary RunStatistics::summary() const {

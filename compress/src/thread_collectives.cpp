@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 
 namespace gs::compress {
 namespace {

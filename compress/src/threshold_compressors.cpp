@@ -11,7 +11,7 @@
 #include <string_view>
 
 #include "compressors.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/fitting/thresholds.hpp"
 #include "gs/kernels/backend.hpp"
 #include "gs/kernels/device.hpp"

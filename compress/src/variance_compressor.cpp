@@ -16,7 +16,7 @@
 #include <string>
 
 #include "compressors.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 
 namespace gs::compress::detail {
 namespace {

@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "gs/base/join.hpp"
-#include "gs/data/detail/h5_handles.hpp"
+#include "gs/data/h5_handles.hpp"
 
 namespace gs::data {
 namespace {

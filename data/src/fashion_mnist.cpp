@@ -10,7 +10,7 @@
 #include <limits>
 #include <memory>
 
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 
 namespace gs::data {
 

@@ -1,4 +1,4 @@
-#include "gs/data/detail/h5_handles.hpp"
+#include "gs/data/h5_handles.hpp"
 
 #include <cstring>
 

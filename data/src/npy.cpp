@@ -8,7 +8,7 @@
 #include <fstream>
 #include <limits>
 
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 
 namespace gs::data {
 

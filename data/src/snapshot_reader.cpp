@@ -10,7 +10,7 @@
 
 #include "gs/base/join.hpp"
 #include "gs/data/snapshot.hpp"
-#include "gs/data/detail/h5_handles.hpp"
+#include "gs/data/h5_handles.hpp"
 
 namespace gs::data {
 

@@ -11,7 +11,7 @@
 
 #include "gs/data/snapshot.hpp"
 #include "gs/version.hpp"
-#include "gs/data/detail/h5_handles.hpp"
+#include "gs/data/h5_handles.hpp"
 
 namespace gs::data {
 

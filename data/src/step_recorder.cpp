@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 
 namespace gs::data {
 

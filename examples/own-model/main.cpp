@@ -20,7 +20,7 @@
 #include "gs/data/snapshot.hpp"
 #include "gs/distributed/comm.hpp"
 #include "gs/distributed/torch_adapter.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/train/dataset.hpp"
 #include "gs/train/models.hpp"
 #include "gs/train/recorder.hpp"

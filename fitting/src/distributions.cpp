@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "gs/base/join.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/fitting/formulas.hpp"
 
 namespace gs::fitting {
@@ -17,8 +17,9 @@ namespace {
 
 namespace bmp = boost::math::policies;
 // Overflow gives +inf instead of throwing: quantiles at q -> 0 are legitimately huge. No promotion
-// of double to long double: Boost's default evaluates in x87 long double, about 8x slower for the
-// incomplete gamma function, while the double evaluation stays within a few ulps (the scipy
+// of double to long double: Boost's default evaluates in x87 long double, several times slower for
+// the incomplete gamma function (docs/BENCHMARKS.md, "Analysis throughput": the time per call of
+// each), while the double evaluation stays within a few ulps (the scipy
 // reference tests in tests/fitting hold at 1e-9 relative and tighter).
 using Policy = bmp::policy<bmp::overflow_error<bmp::errno_on_error>, bmp::promote_double<false>>;
 

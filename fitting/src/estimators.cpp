@@ -11,7 +11,7 @@
 #include <span>
 #include <vector>
 
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/fitting/formulas.hpp"
 
 namespace gs::fitting {
@@ -189,10 +189,11 @@ GpMleResult gp_mle_full(MagnitudePasses& passes, double threshold, double shift,
   return gp_result(passes, threshold, shift, y, m.theta, m.loglik, npasses, m.interior);
 }
 
-// Points of the host sample the bracketing search uses (evenly spaced order statistics): about
-// 100 profile evaluations over them locate the maximum well inside Newton's basin, and Newton on
-// the full data then makes the result the exact MLE whatever the count. 4096 instead of 131072
-// took a third of the per-layer analysis of ResNet-50 gradients; the Newton passes stay at 4 to 6
+// Points of the host sample the bracketing search uses (the kGpTopPoints largest as they are,
+// evenly spaced order statistics of the rest): about 100 profile evaluations over them locate the
+// maximum well inside Newton's basin, and Newton on the full data then makes the result the exact
+// MLE whatever the count. A thinned sample keeps the search a small part of the per-layer analysis
+// (docs/BENCHMARKS.md, "Analysis throughput", the gpareto fit); the Newton passes stay under 12
 // (tests/fitting/test_estimators.cpp, GpMleBracketedOnTheSampleMatchesTheFullSearch).
 constexpr std::size_t kGpBracketPoints = std::size_t(1) << 14;
 constexpr std::size_t kGpTopPoints = 256;

@@ -10,7 +10,7 @@
 #include <limits>
 #include <numbers>
 
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/fitting/thresholds.hpp"
 
 namespace gs::fitting {

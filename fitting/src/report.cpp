@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "gs/base/join.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/fitting/estimators.hpp"
 
 namespace gs::fitting {

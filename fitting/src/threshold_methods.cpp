@@ -5,7 +5,7 @@
 #include <array>
 
 #include "gs/base/join.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 
 namespace gs::fitting {
 namespace {

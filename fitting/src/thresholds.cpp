@@ -9,15 +9,11 @@
 #include <vector>
 
 #include "gs/base/radix_select.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/fitting/estimators.hpp"
 #include "gs/fitting/formulas.hpp"
 
 namespace gs::fitting {
-
-double selection_bound(double threshold) {
-  return threshold > 0.0 ? std::nextafter(threshold, -std::numeric_limits<double>::infinity()) : threshold;
-}
 
 std::uint64_t count_selected(MagnitudePasses& passes, double threshold) {
   return passes.count_above(selection_bound(threshold));
@@ -45,10 +41,10 @@ ThresholdResult keep_everything(std::string method, MagnitudePasses& passes) {
   return r;
 }
 
-void check_density(double density) {
+void check_density(double density, std::string_view what) {
   if (!(density > 0.0 && density <= 1.0)) {
     std::ostringstream os;
-    os << "density " << density << " is outside (0, 1]: give the fraction of elements to keep, e.g. 0.01";
+    os << what << " " << density << " is outside (0, 1]: give the fraction of elements to keep, e.g. 0.01";
     throw Error(os.str());
   }
 }

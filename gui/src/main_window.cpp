@@ -25,8 +25,9 @@
 #include <QVBoxLayout>
 #include <qcustomplot.h>
 
-#include "gs/error.hpp"
 #include "gs/analyzer/plots/charts.hpp"
+#include "gs/base/error.hpp"
+#include "plot_interaction.hpp"
 
 namespace gs::gui {
 
@@ -140,6 +141,7 @@ QWidget* MainWindow::buildPlotPane() {
   setup_plot(ks_, "KS statistic over training", LegendPlace::top);
   setup_plot(quality_, "Estimation quality over training", LegendPlace::top);
   setup_plot(stages_, "SIDCo stages over training", LegendPlace::top);
+  for (QCustomPlot* p : plots()) make_interactive(p);
 
   error_label_ = new QLabel;
   error_label_->setWordWrap(true);

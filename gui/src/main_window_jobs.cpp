@@ -10,7 +10,7 @@
 #include <QtConcurrent/QtConcurrent>
 #include <qcustomplot.h>
 
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "main_window.hpp"
 #include "gs/analyzer/plots/charts.hpp"
 

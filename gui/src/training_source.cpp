@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "gs/analyzer/store.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/kernels/backend.hpp"
 
 namespace gs::gui {

@@ -6,7 +6,8 @@
 #include <cstdio>
 #include <string>
 
-#include "gs/error.hpp"
+#include "gs/base/enum_names.hpp"
+#include "gs/base/error.hpp"
 #include "gs/kernels/cpu.hpp"
 #include "gs/kernels/cuda_host.hpp"
 #include "gs/kernels/device.hpp"
@@ -19,12 +20,9 @@
 namespace gs::kernels {
 
 std::string_view to_string(BackendKind kind) {
-  switch (kind) {
-    case BackendKind::cpu: return "cpu";
-    case BackendKind::cuda: return "cuda";
-    case BackendKind::cuda_host: return "cuda-host";
-  }
-  return "?";
+  static constexpr EnumName<BackendKind> kNames[] = {
+      {BackendKind::cpu, "cpu"}, {BackendKind::cuda, "cuda"}, {BackendKind::cuda_host, "cuda-host"}};
+  return enum_name(kNames, kind);
 }
 
 bool cuda_built() {

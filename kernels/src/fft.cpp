@@ -9,7 +9,7 @@
 #include <new>
 #include <string>
 
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #ifndef GS_HAVE_FFTW3
 #define GS_HAVE_FFTW3 0
 #endif

@@ -12,7 +12,7 @@
 #include <map>
 #include <utility>
 
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 
 namespace gs::kernels {
 

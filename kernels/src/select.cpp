@@ -6,7 +6,7 @@
 #include <limits>
 #include <optional>
 
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/kernels/cpu.hpp"
 #include "gs/kernels/cuda_host.hpp"
 #include "gs/kernels/vector_ops.hpp"

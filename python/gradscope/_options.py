@@ -7,7 +7,7 @@ import numbers
 import os
 
 from . import _gradscope
-from ._tensors import check_density
+from ._tensors import real_ratio
 
 _ROWS = {row["key"]: row for row in _gradscope.compressor_options()}
 
@@ -82,13 +82,7 @@ def density_for(method, ratio, default):
     density sets what it sends (the registry's density_based) takes ratio in (0, 1], `default`
     when not given; any other (none, the quantizers, variance) sends what it sends whatever the
     ratio, so it runs at 1 and refuses any other ratio (it would do nothing)."""
-    row = next(r for r in compressor_rows() if r["name"] == method)
-    if row["density_based"]:
-        return check_density(default if ratio is None else ratio)
-    if ratio is not None and check_density(ratio) != 1.0:
-        raise ValueError(f"ratio {ratio!r} does nothing for compressor {method!r}: it is not "
-                         "density-based (what it sends does not depend on a density); leave ratio out")
-    return 1.0
+    return _gradscope.density_for(method, None if ratio is None else real_ratio(ratio), default)
 
 
 def sparse_selection_names():

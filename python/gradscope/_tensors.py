@@ -7,6 +7,8 @@ import numbers
 import numpy as np
 import torch
 
+from . import _gradscope
+
 
 def describe(x):
     """A short text naming what x is, for messages and the fit report's "input"."""
@@ -79,6 +81,12 @@ def compress_where_it_lives(core, x, name, what, stream=None):
     return core.compress(address, n, name)
 
 
+def as_float32(t):
+    """t's values as a contiguous float32 tensor where t lives (t itself, detached, when it is one)."""
+    t = t.detach()
+    return t if t.dtype == torch.float32 and t.is_contiguous() else t.to(torch.float32).contiguous()
+
+
 def on_host(x):
     """x itself when it is in host memory, else a host copy (CUDA tensors)."""
     if isinstance(x, torch.Tensor) and x.device.type == "cuda":
@@ -86,15 +94,17 @@ def on_host(x):
     return x
 
 
-def check_density(ratio):
-    """The density (the fraction of elements kept) as a float in (0, 1]: a real number (Python's,
-    NumPy's, a 0-d tensor); a TypeError for anything else (a string, a bool), a ValueError outside
-    (0, 1]."""
+def real_ratio(ratio):
+    """A ratio as a float: a real number (Python's, NumPy's, a 0-d tensor); a TypeError for anything
+    else (a string, a bool)."""
     if isinstance(ratio, torch.Tensor) and ratio.dim() == 0 and ratio.is_floating_point():
         ratio = ratio.item()
     if isinstance(ratio, bool) or not isinstance(ratio, numbers.Real):
         raise TypeError(f"ratio must be a real number in (0, 1], got {type(ratio).__name__} {ratio!r}")
-    value = float(ratio)
-    if not 0.0 < value <= 1.0:
-        raise ValueError(f"ratio {value} is outside (0, 1]: give the fraction of elements to keep, e.g. 0.01")
-    return value
+    return float(ratio)
+
+
+def check_density(ratio):
+    """The density (the fraction of elements kept) as a float in (0, 1]: a real number (real_ratio);
+    a gradscope.Error (a ValueError) outside (0, 1], the C++ rule (gs::fitting::check_density)."""
+    return _gradscope.check_density(real_ratio(ratio))

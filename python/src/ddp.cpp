@@ -19,7 +19,7 @@
 #include "gs/kernels/backend.hpp"
 #include "gs/kernels/cuda_host.hpp"
 #include "gs/kernels/device.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "options.hpp"
 #include "stats_fields.hpp"
 
@@ -43,11 +43,7 @@ class BucketHandle {
   BucketHandle(const std::string& name, double density, const std::map<std::string, std::string>& options,
                std::int64_t warmup_steps, const std::string& warmup, double warmup_start_density,
                std::size_t history) {
-    compress::WarmupSchedule w;
-    w.steps = warmup_steps;
-    w.kind = compress::WarmupSchedule::parse_kind(warmup);
-    w.start_density = warmup_start_density;
-    w.density = density;
+    const auto w = compress::WarmupSchedule::of(warmup_steps, warmup, warmup_start_density, density);
     w.check(compress::density_based(name), name,
             {"warmup_steps", "warmup", "warmup_start_ratio", "ratio"});
     core_ = std::make_unique<compress::BucketCompressor>(

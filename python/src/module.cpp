@@ -18,16 +18,15 @@
 #include <vector>
 
 #include "collectives.hpp"
+#include "diagnostics.hpp"
 #include "options.hpp"
 #include "stats_fields.hpp"
 #include "gs/analyzer/vectors.hpp"
 #include "gs/base/allocator.hpp"
 #include "gs/compress/compressor.hpp"
-#include "gs/compress/model_compressor.hpp"
-#include "gs/compress/thread_collectives.hpp"
 #include "gs/data/fashion_mnist.hpp"
 #include "gs/data/step_recorder.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/fitting/report.hpp"
 #include "gs/kernels/backend.hpp"
 #include "gs/kernels/cuda_host.hpp"
@@ -37,6 +36,11 @@
 namespace py = pybind11;
 
 namespace gs::python {
+
+void bind_recorder(py::module_& m);
+void bind_ddp(py::module_& m);
+void bind_readers(py::module_& m);
+
 namespace {
 
 
@@ -141,78 +145,22 @@ std::string fit_json(std::uintptr_t address, std::uint64_t n, const std::vector<
       .dump();
 }
 
-// The reference for the DDP hook: ModelCompressor::step of `workers` in-process workers over
-// groups of the given sizes (one per bucket), step after step. grads[s][r] holds worker r's
-// gradient at step s (the buckets laid end to end); the result, the mean update every worker got.
-// momentum_correction: ModelCompressor::set_momentum_correction's momentum (0: off).
-std::vector<std::vector<py::array_t<float>>> model_compressor_steps(
-    const std::string& name, double density, const std::map<std::string, std::string>& options,
-    const std::vector<std::uint64_t>& bucket_sizes,
-    const std::vector<std::vector<py::array_t<float, py::array::c_style>>>& grads, double momentum_correction) {
-  const int workers = grads.empty() ? 0 : int(grads.front().size());
-  std::vector<compress::TensorSpec> specs;
-  std::uint64_t numel = 0;
-  for (std::size_t b = 0; b < bucket_sizes.size(); ++b) {
-    specs.push_back({"bucket" + std::to_string(b), bucket_sizes[b]});
-    numel += bucket_sizes[b];
-  }
-  std::vector<std::vector<std::vector<float>>> out(grads.size(),
-                                                   std::vector<std::vector<float>>(std::size_t(workers)));
-  std::vector<std::vector<std::span<const float>>> in(grads.size());
-  for (std::size_t s = 0; s < grads.size(); ++s) {
-    if (int(grads[s].size()) != workers) throw Error("every step needs one gradient per worker");
-    for (const auto& g : grads[s]) {
-      if (std::uint64_t(g.size()) != numel)
-        throw Error("a gradient has " + std::to_string(g.size()) + " elements, the buckets " +
-                    std::to_string(numel));
-      in[s].emplace_back(g.data(), std::size_t(g.size()));
-    }
-  }
-  const compress::CompressorOptions base = parse_options(options);
-  {
-    py::gil_scoped_release free;
-    compress::run_workers(workers, [&](compress::Collectives& comm) {
-      compress::CompressorOptions o = base;
-      o.seed = base.seed * 1000003ull + std::uint64_t(comm.rank());
-      compress::ModelCompressor mc(specs, compress::Granularity::layer, 0,
-                                   compress::make_compressor(name, density, o));
-      mc.set_momentum_correction(momentum_correction);
-      for (std::size_t s = 0; s < in.size(); ++s) {
-        auto& mean = out[s][std::size_t(comm.rank())];
-        mean.resize(numel);
-        mc.step(in[s][std::size_t(comm.rank())], comm, mean);
-      }
-    });
-  }
-  std::vector<std::vector<py::array_t<float>>> result(out.size());
-  for (std::size_t s = 0; s < out.size(); ++s)
-    for (auto& v : out[s]) result[s].push_back(owned_array(std::move(v)));
-  return result;
-}
-
-}  // namespace
-
-void bind_recorder(py::module_& m);
-void bind_ddp(py::module_& m);
-void bind_readers(py::module_& m);
-
-// The cuda-host backend's fake devices, for tests of where the hook's work lands: the work done on
-// each device, the orderings with the legacy stream, and the stand-in for torch's stream.
-void bind_cuda_host(py::module_& m) {
+// The stand-in for torch's stream on a cuda-host fake device (gradscope.ddp's backend "cuda-host"),
+// and the readings gradscope._testing takes of this module's libraries (diagnostics.hpp).
+void bind_devices(py::module_& m) {
   namespace ch = gs::kernels::cuda_host;
-  m.def("cuda_host_work_by_device", &ch::work_by_device);
-  m.def("cuda_host_reset_work", &ch::reset_work_by_device);
-  m.def("cuda_host_legacy_stream_orders", &ch::legacy_stream_orders);
+  m.def("cuda_built", &gs::kernels::cuda_built);
   m.def("cuda_host_caller_stream",
         [](int device) { return reinterpret_cast<std::uintptr_t>(ch::caller_stream(device)); });
-  // Blocking synchronizations per fake device since the last reset (total of every kind).
-  m.def("cuda_host_syncs_by_device", [] {
-    std::map<int, std::uint64_t> out;
-    for (const auto& [device, c] : ch::syncs_by_device()) out[device] = c.total();
-    return out;
-  });
-  // Times backend auto or cuda asked the CUDA runtime about a device (making a state asks none).
-  m.def("backend_probes", &gs::kernels::backend_probes);
+  static const Diagnostics diagnostics{
+      &ch::work_by_device, &ch::reset_work_by_device, &ch::legacy_stream_orders,
+      +[] {
+        std::map<int, std::uint64_t> out;
+        for (const auto& [device, c] : ch::syncs_by_device()) out[device] = c.total();
+        return out;
+      },
+      &gs::kernels::backend_probes, &gs::kernels::cuda_available};
+  m.attr("_diagnostics") = py::capsule(&diagnostics, kDiagnosticsCapsule);
 }
 
 // An error of the core as Python speaks: the compressor options' flags (the words of `gradscope
@@ -231,17 +179,9 @@ std::string python_words(std::string text) {
   return text;
 }
 
-}  // namespace gs::python
-
-PYBIND11_MODULE(_gradscope, m) {
-  using namespace gs::python;
-  namespace compress = gs::compress;
-  m.doc() = "gradscope's C++ core (use the gradscope package, not this module)";
-  // The heap settings of gradscope's programs (gs/base/allocator.hpp), for the whole process:
-  // large temporary tensors are then reused rather than mapped and faulted in every step.
-  gs::tune_allocator();
-  // gradscope.Error is a RuntimeError (what DDP re-raises its hooks' errors as, and what torch's own
-  // errors are) and a ValueError (bad input to fit, select and the Recorder).
+// gradscope.Error is a RuntimeError (what DDP re-raises its hooks' errors as, and what torch's own
+// errors are) and a ValueError (bad input to fit, select and the Recorder).
+void bind_errors(py::module_& m) {
   static py::exception<gs::Error> error(m, "Error",
                                         py::make_tuple(py::handle(PyExc_RuntimeError), py::handle(PyExc_ValueError)));
   // A file that does not exist: a gradscope.Error that is also the FileNotFoundError Python's own
@@ -257,43 +197,43 @@ PYBIND11_MODULE(_gradscope, m) {
       error(python_words(e.what()).c_str());
     }
   });
-  m.def("default_sidco_stages", &gs::fitting::default_sidco_stages, py::arg("ratio"));
-  m.attr("__version__") = gs::kVersion;
-  m.def("cuda_built", &gs::kernels::cuda_built);
-  // Fashion-MNIST through the data library's IDX reader: (pixels uint8 [n, rows, cols], labels
-  // uint8 [n]).
-  m.def("fashion_mnist", [](const std::string& split) {
-    const gs::data::FashionMnist d = gs::data::load_fashion_mnist(split);
-    const auto& im = d.images;
-    py::array_t<std::uint8_t> pixels({im.count, im.rows, im.cols}, im.pixels.data());
-    py::array_t<std::uint8_t> labels(py::ssize_t(d.labels.labels.size()), d.labels.labels.data());
-    return py::make_tuple(pixels, labels);
-  }, py::arg("split"));
-  m.def("cuda_available", &gs::kernels::cuda_available);
-  bind_cuda_host(m);
-  m.def("fit_json", &fit_json, py::arg("address"), py::arg("n"), py::arg("densities"),
-        py::arg("backend"), py::arg("input"));
-  m.def("compressors", [] {
-    py::list rows;
-    for (const auto& r : compress::compressor_registry()) {
-      py::dict d;
-      d["name"] = std::string(r.name);
-      d["summary"] = std::string(r.summary);
-      d["exchange"] = std::string(compress::to_string(r.exchange));
-      d["density_based"] = r.density_based;
-      d["sparse_selection"] = r.sparse_selection;
-      py::list keys;  // the options it reads, as Python's keywords
-      for (const auto& o : compress::compressor_option_rows())
-        if (std::find(r.options.begin(), r.options.end(), o.flag) != r.options.end()) keys.append(o.key());
-      d["options"] = keys;
-      d["available"] = !r.available || r.available();
-      rows.append(d);
-    }
-    return rows;
-  });
+}
+
+// The registry's rows as Python reads them (gradscope.compressor_names(), _options.py).
+py::list compressor_rows() {
+  py::list rows;
+  for (const auto& r : compress::compressor_registry()) {
+    py::dict d;
+    d["name"] = std::string(r.name);
+    d["summary"] = std::string(r.summary);
+    d["exchange"] = std::string(compress::to_string(r.exchange));
+    d["density_based"] = r.density_based;
+    d["sparse_selection"] = r.sparse_selection;
+    py::list keys;  // the options it reads, as Python's keywords
+    for (const auto& o : compress::compressor_option_rows())
+      if (std::find(r.options.begin(), r.options.end(), o.flag) != r.options.end()) keys.append(o.key());
+    d["options"] = keys;
+    d["available"] = !r.available || r.available();
+    rows.append(d);
+  }
+  return rows;
+}
+
+// The compressors by name: the registry, the options' table and one compressor (CompressorHandle).
+void bind_compressors(py::module_& m) {
+  m.def("compressors", &compressor_rows);
   m.def("compressor_options", [] { return option_row_dicts(compress::compressor_option_rows()); });
   m.def("check_options_read", &check_options_read, py::arg("name"), py::arg("options"),
         py::arg("also") = std::vector<std::string>{});
+  m.def("default_sidco_stages", &gs::fitting::default_sidco_stages, py::arg("ratio"));
+  // The rules the front ends share, written once in C++ (docs/architecture.md).
+  m.def("worker_seed", &compress::worker_seed, py::arg("seed"), py::arg("rank"));
+  m.def("check_density", [](double density, const std::string& what) {
+    gs::fitting::check_density(density, what);
+    return density;
+  }, py::arg("density"), py::arg("what") = "ratio");
+  m.def("density_for", &compress::density_for, py::arg("name"), py::arg("ratio"), py::arg("fallback"),
+        py::arg("what") = "ratio");
   py::class_<CompressorHandle>(m, "Compressor")
       .def(py::init<const std::string&, double, const std::map<std::string, std::string>&>(),
            py::arg("name"), py::arg("density"), py::arg("options") = std::map<std::string, std::string>{})
@@ -314,8 +254,36 @@ PYBIND11_MODULE(_gradscope, m) {
       .def_property_readonly("error_feedback", [](CompressorHandle& h) { return h.get().error_feedback(); })
       .def_property_readonly("needs_gradient_variance",
                              [](CompressorHandle& h) { return h.get().needs_gradient_variance(); });
-  m.def("model_compressor_steps", &model_compressor_steps, py::arg("name"), py::arg("density"),
-        py::arg("options"), py::arg("bucket_sizes"), py::arg("grads"), py::arg("momentum_correction") = 0.0);
+}
+
+// fit_json and Fashion-MNIST through the data library's IDX reader: (pixels uint8 [n, rows, cols],
+// labels uint8 [n]).
+void bind_fit_and_data(py::module_& m) {
+  m.def("fit_json", &fit_json, py::arg("address"), py::arg("n"), py::arg("densities"), py::arg("backend"),
+        py::arg("input"));
+  m.def("fashion_mnist", [](const std::string& split) {
+    const gs::data::FashionMnist d = gs::data::load_fashion_mnist(split);
+    const auto& im = d.images;
+    py::array_t<std::uint8_t> pixels({im.count, im.rows, im.cols}, im.pixels.data());
+    py::array_t<std::uint8_t> labels(py::ssize_t(d.labels.labels.size()), d.labels.labels.data());
+    return py::make_tuple(pixels, labels);
+  }, py::arg("split"));
+}
+
+}  // namespace
+}  // namespace gs::python
+
+PYBIND11_MODULE(_gradscope, m) {
+  using namespace gs::python;
+  m.doc() = "gradscope's C++ core (use the gradscope package, not this module)";
+  m.attr("__version__") = gs::kVersion;
+  // The heap settings of gradscope's programs (gs/base/allocator.hpp), for the whole process:
+  // large temporary tensors are then reused rather than mapped and faulted in every step.
+  gs::tune_allocator();
+  bind_errors(m);
+  bind_devices(m);
+  bind_compressors(m);
+  bind_fit_and_data(m);
   bind_recorder(m);
   bind_ddp(m);
   bind_readers(m);

@@ -19,7 +19,7 @@
 #include "gs/base/join.hpp"
 #include "gs/base/option_table.hpp"
 #include "gs/compress/compressor.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 
 namespace gs::python {
 

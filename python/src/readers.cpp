@@ -19,7 +19,7 @@
 #include "gs/analyzer/store.hpp"
 #include "gs/analyzer/vectors.hpp"
 #include "gs/data/snapshot.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/fitting/distributions.hpp"
 #include "options.hpp"
 

@@ -11,7 +11,7 @@
 #include "gs/data/codecs.hpp"
 #include "gs/data/snapshot.hpp"
 #include "gs/data/step_recorder.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 
 namespace py = pybind11;
 

@@ -3,7 +3,7 @@
 #include <functional>
 #include <string>
 
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 
 namespace gs::analyzer::test {
 

@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "gs/analyzer/analyze.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "common/temp_dir.hpp"
 #include "error_text.hpp"
 #include "same_store.hpp"

@@ -20,7 +20,7 @@
 #include "gs/analyzer/plots/report_plots.hpp"
 #include "gs/analyzer/plots/series.hpp"
 #include "gs/analyzer/vectors.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "synthetic_snapshot.hpp"
 
 namespace gs::analyzer {

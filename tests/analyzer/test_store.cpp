@@ -9,7 +9,7 @@
 #include <map>
 
 #include "gs/analyzer/analyze.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "synthetic_snapshot.hpp"
 #include "common/temp_dir.hpp"
 #include "error_text.hpp"

@@ -8,7 +8,7 @@
 
 #include "gs/analyzer/analyze.hpp"
 #include "gs/analyzer/vectors.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "synthetic_snapshot.hpp"
 #include "common/temp_dir.hpp"
 

@@ -9,7 +9,7 @@
 
 #include "common/error_message.hpp"
 #include "gs/base/option_table.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 
 namespace {
 

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "gs/bench/compressor_bench.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 
 using namespace gs::bench;
 

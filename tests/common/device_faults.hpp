@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <functional>
 
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/kernels/cuda_host.hpp"
 
 namespace gs::testing {

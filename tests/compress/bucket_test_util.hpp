@@ -35,7 +35,7 @@ inline std::vector<float> laplace(std::size_t n, std::uint64_t seed) {
 
 inline compress::CompressorOptions seeded(int rank, const std::string& backend = "cpu") {
   compress::CompressorOptions o;
-  o.seed = 7 * 1000003ull + std::uint64_t(rank);
+  o.seed = compress::worker_seed(7, std::uint64_t(rank));
   o.backend = backend;
   return o;
 }

@@ -13,7 +13,7 @@
 #include "gs/compress/thread_collectives.hpp"
 #include "bucket_test_util.hpp"
 #include "common/error_message.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 
 using gs::testing::error_message;
 using namespace gs::compress;
@@ -275,12 +275,13 @@ TEST(BucketCompressor, DenseBytesCountTheModelsDtype) {
 TEST(StepRules, RunStatisticsSummariseEveryStep) {
   RunStatistics st;
   for (int s = 0; s < 5; ++s) {
-    StepFigures f;
+    StepStats f;
     f.skipped = s == 4;
     f.warmup = s == 0;
-    f.quality = 1.0 + s;
-    f.density = 0.01;
-    f.bytes_sent = 100.0 * s;
+    f.n = 100;
+    f.selected = 1;  // density 0.01
+    f.target_density = 0.01 / (1.0 + s);  // quality 1 + s
+    f.bytes_sent = 100 * std::uint64_t(s);
     st.add(f);
   }
   const RunSummary sum = st.summary();
@@ -295,12 +296,14 @@ TEST(StepRules, RunStatisticsSummariseEveryStep) {
 TEST(StepRules, RunStatisticsLoadStatesWithAndWithoutTheWaits) {
   RunStatistics st;
   for (int s = 0; s < 4; ++s) {
-    StepFigures f;
-    f.density = 0.01;
-    f.bytes_sent = 100.0;
-    f.host_device_bytes = 640.0;
-    f.host_syncs = 2.0;
-    f.overflow = 3.0;
+    StepStats f;
+    f.n = 100;
+    f.selected = 1;
+    f.target_density = 0.01;
+    f.bytes_sent = 100;
+    f.host_device_bytes = 640;
+    f.host_syncs = 2;
+    f.overflow = 3;
     st.add(f);
   }
   gs::StateWriter w;

@@ -75,7 +75,7 @@ std::vector<WorkerRun> run_all(const std::string& method, bool device_comm, int 
   std::vector<WorkerRun> runs(2);
   run_workers(2, [&](Collectives& comm) {
     CompressorOptions mine = o;
-    mine.seed = 7 * 1000003ull + std::uint64_t(comm.rank());
+    mine.seed = worker_seed(7, std::uint64_t(comm.rank()));
     mine.backend = "cuda-host";
     runs[std::size_t(comm.rank())] = run(method, density, comm, device_comm, steps, mine, nan_at);
   });

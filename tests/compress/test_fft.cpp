@@ -14,7 +14,7 @@
 #include "gs/compress/model_compressor.hpp"
 #include "gs/compress/range_float.hpp"
 #include "gs/compress/thread_collectives.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/kernels/backend.hpp"
 
 using namespace gs::compress;

@@ -5,7 +5,7 @@
 
 #include "gs/compress/model_compressor.hpp"
 #include "gs/compress/thread_collectives.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 
 using namespace gs::compress;
 

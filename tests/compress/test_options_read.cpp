@@ -11,7 +11,7 @@
 
 #include "common/error_message.hpp"
 #include "gs/compress/model_compressor.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 
 using namespace gs::compress;
 using gs::testing::error_message;

@@ -3,7 +3,7 @@
 #include <random>
 
 #include "gs/compress/payload.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 
 using namespace gs::compress;
 

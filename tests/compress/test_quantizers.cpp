@@ -12,7 +12,7 @@
 #include "common/random_data.hpp"
 #include "gs/compress/model_compressor.hpp"
 #include "gs/compress/thread_collectives.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 
 using namespace gs::compress;
 

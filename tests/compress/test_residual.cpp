@@ -8,7 +8,7 @@
 #include "common/random_data.hpp"
 #include "gs/compress/compressor.hpp"
 #include "gs/compress/residual.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 
 using namespace gs::compress;
 

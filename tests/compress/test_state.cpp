@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "gs/compress/model_compressor.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 
 using namespace gs::compress;
 

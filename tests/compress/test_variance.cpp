@@ -9,7 +9,7 @@
 
 #include "gs/compress/model_compressor.hpp"
 #include "common/error_message.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 
 using namespace gs::compress;
 

@@ -13,7 +13,7 @@
 
 #include "gs/data/snapshot.hpp"
 #include "synthetic_grads.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 
 namespace gs::data::test {
 

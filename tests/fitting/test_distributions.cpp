@@ -7,7 +7,7 @@
 #include <string>
 #include <type_traits>
 
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/fitting/distributions.hpp"
 #include "gs/fitting/formulas.hpp"
 #include "reference.hpp"

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "common/naive_passes.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/fitting/estimators.hpp"
 #include "gs/fitting/goodness.hpp"
 #include "reference.hpp"

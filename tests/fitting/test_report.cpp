@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "common/naive_passes.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/fitting/report.hpp"
 
 namespace {

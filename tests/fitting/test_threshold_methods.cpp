@@ -11,7 +11,7 @@
 #include "common/error_message.hpp"
 #include "common/naive_passes.hpp"
 #include "common/random_data.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/fitting/report.hpp"
 #include "gs/fitting/threshold_methods.hpp"
 

@@ -3,7 +3,7 @@
 #include "base_files.hpp"
 #include "fuzz_util.hpp"
 #include "gs/analyzer/store.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "h5_edit.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

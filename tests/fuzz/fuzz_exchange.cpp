@@ -10,7 +10,7 @@
 #include "gs/compress/collectives.hpp"
 #include "gs/compress/compressor.hpp"
 #include "gs/compress/model_compressor.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 
 namespace {
 

@@ -4,7 +4,7 @@
 
 #include "fuzz_util.hpp"
 #include "gs/data/fashion_mnist.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size == 0) return 0;

@@ -5,7 +5,7 @@
 
 #include "fuzz_util.hpp"
 #include "gs/data/npy.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   gs::fuzz::MemFile file(data, size);

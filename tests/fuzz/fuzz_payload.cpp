@@ -8,7 +8,7 @@
 #include "fuzz_util.hpp"
 #include "gs/compress/compressor.hpp"
 #include "gs/compress/payload.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 
 namespace {
 

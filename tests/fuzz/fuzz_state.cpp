@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "state_setups.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

@@ -5,7 +5,7 @@
 
 #include "fuzz_util.hpp"
 #include "gs/distributed/config.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 
 namespace {
 

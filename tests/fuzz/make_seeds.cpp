@@ -18,7 +18,7 @@
 #include "gs/compress/payload.hpp"
 #include "gs/data/npy.hpp"
 #include "gs/data/snapshot.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "base_files.hpp"
 #include "state_setups.hpp"
 

@@ -10,7 +10,7 @@
 #include "gs/analyzer/analyze.hpp"
 #include "gs/analyzer/plots/vector_view.hpp"
 #include "gs/analyzer/store.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/kernels/cpu.hpp"
 #include "gui/gui_fixtures.hpp"
 #include "training_source.hpp"

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/kernels/backend.hpp"
 #include "gs/kernels/cpu.hpp"
 #include "gs/kernels/types.hpp"

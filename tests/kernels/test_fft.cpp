@@ -6,7 +6,7 @@
 #include <cmath>
 #include <numbers>
 
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/kernels/fft.hpp"
 #include "harness.hpp"
 

@@ -11,7 +11,7 @@
 #include <tuple>
 #include <vector>
 
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "lru_cache.hpp"
 
 namespace gs::kernels {

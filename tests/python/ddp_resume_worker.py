@@ -197,7 +197,7 @@ def gru(rank, world, out, steps, options):
     ddp = torch.nn.parallel.DistributedDataParallel(model)
     state = gddp.State("sidco-e", 0.01, timeout=TIMEOUT_S, **kw)
     if device_collectives:
-        state._device_collectives = True
+        state._group.device_collectives = True
     ddp.register_comm_hook(state, gddp.hook)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
     with warnings.catch_warnings(record=True) as caught:

@@ -26,7 +26,7 @@ import torch.distributed as dist
 
 import gradscope
 import gradscope.ddp as gddp
-from gradscope import _gradscope
+from gradscope import _gradscope, _testing
 
 
 class Block(torch.nn.Module):
@@ -92,12 +92,12 @@ def device(rank, world, out, method, ratio, steps, backend):
     ddp = torch.nn.parallel.DistributedDataParallel(model)
     state = gddp.State(method, ratio, backend="cpu" if backend == "cpu" else "cuda-host")
     if backend == "cuda-host-device":
-        state._device_collectives = True
+        state._group.device_collectives = True
     ddp.register_comm_hook(state, gddp.hook)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
     x, y = gradscope.fashion_mnist("train", 1024)
     shard = torch.arange(rank, 1024, world)
-    _gradscope.cuda_host_reset_work()
+    _testing.cuda_host_reset_work()
     losses = []
     for step in range(steps):
         idx = shard[(step * 32) % (len(shard) - 32):][:32]
@@ -108,8 +108,8 @@ def device(rank, world, out, method, ratio, steps, backend):
         losses.append(float(loss))
     params = torch.cat([p.detach().flatten() for p in model.parameters()])
     torch.save({"params": params, "losses": losses, "summary": state.summary(),
-                "work": _gradscope.cuda_host_work_by_device(),
-                "legacy_orders": _gradscope.cuda_host_legacy_stream_orders()}, out)
+                "work": _testing.cuda_host_work_by_device(),
+                "legacy_orders": _testing.cuda_host_legacy_stream_orders()}, out)
 
 
 def exchange(rank, world, out, method, ratio, steps, momentum=0.0):

@@ -84,6 +84,21 @@ def test_a_state_on_a_second_model_is_refused(tmp_path, how):
         assert r["steps"] == 1 if how == "sequential" else r["steps"] <= 1, r
 
 
+def test_the_model_a_state_serves_is_learned_in_its_first_step():
+    # The stages of gradscope.ddp's ModelIdentity: the first step's buckets name the model; a bucket
+    # 0 of parameters not seen yet in that step is a second model's (refused, and the rest of that
+    # step goes to the core, which refuses it), after which the next step is learned again; once
+    # known, any bucket holding another parameter is refused.
+    from gradscope._model_identity import ModelIdentity, Stage
+    m = ModelIdentity()
+    assert m.refusal(0, [1, 2], False) is None and m.stage is Stage.LEARNING
+    assert "one State per DDP model" in str(m.refusal(0, [7], False)) and m.stage is Stage.ABANDONED
+    assert m.refusal(1, [8], False) is None and m.refusal(2, [3], True) is None and m.stage is Stage.LEARNING
+    assert m.refusal(0, [1, 2], False) is None and m.refusal(1, [3], True) is None and m.stage is Stage.KNOWN
+    assert m.refusal(0, [3, 1], True) is None
+    assert "one State per DDP model" in str(m.refusal(1, [3, 9], True)) and m.stage is Stage.KNOWN
+
+
 @pytest.mark.parametrize("schedule", ["dense", "exponential"])
 def test_warmup_follows_the_schedules_of_gradscope_train(tmp_path, schedule):
     (r, _) = run("warmup", 2, tmp_path, arg=schedule)

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import gradscope
+from gradscope import _testing
 from conftest import run_script
 
 STEPS = 34  # saved after 26 (ddp_resume_worker.save_step): past every window a state carries
@@ -111,6 +112,30 @@ def one_process_group(tmp_path):
         dist.destroy_process_group()
 
 
+def test_state_dicts_and_pickles_of_an_older_gradscope_load(one_process_group):
+    """A state_dict saved before `when` and `exchange` existed loads with their old defaults, and so
+    does a pickle without optimizer_momentum_ok; the keywords are the rows of one table."""
+    import inspect
+    import gradscope.ddp as gddp
+    from gradscope._state_settings import SETTINGS
+    state = gddp.State("sidco-e", 0.02, timeout=60)
+    param = torch.nn.Parameter(torch.zeros(3000))
+    state.exchange(0, torch.randn(3000), [param], True).wait()
+    older = {k: v for k, v in state.state_dict().items() if k not in ("when", "exchange")}
+    gddp.State("sidco-e", 0.02).load_state_dict(older)
+    unpickled = gddp.State.__new__(gddp.State)
+    unpickled.__setstate__({"state": older, "options": {"backend": "auto"}, "variance": None, "timeout": 60.0})
+    assert unpickled.state_dict()["core"] == state.state_dict()["core"] and unpickled.timeout == 60.0
+    # A state saved again before its next step keeps the saved step's grouping (the resume after
+    # it regroups as the first would have).
+    assert unpickled.state_dict()["layout"] == state.state_dict()["layout"] == [[0, [0]]]
+    assert unpickled.state_dict()["when"] == ("always", 50) and unpickled.exchange_mode == "allgather"
+    with pytest.raises(gradscope.Error, match=r"saved with when=\('always', 50\), this State has when=\('auto', 3\)"):
+        gddp.State("sidco-e", 0.02, when="auto", when_interval=3).load_state_dict(older)
+    keywords = [name for name in inspect.signature(gddp.State).parameters]
+    assert keywords == [row.name for row in SETTINGS if row.kind is not None and row.name != "options"] + ["options"]
+
+
 def test_a_density_far_from_the_ratio_warns_once(one_process_group):
     """The density watch (the C++ step rule) reaches Python as one RuntimeWarning: GaussianKSGD on a
     vector of rare spikes sends about a third of its ratio at every step."""
@@ -174,10 +199,10 @@ def test_making_a_state_asks_no_device_and_nccl_is_found_in_a_composite_backend(
     buffers in host memory."""
     import torch.distributed as dist
     import gradscope.ddp as gddp
-    before = gradscope._gradscope.backend_probes()
+    before = _testing.backend_probes()
     gddp.State("sidco-e", 0.01)
     gddp.State("topk", 0.05, backend="auto")
-    assert gradscope._gradscope.backend_probes() == before
+    assert _testing.backend_probes() == before
     assert gddp._backend_for("cpu:gloo,cuda:nccl", "cuda") == "nccl"
     assert gddp._backend_for("cpu:gloo,cuda:nccl", "cpu") == "gloo"
     assert gddp._backend_for("nccl", "cpu") is None and gddp._backend_for("gloo", "cuda") == "gloo"
@@ -213,7 +238,7 @@ def test_the_copies_torch_makes_in_a_collective_count_as_bus_bytes_and_waits(one
         torch.manual_seed(3)
         params = [torch.nn.Parameter(torch.zeros(4000))]
         state = gddp.State("sidco-e", 0.01, backend="cuda-host")
-        state._comm = comm
+        state._group.comm = comm
         state.exchange(0, torch.randn(4000), params, last=True).wait()
         return state.steps[-1]
 
@@ -280,7 +305,7 @@ def test_errors_speak_python(one_process_group):
     with pytest.raises(gradscope.Error) as e:
         gddp.State("qsgd-mn", bits=[40])
     assert "--" not in str(e.value) and "bits" in str(e.value), str(e.value)
-    if not gradscope._gradscope.cuda_available():
+    if not _testing.cuda_available():
         with pytest.raises(gradscope.Error) as e:
             gradscope.select(torch.randn(1000), "sidco-e", 0.01, backend="cuda")
         assert "--backend" not in str(e.value) and "backend cpu" in str(e.value), str(e.value)
@@ -300,13 +325,13 @@ def test_ratio_1_sends_the_dense_gradient(one_process_group):
 def test_the_hook_group_takes_the_default_groups_timeout(tmp_path):
     import datetime
     import torch.distributed as dist
-    import gradscope.ddp as gddp
+    from gradscope._hook_group import default_timeout
     if dist.is_initialized():
         pytest.skip("needs a process group of its own")
     dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'rdv'}", rank=0, world_size=1,
                             timeout=datetime.timedelta(seconds=77))
     try:
-        assert gddp._default_timeout() == datetime.timedelta(seconds=77)
+        assert default_timeout() == datetime.timedelta(seconds=77)
     finally:
         dist.destroy_process_group()
 

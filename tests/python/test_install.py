@@ -76,6 +76,14 @@ def ddp_smoke(python, where):
     return outs[0]
 
 
+def assert_no_testing_module(prefix):
+    """The package installed under `prefix` has the extension and not the tests' module
+    (gradscope._testing, which the build tree alone holds)."""
+    package = prefix / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages" / "gradscope"
+    assert list(package.glob("_gradscope*.so")), sorted(p.name for p in package.iterdir())
+    assert not list(package.glob("_testing*")), sorted(p.name for p in package.iterdir())
+
+
 def test_pip_install_into_a_venv_then_ddp_from_outside_the_tree(tmp_path):
     python = make_venv(tmp_path / "venv")
     env = clean_env(GS_CMAKE_ARGS="-DGS_ENABLE_CUDA=OFF -DCMAKE_BUILD_TYPE=None", GS_JOBS="2")
@@ -84,6 +92,7 @@ def test_pip_install_into_a_venv_then_ddp_from_outside_the_tree(tmp_path):
     out = ddp_smoke(python, tmp_path)
     assert f"module {tmp_path / 'venv'}" in out, out  # the venv's copy, not the tree's
     assert "steps 5" in out, out
+    assert_no_testing_module(tmp_path / "venv")
 
 
 def test_cmake_install_puts_the_package_in_the_prefix_site_packages(tmp_path):
@@ -96,3 +105,4 @@ def test_cmake_install_puts_the_package_in_the_prefix_site_packages(tmp_path):
     assert (tmp_path / "prefix" / "lib" / version / "site-packages" / "gradscope" / "ddp.py").exists()
     out = ddp_smoke(python, tmp_path)
     assert f"module {tmp_path / 'prefix'}" in out, out
+    assert_no_testing_module(tmp_path / "prefix")

@@ -11,7 +11,7 @@
 
 #include "common/run_command.hpp"
 #include "gs/data/snapshot.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/train/capture.hpp"
 
 namespace fs = std::filesystem;

@@ -4,7 +4,7 @@
 
 #include <set>
 
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/train/loop.hpp"
 
 namespace {

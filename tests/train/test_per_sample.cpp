@@ -6,7 +6,7 @@
 #include <iostream>
 #include <string>
 
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/train/models.hpp"
 #include "gs/train/per_sample.hpp"
 

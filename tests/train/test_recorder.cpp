@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <thread>
 
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/train/dataset.hpp"
 #include "gs/train/models.hpp"
 #include "gs/train/recorder.hpp"

@@ -10,7 +10,7 @@
 
 #include "gs/base/quantile.hpp"
 #include "gs/base/timing.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/train/common_options.hpp"
 #include "gs/train/dataset.hpp"
 #include "gs/train/loop.hpp"
@@ -76,15 +76,11 @@ namespace {
 // the data are loaded).
 GradientRecorder open_recorder(const CaptureConfig& config, torch::nn::Module& model,
                                const std::vector<data::LayerInfo>& layers) {
-  data::SnapshotMeta meta;
-  meta.model = config.model;
-  meta.dataset = "fashion-mnist";
-  meta.seed = config.seed;
   data::WriterOptions writer_options;
   writer_options.force = config.force;
   writer_options.compression = config.compression;
   writer_options.deflate_level = config.deflate_level;
-  return GradientRecorder(model, data::SnapshotWriter(config.out, meta, layers, writer_options),
+  return GradientRecorder(model, fashion_mnist_snapshot(config.out, config.model, config.seed, layers, writer_options),
                           {config.every, config.queue_depth});
 }
 

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <string>
 
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 
 namespace gs::train {
 

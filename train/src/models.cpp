@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "gs/base/join.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/train/dataset.hpp"
 
 namespace gs::train {

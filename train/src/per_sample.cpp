@@ -4,7 +4,7 @@
 #include <cstring>
 #include <map>
 
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 
 namespace gs::train {
 

@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/train/models.hpp"
 
 namespace gs::train {
@@ -50,6 +50,16 @@ GradientRecorder::GradientRecorder(torch::nn::Module& model, std::unique_ptr<Ste
 
 GradientRecorder::~GradientRecorder() {
   for (auto& [param, handle] : hooks_) param.remove_hook(handle);
+}
+
+data::SnapshotWriter fashion_mnist_snapshot(const std::string& path, const std::string& model, std::uint64_t seed,
+                                            const std::vector<data::LayerInfo>& layers,
+                                            const data::WriterOptions& options) {
+  data::SnapshotMeta meta;
+  meta.model = model;
+  meta.dataset = "fashion-mnist";
+  meta.seed = seed;
+  return data::SnapshotWriter(path, meta, layers, options);
 }
 
 }  // namespace gs::train

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 
 namespace gs::train {
 

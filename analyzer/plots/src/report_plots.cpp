@@ -21,7 +21,7 @@
 #include "gs/analyzer/plots/vector_view.hpp"
 #include "gs/analyzer/vectors.hpp"
 #include "gs/data/snapshot.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/fitting/threshold_methods.hpp"
 
 namespace gs::analyzer::plots {

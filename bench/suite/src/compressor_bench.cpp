@@ -11,7 +11,7 @@
 #include "gs/compress/thread_collectives.hpp"
 #include "gs/base/quantile.hpp"
 #include "gs/base/timing.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 
 namespace gs::bench {
 
@@ -74,7 +74,7 @@ CompressorBenchRow measure(const CompressorBenchConfig& c, const Inputs& in, con
   std::vector<std::unique_ptr<ModelCompressor>> mcs;
   for (std::size_t r = 0; r < w; ++r) {
     CompressorOptions o;
-    o.seed = c.seed * 1000003ull + r;
+    o.seed = worker_seed(c.seed, r);
     mcs.push_back(std::make_unique<ModelCompressor>(model, Granularity::model, 0, make_compressor(name, density, o)));
   }
   std::vector<std::vector<float>> out(w, std::vector<float>(c.n));

@@ -9,7 +9,7 @@
 #include <type_traits>
 
 #include "compact.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/fitting/stats.hpp"
 #include "gs/kernels/elementwise.hpp"
 

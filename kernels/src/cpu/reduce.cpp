@@ -12,7 +12,7 @@
 #include "light_avx2.hpp"
 #include "parallel.hpp"
 #include "reduce.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/kernels/cpu.hpp"
 #include "gs/kernels/elementwise.hpp"
 
@@ -185,8 +185,9 @@ GS_CPU_CLONES std::uint64_t count_chunk_generic(const float* g, std::size_t n, f
   return c;
 }
 #if defined(GS_LIGHT_AVX2)
-// GCC 12 leaves the loop above scalar-speed (2 to 3 reads for a count); in intrinsics it is one
-// compare pair, a movemask and a popcount per 8 floats.
+// GCC 12 leaves the loop above at scalar speed (docs/BENCHMARKS.md, "Float-block sums in the
+// stage passes": count_above); in intrinsics it is one compare pair, a movemask and a popcount
+// per 8 floats.
 __attribute__((target("avx2"))) std::uint64_t count_chunk_avx2(const float* g, std::size_t n, float t) {
   const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   const __m256 tv = _mm256_set1_ps(t), fmax = _mm256_set1_ps(kFloatMax);
@@ -227,8 +228,9 @@ fitting::GpSums gp_chunk_scalar(const float* g, std::size_t n, float t, double t
 
 #if defined(GS_LIGHT_AVX2) && defined(GS_HAVE_LIBMVEC)
 // ln(1 + z) on 4 doubles from glibc's libmvec (x86_64, glibc >= 2.35; its AVX2 variant under the
-// vector-function ABI name). Scalar log1p took about 40% of a whole-model analysis: the fits'
-// profile search runs gp_sums several times over every value above the threshold.
+// vector-function ABI name). A pass with scalar log1p costs several of the vector one (docs/
+// BENCHMARKS.md, "Analysis of one ResNet-50 step against one sort of |g|"), and the fits' profile
+// search runs gp_sums several times over every value above the threshold.
 extern "C" __attribute__((target("avx2"))) __m256d _ZGVdN4v_log1p(__m256d z);
 
 __attribute__((target("avx2"))) inline double lane_total(__m256d v) {

@@ -7,7 +7,7 @@
 #include <utility>
 
 #include "parallel.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/kernels/cpu.hpp"
 #include "gs/kernels/elementwise.hpp"
 

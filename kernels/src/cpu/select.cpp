@@ -6,9 +6,10 @@
 #include <limits>
 #include <string>
 
+#include "../index_range.hpp"
 #include "compact.hpp"
 #include "parallel.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/kernels/cpu.hpp"
 #include "gs/kernels/elementwise.hpp"
 
@@ -125,13 +126,6 @@ std::vector<Part<Index>> collect_parallel(std::span<const float> g, Keep keep) {
       collect(g.data(), c, std::min(end, c + kChunk), keep, parts[t]);
   });
   return parts;
-}
-
-template <class Index>
-void check_index_range(std::size_t n, const char* what) {
-  if (n > static_cast<std::size_t>(std::numeric_limits<Index>::max()) + 1)
-    throw gs::Error(std::string(what) + ": " + std::to_string(n) +
-                    " elements cannot be addressed by int32 indices; use the int64 overload");
 }
 
 template <class Index>

@@ -11,7 +11,7 @@
 #include "compact.hpp"
 #include "parallel.hpp"
 #include "gs/base/radix_select.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/kernels/cpu.hpp"
 #include "gs/kernels/elementwise.hpp"
 
@@ -67,7 +67,8 @@ fitting::MagnitudeStats collect_candidates(std::span<const float> g, double thre
     auto& p = w.parts[static_cast<std::size_t>(r)];
     p.size = 0;
     // Branchless packing once the previous chunk packed more than 1% of its elements (about 8% of
-    // the 8-lane groups hit: the branch then mispredicts often; measured in docs/BENCHMARKS.md).
+    // the 8-lane groups hit: the branch then mispredicts often; docs/BENCHMARKS.md, "Branchless
+    // packing where hits are dense").
     bool dense_hits = false;
     for (std::size_t c = begin; c < end; c += kChunk) {
       const std::size_t ce = std::min(end, c + kChunk);
@@ -151,11 +152,12 @@ constexpr double kAutomaticMaxCandidates = 0.10;
 
 // One stage (SIDCo-E): the predicted route predicts stage 1 itself, from a sample, and packs the
 // x above that prediction's threshold at kSampleMargin times the density in the same read that
-// takes stage 1's statistics; when stage 1's threshold comes out at or above it (the sample's
-// mean exceeds g's by less than about 30% at density 0.01, 20% at 0.001), the selection comes
-// from those candidates, else from one more read of g. constexpr numbers: measured in
-// docs/BENCHMARKS.md. Returns the prediction's threshold, or -1 (0 when the sample holds nothing
-// to fit) when the route is not taken.
+// takes stage 1's statistics; when stage 1's threshold comes out at or above it (unless the
+// sample's mean overstates g's by more than the margin allows), the selection comes from those
+// candidates, else from one more read of g. The constexpr numbers and how far a sample's mean
+// strays: docs/BENCHMARKS.md, "Unchecked passes and a sampled first stage". Returns the
+// prediction's threshold, or -1 (0 when the sample holds nothing to fit) when the route is not
+// taken.
 double predicted_first_bound(std::span<const float> g, double density, fitting::SidcoVariant variant,
                              SidcoRoute route, const fitting::SidcoStages& plan, SidcoWorkspace::Impl& w) {
   constexpr double kSampleMargin = 3.0;
@@ -172,8 +174,9 @@ double predicted_first_bound(std::span<const float> g, double density, fitting::
 // After stage 1, with stages to come: the bound the tail stages pack candidates above (below
 // stage 1's threshold: none, every stage reads g).
 // automatic: the candidates (about 8 bytes per element above eta1, ~2n bytes) pay off only
-// while they stay in a cache-sized buffer and several stages reread them (measured on the
-// reference 2-core EPYC, 32 MiB L3: a win at n = 1e7 with M >= 3, a loss at n = 1e8).
+// while they stay in a cache-sized buffer and several stages reread them (on the reference 2-core
+// EPYC, 32 MiB L3, a win at n = 1e7 with M >= 3 and a loss at n = 1e8: docs/BENCHMARKS.md, "Notes:
+// predictions and outcomes").
 // The predicted route packs only the x above a bound the stage-2 threshold will very likely
 // pass: the exponential quantile of the stage-1 fit at kGuessMargin times stage 2's density
 // (gradients have heavier tails than that law, so their stage-2 threshold lies higher). Its

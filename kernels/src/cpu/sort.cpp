@@ -1,11 +1,12 @@
 // CPU backend: the sort of the KS/AD samples (sorted_sample, smallest_hash_values).
 //
 // The sample is up to a million positive finite floats, and std::sort on their widened doubles
-// took about a tenth of the per-layer analysis. Positive finite floats order like their bit
-// patterns read as unsigned integers, so an LSD radix sort on those bits orders them with a few
-// linear passes. Four digits of 8 bits (the sign bit is 0): on a 1M-value sample the scatter
-// passes with 256 buckets ran at 1 to 2 ms each where 2048 buckets (three digits of 11 bits) took
-// 3.5 ms, and the fourth pass is cheap (gradient magnitudes share most exponent bits, or the
+// costs several times this sort (docs/BENCHMARKS.md, "Analysis of one ResNet-50 step against one
+// sort of |g|", radix-sorted samples). Positive finite floats order like their bit patterns read
+// as unsigned integers, so an LSD radix sort on those bits orders them with a few linear passes.
+// Four digits of 8 bits (the sign bit is 0): on a 1M-value sample a scatter pass with 256 buckets
+// timed well under one with 2048 (three digits of 11 bits; no benchmark case keeps that
+// comparison), and the fourth pass is cheap (gradient magnitudes share most exponent bits, or the
 // digit is skipped). Equal values are indistinguishable once widened, so the result is exactly
 // the vector std::sort would give.
 #include <array>

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/kernels/cuda.hpp"
 #include "gs/kernels/device.hpp"
 #include "../staging_pool.hpp"

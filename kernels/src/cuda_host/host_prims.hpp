@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "../portable/bodies.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/kernels/device.hpp"
 #include "gs/kernels/vector_ops.hpp"
 #include "runtime.hpp"

@@ -8,7 +8,7 @@
 
 #include "gs/fitting/passes.hpp"
 #include "gs/fitting/stats.hpp"
-#include "gs/hostdevice.hpp"
+#include "gs/base/hostdevice.hpp"
 #include "gs/kernels/elementwise.hpp"
 
 namespace gs::kernels::portable {

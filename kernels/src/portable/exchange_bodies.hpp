@@ -6,7 +6,7 @@
 // slots 1.. the pairs.
 #include <cstdint>
 
-#include "gs/hostdevice.hpp"
+#include "gs/base/hostdevice.hpp"
 #include "gs/kernels/types.hpp"
 #include "gs/kernels/vector_ops.hpp"
 

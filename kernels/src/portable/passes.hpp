@@ -36,9 +36,10 @@
 #include <string>
 #include <vector>
 
+#include "../index_range.hpp"
 #include "bodies.hpp"
 #include "resident_bodies.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/fitting/passes.hpp"
 #include "gs/fitting/thresholds.hpp"
 #include "gs/kernels/types.hpp"
@@ -47,13 +48,6 @@ namespace gs::kernels::portable {
 
 template <class P, class T>
 using Buffer = typename P::template Buffer<T>;
-
-template <class Index>
-void check_index_range(std::uint64_t n, const char* what) {
-  if (n > static_cast<std::uint64_t>(std::numeric_limits<Index>::max()) + 1)
-    throw gs::Error(std::string(what) + ": " + std::to_string(n) +
-                    " elements cannot be addressed by int32 indices; use the int64 overload");
-}
 
 // ---- one-read passes ---------------------------------------------------------------------------
 

@@ -255,9 +255,8 @@ struct DgcThreshold {
     const double t = double(kernels::detail::key_to_float(s.radix.prefix));
     s.report.threshold = t;
     s.report.stages = 1;
-    // The sampled value is kept, as the host's rule keeps it (at or above: selection_bound): t is
-    // a float, so a double just below it selects the same floats as x >= t.
-    probe_at(s, t > 0.0 ? t * (1.0 - 1e-12) : t);
+    // The sampled value is kept, as the host's rule keeps it (at or above: selection_bound).
+    probe_at(s, fitting::formula::selection_bound(t));
   }
 };
 // DGC: more than 4k/3 above the threshold takes the hierarchical step (exact top-k).

@@ -5,7 +5,7 @@
 #include <memory>
 #include <string>
 
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/kernels/device.hpp"
 #include "gs/kernels/vector_ops.hpp"
 #include "exchange_bodies.hpp"

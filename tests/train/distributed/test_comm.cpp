@@ -12,7 +12,7 @@
 
 #include "gs/compress/compressor.hpp"
 #include "gs/distributed/comm.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 
 using gs::distributed::CommOptions;
 using gs::distributed::Communicator;

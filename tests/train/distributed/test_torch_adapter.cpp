@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "gs/distributed/torch_adapter.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/train/models.hpp"
 
 using namespace gs::distributed;

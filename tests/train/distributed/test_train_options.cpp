@@ -6,8 +6,8 @@
 #include <string>
 
 #include "common/error_message.hpp"
+#include "gs/base/error.hpp"
 #include "gs/distributed/config.hpp"
-#include "gs/error.hpp"
 #include "gs/train/capture.hpp"
 
 namespace {
@@ -80,6 +80,21 @@ TEST(TrainOptions, CompressorOptionsTheMethodDoesNotReadAreRefused) {
   EXPECT_NO_THROW(parse({"--compressor", "topk", "--stages", "0"}).validate());
 }
 
+// A compressor whose ratio is not a density runs at 1 (compress::density_for, the rule
+// gradscope.ddp.State applies too): a --ratio other than 1 would do nothing and is refused naming
+// the flag; the default or 1 passes and the run's density is 1.
+TEST(TrainOptions, ARatioThatDoesNothingIsRefused) {
+  for (const char* name : {"none", "qsgd-mn", "variance"}) {
+    const std::string msg =
+        gs::testing::error_message([&] { parse({"--compressor", name, "--ratio", "0.5"}).validate(); });
+    EXPECT_EQ(msg.rfind("--ratio 0.5 does nothing for compressor '" + std::string(name) + "'", 0), 0u) << msg;
+    EXPECT_EQ(parse({"--compressor", name}).run_density(), 1.0) << name;
+    EXPECT_EQ(parse({"--compressor", name, "--ratio", "1"}).run_density(), 1.0) << name;
+  }
+  EXPECT_EQ(parse({"--compressor", "topk", "--ratio", "0.05"}).run_density(), 0.05);
+  EXPECT_EQ(parse({"--compressor", "topk"}).run_density(), TrainConfig{}.density);
+}
+
 // The density schedule's settings are checked when it is accordion, each naming its flag.
 TEST(TrainOptions, DensityScheduleSettingsAreRefusedNamingTheFlag) {
   const std::vector<std::vector<std::string>> bad = {
@@ -144,7 +159,7 @@ TEST(TrainOptions, TheWorkerLineRoundTrips) {
   c.workers = 3;
   c.compressor = "qsgd-mn-ts";
   c.compression.quant_bits = {2, 6};
-  c.density = 0.003;
+  c.density = 1.0;  // a quantizer runs at 1 (a ratio other than the default travels too)
   c.lr_schedule = "cosine";
   c.momentum_correction = true;
   c.checkpoint = "/tmp/ck";

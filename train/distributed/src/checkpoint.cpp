@@ -16,7 +16,7 @@
 #include <sstream>
 #include <vector>
 
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 
 namespace fs = std::filesystem;
 

@@ -14,7 +14,7 @@
 #include <torch/torch.h>
 
 #include "gs/base/timing.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 
 namespace gs::distributed {
 

@@ -5,7 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
+#include "gs/fitting/thresholds.hpp"
 #include "gs/train/common_options.hpp"
 
 namespace gs::distributed {
@@ -80,10 +81,7 @@ std::vector<TrainOption> make_table() {
   t.push_back(row<std::string>("--compressor", "compression method (docs/compressors.md)", S::shared,
                                GS_FIELD(c.compressor), {}, compressor_choices()));
   t.push_back(row<double>("--ratio", "target density: fraction of elements sent, in (0, 1]", S::shared,
-                          GS_FIELD(c.density), [](const double& v) {
-                            if (!(v > 0.0 && v <= 1.0))
-                              throw Error("--ratio " + std::to_string(v) + " is outside (0, 1]");
-                          }));
+                          GS_FIELD(c.density), [](const double& v) { fitting::check_density(v, "--ratio"); }));
   t.push_back(row<int>("--workers", "worker processes (world size)", S::shared, GS_FIELD(c.workers),
                        at_least<int>("--workers", 1, "at least 1")));
   t.push_back(row<std::int64_t>("--steps", "stop after this many steps (0: run the epochs)", S::shared,
@@ -204,6 +202,7 @@ const TrainOption& train_option(std::string_view flag) {
 
 void TrainConfig::validate() const {
   for (const auto& o : train_options()) o.check(*this);
+  (void)run_density();  // a --ratio that does nothing is refused
   // A compressor option the method does not read (--bits for sidco-e) would do nothing: refused.
   compress::check_options_read(compressor, compress::options_set(compression));
   warmup().check(compress::density_based(compressor), compressor,
@@ -232,13 +231,13 @@ double TrainConfig::lr_at(std::int64_t step, std::int64_t total) const {
   return 0.5 * lr * (1.0 + std::cos(kPi * double(step) / double(total)));
 }
 
+double TrainConfig::run_density() const {
+  const bool given = density != TrainConfig{}.density;
+  return compress::density_for(compressor, given ? std::optional<double>(density) : std::nullopt, density, "--ratio");
+}
+
 compress::WarmupSchedule TrainConfig::warmup() const {
-  compress::WarmupSchedule w;
-  w.steps = warmup_steps;
-  w.kind = compress::WarmupSchedule::parse_kind(warmup_schedule);
-  w.start_density = warmup_start_density;
-  w.density = density;
-  return w;
+  return compress::WarmupSchedule::of(warmup_steps, warmup_schedule, warmup_start_density, run_density());
 }
 
 compress::DensitySchedule TrainConfig::schedule() const {
@@ -252,7 +251,7 @@ compress::DensitySchedule TrainConfig::schedule() const {
 
 compress::CompressorOptions TrainConfig::compressor_options(int r) const {
   compress::CompressorOptions o = compression;
-  o.seed = seed * 1000003ull + std::uint64_t(r);
+  o.seed = compress::worker_seed(seed, std::uint64_t(r));
   return o;
 }
 

@@ -13,7 +13,7 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "gs/distributed/checkpoint.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 
 extern char** environ;
 

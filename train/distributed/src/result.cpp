@@ -11,20 +11,7 @@ namespace gs::distributed {
 
 TrainSummary summarize(const TrainResult& r) {
   compress::RunStatistics stats;
-  for (const auto& st : r.steps) {
-    compress::StepFigures f;
-    f.skipped = st.skipped;
-    f.warmup = st.warmup;
-    f.critical = st.critical;
-    f.density = st.density;
-    f.quality = st.quality;
-    f.bytes_sent = double(st.bytes_sent);
-    f.dense_bytes = double(st.dense_bytes);
-    f.compress_seconds = st.compress_seconds;
-    f.comm_seconds = st.comm_seconds;
-    f.step_seconds = st.step_seconds;
-    stats.add(f);
-  }
+  for (const auto& st : r.steps) stats.add(st.stats, st.step_seconds);
   return stats.summary();
 }
 
@@ -32,13 +19,13 @@ std::string to_json(const TrainConfig& c, const TrainResult& r) {
   using nlohmann::json;
   const TrainSummary s = summarize(r);
   json steps = json::array();
-  for (const auto& st : r.steps)
-    steps.push_back({{"step", st.step}, {"epoch", st.epoch}, {"lr", st.lr}, {"loss", st.loss},
+  for (const auto& [step, epoch, lr, loss, step_seconds, st] : r.steps)
+    steps.push_back({{"step", step}, {"epoch", epoch}, {"lr", lr}, {"loss", loss},
                      {"skipped", st.skipped}, {"warmup", st.warmup}, {"dense", st.dense}, {"critical", st.critical},
-                     {"target_density", st.target_density}, {"density", st.density}, {"quality", st.quality},
+                     {"target_density", st.target_density}, {"density", st.density()}, {"quality", st.quality()},
                      {"stages", st.stages}, {"bytes_sent", st.bytes_sent},
                      {"dense_bytes", st.dense_bytes}, {"compress_s", st.compress_seconds},
-                     {"comm_s", st.comm_seconds}, {"step_s", st.step_seconds}});
+                     {"comm_s", st.comm_seconds}, {"step_s", step_seconds}});
   json config = json::object();
   for (const auto& o : train_options()) {
     if (!o.in_json) continue;

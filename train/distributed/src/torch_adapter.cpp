@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 
 namespace gs::distributed {
 

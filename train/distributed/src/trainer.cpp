@@ -20,7 +20,7 @@
 #include "gs/distributed/comm.hpp"
 #include "gs/distributed/launcher.hpp"
 #include "gs/distributed/torch_adapter.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/train/loop.hpp"
 #include "gs/train/per_sample.hpp"
 #include "gs/train/recorder.hpp"
@@ -121,7 +121,7 @@ class Worker {
     }
     mc_.emplace(tensor_specs(*model_), compress::parse_granularity(config_.granularity),
                 config_.bucket_size,
-                compress::make_compressor(config_.compressor, config_.density,
+                compress::make_compressor(config_.compressor, config_.run_density(),
                                           config_.compressor_options(rank_)));
     // Variance-based compression weighs each element by its per-sample gradient variance, which
     // the model's forward/backward yields when a GradientVariance is attached.
@@ -140,14 +140,10 @@ class Worker {
                  torch::optim::SGDOptions(config_.lr).momentum(
                      config_.momentum_correction ? 0.0 : config_.momentum));
     if (!config_.record.empty() && rank_ == 0) {
-      data::SnapshotMeta meta;
-      meta.model = config_.model;
-      meta.dataset = "fashion-mnist";
-      meta.seed = config_.seed;
       data::WriterOptions wo;
       wo.force = config_.force;
-      recorder_.emplace(*model_, data::SnapshotWriter(config_.record, meta,
-                                                      train::parameter_layers(*model_), wo));
+      recorder_.emplace(*model_, train::fashion_mnist_snapshot(config_.record, config_.model, config_.seed,
+                                                               train::parameter_layers(*model_), wo));
     }
     result_.parameters = mc_->numel();
   }
@@ -217,7 +213,7 @@ class Worker {
     if (fault_ && fault_->rank == rank_ && fault_->step == step && fault_->action == "nan")
       grad_[grad_.size() / 2] = std::nanf("");
 
-    rep.warmup = warmup_.warmup_at(step);
+    const bool warmup = warmup_.warmup_at(step);
     // An exponential warm-up and the density schedule move the compressor's density (the
     // schedule's after the warm-up; --ratio after both).
     if (regimes_.moves_density(warmup_)) mc_->set_density(regimes_.density_at(warmup_, step));
@@ -228,44 +224,40 @@ class Worker {
     }
     const bool uncompressed = compress::sends_dense(warmup_, step, mc_->compressor().density(),
                                                     compress::density_based(config_.compressor)) ||
-                              (!rep.warmup && gate_.dense_at(step));
-    rep.dense = uncompressed;
-    rep.critical = regimes_.critical_at(warmup_, step);
-    rep.target_density = uncompressed ? 1.0 : mc_->compressor().density();
+                              (!warmup && gate_.dense_at(step));
     // One small all-reduce carries the non-finite flag, the loss and, for the density schedule,
     // the squared gradient norm: its sum over the workers, the same on every worker.
     std::vector<double> flags = {any_nonfinite(grad_) ? 1.0 : 0.0, local_loss,
                                  regimes_.on() ? squared_norm(grad_) : 0.0};
     const auto t_comm0 = Clock::now();
     if (comm_) comm_->allreduce_sum(flags);
-    rep.comm_seconds = seconds_since(t_comm0);
+    const double agreement_seconds = seconds_since(t_comm0);
     rep.loss = flags[1] / world_;
-    rep.skipped = flags[0] > 0;
-    regimes_.add(rep.skipped, flags[2]);  // sums over the workers already: decided without a round
+    const bool skipped = flags[0] > 0;
+    regimes_.add(skipped, flags[2]);  // sums over the workers already: decided without a round
     if (regimes_.due(step)) regimes_.decide(regimes_.interval_sum());
-    skip_.record(rep.skipped, step, "lower --lr or check the data");
+    skip_.record(skipped, step, "lower --lr or check the data");
     result_.skipped_steps = skip_.skipped();
-    if (!rep.skipped) {
+    compress::StepStats& st = rep.stats;
+    if (!skipped) {
       if (grad_variance_ && !uncompressed) mc_->set_gradient_variance(grad_variance_->compute());
       update_.resize(mc_->numel());
-      compress::StepStats st;
       mc_->step(grad_, collectives(), update_, &st, {step, uncompressed});
       gate_.add(step, uncompressed, st.compress_seconds + st.comm_seconds);
       assign_grads(*model_, update_);
       opt_->step();
-      rep.comm_seconds += st.comm_seconds;
-      rep.density = st.density();
-      rep.quality = st.quality();
-      rep.target_density = st.target_density;
-      rep.stages = st.stages;
-      rep.bytes_sent = st.bytes_sent;
-      rep.dense_bytes = st.dense_bytes;
-      rep.compress_seconds = st.compress_seconds;
-      if (!uncompressed && !rep.warmup && rep.target_density < 1.0) {
-        const std::string w = density_watch_.add(rep.quality);
+      if (!uncompressed && !warmup && st.target_density < 1.0) {
+        const std::string w = density_watch_.add(st.quality());
         if (!w.empty() && rank_ == 0) std::fprintf(stderr, "gradscope train: warning: %s\n", w.c_str());
       }
+    } else {
+      st.target_density = uncompressed ? 1.0 : mc_->compressor().density();
     }
+    st.skipped = skipped;
+    st.warmup = warmup;
+    st.dense = uncompressed;
+    st.critical = regimes_.critical_at(warmup_, step);
+    st.comm_seconds += agreement_seconds;
     rep.step_seconds = seconds_since(t_step);
     return rep;
   }
@@ -310,7 +302,7 @@ class Worker {
     // Newer than the rest: a checkpoint that ends before them is of an earlier version.
     gate_.save_state(w);
     w.put<std::uint64_t>(result_.steps.size());
-    for (const auto& st : result_.steps) w.put<std::uint8_t>(st.dense);
+    for (const auto& st : result_.steps) w.put<std::uint8_t>(st.stats.dense);
     return w.take();
   }
 
@@ -368,7 +360,7 @@ class Worker {
     if (!r.at_end()) {
       gate_.load_state(r);
       if (r.get<std::uint64_t>() != result_.steps.size()) r.fail("its steps' dense flags do not match its steps");
-      for (auto& st : result_.steps) st.dense = r.get<std::uint8_t>() != 0;
+      for (auto& st : result_.steps) st.stats.dense = r.get<std::uint8_t>() != 0;
     } else if (gate_.on()) {
       r.fail("was written by a version without --compress-when: resume it without");
     }

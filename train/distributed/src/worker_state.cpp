@@ -1,5 +1,6 @@
 #include "worker_state.hpp"
 
+#include <cmath>
 #include <sstream>
 
 namespace gs::distributed {
@@ -36,21 +37,22 @@ void load_torch_state(const StateReader& r, const std::string& bytes, torch::nn:
 void save_reports(StateWriter& w, const std::vector<StepReport>& steps) {
   w.put<std::uint64_t>(steps.size());
   for (const StepReport& s : steps) {
+    const compress::StepStats& st = s.stats;
     w.put(s.step);
     w.put<std::int32_t>(s.epoch);
     w.put(s.lr);
     w.put(s.loss);
-    w.put<std::uint8_t>(s.skipped);
-    w.put<std::uint8_t>(s.warmup);
-    w.put<std::uint8_t>(s.critical);
-    w.put(s.target_density);
-    w.put(s.density);
-    w.put(s.quality);
-    w.put<std::int32_t>(s.stages);
-    w.put(s.bytes_sent);
-    w.put(s.dense_bytes);
-    w.put(s.compress_seconds);
-    w.put(s.comm_seconds);
+    w.put<std::uint8_t>(st.skipped);
+    w.put<std::uint8_t>(st.warmup);
+    w.put<std::uint8_t>(st.critical);
+    w.put(st.target_density);
+    w.put(st.density());
+    w.put(st.quality());
+    w.put<std::int32_t>(st.stages);
+    w.put(st.bytes_sent);
+    w.put(st.dense_bytes);
+    w.put(st.compress_seconds);
+    w.put(st.comm_seconds);
     w.put(s.step_seconds);
   }
 }
@@ -59,22 +61,26 @@ std::vector<StepReport> load_reports(StateReader& r) {
   std::vector<StepReport> steps;
   for (auto n = r.get<std::uint64_t>(); n > 0; --n) {
     StepReport s;
+    compress::StepStats& st = s.stats;
     s.step = r.get<std::int64_t>();
     s.epoch = r.get<std::int32_t>();
     s.lr = r.get<double>();
     s.loss = r.get<double>();
-    s.skipped = r.get<std::uint8_t>() != 0;
-    s.warmup = r.get<std::uint8_t>() != 0;
-    s.critical = r.get<std::uint8_t>() != 0;
-    s.target_density = r.get<double>();
-    s.density = r.get<double>();
-    s.quality = r.get<double>();
-    s.stages = r.get<std::int32_t>();
-    s.bytes_sent = r.get<std::uint64_t>();
-    s.dense_bytes = r.get<std::uint64_t>();
-    s.compress_seconds = r.get<double>();
-    s.comm_seconds = r.get<double>();
+    st.skipped = r.get<std::uint8_t>() != 0;
+    st.warmup = r.get<std::uint8_t>() != 0;
+    st.critical = r.get<std::uint8_t>() != 0;
+    st.target_density = r.get<double>();
+    const double density = r.get<double>();
+    r.get<double>();  // the quality: density / target_density
+    st.stages = r.get<std::int32_t>();
+    st.bytes_sent = r.get<std::uint64_t>();
+    st.dense_bytes = r.get<std::uint64_t>();
+    st.compress_seconds = r.get<double>();
+    st.comm_seconds = r.get<double>();
     s.step_seconds = r.get<double>();
+    // The record keeps the step's density as selected of n elements, n the float32 gradient's.
+    st.n = st.dense_bytes / sizeof(float);
+    st.selected = std::uint64_t(std::llround(density * double(st.n)));
     steps.push_back(s);
   }
   return steps;

@@ -3,7 +3,7 @@
 // CPU and CUDA alike, the quantizers' random streams), written once for host and device.
 #include <cstdint>
 
-#include "gs/hostdevice.hpp"
+#include "gs/base/hostdevice.hpp"
 
 namespace gs {
 

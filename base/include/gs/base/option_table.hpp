@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "gs/base/join.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 
 namespace gs {
 

@@ -12,7 +12,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 
 namespace gs {
 

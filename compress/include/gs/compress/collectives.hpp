@@ -3,8 +3,8 @@
 // quantizers that agree on a scale by all-reduce MAX before summing codes, frequency-domain methods
 // that all-gather their own byte encoding) may call. Every worker calls the same operations in the
 // same order with equal-sized buffers. Implementations: SoloCollectives (one worker, here),
-// ThreadCollectives (workers as threads of one process, for tests and benchmarks) and the Gloo
-// communicator of train/distributed.
+// ThreadCollectives (workers as threads of one process, for tests and benchmarks), the Gloo
+// communicator of train/distributed and PythonCollectives (python/src/, over torch.distributed).
 #include <cstddef>
 #include <cstdint>
 #include <span>

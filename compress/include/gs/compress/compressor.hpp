@@ -13,9 +13,9 @@
 #include <string_view>
 #include <vector>
 
-#include "gs/compress/collectives.hpp"
 #include "gs/base/option_table.hpp"
 #include "gs/base/state_stream.hpp"
+#include "gs/compress/collectives.hpp"
 #include "gs/compress/payload.hpp"
 #include "gs/fitting/thresholds.hpp"
 #include "gs/kernels/backend.hpp"
@@ -67,6 +67,10 @@ struct CompressorOptions {
   std::uint64_t fft_chunk = 0;    // fft: real FFT length (0 = the method's default)
   std::vector<int> quant_bits{};  // qsgd-mn*: bits per scale, ascending (empty = the defaults)
 };
+
+// The seed of worker `rank`'s sampling streams (random-k, DGC) in a run seeded with `seed`: one
+// stream per worker, the same on every resume. gradscope train, the DDP hook and the benches use it.
+constexpr std::uint64_t worker_seed(std::uint64_t seed, std::uint64_t rank) { return seed * 1000003ull + rank; }
 
 // quant_bits as the --bits flag writes them: "6,10".
 std::string bits_text(std::span<const int> bits);
@@ -192,6 +196,12 @@ std::unique_ptr<Compressor> make_compressor(std::string_view name, double densit
 
 // Whether the named compressor's density sets what it sends (CompressorInfo::density_based).
 bool density_based(std::string_view name);
+// The density the named compressor runs at, from the ratio asked for (nullopt: none given). A
+// density-based compressor runs at the ratio, checked to lie in (0, 1], or at `fallback`; any other
+// (none, the quantizers, variance) sends what it sends whatever the ratio, so it runs at 1 and
+// refuses a ratio other than 1, which would do nothing. `what` names the ratio in the caller's
+// words ("--ratio", "ratio"). gradscope train and the DDP hook both take their density from it.
+double density_for(std::string_view name, std::optional<double> ratio, double fallback, std::string_view what);
 // gs::Error unless the named compressor sends a sparse selection with error feedback, as the
 // shared exchange needs; `setting` names the exchange in the caller's words ("--exchange shared").
 void check_shared_exchange(std::string_view name, std::string_view setting);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "gs/base/state_stream.hpp"
+#include "gs/compress/step_stats.hpp"
 
 namespace gs::compress {
 
@@ -27,6 +28,8 @@ struct WarmupSchedule {
   double start_density = 0.25;
   double density = 1.0;  // the run's density, after the warm-up
 
+  // The schedule of a front end's settings (kind by name), as gradscope train and the hook make it.
+  static WarmupSchedule of(std::int64_t steps, std::string_view kind, double start_density, double density);
   static Kind parse_kind(std::string_view name);  // "dense" | "exponential"; gs::Error otherwise
   static std::string_view to_string(Kind k);
 
@@ -206,18 +209,6 @@ class DensityWatch {
   bool warned_ = false;
 };
 
-// What one finished step did, as a run's summary counts it (per worker).
-struct StepFigures {
-  bool skipped = false;
-  bool warmup = false;  // a warm-up step: its quality is left out (it describes the run's density)
-  bool critical = false;  // run at the high density of a critical regime (DensitySchedule)
-  double density = 0.0, quality = 0.0;
-  double bytes_sent = 0.0, dense_bytes = 0.0, gathered_bytes = 0.0;
-  double host_device_bytes = 0.0, host_device_gathered_bytes = 0.0;
-  double host_syncs = 0.0, overflow = 0.0;
-  double compress_seconds = 0.0, comm_seconds = 0.0, hook_seconds = 0.0, step_seconds = 0.0;
-};
-
 // Means over the non-skipped steps; quality and density_mean over the compressed steps (the
 // non-skipped steps after the warm-up: 0 when there are none), density_mean_all over every
 // non-skipped step, the warm-up's included.
@@ -236,7 +227,9 @@ struct RunSummary {
 // percentiles), so a caller may keep only its last steps' records and still summarise the run.
 class RunStatistics {
  public:
-  void add(const StepFigures& s);
+  // One finished step; step_seconds: its whole wall time, where the caller measures one (gradscope
+  // train does; the hook cannot see the step around it).
+  void add(const StepStats& s, double step_seconds = 0.0);
   RunSummary summary() const;
   void save_state(StateWriter& w) const;
   // with_waits: the state holds the waits' and overflow's sums (states before them do not).

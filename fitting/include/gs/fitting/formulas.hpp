@@ -6,8 +6,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "gs/base/hostdevice.hpp"
 #include "gs/fitting/gamma_inv.hpp"
-#include "gs/hostdevice.hpp"
 
 namespace gs::fitting::formula {
 
@@ -145,6 +145,15 @@ GS_HD inline double secant_log_count(double t0, double c0, double t1, double c1,
   if (!(t1 > t0) || !(c0 > 0.0) || !(slope < 0.0) || !(target > 0.0)) return t1;
   const double t = t1 + (::log(target) - lc1) / slope;
   return t > 0.0 ? t : 0.0;
+}
+
+// ---- selection ----------------------------------------------------------------------------------
+
+// The bound x > bound that selects what a threshold selects (x >= threshold; a threshold of 0
+// selects the non-zero x): the largest double below a positive threshold, so no float lies between
+// the two (gs::fitting::selection_bound, thresholds.hpp, states the rule; host and device use this).
+GS_HD inline double selection_bound(double threshold) {
+  return threshold > 0.0 ? ::nextafter(threshold, 0.0) : threshold;
 }
 
 }  // namespace gs::fitting::formula

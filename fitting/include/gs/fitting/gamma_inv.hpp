@@ -5,7 +5,7 @@
 // gamma_quantile_c); tests/fitting checks this one against it on the host.
 #include <cmath>
 
-#include "gs/hostdevice.hpp"
+#include "gs/base/hostdevice.hpp"
 
 namespace gs::fitting::formula::detail {
 

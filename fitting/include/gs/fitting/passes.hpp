@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "gs/fitting/stats.hpp"
-#include "gs/hostdevice.hpp"
+#include "gs/base/hostdevice.hpp"
 
 namespace gs::fitting {
 

@@ -10,7 +10,7 @@
 
 #include "gs/fitting/formulas.hpp"
 #include "gs/fitting/stats.hpp"
-#include "gs/hostdevice.hpp"
+#include "gs/base/hostdevice.hpp"
 
 namespace gs::fitting {
 

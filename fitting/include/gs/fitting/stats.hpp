@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <limits>
 
-#include "gs/hostdevice.hpp"
+#include "gs/base/hostdevice.hpp"
 
 namespace gs::fitting {
 

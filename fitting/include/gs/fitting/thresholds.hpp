@@ -12,20 +12,21 @@
 #include <cstdint>
 #include <span>
 #include <string>
-#include <vector>
 #include <string_view>
+#include <vector>
 
 #include "gs/base/radix_select.hpp"
 #include "gs/base/state_stream.hpp"
 #include "gs/fitting/distributions.hpp"
+#include "gs/fitting/formulas.hpp"
 #include "gs/fitting/passes.hpp"
 #include "gs/fitting/sidco_plan.hpp"
 
 namespace gs::fitting {
 
 // The density every part of the project speaks of: the fraction of elements kept, in (0, 1].
-// gs::Error naming the value otherwise.
-void check_density(double density);
+// gs::Error naming the value otherwise, as `what` (the caller's word: "--ratio", "ratio").
+void check_density(double density, std::string_view what = "density");
 // The number of elements a density keeps: k = max(1, floor(n * density)), at most n; 0 for n = 0.
 // gs::Error for a density outside (0, 1].
 std::uint64_t target_count(std::uint64_t n, double density);
@@ -90,7 +91,7 @@ struct SelectionCount {
 // threshold of 0 selects the non-zero x: no method sends a zero it could leave out. The backends
 // select x > bound; selection_bound(threshold) is the bound that keeps the same elements (the
 // largest double below a positive threshold: no float lies between the two).
-double selection_bound(double threshold);
+using formula::selection_bound;
 // The count of what `threshold` selects (one pass): count_above(selection_bound(threshold)).
 std::uint64_t count_selected(MagnitudePasses& passes, double threshold);
 

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/fitting/passes.hpp"
 #include "gs/fitting/stats.hpp"
 #include "gs/kernels/device.hpp"

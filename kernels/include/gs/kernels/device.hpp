@@ -15,7 +15,7 @@
 #include <string>
 #include <string_view>
 
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/kernels/backend.hpp"
 
 namespace gs::kernels {

@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/fitting/stats.hpp"
 #include "gs/base/mix64.hpp"
-#include "gs/hostdevice.hpp"
+#include "gs/base/hostdevice.hpp"
 
 namespace gs::kernels::detail {
 

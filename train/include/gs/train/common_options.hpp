@@ -8,7 +8,7 @@
 #include <string_view>
 
 #include "gs/base/option_table.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/train/model_names.hpp"
 
 namespace gs::train {

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -24,6 +25,12 @@ namespace gs::train {
 using data::RecorderOptions;
 using data::snapshot_sink;
 using data::StepSink;
+
+// A new snapshot of gradscope's own Fashion-MNIST training (`gradscope capture`, `gradscope train
+// --record`): its metadata names the model, the dataset and the seed.
+data::SnapshotWriter fashion_mnist_snapshot(const std::string& path, const std::string& model, std::uint64_t seed,
+                                            const std::vector<data::LayerInfo>& layers,
+                                            const data::WriterOptions& options);
 
 class GradientRecorder {
  public:

@@ -90,6 +90,9 @@ struct TrainConfig {
   std::vector<std::string> worker_args(int rank, int port) const;
   // The compressor's options for worker `rank` (its sampling seed differs per worker).
   compress::CompressorOptions compressor_options(int rank) const;
+  // The density the compressor runs at: --ratio for a density-based compressor, 1 for any other,
+  // which refuses a --ratio other than the default (compress::density_for).
+  double run_density() const;
   // The learning rate of step `step` (0-based) of a run of `total` steps.
   double lr_at(std::int64_t step, std::int64_t total) const;
   // The warm-up as the shared rule (gs/compress/step_rules.hpp) reads it.

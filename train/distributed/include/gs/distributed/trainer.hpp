@@ -21,24 +21,19 @@
 
 namespace gs::distributed {
 
+// One training step: what training adds (the step, its epoch, learning rate, loss and wall time)
+// beside the compressed exchange's record, compress::StepStats (skipped, warm-up, dense, critical,
+// target and achieved density, stages, bytes, compress and communication times), as the hook's
+// steps carry it too.
 struct StepReport {
   std::int64_t step = 0;
   int epoch = 0;
-  double lr = 0.0;                // learning rate of this step (--lr-schedule)
-  double loss = 0.0;              // mean over workers
-  bool skipped = false;           // non-finite gradient somewhere: step skipped everywhere
-  bool warmup = false;            // a warm-up step (--warmup-steps): uncompressed or at a higher ratio
-  bool dense = false;             // sent uncompressed (a dense warm-up step, ratio 1, --compress-when auto)
-  bool critical = false;          // in a critical regime (--density-schedule accordion): at --density-high
-  double target_density = 1.0;    // the ratio this step aimed at (1 when uncompressed)
-  double density = 0.0;           // achieved, this worker
-  double quality = 0.0;           // density / target
-  int stages = 0;                 // SIDCo stages in use
-  std::uint64_t bytes_sent = 0;   // this worker's payload
-  std::uint64_t dense_bytes = 0;  // what an uncompressed gradient costs
-  double compress_seconds = 0.0;
-  double comm_seconds = 0.0;
-  double step_seconds = 0.0;
+  double lr = 0.0;            // learning rate of this step (--lr-schedule)
+  double loss = 0.0;          // mean over workers
+  double step_seconds = 0.0;  // the whole step, this worker
+  // skipped: a non-finite gradient somewhere, the step skipped everywhere; comm_seconds counts the
+  // step's agreement on skipping as well as the exchange.
+  compress::StepStats stats;
 };
 
 struct TrainResult {

@@ -1,10 +1,11 @@
 #pragma once
 // The charts of gradscope-gui and of the `gradscope analyze --report` plots, each a QCustomPlot
-// filled from a VectorView, a TrainingSeries or error bars. Every plot has a title, a legend, zoom
-// (wheel) and pan (drag), a tooltip with the value under the cursor, a context menu to export it
-// (PNG or PDF) or reset its view, and names its graphs so tests can find them: the histogram is
-// "histogram", curves are named by SID ("gamma"), threshold lines by method ("sidco-e"),
-// over-training series by SID or method, error bars by density ("0.01").
+// filled from a VectorView, a TrainingSeries or error bars. Every plot has a title and a legend,
+// and names its graphs so tests can find them: the histogram is "histogram", curves are named by
+// SID ("gamma"), threshold lines by method ("sidco-e"), over-training series by SID or method,
+// error bars by density ("0.01"). Nothing here reacts to the mouse or opens a window: the report
+// draws these off-screen, and gradscope-gui adds zoom, pan, tooltips and a context menu itself
+// (gui/src/plot_interaction.hpp).
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -23,7 +24,7 @@ struct TrainingSeries;
 
 // Where a plot's legend sits: inside the axes, in a column right of them, or in rows above them.
 enum class LegendPlace { inside, right, top };
-// Axes, fonts, interactions, tooltip and context menu. Call once per plot.
+// Axes, fonts, title and legend. Call once per plot.
 void setup_plot(QCustomPlot* plot, const QString& title, LegendPlace legend = LegendPlace::inside);
 // Saves by suffix (.png or .pdf); false with *error set when the file cannot be written.
 bool export_plot(QCustomPlot* plot, const QString& path, QString* error);

@@ -1,6 +1,6 @@
 // Kernel benchmarks (see gs/kernels/bench.hpp). Every call below returns only after its work is
 // done (the CUDA entry points synchronize), so a host clock around each call times it.
-#include "gs/bench/kernel_bench.hpp"
+#include "gs/bench/kernels_bench.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -10,7 +10,7 @@
 #include <random>
 #include <sstream>
 
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 #include "gs/fitting/thresholds.hpp"
 #include "gs/kernels/cpu.hpp"
 #if defined(GS_HAVE_CUDA)
@@ -250,7 +250,7 @@ void time_density(const KernelBenchConfig& config, Ops& ops, const std::vector<f
 
 }  // namespace
 
-std::vector<KernelBenchRow> run_kernel_bench(const KernelBenchConfig& config,
+std::vector<KernelBenchRow> run_kernels_bench(const KernelBenchConfig& config,
                                              const std::function<void(const KernelBenchRow&)>& progress) {
   validate(config);
   if (config.backend == BackendKind::cuda && !cuda_available()) resolve_backend("cuda");  // throws why
@@ -283,7 +283,7 @@ std::vector<KernelBenchRow> run_kernel_bench(const KernelBenchConfig& config,
   return rows;
 }
 
-std::string kernel_bench_json(const KernelBenchConfig& config, const std::vector<KernelBenchRow>& rows) {
+std::string kernels_bench_json(const KernelBenchConfig& config, const std::vector<KernelBenchRow>& rows) {
   std::ostringstream os;
   os.precision(6);
   os << "{\"backend\":\"" << to_string(config.backend) << "\",\"threads\":" << cpu::threads()
@@ -300,7 +300,7 @@ std::string kernel_bench_json(const KernelBenchConfig& config, const std::vector
   return os.str();
 }
 
-std::string kernel_bench_table(const std::vector<KernelBenchRow>& rows) {
+std::string kernels_bench_table(const std::vector<KernelBenchRow>& rows) {
   std::ostringstream os;
   char line[200];
   std::snprintf(line, sizeof line, "%-27s %2s %11s %8s %6s %11s %9s %11s\n", "method", "M", "n",

@@ -49,12 +49,12 @@ void validate(const KernelBenchConfig& config);
 // Runs every method at every size (and density where it applies) on Laplace-distributed data
 // (the magnitudes are exponential, as SIDCo-E assumes) drawn with the seed, or on config.input
 // when it is given. `progress` (optional) gets a line per finished row.
-std::vector<KernelBenchRow> run_kernel_bench(
+std::vector<KernelBenchRow> run_kernels_bench(
     const KernelBenchConfig& config,
     const std::function<void(const KernelBenchRow&)>& progress = {});
 
 // The rows as JSON ({"backend":..,"threads":..,"cpu":..,"rows":[..]}) and as an aligned table.
-std::string kernel_bench_json(const KernelBenchConfig& config, const std::vector<KernelBenchRow>& rows);
-std::string kernel_bench_table(const std::vector<KernelBenchRow>& rows);
+std::string kernels_bench_json(const KernelBenchConfig& config, const std::vector<KernelBenchRow>& rows);
+std::string kernels_bench_table(const std::vector<KernelBenchRow>& rows);
 
 }  // namespace gs::bench

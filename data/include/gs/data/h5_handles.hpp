@@ -1,7 +1,9 @@
 #pragma once
-// Internal to the HDF5 stores (data/ and analyzer/; needs the HDF5 headers): owning wrappers
-// around HDF5 identifiers and the translation of HDF5 failures into gs::Error. Every identifier lives in an H5Handle so an exception thrown half-way through opening
-// or creating a file releases whatever had been opened.
+// gs::data::h5, shared by the HDF5 stores of data/ and analyzer/: owning wrappers around HDF5
+// identifiers and the translation of HDF5 failures into gs::Error. The one data header that needs
+// <hdf5.h>: gs::data keeps HDF5 private, so a library that includes it links hdf5::hdf5 itself.
+// Every identifier lives in an H5Handle so an exception thrown half-way through opening or
+// creating a file releases whatever had been opened.
 #include <hdf5.h>
 
 #include <cstdint>
@@ -12,7 +14,7 @@
 #include <vector>
 
 #include "gs/data/codecs.hpp"
-#include "gs/error.hpp"
+#include "gs/base/error.hpp"
 
 namespace gs::data::h5 {
 

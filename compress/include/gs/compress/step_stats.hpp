@@ -1,0 +1,48 @@
+#pragma once
+// StepStats: the one record of what a compressed step cost and achieved, for one worker. The
+// compressors fill it (ModelCompressor for a whole model, BucketCompressor over a step's buckets),
+// RunStatistics sums it over a run, gradscope train's StepReport carries it beside what training
+// adds (the step's loss, learning rate and wall time), and gradscope.ddp.StepStats is its Python
+// face (python/src/stats_fields.hpp).
+#include <cstdint>
+#include <vector>
+
+namespace gs::compress {
+
+struct StepStats {
+  std::uint64_t n = 0;
+  std::uint64_t selected = 0;
+  double target_density = 1.0;
+  std::vector<double> group_quality;  // quality of each group's selection, in group order
+  int stages = 0;                     // SIDCo stages in use this step (0 otherwise)
+  int corrected = 0;                  // SIDCo: the groups (buckets) whose count correction ran
+  std::uint64_t bytes_sent = 0;       // this worker's payload on the wire
+  std::uint64_t dense_bytes = 0;      // 4 n: what sending the gradient uncompressed costs
+  double compress_seconds = 0.0;      // residual + selection + packing (+ decoding, in step())
+  double comm_seconds = 0.0;          // step() only: time inside collectives
+  // BucketCompressor's steps (a step of several exchanges) also count:
+  std::uint64_t gathered_bytes = 0;   // what the all-gathers carried for this worker: whole
+                                      // encodings, padded to the longest worker's
+  double hook_seconds = 0.0;          // inside the framework's hook calls
+  // Device buckets (BucketCompressor::exchange_resident): bytes that crossed between host and
+  // device memory, both ways, and the part of them that was other workers' selections arriving
+  // through a host all-gather (Gloo) on their way to the device.
+  std::uint64_t host_device_bytes = 0;
+  std::uint64_t host_device_gathered_bytes = 0;
+  // Blocking synchronizations the host made for them (a value read back, a stream waited for).
+  std::uint64_t host_syncs = 0;
+  // With device collectives: pairs a selection held beyond the all-gather's fixed capacity (twice
+  // the target count), left in the residual (the lowest indices are sent, alike on every worker).
+  std::uint64_t overflow = 0;
+  int buckets = 0;
+  bool skipped = false;               // NaN/Inf on some worker: zeros instead, residual untouched
+  bool warmup = false;                // a warm-up step
+  bool dense = false;                 // sent uncompressed: a dense warm-up step, density 1, or
+                                      // compress-when auto's choice
+  bool critical = false;              // at the high density of a critical regime (DensitySchedule)
+
+  double density() const { return n ? double(selected) / double(n) : 0.0; }
+  double quality() const { return target_density > 0 ? density() / target_density : 0.0; }
+};
+
+}  // namespace gs::compress
