@@ -211,10 +211,16 @@ void CompressionGate::add(std::int64_t step, bool dense, double seconds) {
 void CompressionGate::choose(std::int64_t next_step, std::span<const float> max_times) {
   if (max_times.size() != 2) throw Error("compress-when auto: two times to choose from, got " + std::to_string(max_times.size()));
   const double dense = max_times[0], compressed = max_times[1];
+  const bool first = look_at_ < 0;
   dense_ = dense < compressed;
   const double slow = std::max(dense, compressed), fast = std::min(dense, compressed);
   const double ratio = fast > 0.0 ? std::min(double(kMaxIntervals), std::ceil(slow / fast)) : double(kMaxIntervals);
-  look_at_ = next_step + std::int64_t(ratio) * interval_;
+  // The first choice rests on each mode's first step in the run, which carries one-off costs (DDP
+  // builds its buckets, buffers are allocated, the compressor's workspace grows). Where those could
+  // decide it (the two times within a factor 2), the step after it runs the chosen mode again and
+  // the next one looks at the other, so that the second choice compares warm times of both; a mode
+  // more than twice as slow (a dense step on a slow link) is not run again so soon.
+  look_at_ = first && ratio <= 2.0 ? next_step + 1 : next_step + std::int64_t(ratio) * interval_;
   due_ = false;
 }
 

@@ -88,19 +88,39 @@ TEST(CompressionGate, ChoosesTheFasterModeAndLooksAgainSeldomWhenFarSlower) {
   EXPECT_TRUE(g.dense_at(1));
   g.add(1, true, 2.0);
   ASSERT_TRUE(g.choice_due());
-  const float worst[] = {2.2f, 0.5f};  // the maximum over the workers
-  g.choose(2, worst);
+  const float cold[] = {0.4f, 0.5f};  // the maximum over the workers: dense's first step looked faster
+  g.choose(2, cold);
+  EXPECT_TRUE(g.chose_dense());
+  // The first choice, between times within a factor 2, is looked at again at once: step 2 runs it,
+  // step 3 the other mode.
+  EXPECT_TRUE(g.dense_at(2));
+  g.add(2, true, 2.0);
+  EXPECT_FALSE(g.choice_due());
+  EXPECT_FALSE(g.dense_at(3));
+  g.add(3, false, 0.5);
+  ASSERT_TRUE(g.choice_due());
+  const float worst[] = {2.2f, 0.5f};  // warm: dense is the slower
+  g.choose(4, worst);
   EXPECT_FALSE(g.chose_dense());
-  // Dense is 4.4x slower: the next look is ceil(4.4) = 5 intervals on, at step 52.
-  for (std::int64_t s = 2; s < 52; ++s) EXPECT_FALSE(g.dense_at(s)) << s;
-  EXPECT_TRUE(g.dense_at(52));
-  g.add(52, true, 0.1);  // the network got faster
+  // Dense is 4.4x slower: the next look is ceil(4.4) = 5 intervals on, at step 54.
+  for (std::int64_t s = 4; s < 54; ++s) EXPECT_FALSE(g.dense_at(s)) << s;
+  EXPECT_TRUE(g.dense_at(54));
+  g.add(54, true, 0.1);  // the network got faster
   ASSERT_TRUE(g.choice_due());
   const float now[] = {0.1f, 0.5f};
-  g.choose(53, now);
+  g.choose(55, now);
   EXPECT_TRUE(g.chose_dense());
-  EXPECT_TRUE(g.dense_at(53));
-  EXPECT_FALSE(g.dense_at(53 + 5 * 10));  // a look at compression, 5 intervals on
+  EXPECT_TRUE(g.dense_at(55));
+  EXPECT_FALSE(g.dense_at(55 + 5 * 10));  // a look at compression, 5 intervals on
+  // A first choice between times more than a factor 2 apart is not looked at again so soon.
+  CompressionGate far(CompressionGate::When::automatic, 10);
+  far.add(0, false, 0.5);
+  far.add(1, true, 3.0);
+  ASSERT_TRUE(far.choice_due());
+  const float slow_link[] = {3.0f, 0.5f};
+  far.choose(2, slow_link);
+  for (std::int64_t s = 2; s < 62; ++s) EXPECT_FALSE(far.dense_at(s)) << s;  // 6 intervals on
+  EXPECT_TRUE(far.dense_at(62));
   // Off, the gate never sends dense.
   CompressionGate off;
   off.add(0, false, 1.0);
@@ -124,7 +144,8 @@ TEST(CompressWhenAuto, EveryWorkerChoosesAlikeAndTheFasterModeWins) {
     });
     EXPECT_EQ(flags[0], flags[1]);
     EXPECT_EQ(flags[0], flags[2]);
-    // Steps 0 and 1 time both modes; from step 2 on, the faster until the next look.
+    // Steps 0 and 1 time both modes; one is far slower, so from step 2 on the faster until the next
+    // look.
     EXPECT_FALSE(flags[0][0]);
     EXPECT_TRUE(flags[0][1]);
     const long dense_after = std::count(flags[0].begin() + 2, flags[0].end(), true);

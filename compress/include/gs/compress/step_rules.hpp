@@ -152,8 +152,11 @@ class SkipRule {
 // chooses the faster mode and, from time to time, runs one step in the other (a real step: dense
 // sends the whole accumulator, so error feedback loses nothing) to look again. The first choice
 // comes once both modes have a time: the dense warm-up's steps time dense, or the gate's own first
-// steps (compressed, then dense). The next look comes `interval` steps after a choice, times the
-// ratio of the two times (at most 64 intervals): a mode far slower is seldom tried again. Every
+// steps (compressed, then dense). Those first times carry one-off costs, so a first choice between
+// times within a factor 2 is looked at again at once: one more step of the chosen mode, then one of
+// the other, and the second choice compares warm times. Otherwise the next look comes `interval`
+// steps after a choice, times the ratio of the two times rounded up (at most 64 intervals): a mode
+// far slower is seldom tried again. Every
 // worker chooses alike: the times are taken as their maximum over the workers (the caller's
 // all-reduce at the first bucket after a look, agree()).
 class CompressionGate {
