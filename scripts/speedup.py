@@ -16,10 +16,10 @@ Two measurements, each made once and reused from OUT (the frontier's way, script
 --phase steps writes the table of the timing runs already made (OUT/steps.table.md: each point's
 median step, its split and dense's step over it, per model and rate; it starts no run), for models
 without accuracy runs.
-The report (OUT/speedup.table.md, OUT/speedup-<model>.png) gives, per model and rate, each point's
-median step and its split, the wall time to reach dense's final test accuracy (steps to it, read
-off the accuracy runs with linear interpolation between evaluations, times the median step at that
-rate), the speed-up over dense and the ideal speed-up (dense's step over the compute-only step:
+The report (OUT/speedup.table.md, OUT/speedup-<model>.png; with --name NAME,
+OUT/speedup-NAME.table.md and OUT/speedup-<model>-NAME.png) gives, per model and rate, each point's median step and its split, the wall time to reach
+dense's final test accuracy (steps to it, read off the accuracy runs with linear interpolation
+between evaluations, times the median step at that rate), the speed-up over dense and the ideal speed-up (dense's step over the compute-only step:
 no method beats it). Seeds are paired: a point's time to accuracy for seed s aims at dense's final
 accuracy of seed s; means and standard errors over the seeds.
 
@@ -426,7 +426,10 @@ def parse(argv=None):
     p.add_argument("--phase", default="all", choices=["accuracy", "timing", "report", "steps", "all"])
     p.add_argument("--no-lab", action="store_true", help="unshaped rate only, on loopback (no root needed)")
     p.add_argument("--out", default="docs/results/speedup")
+    p.add_argument("--name", default="", help="the report's files are OUT/speedup-NAME.table.md and "
+                   "OUT/speedup-<model>-NAME.png (a report of other seeds or points beside the first)")
     opts = p.parse_args(argv)
+    opts.suffix = f"-{opts.name}" if opts.name else ""
     points = [x for x in opts.points.split(",") if x]
     unknown = [x for x in points if x not in POINTS and not x.startswith("dense")]
     if unknown:
@@ -479,8 +482,8 @@ def main(argv=None):
             model_rows, best = model_report(m, opts, opts.point_list, opts.dense_list)
             rows += model_rows
             print(f"speedup: {m}: dense's best learning rate is {point_spec(best)[4]:g}", file=sys.stderr)
-            figure(rows, m, os.path.join(opts.out, f"speedup-{m}.png"))
-        runs.publish(table(rows), os.path.join(opts.out, "speedup.table.md"))
+            figure(rows, m, os.path.join(opts.out, f"speedup-{m}{opts.suffix}.png"))
+        runs.publish(table(rows), os.path.join(opts.out, f"speedup{opts.suffix}.table.md"))
 
 
 if __name__ == "__main__":

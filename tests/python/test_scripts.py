@@ -113,6 +113,16 @@ def test_speedup_runs_its_whole_pipeline_in_six_steps(tmp_path):
     curve = json.loads((out / "acc" / "vit-sidco-e-mc-w2-n6-s1.json").read_text())["curve"]
     assert [step for step, _ in curve] == [3, 6]
     assert (out / "speedup-vit.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # A second report of fewer points under its own name, from the runs made: the first stays.
+    first = (out / "speedup.table.md").read_text()
+    again = script("speedup.py", "--phase", "report", "--models", "vit", "--points", "sidco-e-mc", "--dense-lrs",
+                   "0.05", "--workers", "2", "--steps", "6", "--eval-every", "3", "--seeds", "1", "--rates", "none",
+                   "--no-lab", "--name", "one", "--out", str(out))
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert (out / "speedup.table.md").read_text() == first
+    named = (out / "speedup-one.table.md").read_text()
+    assert "SIDCo-E 0.01, mom. corr." in named and "shared" not in named
+    assert (out / "speedup-vit-one.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     bad = script("speedup.py", "--points", "sidco-x", "--out", str(tmp_path / "bad"))
     assert bad.returncode != 0 and "unknown point(s) sidco-x" in bad.stderr
 
