@@ -17,10 +17,11 @@ Two measurements, each made once and reused from OUT (the frontier's way, script
 median step, its split and dense's step over it, per model and rate; it starts no run), for models
 without accuracy runs.
 The report (OUT/speedup.table.md, OUT/speedup-<model>.png; with --name NAME,
-OUT/speedup-NAME.table.md and OUT/speedup-<model>-NAME.png) gives, per model and rate, each point's median step and its split, the wall time to reach
-dense's final test accuracy (steps to it, read off the accuracy runs with linear interpolation
-between evaluations, times the median step at that rate), the speed-up over dense and the ideal speed-up (dense's step over the compute-only step:
-no method beats it). Seeds are paired: a point's time to accuracy for seed s aims at dense's final
+OUT/speedup-NAME.table.md and OUT/speedup-<model>-NAME.png) gives, per model and rate, each
+point's median step and its split, the wall time to reach dense's final test accuracy (steps to
+it, read off the accuracy runs with linear interpolation between evaluations, times the median
+step at that rate), the speed-up over dense and the ideal speed-up (dense's step over the
+compute-only step: no method beats it). Seeds are paired: a point's time to accuracy for seed s aims at dense's final
 accuracy of seed s; means and standard errors over the seeds.
 
     sudo PYTHONPATH=build/python python3 scripts/speedup.py [--models resnet18,vit] [--points ...]

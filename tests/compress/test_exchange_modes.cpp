@@ -86,7 +86,7 @@ TEST(CompressionGate, ChoosesTheFasterModeAndLooksAgainSeldomWhenFarSlower) {
   g.add(0, false, 0.5);
   EXPECT_FALSE(g.choice_due());
   EXPECT_TRUE(g.dense_at(1));
-  g.add(1, true, 2.0);
+  g.add(1, true, 0.4);
   ASSERT_TRUE(g.choice_due());
   const float cold[] = {0.4f, 0.5f};  // the maximum over the workers: dense's first step looked faster
   g.choose(2, cold);

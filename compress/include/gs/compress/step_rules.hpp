@@ -156,9 +156,8 @@ class SkipRule {
 // times within a factor 2 is looked at again at once: one more step of the chosen mode, then one of
 // the other, and the second choice compares warm times. Otherwise the next look comes `interval`
 // steps after a choice, times the ratio of the two times rounded up (at most 64 intervals): a mode
-// far slower is seldom tried again. Every
-// worker chooses alike: the times are taken as their maximum over the workers (the caller's
-// all-reduce at the first bucket after a look, agree()).
+// far slower is seldom tried again. Every worker chooses alike: the times are taken as their
+// maximum over the workers (the caller's all-reduce at the first bucket after a look, agree()).
 class CompressionGate {
  public:
   enum class When { always, automatic };
