@@ -21,8 +21,8 @@ OUT/speedup-NAME.table.md and OUT/speedup-<model>-NAME.png) gives, per model and
 point's median step and its split, the wall time to reach dense's final test accuracy (steps to
 it, read off the accuracy runs with linear interpolation between evaluations, times the median
 step at that rate), the speed-up over dense and the ideal speed-up (dense's step over the
-compute-only step: no method beats it). Seeds are paired: a point's time to accuracy for seed s aims at dense's final
-accuracy of seed s; means and standard errors over the seeds.
+compute-only step: no method beats it). Seeds are paired: a point's time to accuracy for seed s
+aims at dense's final accuracy of seed s; means and standard errors over the seeds.
 
     sudo PYTHONPATH=build/python python3 scripts/speedup.py [--models resnet18,vit] [--points ...]
         [--rates 10mbit,100mbit,1gbit,10gbit,none] [--workers 4] [--steps 400] [--seeds 1,2,3]
