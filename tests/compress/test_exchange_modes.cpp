@@ -96,6 +96,17 @@ TEST(CompressionGate, ChoosesTheFasterModeAndLooksAgainSeldomWhenFarSlower) {
   EXPECT_TRUE(g.dense_at(2));
   g.add(2, true, 2.0);
   EXPECT_FALSE(g.choice_due());
+  {  // a checkpoint between the second look's two steps resumes to the same look
+    gs::StateWriter w;
+    g.save_state(w);
+    const std::string saved = w.take();
+    CompressionGate resumed(CompressionGate::When::automatic, 10);
+    gs::StateReader r(saved, "state");
+    resumed.load_state(r);
+    EXPECT_FALSE(resumed.dense_at(3));
+    resumed.add(3, false, 0.5);
+    EXPECT_TRUE(resumed.choice_due());
+  }
   EXPECT_FALSE(g.dense_at(3));
   g.add(3, false, 0.5);
   ASSERT_TRUE(g.choice_due());
