@@ -1,0 +1,131 @@
+// BucketCompressor's checkpoint, written and read back: residuals and velocities keyed by
+// parameter ordinal, so that a state loads into another grouping of the buckets (docs/python.md).
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "gs/compress/bucket_compressor.hpp"
+#include "gs/base/error.hpp"
+#include "residual_slots.hpp"
+
+namespace gs::compress {
+namespace {
+
+constexpr std::string_view kStateTag = "gradscope-bucket-compressor/6";
+// States of the versions before the waits' statistics (host_syncs, overflow), and before
+// compress-when and the shared exchange too, still load (into a state of neither).
+constexpr std::string_view kStateTagBeforeWaits = "gradscope-bucket-compressor/5";
+constexpr std::string_view kStateTagBeforeGate = "gradscope-bucket-compressor/4";
+
+}  // namespace
+
+BucketCompressor::ByOrdinal BucketCompressor::by_ordinal(const detail::ResidualSlots& store,
+                                                         const ByOrdinal& loaded) const {
+  ByOrdinal out;
+  for (std::uint64_t o = 0; o < placed_.size(); ++o)
+    if (!placed_[o].layout.empty()) out[o] = store.read(placed_[o].layout, placed_[o].offset, placed_[o].numel);
+  for (const auto& [o, e] : loaded) out.emplace(o, e);
+  return out;
+}
+
+BucketCompressor::ByOrdinal BucketCompressor::read_by_ordinal(StateReader& r, std::string_view what) const {
+  ByOrdinal loaded;
+  for (auto n = r.get<std::uint64_t>(); n > 0; --n) {
+    const auto o = r.get<std::uint64_t>();
+    loaded[o] = r.get_array<float>();
+  }
+  // Parameters this process has already seen keep their ordinals (the same as the saver's: both
+  // numbered them in the order DDP first handed them over).
+  for (const auto& [o, e] : loaded)
+    if (o < placed_.size() && placed_[o].numel != e.size())
+      r.fail("the " + std::string(what) + " of parameter #" + std::to_string(o) + " has " + std::to_string(e.size()) +
+             " elements, this model's parameter " + std::to_string(placed_[o].numel));
+  return loaded;
+}
+
+void BucketCompressor::save_state(StateWriter& w) const {
+  if (mid_step()) throw Error("bucket compressor: save the state between steps, not inside one");
+  settle_all();
+  w.put_text(kStateTag);
+  w.put(steps_);
+  w.put(warmup_.steps);
+  w.put_text(WarmupSchedule::to_string(warmup_.kind));
+  w.put(warmup_.start_density);
+  w.put(momentum_.momentum());
+  compressor_->save_state(w);
+  const ByOrdinal velocities = momentum_.on() ? by_ordinal(*velocity_slots_, loaded_velocity_) : ByOrdinal{};
+  for (const ByOrdinal& m : {by_ordinal(slots(), loaded_), velocities}) {
+    w.put<std::uint64_t>(m.size());
+    for (const auto& [o, e] : m) {
+      w.put(o);
+      w.put_array<float>(e);
+    }
+  }
+  skip_.save_state(w);
+  statistics_.save_state(w);
+  regimes_.save_state(w);
+  gate_.save_state(w);
+  w.put<std::uint8_t>(shared_exchange_);
+}
+
+void BucketCompressor::load_state(StateReader& r) {
+  if (mid_step()) throw Error("bucket compressor: load a state between steps, not inside one");
+  settle_all();
+  const std::string tag = r.get_text();
+  if (tag != kStateTag && tag != kStateTagBeforeWaits && tag != kStateTagBeforeGate)
+    r.fail("is not a gradscope DDP hook state (or of another version)");
+  const bool with_gate = tag != kStateTagBeforeGate;
+  const bool with_waits = tag == kStateTag;
+  const auto steps = r.get<std::int64_t>();
+  if (steps < 0) r.fail("has a negative step count");
+  r.expect(r.get<std::int64_t>(), warmup_.steps, "the warm-up's length (warmup_steps)");
+  r.expect(r.get_text(), std::string(WarmupSchedule::to_string(warmup_.kind)), "the warm-up schedule");
+  r.expect(r.get<double>(), warmup_.start_density, "the warm-up's start density");
+  r.expect(r.get<double>(), momentum_.momentum(), "the momentum correction");
+  StateWriter before;  // a state that fails past here leaves the compressor as it was
+  compressor_->save_state(before);
+  try {
+    load_rest(r, steps, with_gate, with_waits);
+  } catch (...) {
+    StateReader back(before.bytes(), "the compressor's own state");
+    compressor_->load_state(back);
+    throw;
+  }
+}
+
+void BucketCompressor::load_rest(StateReader& r, std::int64_t steps, bool with_gate, bool with_waits) {
+  compressor_->load_state(r);
+  ByOrdinal loaded = read_by_ordinal(r, "residual");
+  ByOrdinal velocities = read_by_ordinal(r, "velocity");
+  SkipRule skip;
+  skip.load_state(r);
+  RunStatistics statistics;
+  statistics.load_state(r, with_waits);
+  RegimeDetector regimes(regimes_.schedule());
+  regimes.load_state(r);
+  CompressionGate gate = gate_;
+  if (with_gate) {
+    gate.load_state(r);
+    r.expect(r.get<std::uint8_t>() != 0, shared_exchange_, "the exchange (shared or all-gather)");
+  } else if (gate_.on() || shared_exchange_) {
+    r.fail("was saved by a version without compress-when auto and the shared exchange: resume it without them");
+  }
+  if (!r.at_end()) r.fail("has bytes after its state");
+  if (!compressor_->error_feedback() && !loaded.empty()) r.fail("holds residuals for a compressor without any");
+  if (!momentum_.on() && !velocities.empty()) r.fail("holds velocities without momentum correction");
+  // Their residuals and velocities are placed again at the parameters' next bucket.
+  slots().clear();
+  velocity_slots_->clear();
+  for (auto& p : placed_) p.layout.clear();
+  loaded_ = std::move(loaded);
+  loaded_velocity_ = std::move(velocities);
+  steps_ = steps;
+  skip_ = skip;
+  statistics_ = std::move(statistics);
+  regimes_ = regimes;
+  gate_ = gate;
+  history_.clear();
+  agree_pending_ = true;  // the workers may have loaded other states
+}
+
+}  // namespace gs::compress
