@@ -34,8 +34,10 @@ is "dense" from then on), fp16 (fp16_compress_hook), PowerSGD ranks 1 and 4, and
 SIDCo-E, SIDCo-P and SIDCo-GP at 0.01 with momentum correction (0.9 in the hook, none in the
 optimizer: DGC's recipe, and what made SIDCo-E beat dense on the frontier); SIDCo-E so with the
 shared exchange, and with compress-when auto (no accuracy run of its own: it trains as the mode its
-timing run chose at that rate, dense at lr 0.05 or SIDCo-E with momentum correction). A smoke run
-of the whole pipeline:
+timing run chose at that rate, dense at lr 0.05 or SIDCo-E with momentum correction). Every point
+but dense's trains at lr 0.05; <point>-lr<L> trains it at L instead (fp16-lr0.01, powersgd-4-lr0.01:
+at ResNet-18's best dense learning rate), timed as <point> (the rate does not change a step). A
+smoke run of the whole pipeline:
 
     PYTHONPATH=build/python python3 scripts/speedup.py --models vit --points dense,sidco-e-mc \\
         --dense-lrs 0.05 --workers 2 --steps 6 --eval-every 3 --seeds 1 --rates none --no-lab \\
@@ -87,14 +89,35 @@ WARM = 3   # steps left out of the step times (the first DDP steps build its buc
 
 
 def point_spec(point):
-    """(hook, ratio, State options, optimizer momentum, lr, label) of a point; dense-lr<L> is plain DDP."""
+    """(hook, ratio, State options, optimizer momentum, lr, label) of a point; dense-lr<L> is plain DDP,
+    and <point>-lr<L> a point at learning rate L instead of LR (fp16-lr0.01: fp16 at dense's best)."""
     if point.startswith("dense"):
         lr = float(point.split("lr")[1]) if "lr" in point else LR
         return ("none", None, {}, 0.9, lr, f"dense, lr {lr:g}")
     if point == "compute":
         return ("compute", None, {}, 0.9, LR, "compute only (no communication)")
-    hook, ratio, options, momentum, label = POINTS[point]
-    return (hook, ratio, options, momentum, LR, label)
+    base, _, lr_text = point.partition("-lr")
+    hook, ratio, options, momentum, label = POINTS[base]
+    return (hook, ratio, options, momentum, float(lr_text) if lr_text else LR,
+            label + (f", lr {float(lr_text):g}" if lr_text else ""))
+
+
+def timed_as(point):
+    """The timing run a point's step is: its learning rate does not change a step (dense-lr<L> is dense)."""
+    return "dense" if point.startswith("dense") else point.partition("-lr")[0]
+
+
+def known_point(point):
+    """A point of POINTS, dense-lr<L>, or <point>-lr<L> with a number L."""
+    if point.startswith("dense"):
+        return True
+    base, _, lr_text = point.partition("-lr")
+    if not lr_text:
+        return base in POINTS
+    try:  # not compress-when auto: its dense steps run at LR (it trains as dense-lr<LR> or sidco-e-mc)
+        return base in POINTS and base != AUTO and float(lr_text) > 0
+    except ValueError:
+        return False
 
 
 def _sends_nothing(state, bucket):
@@ -286,7 +309,7 @@ def model_report(model, opts, points, dense_points):
         dense_step = split(timing_run(model, "dense", rate, opts), compute)["step"]
         ideal = dense_step / compute
         for p in [best] + points:
-            t = timing_run(model, "dense" if p == best else p, rate, opts)
+            t = timing_run(model, timed_as(p), rate, opts)
             s = split(t, compute)
             runs_as = p
             if p == AUTO:  # trains as the mode it chose after its first looks
@@ -322,7 +345,7 @@ def accuracy_table(models, opts):
              "|---|---|---|---|---|---|---|"]
     for model in models:
         found = {}
-        for p in opts.dense_list + list(POINTS):
+        for p in opts.dense_list + list(POINTS) + [x for x in opts.point_list if x not in POINTS]:
             for sd in [int(x) for x in opts.seeds.split(",")]:
                 path = os.path.join(opts.out, "acc", f"{model}-{p}-w{opts.workers}-n{opts.steps}-s{sd}.json")
                 if os.path.exists(path):
@@ -360,7 +383,7 @@ def step_table(models, opts):
             compute = split(made(model, "compute", rate), 0.0)["step"]
             dense_step = split(made(model, "dense", rate), compute)["step"]
             for p in ["dense"] + opts.point_list:
-                t = made(model, p, rate)
+                t = made(model, timed_as(p), rate)
                 if t is None:
                     continue
                 s = split(t, compute)
@@ -432,9 +455,10 @@ def parse(argv=None):
     opts = p.parse_args(argv)
     opts.suffix = f"-{opts.name}" if opts.name else ""
     points = [x for x in opts.points.split(",") if x]
-    unknown = [x for x in points if x not in POINTS and not x.startswith("dense")]
+    unknown = [x for x in points if not known_point(x)]
     if unknown:
-        p.error(f"unknown point(s) {', '.join(unknown)}: use {', '.join(POINTS)}")
+        p.error(f"unknown point(s) {', '.join(unknown)}: use {', '.join(POINTS)}, or one of them (not {AUTO}) "
+                "at another learning rate as <point>-lr<L>")
     opts.point_list = [x for x in points if not x.startswith("dense")]
     opts.dense_list = [f"dense-lr{float(lr):g}" for lr in opts.dense_lrs.split(",") if lr]  # "": none
     for m in opts.models.split(","):
@@ -473,7 +497,8 @@ def main(argv=None):
     if opts.phase in ("timing", "all"):
         for m in models:
             for rate in opts.rates.split(","):
-                for p in ["compute", "dense"] + opts.point_list:  # a step of dense is one whatever its lr
+                # a step is one whatever the learning rate: dense's is one, and <point>-lr<L>'s is <point>'s
+                for p in dict.fromkeys(["compute", "dense"] + [timed_as(x) for x in opts.point_list]):
                     timing_run(m, p, rate, opts)
     if opts.phase == "steps":  # the timing runs made, without accuracy runs
         runs.publish(step_table(models, opts), os.path.join(opts.out, "steps.table.md"))

@@ -113,18 +113,23 @@ def test_speedup_runs_its_whole_pipeline_in_six_steps(tmp_path):
     curve = json.loads((out / "acc" / "vit-sidco-e-mc-w2-n6-s1.json").read_text())["curve"]
     assert [step for step, _ in curve] == [3, 6]
     assert (out / "speedup-vit.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    # A second report of fewer points under its own name, from the runs made: the first stays.
+    # A second report under its own name, from the runs made, with SIDCo-E at another learning rate
+    # (one accuracy run more; its steps are sidco-e-mc's timing run): the first report stays.
     first = (out / "speedup.table.md").read_text()
-    again = script("speedup.py", "--phase", "report", "--models", "vit", "--points", "sidco-e-mc", "--dense-lrs",
-                   "0.05", "--workers", "2", "--steps", "6", "--eval-every", "3", "--seeds", "1", "--rates", "none",
-                   "--no-lab", "--name", "one", "--out", str(out))
+    again = script("speedup.py", "--phase", "report", "--models", "vit", "--points", "sidco-e-mc,sidco-e-mc-lr0.02",
+                   "--dense-lrs", "0.05", "--workers", "2", "--steps", "6", "--eval-every", "3", "--seeds", "1",
+                   "--rates", "none", "--no-lab", "--name", "one", "--out", str(out))
     assert again.returncode == 0, again.stdout + again.stderr
     assert (out / "speedup.table.md").read_text() == first
     named = (out / "speedup-one.table.md").read_text()
-    assert "SIDCo-E 0.01, mom. corr." in named and "shared" not in named
+    assert "SIDCo-E 0.01, mom. corr. |" in named and "SIDCo-E 0.01, mom. corr., lr 0.02 |" in named
+    assert "shared" not in named
+    assert (out / "acc" / "vit-sidco-e-mc-lr0.02-w2-n6-s1.json").exists()
+    assert not list((out / "time").glob("*lr0.02*"))
     assert (out / "speedup-vit-one.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    bad = script("speedup.py", "--points", "sidco-x", "--out", str(tmp_path / "bad"))
-    assert bad.returncode != 0 and "unknown point(s) sidco-x" in bad.stderr
+    for point in ("sidco-x", "sidco-e-mc-auto-lr0.01", "fp16-lrx"):
+        bad = script("speedup.py", "--points", point, "--out", str(tmp_path / "bad"))
+        assert bad.returncode != 0 and f"unknown point(s) {point}" in bad.stderr
 
 
 def test_one_shot_sidco_lands_near_its_ratio_on_gradients_it_was_not_tuned_on():
