@@ -88,36 +88,40 @@ LR = 0.05  # every point but the dense sweep
 WARM = 3   # steps left out of the step times (the first DDP steps build its buckets)
 
 
+def split_lr(point):
+    """A point's name without its learning rate, and the rate or None: dense-lr0.01 is ("dense", 0.01),
+    fp16-lr0.01 ("fp16", 0.01), fp16 ("fp16", None). ValueError for a rate that is not a number."""
+    base, _, lr_text = point.partition("-lr")
+    return base, (float(lr_text) if lr_text else None)
+
+
 def point_spec(point):
     """(hook, ratio, State options, optimizer momentum, lr, label) of a point; dense-lr<L> is plain DDP,
     and <point>-lr<L> a point at learning rate L instead of LR (fp16-lr0.01: fp16 at dense's best)."""
-    if point.startswith("dense"):
-        lr = float(point.split("lr")[1]) if "lr" in point else LR
-        return ("none", None, {}, 0.9, lr, f"dense, lr {lr:g}")
+    base, lr = split_lr(point)
+    if base == "dense":
+        return ("none", None, {}, 0.9, lr or LR, f"dense, lr {lr or LR:g}")
     if point == "compute":
         return ("compute", None, {}, 0.9, LR, "compute only (no communication)")
-    base, _, lr_text = point.partition("-lr")
     hook, ratio, options, momentum, label = POINTS[base]
-    return (hook, ratio, options, momentum, float(lr_text) if lr_text else LR,
-            label + (f", lr {float(lr_text):g}" if lr_text else ""))
+    return (hook, ratio, options, momentum, LR if lr is None else lr, label + ("" if lr is None else f", lr {lr:g}"))
 
 
 def timed_as(point):
     """The timing run a point's step is: its learning rate does not change a step (dense-lr<L> is dense)."""
-    return "dense" if point.startswith("dense") else point.partition("-lr")[0]
+    return point.partition("-lr")[0]
 
 
 def known_point(point):
-    """A point of POINTS, dense-lr<L>, or <point>-lr<L> with a number L."""
+    """A point of POINTS, dense-lr<L>, or <point>-lr<L> with a positive number L."""
     if point.startswith("dense"):
         return True
-    base, _, lr_text = point.partition("-lr")
-    if not lr_text:
-        return base in POINTS
-    try:  # not compress-when auto: its dense steps run at LR (it trains as dense-lr<LR> or sidco-e-mc)
-        return base in POINTS and base != AUTO and float(lr_text) > 0
+    try:
+        base, lr = split_lr(point)
     except ValueError:
         return False
+    # not compress-when auto at another rate: its dense steps run at LR (it trains as dense-lr<LR> or sidco-e-mc)
+    return base in POINTS and (lr is None or (base != AUTO and lr > 0))
 
 
 def _sends_nothing(state, bucket):
