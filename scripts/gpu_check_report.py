@@ -246,8 +246,22 @@ def step_note(s):
 
 
 # The targets of the device-side flow (docs/gpu.md, "Targets"): what a GPU run must show, read from
-# the figures the GPU tests and benchmarks write. (name, what, the bound, how to read it, met).
-# The last figures of a GPU run before this flow (commit cdd4df1) stand as the bars to pass.
+# the figures the GPU tests and benchmarks write. (name, what, the bound, how to read it, met). The
+# figures of the last GPU run before this flow (commit cdd4df1) are quoted beside each.
+def ratio_at(f, sizes, num, den="torch_topk_ms"):
+    """The largest num / den over the selection rows at `sizes` (every density), or None unless each
+    size has a row with both figures."""
+    rows = [r for r in f.get("topk_rows", []) if r.get("n") in sizes and r.get(num) and r.get(den)]
+    if {r["n"] for r in rows} != set(sizes):
+        return None
+    return max(r[num] / r[den] for r in rows)
+
+
+def overlap_share(f):
+    o = f.get("overlap", {})
+    return o["overlap_ms"] / o["hook_device_ms_per_step"] if o.get("hook_device_ms_per_step") else None
+
+
 TARGETS = [
     ("nccl-waits", "blocking synchronizations per bucket, device collectives (NCCL), after step 0", "0",
      lambda f: f.get("hook_nccl_world_1", {}).get("host_syncs_per_bucket_after_step_0"), lambda v: v == 0),
@@ -256,20 +270,30 @@ TARGETS = [
                     and r.get("buckets")), default=None), lambda v: v <= 1),
     ("nccl-bus-bytes", "bytes across the bus per bucket, device collectives, after step 0 (its report)", "<= 64",
      lambda f: f.get("hook_nccl_world_1", {}).get("bus_bytes_per_bucket_after_step_0"), lambda v: v <= 64),
-    ("overlap", "ms of the hook's device work hidden under the backward pass (cdd4df1: 1.56)", "> 1.56",
-     lambda f: f.get("overlap", {}).get("overlap_ms"), lambda v: v > 1.56),
-    ("hook-ms", "the hook's device ms per step, 8 x Linear(2048, 2048) (cdd4df1: 21.14)", "< 21.14",
-     lambda f: f.get("overlap", {}).get("hook_device_ms_per_step"), lambda v: v < 21.14),
-    ("resnet18", "ResNet-18 ms/step with the hook over plain DDP, NCCL (cdd4df1: 1.37)", "< 1.37",
-     lambda f: f.get("resnet18_ratio"), lambda v: v < 1.37),
+    ("sidco-e-reads", "SIDCo-E's threshold and selection (resident) at 1e8, in read-pass times, each density "
+     "(cdd4df1, driven from the host: about 11)", "<= 4",
+     lambda f: ratio_at(f, [10**8], "sidco_e_resident_ms", "read_ms"), lambda v: v <= 4),
+    ("sidco-e-vs-topk", "SIDCo-E's threshold and selection (resident) over torch.topk, at 1e7 and 1e8, each "
+     "density (cdd4df1: 1.85 at 1e7, 0.66 at 1e8)", "<= 0.5",
+     lambda f: ratio_at(f, [10**7, 10**8], "sidco_e_resident_ms"), lambda v: v <= 0.5),
+    ("sidco-topk", "sidco-topk over torch.topk, at 1e7 and 1e8, each density (cdd4df1: 2.5 at 1e8, 0.01)", "<= 1",
+     lambda f: ratio_at(f, [10**7, 10**8], "sidco_topk_ms"), lambda v: v <= 1),
+    ("hook-ms", "the hook's compress and exchange, device ms per step, 8 x Linear(2048, 2048) (cdd4df1: 21.14)",
+     "<= 4", lambda f: f.get("overlap", {}).get("hook_device_ms_per_step"), lambda v: v <= 4),
+    ("overlap", "share of that work hidden under the backward pass (cdd4df1: 1.56 of 21.14 ms, 0.07)", ">= 0.5",
+     overlap_share, lambda v: v >= 0.5),
+    ("resnet18", "ResNet-18 ms/step with the hook over plain DDP, NCCL, world size 1 (cdd4df1: 1.37)", "<= 1.1",
+     lambda f: f.get("resnet18_ratio"), lambda v: v <= 1.1),
 ]
 
 
 def target_figures(steps):
-    """The figures TARGETS read: the GPU tests' by test name, and the ResNet-18 ratio."""
+    """The figures TARGETS read: the GPU tests' by test name, the selection rows, the ResNet-18 ratio."""
     by = {s["step"]: s for s in steps}
     f = {r["test"]: r for r in by.get("python-gpu-tests", {}).get("figures") or [] if "test" in r}
-    rows = ((by.get("benchmarks", {}).get("figures") or {}).get("ddp") or {}).get("rows", [])
+    bench = by.get("benchmarks", {}).get("figures") or {}
+    f["topk_rows"] = bench.get("topk") or []
+    rows = (bench.get("ddp") or {}).get("rows", [])
     plain = next((r.get("ms_per_step_median") for r in rows if r["mode"] == "plain DDP"), None)
     hook = next((r.get("ms_per_step_median") for r in rows if str(r["mode"]).startswith("gradscope")), None)
     if plain and hook:
@@ -289,6 +313,10 @@ def targets(steps):
         out.append({"target": name, "what": what, "bound": bound, "measured": v,
                     "verdict": "open (not measured)" if v is None else ("met" if ok(v) else "missed")})
     return out
+
+
+def over(a, b):
+    return a / b if a and b else None
 
 
 def figures_markdown(steps):
@@ -327,12 +355,14 @@ def figures_markdown(steps):
                       [[sci(r["n"]), r["ms"], f"{r['gb_per_s']:.0f}", r["of_copy_bandwidth"]] for r in b["kernels"]["read"]]), ""]
     if b.get("topk"):
         out += ["Selection against torch.topk(|g|, k, sorted=False) (ms, medians; sidco-topk copies its selection to "
-                "the host, torch.topk leaves it on the device):", "",
+                "the host; the resident selections, like torch.topk, leave theirs on the device):", "",
                 table(["n", "density", "torch.topk", "sidco-topk", "sidco-e threshold", "sidco-e + selection",
-                       "gradscope topk", "sidco-topk / torch.topk"],
+                       "sidco-e resident", "gradscope topk", "gradscope topk resident", "sidco-topk / torch.topk",
+                       "sidco-e resident / torch.topk"],
                       [[sci(r["n"]), r["density"], r["torch_topk_ms"], r["sidco_topk_ms"], r["sidco_e_threshold_ms"],
-                        r["sidco_e_select_ms"], r["gradscope_topk_ms"],
-                        r["sidco_topk_ms"] / r["torch_topk_ms"] if r["sidco_topk_ms"] and r["torch_topk_ms"] else None]
+                        r["sidco_e_select_ms"], r.get("sidco_e_resident_ms"), r["gradscope_topk_ms"],
+                        r.get("gradscope_topk_resident_ms"), over(r["sidco_topk_ms"], r["torch_topk_ms"]),
+                        over(r.get("sidco_e_resident_ms"), r["torch_topk_ms"])]
                        for r in b["topk"]]), ""]
     if b.get("ddp"):
         d = b["ddp"]

@@ -90,10 +90,35 @@ def test_the_report_reads_the_targets_and_leaves_them_open_without_a_gpu_run():
                 "bus_bytes_per_bucket_after_step_0": 64.0},
                {"test": "hook_gloo_cuda_rank0", "host_syncs_per_step": 3.0, "buckets": 3},
                {"test": "overlap", "overlap_ms": 0.5, "hook_device_ms_per_step": 4.0}]
+    selection = [  # sidco-e resident: 3.7 reads at 1e8, 0.37x torch.topk at most; sidco-topk 1.11x at 1e7
+        {"n": 10**7, "density": 0.01, "torch_topk_ms": 0.27, "sidco_e_resident_ms": 0.1, "sidco_topk_ms": 0.3,
+         "read_ms": 0.02},
+        {"n": 10**8, "density": 0.01, "torch_topk_ms": 2.2, "sidco_e_resident_ms": 0.5, "sidco_topk_ms": 2.0,
+         "read_ms": 0.134}]
     steps = [{"step": "python-gpu-tests", "status": "ran", "figures": figures},
-             {"step": "benchmarks", "status": "ran", "figures": {"ddp": {"rows": [
+             {"step": "benchmarks", "status": "ran", "figures": {"topk": selection, "ddp": {"rows": [
                  {"mode": "plain DDP", "ms_per_step_median": 10.0},
                  {"mode": "gradscope sidco-e 0.01", "ms_per_step_median": 12.0}]}}}]
     verdicts = {t["target"]: t["verdict"] for t in m.targets(steps)}
-    assert verdicts == {"nccl-waits": "met", "gloo-waits": "met", "nccl-bus-bytes": "met", "overlap": "missed",
-                        "hook-ms": "met", "resnet18": "met"}, verdicts
+    assert verdicts == {"nccl-waits": "met", "gloo-waits": "met", "nccl-bus-bytes": "met", "sidco-e-reads": "met",
+                        "sidco-e-vs-topk": "met", "sidco-topk": "missed", "hook-ms": "met", "overlap": "missed",
+                        "resnet18": "missed"}, verdicts
+    measured = {t["target"]: t["measured"] for t in m.targets(steps)}
+    assert measured["sidco-e-reads"] == pytest.approx(0.5 / 0.134) and measured["overlap"] == pytest.approx(0.125)
+    # The bounds, not the last run's figures: 1.05x plain DDP is met, 1.2x is not.
+    steps[1]["figures"]["ddp"]["rows"][1]["ms_per_step_median"] = 10.5
+    assert {t["target"]: t["verdict"] for t in m.targets(steps)}["resnet18"] == "met"
+    # A target over two sizes stays open while one of them has no row; a slower SIDCo-E is missed.
+    steps[1]["figures"]["topk"] = [dict(selection[1], sidco_e_resident_ms=1.2)]
+    verdicts = {t["target"]: t["verdict"] for t in m.targets(steps)}
+    assert verdicts["sidco-e-vs-topk"] == "open (not measured)" and verdicts["sidco-topk"] == "open (not measured)"
+    assert verdicts["sidco-e-reads"] == "missed", verdicts
+
+
+def test_the_report_tables_the_resident_selections():
+    m = report_module()
+    row = {"n": 10**8, "density": 0.01, "k": 10**6, "torch_topk_ms": 2.0, "sidco_topk_ms": 3.0,
+           "sidco_e_threshold_ms": 1.0, "sidco_e_select_ms": 1.4, "gradscope_topk_ms": 2.5, "sidco_e_resident_ms": 0.5,
+           "gradscope_topk_resident_ms": 1.5, "read_ms": 0.13}
+    text = "\n".join(m.figures_markdown([{"step": "benchmarks", "status": "ran", "figures": {"topk": [row]}}]))
+    assert "sidco-e resident / torch.topk" in text and "| 0.500 | 2.500 | 1.500 | 1.500 | 0.250 |" in text, text

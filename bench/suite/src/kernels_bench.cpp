@@ -13,6 +13,7 @@
 #include "gs/base/error.hpp"
 #include "gs/fitting/thresholds.hpp"
 #include "gs/kernels/cpu.hpp"
+#include "gs/kernels/select.hpp"
 #if defined(GS_HAVE_CUDA)
 #include "gs/kernels/cuda.hpp"
 #endif
@@ -61,6 +62,11 @@ struct Ops {
   // sidco-topk at a density, its selection copied to the host (as a compressor gets it)
   std::function<SidcoSelectResult(double, Selection<std::int32_t>&)> sidco_topk;
   std::unique_ptr<fitting::MagnitudePasses> passes;
+  // Device backends: a selection made and left on the device (Selector::select, every decision
+  // taken there, nothing read back), timed until the device is done with it; and that selection's
+  // report, fetched afterwards (untimed).
+  std::function<void(const SelectRequest&)> resident;
+  std::function<SelectionReport()> resident_report;
   int topk_passes = 2;
   std::vector<std::shared_ptr<void>> keep;  // device buffers the operations read
 };
@@ -143,6 +149,15 @@ void device_ops(const std::vector<float>& g, Ops& ops) {
   ops.passes = cuda::make_device_passes(p, n, nullptr);
   ops.sidco_topk = [p, n](double d, Selection<std::int32_t>& out) { return cuda::sidco_topk(p, n, d, 2, out, nullptr); };
   ops.topk_passes = 3;
+  std::shared_ptr<Selector> selector = make_selector(BackendKind::cuda, nullptr);
+  ops.resident = [selector, p, n](const SelectRequest& r) {
+    selector->select(p, n, r);
+    cuda::synchronize(nullptr);  // the legacy stream, ordered after the selection's work
+  };
+  ops.resident_report = [selector] {
+    Selection<std::int32_t> out;
+    return selector->fetch(out);
+  };
 #else
   (void)g;
   (void)ops;
@@ -169,6 +184,17 @@ double time_passes(Ops& ops, std::uint64_t n, int repeats, const Emit& emit) {
   return read_ms;
 }
 
+// A row of a resident selection timed as `t`: its count and reads from the report of its last run.
+// The reads are those its decisions launched in full: the stages' sums, the count correction's
+// count and the compaction (SIDCo), the finite count (top-k), and the radix select's three digit
+// histograms, its ties and its compaction where the rule ended on exact top-k.
+void emit_resident(const char* method, Ops& ops, std::uint64_t n, double delta, std::pair<double, double> t,
+                   double read_ms, int m, const Emit& emit) {
+  const SelectionReport rep = ops.resident_report();
+  const int reads = (m > 0 ? rep.stages + 2 : 1) + (rep.exact ? 5 : 0);
+  emit({method, n, delta, reads, t.first, t.second, read_ms, rep.count, m});
+}
+
 // SIDCo-E with M stages at delta: the threshold alone, and with its selection (on the CPU by each
 // route, on the device by a compaction after the threshold).
 void time_sidco(const KernelBenchConfig& config, Ops& ops, const std::vector<float>& g, double delta, int m,
@@ -186,6 +212,14 @@ void time_sidco(const KernelBenchConfig& config, Ops& ops, const std::vector<flo
       sel = ops.compact(r.threshold);
     });
     emit({"sidco-e+compact:full", n, delta, m + 1, t.first, t.second, read_ms, sel, m});
+    // The resident selection, as the compressors and the DDP hook run it (count correction on).
+    SelectRequest r;
+    r.rule = SelectRequest::Rule::sidco;
+    r.density = delta;
+    r.variant = fitting::SidcoVariant::exponential;
+    r.stages = m;
+    t = time_ms(repeats, [&] { ops.resident(r); });
+    emit_resident("sidco-e:resident", ops, n, delta, t, read_ms, m, emit);
     return;
   }
   const std::span<const float> s(g);
@@ -236,6 +270,13 @@ void time_density(const KernelBenchConfig& config, Ops& ops, const std::vector<f
   }
   t = time_ms(repeats, [&] { ops.topk(k); });
   emit({"topk", n, delta, ops.topk_passes, t.first, t.second, read_ms, k});
+  if (ops.resident) {
+    SelectRequest r;
+    r.rule = SelectRequest::Rule::topk;
+    r.k = k;
+    t = time_ms(repeats, [&] { ops.resident(r); });
+    emit_resident("topk:resident", ops, n, delta, t, read_ms, 0, emit);
+  }
   if (config.baselines && config.backend == BackendKind::cpu) {
     // The common exact top-k: magnitudes copied, nth_element, then a compaction at the k-th.
     std::vector<float> mag(n);
