@@ -7,7 +7,8 @@
   copied to the host as a compressor gets it), sidco-e (the threshold alone and with its
   selection, driven from the host stage by stage; and resident: Selector::select, every stage and
   the count correction decided on the device, the selection left there as torch.topk leaves its
-  own) and gradscope's own exact top-k (from the host, and resident), at the same n and density;
+  own), gradscope's own exact top-k and sidco-topk resident as the compressors now run it (every
+  decision on the device, its bound from the sample included), at the same n and density;
 - ddp: ms per training step (forward, backward, optimizer step; CUDA-synchronised) of torchvision's
   ResNet-18 under DDP over NCCL with world size 1: plain DDP, PowerSGD rank 4, and the gradscope
   hook (sidco-e at density 0.01 on backend cuda) with the bytes its state reports per step.
@@ -92,7 +93,8 @@ def topk(sizes, densities, rows):
                         "sidco_topk_ms": row("sidco-topk", n, d), "sidco_e_threshold_ms": row("sidco-e", n, d),
                         "sidco_e_select_ms": row("sidco-e+compact:full", n, d), "gradscope_topk_ms": row("topk", n, d),
                         "sidco_e_resident_ms": row("sidco-e:resident", n, d),
-                        "gradscope_topk_resident_ms": row("topk:resident", n, d), "read_ms": row("read", n, 0.0)})
+                        "gradscope_topk_resident_ms": row("topk:resident", n, d),
+                        "sidco_topk_resident_ms": row("sidco-topk:resident", n, d), "read_ms": row("read", n, 0.0)})
         g = None
         torch.cuda.empty_cache()
     return out

@@ -276,8 +276,9 @@ TARGETS = [
     ("sidco-e-vs-topk", "SIDCo-E's threshold and selection (resident) over torch.topk, at 1e7 and 1e8, each "
      "density (cdd4df1: 1.85 at 1e7, 0.66 at 1e8)", "<= 0.5",
      lambda f: ratio_at(f, [10**7, 10**8], "sidco_e_resident_ms"), lambda v: v <= 0.5),
-    ("sidco-topk", "sidco-topk over torch.topk, at 1e7 and 1e8, each density (cdd4df1: 2.5 at 1e8, 0.01)", "<= 1",
-     lambda f: ratio_at(f, [10**7, 10**8], "sidco_topk_ms"), lambda v: v <= 1),
+    ("sidco-topk", "sidco-topk (resident) over torch.topk, at 1e7 and 1e8, each density (cdd4df1, its bound "
+     "placed on the host: 2.5 at 1e8, 0.01)", "<= 1",
+     lambda f: ratio_at(f, [10**7, 10**8], "sidco_topk_resident_ms"), lambda v: v <= 1),
     ("hook-ms", "the hook's compress and exchange, device ms per step, 8 x Linear(2048, 2048) (cdd4df1: 21.14)",
      "<= 4", lambda f: f.get("overlap", {}).get("hook_device_ms_per_step"), lambda v: v <= 4),
     ("overlap", "share of that work hidden under the backward pass (cdd4df1: 1.56 of 21.14 ms, 0.07)", ">= 0.5",
@@ -356,12 +357,13 @@ def figures_markdown(steps):
     if b.get("topk"):
         out += ["Selection against torch.topk(|g|, k, sorted=False) (ms, medians; sidco-topk copies its selection to "
                 "the host; the resident selections, like torch.topk, leave theirs on the device):", "",
-                table(["n", "density", "torch.topk", "sidco-topk", "sidco-e threshold", "sidco-e + selection",
-                       "sidco-e resident", "gradscope topk", "gradscope topk resident", "sidco-topk / torch.topk",
-                       "sidco-e resident / torch.topk"],
-                      [[sci(r["n"]), r["density"], r["torch_topk_ms"], r["sidco_topk_ms"], r["sidco_e_threshold_ms"],
-                        r["sidco_e_select_ms"], r.get("sidco_e_resident_ms"), r["gradscope_topk_ms"],
-                        r.get("gradscope_topk_resident_ms"), over(r["sidco_topk_ms"], r["torch_topk_ms"]),
+                table(["n", "density", "torch.topk", "sidco-topk", "sidco-topk resident", "sidco-e threshold",
+                       "sidco-e + selection", "sidco-e resident", "gradscope topk", "gradscope topk resident",
+                       "sidco-topk resident / torch.topk", "sidco-e resident / torch.topk"],
+                      [[sci(r["n"]), r["density"], r["torch_topk_ms"], r["sidco_topk_ms"], r.get("sidco_topk_resident_ms"),
+                        r["sidco_e_threshold_ms"], r["sidco_e_select_ms"], r.get("sidco_e_resident_ms"),
+                        r["gradscope_topk_ms"], r.get("gradscope_topk_resident_ms"),
+                        over(r.get("sidco_topk_resident_ms"), r["torch_topk_ms"]),
                         over(r.get("sidco_e_resident_ms"), r["torch_topk_ms"])]
                        for r in b["topk"]]), ""]
     if b.get("ddp"):

@@ -59,20 +59,13 @@ class ThresholdCompressor final : public Compressor {
     c.info.n = n;
     c.info.target_density = density();
     kernels::Selection<std::int32_t> sel;
-    if (n > 0 && method_.kind == fitting::ThresholdKind::sidco_topk) {
-      // sidco-topk's exact top-k with a SIDCo bound (about one read of acc; its bound is placed
-      // on the host from a sample).
-      const kernels::SidcoSelectResult s = selector_->sidco_topk(g, n, density(), topk_stages(), sel);
-      c.info.threshold = s.threshold;
-      c.info.stages = s.stages;
-      return finish(std::move(c), std::move(sel), s.nonfinite);
-    }
     if (n > 0) {
       double threshold = std::numeric_limits<double>::quiet_NaN();
       selector_->select(g, n, request(g, n, threshold));
       const kernels::SelectionReport r = selector_->fetch(sel);
       c.info = info_from(r, n, density());
-      if (!staged()) c.info.stages = 0;  // the stage count is SIDCo's
+      // The stage count is SIDCo's (sidco-topk's: those it fitted on its sample).
+      if (!staged() && !topk_bounded()) c.info.stages = 0;
       if (density() >= 1.0) c.info.threshold = std::numeric_limits<double>::quiet_NaN();
       if (!std::isnan(threshold)) c.info.threshold = threshold;  // a host rule's
       return finish(std::move(c), std::move(sel), r.nonfinite);
@@ -81,8 +74,7 @@ class ThresholdCompressor final : public Compressor {
   }
 
   kernels::Selector::Resident select_resident(const float* g, std::uint64_t n, std::string_view tensor) override {
-    if (n == 0 || method_.kind == fitting::ThresholdKind::sidco_topk || controller_) {
-      // sidco-topk places its bound on the host; the stage controller needs each count there.
+    if (n == 0 || controller_) {  // the stage controller needs each count on the host
       compress_resident(g, n, tensor);
       return resident_;
     }
@@ -116,6 +108,7 @@ class ThresholdCompressor final : public Compressor {
  private:
   // SIDCo's stages: the adaptive controller or the caller's fixed count.
   bool staged() const { return method_.kind == fitting::ThresholdKind::sidco; }
+  bool topk_bounded() const { return method_.kind == fitting::ThresholdKind::sidco_topk; }
   // sidco-topk fits SIDCo-E's stages on its sample to place its bound: a fixed count (the
   // selection is exact whatever the bound, so no controller is needed).
   int topk_stages() const { return fixed_stages_ > 0 ? fixed_stages_ : 2; }
@@ -126,8 +119,8 @@ class ThresholdCompressor final : public Compressor {
   bool adaptive_stages() const { return staged() && fixed_stages_ == 0 && published_; }
   fitting::SidcoRule rule() const { return published_ ? fitting::SidcoRule::published() : fitting::SidcoRule{}; }
 
-  // What to select: SIDCo's and DGC's rules run where the vector lives (their decisions on the
-  // device), exact top-k of what is there where a rule has no threshold (a degenerate vector); the
+  // What to select: SIDCo's, sidco-topk's and DGC's rules run where the vector lives (their
+  // decisions on the device), exact top-k of what is there where a rule has no threshold (a degenerate vector); the
   // other estimates (RedSync, GaussianKSGD) place their threshold on the host from passes, and
   // `threshold` receives it.
   kernels::SelectRequest request(const float* g, std::uint64_t n, double& threshold) {
@@ -143,6 +136,11 @@ class ThresholdCompressor final : public Compressor {
                  : fixed_stages_ ? fixed_stages_
                                  : fitting::default_sidco_stages(density());
       r.sidco = rule();
+      return r;
+    }
+    if (topk_bounded()) {
+      r.rule = kernels::SelectRequest::Rule::sidco_topk;
+      r.stages = topk_stages();
       return r;
     }
     if (method_.name == std::string_view("dgc")) {

@@ -266,10 +266,7 @@ double SidcoTopkBound::first(std::span<const float> sample) {
   auto each = [&](auto&& f) {
     for (float x : finite_) f(x);
   };
-  // How much the sample's count above the density's quantile q may stray: the binomial standard
-  // deviation for independent values, or more, as the sample's runs say. Neighbours in a run are
-  // alike (a layer's row, a channel), so the count varies between runs more than independent
-  // values would: the spread of the per-run counts above q measures it.
+  // How much the sample's count above the density's quantile q may stray (formula::sidco_topk_needed).
   const float q = selector_.pick(each, std::uint64_t(expected), top_).value;
   const std::size_t runs = (sample.size() + kLineLength - 1) / kLineLength;
   double sum_c = 0.0, sum_cc = 0.0;
@@ -282,9 +279,7 @@ double SidcoTopkBound::first(std::span<const float> sample) {
     sum_c += c;
     sum_cc += double(c) * c;
   }
-  const double run_var = runs > 1 ? (sum_cc - sum_c * sum_c / double(runs)) / double(runs - 1) : 0.0;
-  const double sd = std::max(std::sqrt(expected * (1.0 - density_)), std::sqrt(double(runs) * run_var));
-  needed_ = std::uint64_t(std::ceil(expected + kMarginSd * sd));
+  needed_ = formula::sidco_topk_needed(expected, density_, runs, sum_c, sum_cc);
   if (needed_ >= finite_.size()) return bound_;
   // The sample caps the bound: never above its needed-th largest value (just below it, so the
   // values tied with it are kept too). SIDCo-E fitted to the sample at the margin's density

@@ -120,6 +120,15 @@ SelectionReport CpuSelector::run(const float* g, std::uint64_t n, const SelectRe
       if (s) return rep;
       break;
     }
+    case SelectRequest::Rule::sidco_topk: {
+      const SidcoSelectResult s = sidco_topk(g, n, r.density, r.stages, out);
+      rep.threshold = s.threshold;
+      rep.stages = s.stages;
+      rep.exact = 1;
+      rep.corrected = s.full_reads > 1;  // the bound fell short: more reads
+      rep.nonfinite = s.nonfinite;       // counted by its own pass
+      return rep;
+    }
     case SelectRequest::Rule::dgc: {
       std::optional<fitting::ThresholdResult> t;
       try {

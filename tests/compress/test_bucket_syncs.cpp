@@ -82,14 +82,15 @@ std::vector<WorkerRun> run_all(const std::string& method, bool device_comm, int 
   return runs;
 }
 
-const std::vector<std::string> kDeviceMethods = {"sidco-e", "sidco-p", "sidco-gp", "topk", "dgc"};
+const std::vector<std::string> kDeviceMethods = {"sidco-e", "sidco-p", "sidco-gp", "topk", "dgc", "sidco-topk"};
 
 }  // namespace
 
 // Bound: with device collectives a bucket makes no blocking synchronization. SIDCo's stages and
-// count correction, DGC's threshold and exact top-k are decided on the device; the counts travel
-// with the pairs in the all-gather; the skip, the update and the residual's commit are decided
-// there too; the step's figures arrive in host memory the device writes, read once in.
+// count correction, DGC's threshold, sidco-topk's bound and exact top-k are decided on the
+// device; the counts travel with the pairs in the all-gather; the skip, the update and the
+// residual's commit are decided there too; the step's figures arrive in host memory the device
+// writes, read once in.
 TEST(SyncBounds, DeviceCollectivesMakeNoSynchronization) {
   DevicesBehind behind;
   for (const std::string& method : kDeviceMethods) {

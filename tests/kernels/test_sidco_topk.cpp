@@ -93,6 +93,81 @@ TEST_P(SidcoTopk, FallsBackWhenTheSampleFoolsTheBound) {
   EXPECT_EQ(t.selected, r.selected);
 }
 
+// The rule as select() makes it (Rule::sidco_topk: on a device every decision there, the bound
+// from the sample included, and the selection left there until fetch()): topk's set, its k-th
+// |g| as the threshold, the non-finite counted, the stages its sidco_topk() reports.
+TEST_P(SidcoTopk, SelectMakesTopksSelection) {
+  std::uint64_t seed = 5000;
+  const auto selector = gs::kernels::make_selector(kind());
+  const auto host = gs::kernels::make_selector(gs::kernels::BackendKind::cpu);
+  for (Shape s : {Shape::laplace, Shape::student3, Shape::pareto, Shape::ties, Shape::specials, Shape::uniform})
+    for (std::size_t n : {0, 1, 31, 1000, 65536, 131075, 1000007}) {
+      if (n == 1000007 && s != Shape::specials && s != Shape::laplace) continue;
+      const auto g = make_data(s, n, ++seed);
+      for (double density : {0.1, 0.01, 0.001}) {
+        SCOPED_TRACE(std::string(shape_name(s)) + " n=" + std::to_string(n) + " density=" + std::to_string(density));
+        gs::kernels::SelectRequest r;
+        r.rule = gs::kernels::SelectRequest::Rule::sidco_topk;
+        r.density = density;
+        r.stages = 2;
+        cpu::Selection<std::int32_t> got, bounded;
+        selector->select(selector->place(g), n, r);
+        const gs::kernels::SelectionReport rep = selector->fetch(got);
+        const Picked want = oracle(g, density);
+        expect_picked(got, want);
+        EXPECT_EQ(rep.count, want.indices.size());
+        EXPECT_EQ(rep.exact, 1);
+        const auto nonfinite = std::count_if(g.begin(), g.end(), [](float v) { return !std::isfinite(v); });
+        EXPECT_EQ(rep.nonfinite, std::uint64_t(nonfinite));
+        const auto b = host->sidco_topk(g.data(), n, density, 2, bounded);
+        EXPECT_EQ(rep.threshold, b.threshold);
+        EXPECT_EQ(rep.stages, b.stages) << "SIDCo-E's stages on the sample, as the host's plan fits them";
+        if (n > 100000 && s == Shape::laplace) {
+          EXPECT_EQ(rep.corrected, 0) << "the bound holds: the exact top-k among its candidates alone";
+        }
+      }
+    }
+}
+
+// The sample fooled (as above) and candidates past their room: select() takes g's own exact
+// top-k, the same set.
+TEST_P(SidcoTopk, SelectFallsBackToGsOwnTopk) {
+  const std::size_t n = std::size_t{1} << 21;
+  auto fooled = make_data(Shape::laplace, n, 77);
+  const auto lines = gs::fitting::SidcoTopkBound::sample_lines(n), len = gs::fitting::SidcoTopkBound::kLineLength;
+  for (std::uint64_t l = 0; l < lines; ++l)
+    for (std::uint64_t j = 0; j < len; ++j)
+      fooled[gs::fitting::spread_line_start(n, lines, len, l) + j] = 100.0f + float(j);
+  // Every value in the sample is small and the rest large: the bound leaves nearly all of g above it.
+  auto overflow = make_data(Shape::laplace, n, 78);
+  for (auto& v : overflow) v = 10.0f + std::fabs(v);
+  for (std::uint64_t l = 0; l < lines; ++l)
+    for (std::uint64_t j = 0; j < len; ++j) overflow[gs::fitting::spread_line_start(n, lines, len, l) + j] = 1e-3f;
+  const auto selector = gs::kernels::make_selector(kind());
+  for (const auto* g : {&fooled, &overflow})
+    for (double density : {0.05, 0.001}) {
+      SCOPED_TRACE(std::string(g == &fooled ? "fooled" : "overflow") + " " + std::to_string(density));
+      gs::kernels::SelectRequest r;
+      r.rule = gs::kernels::SelectRequest::Rule::sidco_topk;
+      r.density = density;
+      r.stages = 2;
+      cpu::Selection<std::int32_t> got;
+      selector->select(selector->place(*g), n, r);
+      const gs::kernels::SelectionReport rep = selector->fetch(got);
+      expect_picked(got, oracle(*g, density));
+      // More of g read: on the fooled sample everywhere; past the candidates' room on a device
+      // (the host packs every candidate).
+      if (g == &fooled || kind() != gs::kernels::BackendKind::cpu) {
+        EXPECT_EQ(rep.corrected, 1);
+      }
+    }
+  gs::kernels::SelectRequest bad;
+  bad.rule = gs::kernels::SelectRequest::Rule::sidco_topk;
+  bad.density = 0.01;
+  bad.stages = 0;
+  EXPECT_THROW(selector->select(selector->place(fooled), n, bad), gs::Error);
+}
+
 GS_INSTANTIATE_FOR_BACKENDS(SidcoTopk);
 
 TEST(SidcoTopkReport, FittingReportMatchesExactTopk) {

@@ -91,10 +91,10 @@ def test_the_report_reads_the_targets_and_leaves_them_open_without_a_gpu_run():
                {"test": "hook_gloo_cuda_rank0", "host_syncs_per_step": 3.0, "buckets": 3},
                {"test": "overlap", "overlap_ms": 0.5, "hook_device_ms_per_step": 4.0}]
     selection = [  # sidco-e resident: 3.7 reads at 1e8, 0.37x torch.topk at most; sidco-topk 1.11x at 1e7
-        {"n": 10**7, "density": 0.01, "torch_topk_ms": 0.27, "sidco_e_resident_ms": 0.1, "sidco_topk_ms": 0.3,
-         "read_ms": 0.02},
-        {"n": 10**8, "density": 0.01, "torch_topk_ms": 2.2, "sidco_e_resident_ms": 0.5, "sidco_topk_ms": 2.0,
-         "read_ms": 0.134}]
+        {"n": 10**7, "density": 0.01, "torch_topk_ms": 0.27, "sidco_e_resident_ms": 0.1,
+         "sidco_topk_resident_ms": 0.3, "sidco_topk_ms": 0.2, "read_ms": 0.02},
+        {"n": 10**8, "density": 0.01, "torch_topk_ms": 2.2, "sidco_e_resident_ms": 0.5,
+         "sidco_topk_resident_ms": 2.0, "sidco_topk_ms": 1.0, "read_ms": 0.134}]
     steps = [{"step": "python-gpu-tests", "status": "ran", "figures": figures},
              {"step": "benchmarks", "status": "ran", "figures": {"topk": selection, "ddp": {"rows": [
                  {"mode": "plain DDP", "ms_per_step_median": 10.0},
@@ -118,7 +118,7 @@ def test_the_report_reads_the_targets_and_leaves_them_open_without_a_gpu_run():
 def test_the_report_tables_the_resident_selections():
     m = report_module()
     row = {"n": 10**8, "density": 0.01, "k": 10**6, "torch_topk_ms": 2.0, "sidco_topk_ms": 3.0,
-           "sidco_e_threshold_ms": 1.0, "sidco_e_select_ms": 1.4, "gradscope_topk_ms": 2.5, "sidco_e_resident_ms": 0.5,
-           "gradscope_topk_resident_ms": 1.5, "read_ms": 0.13}
+           "sidco_topk_resident_ms": 1.8, "sidco_e_threshold_ms": 1.0, "sidco_e_select_ms": 1.4,
+           "gradscope_topk_ms": 2.5, "sidco_e_resident_ms": 0.5, "gradscope_topk_resident_ms": 1.5, "read_ms": 0.13}
     text = "\n".join(m.figures_markdown([{"step": "benchmarks", "status": "ran", "figures": {"topk": [row]}}]))
-    assert "sidco-e resident / torch.topk" in text and "| 0.500 | 2.500 | 1.500 | 1.500 | 0.250 |" in text, text
+    assert "sidco-e resident / torch.topk" in text and "| 1.800 | 1.000 | 1.400 | 0.500 | 2.500 | 1.500 | 0.900 | 0.250 |" in text, text

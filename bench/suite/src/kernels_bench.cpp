@@ -184,16 +184,15 @@ double time_passes(Ops& ops, std::uint64_t n, int repeats, const Emit& emit) {
   return read_ms;
 }
 
-// A row of a resident selection timed as `t`: its count and reads from the report of its last run.
-// The reads are those its decisions launched in full: the stages' sums, the count correction's
-// count and the compaction (SIDCo), the finite count (top-k), and the radix select's three digit
-// histograms, its ties and its compaction where the rule ended on exact top-k.
+// A row of a resident selection timed as `t`: its count, and the full reads of g its decisions
+// launched (`reads`, from the report of its last run).
 void emit_resident(const char* method, Ops& ops, std::uint64_t n, double delta, std::pair<double, double> t,
-                   double read_ms, int m, const Emit& emit) {
+                   double read_ms, int m, const std::function<int(const SelectionReport&)>& reads, const Emit& emit) {
   const SelectionReport rep = ops.resident_report();
-  const int reads = (m > 0 ? rep.stages + 2 : 1) + (rep.exact ? 5 : 0);
-  emit({method, n, delta, reads, t.first, t.second, read_ms, rep.count, m});
+  emit({method, n, delta, reads(rep), t.first, t.second, read_ms, rep.count, m});
 }
+// The reads of an exact top-k by radix select: three digit histograms, the ties, the compaction.
+constexpr int kRadixTopkReads = 5;
 
 // SIDCo-E with M stages at delta: the threshold alone, and with its selection (on the CPU by each
 // route, on the device by a compaction after the threshold).
@@ -219,7 +218,10 @@ void time_sidco(const KernelBenchConfig& config, Ops& ops, const std::vector<flo
     r.variant = fitting::SidcoVariant::exponential;
     r.stages = m;
     t = time_ms(repeats, [&] { ops.resident(r); });
-    emit_resident("sidco-e:resident", ops, n, delta, t, read_ms, m, emit);
+    // The stages' sums, the count correction's count and the compaction; g's exact top-k when the
+    // correction chose it.
+    emit_resident("sidco-e:resident", ops, n, delta, t, read_ms, m,
+                  [](const SelectionReport& rep) { return rep.stages + 2 + (rep.exact ? kRadixTopkReads : 0); }, emit);
     return;
   }
   const std::span<const float> s(g);
@@ -275,7 +277,16 @@ void time_density(const KernelBenchConfig& config, Ops& ops, const std::vector<f
     r.rule = SelectRequest::Rule::topk;
     r.k = k;
     t = time_ms(repeats, [&] { ops.resident(r); });
-    emit_resident("topk:resident", ops, n, delta, t, read_ms, 0, emit);
+    emit_resident("topk:resident", ops, n, delta, t, read_ms, 0,
+                  [](const SelectionReport&) { return 1 + kRadixTopkReads; }, emit);  // the finite count first
+    // sidco-topk as the compressors run it: the finite count, the candidates above the sample's
+    // bound, and g's own exact top-k where the bound did not hold.
+    r.rule = SelectRequest::Rule::sidco_topk;
+    r.density = delta;
+    r.stages = 2;
+    t = time_ms(repeats, [&] { ops.resident(r); });
+    emit_resident("sidco-topk:resident", ops, n, delta, t, read_ms, 2,
+                  [](const SelectionReport& rep) { return 2 + (rep.corrected ? kRadixTopkReads : 0); }, emit);
   }
   if (config.baselines && config.backend == BackendKind::cpu) {
     // The common exact top-k: magnitudes copied, nth_element, then a compaction at the k-th.

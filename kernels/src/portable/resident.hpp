@@ -1,10 +1,11 @@
 #pragma once
 // Selections made and kept where the vector lives (the CUDA backend's device; cuda-host's fake
-// one): SIDCo's stages and count correction, DGC's sampled threshold, exact top-k by radix select
-// and the compaction above a threshold, every decision taken on the device from counts and sums
-// that stay there (resident_bodies.hpp), with nothing read back and nothing waited for. The
-// selection and its report stay in the workspace; fetch_selection() brings them to the host with
-// one synchronization. Written once over a backend's primitives P (passes.hpp).
+// one): SIDCo's stages and count correction, DGC's sampled threshold, sidco-topk's bound from its
+// sample, exact top-k by radix select and the compaction above a threshold, every decision taken
+// on the device from counts and sums that stay there (resident_bodies.hpp), with nothing read back
+// and nothing waited for. The selection and its report stay in the workspace; fetch_selection()
+// brings them to the host with one synchronization. Written once over a backend's primitives P
+// (passes.hpp).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -24,12 +25,14 @@ struct ResidentWorkspace {
   int device = -1;
   Buffer<P, ResidentState> state;
   Buffer<P, unsigned long long> hist;
-  Buffer<P, std::int32_t> idx, ties;
-  Buffer<P, float> val, sample;
+  Buffer<P, std::int32_t> idx, ties, cand;
+  Buffer<P, float> val, sample, cand_val, runs;
   Buffer<P, unsigned char> scratch;  // CUB's temporary storage
 
-  // Room for a selection of up to n pairs, k ties and a sample of m, on `dev`.
-  void reserve(P& p, int dev, std::uint64_t n, std::uint64_t k, std::uint64_t m) {
+  // Room for a selection of up to n pairs, k ties, a sample of m, c candidates (sidco-topk's)
+  // and the counts of r sample runs, on `dev`.
+  void reserve(P& p, int dev, std::uint64_t n, std::uint64_t k, std::uint64_t m, std::uint64_t c = 0,
+               std::uint64_t r = 0) {
     if (dev != device) *this = ResidentWorkspace{};
     device = dev;
     if (state.size() < 1) state = p.template alloc<ResidentState>(1);
@@ -38,6 +41,9 @@ struct ResidentWorkspace {
     grow(p, val, std::max<std::uint64_t>(n, 1));
     grow(p, ties, std::max<std::uint64_t>(k, 1));
     grow(p, sample, std::max<std::uint64_t>(m, 1));
+    grow(p, cand, std::max<std::uint64_t>(c, 1));
+    grow(p, cand_val, std::max<std::uint64_t>(c, 1));
+    grow(p, runs, std::max<std::uint64_t>(r, 1));
   }
   template <class T>
   static void grow(P& p, Buffer<P, T>& b, std::uint64_t count) {
@@ -52,6 +58,25 @@ inline std::uint64_t request_k(const SelectRequest& r, std::uint64_t n) {
   return fitting::target_count(n, r.density);
 }
 inline std::uint64_t dgc_sample_size(std::uint64_t n) { return std::uint64_t(std::ceil(0.01 * double(n))); }
+
+// sidco-topk's spread sample (SidcoTopkBound's runs; g itself when shorter than them), its runs,
+// and the room of the candidates above its bound: more than the bound leaves above it at the
+// sample's margin (about 1.2 k at 1e8 and density 0.01); more candidates than that take g's own
+// exact top-k instead.
+struct TopkSample {
+  std::uint64_t m = 0, runs = 0;
+  bool whole = true;  // the sample is g
+};
+inline TopkSample topk_sample(std::uint64_t n) {
+  constexpr std::uint64_t len = fitting::SidcoTopkBound::kLineLength;
+  const std::uint64_t spread = fitting::SidcoTopkBound::sample_lines(n) * len;
+  TopkSample t;
+  t.whole = n < spread;
+  t.m = t.whole ? n : spread;
+  t.runs = (t.m + len - 1) / len;
+  return t;
+}
+inline std::uint64_t topk_candidate_room(std::uint64_t n, std::uint64_t k) { return std::min(n, 4 * k + 4096); }
 
 // SIDCo: stage 1 over all x, M - 1 tail stages above the device's eta, the count correction's
 // count, the selection above, and exact top-k where the decisions chose it.
@@ -91,6 +116,45 @@ void dgc_resident(P& p, ResidentWorkspace<P>& w, const float* g, std::uint64_t n
   p.select_into(n, AboveAt{g, st}, w.idx.data(), w.idx.size(), &st->selected);
 }
 
+// sidco-topk: the bound from the sample (SidcoTopkBound's rule: the density's quantile, the runs'
+// spread, the needed-th largest, SIDCo-E's stages on the sample), one read for the candidates
+// above it, their exact top-k (a radix select over the room, not over g), or g's own where they
+// fall short of it or overflow the room. The finite count comes first (the report's non-finite).
+template <class P>
+void sidco_topk_resident(P& p, ResidentWorkspace<P>& w, const float* g, std::uint64_t n, const SelectRequest& r) {
+  ResidentState* st = w.state.data();
+  count_finite(p, st, g, n);
+  const TopkSample t = topk_sample(n);
+  constexpr std::uint64_t len = fitting::SidcoTopkBound::kLineLength;
+  const float* x = g;
+  if (!t.whole) {
+    p.for_each(t.m, SpreadBody{g, n, fitting::SidcoTopkBound::sample_lines(n), len, w.sample.data()});
+    x = w.sample.data();
+  }
+  p.reduce_into(x, t.m, StatsElem{}, MergeStats{}, &st->stats);
+  p.for_each(1, TopkBoundStart{st});
+  radix_select(p, st, w.hist.data(), x, t.m, kModeSample);
+  p.for_each(1, TopkBoundQuantile{st});
+  p.for_each(t.runs, RunCount{x, t.m, len, st, w.runs.data()});
+  p.reduce_into(w.runs.data(), t.runs, RunSumElem{}, MergeRunSums{}, &st->runs);
+  p.for_each(1, TopkBoundNeeded{st, t.runs});
+  radix_select(p, st, w.hist.data(), x, t.m, kModeSample);
+  p.for_each(1, TopkBoundValue{st});
+  for (int i = 1; i < r.stages; ++i) {
+    p.reduce_into(x, t.m, StatsAboveAt{st}, MergeStats{}, &st->stats);
+    p.for_each(1, SidcoTail{st});
+  }
+  p.for_each(1, TopkBoundDone{st});
+  const std::uint64_t room = topk_candidate_room(n, request_k(r, n));  // reserved (the buffer may be larger)
+  p.select_into(n, AboveAt{g, st}, w.cand.data(), room, &st->selected);
+  p.for_each(1, TopkCandidates{st, room});
+  p.for_each(room, CandidateValues<std::int32_t>{g, w.cand.data(), st, w.cand_val.data()});
+  exact_topk(p, st, w.hist.data(), w.cand_val.data(), room, w.ties.data(), w.ties.size(), w.idx.data(),
+             w.idx.size());
+  p.for_each_upto(&st->picked, w.idx.size(), CandidateIndices<std::int32_t>{w.idx.data(), w.cand.data(), st});
+  p.for_each(1, TopkOfG{st});
+}
+
 inline ResidentState initial_state(std::uint64_t n, const SelectRequest& r) {
   ResidentState s;
   s.n = n;
@@ -108,6 +172,7 @@ inline ResidentState initial_state(std::uint64_t n, const SelectRequest& r) {
       break;
     case SelectRequest::Rule::dgc: s.rule = kRuleDgc; break;
     case SelectRequest::Rule::top_nonzero: s.rule = kRuleTopNonzero; s.report.threshold = ::nan(""); break;
+    case SelectRequest::Rule::sidco_topk: s.rule = kRuleSidcoTopk; s.stages = r.stages; break;
   }
   return s;
 }
@@ -117,6 +182,8 @@ template <class P>
 void select_resident(P& p, ResidentWorkspace<P>& w, const float* g, std::uint64_t n, const SelectRequest& r) {
   check_index_range<std::int32_t>(n, "selection");
   if (r.rule == SelectRequest::Rule::above) check_threshold(r.threshold, "above");
+  if (r.rule == SelectRequest::Rule::sidco_topk && r.stages < 1)
+    throw gs::Error("sidco-topk: the number of SIDCo stages must be at least 1");
   ResidentState* st = w.state.data();
   p.for_each(1, SetState{st, initial_state(n, r)});
   switch (r.rule) {
@@ -132,6 +199,7 @@ void select_resident(P& p, ResidentWorkspace<P>& w, const float* g, std::uint64_
       p.reduce_into(g, n, CountElem{kernels::detail::threshold_as_float(0.0)}, AddU64{}, &st->counted);
       p.for_each(1, TakeNonzero{st});
       break;
+    case SelectRequest::Rule::sidco_topk: sidco_topk_resident(p, w, g, n, r); break;
   }
   if (r.rule != SelectRequest::Rule::above)
     exact_topk(p, st, w.hist.data(), g, n, w.ties.data(), w.ties.size(), w.idx.data(), w.idx.size());

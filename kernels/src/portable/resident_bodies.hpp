@@ -15,8 +15,10 @@
 namespace gs::kernels::portable {
 
 // What the passes of a selection are doing: each pass runs only in its mode.
-enum ResidentMode : std::int32_t { kModeNone = 0, kModeAbove, kModeTopk, kModeSample };
-enum ResidentRule : std::int32_t { kRuleAbove = 0, kRuleTopk, kRuleSidco, kRuleDgc, kRuleTopNonzero };
+// kModePicked: an exact top-k made (sidco-topk's, among its candidates, its count in `selected`),
+// kept from the passes of g's own.
+enum ResidentMode : std::int32_t { kModeNone = 0, kModeAbove, kModeTopk, kModeSample, kModePicked };
+enum ResidentRule : std::int32_t { kRuleAbove = 0, kRuleTopk, kRuleSidco, kRuleDgc, kRuleTopNonzero, kRuleSidcoTopk };
 
 // Radix select of the k-th largest key in three digits (11, 10 and 10 bits of the 31-bit key).
 inline constexpr int kRadixDigits = 3;
@@ -28,6 +30,20 @@ struct RadixState {
   std::uint64_t k = 0;        // the rank still wanted among the keys with that prefix (1: largest)
   std::int64_t last_tie = -1; // the highest index of the ties at the key that are kept
   std::int32_t found = 0;
+};
+
+// Sums over sidco-topk's sample runs of their counts at the density's quantile.
+struct RunSums {
+  double c = 0.0, cc = 0.0;
+};
+struct RunSumElem {
+  GS_HD void operator()(RunSums& a, float c) const {
+    a.c += c;
+    a.cc += double(c) * double(c);
+  }
+};
+struct MergeRunSums {
+  GS_HD RunSums operator()(const RunSums& a, const RunSums& b) const { return {a.c + b.c, a.cc + b.cc}; }
 };
 
 struct ResidentState {
@@ -52,6 +68,15 @@ struct ResidentState {
   fitting::SidcoPlan plan;
   RadixState radix;
   SelectionReport report;
+  // sidco-topk: its bound, placed from the sample in steps (1: the runs counted at the density's
+  // quantile, 2: the needed-th largest picked, 3: SIDCo-E fitted on the sample), SIDCo's stages
+  // there, the sample's finite values, how many the bound leaves above it, and whether the exact
+  // top-k runs among the candidates above the bound (else over g)
+  std::int32_t bound_step = 0, stages = 1, candidates_on = 0;
+  std::uint32_t quantile_key = 0;
+  std::uint64_t sample_finite = 0, needed = 0;
+  double bound = -1.0;
+  RunSums runs;
 };
 
 template <class Step>
@@ -323,6 +348,149 @@ struct LastTie {
   }
 };
 
+// ---- sidco-topk (gs::fitting::SidcoTopkBound's rule, decided on the device) ---------------------
+
+// After the statistics of the sample into `stats`: its finite values, and the density's quantile
+// picked next (the sample's floor(m density)-th largest), or no bound (every finite x a candidate).
+struct TopkBoundStart {
+  ResidentState* st;
+  GS_HD void operator()(std::uint64_t) const {
+    ResidentState& s = *st;
+    s.sample_finite = s.stats.count + s.stats.zeros;
+    const double m = double(s.sample_finite), expected = m * s.density;
+    if (s.k >= s.n || expected < 1.0 || expected >= m) return;
+    pick_topk(s, std::uint64_t(expected));
+    s.mode = kModeSample;
+    s.bound_step = 1;
+  }
+};
+struct TopkBoundQuantile {  // the quantile found: the runs are counted at it
+  ResidentState* st;
+  GS_HD void operator()(std::uint64_t) const {
+    if (st->bound_step != 1 || st->mode != kModeSample) return;
+    st->mode = kModeNone;
+    st->quantile_key = st->radix.prefix;
+  }
+};
+struct RunCount {  // run j of the sample (len values of x, m in all): its finite values at or above the quantile
+  const float* x;
+  std::uint64_t m, len;
+  const ResidentState* st;
+  float* out;
+  GS_HD void operator()(std::uint64_t j) const {
+    int c = 0;
+    if (st->bound_step == 1) {
+      const std::uint64_t end = (j + 1) * len < m ? (j + 1) * len : m;
+      for (std::uint64_t i = j * len; i < end; ++i) {
+        const std::uint32_t key = magnitude_key(x[i]);
+        c += key >= st->quantile_key && key < kernels::detail::kNonfiniteKey ? 1 : 0;
+      }
+    }
+    out[j] = float(c);
+  }
+};
+// After the runs' sums: the values the bound must leave above it, the one of that rank picked next.
+struct TopkBoundNeeded {
+  ResidentState* st;
+  std::uint64_t runs;
+  GS_HD void operator()(std::uint64_t) const {
+    ResidentState& s = *st;
+    if (s.bound_step != 1) return;
+    const double expected = double(s.sample_finite) * s.density;
+    s.needed = fitting::formula::sidco_topk_needed(expected, s.density, runs, s.runs.c, s.runs.cc);
+    s.bound_step = 0;
+    if (s.needed >= s.sample_finite) return;
+    pick_topk(s, s.needed);
+    s.mode = kModeSample;
+    s.bound_step = 2;
+  }
+};
+// The needed-th largest found: the bound just below it (its ties kept); SIDCo-E's stage 1 on the
+// sample at the density that leaves `needed` above, from the sample's statistics still in `stats`.
+struct TopkBoundValue {
+  ResidentState* st;
+  GS_HD void operator()(std::uint64_t) const {
+    ResidentState& s = *st;
+    if (s.bound_step != 2 || s.mode != kModeSample) return;
+    s.mode = kModeNone;
+    s.bound = double(::nextafterf(kernels::detail::key_to_float(s.radix.prefix), 0.0f));
+    s.plan = fitting::sidco_plan(s.sample_finite, double(s.needed) / double(s.sample_finite),
+                                 fitting::SidcoVariant::exponential, s.stages, false);
+    fitting::sidco_first(s.plan, s.stats);
+    s.bound_step = 3;
+  }
+};
+// After SIDCo's tail stages: its threshold lowers the bound where it lies below (a fit that failed
+// leaves the sample's value); then the candidates are the finite x above the bound (all of them
+// without one).
+struct TopkBoundDone {
+  ResidentState* st;
+  GS_HD void operator()(std::uint64_t) const {
+    ResidentState& s = *st;
+    if (s.bound_step == 3 && s.plan.failure == fitting::SidcoFitFailure::none) {
+      if (s.plan.eta < s.bound) s.bound = s.plan.eta;
+      s.report.stages = s.plan.run;
+    }
+    s.bound_step = 0;
+    if (!(s.bound > 0.0)) s.bound = -1.0;
+    s.report.exact = 1;
+    select_above_at(s, s.bound);
+  }
+};
+// The candidates counted: when they hold the min(k, finite) largest and fit their room, the exact
+// top-k runs among them; otherwise over g (TopkOfG), which holds them by definition.
+struct TopkCandidates {
+  ResidentState* st;
+  std::uint64_t room;
+  GS_HD void operator()(std::uint64_t) const {
+    ResidentState& s = *st;
+    if (s.mode != kModeAbove) return;
+    s.mode = kModeNone;
+    const std::uint64_t want = min_u64(s.k, s.finite);
+    if (s.selected >= want && s.selected <= room) {
+      s.candidates_on = 1;
+      pick_topk(s, want);
+    }
+  }
+};
+// The candidates' values, zeros past their count: the radix select reads the whole room, and a
+// zero never outranks a candidate (at a tie, the lower position, a candidate's, is kept).
+template <class Index>
+struct CandidateValues {
+  const float* g;
+  const Index* cand;
+  const ResidentState* st;
+  float* out;
+  GS_HD void operator()(std::uint64_t j) const {
+    if (!st->candidates_on || st->mode != kModeTopk) return;
+    out[j] = j < st->selected ? g[cand[j]] : 0.0f;
+  }
+};
+template <class Index>
+struct CandidateIndices {  // the exact top-k's positions among the candidates, as g's indices
+  Index* idx;
+  const Index* cand;
+  const ResidentState* st;
+  GS_HD void operator()(std::uint64_t j) const {
+    if (st->candidates_on && st->mode == kModeTopk) idx[j] = cand[idx[j]];
+  }
+};
+// The candidates' top-k kept from g's passes (its count in `selected`: those passes write
+// `picked` whether they run or not), or g's own exact top-k next.
+struct TopkOfG {
+  ResidentState* st;
+  GS_HD void operator()(std::uint64_t) const {
+    ResidentState& s = *st;
+    if (!s.candidates_on) {
+      s.report.corrected = 1;  // the bound did not hold, or its candidates overflowed their room
+      pick_topk(s, min_u64(s.k, s.finite));
+    } else if (s.mode == kModeTopk) {
+      s.mode = kModePicked;
+      s.selected = s.picked;
+    }
+  }
+};
+
 // The report: the selection's count (capped at the buffers' capacity) and the exact top-k's
 // threshold (SIDCo's just below its k-th |g|, as the host's selection puts it).
 struct Report {
@@ -330,9 +498,11 @@ struct Report {
   std::uint64_t capacity;
   GS_HD void operator()(std::uint64_t) const {
     ResidentState& s = *st;
-    const std::uint64_t full = s.mode == kModeTopk ? s.picked : (s.mode == kModeAbove ? s.selected : 0);
+    const bool topk = s.mode == kModeTopk || s.mode == kModePicked;
+    const std::uint64_t full =
+        s.mode == kModeTopk ? s.picked : (s.mode == kModeAbove || s.mode == kModePicked ? s.selected : 0);
     s.report.count = min_u64(full, capacity);
-    if (s.mode == kModeTopk && s.report.exact) {
+    if (topk && s.report.exact) {
       const double kth = double(kernels::detail::key_to_float(s.radix.prefix));
       s.report.threshold = s.rule == kRuleSidco ? ::nextafter(kth, 0.0) : kth;
     }

@@ -50,7 +50,12 @@ class PortableSelector final : public Selector {
     auto call = b_.call(g);
     P& p = call.prims();
     const std::uint64_t k = request_k(r, n);
-    ws_.reserve(p, call.device(), n, k, r.rule == SelectRequest::Rule::dgc ? dgc_sample_size(n) : 0);
+    if (r.rule == SelectRequest::Rule::sidco_topk) {
+      const TopkSample t = topk_sample(n);
+      ws_.reserve(p, call.device(), n, k, t.whole ? 0 : t.m, topk_candidate_room(n, k), t.runs);
+    } else {
+      ws_.reserve(p, call.device(), n, k, r.rule == SelectRequest::Rule::dgc ? dgc_sample_size(n) : 0);
+    }
     p.use_scratch(&ws_.scratch);
     last_ = {};
     select_resident(p, ws_, g, n, r);

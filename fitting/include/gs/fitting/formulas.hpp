@@ -133,6 +133,20 @@ GS_HD inline std::uint64_t dgc_sample_rank(std::uint64_t m, double density) {
 // Its hierarchical step: exact top-k when the threshold selects more than 4k/3.
 GS_HD inline bool dgc_exact_step(std::uint64_t selected, std::uint64_t k) { return 3 * selected > 4 * k; }
 
+// ---- sidco-topk's bound --------------------------------------------------------------------------
+// How many of the sample's m finite values the bound must leave above it: the count expected
+// above the density's quantile plus kSidcoTopkMarginSd standard deviations, the binomial one
+// for independent values or more, as the sample's runs say (runs counts of values at or above
+// that quantile, their sum and sum of squares: neighbours in a run are alike, so the count varies
+// between runs more than independent values would).
+inline constexpr double kSidcoTopkMarginSd = 4.0;
+GS_HD inline std::uint64_t sidco_topk_needed(double expected, double density, std::uint64_t runs, double sum_c,
+                                             double sum_cc) {
+  const double run_var = runs > 1 ? (sum_cc - sum_c * sum_c / double(runs)) / double(runs - 1) : 0.0;
+  const double binomial = ::sqrt(expected * (1.0 - density)), spread = ::sqrt(double(runs) * run_var);
+  return std::uint64_t(::ceil(expected + kSidcoTopkMarginSd * (spread > binomial ? spread : binomial)));
+}
+
 // ---- SIDCo's count correction ----------------------------------------------------------------
 // The threshold at which `target` values exceed it, from two thresholds t0 < t1 and the counts
 // above them, c0 >= c1: a secant step on ln(count) against the threshold, exact when the tail

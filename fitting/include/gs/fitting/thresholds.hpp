@@ -195,7 +195,7 @@ class SidcoTopkBound {
     const std::uint64_t sixteenth = n / (16 * kLineLength);
     return sixteenth < 64 ? 64 : (sixteenth > kLines ? kLines : sixteenth);
   }
-  static constexpr double kMarginSd = 4.0;
+  static constexpr double kMarginSd = formula::kSidcoTopkMarginSd;
   // gs::Error for a density outside (0, 1] or stages < 1.
   SidcoTopkBound(std::uint64_t n, double density, int stages) { reset(n, density, stages); }
   // Plans another vector, keeping the buffers (a caller that selects often reuses one plan).

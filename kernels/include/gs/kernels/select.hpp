@@ -17,13 +17,17 @@ namespace gs::kernels {
 // A selection rule and its parameters, as select() takes them: what the compressors send.
 struct SelectRequest {
   // top_nonzero: the min(k, non-zero) largest, what a compressor sends for a degenerate vector.
-  enum class Rule { above, topk, sidco, dgc, top_nonzero };
+  // sidco_topk: topk's set for k = target_count(n, density), found above a bound placed from a
+  // spread sample by SIDCo-E's stages (gs::fitting::SidcoTopkBound): about one read of g; the
+  // report's `corrected` says the bound fell short (on a device also: its candidates overflowed
+  // their room) and more of g was read.
+  enum class Rule { above, topk, sidco, dgc, top_nonzero, sidco_topk };
   Rule rule = Rule::above;
   double threshold = -1.0;  // above: the finite x > threshold (< 0: every finite x)
   std::uint64_t k = 0;      // topk, top_nonzero: the min(k, finite) largest, ties at the k-th to the lowest indices
   double density = 0.0;     // sidco, dgc: the target, k = target_count(n, density)
   fitting::SidcoVariant variant = fitting::SidcoVariant::exponential;
-  int stages = 1;
+  int stages = 1;           // sidco, sidco_topk: SIDCo's stages (sidco_topk: on its sample)
   fitting::SidcoRule sidco{};
   std::uint64_t seed = 0;   // dgc: its sample
   // sidco, dgc: where the rule places no threshold (a fit without valid parameters, a sample

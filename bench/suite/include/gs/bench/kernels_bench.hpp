@@ -30,8 +30,8 @@ struct KernelBenchConfig {
 struct KernelBenchRow {
   // read | stats | stats_light | stats_above_light | count_above | compact | sidco-e |
   // sidco-e+compact | sidco-e+compact:full | sidco-e+compact:candidates | sidco-topk | topk |
-  // topk-nth_element | sidco-e:resident | topk:resident (device backends: Selector::select, the
-  // selection left on the device)
+  // topk-nth_element | sidco-e:resident | topk:resident | sidco-topk:resident (device backends:
+  // Selector::select, the selection left on the device)
   std::string method;
   std::uint64_t n = 0;
   double density = 0.0;  // 0 where the method has none
