@@ -99,12 +99,13 @@ def point_spec(point):
     """(hook, ratio, State options, optimizer momentum, lr, label) of a point; dense-lr<L> is plain DDP,
     and <point>-lr<L> a point at learning rate L instead of LR (fp16-lr0.01: fp16 at dense's best)."""
     base, lr = split_lr(point)
+    rate = LR if lr is None else lr
     if base == "dense":
-        return ("none", None, {}, 0.9, lr or LR, f"dense, lr {lr or LR:g}")
+        return ("none", None, {}, 0.9, rate, f"dense, lr {rate:g}")
     if point == "compute":
         return ("compute", None, {}, 0.9, LR, "compute only (no communication)")
     hook, ratio, options, momentum, label = POINTS[base]
-    return (hook, ratio, options, momentum, LR if lr is None else lr, label + ("" if lr is None else f", lr {lr:g}"))
+    return (hook, ratio, options, momentum, rate, label + ("" if lr is None else f", lr {lr:g}"))
 
 
 def timed_as(point):

@@ -120,9 +120,9 @@ class ThresholdCompressor final : public Compressor {
   fitting::SidcoRule rule() const { return published_ ? fitting::SidcoRule::published() : fitting::SidcoRule{}; }
 
   // What to select: SIDCo's, sidco-topk's and DGC's rules run where the vector lives (their
-  // decisions on the device), exact top-k of what is there where a rule has no threshold (a degenerate vector); the
-  // other estimates (RedSync, GaussianKSGD) place their threshold on the host from passes, and
-  // `threshold` receives it.
+  // decisions on the device), exact top-k of what is there where a rule has no threshold (a
+  // degenerate vector); the other estimates (RedSync, GaussianKSGD) place their threshold on the
+  // host from passes, and `threshold` receives it.
   kernels::SelectRequest request(const float* g, std::uint64_t n, double& threshold) {
     kernels::SelectRequest r;
     r.k = fitting::target_count(n, density());

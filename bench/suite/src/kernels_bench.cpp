@@ -191,8 +191,6 @@ void emit_resident(const char* method, Ops& ops, std::uint64_t n, double delta, 
   const SelectionReport rep = ops.resident_report();
   emit({method, n, delta, reads(rep), t.first, t.second, read_ms, rep.count, m});
 }
-// The reads of an exact top-k by radix select: three digit histograms, the ties, the compaction.
-constexpr int kRadixTopkReads = 5;
 
 // SIDCo-E with M stages at delta: the threshold alone, and with its selection (on the CPU by each
 // route, on the device by a compaction after the threshold).
@@ -218,10 +216,8 @@ void time_sidco(const KernelBenchConfig& config, Ops& ops, const std::vector<flo
     r.variant = fitting::SidcoVariant::exponential;
     r.stages = m;
     t = time_ms(repeats, [&] { ops.resident(r); });
-    // The stages' sums, the count correction's count and the compaction; g's exact top-k when the
-    // correction chose it.
     emit_resident("sidco-e:resident", ops, n, delta, t, read_ms, m,
-                  [](const SelectionReport& rep) { return rep.stages + 2 + (rep.exact ? kRadixTopkReads : 0); }, emit);
+                  [&](const SelectionReport& rep) { return sidco_resident_reads(rep, r.sidco.correct); }, emit);
     return;
   }
   const std::span<const float> s(g);

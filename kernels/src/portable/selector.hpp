@@ -105,7 +105,7 @@ class PortableSelector final : public Selector {
     r.stages = rep.stages;
     r.selected = rep.count;
     r.route = SidcoRoute::full_passes;
-    r.full_reads = rep.stages + 1 + (rule.correct ? 1 : 0) + (rep.exact ? 6 : 0);
+    r.full_reads = sidco_resident_reads(rep, rule.correct);
     r.nonfinite = rep.nonfinite;
     r.corrected = rep.corrected != 0;
     return r;

@@ -36,6 +36,16 @@ struct SelectRequest {
   bool fallback = false;
 };
 
+// Full reads of g by an exact top-k made by radix select on a device: three digit histograms, the
+// ties at the k-th key, the compaction.
+inline constexpr int kRadixTopkReads = 5;
+// Full reads of g a SIDCo selection made where g lives (select(), from its report): the stages'
+// sums, the count correction's count (rule.correct), the compaction, and g's exact top-k where the
+// rule chose it.
+inline int sidco_resident_reads(const SelectionReport& r, bool correct) {
+  return r.stages + 1 + (correct ? 1 : 0) + (r.exact ? kRadixTopkReads : 0);
+}
+
 // g below is in the backend's memory: host memory for cpu and cuda-host, device memory for cuda
 // (from place(), or the caller's own device vector). Selections hold ascending indices and the
 // signed values g[i]; indices are int32, so n must stay below 2^31 (gs::Error otherwise).
