@@ -20,9 +20,10 @@
 #   --out RESULTS  results.json, report.md and check.log (made; files in it are replaced)
 #   --dry-run      no GPU: the same steps with CUDA off (configure from DIR, build, the C++
 #                  suites, the extension imported); the GPU steps are named "skipped: no GPU"
-#   --quick        with --dry-run: build and run one suite (test_compress, which links fitting and
-#                  kernels) and the kernel benchmark, without the extension (the test suite's check
-#                  of this script; the full dry run is the one to make before a GPU session)
+#   --quick        with --dry-run: build and run one suite (gs_fitting_tests: Boost.Math and
+#                  GoogleTest from the bundle) and the kernel benchmark (fitting/ and kernels/, FFTW3
+#                  from the bundle), without compress/ and the extension (the test suite's check of
+#                  this script; the full dry run is the one to make before a GPU session)
 #   --build BUILD  build folder (default build-gpu-check in the repository root)
 #   --large        also the large-vector case (CudaLarge: minutes, up to 10 GB of device memory)
 # GS_CHECK_SECONDS: the whole check's budget (default 480): each step runs under what is left, the
@@ -240,7 +241,7 @@ blocks_if_failed "configure failed"
 # kinds came from elsewhere, and whether the extension imports.
 TARGETS=(gs_kernels_bench)
 SUITES=(fitting/gs_fitting_tests kernels/gs_kernels_tests compress/test_compress)
-[[ ${QUICK} -eq 1 ]] && SUITES=(compress/test_compress)
+[[ ${QUICK} -eq 1 ]] && SUITES=(fitting/gs_fitting_tests)
 [[ -z "${NO_TESTS}" ]] && for s in "${SUITES[@]}"; do TARGETS+=("$(basename "${s}")"); done
 if [[ -z "${NO_EXT}" && -f "${BUILD}/CMakeCache.txt" ]] && ! grep -q '^GS_ENABLE_PYTHON:BOOL=ON' "${BUILD}/CMakeCache.txt"; then
   NO_EXT="CMake found no pybind11 (the pip package: ${PY:-python3} -m pybind11 --cmakedir)"
