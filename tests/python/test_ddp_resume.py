@@ -26,6 +26,10 @@ def test_every_compressor_resumes_bit_identical_when_ddp_regroups(tmp_path):
     assert sorted(whole[0]) == sorted(methods)
     for method in methods:
         w, r = whole[0][method], resumed[0][method]
+        # every compressor trains in the hook: the replicas agree at every step's end, the
+        # parameters stay finite, and every step is counted
+        assert torch.equal(whole[1][method]["params"], w["params"]), method
+        assert torch.isfinite(w["params"]).all() and w["summary"]["steps"] == STEPS, method
         # DDP regrouped: its first step's buckets hold other parameters than the later steps', and
         # the resumed process's first step (DDP's first) is grouped as the uninterrupted run's
         # first, not as its step SAVED
