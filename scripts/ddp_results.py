@@ -7,12 +7,13 @@ and dgc.
 
     PYTHONPATH=build/python python3 scripts/ddp_results.py [--workers 4] [--steps 400] [--seeds 1]
         [--hooks none,fp16,powersgd-1,...] [--warmup-steps N] [--warmup-schedule dense|exponential]
-        [--warmup-start-ratio R] [--out results/ddp]
+        [--warmup-start-ratio R] [--eval-images N] [--out results/ddp]
 
 --warmup-*: gradscope.ddp.State's warm-up for the gradscope hooks (the steps it sends more count in
 the bytes per step like any other).
 
-Per run, one JSON in OUT (reused when present): test accuracy on the 10000 test images, bytes each
+Per run, one JSON in OUT (reused when present): test accuracy on the 10000 test images (the first
+N with --eval-images N), bytes each
 worker sends per step (its own contribution: dense 4 n, fp16 2 n, PowerSGD its P and Q factors
 and the tensors it leaves uncompressed, gradscope the encoded payload), averaged over every step
 (the steps a hook sends dense or denser count), step time and the time spent inside the hook calls
@@ -38,6 +39,7 @@ import gradscope.ddp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import runs  # noqa: E402
+import study_models  # noqa: E402  (the image models' test accuracy)
 
 HOOKS = ["none", "fp16", "powersgd-1", "powersgd-4", "sidco-e", "sidco-gp", "topk", "dgc"]
 DENSITY = 0.01
@@ -144,12 +146,9 @@ def worker(rank, args, port, hook_name, seed, out_path):
     if is_gradscope(hook_name):
         result["gradscope"] = timed.state.summary()
     if rank == 0:
-        tx, ty = gradscope.fashion_mnist("test")
-        model.eval()
-        with torch.no_grad():
-            right = sum(int((model(tx[i:i + 500].expand(-1, 3, -1, -1)).argmax(1) == ty[i:i + 500]).sum())
-                        for i in range(0, len(ty), 500))
-        result["test_accuracy"] = right / len(ty)
+        images = args.eval_images
+        result["test_accuracy"] = study_models.test_accuracy(model, images, rgb=True)
+        result["eval_images"] = images
         with open(out_path, "w") as f:
             json.dump(result, f)
     dist.barrier()
@@ -197,7 +196,9 @@ def main():
     p.add_argument("--warmup-schedule", default="dense", choices=["dense", "exponential"])
     p.add_argument("--warmup-start-ratio", type=float, default=0.25)
     p.add_argument("--out", default="results/ddp")
+    runs.add_eval_images(p)
     args = p.parse_args()
+    runs.check_eval_images(p, args)
     check_run_size("--steps", args.steps, args.workers)
     os.makedirs(args.out, exist_ok=True)
     rows = []
@@ -210,7 +211,7 @@ def main():
             def make(partial, name=name, seed=seed):
                 print(f"ddp_results: {name}, seed {seed}", file=sys.stderr, flush=True)
                 mp.spawn(worker, args=(args, runs.free_port(), name, seed, partial), nprocs=args.workers)
-            rows.append(runs.cached_json(path, make))
+            rows.append(runs.same_eval_images(runs.cached_json(path, make), args.eval_images, path))
     runs.publish(table(rows), os.path.join(args.out, "ddp.table.md"))
 
 

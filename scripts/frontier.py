@@ -81,7 +81,7 @@ def run_args(name, steps, opts):
     hook, density, state_options, momentum, _, _ = POINTS[name]
     return argparse.Namespace(workers=opts.workers, steps=steps, batch=opts.batch, lr=opts.lr, warmup_steps=0,
                               warmup_schedule="dense", warmup_start_ratio=0.25, density=density,
-                              state_options=state_options, momentum=momentum), hook
+                              state_options=state_options, momentum=momentum, eval_images=opts.eval_images), hook
 
 
 def run_once(name, seed, steps, opts):
@@ -101,7 +101,7 @@ def run_once(name, seed, steps, opts):
             json.dump(result, f, indent=1, sort_keys=True)
         print(f"frontier: {name} seed {seed}: {100 * result['test_accuracy']:.2f}% in {result['wall_s']:.0f} s",
               file=sys.stderr, flush=True)
-    return runs.cached_json(path, make)
+    return runs.same_eval_images(runs.cached_json(path, make), opts.eval_images, path)
 
 
 def mean_se(values):
@@ -182,7 +182,9 @@ def parse():
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--out", default="docs/results/frontier")
     p.add_argument("--figure", default="")
+    runs.add_eval_images(p)
     opts = p.parse_args()
+    runs.check_eval_images(p, opts)
     unknown = [n for n in opts.points.split(",") if n not in POINTS]
     if unknown:
         raise SystemExit(f"unknown point(s) {', '.join(unknown)}: use {', '.join(POINTS)}")

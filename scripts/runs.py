@@ -1,6 +1,7 @@
 """What the study scripts (frontier.py, ddp_results.py, controller.py, speedup.py,
 exchange_model.py) share: a free loopback port for a run's rendezvous, a run's JSON made once and
-reused, and their Markdown tables, printed and written beside the runs."""
+reused (with the number of test images it was evaluated on), and their Markdown tables, printed and
+written beside the runs."""
 
 import json
 import os
@@ -24,6 +25,30 @@ def cached_json(path, make):
         os.replace(partial, path)
     with open(path) as f:
         return json.load(f)
+
+
+TEST_IMAGES = 10000  # Fashion-MNIST's test set
+
+
+def add_eval_images(parser):
+    """--eval-images: how many of the test images a run's accuracy is read on."""
+    parser.add_argument("--eval-images", type=int, default=TEST_IMAGES,
+                        help=f"the first N of the {TEST_IMAGES:,} test images give a run's accuracy (default: "
+                             "all; fewer for a smoke run of the pipeline)")
+
+
+def check_eval_images(parser, opts):
+    if not 1 <= opts.eval_images <= TEST_IMAGES:
+        parser.error(f"--eval-images {opts.eval_images}: from 1 to {TEST_IMAGES}")
+
+
+def same_eval_images(result, asked, path):
+    """A run reused from path must have been evaluated on as many test images as asked for."""
+    made = result.get("eval_images", TEST_IMAGES)
+    if made != asked:
+        raise SystemExit(f"{path} was evaluated on {made} test images and this invocation asks for {asked}: "
+                         f"give --eval-images {made}, or another --out")
+    return result
 
 
 def drop_quiet_logs(folder):

@@ -3,8 +3,9 @@ than plain DDP, at which link speed does it stop paying (docs/RESULTS.md, "Time 
 
 Two measurements, each made once and reused from OUT (the frontier's way, scripts/frontier.py):
   accuracy: every point trains W Gloo workers on this machine's loopback, one thread each, and
-    rank 0's replica is evaluated on the 10,000 test images every --eval-every steps. Accuracy does
-    not depend on the network, so this runs unshaped: OUT/acc/<model>-<point>-w<W>-n<steps>-s<seed>.json.
+    rank 0's replica is evaluated on the 10,000 test images (--eval-images N: the first N) every
+    --eval-every steps. Accuracy does not depend on the network, so this runs unshaped:
+    OUT/acc/<model>-<point>-w<W>-n<steps>-s<seed>.json.
   timing: every point runs --timing-steps steps with its W workers in the network lab
     (scripts/netlab.py: one namespace and one tbf-shaped link per worker, both directions) at each
     rate; the median step after the first 3, split into compute (the step of the same workers with
@@ -188,7 +189,7 @@ def accuracy_worker(rank, cfg, port, out):
     for step in range(cfg["steps"]):
         loss = train_step(task, model, ddp, opt, state, step)
         if rank == 0 and ((step + 1) % cfg["eval_every"] == 0 or step + 1 == cfg["steps"]):
-            curve.append([step + 1, task.evaluate(model)])
+            curve.append([step + 1, task.evaluate(model, cfg["eval_images"])])
     if rank == 0:
         result = dict(cfg, curve=curve, final_loss=loss, test_accuracy=curve[-1][1], train_s=time.perf_counter() - t0,
                       gradscope=state.summary() if state else None)
@@ -198,15 +199,19 @@ def accuracy_worker(rank, cfg, port, out):
     dist.destroy_process_group()
 
 
+def accuracy_path(model, point, seed, opts):
+    return os.path.join(opts.out, "acc", f"{model}-{point}-w{opts.workers}-n{opts.steps}-s{seed}.json")
+
+
 def accuracy_run(model, point, seed, opts):
-    path = os.path.join(opts.out, "acc", f"{model}-{point}-w{opts.workers}-n{opts.steps}-s{seed}.json")
+    path = accuracy_path(model, point, seed, opts)
     cfg = {"model": model, "point": point, "seed": seed, "workers": opts.workers, "steps": opts.steps,
-           "eval_every": opts.eval_every}
+           "eval_every": opts.eval_every, "eval_images": opts.eval_images}
 
     def make(partial):
         print(f"speedup: accuracy of {model} {point} seed {seed}", file=sys.stderr, flush=True)
         mp.spawn(accuracy_worker, args=(cfg, runs.free_port(), partial), nprocs=opts.workers)
-    return runs.cached_json(path, make)
+    return runs.same_eval_images(runs.cached_json(path, make), opts.eval_images, path)
 
 
 # ---- timing ------------------------------------------------------------------------------------
@@ -352,10 +357,10 @@ def accuracy_table(models, opts):
         found = {}
         for p in opts.dense_list + list(POINTS) + [x for x in opts.point_list if x not in POINTS]:
             for sd in [int(x) for x in opts.seeds.split(",")]:
-                path = os.path.join(opts.out, "acc", f"{model}-{p}-w{opts.workers}-n{opts.steps}-s{sd}.json")
+                path = accuracy_path(model, p, sd, opts)
                 if os.path.exists(path):
                     with open(path) as f:
-                        found.setdefault(p, {})[sd] = json.load(f)
+                        found.setdefault(p, {})[sd] = runs.same_eval_images(json.load(f), opts.eval_images, path)
         dense = [p for p in found if p.startswith("dense")]
         best = max(dense, key=lambda p: statistics.mean(r["test_accuracy"] for r in found[p].values()),
                    default=None)
@@ -448,6 +453,7 @@ def parse(argv=None):
     p.add_argument("--steps", type=int, default=400)
     p.add_argument("--seeds", default="1,2,3")
     p.add_argument("--eval-every", type=int, default=50)
+    runs.add_eval_images(p)
     p.add_argument("--timing-steps", type=int, default=10)
     p.add_argument("--timing-timeout", type=int, default=3600)
     p.add_argument("--timing-budget", type=float, default=float("inf"),
@@ -471,6 +477,7 @@ def parse(argv=None):
             p.error(f"unknown model {m!r}: use {', '.join(study_models.TASKS)}")
     if opts.steps < 2 or opts.eval_every < 1 or opts.workers < 1:
         p.error("--steps at least 2, --eval-every and --workers at least 1")
+    runs.check_eval_images(p, opts)
     if opts.timing_steps <= WARM:
         p.error(f"--timing-steps {opts.timing_steps}: at least {WARM + 1} (the first {WARM} are left out)")
     if opts.no_lab and opts.rates != "none":

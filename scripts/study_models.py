@@ -134,15 +134,22 @@ class ImageTask(Task):
         idx = self.mine[start:start + self.batch]
         return torch.nn.functional.cross_entropy(model(self._input(self.x[idx])), self.y[idx])
 
-    def evaluate(self, model):
-        """Test accuracy on the 10,000 test images."""
-        tx, ty = gradscope.fashion_mnist("test")
-        model.eval()
-        with torch.no_grad():
-            right = sum(int((model(self._input(tx[i:i + 500])).argmax(1) == ty[i:i + 500]).sum())
-                        for i in range(0, len(ty), 500))
-        model.train()
-        return right / len(ty)
+    def evaluate(self, model, images=None):
+        """Test accuracy on the first `images` test images (default: all 10,000)."""
+        return test_accuracy(model, images, rgb=self.rgb)
+
+
+def test_accuracy(model, images=None, rgb=False):
+    """Accuracy of an image model on the first `images` Fashion-MNIST test images (default: all),
+    given as 3 channels (the image repeated) where rgb."""
+    tx, ty = gradscope.fashion_mnist("test")
+    tx, ty = tx[:images], ty[:images]
+    model.eval()
+    with torch.no_grad():
+        right = sum(int((model(tx[i:i + 500].expand(-1, 3 if rgb else 1, -1, -1)).argmax(1) == ty[i:i + 500]).sum())
+                    for i in range(0, len(ty), 500))
+    model.train()
+    return right / len(ty)
 
 
 def license_text():
@@ -178,7 +185,7 @@ class TextTask(Task):
         x, y = self._windows(self.train_text, self.mine[start:start + self.batch])
         return torch.nn.functional.cross_entropy(model(x).reshape(-1, self.vocab), y.reshape(-1))
 
-    def evaluate(self, model):
+    def evaluate(self, model, images=None):  # noqa: ARG002 (a text model has no test images)
         """Next-character accuracy on the held-out tenth (its first 512 windows)."""
         starts = torch.arange(0, min(512 * self.window, len(self.test_text) - self.window - 1), self.window)
         x, y = self._windows(self.test_text, starts)

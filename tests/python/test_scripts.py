@@ -19,8 +19,9 @@ def frontier(*args):
 
 
 def small(out):
+    # 500 test images: the pipeline at a small size (a ResNet-18 reads the 10,000 in seconds a run)
     return frontier("--workers", "2", "--steps", "6", "--seeds", "1", "--points", POINTS, "--long-steps", "0",
-                    "--out", str(out))
+                    "--eval-images", "500", "--out", str(out))
 
 
 def test_frontier_makes_its_runs_table_and_figure_then_reuses_the_runs(tmp_path):
@@ -60,6 +61,11 @@ def test_frontier_makes_its_runs_table_and_figure_then_reuses_the_runs(tmp_path)
     assert made == ["frontier: dense, 6 steps, seed 1"]
     assert not list(out.glob("*.partial"))
     assert json.loads((out / "dense-w2-n6-s1.json").read_text())["point"] == "dense"
+    # A run read on other test images than asked for is not reused as if it were comparable.
+    other = frontier("--workers", "2", "--steps", "6", "--seeds", "1", "--points", POINTS, "--long-steps", "0",
+                     "--out", str(out))
+    assert other.returncode != 0
+    assert "was evaluated on 500 test images and this invocation asks for 10000" in other.stderr, other.stderr
 
 
 def test_frontier_refuses_bad_options_before_it_starts_a_worker(tmp_path):
@@ -67,6 +73,7 @@ def test_frontier_refuses_bad_options_before_it_starts_a_worker(tmp_path):
     for args, message in [(["--steps", "3"], "--steps 3: at least 6 steps"),
                           (["--long-steps", "2"], "--long-steps 2: at least 6 steps"),
                           (["--workers", "0"], "--workers 0: at least 1"),
+                          (["--eval-images", "0"], "--eval-images 0: from 1 to 10000"),
                           (["--points", "dense,sidco-x"], "unknown point(s) sidco-x")]:
         r = frontier(*args, "--out", str(out))
         assert r.returncode != 0
@@ -98,7 +105,7 @@ def test_speedup_runs_its_whole_pipeline_in_six_steps(tmp_path):
     out = tmp_path / "speedup"
     r = script("speedup.py", "--models", "vit", "--points", "sidco-e-mc,sidco-e-mc-shared", "--dense-lrs", "0.05",
                "--workers", "2", "--steps", "6", "--eval-every", "3", "--seeds", "1", "--rates", "none", "--no-lab",
-               "--timing-steps", "8", "--timing-budget", "0", "--out", str(out))
+               "--timing-steps", "8", "--timing-budget", "0", "--eval-images", "500", "--out", str(out))
     assert r.returncode == 0, r.stdout + r.stderr
     for timed in (out / "time").glob("*.json"):  # the budget ends each at 3 warm + 2 timed steps
         assert len(json.loads(timed.read_text())["step_s"]) == 5, timed.name
@@ -118,7 +125,7 @@ def test_speedup_runs_its_whole_pipeline_in_six_steps(tmp_path):
     first = (out / "speedup.table.md").read_text()
     again = script("speedup.py", "--phase", "report", "--models", "vit", "--points", "sidco-e-mc,sidco-e-mc-lr0.02",
                    "--dense-lrs", "0.05", "--workers", "2", "--steps", "6", "--eval-every", "3", "--seeds", "1",
-                   "--rates", "none", "--no-lab", "--name", "one", "--out", str(out))
+                   "--rates", "none", "--no-lab", "--name", "one", "--eval-images", "500", "--out", str(out))
     assert again.returncode == 0, again.stdout + again.stderr
     assert (out / "speedup.table.md").read_text() == first
     named = (out / "speedup-one.table.md").read_text()
