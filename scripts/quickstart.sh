@@ -23,14 +23,15 @@ esac
 
 phases=()
 start=$SECONDS
-# phase NAME COMMAND...: runs the command, says how long it took.
+# phase NAME COMMAND...: runs the command, says how long it took; its exit status.
 phase() {
-  local name=$1 t0=$SECONDS
+  local name=$1 t0=$SECONDS rc=0
   shift
   echo "== quickstart: $name"
-  "$@"
+  "$@" || rc=$?
   phases+=("$(printf '%-10s %4d s' "$name" $((SECONDS - t0)))")
   echo "== quickstart: $name took $((SECONDS - t0)) s"
+  return $rc
 }
 summary() {
   echo "== quickstart $mode: $((SECONDS - start)) s in all"
@@ -38,6 +39,16 @@ summary() {
 }
 
 configure_args=(-DCMAKE_BUILD_TYPE=Release)
+# Ninja (scripts/setup.sh installs it) for a new build folder; one made before keeps its generator.
+if [[ ! -f $build/CMakeCache.txt ]] && command -v ninja >/dev/null; then
+  configure_args+=(-G Ninja)
+fi
+# ccache (GS_CCACHE), its cache in the build folder (CCACHE_DIR, unless set): a build a test makes
+# of its own (the pip install's) takes the objects this build compiled with the same settings.
+if command -v ccache >/dev/null; then
+  export CCACHE_DIR=${CCACHE_DIR:-$build/ccache}
+  configure_args+=(-DGS_CCACHE=ON)
+fi
 if [[ -z ${GS_CUDA_ARCHS+set} ]] && ! nvidia-smi -L >/dev/null 2>&1; then
   configure_args+=("-DGS_CUDA_ARCHS=75-real;75-virtual")
 elif [[ -n ${GS_CUDA_ARCHS+set} ]]; then
@@ -70,7 +81,20 @@ trap 'kill -- -$fuzz_pid 2>/dev/null || true' EXIT  # its own process group (set
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 # Idle OpenMP threads sleep instead of spinning on cores the other suites need.
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
-phase tests ctest --test-dir "$build" --output-on-failure -j"$jobs"
+tests_log=$build/ctest.log
+run_tests() { ctest --test-dir "$build" --output-on-failure -j"$jobs" 2>&1 | tee "$tests_log"; }
+# slowest: the ten slowest cases of the run, from its log.
+slowest() {
+  echo "== quickstart: the ten slowest cases (seconds)"
+  sed -nE 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: ([^ ]+) .* ([0-9]+\.[0-9]+) sec$/\2 \1/p' "$tests_log" \
+    | sort -rn | head -10 | awk '{ printf "   %8.1f  %s\n", $1, $2 }'
+}
+tests_rc=0
+phase tests run_tests || tests_rc=$?
+if ((tests_rc != 0)); then
+  slowest
+  exit "$tests_rc"
+fi
 # The rest of the fuzz build, now on both cores at the lowest priority still (nothing else runs).
 fuzz_wait() {
   wait "$fuzz_pid" && return 0
@@ -82,3 +106,4 @@ phase fuzz-build fuzz_wait
 trap - EXIT
 phase fuzz ctest --test-dir "$fuzz_build" -L fuzz --output-on-failure -j"$jobs"
 summary
+slowest

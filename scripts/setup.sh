@@ -3,7 +3,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake pkg-config zlib1g-dev
+  build-essential cmake ninja-build ccache pkg-config zlib1g-dev
   libopenblas0-pthread
   libboost-math-dev
   libhdf5-dev hdf5-tools

@@ -1,9 +1,11 @@
 """The package as a user installs it: `pip install --no-build-isolation .` into a virtual
 environment made with --system-site-packages (which sees Debian's torch), and `cmake --install`
 into a prefix; each then imported, and trained with under DDP, from outside the source tree with
-no PYTHONPATH. The pip build is a fresh CMake build of the extension, kept short: CUDA off and no
-optimisation (CMAKE_BUILD_TYPE=None; the suite's main build compiles the CUDA sources and the
-optimised code, and the smoke run's five steps of a small model do not need it)."""
+no PYTHONPATH. The pip build is a CMake build of its own (configured, built and installed by
+setup.py), kept short: where the suite's build compiles through ccache, pip's is configured as that
+one (CUDA, its architectures, GS_CCACHE), so that ccache hands it the objects the suite's build
+compiled from the same sources with the same flags; otherwise CUDA off and no optimisation (the
+smoke run's five steps of a small model need neither)."""
 
 import os
 import subprocess
@@ -84,9 +86,32 @@ def assert_no_testing_module(prefix):
     assert not list(package.glob("_testing*")), sorted(p.name for p in package.iterdir())
 
 
+def cmake_cache(build):
+    """{name: value} of BUILD's CMakeCache.txt."""
+    entries = {}
+    for line in (Path(build) / "CMakeCache.txt").read_text().splitlines():
+        if line and line[0] not in "#/" and "=" in line and ":" in line.split("=", 1)[0]:
+            key, value = line.split("=", 1)
+            entries[key.split(":", 1)[0]] = value
+    return entries
+
+
+def pip_cmake_args(build):
+    """GS_CMAKE_ARGS for pip's build: the suite's build's settings where that one compiles through
+    ccache (GS_CCACHE: its objects are then pip's too), else the least that builds the extension."""
+    cache = cmake_cache(build) if build else {}
+    if cache.get("GS_CCACHE") != "ON":
+        return "-DGS_ENABLE_CUDA=OFF -DCMAKE_BUILD_TYPE=None"
+    args = ["-DGS_CCACHE=ON", f"-DCMAKE_BUILD_TYPE={cache['CMAKE_BUILD_TYPE']}",
+            f"-DGS_ENABLE_CUDA={cache['GS_ENABLE_CUDA']}"]
+    if cache["GS_ENABLE_CUDA"] == "ON":
+        args.append(f"-DCMAKE_CUDA_ARCHITECTURES={cache['CMAKE_CUDA_ARCHITECTURES']}")
+    return " ".join(args)
+
+
 def test_pip_install_into_a_venv_then_ddp_from_outside_the_tree(tmp_path):
     python = make_venv(tmp_path / "venv")
-    env = clean_env(GS_CMAKE_ARGS="-DGS_ENABLE_CUDA=OFF -DCMAKE_BUILD_TYPE=None", GS_JOBS="2")
+    env = clean_env(GS_CMAKE_ARGS=pip_cmake_args(os.environ.get("GS_BUILD_DIR")), GS_JOBS="2")
     subprocess.run([str(python), "-m", "pip", "install", "--no-build-isolation", "--no-index", "-q", str(ROOT)],
                    cwd=tmp_path, env=env, check=True, timeout=1800)
     out = ddp_smoke(python, tmp_path)
