@@ -3,9 +3,9 @@ environment made with --system-site-packages (which sees Debian's torch), and `c
 into a prefix; each then imported, and trained with under DDP, from outside the source tree with
 no PYTHONPATH. The pip build is a CMake build of its own (configured, built and installed by
 setup.py), kept short: where the suite's build compiles through ccache, pip's is configured as that
-one (CUDA, its architectures, GS_CCACHE), so that ccache hands it the objects the suite's build
-compiled from the same sources with the same flags; otherwise CUDA off and no optimisation (the
-smoke run's five steps of a small model need neither)."""
+one (generator, CUDA, its architectures, GS_CCACHE), so that ccache hands it the objects the
+suite's build compiled from the same sources with the same flags; otherwise CUDA off and no
+optimisation (the smoke run's five steps of a small model need neither)."""
 
 import os
 import subprocess
@@ -102,7 +102,9 @@ def pip_cmake_args(build):
     cache = cmake_cache(build) if build else {}
     if cache.get("GS_CCACHE") != "ON":
         return "-DGS_ENABLE_CUDA=OFF -DCMAKE_BUILD_TYPE=None"
-    args = ["-DGS_CCACHE=ON", f"-DCMAKE_BUILD_TYPE={cache['CMAKE_BUILD_TYPE']}",
+    # The same generator too: ccache's base_dir makes the paths relative to where the compiler
+    # runs, the build folder with Ninja and each target's folder with Makefiles.
+    args = ["-G", f"'{cache['CMAKE_GENERATOR']}'", "-DGS_CCACHE=ON", f"-DCMAKE_BUILD_TYPE={cache['CMAKE_BUILD_TYPE']}",
             f"-DGS_ENABLE_CUDA={cache['GS_ENABLE_CUDA']}"]
     if cache["GS_ENABLE_CUDA"] == "ON":
         args.append(f"-DCMAKE_CUDA_ARCHITECTURES={cache['CMAKE_CUDA_ARCHITECTURES']}")
