@@ -41,6 +41,7 @@ class CMakeBuild(build_ext):
                      f"-DGS_CUDA_ARCHS={os.environ.get('GS_CUDA_ARCHS', '')}",
                      *shlex.split(os.environ.get("GS_CMAKE_ARGS", ""))]
         jobs = os.environ.get("GS_JOBS", str(os.cpu_count() or 1))
+        forget_other_generator(build, configure)
         subprocess.run(configure, check=True)
         subprocess.run(["cmake", "--build", str(build), "--target", "_gradscope", "-j", jobs], check=True)
         built = sorted((build / "python" / "gradscope").glob("_gradscope*.so"))
@@ -49,6 +50,21 @@ class CMakeBuild(build_ext):
         target = Path(self.get_ext_fullpath(ext.name))
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(built[0], target)
+
+
+def forget_other_generator(build, configure):
+    """A build folder made before with another generator than `configure` asks for (-G) is
+    configured anew: CMake refuses to switch the generator of a folder."""
+    cache = build / "CMakeCache.txt"
+    if "-G" not in configure or not cache.exists():
+        return
+    asked = configure[configure.index("-G") + 1]
+    for line in cache.read_text().splitlines():
+        if line.startswith("CMAKE_GENERATOR:") and line.split("=", 1)[1] != asked:
+            print(f"gradscope: {build} was configured for {line.split('=', 1)[1]}, now {asked}: configuring anew")
+            cache.unlink()
+            shutil.rmtree(build / "CMakeFiles", ignore_errors=True)
+            return
 
 
 # build-pip/, not build/: that is where the Quick start's CMake build lives.
