@@ -13,12 +13,11 @@ and dgc.
 the bytes per step like any other).
 
 Per run, one JSON in OUT (reused when present): test accuracy on the 10000 test images (the first
-N with --eval-images N), bytes each
-worker sends per step (its own contribution: dense 4 n, fp16 2 n, PowerSGD its P and Q factors
-and the tensors it leaves uncompressed, gradscope the encoded payload), averaged over every step
-(the steps a hook sends dense or denser count), step time and the time spent inside the hook calls
-(what backward waits for), both per step after the first 5 steps. The
-table is printed and written to OUT/ddp.table.md.
+N with --eval-images N), bytes each worker sends per step (its own contribution: dense 4 n, fp16
+2 n, PowerSGD its P and Q factors and the tensors it leaves uncompressed, gradscope the encoded
+payload), averaged over every step (the steps a hook sends dense or denser count), step time and
+the time spent inside the hook calls (what backward waits for), both per step after the first 5
+steps. The table is printed and written to OUT/ddp.table.md.
 """
 
 import argparse
@@ -146,9 +145,8 @@ def worker(rank, args, port, hook_name, seed, out_path):
     if is_gradscope(hook_name):
         result["gradscope"] = timed.state.summary()
     if rank == 0:
-        images = args.eval_images
-        result["test_accuracy"] = study_models.test_accuracy(model, images, rgb=True)
-        result["eval_images"] = images
+        result["test_accuracy"] = study_models.test_accuracy(model, args.eval_images, rgb=True)
+        result["eval_images"] = args.eval_images
         with open(out_path, "w") as f:
             json.dump(result, f)
     dist.barrier()
