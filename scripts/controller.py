@@ -7,21 +7,29 @@ training"; docs/RESULTS.md).
 
     PYTHONPATH=build/python python3 scripts/controller.py [--models vit,cnn-bn,gru,branchy,resnet18]
         [--methods sidco-e,sidco-p,sidco-gp] [--setups plain,mc,accordion] [--steps 300]
-        [--workers 2] [--seeds 1] [--ratio 0.01] [--published] [--out docs/results/controller]
-        [--figure FILE --figure-runs RUN,RUN] [--check]
+        [--workers 2] [--seeds 1] [--ratio 0.01] [--published | --estimate fit]
+        [--out docs/results/controller] [--figure FILE --figure-runs RUN,RUN] [--check]
 
 Setups: plain (SGD momentum 0.9 in the optimizer), mc (momentum correction 0.9 in the hook, none
 in the optimizer), accordion (Accordion's density schedule: 0.1 in critical regimes, checks every
 20 steps). --published runs SIDCo as published (no count correction: State(sidco_as_published=
-True)); its runs are named with "-published". Each run is one JSON file in OUT, made once and
+True)); its runs are named with "-published". --estimate fit runs SIDCo's fit alone, without the
+threshold carried from step to step (State(sidco_estimate="fit"), the estimate before it); its
+runs are named with "-fit". Each run is one JSON file in OUT, made once and
 reused; the table (OUT/controller.table.md, with --published OUT/controller-published.table.md) gives
 per run:
     in band: the share of compressed steps whose quality lies in [0.5, 2];
     changes/20: the most stage-count changes within any 20 steps once past the first 20;
     density: the mean achieved density over the mean target, over the compressed steps;
-    p5, p95: the quality's percentiles; test accuracy of rank 0's replica at the end.
+    p5, p95: the quality's percentiles;
+    estimate in band: the share of compressed steps whose estimate_quality (SIDCo's own threshold,
+        before any correction) lies in [0.8, 1.25];
+    corrected, exact: the shares of the compressed steps' buckets whose count correction ran, and
+        that ended on an exact top-k;
+    test accuracy of rank 0's replica at the end.
 --check exits 1 unless every run meets the goals: in band >= 0.9, changes/20 <= 1, density in
-[0.8, 1.25]. --figure draws quality and stages per step for the runs named (RUN as in the
+[0.8, 1.25]; with momentum correction (mc), also SIDCo's own estimate: in band >= 0.8, corrected
+<= 0.2, exact <= 0.05 (the "estimate goals" column; "-" for the other setups). --figure draws quality and stages per step for the runs named (RUN as in the
 tables, made by this call or an earlier one, as published or not).
 """
 
@@ -50,11 +58,14 @@ SETUPS = {
 }
 LR = {"vit": 0.05, "cnn-bn": 0.05, "gru": 0.5, "branchy": 0.05, "resnet18": 0.05}
 GOALS = {"in_band": 0.9, "changes": 1, "density": (0.8, 1.25)}
+ESTIMATE_GOALS = {"in_band": 0.8, "corrected": 0.2, "exact": 0.05}
+ESTIMATE_BAND = (0.8, 1.25)
 BAND = (0.5, 2.0)
 
 
-def run_name(model, method, setup, seed, published):
-    return f"{model}-{method}-{setup}{'-published' if published else ''}-s{seed}"
+def run_name(model, method, setup, seed, published, estimate="carried"):
+    suffix = "-published" if published else "-fit" if estimate == "fit" else ""
+    return f"{model}-{method}-{setup}{suffix}-s{seed}"
 
 
 def worker(rank, cfg, port, out):
@@ -66,6 +77,8 @@ def worker(rank, cfg, port, out):
     ddp = torch.nn.parallel.DistributedDataParallel(model, find_unused_parameters=task.find_unused_parameters)
     options, momentum = SETUPS[cfg["setup"]]
     options = dict(options, sidco_as_published=True) if cfg["published"] else dict(options)
+    if cfg.get("estimate", "carried") != "carried":
+        options["sidco_estimate"] = cfg["estimate"]
     state = gradscope.ddp.State(cfg["method"], ratio=cfg["ratio"], history=cfg["steps"], timeout=600, **options)
     ddp.register_comm_hook(state, gradscope.ddp.hook)
     params = [p for p in ddp.parameters() if p.requires_grad]
@@ -80,7 +93,8 @@ def worker(rank, cfg, port, out):
         if not state.step_skipped:
             opt.step()
     if rank == 0:
-        fields = ("quality", "stages", "corrected", "density", "target_density", "warmup", "skipped", "critical")
+        fields = ("quality", "estimate_quality", "stages", "corrected", "exact", "buckets", "density",
+                  "target_density", "warmup", "skipped", "critical")
         result = dict(cfg, steps_run=[{f: getattr(s, f) for f in fields} for s in state.steps],
                       summary=state.summary(), final_loss=float(loss), train_s=time.perf_counter() - t0,
                       test_accuracy=task.evaluate(model))
@@ -95,7 +109,7 @@ def run_path(name, opts):
 
 
 def run_once(cfg, opts):
-    name = run_name(cfg["model"], cfg["method"], cfg["setup"], cfg["seed"], cfg["published"])
+    name = run_name(cfg["model"], cfg["method"], cfg["setup"], cfg["seed"], cfg["published"], cfg["estimate"])
     path = run_path(name, opts)
 
     def make(partial):
@@ -120,10 +134,23 @@ def percentile(values, q):
     return v[min(len(v) - 1, max(0, math.ceil(q * len(v)) - 1))] if v else float("nan")
 
 
+def share(part, whole):
+    return part / whole if whole else float("nan")
+
+
 def metrics(result):
     steps = compressed(result)
     q = [s["quality"] for s in steps]
-    return {"run": run_name(result["model"], result["method"], result["setup"], result["seed"], result["published"]),
+    # Runs made before the estimate's fields (no "estimate_quality") show "-" for them.
+    estimated = [s["estimate_quality"] for s in steps if s.get("estimate_quality") is not None]
+    buckets = sum(s.get("buckets", 0) for s in steps)
+    has = "exact" in (steps[0] if steps else {})
+    return {"run": run_name(result["model"], result["method"], result["setup"], result["seed"], result["published"],
+                            result.get("estimate", "carried")),
+            "setup": result["setup"],
+            "estimate_in_band": share(sum(ESTIMATE_BAND[0] <= x <= ESTIMATE_BAND[1] for x in estimated), len(estimated)),
+            "corrected": share(sum(s["corrected"] for s in steps), buckets) if has else float("nan"),
+            "exact": share(sum(s["exact"] for s in steps), buckets) if has else float("nan"),
             "steps": len(steps),
             "in_band": sum(BAND[0] <= x <= BAND[1] for x in q) / max(1, len(q)),
             "changes": most_changes([s["stages"] for s in result["steps_run"]]),
@@ -137,12 +164,27 @@ def meets(m):
     return m["in_band"] >= GOALS["in_band"] and m["changes"] <= GOALS["changes"] and lo <= m["density"] <= hi
 
 
+def meets_estimate(m):
+    """SIDCo's own estimate under momentum correction: None for the other setups."""
+    if m["setup"] != "mc":
+        return None
+    return (m["estimate_in_band"] >= ESTIMATE_GOALS["in_band"] and m["corrected"] <= ESTIMATE_GOALS["corrected"]
+            and m["exact"] <= ESTIMATE_GOALS["exact"])
+
+
+def percent(x):
+    return "-" if math.isnan(x) else f"{100 * x:.1f}%"
+
+
 def table(rows):
     header = ["run", "compressed steps", "in [0.5, 2]", "changes/20", "density / target", "quality p5", "p95",
-              "test acc. %", "goals"]
+              "estimate in band", "corrected", "exact", "test acc. %", "goals", "estimate goals"]
+    verdict = {None: "-", True: "met", False: "missed"}
     return runs.markdown(header, [[m["run"], m["steps"], f"{100 * m['in_band']:.1f}%", m["changes"],
                                    f"{m['density']:.3f}", f"{m['p5']:.2f}", f"{m['p95']:.2f}",
-                                   f"{m['accuracy']:.2f}", "met" if meets(m) else "missed"] for m in rows])
+                                   percent(m["estimate_in_band"]), percent(m["corrected"]), percent(m["exact"]),
+                                   f"{m['accuracy']:.2f}", "met" if meets(m) else "missed",
+                                   verdict[meets_estimate(m)]] for m in rows])
 
 
 def figure(names, path, opts):
@@ -163,6 +205,10 @@ def figure(names, path, opts):
         steps = r["steps_run"]
         ax.semilogy([s["quality"] if s["quality"] > 0 else float("nan") for s in steps], ".-", markersize=2,
                     linewidth=0.6, color="tab:blue", label="quality (achieved / target density)")
+        if any(s.get("estimate_quality") is not None for s in steps):
+            ax.semilogy([s["estimate_quality"] if (s.get("estimate_quality") or 0) > 0 else float("nan")
+                         for s in steps], ".", markersize=2, color="tab:orange",
+                        label="SIDCo's own estimate, before any correction")
         ax.axhspan(*BAND, color="0.9", label="[0.5, 2]")
         ax.axhline(1.0, color="0.5", linewidth=0.6)
         ax.set_ylim(0.01, 10)
@@ -193,6 +239,8 @@ def parse():
     p.add_argument("--seeds", default="1")
     p.add_argument("--ratio", type=float, default=0.01)
     p.add_argument("--published", action="store_true", help="SIDCo as published (no count correction)")
+    p.add_argument("--estimate", default="carried", choices=("carried", "fit"),
+                   help="SIDCo's threshold: carried from step to step (default) or the fit alone")
     p.add_argument("--out", default="docs/results/controller")
     p.add_argument("--figure", default="")
     p.add_argument("--figure-runs", default="")
@@ -207,6 +255,8 @@ def parse():
         raise SystemExit(f"--steps {opts.steps}: at least 21 (the stage changes are counted after step 20)")
     if opts.workers < 1:
         raise SystemExit(f"--workers {opts.workers}: at least 1")
+    if opts.published and opts.estimate != "carried":
+        raise SystemExit("--estimate fit: SIDCo as published (--published) already runs the fit alone")
     if opts.figure and not opts.figure_runs:
         raise SystemExit("--figure needs --figure-runs RUN,RUN (names as in the table)")
     return opts
@@ -222,10 +272,12 @@ def main():
             for setup in opts.setups.split(","):
                 for seed in [int(s) for s in opts.seeds.split(",")]:
                     cfg = {"model": model, "method": method, "setup": setup, "seed": seed, "steps": opts.steps,
-                           "workers": opts.workers, "ratio": opts.ratio, "published": opts.published}
+                           "workers": opts.workers, "ratio": opts.ratio, "published": opts.published,
+                           "estimate": opts.estimate}
                     results.append(run_once(cfg, opts))
     rows = [metrics(r) for r in results]
-    table_name = "controller-published.table.md" if opts.published else "controller.table.md"
+    table_name = ("controller-published.table.md" if opts.published else
+                  "controller-fit.table.md" if opts.estimate == "fit" else "controller.table.md")
     runs.publish(table(rows), os.path.join(opts.out, table_name))
     if opts.figure:
         figure(opts.figure_runs.split(","), opts.figure, opts)

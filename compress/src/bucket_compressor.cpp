@@ -347,11 +347,8 @@ bool BucketCompressor::exchange_shared(int index, const std::string& slot, const
     return true;
   }
   s.n += g.size();
-  s.selected += r.info.selected;
   s.bytes_sent += r.wire_bytes;
-  s.stages = std::max(s.stages, r.info.stages);
-  s.corrected += r.info.corrected;
-  s.group_quality.push_back(r.info.quality());
+  count_group(s, r.info);
   defer_commit(slot, std::move(r.mine), {});
   pending_.back().velocity = velocity;
   return false;
@@ -385,11 +382,8 @@ bool BucketCompressor::exchange_sparse(const std::string& slot, const std::strin
   }
   c.aggregate(*payloads, out);
   s.n += g.size();
-  s.selected += mine.info.selected;
   s.bytes_sent += wire_bytes;
-  s.stages = std::max(s.stages, mine.info.stages);
-  s.corrected += mine.info.corrected;
-  s.group_quality.push_back(mine.info.quality());
+  count_group(s, mine.info);
   if (ef) {
     defer_commit(slot, std::move(mine.payload), {});
     pending_.back().velocity = velocity;
@@ -411,12 +405,9 @@ bool BucketCompressor::exchange_collective(const std::string& slot, const std::s
   const auto r = c.exchange(acc, tensor, comm, sent, out);
   if (ef) defer_commit(slot, {}, std::move(sent));
   s.n += g.size();
-  s.selected += r.info.selected;
   s.bytes_sent += r.wire_bytes;
   s.gathered_bytes += r.wire_bytes;
-  s.stages = std::max(s.stages, r.info.stages);
-  s.corrected += r.info.corrected;
-  s.group_quality.push_back(r.info.quality());
+  count_group(s, r.info);
   return false;
 }
 
@@ -477,6 +468,11 @@ void BucketCompressor::settle(Unsettled& u, bool throw_here) {
     s.bytes_sent += 8 * r->sent;  // pairs as they are: 4-byte index, 4-byte value
     s.stages = std::max(s.stages, int(r->selection.stages));
     s.corrected += r->selection.corrected;
+    s.exact += r->selection.exact;
+    if (!std::isnan(r->selection.estimate)) {
+      s.estimate_n += n;
+      s.estimate_selected += r->selection.estimate_count;
+    }
     s.group_quality.push_back(n && s.target_density > 0 ? double(r->sent) / double(n) / s.target_density : 0.0);
     s.overflow += r->overflow;
     s.skipped = s.skipped || r->skipped;

@@ -11,9 +11,11 @@
 namespace gs::compress {
 namespace {
 
-constexpr std::string_view kStateTag = "gradscope-bucket-compressor/6";
-// States of the versions before the waits' statistics (host_syncs, overflow), and before
-// compress-when and the shared exchange too, still load (into a state of neither).
+constexpr std::string_view kStateTag = "gradscope-bucket-compressor/7";
+// States of the versions before SIDCo's carried estimate and its statistics, before the waits'
+// statistics (host_syncs, overflow), and before compress-when and the shared exchange too, still
+// load (into a state of none of them).
+constexpr std::string_view kStateTagBeforeEstimates = "gradscope-bucket-compressor/6";
 constexpr std::string_view kStateTagBeforeWaits = "gradscope-bucket-compressor/5";
 constexpr std::string_view kStateTagBeforeGate = "gradscope-bucket-compressor/4";
 
@@ -72,10 +74,12 @@ void BucketCompressor::load_state(StateReader& r) {
   if (mid_step()) throw Error("bucket compressor: load a state between steps, not inside one");
   settle_all();
   const std::string tag = r.get_text();
-  if (tag != kStateTag && tag != kStateTagBeforeWaits && tag != kStateTagBeforeGate)
+  if (tag != kStateTag && tag != kStateTagBeforeEstimates && tag != kStateTagBeforeWaits &&
+      tag != kStateTagBeforeGate)
     r.fail("is not a gradscope DDP hook state (or of another version)");
   const bool with_gate = tag != kStateTagBeforeGate;
-  const bool with_waits = tag == kStateTag;
+  const bool with_waits = tag == kStateTag || tag == kStateTagBeforeEstimates;
+  r.before_estimates = tag != kStateTag;
   const auto steps = r.get<std::int64_t>();
   if (steps < 0) r.fail("has a negative step count");
   r.expect(r.get<std::int64_t>(), warmup_.steps, "the warm-up's length (warmup_steps)");
@@ -100,7 +104,7 @@ void BucketCompressor::load_rest(StateReader& r, std::int64_t steps, bool with_g
   SkipRule skip;
   skip.load_state(r);
   RunStatistics statistics;
-  statistics.load_state(r, with_waits);
+  statistics.load_state(r, with_waits, !r.before_estimates);
   RegimeDetector regimes(regimes_.schedule());
   regimes.load_state(r);
   CompressionGate gate = gate_;

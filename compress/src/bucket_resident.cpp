@@ -119,11 +119,8 @@ bool BucketCompressor::sparse_on_device(const DeviceBucket& b, const std::string
   }
   resident_->zero_sent(slot, sel.indices, sel.count);
   s.n += b.n;
-  s.selected += mine.info.selected;
   s.bytes_sent += wire_bytes;
-  s.stages = std::max(s.stages, mine.info.stages);
-  s.corrected += mine.info.corrected;
-  s.group_quality.push_back(mine.info.quality());
+  count_group(s, mine.info);
   PendingCommit commit;
   commit.slot = slot;
   commit.resident = true;

@@ -56,6 +56,18 @@ kernels::Selector::Resident Compressor::select_resident(const float*, std::uint6
               "vector on the host (compress)");
 }
 
+void count_group(StepStats& s, const CompressInfo& info) {
+  s.selected += info.selected;
+  s.group_quality.push_back(info.quality());
+  s.stages = std::max(s.stages, info.stages);
+  s.corrected += info.corrected;
+  s.exact += info.exact;
+  if (info.estimated) {
+    s.estimate_n += info.n;
+    s.estimate_selected += info.estimate_selected;
+  }
+}
+
 CompressInfo info_from(const kernels::SelectionReport& r, std::uint64_t n, double target_density) {
   CompressInfo c;
   c.n = n;
@@ -64,7 +76,10 @@ CompressInfo info_from(const kernels::SelectionReport& r, std::uint64_t n, doubl
   if (r.count > 0 || !std::isnan(r.threshold)) c.threshold = r.threshold;
   c.stages = r.stages;
   c.corrected = r.corrected != 0;
+  c.exact = r.exact != 0;
   c.nonfinite = r.nonfinite;
+  c.estimated = !std::isnan(r.estimate);
+  c.estimate_selected = c.estimated ? r.estimate_count : 0;
   return c;
 }
 

@@ -163,12 +163,9 @@ void ModelCompressor::step_shared(std::span<const float> flat, std::int64_t step
       throw Error("model compressor: a worker's accumulator of '" + g.name + "' holds NaN or Inf");
     residual_.commit(g.name, r.mine, *compressor_);
     if (momentum_.on()) momentum_.commit(g.name, r.mine, *compressor_);
-    s.selected += r.info.selected;
     s.bytes_sent += r.wire_bytes;
     s.gathered_bytes += r.wire_bytes;
-    s.group_quality.push_back(r.info.quality());
-    s.stages = std::max(s.stages, r.info.stages);
-    s.corrected += r.info.corrected;
+    count_group(s, r.info);
   }
   compressor_->end_step();
 }
@@ -186,11 +183,8 @@ void ModelCompressor::step_collective(std::span<const float> flat, Collectives& 
     sent.resize(g.size);
     const auto r = compressor_->exchange(acc, g.name, comm, sent, out.subspan(g.offset, g.size));
     if (compressor_->error_feedback()) residual_.commit_decoded(g.name, sent);
-    s.selected += r.info.selected;
     s.bytes_sent += r.wire_bytes;
-    s.group_quality.push_back(r.info.quality());
-    s.stages = std::max(s.stages, r.info.stages);
-    s.corrected += r.info.corrected;
+    count_group(s, r.info);
   }
   compressor_->end_step();
   variance_.clear();
@@ -232,10 +226,7 @@ Payload ModelCompressor::compress(std::span<const float> flat, StepStats* stats)
         out.values.push_back(c.payload.values[j]);
       }
     }
-    s.selected += c.info.selected;
-    s.group_quality.push_back(c.info.quality());
-    s.stages = std::max(s.stages, c.info.stages);
-    s.corrected += c.info.corrected;
+    count_group(s, c.info);
   }
   compressor_->end_step();
   variance_.clear();

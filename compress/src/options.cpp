@@ -28,6 +28,10 @@ std::vector<Row> make_rows() {
       "--sidco-as-published",
       "SIDCo as the paper's code runs it: its adaptive stage count, without the count correction",
       GS_OPTION(o.sidco_as_published)));
+  t.push_back(option_row<std::string, CompressorOptions>(
+      "--sidco-estimate",
+      "SIDCo's threshold: carried (the fit, calibrated by the last step's count of the same tensor) or fit alone",
+      GS_OPTION(o.sidco_estimate), {}, {"carried", "fit"}));
   t.push_back(option_row<std::vector<int>, CompressorOptions>(
       "--bits", "qsgd-mn*: bits per scale, ascending, e.g. 4 (qsgd-mn), 6,10 (-ts), 4,6,8,10 (-ms)",
       GS_OPTION(o.quant_bits)));

@@ -24,7 +24,10 @@ constexpr auto kCollective = Exchange::collective;
 std::vector<std::string_view> threshold_options(const fitting::ThresholdMethodInfo& m) {
   std::vector<std::string_view> v{"--backend"};
   if (m.kind == fitting::ThresholdKind::sidco || m.kind == fitting::ThresholdKind::sidco_topk) v.push_back("--stages");
-  if (m.kind == fitting::ThresholdKind::sidco) v.push_back("--sidco-as-published");
+  if (m.kind == fitting::ThresholdKind::sidco) {
+    v.push_back("--sidco-as-published");
+    v.push_back("--sidco-estimate");
+  }
   if (m.seeded) v.push_back("--seed");
   return v;
 }

@@ -285,6 +285,14 @@ void RunStatistics::add(const StepStats& s, double step_seconds) {
   if (!s.warmup) {
     quality_.push_back(s.quality());
     density_compressed_ += density;
+    const double e = s.estimate_quality();
+    if (!std::isnan(e)) {
+      ++estimated_;
+      in_band_ += e >= RunSummary::kEstimateLow && e <= RunSummary::kEstimateHigh;
+    }
+    groups_ += s.groups();
+    corrected_ += s.corrected;
+    exact_ += s.exact;
   }
   density_ += density;
   bytes_ += double(s.bytes_sent);
@@ -327,6 +335,11 @@ RunSummary RunStatistics::summary() const {
   s.comm_ms_per_step = 1e3 * comm_ / n;
   s.hook_ms_per_step = 1e3 * hook_ / n;
   s.step_ms = 1e3 * step_ / n;
+  if (estimated_ > 0) s.estimate_in_band = double(in_band_) / double(estimated_);
+  if (groups_ > 0) {
+    s.corrected_share = double(corrected_) / double(groups_);
+    s.exact_share = double(exact_) / double(groups_);
+  }
   return s;
 }
 
@@ -339,9 +352,10 @@ void RunStatistics::save_state(StateWriter& w) const {
                    compress_, comm_, hook_, step_})
     w.put(v);
   w.put_array<double>(quality_);
+  for (std::int64_t v : {estimated_, in_band_, groups_, corrected_, exact_}) w.put(v);
 }
 
-void RunStatistics::load_state(StateReader& r, bool with_waits) {
+void RunStatistics::load_state(StateReader& r, bool with_waits, bool with_estimates) {
   steps_ = r.get<std::int64_t>();
   skipped_ = r.get<std::int64_t>();
   counted_ = r.get<std::int64_t>();
@@ -355,6 +369,12 @@ void RunStatistics::load_state(StateReader& r, bool with_waits) {
   }
   for (double* v : {&compress_, &comm_, &hook_, &step_}) *v = r.get<double>();
   quality_ = r.get_array<double>();
+  estimated_ = in_band_ = groups_ = corrected_ = exact_ = 0;
+  if (with_estimates)
+    for (std::int64_t* v : {&estimated_, &in_band_, &groups_, &corrected_, &exact_}) *v = r.get<std::int64_t>();
+  if (estimated_ < 0 || in_band_ < 0 || in_band_ > estimated_ || groups_ < 0 || corrected_ < 0 || exact_ < 0 ||
+      corrected_ > groups_ || exact_ > groups_)
+    r.fail("its estimate statistics are inconsistent");
   if (steps_ < 0 || skipped_ < 0 || counted_ != steps_ - skipped_ || critical_ < 0 || critical_ > counted_ ||
       std::int64_t(quality_.size()) > counted_)
     r.fail("its step statistics are inconsistent");

@@ -7,7 +7,9 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "compressors.hpp"
@@ -29,7 +31,10 @@ class ThresholdCompressor final : public Compressor {
         seed_(o.seed),
         selector_(o.backend),
         fixed_stages_(o.stages),
-        published_(o.sidco_as_published) {
+        published_(o.sidco_as_published),
+        carried_(o.sidco_estimate == "carried") {
+    if (o.sidco_estimate != "carried" && o.sidco_estimate != "fit")
+      throw Error("--sidco-estimate must be carried or fit, not '" + o.sidco_estimate + "'");
     if (adaptive_stages() && density < 1.0) controller_.emplace(density);
   }
 
@@ -39,6 +44,8 @@ class ThresholdCompressor final : public Compressor {
   // against the target of that step, and the stage count carries over (clamped to what the new
   // density allows).
   void set_density(double density) override {
+    // A calibration holds for the density it was learnt at: another starts afresh.
+    if (density != this->density()) carry_.clear();
     Compressor::set_density(density);
     if (!adaptive_stages()) return;
     if (density >= 1.0) controller_.reset();
@@ -54,15 +61,17 @@ class ThresholdCompressor final : public Compressor {
   std::optional<kernels::BackendKind> resident_backend() const override { return selector_.get().kind(); }
   kernels::Selector::Resident resident_selection() const override { return resident_; }
 
-  Compressed compress_resident(const float* g, std::uint64_t n, std::string_view /*tensor*/) override {
+  Compressed compress_resident(const float* g, std::uint64_t n, std::string_view tensor) override {
     Compressed c;
     c.info.n = n;
     c.info.target_density = density();
     kernels::Selection<std::int32_t> sel;
     if (n > 0) {
       double threshold = std::numeric_limits<double>::quiet_NaN();
-      selector_->select(g, n, request(g, n, threshold));
+      const kernels::SelectRequest req = request(g, n, threshold, tensor);
+      selector_->select(g, n, req);
       const kernels::SelectionReport r = selector_->fetch(sel);
+      if (carries()) learn(tensor, n, req.sidco.scale, r, sel);
       c.info = info_from(r, n, density());
       // The stage count is SIDCo's (sidco-topk's: those it fitted on its sample).
       if (!staged() && !topk_bounded()) c.info.stages = 0;
@@ -74,12 +83,15 @@ class ThresholdCompressor final : public Compressor {
   }
 
   kernels::Selector::Resident select_resident(const float* g, std::uint64_t n, std::string_view tensor) override {
-    if (n == 0 || controller_) {  // the stage controller needs each count on the host
+    // The stage controller needs each count on the host, the carried estimate each selection's
+    // threshold and values: both fetch the selection (the copy the pairs' exchange makes anyway
+    // where they go through the host).
+    if (n == 0 || controller_ || carries()) {
       compress_resident(g, n, tensor);
       return resident_;
     }
     double threshold = 0.0;
-    resident_ = selector_->select(g, n, request(g, n, threshold));
+    resident_ = selector_->select(g, n, request(g, n, threshold, tensor));
     return resident_;
   }
   void end_step() override {
@@ -92,6 +104,12 @@ class ThresholdCompressor final : public Compressor {
     w.put(calls_);
     w.put<std::uint8_t>(controller_.has_value());
     if (controller_) controller_->save_state(w);
+    w.put<std::uint64_t>(carry_.size());
+    for (const auto& [name, c] : carry_) {
+      w.put_text(name);
+      w.put(c.n);
+      w.put(c.scale);
+    }
   }
 
   void load_state(StateReader& r) override {
@@ -103,6 +121,17 @@ class ThresholdCompressor final : public Compressor {
              "--sidco-as-published (Python: sidco_as_published=True), as it was made");
     r.expect(had, controller_.has_value(), "the adaptive stage controller");
     if (controller_) controller_->load_state(r);
+    carry_.clear();
+    if (r.before_estimates) return;  // a state from before the carried estimate: it starts afresh
+    for (auto count = r.get<std::uint64_t>(); count > 0; --count) {
+      std::string name = r.get_text();
+      Carry c;
+      c.n = r.get<std::uint64_t>();
+      c.scale = r.get<double>();
+      if (!(c.scale > 0.0 && std::isfinite(c.scale))) r.fail("has a carried SIDCo threshold scale that is not positive");
+      if (!carries()) r.fail("carries SIDCo thresholds for a compressor that does not carry them");
+      carry_.emplace(std::move(name), c);
+    }
   }
 
  private:
@@ -118,12 +147,43 @@ class ThresholdCompressor final : public Compressor {
   // (docs/algorithms.md, "SIDCo's controller in training").
   bool adaptive_stages() const { return staged() && fixed_stages_ == 0 && published_; }
   fitting::SidcoRule rule() const { return published_ ? fitting::SidcoRule::published() : fitting::SidcoRule{}; }
+  // Whether SIDCo's threshold is the fit calibrated by the last count of the same tensor
+  // (--sidco-estimate carried, not as published).
+  bool carries() const { return staged() && carried_ && !published_; }
+
+  // The carried estimate (docs/algorithms.md, "SIDCo's estimate on the momentum-corrected
+  // accumulator"): from one selection, the factor that would have placed the stages' threshold
+  // on the target count, for the next call on the same tensor. The threshold that gives k is
+  // read off the final selection (its threshold t and count m, after any correction): t + b ln(m/k),
+  // b the mean excess of its values over t (the exponential slope of the selection's own tail;
+  // m = k for an exact top-k). A vector whose stages placed no threshold teaches nothing.
+  void learn(std::string_view tensor, std::uint64_t n, double scale, const kernels::SelectionReport& r,
+             const kernels::Selection<std::int32_t>& sel) {
+    const double fitted = r.estimate / scale;  // the stages' own threshold
+    const std::uint64_t m = sel.values.size();
+    if (!(fitted > 0.0 && std::isfinite(fitted)) || !(r.threshold > 0.0) || m == 0) return;
+    const double k = double(fitting::target_count(n, density()));
+    double excess = 0.0;
+    for (float v : sel.values) excess += std::fabs(double(v));
+    excess = excess / double(m) - r.threshold;
+    double aimed = r.threshold + std::max(excess, 0.0) * std::log(double(m) / k);
+    if (!(aimed > 0.0 && std::isfinite(aimed))) aimed = r.threshold;
+    auto it = carry_.find(tensor);
+    if (it == carry_.end()) it = carry_.emplace(std::string(tensor), Carry{}).first;
+    it->second = {n, aimed / fitted};
+  }
+  // The factor for this call: the tensor's carried one, when learnt on a vector of its size.
+  double carried_scale(std::string_view tensor, std::uint64_t n) const {
+    if (!carries()) return 1.0;
+    const auto it = carry_.find(tensor);
+    return it != carry_.end() && it->second.n == n ? it->second.scale : 1.0;
+  }
 
   // What to select: SIDCo's, sidco-topk's and DGC's rules run where the vector lives (their
   // decisions on the device), exact top-k of what is there where a rule has no threshold (a
   // degenerate vector); the other estimates (RedSync, GaussianKSGD) place their threshold on the
   // host from passes, and `threshold` receives it.
-  kernels::SelectRequest request(const float* g, std::uint64_t n, double& threshold) {
+  kernels::SelectRequest request(const float* g, std::uint64_t n, double& threshold, std::string_view tensor) {
     kernels::SelectRequest r;
     r.k = fitting::target_count(n, density());
     r.density = density();
@@ -136,6 +196,7 @@ class ThresholdCompressor final : public Compressor {
                  : fixed_stages_ ? fixed_stages_
                                  : fitting::default_sidco_stages(density());
       r.sidco = rule();
+      r.sidco.scale = carried_scale(tensor, n);
       return r;
     }
     if (topk_bounded()) {
@@ -186,6 +247,12 @@ class ThresholdCompressor final : public Compressor {
   mutable SelectorOnUse selector_;  // the backend's selection, made at its first use; keeps its buffers
   int fixed_stages_;
   bool published_;  // SIDCo as published: its stage controller, no count correction
+  bool carried_;    // --sidco-estimate carried
+  struct Carry {
+    std::uint64_t n = 0;  // the tensor's size when it was learnt
+    double scale = 1.0;
+  };
+  std::map<std::string, Carry, std::less<>> carry_;  // per tensor (carries())
   std::optional<fitting::StageController> controller_;
   std::uint64_t step_selected_ = 0, step_n_ = 0;
   kernels::Selector::Resident resident_;  // where the last selection lives (resident backends)

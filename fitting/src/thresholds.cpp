@@ -96,6 +96,12 @@ SidcoStages::SidcoStages(std::uint64_t n, double density, SidcoVariant variant, 
   if (stages < 1) throw Error("SIDCo: the number of stages must be at least 1");
 }
 
+void SidcoStages::set_scale(double scale) {
+  if (!(scale > 0.0 && std::isfinite(scale)))
+    throw Error("SIDCo: the threshold's scale must be positive and finite, not " + std::to_string(scale));
+  p_.scale = scale;
+}
+
 StatsFields SidcoStages::first_fields() const {
   StatsFields f;
   f.sum_sq = p_.variant == SidcoVariant::pareto;
@@ -146,8 +152,10 @@ double SidcoStages::corrected(const SelectionCount& s, double band) const {
 
 namespace {
 
-SidcoStages run_stages(MagnitudePasses& passes, double density, SidcoVariant variant, int stages, bool recount) {
+SidcoStages run_stages(MagnitudePasses& passes, double density, SidcoVariant variant, int stages, bool recount,
+                       double scale = 1.0) {
   SidcoStages plan(passes.size(), density, variant, stages, recount);
+  plan.set_scale(scale);
   bool more = plan.first(passes.stats_light(plan.first_fields()));
   while (more)
     more = plan.tail(passes.stats_above_light(plan.threshold(), plan.threshold(), plan.tail_fields()));
@@ -169,7 +177,7 @@ ThresholdResult sidco_estimate(MagnitudePasses& passes, double density, SidcoVar
 
 ThresholdResult sidco_threshold(MagnitudePasses& passes, double density, SidcoVariant variant,
                                 int stages, SidcoRule rule) {
-  const SidcoStages plan = run_stages(passes, density, variant, stages, rule.recount);
+  const SidcoStages plan = run_stages(passes, density, variant, stages, rule.recount, rule.scale);
   const std::string name(plan.name());
   const double eta = plan.threshold();
   if (!rule.correct) return counted_threshold(name, passes, density, eta, plan.stages_run());

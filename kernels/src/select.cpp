@@ -114,6 +114,9 @@ SelectionReport CpuSelector::run(const float* g, std::uint64_t n, const SelectRe
         rep.threshold = s->threshold;
         rep.stages = s->stages;
         rep.corrected = s->corrected;
+        rep.exact = s->exact;
+        rep.estimate = s->estimate;
+        rep.estimate_count = s->estimate_selected;
         rep.nonfinite = s->nonfinite;  // counted by its first read
       }
       if (r.fallback && (!s || out.indices.empty())) fall_back(g, n, k, out);

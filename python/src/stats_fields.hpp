@@ -5,6 +5,7 @@
 // field added to compress::StepStats here reaches both.
 #include <pybind11/pybind11.h>
 
+#include <cmath>
 #include <initializer_list>
 #include <type_traits>
 #include <vector>
@@ -31,6 +32,13 @@ pybind11::object get(const S& s) {
     return pybind11::cast(s.*M);
 }
 
+// The same for a value that may be missing (NaN): None there.
+template <auto M, class S>
+pybind11::object get_or_none(const S& s) {
+  const double v = (s.*M)();
+  return std::isnan(v) ? pybind11::none() : pybind11::object(pybind11::float_(v));
+}
+
 // The fields a step's statistics and one selection's share, in the same order and under the same
 // names, followed by the struct's own.
 template <class S>
@@ -53,6 +61,8 @@ inline const std::vector<StatField<compress::StepStats>>& stat_fields<compress::
   static const std::vector<StatField<S>> f = selection_fields_and<S>({
       {"stages", get<&S::stages>},
       {"corrected", get<&S::corrected>},
+      {"exact", get<&S::exact>},
+      {"estimate_quality", get_or_none<&S::estimate_quality>},
       {"bytes_sent", get<&S::bytes_sent>},
       {"dense_bytes", get<&S::dense_bytes>},
       {"gathered_bytes", get<&S::gathered_bytes>},
@@ -83,6 +93,9 @@ inline const std::vector<StatField<compress::RunSummary>>& stat_fields<compress:
       {"quality_mean", get<&S::quality_mean>},
       {"quality_p5", get<&S::quality_p5>},
       {"quality_p95", get<&S::quality_p95>},
+      {"estimate_in_band", get<&S::estimate_in_band>},
+      {"corrected_share", get<&S::corrected_share>},
+      {"exact_share", get<&S::exact_share>},
       {"bytes_per_step", get<&S::bytes_per_step>},
       {"dense_bytes_per_step", get<&S::dense_bytes_per_step>},
       {"gathered_bytes_per_step", get<&S::gathered_bytes_per_step>},
@@ -103,6 +116,8 @@ inline const std::vector<StatField<compress::CompressInfo>>& stat_fields<compres
       {"threshold", get<&S::threshold>},
       {"stages", get<&S::stages>},
       {"corrected", get<&S::corrected>},
+      {"exact", get<&S::exact>},
+      {"estimate_quality", get<&S::estimate_quality>},
       {"nonfinite", get<&S::nonfinite>}});
   return f;
 }

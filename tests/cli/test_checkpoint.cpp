@@ -205,7 +205,7 @@ TEST(Checkpoint, CheckpointsThatDoNotFitAreRefusedInOneLine) {
             std::string::npos);
   {
     std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
-    f.write("GSCKPT02", 8);
+    f.write("GSCKPT03", 8);
   }
   fs::resize_file(file, size - 100);
   EXPECT_NE(one_line(gradscope(ok + resume)).find("rank-1.ckpt is truncated"), std::string::npos);

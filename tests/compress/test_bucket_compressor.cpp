@@ -304,6 +304,11 @@ TEST(StepRules, RunStatisticsLoadStatesWithAndWithoutTheWaits) {
     f.host_device_bytes = 640;
     f.host_syncs = 2;
     f.overflow = 3;
+    f.group_quality = {1.0, 1.0};  // two buckets, the second corrected to its exact top-k at step 0
+    f.corrected = s == 0 ? 1 : 0;
+    f.exact = s == 0 ? 1 : 0;
+    f.estimate_n = 100;
+    f.estimate_selected = s == 0 ? 3 : 1;  // the estimate out of [0.8, 1.25] at step 0 only
     st.add(f);
   }
   gs::StateWriter w;
@@ -314,6 +319,15 @@ TEST(StepRules, RunStatisticsLoadStatesWithAndWithoutTheWaits) {
   EXPECT_TRUE(r.at_end());
   EXPECT_DOUBLE_EQ(back.summary().host_syncs_per_step, 2.0);
   EXPECT_DOUBLE_EQ(back.summary().overflow_per_step, 3.0);
+  EXPECT_DOUBLE_EQ(back.summary().estimate_in_band, 0.75);
+  EXPECT_DOUBLE_EQ(back.summary().corrected_share, 1.0 / 8.0);
+  EXPECT_DOUBLE_EQ(back.summary().exact_share, 1.0 / 8.0);
+  gs::StateReader before_estimates(std::string_view(w.bytes()).substr(0, w.bytes().size() - 5 * 8), "a state");
+  RunStatistics without;
+  without.load_state(before_estimates, true, false);  // the layout before the estimate's counts
+  EXPECT_TRUE(before_estimates.at_end());
+  EXPECT_DOUBLE_EQ(without.summary().estimate_in_band, 0.0);
+  EXPECT_DOUBLE_EQ(without.summary().host_syncs_per_step, 2.0);
 
   gs::StateWriter older;  // the layout before the waits: steps, skipped, counted, critical, 11 sums
   for (std::int64_t v : {4, 0, 4, 0}) older.put(v);
@@ -321,7 +335,7 @@ TEST(StepRules, RunStatisticsLoadStatesWithAndWithoutTheWaits) {
   older.put_array<double>(std::vector<double>{1.0, 1.0, 1.0, 1.0});
   RunStatistics old;
   gs::StateReader ro(older.bytes(), "an older state");
-  old.load_state(ro, false);
+  old.load_state(ro, false, false);
   EXPECT_TRUE(ro.at_end());
   EXPECT_EQ(old.summary().steps, 4);
   EXPECT_DOUBLE_EQ(old.summary().bytes_per_step, 100.0);

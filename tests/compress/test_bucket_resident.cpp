@@ -130,14 +130,17 @@ TEST(CudaHostBucketRules, TheWorkerThreadWorksOnTheBucketsDevice) {
 // selection goes down (8 bytes a pair, its report with it) and the others' come up (counted apart):
 // at most 3% of the bucket's bytes, warm-up aside, when the selection lands near the density
 // (Laplace gradients: 2% of them are the pairs). With device collectives the selection stays: the
-// device writes the bucket's report (its figures) into host memory, and nothing else crosses.
+// device writes the bucket's report (its figures) into host memory, and nothing else crosses
+// (SIDCo with its fit alone: the carried estimate brings the selection to the host to learn).
 TEST(CudaHostBucketRules, OnlyTheSelectionCrossesTheBus) {
   for (const std::string method : {"sidco-e", "topk"}) {
     for (const bool device_comm : {false, true}) {
       SCOPED_TRACE(method + (device_comm ? ", device collectives" : ", host gather"));
       std::vector<StepStats> stats(2);
       run_workers(2, [&](Collectives& comm) {
-        auto bc = make_bucket(method, 0.01, comm.rank(), "cuda-host");
+        CompressorOptions o = gs::testing::seeded(comm.rank(), "cuda-host");
+        if (method == "sidco-e") o.sidco_estimate = "fit";
+        auto bc = std::make_unique<BucketCompressor>(make_compressor(method, 0.01, o), WarmupSchedule{});
         ThreadDeviceCollectives dc(comm);
         const int dev = comm.rank() + 1;
         for (int s = 0; s < 3; ++s) {

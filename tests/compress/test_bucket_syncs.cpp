@@ -86,16 +86,24 @@ const std::vector<std::string> kDeviceMethods = {"sidco-e", "sidco-p", "sidco-gp
 
 }  // namespace
 
+// SIDCo with its fit alone (--sidco-estimate fit): the carried estimate learns from each selection
+// on the host (one synchronization a bucket, SidcoCarriedEstimateWaitsOncePerBucket).
+CompressorOptions fit_alone(const std::string& method) {
+  CompressorOptions o;
+  if (method.starts_with("sidco-") && method != "sidco-topk") o.sidco_estimate = "fit";
+  return o;
+}
+
 // Bound: with device collectives a bucket makes no blocking synchronization. SIDCo's stages and
-// count correction, DGC's threshold, sidco-topk's bound and exact top-k are decided on the
-// device; the counts travel with the pairs in the all-gather; the skip, the update and the
-// residual's commit are decided there too; the step's figures arrive in host memory the device
-// writes, read once in.
+// count correction (its fit alone), DGC's threshold, sidco-topk's bound and exact top-k are
+// decided on the device; the counts travel with the pairs in the all-gather; the skip, the update
+// and the residual's commit are decided there too; the step's figures arrive in host memory the
+// device writes, read once in.
 TEST(SyncBounds, DeviceCollectivesMakeNoSynchronization) {
   DevicesBehind behind;
   for (const std::string& method : kDeviceMethods) {
     SCOPED_TRACE(method);
-    for (const WorkerRun& r : run_all(method, true)) {
+    for (const WorkerRun& r : run_all(method, true, 3, fit_alone(method))) {
       EXPECT_EQ(r.device_syncs, 0u) << "synchronizations on the worker's device while it exchanged";
       ASSERT_EQ(r.steps.size(), 3u);
       for (const StepStats& s : r.steps) {
@@ -105,6 +113,19 @@ TEST(SyncBounds, DeviceCollectivesMakeNoSynchronization) {
         EXPECT_GT(s.selected, 0u) << "the device's report of the step arrived";
         EXPECT_EQ(s.host_device_bytes, 2 * sizeof(gs::kernels::ExchangeReport)) << "only the reports crossed";
       }
+    }
+  }
+}
+
+// Bound: SIDCo's carried estimate (the default) brings each bucket's selection to the host, where
+// it teaches the next step's threshold: one synchronization a bucket, with device collectives too.
+TEST(SyncBounds, SidcoCarriedEstimateWaitsOncePerBucket) {
+  DevicesBehind behind;
+  for (const WorkerRun& r : run_all("sidco-e", true)) {
+    ASSERT_EQ(r.steps.size(), 3u);
+    for (const StepStats& s : r.steps) {
+      EXPECT_GE(s.host_syncs, 1u);
+      EXPECT_LE(s.host_syncs, std::uint64_t(s.buckets)) << "per step of " << s.buckets << " buckets";
     }
   }
 }

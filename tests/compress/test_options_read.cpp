@@ -34,6 +34,7 @@ CompressorOptions with_changed(const std::string& flag) {
                            : flag == "--fft-mantissa-bits" ? "9"
                            : flag == "--fft-chunk" ? "512"
                            : flag == "--sidco-as-published" ? "1"
+                           : flag == "--sidco-estimate" ? "fit"
                                                    : "7";  // --seed
   row->set(o, text);
   return o;
@@ -97,10 +98,10 @@ TEST(OptionsRead, UnreadOptionsAreRefusedNamingWhatIsRead) {
   const std::vector<std::string> bits = {"--bits"};
   const std::string msg = error_message([&] { check_options_read("sidco-e", bits); });
   EXPECT_EQ(msg, "--bits does nothing for compressor 'sidco-e': drop it (sidco-e reads --backend, --stages, "
-                 "--sidco-as-published)");
+                 "--sidco-as-published, --sidco-estimate)");
   EXPECT_NE(error_message([&] { check_options_read("sidco-e", bits, {}, OptionSpelling::keyword); })
                 .find("bits does nothing for compressor 'sidco-e': drop it (sidco-e reads backend, stages, "
-                      "sidco_as_published)"),
+                      "sidco_as_published, sidco_estimate)"),
             std::string::npos);
   EXPECT_NE(error_message([&] { check_options_read("none", std::vector<std::string>{"--seed"}); })
                 .find("(none reads no option)"),

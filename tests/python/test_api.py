@@ -241,7 +241,7 @@ def test_options_a_method_does_not_read_are_refused():
         assert "reads" in str(e.value)  # and says what the method does read
     # What each method reads is the C++ registry's row, the same that gradscope train checks.
     rows = {r["name"]: r["options"] for r in gradscope._gradscope.compressors()}
-    assert rows["sidco-e"] == ["backend", "stages", "sidco_as_published"] and rows["dgc"] == ["seed", "backend"]
+    assert rows["sidco-e"] == ["backend", "stages", "sidco_as_published", "sidco_estimate"] and rows["dgc"] == ["seed", "backend"]
     assert rows["qsgd-mn"] == ["seed", "bits"] and rows["none"] == []
     for name in gradscope.sparse_selection_names():  # every option a method reads is taken
         kw = {"stages": 2} if "stages" in rows[name] else {}
@@ -254,7 +254,7 @@ def test_options_a_method_does_not_read_are_refused():
 def test_ddp_state_refuses_options_and_ratios_that_do_nothing():
     # Refused before anything else (no process group is needed to say so).
     with pytest.raises(gradscope.Error, match=re.escape("bits does nothing for compressor 'sidco-e': "
-                                                        "drop it (sidco-e reads backend, stages, sidco_as_published)")):
+                                                        "drop it (sidco-e reads backend, stages, sidco_as_published, sidco_estimate)")):
         gradscope.ddp.State("sidco-e", bits=3)
     with pytest.raises(gradscope.Error, match="seed does nothing for compressor 'sidco-e'"):
         gradscope.ddp.State("sidco-e", 0.01, seed=3)

@@ -232,9 +232,10 @@ bool packed_tail(std::span<const float> g, double bound, fitting::SidcoStages& p
 // Runs the stages; the selection is then either in the workspace (candidates route) or still to
 // be compacted from g at result.threshold (full-passes route).
 Pipeline run_stages(std::span<const float> g, double density, fitting::SidcoVariant variant, int stages,
-                    bool recount, SidcoRoute route, SidcoWorkspace::Impl& w) {
+                    const fitting::SidcoRule& rule, SidcoRoute route, SidcoWorkspace::Impl& w) {
   Pipeline out;
-  fitting::SidcoStages& plan = out.plan.emplace(g.size(), density, variant, stages, recount);
+  fitting::SidcoStages& plan = out.plan.emplace(g.size(), density, variant, stages, rule.recount);
+  plan.set_scale(rule.scale);
   const double first_bound = predicted_first_bound(g, density, variant, route, plan, w);
   const bool sampled = first_bound > 0.0;
   const fitting::MagnitudeStats first = sampled
@@ -486,6 +487,8 @@ struct Held {
 template <class Reselect>
 std::size_t correct_in_memory(Pipeline& p, fitting::SidcoRule rule, Held h, Reselect&& reselect) {
   const fitting::SidcoStages& plan = *p.plan;
+  p.result.estimate = p.result.threshold;  // SIDCo's own threshold and what it selected
+  p.result.estimate_selected = h.m;
   if (!rule.correct || !plan.needs_correction(h.m, rule.band)) return h.m;
   const std::uint64_t k = plan.target();
   if (h.m < k) {
@@ -503,6 +506,7 @@ std::size_t correct_in_memory(Pipeline& p, fitting::SidcoRule rule, Held h, Rese
   // The threshold just below the k-th largest (ties at it beyond the k are cut).
   p.result.threshold = std::nextafter(double(kth), 0.0);
   p.result.corrected = true;
+  p.result.exact = true;
   return k;
 }
 
@@ -514,7 +518,7 @@ SidcoSelectResult sidco_select(std::span<const float> g, double density, fitting
   check_int32(g.size());
   SidcoWorkspace local;
   auto& w = workspace_impl(ws ? *ws : local);
-  Pipeline p = run_stages(g, density, variant, stages, rule.recount, route, w);
+  Pipeline p = run_stages(g, density, variant, stages, rule, route, w);
   if (!p.in_workspace) {
     p.result.selected = compact_above(g, p.result.threshold, indices, values);  // throws if small
     ++p.result.full_reads;
@@ -540,7 +544,7 @@ SidcoSelectResult sidco_select(std::span<const float> g, double density, fitting
   check_int32(g.size());
   SidcoWorkspace local;
   auto& w = workspace_impl(ws ? *ws : local);
-  Pipeline p = run_stages(g, density, variant, stages, rule.recount, route, w);
+  Pipeline p = run_stages(g, density, variant, stages, rule, route, w);
   if (!p.in_workspace) {
     out = select_above(g, p.result.threshold);
     ++p.result.full_reads;

@@ -169,6 +169,7 @@ inline ResidentState initial_state(std::uint64_t n, const SelectRequest& r) {
     case SelectRequest::Rule::sidco:
       s.rule = kRuleSidco;
       s.plan = fitting::SidcoStages(n, r.density, r.variant, r.stages, r.sidco.recount).plan();
+      s.plan.scale = r.sidco.scale;
       break;
     case SelectRequest::Rule::dgc: s.rule = kRuleDgc; break;
     case SelectRequest::Rule::top_nonzero: s.rule = kRuleTopNonzero; s.report.threshold = ::nan(""); break;

@@ -204,7 +204,9 @@ struct SidcoStagesDone {
     ResidentState& s = *st;
     s.report.stages = s.plan.run;
     s.report.threshold = s.plan.eta;
+    s.report.estimate = s.plan.eta;
     if (s.plan.failure != fitting::SidcoFitFailure::none) {
+      s.report.estimate = ::nan("");
       s.report.threshold = ::nan("");
       if (s.fallback) fall_back(s);
       else s.report.failure = SelectionFailure::fit;
@@ -224,6 +226,7 @@ struct SidcoCorrect {
     if (!s.probe_on) return;
     s.probe_on = 0;
     const std::uint64_t c = s.counted;
+    s.report.estimate_count = c;
     if (!fitting::sidco_needs_correction(s.plan, c, s.band)) {
       select_above_at(s, s.plan.eta);
     } else if (c > s.k) {
@@ -246,6 +249,7 @@ struct SidcoSelected {
     ResidentState& s = *st;
     if (s.mode != kModeAbove) return;
     const std::uint64_t m = s.selected;
+    if (!s.correct) s.report.estimate_count = m;  // no correction: the estimate's own selection
     if (s.report.corrected && m > s.k && fitting::sidco_needs_correction(s.plan, m, s.band)) {
       s.report.exact = 1;
       pick_topk(s, min_u64(s.k, s.finite));

@@ -71,7 +71,7 @@ TEST(TrainOptions, CompressorOptionsTheMethodDoesNotReadAreRefused) {
     EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
   }
   EXPECT_NE(gs::testing::error_message([&] { parse({"--bits", "3"}).validate(); })
-                .find("(sidco-e reads --backend, --stages, --sidco-as-published)"),
+                .find("(sidco-e reads --backend, --stages, --sidco-as-published, --sidco-estimate)"),
             std::string::npos);
   EXPECT_NO_THROW(parse({"--compressor", "qsgd-mn", "--bits", "3"}).validate());
   EXPECT_NO_THROW(parse({"--compressor", "sidco-e", "--stages", "2", "--backend", "cpu"}).validate());

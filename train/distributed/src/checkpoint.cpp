@@ -24,8 +24,9 @@ namespace gs::distributed {
 
 namespace {
 
-// The payload's format: 02 added the density schedule's state and the steps' critical flags.
-constexpr std::string_view kMagic = "GSCKPT02";
+// The payload's format: 02 added the density schedule's state and the steps' critical flags; 03
+// SIDCo's carried estimate and the steps' estimate, correction and exact top-k counts.
+constexpr std::string_view kMagic = "GSCKPT03";
 constexpr std::size_t kDigestBytes = 32;
 constexpr std::size_t kHeaderBytes = 8 + 8 + kDigestBytes;
 constexpr int kManifestFormat = 1;

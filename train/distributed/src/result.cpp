@@ -23,7 +23,9 @@ std::string to_json(const TrainConfig& c, const TrainResult& r) {
     steps.push_back({{"step", step}, {"epoch", epoch}, {"lr", lr}, {"loss", loss},
                      {"skipped", st.skipped}, {"warmup", st.warmup}, {"dense", st.dense}, {"critical", st.critical},
                      {"target_density", st.target_density}, {"density", st.density()}, {"quality", st.quality()},
-                     {"stages", st.stages}, {"bytes_sent", st.bytes_sent},
+                     {"stages", st.stages}, {"corrected", st.corrected}, {"exact", st.exact},
+                     {"estimate_quality", st.estimate_quality()},  // NaN (no estimate): null
+                     {"bytes_sent", st.bytes_sent},
                      {"dense_bytes", st.dense_bytes}, {"compress_s", st.compress_seconds},
                      {"comm_s", st.comm_seconds}, {"step_s", step_seconds}});
   json config = json::object();
@@ -60,6 +62,8 @@ std::string to_json(const TrainConfig& c, const TrainResult& r) {
        {{"quality_mean", s.quality_mean}, {"quality_p5", s.quality_p5},
         {"quality_p95", s.quality_p95}, {"density_mean", s.density_mean},
         {"density_mean_all", s.density_mean_all}, {"critical_steps", s.critical_steps},
+        {"estimate_in_band", s.estimate_in_band}, {"corrected_share", s.corrected_share},
+        {"exact_share", s.exact_share},
         {"bytes_per_step", s.bytes_per_step}, {"dense_bytes_per_step", s.dense_bytes_per_step},
         {"compress_ms_per_step", s.compress_ms_per_step},
         {"comm_ms_per_step", s.comm_ms_per_step}, {"step_ms", s.step_ms}}},

@@ -49,6 +49,11 @@ void save_reports(StateWriter& w, const std::vector<StepReport>& steps) {
     w.put(st.density());
     w.put(st.quality());
     w.put<std::int32_t>(st.stages);
+    w.put<std::int32_t>(st.groups());
+    w.put<std::int32_t>(st.corrected);
+    w.put<std::int32_t>(st.exact);
+    w.put(st.estimate_n);
+    w.put(st.estimate_selected);
     w.put(st.bytes_sent);
     w.put(st.dense_bytes);
     w.put(st.compress_seconds);
@@ -73,6 +78,14 @@ std::vector<StepReport> load_reports(StateReader& r) {
     const double density = r.get<double>();
     r.get<double>();  // the quality: density / target_density
     st.stages = r.get<std::int32_t>();
+    // The groups' own qualities are not kept: their count is (RunStatistics' shares).
+    const std::int32_t groups = r.get<std::int32_t>();
+    if (groups < 0) r.fail("has a step of a negative group count");
+    st.group_quality.assign(std::size_t(groups), 0.0);
+    st.corrected = r.get<std::int32_t>();
+    st.exact = r.get<std::int32_t>();
+    st.estimate_n = r.get<std::uint64_t>();
+    st.estimate_selected = r.get<std::uint64_t>();
     st.bytes_sent = r.get<std::uint64_t>();
     st.dense_bytes = r.get<std::uint64_t>();
     st.compress_seconds = r.get<double>();

@@ -48,6 +48,11 @@ class StateReader {
  public:
   StateReader(std::string_view bytes, std::string what) : bytes_(bytes), what_(std::move(what)) {}
 
+  // Set by a reader whose tag names a state written before SIDCo's carried estimate: the parts
+  // added with it (the compressor's carried thresholds, the estimate's statistics) are absent
+  // and their readers start them afresh.
+  bool before_estimates = false;
+
   template <class T>
     requires std::is_arithmetic_v<T>
   T get() {

@@ -17,6 +17,7 @@
 #include "gs/base/state_stream.hpp"
 #include "gs/compress/collectives.hpp"
 #include "gs/compress/payload.hpp"
+#include "gs/compress/step_stats.hpp"
 #include "gs/fitting/thresholds.hpp"
 #include "gs/kernels/backend.hpp"
 #include "gs/kernels/select.hpp"
@@ -37,17 +38,30 @@ struct CompressInfo {
   double threshold = std::numeric_limits<double>::quiet_NaN();  // |x| cut, when the method has one
   int stages = 0;              // SIDCo stages used (0 when not SIDCo)
   bool corrected = false;      // SIDCo's count correction changed the selection (fitting::SidcoRule)
+  bool exact = false;          // the selection ended on exact top-k (SIDCo: the correction's guard)
   std::uint64_t nonfinite = 0; // NaN/Inf seen in the input
+  // SIDCo's own estimate: whether there was one (the stages placed a threshold) and what it
+  // selected before any correction.
+  bool estimated = false;
+  std::uint64_t estimate_selected = 0;
 
   double density() const { return n ? double(selected) / double(n) : 0.0; }
   // Estimation quality: achieved density / target density; 1 is ideal.
   double quality() const { return target_density > 0 ? density() / target_density : 0.0; }
+  // The same of SIDCo's own estimate, before any correction (0 without one).
+  double estimate_quality() const {
+    return estimated && n && target_density > 0 ? double(estimate_selected) / double(n) / target_density : 0.0;
+  }
 };
 
 struct Compressed {
   Payload payload;
   CompressInfo info;
 };
+
+// One group's (bucket's) compression counted into its step: its selection, quality, stages, and
+// SIDCo's estimate, correction and exact top-k.
+void count_group(StepStats& s, const CompressInfo& info);
 
 // A selection's report (kernels' resident selections) as what a compressor's info says of it.
 CompressInfo info_from(const kernels::SelectionReport& r, std::uint64_t n, double target_density);
@@ -58,6 +72,9 @@ struct CompressorOptions {
   int stages = 0;               // SIDCo: 0 = by density (default_sidco_stages; the adaptive stage
                                 // controller's start as published), else a fixed number >= 1
   bool sidco_as_published = false;  // SIDCo as published: the stage controller, no count correction
+  // SIDCo's threshold in training: "carried" (each step's fit times the calibration the last count
+  // of the same tensor gave: docs/algorithms.md) or "fit" (the fit alone). As published: the fit.
+  std::string sidco_estimate = "carried";
 
   // Rival methods (algorithms.md sections 6 to 8).
   double variance_alpha = 1.0;    // variance: send r_i when r_i^2 > alpha * v_i

@@ -223,6 +223,11 @@ struct RunSummary {
   double host_device_bytes_per_step = 0.0, host_device_gathered_bytes_per_step = 0.0;
   double host_syncs_per_step = 0.0, overflow_per_step = 0.0;
   double compress_ms_per_step = 0.0, comm_ms_per_step = 0.0, hook_ms_per_step = 0.0, step_ms = 0.0;
+  // SIDCo's own estimate over the compressed steps: the share of the steps that had one whose
+  // estimate_quality lies within [kEstimateLow, kEstimateHigh] (0 without any); and the shares of
+  // their groups (buckets) whose count correction ran, and that ended on an exact top-k.
+  static constexpr double kEstimateLow = 0.8, kEstimateHigh = 1.25;
+  double estimate_in_band = 0.0, corrected_share = 0.0, exact_share = 0.0;
 };
 
 // Running sums over every step of a run and the quality of each (8 bytes a step, for the
@@ -234,14 +239,18 @@ class RunStatistics {
   void add(const StepStats& s, double step_seconds = 0.0);
   RunSummary summary() const;
   void save_state(StateWriter& w) const;
-  // with_waits: the state holds the waits' and overflow's sums (states before them do not).
-  void load_state(StateReader& r, bool with_waits = true);
+  // with_waits: the state holds the waits' and overflow's sums (states before them do not);
+  // with_estimates: SIDCo's estimate's, the corrections' and exact top-k's counts.
+  void load_state(StateReader& r, bool with_waits = true, bool with_estimates = true);
 
  private:
   std::int64_t steps_ = 0, skipped_ = 0, counted_ = 0, critical_ = 0;
   double density_ = 0, density_compressed_ = 0;  // sums over the counted steps, the compressed ones
   double bytes_ = 0, dense_ = 0, gathered_ = 0, bus_ = 0, bus_gathered_ = 0, syncs_ = 0, overflow_ = 0;
   double compress_ = 0, comm_ = 0, hook_ = 0, step_ = 0;
+  // Over the compressed steps: steps with an estimate, those of them in band, groups, corrected
+  // groups, groups ended on exact top-k.
+  std::int64_t estimated_ = 0, in_band_ = 0, groups_ = 0, corrected_ = 0, exact_ = 0;
   std::vector<double> quality_;
 };
 

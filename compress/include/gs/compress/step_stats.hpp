@@ -5,6 +5,7 @@
 // adds (the step's loss, learning rate and wall time), and gradscope.ddp.StepStats is its Python
 // face (python/src/stats_fields.hpp).
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 namespace gs::compress {
@@ -16,6 +17,11 @@ struct StepStats {
   std::vector<double> group_quality;  // quality of each group's selection, in group order
   int stages = 0;                     // SIDCo stages in use this step (0 otherwise)
   int corrected = 0;                  // SIDCo: the groups (buckets) whose count correction ran
+  int exact = 0;                      // the groups whose selection ended on an exact top-k
+  // SIDCo's own estimate, before any correction, over the groups that had one: their elements
+  // and what the estimate selected there (estimate_quality()).
+  std::uint64_t estimate_n = 0;
+  std::uint64_t estimate_selected = 0;
   std::uint64_t bytes_sent = 0;       // this worker's payload on the wire
   std::uint64_t dense_bytes = 0;      // 4 n: what sending the gradient uncompressed costs
   double compress_seconds = 0.0;      // residual + selection + packing (+ decoding, in step())
@@ -43,6 +49,15 @@ struct StepStats {
 
   double density() const { return n ? double(selected) / double(n) : 0.0; }
   double quality() const { return target_density > 0 ? density() / target_density : 0.0; }
+  // The achieved/target density SIDCo's own threshold gave before any correction: the
+  // element-weighted mean over the groups that had an estimate (NaN where none had: another
+  // method, a dense step).
+  double estimate_quality() const {
+    return estimate_n && target_density > 0 ? double(estimate_selected) / double(estimate_n) / target_density
+                                            : std::numeric_limits<double>::quiet_NaN();
+  }
+  // The groups (buckets) the step compressed: one quality each.
+  int groups() const { return int(group_quality.size()); }
 };
 
 }  // namespace gs::compress

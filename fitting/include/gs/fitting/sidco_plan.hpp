@@ -35,6 +35,10 @@ struct SidcoPlan {
   double expected = 0.0;   // exceedances the plan expects after the last stage
   double before_eta = 0.0;     // the threshold before eta and the count above it (< 0: none)
   double before_count = -1.0;
+  // The last stage's threshold is multiplied by it: the calibration a carried estimate gives
+  // (SidcoRule::scale; docs/algorithms.md, "SIDCo's estimate on the momentum-corrected
+  // accumulator"). 1: the stages' own threshold.
+  double scale = 1.0;
   SidcoFitFailure failure = SidcoFitFailure::none;
 };
 
@@ -84,6 +88,14 @@ GS_HD inline bool sidco_first_threshold(SidcoPlan& p, const MagnitudeStats& s, b
   return true;
 }
 
+// The stages are done: eta becomes the final threshold, times the plan's scale. Returns false
+// (no stage follows), for the stage steps to return.
+GS_HD inline bool sidco_last(SidcoPlan& p) {
+  p.tails_left = 0;
+  p.eta *= p.scale;
+  return false;
+}
+
 // Stage 1 from the statistics of all x; true when a tail stage follows. Zeros are excluded from
 // the fit, so it aims at the same d1*n elements among the non-zero values.
 GS_HD inline bool sidco_first(SidcoPlan& p, const MagnitudeStats& s) {
@@ -111,7 +123,7 @@ GS_HD inline bool sidco_first(SidcoPlan& p, const MagnitudeStats& s) {
   p.before_eta = 0.0;  // every non-zero value lies above 0
   p.before_count = double(s.count);
   if (!sidco_first_threshold(p, s, degenerate, d1_nonzero)) return false;
-  if (!multi || degenerate) return false;
+  if (!multi || degenerate) return sidco_last(p);
   p.di = ::pow(p.density / kSidcoFirstStageDensity, 1.0 / double(p.stages - 1));
   p.expected = d1 * double(p.n);
   p.tails_left = p.stages - 1;
@@ -122,14 +134,14 @@ GS_HD inline bool sidco_first(SidcoPlan& p, const MagnitudeStats& s) {
 // again by their minimum, as the reference); true when another follows.
 GS_HD inline bool sidco_tail(SidcoPlan& p, const MagnitudeStats& y) {
   if (p.tails_left <= 0) return false;
-  if (y.count < 2 || !(y.max > y.min)) return p.tails_left = 0, false;
+  if (y.count < 2 || !(y.max > y.min)) return sidco_last(p);
   const double t = y.min;
   const double m = y.mean() - t;
   p.expected *= p.di;
   // recount: aim at the planned count rather than at di of what the last stage left.
   const double want = p.expected / double(y.count);
   const double d = p.recount ? (want < 1.0 ? want : 1.0) : p.di;
-  if (d >= 1.0) return p.tails_left = 0, false;
+  if (d >= 1.0) return sidco_last(p);
   double tail = 0.0;
   if (p.variant == SidcoVariant::exponential) {
     tail = formula::exponential_quantile_c(d, m);
@@ -142,7 +154,7 @@ GS_HD inline bool sidco_tail(SidcoPlan& p, const MagnitudeStats& y) {
   p.before_count = double(y.count);  // the values above eta this stage fitted
   p.eta = p.eta + t + tail;
   ++p.run;
-  return --p.tails_left > 0;
+  return --p.tails_left > 0 || sidco_last(p);
 }
 
 // The count correction's test: a selection of `count` outside [1/band, band] times the target.

@@ -74,7 +74,10 @@ struct SidcoRule {
   // as published.
   bool correct = true;
   double band = 1.25;
-  static constexpr SidcoRule published() { return {false, false, 1.25}; }
+  // The stages' final threshold times this (SidcoPlan::scale): the calibration a compressor
+  // carries from its last count of the same tensor (docs/algorithms.md). 1: the fit alone.
+  double scale = 1.0;
+  static constexpr SidcoRule published() { return {false, false, 1.25, 1.0}; }
 };
 
 // What a selection at `threshold` held: its count and the mean of x - threshold over it (the
@@ -136,6 +139,9 @@ ThresholdResult sidco_estimate(MagnitudePasses& passes, double density, SidcoVar
 class SidcoStages {
  public:
   SidcoStages(std::uint64_t n, double density, SidcoVariant variant, int stages, bool recount);
+  // The final threshold's factor (SidcoRule::scale), before first(): gs::Error unless positive
+  // and finite.
+  void set_scale(double scale);
   StatsFields first_fields() const;
   StatsFields tail_fields() const;
   // Stage 1 from statistics of all x; true when a tail stage follows.

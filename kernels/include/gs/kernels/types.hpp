@@ -2,6 +2,7 @@
 // Result types shared by the CPU (gs/kernels/cpu.hpp) and CUDA (gs/kernels/cuda.hpp) entry points.
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 namespace gs::kernels {
@@ -59,6 +60,10 @@ struct SidcoSelectResult {
   std::uint64_t candidates = 0; // candidates/predicted routes: elements packed (by the first tail stage, or by stage 1 with one stage)
   std::uint64_t nonfinite = 0;  // NaN/Inf in g (the CPU counts them in its first read)
   bool corrected = false;       // SIDCo's count correction moved the threshold (SidcoRule)
+  bool exact = false;           // the selection ended on exact top-k (the correction's guard)
+  // SIDCo's own threshold, before any correction, and what it selected (SIDCo's estimate).
+  double estimate = 0.0;
+  std::uint64_t estimate_selected = 0;
 };
 
 // What a selection made where its vector lives reports, beside it (device memory for cuda: the
@@ -77,6 +82,10 @@ struct SelectionReport {
   std::int32_t corrected = 0;    // SIDCo's count correction moved the threshold
   std::int32_t exact = 0;        // the rule kept exactly the top-k
   SelectionFailure failure = SelectionFailure::none;
+  // SIDCo: its own threshold before any correction (the estimate; NaN for another rule, or where
+  // the fit failed) and the count it selected.
+  double estimate = std::numeric_limits<double>::quiet_NaN();
+  std::uint64_t estimate_count = 0;
 };
 
 // Validates a selection threshold (not NaN); throws gs::Error.
