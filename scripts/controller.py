@@ -94,14 +94,27 @@ def worker(rank, cfg, port, out):
             opt.step()
     if rank == 0:
         fields = ("quality", "estimate_quality", "stages", "corrected", "exact", "buckets", "density",
-                  "target_density", "warmup", "skipped", "critical")
+                  "target_density", "warmup", "skipped", "critical", "compress_s")
         result = dict(cfg, steps_run=[{f: getattr(s, f) for f in fields} for s in state.steps],
                       summary=state.summary(), final_loss=float(loss), train_s=time.perf_counter() - t0,
-                      test_accuracy=task.evaluate(model))
+                      test_accuracy=task.evaluate(model), select_ms=select_ms(cfg, params))
         with open(out, "w") as f:
             json.dump(result, f)
     dist.barrier()
     dist.destroy_process_group()
+
+
+def select_ms(cfg, params, repeats=21):
+    """The median time of one plain gradscope.select of the method on the model's last gradient
+    laid end to end (the vector a one-bucket step selects from), in the same process: the
+    baseline the hook's compress time per step is compared with."""
+    flat = torch.cat([p.grad.reshape(-1) for p in params if p.grad is not None])
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        gradscope.select(flat, cfg["method"], cfg["ratio"])
+        times.append(time.perf_counter() - t)
+    return 1e3 * sorted(times)[len(times) // 2]
 
 
 def run_path(name, opts):

@@ -118,7 +118,28 @@ void Compressor::aggregate(std::span<const Payload> payloads, std::span<float> o
     }
   }
   const float inv = 1.0f / float(payloads.size());
-  for (float& v : out) v *= inv;
+  const auto ascending = [](const Payload& p) {
+    return std::adjacent_find(p.indices.begin(), p.indices.end(), std::greater_equal<>()) == p.indices.end();
+  };
+  if (!dense.empty() || !std::all_of(payloads.begin(), payloads.end(), ascending)) {
+    for (float& v : out) v *= inv;
+    return;
+  }
+  // Sparse payloads of ascending indices (every selection's): the mean touches only the indices
+  // sent (the others stay +0, as 0 * inv), each once however many workers sent it (their lists
+  // merged), not a pass over out.
+  if (payloads.size() == 1) {
+    for (const std::int32_t i : payloads[0].indices) out[std::size_t(i)] *= inv;
+    return;
+  }
+  std::vector<std::int32_t> sent(payloads[0].indices.begin(), payloads[0].indices.end()), merged;
+  for (std::size_t r = 1; r < payloads.size(); ++r) {
+    merged.clear();
+    std::set_union(sent.begin(), sent.end(), payloads[r].indices.begin(), payloads[r].indices.end(),
+                   std::back_inserter(merged));
+    sent.swap(merged);
+  }
+  for (const std::int32_t i : sent) out[std::size_t(i)] *= inv;
 }
 
 void Compressor::decode_sum(const Payload& summed, int workers, std::span<float> out) const {

@@ -33,6 +33,25 @@ std::span<const float> MomentumCorrection::advance(std::string_view name, std::s
   return velocity_.accumulate(name, g, static_cast<float>(momentum_));
 }
 
+std::span<const float> MomentumCorrection::advance_into(std::string_view name, std::span<const float> g,
+                                                        ResidualMemory& residual) {
+  const auto v = velocity_.begin_accumulate(name, g.size());
+  const auto r = residual.begin_accumulate(name, g.size());
+  const float m = static_cast<float>(momentum_);
+  const std::size_t n = g.size();
+  const float* __restrict u0 = v.e.data();
+  const float* __restrict e = r.e.data();
+  const float* __restrict gi = g.data();
+  float* __restrict u = v.acc.data();
+  float* __restrict acc = r.acc.data();
+  for (std::size_t i = 0; i < n; ++i) {
+    const float ui = m * u0[i] + gi[i];
+    u[i] = ui;
+    acc[i] = ui + e[i];
+  }
+  return r.acc;
+}
+
 void MomentumCorrection::commit(std::string_view name, const Payload& p, const Compressor& c) {
   if (p.kind != PayloadKind::sparse)
     throw Error("momentum correction: a dense payload masks nothing (please report)");

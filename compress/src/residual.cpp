@@ -18,20 +18,25 @@ const ResidualMemory::Slot& ResidualMemory::slot(std::string_view name) const {
   return it->second;
 }
 
-std::span<const float> ResidualMemory::accumulate(std::string_view name, std::span<const float> g, float decay) {
+ResidualMemory::Accumulation ResidualMemory::begin_accumulate(std::string_view name, std::size_t n) {
   Slot& s = slot(name);
-  if (s.e.empty()) s.e.assign(g.size(), 0.0f);
-  if (s.e.size() != g.size())
+  if (s.e.empty()) s.e.assign(n, 0.0f);
+  if (s.e.size() != n)
     throw Error("residual memory: '" + std::string(name) + "' had " + std::to_string(s.e.size()) +
-                " elements, now " + std::to_string(g.size()));
-  s.acc.resize(g.size());
-  if (decay == 1.0f) {
-    for (std::size_t i = 0; i < g.size(); ++i) s.acc[i] = g[i] + s.e[i];
-  } else {
-    for (std::size_t i = 0; i < g.size(); ++i) s.acc[i] = decay * s.e[i] + g[i];
-  }
+                " elements, now " + std::to_string(n));
+  s.acc.resize(n);
   s.pending = true;
-  return s.acc;
+  return {s.e, s.acc};
+}
+
+std::span<const float> ResidualMemory::accumulate(std::string_view name, std::span<const float> g, float decay) {
+  const auto [e, acc] = begin_accumulate(name, g.size());
+  if (decay == 1.0f) {
+    for (std::size_t i = 0; i < g.size(); ++i) acc[i] = g[i] + e[i];
+  } else {
+    for (std::size_t i = 0; i < g.size(); ++i) acc[i] = decay * e[i] + g[i];
+  }
+  return acc;
 }
 
 void ResidualMemory::commit(std::string_view name, const Payload& p, const Compressor& c) {

@@ -29,6 +29,9 @@ class MomentumCorrection {
   // u = m u + g for vector `name` (u starts at 0); returns the new u, which error feedback adds
   // the residual to. Pending until commit() or discard().
   std::span<const float> advance(std::string_view name, std::span<const float> g);
+  // advance() and error feedback's residual.accumulate(name, u) in one pass over the vectors
+  // (the same values: u = m u + g, acc = u + e); returns acc. Both are pending until committed.
+  std::span<const float> advance_into(std::string_view name, std::span<const float> g, ResidualMemory& residual);
   // The step sent sparse payload p of that vector: u becomes the new u, zero where p was sent.
   void commit(std::string_view name, const Payload& p, const Compressor& c);
   // The step sent everything (an uncompressed step): u becomes the new u, unmasked.

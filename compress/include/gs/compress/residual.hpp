@@ -21,6 +21,14 @@ class ResidualMemory {
   // stays valid until the next accumulate() for the same name. With a decay, acc = decay e + g:
   // the same memory then keeps momentum correction's velocity (gs/compress/momentum.hpp).
   std::span<const float> accumulate(std::string_view name, std::span<const float> g, float decay = 1.0f);
+  // accumulate()'s start, for a caller that writes acc itself in a pass of its own (momentum
+  // correction's velocity and residual in one): the slot's e (n zeros the first time; gs::Error
+  // for another size than before) and its acc to fill, pending from here as after accumulate().
+  struct Accumulation {
+    std::span<const float> e;
+    std::span<float> acc;
+  };
+  Accumulation begin_accumulate(std::string_view name, std::size_t n);
   // After sending p (computed from the last accumulate() of name): e = acc, sent entries zeroed
   // (sparse) or e = acc - decoded (dense, decoded through c).
   void commit(std::string_view name, const Payload& p, const Compressor& c);
