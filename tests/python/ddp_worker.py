@@ -133,8 +133,11 @@ def exchange(rank, world, out, method, ratio, steps, momentum=0.0):
             step_out.append(fut.wait().clone())
         inputs.append(torch.cat(step_in))
         outputs.append(torch.cat(step_out))
+    fields = ("estimate_quality", "exact", "corrected", "buckets", "quality")
     torch.save({"inputs": inputs, "outputs": outputs,
-                "bucket_sizes": [sum(p.numel() for p in b) for b in params]}, out)
+                "bucket_sizes": [sum(p.numel() for p in b) for b in params],
+                "steps": [{f: getattr(s, f) for f in fields} for s in state.steps],
+                "summary": state.summary()}, out)
 
 
 def returns_early(rank, out):

@@ -77,6 +77,23 @@ def test_hook_equals_the_cpp_model_compressor(tmp_path, method, ratio, momentum)
                 assert abs(got - reference[s][r]).max() <= 1e-6 * abs(reference[s][r]).max()
             else:
                 assert (got == reference[s][r]).all(), f"{method}: step {s}, worker {r}"
+    # Each step's record says where SIDCo's own estimate landed and which buckets ended on an
+    # exact top-k: for top-k every bucket, for a method without an estimate None.
+    for r in results:
+        for st in r["steps"]:
+            assert st["buckets"] == 2
+            if method.startswith("sidco-"):
+                assert st["estimate_quality"] >= 0 and 0 <= st["exact"] <= st["corrected"] <= 2
+            else:
+                assert st["estimate_quality"] is None
+            if method == "topk":
+                assert st["exact"] == 2
+        summary = r["summary"]
+        if method.startswith("sidco-"):
+            assert 0.0 <= summary["estimate_in_band"] <= 1.0
+            assert summary["corrected_share"] == sum(s["corrected"] for s in r["steps"]) / (2 * steps)
+        if method == "topk":
+            assert summary["exact_share"] == 1.0
 
 
 def test_nan_in_a_bucket_skips_everywhere_then_stops(tmp_path):
