@@ -89,6 +89,20 @@ TEST(DistTraining, TwoWorkersStayEqualAndLossFalls) {
       expect_sparse_bytes(steps[0]["bytes_sent"].get<double>(), std::floor(0.01 * n), 0.01);
       EXPECT_EQ(steps[0]["dense_bytes"].get<double>(), 4 * n);
     }
+    // Each step says where SIDCo's own estimate landed (null for another method), how many groups
+    // the correction ran on and how many ended on an exact top-k; the summary their shares.
+    for (const auto& st : steps) {
+      if (comp.starts_with("sidco-e")) {
+        EXPECT_GE(st["estimate_quality"].get<double>(), 0.0) << comp;
+        EXPECT_LE(st["exact"].get<int>(), st["corrected"].get<int>()) << comp;
+      } else {
+        EXPECT_TRUE(st["estimate_quality"].is_null()) << comp;
+      }
+      if (comp == "topk") EXPECT_GE(st["exact"].get<int>(), 1);
+    }
+    const auto& summary = j["summary"];
+    if (comp == "topk") EXPECT_EQ(summary["exact_share"].get<double>(), 1.0);
+    if (comp.starts_with("sidco-e")) EXPECT_GE(summary["estimate_in_band"].get<double>(), 0.0);
   }
 }
 

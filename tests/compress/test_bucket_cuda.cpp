@@ -69,7 +69,7 @@ std::vector<std::vector<float>> updates(const std::string& method, bool on_gpu, 
 
 // On a GPU the device path gives the host path's update to the bit, whether the selection comes
 // to the host (Gloo) or stays for device collectives (NCCL), and with device collectives no
-// bucket waits for the device.
+// bucket waits for the device but for SIDCo's carried estimate.
 TEST(CudaBucket, ExchangeResidentOnTheGpuEqualsTheHostPath) {
   if (!gs::kernels::cuda_available())
     GTEST_SKIP() << "no usable GPU on this machine: CUDA suites run on a GPU machine (scripts/gpu-check.sh); "
@@ -88,7 +88,12 @@ TEST(CudaBucket, ExchangeResidentOnTheGpuEqualsTheHostPath) {
         EXPECT_EQ(device[s], host[s]) << "step " << s;
       }
       EXPECT_EQ(device[s], gathered[s]) << "step " << s;
-      EXPECT_EQ(device_stats[s].host_syncs, 0u) << "step " << s;
+      // SIDCo's carried estimate (the default) brings each selection to the host to learn from it:
+      // one wait a bucket; its fit alone waits for none (SyncBounds.*, on cuda-host).
+      if (method.starts_with("sidco-"))
+        EXPECT_LE(device_stats[s].host_syncs, std::uint64_t(device_stats[s].buckets)) << "step " << s;
+      else
+        EXPECT_EQ(device_stats[s].host_syncs, 0u) << "step " << s;
       EXPECT_LE(gathered_stats[s].host_syncs, std::uint64_t(gathered_stats[s].buckets)) << "step " << s;
     }
   }
