@@ -27,7 +27,13 @@ per run:
     corrected, exact: the shares of the compressed steps' buckets whose count correction ran, and
         that ended on an exact top-k;
     test accuracy of rank 0's replica at the end.
---check exits 1 unless every run meets the goals: in band >= 0.9, changes/20 <= 1, density in
+When a SIDCo method and top-k both ran on a model, setup and seed, OUT/controller-paired.table.md
+(OUT/controller-fit-paired.table.md with --estimate fit) sets them side by side, paired by seed:
+the test accuracy of each and their difference (mean and standard error over the seeds), and the
+cost of a step: the hook's compress time per step (the median over a run's compressed steps, then
+over the seeds), its ratio to top-k's (per seed, then the median), and its ratio to one plain
+gradscope.select of the method on the model's last gradient, timed in the same process (the median
+of 21). --check exits 1 unless every run meets the goals: in band >= 0.9, changes/20 <= 1, density in
 [0.8, 1.25]; with momentum correction (mc), also SIDCo's own estimate: in band >= 0.8, corrected
 <= 0.2, exact <= 0.05 (the "estimate goals" column; "-" for the other setups). --figure draws quality and stages per step for the runs named (RUN as in the
 tables, made by this call or an earlier one, as published or not).
@@ -37,6 +43,7 @@ import argparse
 import json
 import math
 import os
+import statistics
 import sys
 import time
 
@@ -200,6 +207,43 @@ def table(rows):
                                    verdict[meets_estimate(m)]] for m in rows])
 
 
+def compress_ms(result):
+    return 1e3 * statistics.median(s["compress_s"] for s in compressed(result))
+
+
+def mean_se(values):
+    m = statistics.fmean(values)
+    return m, (statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else float("nan"))
+
+
+def paired_table(results):
+    """Each SIDCo method against top-k on the same model, setup and seeds (runs with the cost fields)."""
+    runs_by = {(r["model"], r["method"], r["setup"], r["seed"]): r for r in results
+               if "select_ms" in r and "compress_s" in r["steps_run"][0]}
+    rows = []
+    for (model, method, setup) in sorted({k[:3] for k in runs_by}):
+        if method == "topk":
+            continue
+        seeds = sorted(s for (m, me, se, s) in runs_by if (m, me, se) == (model, method, setup)
+                       and (model, "topk", setup, s) in runs_by)
+        if not seeds:
+            continue
+        mine = [runs_by[(model, method, setup, s)] for s in seeds]
+        topk = [runs_by[(model, "topk", setup, s)] for s in seeds]
+        acc_m, acc_t = ([100 * r["test_accuracy"] for r in rs] for rs in (mine, topk))
+        diff = mean_se([a - b for a, b in zip(acc_m, acc_t)])
+        ms_m, ms_t = [compress_ms(r) for r in mine], [compress_ms(r) for r in topk]
+        rows.append([model, setup, method, ",".join(map(str, seeds)),
+                     "%.2f ± %.2f" % mean_se(acc_m), "%.2f ± %.2f" % mean_se(acc_t), "%+.2f ± %.2f" % diff,
+                     f"{statistics.median(ms_m):.2f}", f"{statistics.median(ms_t):.2f}",
+                     f"{statistics.median(a / b for a, b in zip(ms_m, ms_t)):.2f}",
+                     f"{statistics.median(r['select_ms'] for r in mine):.2f}",
+                     f"{statistics.median(a / r['select_ms'] for a, r in zip(ms_m, mine)):.2f}"])
+    header = ["model", "setup", "method", "seeds", "test acc. %", "top-k's", "difference, paired",
+              "compress ms/step", "top-k's", "x top-k", "plain select ms", "x plain select"]
+    return runs.markdown(header, rows) if rows else ""
+
+
 def figure(names, path, opts):
     """Quality and stages per step of the runs named, made by this call or an earlier one (with or
     without --published) at the same --workers and --steps."""
@@ -292,6 +336,9 @@ def main():
     table_name = ("controller-published.table.md" if opts.published else
                   "controller-fit.table.md" if opts.estimate == "fit" else "controller.table.md")
     runs.publish(table(rows), os.path.join(opts.out, table_name))
+    paired = paired_table(results)
+    if paired:
+        runs.publish(paired, os.path.join(opts.out, table_name.replace(".table.md", "-paired.table.md")))
     if opts.figure:
         figure(opts.figure_runs.split(","), opts.figure, opts)
     print(f"controller: {len(rows)} runs, {sum(meets(m) for m in rows)} meet the goals; "
