@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <iterator>
 
 #include "gs/base/enum_names.hpp"
 #include "gs/base/error.hpp"
