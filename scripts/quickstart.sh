@@ -87,7 +87,7 @@ run_tests() { ctest --test-dir "$build" --output-on-failure -j"$jobs" 2>&1 | tee
 slowest() {
   echo "== quickstart: the ten slowest cases (seconds)"
   sed -nE 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: ([^ ]+) .* ([0-9]+\.[0-9]+) sec$/\2 \1/p' "$tests_log" \
-    | sort -rn | head -10 | awk '{ printf "   %8.1f  %s\n", $1, $2 }'
+    | sort -rn | awk 'NR <= 10 { printf "   %8.1f  %s\n", $1, $2 }'  # reads it all: no SIGPIPE for sort
 }
 tests_rc=0
 phase tests run_tests || tests_rc=$?
