@@ -336,8 +336,7 @@ bool BucketCompressor::exchange_shared(int index, const std::string& slot, const
                                        std::span<const float> g, Collectives& comm, std::span<float> out,
                                        StepStats& s) {
   const bool velocity = momentum_.on();
-  // a sparse selection with error feedback
-  const auto acc = velocity ? momentum_.advance_into(slot, g, residual_) : residual_.accumulate(slot, g);
+  const auto acc = momentum_.accumulate(slot, g, &residual_);  // a sparse selection with error feedback
   const int leader = detail::shared_leader(steps_, index, comm.world_size());
   detail::SharedOutcome r = detail::shared_exchange(*compressor_, acc, tensor, leader, comm, out);
   s.gathered_bytes += r.wire_bytes;
@@ -364,10 +363,7 @@ bool BucketCompressor::exchange_sparse(const std::string& slot, const std::strin
   const bool weighs_variance = c.needs_gradient_variance();
   const bool bad_input = weighs_variance && any_nonfinite(g);
   const bool velocity = momentum_.on();  // error feedback on the velocity, not on g
-  const auto acc = velocity && ef ? momentum_.advance_into(slot, g, residual_)
-                   : velocity     ? momentum_.advance(slot, g)
-                   : ef           ? residual_.accumulate(slot, g)
-                                  : g;
+  const auto acc = momentum_.accumulate(slot, g, ef ? &residual_ : nullptr);
   Compressed mine;
   if (!bad_input) {
     if (weighs_variance) c.add_gradient_variance(tensor, variance);

@@ -72,10 +72,8 @@ void ModelCompressor::set_momentum_correction(double momentum) {
 }
 
 std::span<const float> ModelCompressor::accumulate(const Group& g, std::span<const float> flat) {
-  const auto grad = flat.subspan(g.offset, g.size);
-  const bool ef = compressor_->error_feedback();
-  if (momentum_.on()) return ef ? momentum_.advance_into(g.name, grad, residual_) : momentum_.advance(g.name, grad);
-  return ef ? residual_.accumulate(g.name, grad) : grad;
+  return momentum_.accumulate(g.name, flat.subspan(g.offset, g.size),
+                              compressor_->error_feedback() ? &residual_ : nullptr);
 }
 
 void ModelCompressor::set_shared_exchange(bool shared) {

@@ -32,6 +32,12 @@ class MomentumCorrection {
   // advance() and error feedback's residual.accumulate(name, u) in one pass over the vectors
   // (the same values: u = m u + g, acc = u + e); returns acc. Both are pending until committed.
   std::span<const float> advance_into(std::string_view name, std::span<const float> g, ResidualMemory& residual);
+  // The vector a compressor selects from, for either setting: with momentum correction on, u (and
+  // with a residual, u + e in one pass); off, g + e with a residual, else g itself.
+  std::span<const float> accumulate(std::string_view name, std::span<const float> g, ResidualMemory* residual) {
+    if (on()) return residual ? advance_into(name, g, *residual) : advance(name, g);
+    return residual ? residual->accumulate(name, g) : g;
+  }
   // The step sent sparse payload p of that vector: u becomes the new u, zero where p was sent.
   void commit(std::string_view name, const Payload& p, const Compressor& c);
   // The step sent everything (an uncompressed step): u becomes the new u, unmasked.
