@@ -17,17 +17,30 @@ Two measurements, each made once and reused from OUT (the frontier's way, script
 --phase steps writes the table of the timing runs already made (OUT/steps.table.md: each point's
 median step, its split and dense's step over it, per model and rate; it starts no run), for models
 without accuracy runs.
-The report (OUT/speedup.table.md, OUT/speedup-<model>.png; with --name NAME,
-OUT/speedup-NAME.table.md and OUT/speedup-<model>-NAME.png) gives, per model and rate, each
-point's median step and its split, the wall time to reach dense's final test accuracy (steps to
-it, read off the accuracy runs with linear interpolation between evaluations, times the median
-step at that rate), the speed-up over dense and the ideal speed-up (dense's step over the
-compute-only step: no method beats it). Seeds are paired: a point's time to accuracy for seed s
-aims at dense's final accuracy of seed s; means and standard errors over the seeds.
+The report (OUT/speedup.table.md, OUT/comparisons.table.md, OUT/speedup-<model>.png,
+OUT/time-to-target-<model>.png and OUT/target-<model>.json; with --name NAME, each with -NAME) gives,
+per model and rate, each point's median step and its split, and the wall time to a fixed target
+accuracy, as MLPerf Training times to a quality target below the reference's converged accuracy:
+  the target (--target fixed): dense's converged accuracy at its best learning rate (the mean of
+    its last --smooth evaluations), averaged over the seeds, less --target-margin points (0.5),
+    written with how it was chosen in OUT/target-<model>.json;
+  time to it: the steps at which the run's curve, smoothed by a centred moving mean over --smooth
+    evaluations (3; evaluations every --eval-every 25 steps), first reaches it, linear between
+    evaluations, times the median step at that rate;
+  the speed-up: dense's time to the target over the point's, paired by seed, as a geometric mean
+    with its 95% Student's t interval over the seeds where both reach it; the ideal speed-up is
+    dense's step over the compute-only step (no method beats it). A point that misses the target
+    on a seed says so (seeds reaching it), with its final accuracy and interval.
+OUT/comparisons.table.md pairs SIDCo-E with momentum correction against dense, DGC, top-k, fp16 and
+PowerSGD by seed: the rival's time to the target over SIDCo-E's, and the final accuracies'
+difference, each with its 95% interval. --target dense-final keeps the earlier rule (each seed's own
+dense final evaluation, read off the raw curve; the speed-up is dense's whole run over the point's
+time to it); --target X times every point to X%.
 
     sudo PYTHONPATH=build/python python3 scripts/speedup.py [--models resnet18,vit] [--points ...]
         [--rates 10mbit,100mbit,1gbit,10gbit,none] [--workers 4] [--steps 400] [--seeds 1,2,3]
-        [--eval-every 50] [--timing-steps 10] [--timing-budget S] [--phase accuracy|timing|report|all]
+        [--eval-every 25] [--target fixed|dense-final|X] [--target-margin 0.5] [--smooth 3]
+        [--timing-steps 10] [--timing-budget S] [--phase accuracy|timing|report|all]
         [--out DIR]
 
 Points: dense at the learning rates of --dense-lrs (SGD momentum 0.9; the best mean final accuracy
@@ -211,7 +224,8 @@ def accuracy_run(model, point, seed, opts):
     def make(partial):
         print(f"speedup: accuracy of {model} {point} seed {seed}", file=sys.stderr, flush=True)
         mp.spawn(accuracy_worker, args=(cfg, runs.free_port(), partial), nprocs=opts.workers)
-    return runs.same_eval_images(runs.cached_json(path, make), opts.eval_images, path)
+    result = runs.same_eval_images(runs.cached_json(path, make), opts.eval_images, path)
+    return runs.same_eval_every(result, opts.eval_every, path)
 
 
 # ---- timing ------------------------------------------------------------------------------------
@@ -294,30 +308,72 @@ def steps_to(curve, target):
     return None
 
 
-def mean_se(values):
-    if not values:
-        return None, None
-    m = statistics.mean(values)
-    return m, (statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else None)
+def smoothed(curve, window):
+    """The accuracy curve as a centred moving mean over `window` evaluations (fewer at its ends, an
+    odd window: as many before as after), so that one noisy evaluation does not decide when a
+    target is reached. window 1: the curve itself."""
+    half = window // 2
+    accs = [acc for _, acc in curve]
+    return [[step, statistics.fmean(accs[max(0, i - half):i + half + 1])] for i, (step, _) in enumerate(curve)]
 
 
-def pm(v, se, fmt="{:.2f}"):
-    if v is None:
-        return "not reached"
-    return fmt.format(v) + (f" ± {fmt.format(se)}" if se is not None else "")
+def converged(curve, window):
+    """A run's converged accuracy: the mean of its last `window` evaluations."""
+    return statistics.fmean(acc for _, acc in curve[-window:])
+
+
+def choose_target(acc, best, seeds, opts):
+    """The accuracy every point is timed to, per seed, and how it was chosen (written beside the
+    results). fixed: one accuracy for the model, dense's converged accuracy at its best learning
+    rate (the mean of its last --smooth evaluations) averaged over the seeds, less --target-margin
+    points; a number: that accuracy (%); dense-final: each seed's own dense final evaluation (the
+    earlier rule: a target at the top of dense's noisy curve)."""
+    finals = {s: converged(acc[best][s]["curve"], opts.smooth) for s in seeds}
+    info = {"rule": opts.target, "dense": best, "seeds": seeds, "smooth_evaluations": opts.smooth,
+            "eval_every": opts.eval_every, "dense_converged_pct": {str(s): 100 * v for s, v in finals.items()}}
+    if opts.target == "dense-final":
+        info["target_pct"] = {str(s): 100 * acc[best][s]["test_accuracy"] for s in seeds}
+        return {s: acc[best][s]["test_accuracy"] for s in seeds}, info
+    if opts.target == "fixed":
+        mean = statistics.fmean(finals.values())
+        info.update(dense_converged_mean_pct=100 * mean, margin_points=opts.target_margin,
+                    target_pct=100 * mean - opts.target_margin)
+    else:
+        info["target_pct"] = float(opts.target)
+    return {s: info["target_pct"] / 100 for s in seeds}, info
+
+
+def ci(values, fmt="{:.2f}"):
+    """mean ± the half-width of its 95% interval (n), or "" for none."""
+    m, half = runs.mean_ci(values)
+    if m is None:
+        return ""
+    return fmt.format(m) + (f" ± {fmt.format(half)}" if half is not None else "")
+
+
+def ratio(values, fmt="{:.2f}"):
+    """A paired ratio's geometric mean [95% interval]; "" for none."""
+    m, lo, hi, n = runs.ratio_ci(values)
+    if m is None:
+        return ""
+    return fmt.format(m) + (f" [{fmt.format(lo)}, {fmt.format(hi)}]" if lo is not None else "")
 
 
 def model_report(model, opts, points, dense_points):
-    """The table rows of one model, and the best dense point."""
+    """The table rows of one model, the best dense point and the target's record."""
     seeds = [int(s) for s in opts.seeds.split(",")]
     acc = {p: {s: accuracy_run(model, p, s, opts) for s in seeds} for p in dense_points + points if p != AUTO}
     best = max(dense_points, key=lambda p: statistics.mean(r["test_accuracy"] for r in acc[p].values()))
-    target = {s: acc[best][s]["test_accuracy"] for s in seeds}
+    target, info = choose_target(acc, best, seeds, opts)
+    window = 1 if opts.target == "dense-final" else opts.smooth  # the earlier rule read the raw curve
     rows = []
     for rate in opts.rates.split(","):
         compute = split(timing_run(model, "compute", rate, opts), 0.0)["step"]
         dense_step = split(timing_run(model, "dense", rate, opts), compute)["step"]
         ideal = dense_step / compute
+        dense_time = {sd: acc[best][sd]["steps"] * dense_step if opts.target == "dense-final" else
+                      (lambda st: None if st is None else st * dense_step)(
+                          steps_to(smoothed(acc[best][sd]["curve"], window), target[sd])) for sd in seeds}
         for p in [best] + points:
             t = timing_run(model, timed_as(p), rate, opts)
             s = split(t, compute)
@@ -326,24 +382,30 @@ def model_report(model, opts, points, dense_points):
                 # dense steps there are momentum SGD at the compressed points' lr (LR): dense at LR
                 runs_as = (f"dense-lr{LR:g}" if sum(t.get("dense", [])[WARM:]) * 2 > len(t["step_s"][WARM:])
                            else "sidco-e-mc")
-            reach = {sd: steps_to(acc[runs_as][sd]["curve"], target[sd]) for sd in seeds}
-            dense_total = {sd: acc[best][sd]["steps"] * dense_step for sd in seeds}
-            times = [reach[sd] * s["step"] for sd in seeds if reach[sd] is not None]
-            speedups = [dense_total[sd] / (reach[sd] * s["step"]) for sd in seeds if reach[sd] is not None]
+            reach = {sd: steps_to(smoothed(acc[runs_as][sd]["curve"], window), target[sd]) for sd in seeds}
+            times = {sd: reach[sd] * s["step"] for sd in seeds if reach[sd] is not None}
+            speedups = [dense_time[sd] / times[sd] for sd in times if dense_time[sd] is not None]
             label = point_spec(p)[5] + (f" (ran {'compressed' if runs_as == 'sidco-e-mc' else 'dense'})"
                                         if p == AUTO else "")
+            finals = [100 * r["test_accuracy"] for r in acc[runs_as].values()]
             rows.append({"model": model, "rate": rate, "point": p, "label": label, "split": s,
-                         "accuracy": mean_se([100 * r["test_accuracy"] for r in acc[runs_as].values()]),
-                         "reached": sum(r is not None for r in reach.values()), "seeds": len(seeds),
-                         "time": mean_se(times), "speedup": mean_se(speedups), "ideal": ideal,
+                         "accuracy": runs.mean_se(finals), "finals": finals, "reached": len(times), "seeds": len(seeds),
+                         "times": times, "time": runs.mean_se(list(times.values())), "speedups": speedups,
+                         "speedup": runs.mean_se(speedups), "ideal": ideal, "target": target,
                          "curves": {sd: acc[runs_as][sd]["curve"] for sd in seeds}})
-    return rows, best
+    return rows, best, info
+
+
+def pm(v, se, fmt="{:.2f}"):
+    if v is None:
+        return "not reached"
+    return fmt.format(v) + (f" ± {fmt.format(se)}" if se is not None else "")
 
 
 def paired(a, b):
     """Mean ± standard error of a's final accuracy minus b's (points), over the seeds both have."""
     both = sorted(set(a) & set(b))
-    m, se = mean_se([100 * (a[sd]["test_accuracy"] - b[sd]["test_accuracy"]) for sd in both])
+    m, se = runs.mean_se([100 * (a[sd]["test_accuracy"] - b[sd]["test_accuracy"]) for sd in both])
     return pm(m, se) + f" ({len(both)})" if both else ""
 
 
@@ -365,7 +427,7 @@ def accuracy_table(models, opts):
         best = max(dense, key=lambda p: statistics.mean(r["test_accuracy"] for r in found[p].values()),
                    default=None)
         for p, acc in found.items():
-            m, se = mean_se([100 * r["test_accuracy"] for r in acc.values()])
+            m, se = runs.mean_se([100 * r["test_accuracy"] for r in acc.values()])
             label = point_spec(p)[5] + (" (best dense)" if p == best else "")
             lines.append(f"| {model} | {label} | {','.join(map(str, sorted(acc)))} | {pm(m, se)} | "
                          f"{paired(acc, found[best]) if best and p != best else ''} | "
@@ -405,39 +467,134 @@ def step_table(models, opts):
     return "\n".join(lines)
 
 
-def table(rows):
-    lines = ["| model | rate | point | test acc. % | step s | compute / hook / comm s | time to dense's acc. s "
-             "(seeds reaching it) | speed-up | ideal | of ideal |", "|---|---|---|---|---|---|---|---|---|---|"]
+def table(rows, opts):
+    """Per model, rate and point: final accuracy, the step and its split, the time to the target
+    read off the smoothed curve (the seeds reaching it), the speed-up over dense paired by seed
+    (dense's time to the target over the point's: a geometric mean with its 95% interval, over the
+    seeds where both reach it), the ideal and the share of it. The earlier rule (--target
+    dense-final): dense's whole run over the point's time to each seed's own dense final accuracy."""
+    fixed = opts.target != "dense-final"
+    to = "the target" if fixed else "dense's acc."
+    lines = [f"| model | rate | point | final acc. % (95% CI) | step s | compute / hook / comm s | time to {to} s "
+             "(95% CI) | seeds reaching it | speed-up (95% CI) | ideal | of ideal |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        s, (sp, sp_se) = r["split"], r["speedup"]
-        of_ideal = f"{sp / r['ideal']:.2f}" if sp is not None else ""
-        lines.append(f"| {r['model']} | {r['rate']} | {r['label']} | {pm(*r['accuracy'])} | {s['step']:.3f} | "
-                     f"{s['compute']:.3f} / {s['hook']:.3f} / {s['comm']:.3f} | {pm(*r['time'], fmt='{:.0f}')} "
-                     f"({r['reached']}/{r['seeds']}) | {pm(sp, sp_se)} | {r['ideal']:.2f} | {of_ideal} |")
+        s = r["split"]
+        sp = runs.ratio_ci(r["speedups"])[0]
+        of_ideal = f"{sp / r['ideal']:.2f}" if sp else ""
+        reached = f"{r['reached']}/{r['seeds']}" + ("" if r["reached"] == r["seeds"] else " (not every seed)")
+        time_cell = ci(list(r["times"].values()), "{:.0f}") or "not reached"
+        lines.append(f"| {r['model']} | {r['rate']} | {r['label']} | {ci(r['finals'])} | {s['step']:.3f} | "
+                     f"{s['compute']:.3f} / {s['hook']:.3f} / {s['comm']:.3f} | {time_cell} | {reached} | "
+                     f"{ratio(r['speedups'])} | {r['ideal']:.2f} | {of_ideal} |")
+    return "\n".join(lines)
+
+
+RIVALS = ["dgc-mc", "topk-mc", "fp16", "powersgd-4", "powersgd-1", "sidco-p-mc", "sidco-gp-mc"]
+
+
+def comparisons(rows, subject="sidco-e-mc"):
+    """The subject's time to the target against each rival's at each rate, paired by seed: the
+    rival's time over the subject's (above 1: the subject is faster), a geometric mean with its
+    95% interval over the seeds where both reach the target; and their final accuracies' paired
+    difference (points, 95% interval) over every seed."""
+    lines = ["| model | rate | against | rival's time / SIDCo-E's (95% CI) | seeds both reach | "
+             "final acc. difference, points (95% CI) |", "|---|---|---|---|---|---|"]
+    by = {(r["model"], r["rate"], r["point"]): r for r in rows}
+    for (model, rate, p), r in by.items():
+        if p != subject:
+            continue
+        dense = [x[2] for x in by if x[:2] == (model, rate) and x[2].startswith("dense")]
+        for rival in dense + [x for x in RIVALS if (model, rate, x) in by]:
+            o = by[(model, rate, rival)]
+            both = sorted(set(r["times"]) & set(o["times"]))
+            diffs = [a - b for a, b in zip(r["finals"], o["finals"])]  # the same seeds, in order
+            cell = ratio([o["times"][sd] / r["times"][sd] for sd in both]) or "no seed where both reach it"
+            lines.append(f"| {model} | {rate} | {o['label']} | {cell} | {len(both)} of {r['seeds']} | {ci(diffs)} |")
     return "\n".join(lines)
 
 
 def figure(rows, model, path):
-    """Test accuracy against wall-clock time, one panel per rate (seed means at each evaluation)."""
+    """Test accuracy against wall-clock time, one panel per rate (seed means at each evaluation),
+    with the target the points are timed to."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     rates = list(dict.fromkeys(r["rate"] for r in rows if r["model"] == model))
     fig, axes = plt.subplots(1, len(rates), figsize=(5 * len(rates), 4.2), squeeze=False, sharey=True)
-    palette = list(plt.get_cmap("tab10").colors)
+    colours = method_colours(rows)
     for ax, rate in zip(axes[0], rates):
-        for i, r in enumerate(x for x in rows if x["model"] == model and x["rate"] == rate):
+        for r in (x for x in rows if x["model"] == model and x["rate"] == rate):
             curves = list(r["curves"].values())
             steps = [c[0] for c in curves[0]]
             mean = [statistics.mean(c[j][1] for c in curves) * 100 for j in range(len(steps))]
-            ax.plot([st * r["split"]["step"] for st in steps], mean, "-", color=palette[i % len(palette)],
+            ax.plot([st * r["split"]["step"] for st in steps], mean, "-", color=colours[r["point"]],
                     label=r["label"], linewidth=1.2)
+        targets = set(next(x for x in rows if x["model"] == model)["target"].values())
+        if len(targets) == 1:  # one target for every seed
+            ax.axhline(100 * targets.pop(), color="0.3", linestyle="--", linewidth=0.8, label="target")
         ax.set_xscale("log")
         ax.set_title(f"{model}, {rate} per worker")
         ax.set_xlabel("wall-clock time, s (log)")
         ax.grid(True, which="both", linewidth=0.3)
     axes[0, 0].set_ylabel("test accuracy %")
     axes[0, -1].legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def method_colours(rows):
+    """One colour per method, the same in every panel and figure."""
+    import matplotlib.pyplot as plt
+    palette = list(plt.get_cmap("tab10").colors)
+    return {p: palette[i % len(palette)] for i, p in enumerate(dict.fromkeys(r["point"] for r in rows))}
+
+
+PER_PANEL = 6  # methods in a panel of the time-to-target figure
+
+
+def time_figure(rows, model, path):
+    """Time to the target per rate and method: each method's mean over the seeds reaching it with
+    its 95% interval (log scale), its seeds reaching it beside; at most PER_PANEL methods a panel,
+    one colour per method."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    mine = [r for r in rows if r["model"] == model]
+    rates = list(dict.fromkeys(r["rate"] for r in mine))
+    methods = list(dict.fromkeys(r["point"] for r in mine))
+    groups = [methods[i:i + PER_PANEL] for i in range(0, len(methods), PER_PANEL)]
+    colours = method_colours(rows)
+    fig, axes = plt.subplots(len(groups), len(rates), figsize=(3.6 * len(rates), 0.45 * PER_PANEL * len(groups) + 1.4),
+                             squeeze=False, sharex=True)
+    for g, group in enumerate(groups):
+        for c, rate in enumerate(rates):
+            ax = axes[g, c]
+            for y, p in enumerate(group):
+                r = next(x for x in mine if x["rate"] == rate and x["point"] == p)
+                m, half = runs.mean_ci(list(r["times"].values()))
+                tag = f"{r['reached']}/{r['seeds']}"
+                if m is None:
+                    ax.text(0.02, y, f"not reached (0/{r['seeds']})", transform=ax.get_yaxis_transform(),
+                            va="center", fontsize=7, color=colours[p])
+                    continue
+                lo = min(half, 0.95 * m) if half is not None else 0.0  # a log axis: the bar stays above 0
+                ax.errorbar([m], [y], xerr=[[lo], [half or 0.0]], fmt="o", color=colours[p], capsize=3, markersize=4)
+                ax.annotate(tag, (m + (half or 0.0), y), xytext=(4, 0), textcoords="offset points", va="center",
+                            fontsize=7, color=colours[p])
+            ax.set_yticks(range(len(group)))
+            ax.set_yticklabels([next(x for x in mine if x["point"] == p)["label"] for p in group] if c == 0 else [],
+                               fontsize=7)
+            ax.set_ylim(-0.6, len(group) - 0.4)
+            ax.invert_yaxis()
+            ax.set_xscale("log")
+            ax.grid(True, axis="x", which="both", linewidth=0.3)
+            if g == 0:
+                ax.set_title(f"{rate} per worker", fontsize=9)
+            if g == len(groups) - 1:
+                ax.set_xlabel("time to target, s (log)", fontsize=8)
+    fig.suptitle(f"{model}: time to the target accuracy, mean over the seeds reaching it, 95% interval", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -452,7 +609,14 @@ def parse(argv=None):
     p.add_argument("--workers", type=int, default=4)
     p.add_argument("--steps", type=int, default=400)
     p.add_argument("--seeds", default="1,2,3")
-    p.add_argument("--eval-every", type=int, default=50)
+    p.add_argument("--eval-every", type=int, default=25)
+    p.add_argument("--target", default="fixed",
+                   help="the accuracy every point is timed to: fixed (dense's converged accuracy at its best "
+                        "learning rate, the mean over the seeds, less --target-margin points), a number (that "
+                        "accuracy in %%), or dense-final (each seed's own dense final evaluation: the earlier rule)")
+    p.add_argument("--target-margin", type=float, default=0.5, help="points below dense's converged accuracy")
+    p.add_argument("--smooth", type=int, default=3,
+                   help="evaluations in the centred moving mean a curve is read through (odd; 1: the raw curve)")
     runs.add_eval_images(p)
     p.add_argument("--timing-steps", type=int, default=10)
     p.add_argument("--timing-timeout", type=int, default=3600)
@@ -475,6 +639,17 @@ def parse(argv=None):
     for m in opts.models.split(","):
         if m not in study_models.TASKS:
             p.error(f"unknown model {m!r}: use {', '.join(study_models.TASKS)}")
+    if opts.target not in ("fixed", "dense-final"):
+        try:
+            value = float(opts.target)
+        except ValueError:
+            value = float("nan")
+        if not 0 < value < 100:
+            p.error(f"--target {opts.target}: fixed, dense-final, or an accuracy in %% between 0 and 100")
+    if not 0 <= opts.target_margin < 100:
+        p.error(f"--target-margin {opts.target_margin}: points from 0 to 100")
+    if opts.smooth < 1 or opts.smooth % 2 == 0:
+        p.error(f"--smooth {opts.smooth}: an odd number of evaluations, at least 1")
     if opts.steps < 2 or opts.eval_every < 1 or opts.workers < 1:
         p.error("--steps at least 2, --eval-every and --workers at least 1")
     runs.check_eval_images(p, opts)
@@ -517,11 +692,18 @@ def main(argv=None):
     if opts.phase in ("report", "all"):
         rows = []
         for m in models:
-            model_rows, best = model_report(m, opts, opts.point_list, opts.dense_list)
+            model_rows, best, info = model_report(m, opts, opts.point_list, opts.dense_list)
             rows += model_rows
-            print(f"speedup: {m}: dense's best learning rate is {point_spec(best)[4]:g}", file=sys.stderr)
+            with open(os.path.join(opts.out, f"target-{m}{opts.suffix}.json"), "w") as f:
+                json.dump(info, f, indent=1)
+            target = info["target_pct"]
+            print(f"speedup: {m}: dense's best learning rate is {point_spec(best)[4]:g}; the target: "
+                  + (f"{target:.2f}% ({opts.target})" if isinstance(target, float) else "each seed's dense final"),
+                  file=sys.stderr)
             figure(rows, m, os.path.join(opts.out, f"speedup-{m}{opts.suffix}.png"))
-        runs.publish(table(rows), os.path.join(opts.out, f"speedup{opts.suffix}.table.md"))
+            time_figure(rows, m, os.path.join(opts.out, f"time-to-target-{m}{opts.suffix}.png"))
+        runs.publish(table(rows, opts), os.path.join(opts.out, f"speedup{opts.suffix}.table.md"))
+        runs.publish(comparisons(rows), os.path.join(opts.out, f"comparisons{opts.suffix}.table.md"))
 
 
 if __name__ == "__main__":

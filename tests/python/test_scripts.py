@@ -8,6 +8,8 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FRONTIER = ROOT / "scripts" / "frontier.py"
 POINTS = "dense,sidco-e-0.01-accordion-mc"
@@ -109,12 +111,22 @@ def test_speedup_runs_its_whole_pipeline_in_six_steps(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     for timed in (out / "time").glob("*.json"):  # the budget ends each at 3 warm + 2 timed steps
         assert len(json.loads(timed.read_text())["step_s"]) == 5, timed.name
-    rows = [line for line in r.stdout.splitlines() if line.startswith("| vit | none |")]
+    table = (out / "speedup.table.md").read_text()
+    assert table in r.stdout  # printed, and written
+    rows = [line for line in table.splitlines() if line.startswith("| vit | none |")]
     assert [line.split(" | ")[2] for line in rows] == [
         "dense, lr 0.05", "SIDCo-E 0.01, mom. corr.", "SIDCo-E 0.01, mom. corr., shared"]
     for line in rows:
         cells = line.split(" | ")
-        assert float(cells[4]) > 0 and float(cells[8]) > 0  # the median step (s) and the ideal speed-up
+        assert float(cells[4]) > 0 and float(cells[9]) > 0  # the median step (s) and the ideal speed-up
+        assert cells[7].endswith("/1") or cells[7].endswith("/1 (not every seed)")  # seeds reaching the target
+    # the target: dense's converged accuracy (its last 3 evaluations: steps 3 and 6) less 0.5 points
+    target = json.loads((out / "target-vit.json").read_text())
+    dense = json.loads((out / "acc" / "vit-dense-lr0.05-w2-n6-s1.json").read_text())["curve"]
+    assert target["rule"] == "fixed" and target["dense"] == "dense-lr0.05"
+    assert target["target_pct"] == pytest.approx(100 * sum(a for _, a in dense) / len(dense) - 0.5)
+    assert "| vit | none | dense, lr 0.05 |" in (out / "comparisons.table.md").read_text()
+    assert (out / "time-to-target-vit.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert sorted(p.name for p in (out / "acc").glob("*.json")) == [
         "vit-dense-lr0.05-w2-n6-s1.json", "vit-sidco-e-mc-shared-w2-n6-s1.json", "vit-sidco-e-mc-w2-n6-s1.json"]
     curve = json.loads((out / "acc" / "vit-sidco-e-mc-w2-n6-s1.json").read_text())["curve"]
