@@ -104,23 +104,17 @@ def run_once(name, seed, steps, opts):
     return runs.same_eval_images(runs.cached_json(path, make), opts.eval_images, path)
 
 
-def mean_se(values):
-    """(mean, standard error); the error is None for fewer than 2 values."""
-    m = statistics.mean(values)
-    return m, (statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else None)
-
-
-def summarize(name, runs, dense):
+def summarize(name, made, dense):
     """One row: accuracy (%), the paired difference to dense, bytes relative to dense, times."""
-    acc = {r["seed"]: 100 * r["test_accuracy"] for r in runs}
+    acc = {r["seed"]: 100 * r["test_accuracy"] for r in made}
     dense_acc = {r["seed"]: 100 * r["test_accuracy"] for r in dense}
     paired = [acc[s] - dense_acc[s] for s in sorted(acc) if s in dense_acc]
-    gs = [r["gradscope"] for r in runs if "gradscope" in r]
-    return {"point": name, "label": POINTS[name][5], "seeds": sorted(acc), "acc": mean_se(list(acc.values())),
-            "diff": mean_se(paired) if paired and name != "dense" else None, "paired_seeds": len(paired),
-            "bytes": statistics.mean(r["bytes_per_step"] / r["dense_bytes_per_step"] for r in runs),
-            "step_ms": statistics.mean(r["step_ms"] for r in runs),
-            "hook_ms": statistics.mean(r["hook_ms"] for r in runs),
+    gs = [r["gradscope"] for r in made if "gradscope" in r]
+    return {"point": name, "label": POINTS[name][5], "seeds": sorted(acc), "acc": runs.mean_se(list(acc.values())),
+            "diff": runs.mean_se(paired) if paired and name != "dense" else None, "paired_seeds": len(paired),
+            "bytes": statistics.mean(r["bytes_per_step"] / r["dense_bytes_per_step"] for r in made),
+            "step_ms": statistics.mean(r["step_ms"] for r in made),
+            "hook_ms": statistics.mean(r["hook_ms"] for r in made),
             "critical": (statistics.mean(g["critical_steps"] / g["steps"] for g in gs)
                          if gs and POINTS[name][2].get("density_schedule") else None)}
 

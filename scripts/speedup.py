@@ -481,7 +481,7 @@ def table(rows, opts):
     for r in rows:
         s = r["split"]
         sp = runs.ratio_ci(r["speedups"])[0]
-        of_ideal = f"{sp / r['ideal']:.2f}" if sp else ""
+        of_ideal = f"{sp / r['ideal']:.2f}" if sp and not r["point"].startswith("dense") else ""
         reached = f"{r['reached']}/{r['seeds']}" + ("" if r["reached"] == r["seeds"] else " (not every seed)")
         time_cell = ci(list(r["times"].values()), "{:.0f}") or "not reached"
         lines.append(f"| {r['model']} | {r['rate']} | {r['label']} | {ci(r['finals'])} | {s['step']:.3f} | "
@@ -490,11 +490,8 @@ def table(rows, opts):
     return "\n".join(lines)
 
 
-RIVALS = ["dgc-mc", "topk-mc", "fp16", "powersgd-4", "powersgd-1", "sidco-p-mc", "sidco-gp-mc"]
-
-
 def comparisons(rows, subject="sidco-e-mc"):
-    """The subject's time to the target against each rival's at each rate, paired by seed: the
+    """The subject's time to the target against every other point's at each rate, paired by seed: the
     rival's time over the subject's (above 1: the subject is faster), a geometric mean with its
     95% interval over the seeds where both reach the target; and their final accuracies' paired
     difference (points, 95% interval) over every seed."""
@@ -504,8 +501,8 @@ def comparisons(rows, subject="sidco-e-mc"):
     for (model, rate, p), r in by.items():
         if p != subject:
             continue
-        dense = [x[2] for x in by if x[:2] == (model, rate) and x[2].startswith("dense")]
-        for rival in dense + [x for x in RIVALS if (model, rate, x) in by]:
+        others = [x[2] for x in by if x[:2] == (model, rate) and x[2] != subject]
+        for rival in sorted(others, key=lambda x: not x.startswith("dense")):  # dense first, then in order
             o = by[(model, rate, rival)]
             both = sorted(set(r["times"]) & set(o["times"]))
             diffs = [a - b for a, b in zip(r["finals"], o["finals"])]  # the same seeds, in order
@@ -534,7 +531,7 @@ def figure(rows, model, path):
         if len(targets) == 1:  # one target for every seed
             ax.axhline(100 * targets.pop(), color="0.3", linestyle="--", linewidth=0.8, label="target")
         ax.set_xscale("log")
-        ax.set_title(f"{model}, {rate} per worker")
+        ax.set_title(f"{model}, " + ("unshaped" if rate == "none" else f"{rate} per worker"))
         ax.set_xlabel("wall-clock time, s (log)")
         ax.grid(True, which="both", linewidth=0.3)
     axes[0, 0].set_ylabel("test accuracy %")
@@ -564,9 +561,10 @@ def time_figure(rows, model, path):
     mine = [r for r in rows if r["model"] == model]
     rates = list(dict.fromkeys(r["rate"] for r in mine))
     methods = list(dict.fromkeys(r["point"] for r in mine))
-    groups = [methods[i:i + PER_PANEL] for i in range(0, len(methods), PER_PANEL)]
+    per = math.ceil(len(methods) / math.ceil(len(methods) / PER_PANEL))  # the panels' rows evened out
+    groups = [methods[i:i + per] for i in range(0, len(methods), per)]
     colours = method_colours(rows)
-    fig, axes = plt.subplots(len(groups), len(rates), figsize=(3.6 * len(rates), 0.45 * PER_PANEL * len(groups) + 1.4),
+    fig, axes = plt.subplots(len(groups), len(rates), figsize=(3.6 * len(rates), 0.45 * per * len(groups) + 1.4),
                              squeeze=False, sharex=True)
     for g, group in enumerate(groups):
         for c, rate in enumerate(rates):
@@ -586,12 +584,12 @@ def time_figure(rows, model, path):
             ax.set_yticks(range(len(group)))
             ax.set_yticklabels([next(x for x in mine if x["point"] == p)["label"] for p in group] if c == 0 else [],
                                fontsize=7)
-            ax.set_ylim(-0.6, len(group) - 0.4)
+            ax.set_ylim(-0.6, per - 0.4)
             ax.invert_yaxis()
             ax.set_xscale("log")
             ax.grid(True, axis="x", which="both", linewidth=0.3)
             if g == 0:
-                ax.set_title(f"{rate} per worker", fontsize=9)
+                ax.set_title("unshaped" if rate == "none" else f"{rate} per worker", fontsize=9)
             if g == len(groups) - 1:
                 ax.set_xlabel("time to target, s (log)", fontsize=8)
     fig.suptitle(f"{model}: time to the target accuracy, mean over the seeds reaching it, 95% interval", fontsize=9)
