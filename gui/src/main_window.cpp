@@ -27,6 +27,7 @@
 
 #include "gs/analyzer/plots/charts.hpp"
 #include "gs/base/error.hpp"
+#include "exports.hpp"
 #include "plot_interaction.hpp"
 
 namespace gs::gui {
@@ -219,7 +220,10 @@ void MainWindow::buildMenus() {
     exports->addAction(QString(name) + "...", this, [this, p] { exportPlotDialog(p); });
   }
   file->addAction("Export all plots to &folder...", QKeySequence(Qt::CTRL | Qt::Key_E), this,
-                  [this] { exportAllDialog(); });
+                  [this] { exportAllDialog(false); });
+  file->addAction("Export table and series as &CSV to folder...",
+                  QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_E), this,
+                  [this] { exportAllDialog(true); });
   file->addSeparator();
   file->addAction("&Quit", QKeySequence::Quit, this, [this] { close(); });
 
@@ -234,27 +238,136 @@ void MainWindow::buildMenus() {
 }
 
 void MainWindow::exportPlotDialog(QCustomPlot* plot) {
-  const QString path = QFileDialog::getSaveFileName(this, "Export plot", "plot.png",
-                                                    "PNG image (*.png);;PDF document (*.pdf)");
+  // The dialog asks before it replaces a file.
+  const QString suggested = plot->property("gs_export_name").toString();
+  const QString path = QFileDialog::getSaveFileName(
+      this, "Export plot", (suggested.isEmpty() ? QString("plot") : suggested) + ".png",
+      "PNG image (*.png);;PDF document (*.pdf)");
   if (path.isEmpty()) return;
   QString error;
   if (!export_plot(plot, path, &error)) showError(error);
 }
 
-void MainWindow::exportAllDialog() {
-  const QString dir = QFileDialog::getExistingDirectory(this, "Export all plots to");
+void MainWindow::exportAllDialog(bool csv) {
+  const QString dir = QFileDialog::getExistingDirectory(
+      this, csv ? "Export table and series as CSV to" : "Export all plots to");
   if (dir.isEmpty()) return;
-  const char* names[] = {"histogram", "qq", "ks", "quality", "stages"};
+  if (!mayReplace(csv ? csvExportPaths(dir) : plotExportPaths(dir))) return;
+  if (csv)
+    exportCsv(dir, true);
+  else
+    exportPlots(dir, true);
+}
+
+bool MainWindow::mayReplace(const QStringList& paths) {
+  QStringList existing;
+  for (const QString& p : paths)
+    if (QFileInfo::exists(p)) existing << QFileInfo(p).fileName();
+  if (existing.isEmpty()) return true;
+  return QMessageBox::question(this, "Replace files?",
+                               QString("%1 of the %2 files to write exist already (%3). Replace them?")
+                                   .arg(existing.size())
+                                   .arg(paths.size())
+                                   .arg(existing.first()),
+                               QMessageBox::Yes | QMessageBox::No,
+                               QMessageBox::No) == QMessageBox::Yes;
+}
+
+ExportContext MainWindow::exportContext() const {
+  ExportContext context;
+  context.snapshot = path_;
+  context.density = density();
+  if (view_) {
+    context.scope = view_->scope;
+    context.step = view_->step;
+  } else {
+    context.scope = scope_;
+    if (reader_) {
+      std::lock_guard lock(hdf5_mutex());
+      if (row_ < reader_->steps().size()) context.step = reader_->steps()[row_].step;
+    }
+  }
+  return context;
+}
+
+QStringList MainWindow::plotExportPaths(const QString& dir) const {
+  const QString stem = export_stem(exportContext());
+  QStringList paths;
+  for (const QString& name : plot_export_names())
+    for (const char* suffix : {".png", ".pdf"}) paths << QDir(dir).filePath(stem + "-" + name + suffix);
+  return paths;
+}
+
+QStringList MainWindow::csvExportPaths(const QString& dir) const {
+  const QString stem = export_stem(exportContext());
+  QStringList paths;
+  for (const QString& name : csv_export_names()) paths << QDir(dir).filePath(stem + "-" + name + ".csv");
+  return paths;
+}
+
+namespace {
+// The first of paths that exists, or empty.
+QString first_existing(const QStringList& paths) {
+  for (const QString& p : paths)
+    if (QFileInfo::exists(p)) return p;
+  return {};
+}
+}  // namespace
+
+bool MainWindow::exportPlots(const QString& dir, bool replace) {
+  if (!reader_) {
+    showError("Nothing to export: open a snapshot first");
+    return false;
+  }
+  const QStringList paths = plotExportPaths(dir);
+  if (const QString there = first_existing(paths); !replace && !there.isEmpty()) {
+    showError(there + " exists; nothing exported (export again and agree to replace it)");
+    return false;
+  }
+  updateCaptions();
+  const auto all = plots();
+  for (int i = 0; i < paths.size(); ++i) {
+    QString error;
+    if (!export_plot(all[std::size_t(i / 2)], paths[i], &error)) {
+      showError(error);
+      return false;
+    }
+  }
+  status_label_->setText(QString("Exported %1 plots (PNG and PDF) to %2").arg(all.size()).arg(dir));
+  return true;
+}
+
+bool MainWindow::exportCsv(const QString& dir, bool replace) {
+  if (!reader_) {
+    showError("Nothing to export: open a snapshot first");
+    return false;
+  }
+  const QStringList paths = csvExportPaths(dir);
+  if (const QString there = first_existing(paths); !replace && !there.isEmpty()) {
+    showError(there + " exists; nothing exported (export again and agree to replace it)");
+    return false;
+  }
+  const auto files = csv_exports(view_.get(), series_.get(), density());
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    QString error;
+    if (!write_text_file(paths[int(i)], files[i].second, &error)) {
+      showError(error);
+      return false;
+    }
+  }
+  status_label_->setText(QString("Exported %1 CSV files to %2").arg(files.size()).arg(dir));
+  return true;
+}
+
+void MainWindow::updateCaptions() {
+  const ExportContext context = exportContext();
+  const QString caption = reader_ ? export_caption(context) : QString();
+  const QString stem = reader_ ? export_stem(context) + "-" : QString();
   const auto all = plots();
   for (std::size_t i = 0; i < all.size(); ++i) {
-    QString error;
-    for (const char* suffix : {".png", ".pdf"})
-      if (!export_plot(all[i], QDir(dir).filePath(QString(names[i]) + suffix), &error)) {
-        showError(error);
-        return;
-      }
+    set_plot_caption(all[i], caption);
+    all[i]->setProperty("gs_export_name", stem + plot_export_names()[int(i)]);
   }
-  status_label_->setText("Exported 5 plots (PNG and PDF) to " + dir);
 }
 
 void MainWindow::showError(const QString& message) {
@@ -267,7 +380,8 @@ void MainWindow::showError(const QString& message) {
 
 void MainWindow::clearError() {
   error_.clear();
-  error_label_->hide();
+  error_label_->setText(analysis_error_);
+  error_label_->setVisible(!analysis_error_.isEmpty());
 }
 
 QString MainWindow::errorText() const { return error_; }
@@ -281,13 +395,8 @@ std::size_t MainWindow::stepCount() const {
 }
 
 bool MainWindow::openSnapshot(const QString& path, const QString& analysis) {
-  if (series_cancel_) *series_cancel_ = true;
-  view_watcher_.waitForFinished();
-  series_watcher_.waitForFinished();
-  series_deferred_ = false;
-  clearError();
-  open_clock_.start();
-  first_plot_seconds_ = all_plots_seconds_ = -1.0;
+  // Open the new file before letting go of the one shown: a file that cannot be opened leaves the
+  // window as it was, with the message.
   std::shared_ptr<data::SnapshotReader> reader;
   try {
     std::lock_guard lock(hdf5_mutex());
@@ -297,19 +406,23 @@ bool MainWindow::openSnapshot(const QString& path, const QString& analysis) {
                   "' holds no recorded step yet (a writer may still be starting): try "
                   "View > Follow live file, or open it again later");
   } catch (const std::exception& e) {
-    reader_.reset();
-    source_.reset();
-    view_.reset();
-    series_.reset();
-    tree_->clear();
-    table_->setRowCount(0);
-    slider_->setRange(0, 0);
-    step_label_->setText(" no file ");
-    for (QCustomPlot* p : plots()) show_plot_message(p, "no data");
-    showError(QString("Cannot open %1: %2").arg(path, e.what()));
+    showError(QString("Cannot open %1: %2%3")
+                  .arg(path, e.what(),
+                       reader_ ? " (still showing " + QFileInfo(path_).fileName() + ")" : ""));
     return false;
   }
+  if (series_cancel_) *series_cancel_ = true;
+  view_watcher_.waitForFinished();
+  series_watcher_.waitForFinished();
+  series_deferred_ = false;
+  clearError();
+  open_clock_.start();
+  first_plot_seconds_ = all_plots_seconds_ = -1.0;
   reader_ = reader;
+  path_ = path;
+  analysis_file_.clear();
+  analysis_note_.clear();
+  analysis_error_.clear();
   setWindowTitle("gradscope - " + QFileInfo(path).fileName());
   view_.reset();
   series_.reset();
@@ -328,13 +441,12 @@ bool MainWindow::openSnapshot(const QString& path, const QString& analysis) {
     if (!beside.empty()) analysis_path = QString::fromStdString(beside.string());
   }
   source_ = make_training_source(reader_, {}, options_.report, options_.backend);
-  if (!analysis_path.isEmpty() && !openAnalysis(analysis_path)) {
-    requestView();  // the analysis file failed (message shown): plot from the snapshot alone
-    requestSeries();
-    return true;
-  }
   requestView();
-  requestSeries();
+  // A refused analysis file leaves the series computed from the snapshot (the message says why).
+  if (analysis_path.isEmpty())
+    requestSeries();
+  else
+    openAnalysis(analysis_path);  // requests the series, from the snapshot if it refuses the file
   return true;
 }
 
@@ -347,8 +459,11 @@ bool MainWindow::openAnalysis(const QString& path) {
   series_watcher_.waitForFinished();
   try {
     auto source = make_training_source(reader_, path.toStdString(), options_.report, options_.backend);
-    const auto& densities = static_cast<AnalysisTrainingSource&>(*source).densities();
+    const auto& analysis = static_cast<AnalysisTrainingSource&>(*source);
+    const std::vector<double> densities = analysis.densities();
+    analysis_note_ = QString::fromStdString(analysis.note());
     source_ = std::move(source);
+    analysis_file_ = path;
     const double keep = density();
     std::vector<double> all = options_.report.densities;
     for (double r : densities)
@@ -357,11 +472,20 @@ bool MainWindow::openAnalysis(const QString& path) {
     options_.report.densities = all;
     fillRatios(all);
     if (keep > 0) selectRatio(keep);
+    if (!analysis_note_.isEmpty())
+      status_label_->setText("Analysis file " + QFileInfo(path).fileName() + " " + analysis_note_);
   } catch (const std::exception& e) {
-    showError(QString("Cannot use analysis file %1: %2 (series are computed from the snapshot)")
-                  .arg(path, e.what()));
+    // Kept in the banner until another file is opened: the plots would not say it.
+    analysis_error_ =
+        QString("Cannot use analysis file %1: %2 (the series over training come from the %3)")
+            .arg(path, e.what(),
+                 analysis_file_.isEmpty() ? QString("snapshot")
+                                          : "analysis file " + QFileInfo(analysis_file_).fileName());
+    showError(analysis_error_);
+    requestSeries();  // the cancelled series, from the source kept
     return false;
   }
+  analysis_error_.clear();
   requestSeries();
   return true;
 }

@@ -16,6 +16,7 @@
 #include <QMainWindow>
 #include <QTimer>
 
+#include "exports.hpp"
 #include "gs/data/snapshot.hpp"
 #include "training_source.hpp"
 
@@ -49,14 +50,31 @@ class MainWindow : public QMainWindow {
   ~MainWindow() override;
 
   // Opens a snapshot (and the analysis file given, or the one beside it). On failure the message
-  // is shown in the window and returned false; the window stays usable.
+  // is shown in the window and returned false; the file shown before stays open and shown.
   bool openSnapshot(const QString& path, const QString& analysis = {});
+  // Reads the series over training from an analysis file of the open snapshot. False (the message
+  // shown, the series keeping their source) when it cannot be read or is no analysis of the
+  // snapshot (another model, other layers or another recording: match_analysis).
   bool openAnalysis(const QString& path);
+  QString analysisFile() const { return analysis_file_; }  // in use; empty: none
+  QString analysisNote() const { return analysis_note_; }  // how its steps differ, or empty
+  QString analysisError() const { return analysis_error_; }  // why the last one was refused
   // Selections; false (with the message shown) when the scope, step or density is not there.
   bool selectScope(const QString& scope);      // a layer name or "(model)"
   bool selectStep(std::int64_t training_step);  // a recorded step
   bool selectRatio(double density);               // added to the chooser when new
   void setLive(bool on);                        // follow a file that is still being written
+
+  // What is shown, for exported file names and titles (the view's scope and step once drawn,
+  // else the selection's).
+  ExportContext exportContext() const;
+  // The files exportPlots / exportCsv write into dir (existing or not).
+  QStringList plotExportPaths(const QString& dir) const;
+  QStringList csvExportPaths(const QString& dir) const;
+  // Write every plot (PNG and PDF) / the CSV files into dir. A file there is replaced only when
+  // replace is true; otherwise false with the message shown (as for any failure).
+  bool exportPlots(const QString& dir, bool replace);
+  bool exportCsv(const QString& dir, bool replace);
 
   bool busy() const;  // a worker is running or a request waits
   QString errorText() const;
@@ -103,7 +121,9 @@ class MainWindow : public QMainWindow {
   void updateStepLabel();
   void pollLive();
   void exportPlotDialog(QCustomPlot* plot);
-  void exportAllDialog();
+  void exportAllDialog(bool csv);
+  bool mayReplace(const QStringList& paths);  // asks when some exist
+  void updateCaptions();  // titles and suggested export names follow what is shown
   void maybeIdle();
   std::vector<QCustomPlot*> plots() const;
 
@@ -124,6 +144,7 @@ class MainWindow : public QMainWindow {
   QElapsedTimer open_clock_;
   double first_plot_seconds_ = -1.0, all_plots_seconds_ = -1.0;
   QString error_;
+  QString path_, analysis_file_, analysis_note_, analysis_error_;
 
   QTreeWidget* tree_ = nullptr;
   QSlider* slider_ = nullptr;

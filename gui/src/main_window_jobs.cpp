@@ -148,6 +148,7 @@ void MainWindow::redrawView() {
   plot_histogram(hist_, *view_, density());
   plot_qq(qq_, *view_, dist_box_->currentText().toStdString());
   fillTable();
+  updateCaptions();
 }
 
 void MainWindow::fillTable() {
@@ -174,7 +175,15 @@ void MainWindow::fillTable() {
     cell(1, format_number(t.threshold));
     cell(2, QLocale().toString(qulonglong(t.selected)));
     QTableWidgetItem* q = cell(3, QString::number(t.quality, 'f', 3));
-    q->setForeground(std::abs(t.quality - 1.0) <= 0.2 ? QColor(20, 120, 20) : QColor(180, 20, 20));
+    if (double(view_->n) * r < 1.0) {
+      // A target below one element: methods still keep one, so achieved/target measures rounding.
+      q->setForeground(QColor(150, 150, 150));
+      q->setToolTip(QString("No meaning here: ratio x n = %1 < 1, a target of less than one "
+                            "element (exact top-k would select none; every method keeps one)")
+                        .arg(double(view_->n) * r, 0, 'g', 3));
+    } else {
+      q->setForeground(std::abs(t.quality - 1.0) <= 0.2 ? QColor(20, 120, 20) : QColor(180, 20, 20));
+    }
     cell(4, QString::number(t.stages));
   }
   table_->resizeRowsToContents();
@@ -251,6 +260,7 @@ void MainWindow::redrawSeries() {
   plot_quality(quality_, *series_, density(), step);
   plot_stages(stages_, *series_, density(), step);
   ks_->setToolTip(QString::fromStdString("Source: " + series_->origin));
+  updateCaptions();
 }
 
 // ---- live files -------------------------------------------------------------------------------

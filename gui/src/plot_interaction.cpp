@@ -34,11 +34,12 @@ void make_interactive(QCustomPlot* plot) {
   plot->setContextMenuPolicy(Qt::CustomContextMenu);
   QObject::connect(plot, &QWidget::customContextMenuRequested, plot, [plot](const QPoint& at) {
     QMenu menu(plot);
-    const QString base = plot->property("gs_title").toString().section(' ', 0, 1);
+    // The window names what the plot shows (snapshot, layer, step, ratio, plot); the dialog asks
+    // before it replaces a file.
+    QString base = plot->property("gs_export_name").toString();
+    if (base.isEmpty()) base = "plot";
     auto save = [plot, base](const QString& filter, const QString& suffix) {
-      const QString path = QFileDialog::getSaveFileName(plot, "Export " + base,
-                                                        base.toLower().replace(' ', '-') + suffix,
-                                                        filter);
+      const QString path = QFileDialog::getSaveFileName(plot, "Export plot", base + suffix, filter);
       if (path.isEmpty()) return;
       QString error;
       if (!analyzer::plots::export_plot(plot, path, &error))

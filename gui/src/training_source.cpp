@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
+#include <set>
 
 #include "gs/analyzer/store.hpp"
 #include "gs/base/error.hpp"
@@ -91,16 +93,101 @@ TrainingSeries SnapshotTrainingSource::load(const std::string& scope,
 
 // ---- analysis file ----------------------------------------------------------------------------
 
+namespace {
+
+// The first layer that differs by name or size between the snapshot and the vectors an analysis
+// stored (it keeps no shapes, only their hash); empty when names and sizes all agree.
+std::string first_layer_difference(const data::SnapshotReader& snapshot,
+                                   const std::vector<analyzer::VectorRow>& vectors) {
+  std::vector<std::string> names;
+  std::map<std::string, std::uint64_t> size_of;
+  for (const auto& v : vectors)
+    if (size_of.emplace(v.scope, v.n).second && v.scope != kModelScope) names.push_back(v.scope);
+  std::map<std::string, std::uint64_t> snapshot_size;
+  for (const auto& l : snapshot.layers()) snapshot_size[l.name] = std::uint64_t(l.numel());
+  for (const auto& name : names)
+    if (!snapshot_size.count(name)) return "it has layer '" + name + "', which the snapshot lacks";
+  if (!names.empty())  // an analysis of every layer, not only of the whole model
+    for (const auto& l : snapshot.layers()) {
+      const auto it = size_of.find(l.name);
+      if (it == size_of.end()) return "the snapshot's layer '" + l.name + "' is not in it";
+      if (it->second != std::uint64_t(l.numel()))
+        return "layer '" + l.name + "' has " + std::to_string(it->second) + " elements in it, " +
+               std::to_string(std::uint64_t(l.numel())) + " in the snapshot";
+    }
+  if (const auto it = size_of.find(kModelScope);
+      it != size_of.end() && it->second != std::uint64_t(snapshot.total_numel()))
+    return "the whole model has " + std::to_string(it->second) + " elements in it, " +
+           std::to_string(std::uint64_t(snapshot.total_numel())) + " in the snapshot";
+  return {};
+}
+
+}  // namespace
+
+AnalysisMatch match_analysis(const data::SnapshotReader& snapshot,
+                             const analyzer::AnalysisReader& analysis) {
+  AnalysisMatch out;
+  const analyzer::SourceIdentity& made_of = analysis.source();
+  const data::SnapshotMeta& meta = snapshot.meta();
+  if (made_of.model != meta.model) {
+    out.mismatch = "it was made of model '" + made_of.model + "', the snapshot records model '" +
+                   meta.model + "'";
+    return out;
+  }
+  std::vector<std::pair<std::string, std::vector<std::int64_t>>> shapes;
+  for (const auto& l : snapshot.layers()) shapes.emplace_back(l.name, l.shape);
+  const analyzer::SourceIdentity mine =
+      analyzer::source_identity(snapshot.path(), meta.created, shapes, meta.model);
+  if (mine.layers_hash != made_of.layers_hash) {
+    out.mismatch = first_layer_difference(snapshot, analysis.vectors());
+    if (out.mismatch.empty())
+      out.mismatch = "its layer shapes differ from the snapshot's (layers hash " +
+                     made_of.layers_hash + ", the snapshot's " + mine.layers_hash + ")";
+    return out;
+  }
+  // Same model and layers, but another capture: its numbers describe other gradients.
+  if (made_of.created != meta.created) {
+    out.mismatch = "it was made of another recording (created " + made_of.created +
+                   "), the snapshot was created " + meta.created;
+    return out;
+  }
+  std::set<std::int64_t> recorded, analysed;
+  for (const auto& s : snapshot.steps()) recorded.insert(s.step);
+  for (const auto& s : analysis.steps()) analysed.insert(s.step);
+  std::size_t common = 0;
+  std::optional<std::int64_t> first_missing, first_extra;
+  for (std::int64_t s : recorded)
+    if (analysed.count(s))
+      ++common;
+    else if (!first_missing)
+      first_missing = s;
+  for (std::int64_t s : analysed)
+    if (!recorded.count(s) && !first_extra) first_extra = s;
+  if (first_missing)
+    out.note = "covers " + std::to_string(common) + " of the snapshot's " +
+               std::to_string(recorded.size()) + " recorded steps (step " +
+               std::to_string(*first_missing) + " is not analysed)";
+  if (first_extra)
+    out.note += std::string(out.note.empty() ? "" : "; ") + "has steps the snapshot lacks (first: " +
+                std::to_string(*first_extra) + ")";
+  return out;
+}
+
 AnalysisTrainingSource::AnalysisTrainingSource(std::filesystem::path path,
+                                               const data::SnapshotReader& snapshot,
                                                std::unique_ptr<TrainingSource> fallback)
     : path_(std::move(path)), fallback_(std::move(fallback)) {
   std::lock_guard lock(hdf5_mutex());
   analyzer::AnalysisReader reader(path_);
+  const AnalysisMatch match = match_analysis(snapshot, reader);
+  if (!match.mismatch.empty())
+    throw Error("not an analysis of " + snapshot.path().filename().string() + ": " + match.mismatch);
+  note_ = match.note;
   ratios_ = reader.options().densities;
 }
 
 std::string AnalysisTrainingSource::describe() const {
-  return "analysis file " + path_.filename().string();
+  return "analysis file " + path_.filename().string() + (note_.empty() ? "" : " (" + note_ + ")");
 }
 
 TrainingSeries AnalysisTrainingSource::load(const std::string& scope,
@@ -139,9 +226,11 @@ std::filesystem::path find_analysis_beside(const std::filesystem::path& snapshot
 std::unique_ptr<TrainingSource> make_training_source(
     std::shared_ptr<const data::SnapshotReader> reader, const std::filesystem::path& analysis,
     const fitting::FitReportOptions& options, const std::string& backend) {
+  if (!reader) throw Error("no snapshot to compute the series from");
+  const data::SnapshotReader& snapshot = *reader;
   auto on_the_fly = std::make_unique<SnapshotTrainingSource>(std::move(reader), options, backend);
   if (analysis.empty()) return on_the_fly;
-  return std::make_unique<AnalysisTrainingSource>(analysis, std::move(on_the_fly));
+  return std::make_unique<AnalysisTrainingSource>(analysis, snapshot, std::move(on_the_fly));
 }
 
 }  // namespace gs::gui

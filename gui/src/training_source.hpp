@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "gs/analyzer/plots/series.hpp"
+#include "gs/analyzer/store.hpp"
 #include "gs/analyzer/plots/vector_view.hpp"
 #include "gs/analyzer/vectors.hpp"
 #include "gs/data/snapshot.hpp"
@@ -67,28 +68,42 @@ class SnapshotTrainingSource final : public TrainingSource {
   std::map<std::pair<std::string, std::int64_t>, StepEntry> cache_;
 };
 
+// Whether an analysis file belongs to a snapshot. `mismatch`: the first difference in model, layer
+// names, layer sizes or shapes, or recording (the snapshot's creation time), one line; empty when
+// the file belongs. `note`: the steps differ (an analysis of some steps, or of a file that has
+// grown since), one line; such a file is still usable.
+struct AnalysisMatch {
+  std::string mismatch, note;
+};
+AnalysisMatch match_analysis(const data::SnapshotReader& snapshot,
+                             const analyzer::AnalysisReader& analysis);
+
 // The rows of an analysis file for the scope; a scope the file lacks (another granularity) falls
-// back to `fallback`.
+// back to `fallback`. gs::Error when the file is no analysis of `snapshot` (match_analysis).
 class AnalysisTrainingSource final : public TrainingSource {
  public:
-  AnalysisTrainingSource(std::filesystem::path path, std::unique_ptr<TrainingSource> fallback);
+  AnalysisTrainingSource(std::filesystem::path path, const data::SnapshotReader& snapshot,
+                         std::unique_ptr<TrainingSource> fallback);
   std::string describe() const override;
   TrainingSeries load(const std::string& scope, const SeriesProgress& progress,
                       const std::atomic<bool>& cancel) override;
   // The densities the analysis used (read when constructed).
   const std::vector<double>& densities() const { return ratios_; }
+  // match_analysis's note: how its steps differ from the snapshot's; empty when they do not.
+  const std::string& note() const { return note_; }
 
  private:
   std::filesystem::path path_;
   std::unique_ptr<TrainingSource> fallback_;
   std::vector<double> ratios_;
+  std::string note_;
 };
 
 // FILE.analysis.h5 beside FILE.h5 (or FILE.h5.analysis.h5), when one exists; else empty.
 std::filesystem::path find_analysis_beside(const std::filesystem::path& snapshot);
 
-// The analysis file when analysis is not empty (gs::Error if it cannot be read), else on the fly
-// on `backend`.
+// The analysis file when analysis is not empty (gs::Error if it cannot be read or is no analysis
+// of reader's snapshot), else on the fly on `backend`.
 std::unique_ptr<TrainingSource> make_training_source(
     std::shared_ptr<const data::SnapshotReader> reader, const std::filesystem::path& analysis,
     const fitting::FitReportOptions& options, const std::string& backend = "auto");

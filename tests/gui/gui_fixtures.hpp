@@ -11,6 +11,8 @@
 #include <vector>
 
 #include <QApplication>
+#include <QProcess>
+#include <QProcessEnvironment>
 
 #include "common/temp_dir.hpp"
 #include "gs/data/snapshot.hpp"
@@ -23,14 +25,23 @@ inline std::vector<data::LayerInfo> synthetic_layers() {
   return {{"conv1.weight", {16, 8, 3, 3}}, {"fc.weight", {64, 100}}, {"fc.bias", {64}}};
 }
 
+// What a snapshot records besides its values: model name, layers, creation time (empty: now).
+struct SnapshotSpec {
+  std::string model = "synthetic";
+  std::vector<data::LayerInfo> layers = synthetic_layers();
+  std::string created;
+};
+
 // Writes steps 0, 10, 20, ... and returns every step's flattened model (layers in order).
 inline std::vector<std::vector<float>> write_snapshot(const std::filesystem::path& path,
-                                                      int steps, std::uint64_t seed) {
-  const auto layers = synthetic_layers();
+                                                      int steps, std::uint64_t seed,
+                                                      const SnapshotSpec& spec = {}) {
+  const auto& layers = spec.layers;
   data::SnapshotMeta meta;
-  meta.model = "synthetic";
+  meta.model = spec.model;
   meta.dataset = "none";
   meta.seed = seed;
+  meta.created = spec.created;
   data::WriterOptions wo;
   wo.force = true;
   data::SnapshotWriter writer(path, meta, layers, wo);
@@ -48,7 +59,7 @@ inline std::vector<std::vector<float>> write_snapshot(const std::filesystem::pat
       const float scale = 1e-3f * float(1 + s);
       for (std::int64_t i = 0; i < layers[l].numel(); ++i) {
         const float sign = (rng() & 1) ? 1.0f : -1.0f;
-        float v = l == 0 ? expo(rng) : l == 1 ? gamma(rng) : normal(rng);
+        float v = l % 3 == 0 ? expo(rng) : l % 3 == 1 ? gamma(rng) : normal(rng);
         v = u(rng) < 0.05f ? 0.0f : sign * scale * v;
         grads[l].push_back(v);
       }
@@ -85,6 +96,22 @@ inline bool wait_idle(MainWindow& w, double seconds = 120.0) {
   }
   return false;
 }
+
+// Runs the gradscope-gui executable; its exit code (-1: it did not finish, -2: it crashed) and its
+// stdout and stderr together in *output. env: the child's environment (default: this process's,
+// which names the offscreen platform).
+inline int run_gui(const QStringList& args, QString* output,
+                   const QProcessEnvironment& env = QProcessEnvironment::systemEnvironment()) {
+  QProcess p;
+  p.setProcessChannelMode(QProcess::MergedChannels);
+  p.setProcessEnvironment(env);
+  p.start(GS_GUI_EXECUTABLE, args);
+  if (!p.waitForFinished(300'000)) return -1;
+  *output = QString::fromLocal8Bit(p.readAll());
+  return p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -2;
+}
+
+inline QString qpath(const std::filesystem::path& p) { return QString::fromStdString(p.string()); }
 
 using TempDir = ::gs::testing::TempDir;
 

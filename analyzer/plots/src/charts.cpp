@@ -222,15 +222,29 @@ void plot_histogram(QCustomPlot* plot, const VectorView& view, double density) {
   set_log_axis(plot->yAxis, true);
   plot->xAxis->setLabel("|g|");
   plot->yAxis->setLabel("density");
-  const QVector<double> cx(view.bin_center.begin(), view.bin_center.end());
-  const QVector<double> cy(view.bin_density.begin(), view.bin_density.end());
+  // Every bin at its centre, an empty one as NaN: QCustomPlot breaks the line and the fill there,
+  // so empty bins stay gaps instead of being bridged. One empty bin beyond each end gives the first
+  // and last bins their full width (a step is drawn half-way between centres: at the bin edge).
+  const auto& h = view.histogram;
+  const std::size_t bins = h.counts.size();
+  const double ratio = std::pow(h.hi / h.lo, 1.0 / double(bins));
+  const double gap = std::numeric_limits<double>::quiet_NaN();
+  QVector<double> cx{h.lo / std::sqrt(ratio)}, cy{gap};
+  std::size_t filled = 0;
+  for (std::size_t i = 0; i < bins; ++i) {
+    cx.push_back(std::sqrt(h.edge(i) * h.edge(i + 1)));
+    cy.push_back(h.counts[i] > 0 && filled < view.bin_density.size() ? view.bin_density[filled++]
+                                                                      : gap);
+  }
+  cx.push_back(h.hi * std::sqrt(ratio));
+  cy.push_back(gap);
   QCPGraph* hist = add_graph(plot, "histogram", cx, cy, QPen(QColor(90, 90, 90), 1.2));
   hist->setLineStyle(QCPGraph::lsStepCenter);
   hist->setBrush(QColor(160, 160, 160, 70));
   hist->setName("histogram");
 
-  double ylo = *std::min_element(cy.begin(), cy.end());
-  double yhi = *std::max_element(cy.begin(), cy.end());
+  double ylo = *std::min_element(view.bin_density.begin(), view.bin_density.end());
+  double yhi = *std::max_element(view.bin_density.begin(), view.bin_density.end());
   ylo /= 3.0;
   yhi *= 3.0;
   for (const auto& curve : view.curves) {

@@ -88,6 +88,12 @@ void add_fits(VectorView& view, std::span<const float> g, const ViewOptions& opt
 void add_curves(VectorView& view, int curve_points) {
   if (curve_points < 2) throw Error("curve points must be >= 2");
   const auto& h = view.histogram;
+  // Over the histogram's support (its first to its last non-empty bin) only: beyond it there is
+  // nothing the curve could be compared with.
+  std::size_t first = 0, last = h.counts.size();
+  while (first < h.counts.size() && h.counts[first] == 0) ++first;
+  while (last > first && h.counts[last - 1] == 0) --last;
+  const double lo = first < last ? h.edge(first) : h.lo, hi = first < last ? h.edge(last) : h.hi;
   view.curves.clear();
   for (const auto& fit : view.report.fits) {
     DensityCurve curve;
@@ -96,9 +102,9 @@ void add_curves(VectorView& view, int curve_points) {
       curve.error = fit.error;
     } else {
       const fitting::Sid law = sid_from_fit(fit);
-      const double span = h.hi / h.lo;
+      const double span = hi / lo;
       for (int j = 0; j < curve_points; ++j) {
-        const double x = h.lo * std::pow(span, double(j) / double(curve_points - 1));
+        const double x = lo * std::pow(span, double(j) / double(curve_points - 1));
         const double y = fitting::pdf(law, x);
         if (y > 0.0 && std::isfinite(y)) {
           curve.x.push_back(x);

@@ -35,7 +35,9 @@ QCPGraph* find_graph(QCustomPlot* plot, const QString& name);
 // Shows a centred message in an emptied plot (no data, or an error).
 void show_plot_message(QCustomPlot* plot, const QString& message);
 
-// Density histogram on log-log axes, the fitted density of every SID, and a vertical line at the
+// Density histogram on log-log axes (the "histogram" graph has a point at every bin's centre and
+// one beyond each end, NaN where a bin is empty, so empty bins are drawn as gaps), the fitted
+// density of every SID, and a vertical line at the
 // threshold of every method at density (legend: threshold and elements selected).
 void plot_histogram(QCustomPlot* plot, const VectorView& view, double density);
 // Sample quantiles against the chosen SID's quantiles (with the identity line).

@@ -50,7 +50,8 @@ VectorView histogram_view(std::span<const float> g, const std::string& scope, st
                           const ViewOptions& options);
 // Adds fit_report and the density curves to a histogram_view of the same g.
 void add_fits(VectorView& view, std::span<const float> g, const ViewOptions& options);
-// The density curve of every fit in view.report over the histogram's range (curve_points >= 2).
+// The density curve of every fit in view.report over the histogram's support, from its first to
+// its last non-empty bin (curve_points >= 2).
 void add_curves(VectorView& view, int curve_points);
 // Both.
 VectorView analyse_vector(std::span<const float> g, const std::string& scope, std::int64_t step,
