@@ -194,6 +194,7 @@ void BucketCompressor::run_bucket(int index, std::uint64_t n, unsigned element_b
                   " bytes; give the size of the gradient's dtype (2, 4 or 8)");
     const auto t0 = Clock::now();
     const std::uint64_t bus0 = kernels::bus_bytes(), syncs0 = kernels::host_syncs();
+    const kernels::DeviceWork work0 = kernels::device_work();
     TimedCollectives timed(comm);
     if (first) {
       // Before any other collective of the step: the workers' settings, compress-when auto's
@@ -222,6 +223,13 @@ void BucketCompressor::run_bucket(int index, std::uint64_t n, unsigned element_b
     if (last) agree_on_regime(timed);
     s.host_device_bytes += kernels::bus_bytes() - bus0;
     s.host_syncs += kernels::host_syncs() - syncs0;
+    const kernels::DeviceWork work = kernels::device_work() - work0;
+    s.launches += work.launches;
+    s.single_thread_launches += work.single_thread_launches;
+    s.allocations += work.allocations;
+    s.events_created += work.events_created;
+    s.scratch_queries += work.scratch_queries;
+    s.elements_passed += work.elements_passed;
     s.comm_seconds += timed.seconds;
     s.compress_seconds += seconds_since(t0) - timed.seconds;
   } catch (...) {

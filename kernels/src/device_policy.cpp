@@ -126,6 +126,43 @@ thread_local std::uint64_t bus_bytes_here = 0;
 thread_local std::uint64_t host_syncs_here = 0;
 }  // namespace
 
+namespace {
+thread_local DeviceWork work_here;
+}  // namespace
+
+DeviceWork device_work() { return work_here; }
+
+namespace work {
+void launch(std::uint64_t blocks, std::uint64_t threads, std::uint64_t elements) {
+  ++work_here.launches;
+  if (blocks * threads == 1) ++work_here.single_thread_launches;
+  work_here.elements_passed += elements;
+}
+void memset() { ++work_here.launches; }
+void copy() { ++work_here.launches; }
+void allocation() { ++work_here.allocations; }
+void event_created() { ++work_here.events_created; }
+std::uint64_t cub_kernels(Cub algorithm, std::uint64_t items, int key_bits) {
+  // One tile: 256 threads of 16 items for the reductions' and selections' policies, 256 x 8 for
+  // the radix sort's single-tile kernel (the sm_75 to sm_90 policies of CCCL 3.0).
+  const std::uint64_t tile = algorithm == Cub::radix_sort ? 256 * 8 : 256 * 16;
+  if (items == 0) return 0;  // the dispatch returns before any kernel
+  if (items <= tile) return algorithm == Cub::histogram ? 2 : 1;
+  switch (algorithm) {
+    case Cub::reduce: return 2;
+    case Cub::select: return 2;
+    case Cub::histogram: return 2;
+    case Cub::radix_sort: return 4 + 2 * std::uint64_t((key_bits + 7) / 8);
+  }
+  return 0;
+}
+void cub(Cub algorithm, std::uint64_t items, int key_bits) {
+  ++work_here.scratch_queries;
+  work_here.launches += cub_kernels(algorithm, items, key_bits);
+  work_here.elements_passed += items;
+}
+}  // namespace work
+
 std::uint64_t bus_bytes() { return bus_bytes_here; }
 void add_bus_bytes(std::uint64_t bytes) { bus_bytes_here += bytes; }
 std::uint64_t host_syncs() { return host_syncs_here; }

@@ -9,6 +9,8 @@
 #include "bucket_test_util.hpp"
 #include "gs/compress/bucket_compressor.hpp"
 #include "gs/kernels/backend.hpp"
+#include "gs/kernels/cuda_host.hpp"
+#include "gs/kernels/device.hpp"
 #include "gs/kernels/vector_ops.hpp"
 
 using namespace gs::compress;
@@ -65,7 +67,61 @@ std::vector<std::vector<float>> updates(const std::string& method, bool on_gpu, 
   return out;
 }
 
+// One worker's step records over 3 steps through device collectives, on GPU 0 (cuda) or on the
+// cuda-host backend's fake device 1 (the data declared there, its own caller stream, as the DDP
+// hook's calls come on a GPU).
+std::vector<StepStats> device_steps(const std::string& method, gs::kernels::BackendKind kind) {
+  const bool host = kind == gs::kernels::BackendKind::cuda_host;
+  const int dev = host ? 1 : 0;
+  auto bc = gs::testing::make_bucket(method, 0.01, 0, {}, host ? "cuda-host" : "cuda");
+  auto ops = gs::kernels::make_vector_ops(kind, dev);
+  SoloCollectives solo;
+  SoloDeviceCollectives dc(*ops);
+  for (int s = 0; s < 3; ++s) {
+    for (std::size_t b = 0; b < kBuckets.size(); ++b) {
+      std::uint64_t n = 0;
+      for (const auto& p : kBuckets[b]) n += p.numel;
+      auto g = gs::testing::grad(n, 100 * std::uint64_t(s) + b);
+      const bool last = b + 1 == kBuckets.size();
+      if (host) {
+        const gs::kernels::cuda_host::DeviceMemory on(g.data(), n * sizeof(float), dev);
+        const gs::kernels::CallerStream caller(dev, gs::kernels::cuda_host::caller_stream(dev));
+        bc->exchange_resident({int(b), g.data(), n, kind, dev}, kBuckets[b], solo, &dc, last);
+      } else {
+        auto d = ops->floats(n);
+        ops->upload(d.data(), g.data(), n * sizeof(float));
+        bc->exchange_resident({int(b), d.data(), n, kind, dev}, kBuckets[b], solo, &dc, last);
+      }
+    }
+  }
+  return {bc->history().begin(), bc->history().end()};
+}
+
 }  // namespace
+
+// What a bucket queues on the GPU is what the cuda-host backend counts for the same calls
+// (StepStats' launches, single-thread launches, allocations, events, CUB queries and the elements
+// passed over): the ledger CI bounds (DeviceWork.*) is the GPU's.
+TEST(CudaBucket, DeviceWorkIsWhatItsHostTwinCounts) {
+  if (!gs::kernels::cuda_available())
+    GTEST_SKIP() << "no usable GPU on this machine: CUDA suites run on a GPU machine (scripts/gpu-check.sh); "
+                    "the cuda-host ledger is bounded here (DeviceWork.*)";
+  for (const std::string method : {"sidco-e", "topk", "dgc", "sidco-topk"}) {
+    SCOPED_TRACE(method);
+    const auto gpu = device_steps(method, gs::kernels::BackendKind::cuda);
+    const auto twin = device_steps(method, gs::kernels::BackendKind::cuda_host);
+    ASSERT_EQ(gpu.size(), twin.size());
+    for (std::size_t s = 0; s < gpu.size(); ++s) {
+      EXPECT_EQ(gpu[s].launches, twin[s].launches) << "step " << s;
+      EXPECT_EQ(gpu[s].single_thread_launches, twin[s].single_thread_launches) << "step " << s;
+      EXPECT_EQ(gpu[s].scratch_queries, twin[s].scratch_queries) << "step " << s;
+      EXPECT_EQ(gpu[s].allocations, twin[s].allocations) << "step " << s;
+      EXPECT_EQ(gpu[s].events_created, twin[s].events_created) << "step " << s;
+      // the candidates' passes go with the data, which the GPU's sums round otherwise
+      EXPECT_NEAR(double(gpu[s].elements_passed), double(twin[s].elements_passed), 0.01 * double(gpu[s].n));
+    }
+  }
+}
 
 // On a GPU the device path gives the host path's update to the bit, whether the selection comes
 // to the host (Gloo) or stays for device collectives (NCCL), and with device collectives no

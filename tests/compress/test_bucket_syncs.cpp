@@ -264,3 +264,86 @@ TEST(Staging, CubScratchLivesInTheSelectorsWorkspace) {
   }
   EXPECT_EQ(ch::scratch_allocations(), before);
 }
+
+// What a bucket queues on its device (StepStats: launches and the rest; kernels::DeviceWork),
+// counted by the cuda-host backend as the CUDA backend queues it. Today's figures, per bucket of
+// the two above (57,700 and 7,700 elements) at density 0.01 with device collectives, the steps after
+// the first: docs/gpu.md ("What a bucket launches") gives them with the targets they are measured
+// against. Each is a bound: a pass, a single-thread merge, an allocation, an event or a CUB
+// dispatch added to a bucket's path fails it (the mutations that do are listed there).
+struct Ledger {
+  std::uint64_t launches, single, allocations, events, queries;
+  double reads;  // elements the passes went over, per element of the step's buckets
+};
+const std::map<std::string, Ledger> kLedgerToday = {
+    {"sidco-e", {47, 3, 8, 25, 6, 12.08}}, {"topk", {35, 1, 6, 23, 5, 9.08}},
+    {"dgc", {58, 3, 8, 23, 9, 11.13}},     {"sidco-topk", {99, 4, 9, 23, 17, 11.69}}};
+
+TEST(DeviceWork, EachBucketQueuesNoMoreThanItsLedger) {
+  for (const auto& [method, bound] : kLedgerToday) {
+    SCOPED_TRACE(method);
+    const auto runs = run_all(method, true, 4);
+    for (const WorkerRun& r : runs) {
+      ASSERT_EQ(r.steps.size(), 4u);
+      for (std::size_t i = 1; i < r.steps.size(); ++i) {
+        const StepStats& s = r.steps[i];
+        const auto per = [&](std::uint64_t v) { return double(v) / s.buckets; };
+        EXPECT_LE(per(s.launches), bound.launches) << "step " << i;
+        EXPECT_GT(s.launches, 0u) << "the bucket's kernels are counted";
+        EXPECT_LE(per(s.single_thread_launches), bound.single) << "step " << i;
+        EXPECT_LE(per(s.allocations), bound.allocations) << "step " << i;
+        EXPECT_LE(per(s.events_created), bound.events) << "step " << i;
+        EXPECT_LE(per(s.scratch_queries), bound.queries) << "step " << i;
+        EXPECT_LE(double(s.elements_passed) / double(s.n), bound.reads + 0.01) << "step " << i;
+        EXPECT_GE(double(s.elements_passed) / double(s.n), 1.0) << "a selection reads its bucket";
+      }
+    }
+  }
+}
+
+// A steady state: from the second step on every step queues the same kernels, allocations, events
+// and queries (nothing grows), and
+// the first queues more (the workspaces and staging blocks it makes once).
+TEST(DeviceWork, StepsAfterTheFirstQueueTheSame) {
+  for (const bool device_comm : {true, false}) {
+    for (const std::string& method : kDeviceMethods) {
+      SCOPED_TRACE(method + (device_comm ? " (device collectives)" : " (host gather)"));
+      const auto runs = run_all(method, device_comm, 4);
+      const auto& st = runs[0].steps;
+      ASSERT_EQ(st.size(), 4u);
+      EXPECT_GT(st[0].allocations, st[1].allocations) << "the first step makes what later steps reuse";
+      for (std::size_t i = 2; i < st.size(); ++i) {
+        EXPECT_EQ(st[i].launches, st[1].launches) << "step " << i;
+        EXPECT_EQ(st[i].single_thread_launches, st[1].single_thread_launches);
+        EXPECT_EQ(st[i].allocations, st[1].allocations);
+        EXPECT_EQ(st[i].events_created, st[1].events_created);
+        EXPECT_EQ(st[i].scratch_queries, st[1].scratch_queries);
+        // passes over a selection's candidates go with the data: the bucket's own passes do not
+        EXPECT_NEAR(double(st[i].elements_passed), double(st[1].elements_passed), 0.01 * double(st[1].n));
+      }
+    }
+  }
+}
+
+// CUB's dispatches by their kernels (CCCL 3.0's, kernels::work::cub_kernels): nothing for no
+// items, one single-tile kernel for an input that fits a tile, else the many-tile kernels.
+TEST(DeviceWork, CubDispatchesCountTheirKernels) {
+  using gs::kernels::work::Cub;
+  using gs::kernels::work::cub_kernels;
+  EXPECT_EQ(cub_kernels(Cub::select, 0, 32), 0u);
+  EXPECT_EQ(cub_kernels(Cub::reduce, 4096, 32), 1u);
+  EXPECT_EQ(cub_kernels(Cub::reduce, 4097, 32), 2u);
+  EXPECT_EQ(cub_kernels(Cub::select, 1 << 20, 32), 2u);
+  EXPECT_EQ(cub_kernels(Cub::histogram, 100, 32), 2u);
+  EXPECT_EQ(cub_kernels(Cub::radix_sort, 2048, 32), 1u);
+  EXPECT_EQ(cub_kernels(Cub::radix_sort, 1 << 20, 32), 12u);  // 4 + 2 per 8-bit pass
+  EXPECT_EQ(cub_kernels(Cub::radix_sort, 1 << 20, 11), 8u);
+  const auto w0 = gs::kernels::device_work();
+  gs::kernels::work::cub(Cub::select, 1 << 20);
+  gs::kernels::work::launch(1, 1);
+  const auto w = gs::kernels::device_work() - w0;
+  EXPECT_EQ(w.launches, 3u);
+  EXPECT_EQ(w.single_thread_launches, 1u);
+  EXPECT_EQ(w.scratch_queries, 1u);
+  EXPECT_EQ(w.elements_passed, std::uint64_t(1) << 20);
+}

@@ -191,6 +191,10 @@ def test_bus_bytes_and_waits_are_the_same_on_every_rank_of_a_symmetric_job(tmp_p
     assert a["host_device_gathered_bytes_per_step"] == b["host_device_gathered_bytes_per_step"], (a, b)
     assert a["host_syncs_per_step"] == b["host_syncs_per_step"], (a, b)
     buckets = ranks[0]["steps"][-1]["buckets"]
+    # what each rank queued on its device, counted as the CUDA backend queues it: alike on both
+    for key in ("launches", "single_thread_launches", "allocations", "events_created", "scratch_queries"):
+        assert [s[key] for s in ranks[0]["steps"]] == [s[key] for s in ranks[1]["steps"]], key
+    assert all(s["launches"] >= s["buckets"] and s["elements_passed"] >= s["n"] for s in ranks[0]["steps"])
     if gather == "device":
         assert all(s["host_syncs"] == 0 for s in ranks[0]["steps"]), ranks[0]["steps"]
         assert a["host_device_gathered_bytes_per_step"] == 0 and own[0] <= 80 * buckets, a  # one 80-byte report a bucket

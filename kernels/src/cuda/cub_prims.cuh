@@ -114,7 +114,9 @@ class CubPrims {
   }
   template <class T>
   void zero(T* p, std::size_t count) const {
-    if (count) GS_CUDA_CHECK(cudaMemsetAsync(p, 0, count * sizeof(T), stream_));
+    if (count == 0) return;
+    work::memset();
+    GS_CUDA_CHECK(cudaMemsetAsync(p, 0, count * sizeof(T), stream_));
   }
   template <class T>
   T read(const T* p) const {
@@ -133,7 +135,9 @@ class CubPrims {
   // A device-to-device copy (queued only).
   template <class T>
   void copy(T* dst, const T* src, std::size_t count) const {
-    if (count) GS_CUDA_CHECK(cudaMemcpyAsync(dst, src, count * sizeof(T), cudaMemcpyDeviceToDevice, stream_));
+    if (count == 0) return;
+    work::copy();
+    GS_CUDA_CHECK(cudaMemcpyAsync(dst, src, count * sizeof(T), cudaMemcpyDeviceToDevice, stream_));
   }
   void synchronize() const { cuda::synchronize(stream_); }
   // Pinned host memory of this thread's staging pool that kernels may write into (mapped).
@@ -158,8 +162,10 @@ class CubPrims {
     const int grid = grid_for(n);
     DeviceBuffer<Acc> partials(static_cast<std::size_t>(grid), stream_);
     const bool aligned = (reinterpret_cast<std::uintptr_t>(g) & 15u) == 0;
+    work::launch(grid, kThreads, n);
     reduce_kernel<Acc><<<grid, kThreads, 0, stream_>>>(g, n, aligned, elem, merge, partials.data());
     GS_CUDA_CHECK_LAUNCH();
+    work::launch(1, 1);
     merge_partials_kernel<Acc><<<1, 1, 0, stream_>>>(partials.data(), grid, merge, out);
     GS_CUDA_CHECK_LAUNCH();
   }
@@ -173,12 +179,14 @@ class CubPrims {
   template <class F>
   void for_each(std::uint64_t m, const F& f) const {
     if (m == 0) return;
+    work::launch(grid_for(m), kThreads, m);
     for_each_kernel<<<grid_for(m), kThreads, 0, stream_>>>(m, f);
     GS_CUDA_CHECK_LAUNCH();
   }
   template <class Count, class F>
   void for_each_upto(const Count* d_m, std::uint64_t capacity, const F& f) const {
     if (capacity == 0) return;
+    work::launch(grid_for(capacity), kThreads);
     for_each_upto_kernel<<<grid_for(capacity), kThreads, 0, stream_>>>(d_m, capacity, f);
     GS_CUDA_CHECK_LAUNCH();
   }
@@ -186,6 +194,7 @@ class CubPrims {
   template <class T, class F>
   T sum(std::uint64_t m, const F& f) const {
     DeviceBuffer<T> out(1, stream_);
+    work::cub(work::Cub::reduce, m);
     cub_run([&](void* temp, std::size_t& bytes) {
       return cub::DeviceReduce::Sum(temp, bytes, mapped(f), out.data(), static_cast<std::int64_t>(m), stream_);
     }, stream_, scratch_);
@@ -216,6 +225,7 @@ class CubPrims {
 
   template <class Digit>
   void histogram(std::uint64_t n, const Digit& digit, int bins, unsigned long long* counts) const {
+    work::cub(work::Cub::histogram, n);
     cub_run([&](void* temp, std::size_t& bytes) {
       return cub::DeviceHistogram::HistogramEven(temp, bytes, mapped(digit), counts, bins + 1, 0, bins,
                                                  static_cast<std::int64_t>(n), stream_);
@@ -226,12 +236,14 @@ class CubPrims {
                      unsigned long long* counts) const {
     const bool shared_ok = slot.slots() <= 12 * 1024;  // 48 KB of 32-bit counters per block
     const std::size_t shmem = shared_ok ? sizeof(unsigned int) * slot.slots() : 0;
+    work::launch(grid_for(n), kThreads, n);
     log_histogram_kernel<<<grid_for(n), kThreads, shmem, stream_>>>(g, n, slot, counts, shared_ok);
     GS_CUDA_CHECK_LAUNCH();
   }
 
   template <class K>
   void sort_keys(const K* in, K* out, std::uint64_t m, int begin_bit, int end_bit, bool descending) const {
+    work::cub(work::Cub::radix_sort, m, end_bit - begin_bit);
     cub_run([&](void* temp, std::size_t& bytes) {
       const auto count = static_cast<std::int64_t>(m);
       return descending
@@ -242,6 +254,7 @@ class CubPrims {
   template <class K, class V>
   void sort_pairs(const K* kin, K* kout, const V* vin, V* vout, std::uint64_t m, int begin_bit,
                   int end_bit, bool descending) const {
+    work::cub(work::Cub::radix_sort, m, end_bit - begin_bit);
     cub_run([&](void* temp, std::size_t& bytes) {
       const auto count = static_cast<std::int64_t>(m);
       return descending ? cub::DeviceRadixSort::SortPairsDescending(temp, bytes, kin, kout, vin, vout, count,
@@ -255,9 +268,11 @@ class CubPrims {
   template <class In, class Index, class Pred, class Count>
   void select(In in, std::uint64_t m, const Pred& pred, Index* out, std::uint64_t capacity, Count* d_count) const {
     if (m == 0) {
+      work::memset();
       GS_CUDA_CHECK(cudaMemsetAsync(d_count, 0, sizeof(Count), stream_));
       return;
     }
+    work::cub(work::Cub::select, m);
     const auto store = thrust::make_tabulate_output_iterator(portable::BoundedStore<Index>{out, capacity});
     cub_run([&](void* temp, std::size_t& bytes) {
       return cub::DeviceSelect::If(temp, bytes, in, store, d_count, static_cast<std::int64_t>(m), pred, stream_);

@@ -62,6 +62,7 @@ struct CudaStaging {
   };
   void* alloc(std::size_t bytes) const {
     void* p = nullptr;
+    work::allocation();
     GS_CUDA_CHECK(cudaHostAlloc(&p, bytes, cudaHostAllocPortable | cudaHostAllocMapped));
     return p;
   }
@@ -73,6 +74,7 @@ struct CudaStaging {
     GS_CUDA_CHECK(cudaGetDevice(&dev));
     if (ev.e && ev.device != dev) destroy(ev);  // an event records on its own device's streams only
     if (!ev.e) {
+      work::event_created();
       GS_CUDA_CHECK(cudaEventCreateWithFlags(&ev.e, cudaEventDisableTiming));
       ev.device = dev;
     }

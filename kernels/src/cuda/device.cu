@@ -85,6 +85,7 @@ class CudaRuntime final : public DeviceRuntime {
   void order_after(StreamHandle waiter, StreamHandle signal) override {
     if (waiter == signal) return;
     cudaEvent_t ev = nullptr;
+    work::event_created();
     GS_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
     const cudaError_t rec = cudaEventRecord(ev, static_cast<cudaStream_t>(signal));
     const cudaError_t wait = rec == cudaSuccess ? cudaStreamWaitEvent(static_cast<cudaStream_t>(waiter), ev, 0) : rec;
@@ -124,6 +125,7 @@ void* device_allocate(std::size_t bytes, cudaStream_t stream) {
   GS_CUDA_CHECK(cudaGetDevice(&dev));
   auto pool = static_cast<cudaMemPool_t>(detail::policy().pool(dev));
   void* p = nullptr;
+  work::allocation();
   GS_CUDA_CHECK(cudaMallocFromPoolAsync(&p, bytes, pool, stream));
   return p;
 }

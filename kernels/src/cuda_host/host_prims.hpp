@@ -5,7 +5,9 @@
 // grid-stride indexing, the 4-wide loads and the tails are exercised as on the device. Buffers
 // belong to the fake device current on the allocating thread (runtime.hpp), every operation counts
 // as work on the current device, and copies between "device" buffers and the host's own memory
-// count towards bus_bytes() as the CUDA backend's copies do.
+// count towards bus_bytes() as the CUDA backend's copies do. Each call counts in device_work() what
+// the CUDA backend's same call queues (cub_prims.cuh): its launches, allocations, events and CUB
+// dispatches, so that a step's device cost is counted here.
 #include <algorithm>
 #include <atomic>
 #include <climits>
@@ -59,6 +61,7 @@ class HostPrims {
     Buffer() = default;
     explicit Buffer(std::size_t count) : p_(count ? new T[count] : nullptr), size_(count) {
       runtime().remember(p_, count * sizeof(T), runtime().current_device());
+      if (count) work::allocation();  // DeviceBuffer's, from gradscope's pool
     }
     ~Buffer() { reset(); }
     Buffer(const Buffer&) = delete;
@@ -106,6 +109,7 @@ class HostPrims {
   template <class T>
   void zero(T* p, std::size_t count) const {
     runtime().note_work();
+    if (count) work::memset();
     std::fill(p, p + count, T{});
   }
   // A value read back: a copy to the host that returns once done (one blocking synchronization).
@@ -134,7 +138,10 @@ class HostPrims {
   template <class T>
   void copy(T* dst, const T* src, std::size_t count) const {
     runtime().note_work();
-    if (count) std::memmove(dst, src, count * sizeof(T));
+    if (count) {
+      work::copy();
+      std::memmove(dst, src, count * sizeof(T));
+    }
   }
   // The host waits for the stream (a blocking synchronization).
   void synchronize() const { runtime().note_sync(SyncKind::stream); }
@@ -144,9 +151,13 @@ class HostPrims {
   void use_scratch(Buffer<unsigned char>* scratch) { scratch_ = scratch; }
   // Host memory the device may write into (zeroed), and a mark after the work queued so far.
   std::shared_ptr<void> host_memory(std::size_t bytes) const {
+    work::allocation();  // pinned, mapped
     return std::shared_ptr<void>(new unsigned char[bytes](), [](void* q) { delete[] static_cast<unsigned char*>(q); });
   }
-  std::unique_ptr<DeviceMark> mark() const { return std::make_unique<HostMark>(runtime().record_event()); }
+  std::unique_ptr<DeviceMark> mark() const {
+    work::event_created();  // CudaMark's own event
+    return std::make_unique<HostMark>(runtime().record_event());
+  }
 
   std::uint64_t grid_for(std::uint64_t n) const { return grid_blocks(sms_, kThreads, n); }
 
@@ -157,6 +168,9 @@ class HostPrims {
     const std::uint64_t grid = grid_for(n), stride = grid * kThreads;
     const bool aligned = (reinterpret_cast<std::uintptr_t>(g) & 15u) == 0;
     runtime().note_work();
+    work::allocation();                  // the block partials
+    work::launch(grid, kThreads, n);     // reduce_kernel
+    work::launch(1, 1);                  // merge_partials_kernel
     Acc total{};
     for (std::uint64_t b = 0; b < grid; ++b) {
       Acc block{};
@@ -175,7 +189,10 @@ class HostPrims {
 
   template <class F>
   void for_each(std::uint64_t m, const F& f) const {
-    if (m) runtime().note_work();
+    if (m) {
+      runtime().note_work();
+      work::launch(grid_for(m), kThreads, m);
+    }
     for (std::uint64_t j = 0; j < m; ++j) f(j);
   }
   // f(j) for j < min(*d_m, capacity): a count the device holds bounds the work (no read-back).
@@ -183,6 +200,7 @@ class HostPrims {
   void for_each_upto(const Count* d_m, std::uint64_t capacity, const F& f) const {
     if (capacity == 0) return;
     runtime().note_work();
+    work::launch(grid_for(capacity), kThreads);  // its count lies on the device: no elements counted
     const std::uint64_t m = std::min<std::uint64_t>(*d_m, capacity);
     for (std::uint64_t j = 0; j < m; ++j) f(j);
   }
@@ -190,6 +208,8 @@ class HostPrims {
   template <class T, class F>
   T sum(std::uint64_t m, const F& f) const {
     runtime().note_work();
+    work::allocation();  // its result's buffer
+    work::cub(work::Cub::reduce, m);
     scratch_for(512);
     copied_back(sizeof(T));
     T s{};
@@ -203,6 +223,12 @@ class HostPrims {
   void select_into(std::uint64_t n, const Pred& pred, Index* out, std::uint64_t capacity, Count* d_count) const {
     const portable::BoundedStore<Index> store{out, capacity};
     runtime().note_work();
+    if (n == 0) {  // no dispatch: the count zeroed
+      work::memset();
+      *d_count = 0;
+      return;
+    }
+    work::cub(work::Cub::select, n);
     scratch_for(512 + n / 128);
     std::uint64_t m = 0;
     for (std::uint64_t i = 0; i < n; ++i)
@@ -219,8 +245,10 @@ class HostPrims {
   template <class Index, class Pred>
   std::uint64_t select_from(const Index* in, std::uint64_t m, const Pred& pred, Index* out,
                             std::uint64_t capacity) const {
+    if (m == 0) return 0;
     const portable::BoundedStore<Index> store{out, capacity};
     runtime().note_work();
+    work::cub(work::Cub::select, m);
     scratch_for(512 + m / 128);
     std::uint64_t c = 0;
     for (std::uint64_t j = 0; j < m; ++j)
@@ -234,6 +262,7 @@ class HostPrims {
   template <class Digit>
   void histogram(std::uint64_t n, const Digit& digit, int bins, unsigned long long* counts) const {
     runtime().note_work();
+    work::cub(work::Cub::histogram, n);
     scratch_for(512 + std::uint64_t(bins) * 8);
     for (std::uint64_t i = 0; i < n; ++i) {
       const int d = digit(i);
@@ -245,6 +274,7 @@ class HostPrims {
   void log_histogram(const float* g, std::uint64_t n, const portable::LogSlots& slot,
                      unsigned long long* counts) const {
     runtime().note_work();
+    work::launch(grid_for(n), kThreads, n);  // log_histogram_kernel
     for (std::uint64_t i = 0; i < n; ++i) ++counts[slot(g[i])];
   }
 
@@ -253,6 +283,7 @@ class HostPrims {
   template <class K>
   void sort_keys(const K* in, K* out, std::uint64_t m, int begin_bit, int end_bit, bool descending) const {
     runtime().note_work();
+    work::cub(work::Cub::radix_sort, m, end_bit - begin_bit);
     scratch_for(512 + m * sizeof(K));
     std::copy(in, in + m, out);
     std::stable_sort(out, out + m, order<K>(begin_bit, end_bit, descending));
@@ -261,6 +292,7 @@ class HostPrims {
   void sort_pairs(const K* kin, K* kout, const V* vin, V* vout, std::uint64_t m, int begin_bit,
                   int end_bit, bool descending) const {
     runtime().note_work();
+    work::cub(work::Cub::radix_sort, m, end_bit - begin_bit);
     scratch_for(512 + m * (sizeof(K) + sizeof(V)));
     std::vector<std::uint64_t> perm(m);
     std::iota(perm.begin(), perm.end(), std::uint64_t{0});
@@ -290,6 +322,7 @@ class HostPrims {
     if (scratch_ && scratch_->size() >= bytes) return;
     ++scratch_allocated;
     if (scratch_) *scratch_ = alloc<unsigned char>(std::max<std::uint64_t>(bytes, 2 * scratch_->size()));
+    else work::allocation();  // the call's own temporary storage
   }
   template <class K>
   static auto radix_form(K key) {

@@ -59,6 +59,7 @@ StreamHandle HostRuntime::create_stream() {
 void HostRuntime::order_after(StreamHandle waiter, StreamHandle signal) {
   if (waiter == signal) return;
   note_work();
+  work::event_created();  // the CUDA runtime's order_after makes one event each time
   if (!waiter || !signal) legacy_orders_.fetch_add(1);
   // CUDA records an event on `signal` with an event of the current device: a stream of another
   // device there is an error (cudaErrorInvalidResourceHandle), which this makes visible.

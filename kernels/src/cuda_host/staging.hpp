@@ -12,9 +12,15 @@ namespace gs::kernels::cuda_host {
 
 struct HostStaging {
   using Event = std::uint64_t;  // 0: none recorded
-  void* alloc(std::size_t bytes) const { return new unsigned char[bytes]; }
+  void* alloc(std::size_t bytes) const {
+    work::allocation();  // cudaHostAlloc's
+    return new unsigned char[bytes];
+  }
   void free(void* p) const { delete[] static_cast<unsigned char*>(p); }
-  void record(Event& e, StreamHandle) const { e = runtime().record_event(); }
+  void record(Event& e, StreamHandle) const {
+    if (e == 0) work::event_created();  // a block's event is made at its first record, then reused
+    e = runtime().record_event();
+  }
   bool done(const Event& e) const { return e == 0 || runtime().event_done(e); }
   void wait(const Event& e) const { runtime().wait_event(e); }
   void destroy(Event&) const {}

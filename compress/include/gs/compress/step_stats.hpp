@@ -37,6 +37,16 @@ struct StepStats {
   std::uint64_t host_device_gathered_bytes = 0;
   // Blocking synchronizations the host made for them (a value read back, a stream waited for).
   std::uint64_t host_syncs = 0;
+  // What the step queued on devices (kernels::DeviceWork, counted alike by the CUDA and cuda-host
+  // backends): kernel launches, those of a single thread, allocations (device pool and pinned),
+  // events created, CUB scratch-size queries, and the elements the passes went over (over n: how
+  // many times the step read its gradients).
+  std::uint64_t launches = 0;
+  std::uint64_t single_thread_launches = 0;
+  std::uint64_t allocations = 0;
+  std::uint64_t events_created = 0;
+  std::uint64_t scratch_queries = 0;
+  std::uint64_t elements_passed = 0;
   // With device collectives: pairs a selection held beyond the all-gather's fixed capacity (twice
   // the target count), left in the residual (the lowest indices are sent, alike on every worker).
   std::uint64_t overflow = 0;

@@ -102,6 +102,44 @@ enum class SyncKind { stream, event, copy };
 std::uint64_t host_syncs();
 void add_host_sync(SyncKind kind);
 
+// What this thread queued on devices since it started, as a GPU runs it: kernel launches (memsets
+// and device-to-device copies among them, and each kernel a CUB algorithm's dispatch launches), the launches of a single
+// thread, allocations (gradscope's device pool and pinned host staging), events created, CUB
+// scratch-size queries (the first of CUB's two calls) and the elements its passes went over. The
+// CUDA backend counts what it queues; the cuda-host backend counts what the CUDA backend queues
+// for the same calls, so that a step's device cost is counted in CI (docs/gpu.md, "What a bucket
+// launches"). The DDP hook reads it around a bucket (StepStats: launches and the rest).
+struct DeviceWork {
+  std::uint64_t launches = 0;
+  std::uint64_t single_thread_launches = 0;
+  std::uint64_t allocations = 0;
+  std::uint64_t events_created = 0;
+  std::uint64_t scratch_queries = 0;
+  std::uint64_t elements_passed = 0;
+  DeviceWork operator-(const DeviceWork& o) const {
+    return {launches - o.launches, single_thread_launches - o.single_thread_launches, allocations - o.allocations,
+            events_created - o.events_created, scratch_queries - o.scratch_queries,
+            elements_passed - o.elements_passed};
+  }
+};
+DeviceWork device_work();
+// The counting side (both backends): a kernel of blocks x threads over `elements` elements, a
+// memset, an allocation, an event, a CUB algorithm's dispatch (one scratch query and its kernels).
+namespace work {
+void launch(std::uint64_t blocks, std::uint64_t threads, std::uint64_t elements = 0);
+void memset();
+void copy();  // a device-to-device copy (queued as a memset is)
+void allocation();
+void event_created();
+enum class Cub { reduce, select, histogram, radix_sort };
+void cub(Cub algorithm, std::uint64_t items, int key_bits = 32);
+// The kernels a CUB dispatch launches for `items` (CCCL 3's dispatch: a single-tile kernel for an
+// input that fits one tile; else reduce 2, select 2 (tile-state init and sweep), histogram 2 (init
+// and sweep), radix sort 4 + 2 per 8-bit digit pass (onesweep: two memsets, the histogram, its
+// scan; each pass a memset and the onesweep kernel)).
+std::uint64_t cub_kernels(Cub algorithm, std::uint64_t items, int key_bits);
+}  // namespace work
+
 // Blocks of `threads` for a grid-stride pass over n elements on `multiprocessors` SMs: 8 resident
 // blocks per SM at most, fixed for a device and n, so block partials merge in the same order.
 std::uint64_t grid_blocks(int multiprocessors, std::uint64_t threads, std::uint64_t n);
