@@ -94,8 +94,12 @@ int read_cli(const QCommandLineParser& parser, Cli& cli) {
   if (cli.csv && cli.csv_dir.isEmpty()) return fail("--export-csv needs a folder", 2);
   bool ok = true;
   cli.has_ratio = parser.isSet("ratio");
-  cli.ratio = cli.has_ratio ? parser.value("ratio").toDouble(&ok) : 0.0;
-  if (!ok) return fail("--ratio needs a number such as 0.01 (got " + parser.value("ratio") + ")", 2);
+  if (cli.has_ratio) {
+    QString error;  // the window's chooser says the same of a typed ratio
+    const std::optional<double> ratio = gs::gui::parse_ratio(parser.value("ratio"), &error);
+    if (!ratio) return fail("--ratio: " + error, 2);
+    cli.ratio = *ratio;
+  }
   cli.has_step = parser.isSet("step");
   cli.step = cli.has_step ? parser.value("step").toLongLong(&ok) : 0;
   if (!ok) return fail("--step needs a recorded training step (got " + parser.value("step") + ")", 2);

@@ -13,10 +13,13 @@
 #include <QHeaderView>
 #include <QKeySequence>
 #include <QLabel>
+#include <QLineEdit>
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QProgressBar>
 #include <QSlider>
+#include <QStyle>
+#include <QScrollBar>
 #include <QSplitter>
 #include <QStatusBar>
 #include <QTableWidget>
@@ -27,6 +30,7 @@
 
 #include "gs/analyzer/plots/charts.hpp"
 #include "gs/base/error.hpp"
+#include "elided_label.hpp"
 #include "exports.hpp"
 #include "plot_interaction.hpp"
 
@@ -46,7 +50,8 @@ MainWindow::MainWindow(ViewOptions options, QWidget* parent)
           [this] { viewFinished(); });
   connect(&series_watcher_, &QFutureWatcher<SeriesJobResult>::finished, this,
           [this] { seriesFinished(); });
-  resize(1600, 1000);
+  // Fits a 1366x768 laptop screen and a 720p capture; docs/gui.md's screenshot is this size.
+  resize(1280, 720);
 }
 
 MainWindow::~MainWindow() {
@@ -57,43 +62,53 @@ MainWindow::~MainWindow() {
 
 void MainWindow::buildUi() {
   buildToolbar();
-  auto* split = new QSplitter(Qt::Horizontal);
-  split->addWidget(buildSelectionPane());
-  split->addWidget(buildPlotPane());
-  split->setStretchFactor(0, 0);
-  split->setStretchFactor(1, 1);
-  split->setSizes({390, 1210});
-  setCentralWidget(split);
+  split_ = new QSplitter(Qt::Horizontal);
+  split_->addWidget(buildSelectionPane());
+  split_->addWidget(buildPlotPane());
+  split_->setStretchFactor(0, 0);
+  split_->setStretchFactor(1, 1);
+  split_->setSizes({300, 980});
+  setCentralWidget(split_);
 
-  status_label_ = new QLabel("Open a snapshot file (File > Open)");
+  status_label_ = new ElidedLabel("Open a snapshot file (File > Open)");
   statusBar()->addWidget(status_label_, 1);
   progress_ = new QProgressBar;
-  progress_->setMaximumWidth(220);
   progress_->setTextVisible(true);
+  // Wide enough for its longest text: the style draws it inside the bar and cuts what overflows.
+  progress_->setFixedWidth(progress_->fontMetrics().horizontalAdvance("over training 9999 of 9999") + 40);
   progress_->hide();
   statusBar()->addPermanentWidget(progress_);
 
-  for (QCustomPlot* p : plots()) show_plot_message(p, "no data");
+  for (QCustomPlot* p : plots()) show_plot_message(p, "Open a snapshot file (File > Open)");
   connectSelection();
 }
 
 // The step slider, the ratio and the QQ law.
 void MainWindow::buildToolbar() {
-  auto* toolbar = addToolBar("Selection");
+  auto* toolbar = toolbar_ = addToolBar("Selection");
   toolbar->setMovable(false);
   toolbar->addWidget(new QLabel(" Step "));
   slider_ = new QSlider(Qt::Horizontal);
-  slider_->setMinimumWidth(380);
+  slider_->setMinimumWidth(300);
   slider_->setRange(0, 0);
   slider_->setToolTip("Recorded step (PageUp/PageDown, Home/End)");
   toolbar->addWidget(slider_);
   step_label_ = new QLabel(" no file ");
-  step_label_->setMinimumWidth(190);
+  step_label_->setMinimumWidth(
+      step_label_->fontMetrics().horizontalAdvance(" step 999999999  (9999 of 9999) "));
   toolbar->addWidget(step_label_);
   toolbar->addSeparator();
   toolbar->addWidget(new QLabel(" Ratio "));
   ratio_box_ = new QComboBox;
-  ratio_box_->setToolTip("Target density: fraction of elements the thresholds keep");
+  // Any density may be typed (Enter applies it); the list holds the analysis's and those used.
+  // No completer: it would turn a typed 0.0 into the listed 0.01.
+  ratio_box_->setEditable(true);
+  ratio_box_->setInsertPolicy(QComboBox::NoInsert);
+  ratio_box_->setCompleter(nullptr);
+  ratio_box_->setMinimumContentsLength(8);
+  ratio_box_->setToolTip(
+      "Target density: fraction of elements the thresholds keep; type any value in (0, 1) and "
+      "press Enter");
   toolbar->addWidget(ratio_box_);
   toolbar->addSeparator();
   toolbar->addWidget(new QLabel(" QQ law "));
@@ -109,16 +124,15 @@ QWidget* MainWindow::buildSelectionPane() {
   tree_->setColumnCount(3);
   tree_->setHeaderLabels({"Layer", "Shape", "Elements"});
   tree_->setRootIsDecorated(true);
-  tree_->header()->setSectionResizeMode(0, QHeaderView::Stretch);
-  tree_->header()->setSectionResizeMode(1, QHeaderView::ResizeToContents);
-  tree_->header()->setSectionResizeMode(2, QHeaderView::ResizeToContents);
+  // Every column as wide as its contents; fitSelectionPane() widens the pane to show them all.
+  tree_->header()->setSectionResizeMode(QHeaderView::ResizeToContents);
   tree_->header()->setStretchLastSection(false);
 
   table_ = new QTableWidget(0, 5);
   table_->setHorizontalHeaderLabels({"Method", "Threshold", "Selected", "Quality", "Stages"});
   table_->verticalHeader()->setVisible(false);
-  table_->horizontalHeader()->setSectionResizeMode(QHeaderView::Stretch);
-  table_->horizontalHeader()->setSectionResizeMode(0, QHeaderView::ResizeToContents);
+  table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  table_->horizontalHeader()->setStretchLastSection(false);
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
   table_->setToolTip("Every method at the chosen ratio; quality = achieved / target density");
 
@@ -137,8 +151,10 @@ QWidget* MainWindow::buildPlotPane() {
   ks_ = new QCustomPlot;
   quality_ = new QCustomPlot;
   stages_ = new QCustomPlot;
-  setup_plot(hist_, "Histogram of |g| with fitted SIDs and thresholds");
-  setup_plot(qq_, "QQ plot");
+  // Every legend above its axes: inside them it would cover data (the histogram's tail, where the
+  // thresholds are); setup_plot gives it as many columns as the width holds.
+  setup_plot(hist_, "Histogram of |g| with fitted SIDs and thresholds", LegendPlace::top);
+  setup_plot(qq_, "QQ plot", LegendPlace::top);
   setup_plot(ks_, "KS statistic over training", LegendPlace::top);
   setup_plot(quality_, "Estimation quality over training", LegendPlace::top);
   setup_plot(stages_, "SIDCo stages over training", LegendPlace::top);
@@ -158,8 +174,9 @@ QWidget* MainWindow::buildPlotPane() {
   grid->addWidget(ks_, 1, 0);
   grid->addWidget(quality_, 1, 1);
   grid->addWidget(stages_, 1, 2);
-  grid->setRowStretch(0, 3);
-  grid->setRowStretch(1, 2);
+  // Equal rows: at 1280x720 a lower row gets little more than its titles, legend and axes.
+  grid->setRowStretch(0, 1);
+  grid->setRowStretch(1, 1);
   for (int c = 0; c < 3; ++c) grid->setColumnStretch(c, 1);
   auto* right = new QWidget;
   auto* right_layout = new QVBoxLayout(right);
@@ -188,7 +205,10 @@ void MainWindow::connectSelection() {
   connect(ratio_box_, &QComboBox::currentIndexChanged, this, [this] {
     redrawView();
     redrawSeries();
+    // A density the series lack (one the analysis file did not use) is computed from the snapshot.
+    if (reader_ && series_ && !seriesHasDensity(density())) requestSeries();
   });
+  connect(ratio_box_->lineEdit(), &QLineEdit::editingFinished, this, [this] { applyTypedRatio(); });
   connect(dist_box_, &QComboBox::currentIndexChanged, this, [this] {
     if (view_) plot_qq(qq_, *view_, dist_box_->currentText().toStdString());
   });
@@ -237,137 +257,57 @@ void MainWindow::buildMenus() {
   });
 }
 
-void MainWindow::exportPlotDialog(QCustomPlot* plot) {
-  // The dialog asks before it replaces a file.
-  const QString suggested = plot->property("gs_export_name").toString();
-  const QString path = QFileDialog::getSaveFileName(
-      this, "Export plot", (suggested.isEmpty() ? QString("plot") : suggested) + ".png",
-      "PNG image (*.png);;PDF document (*.pdf)");
-  if (path.isEmpty()) return;
+QLabel* MainWindow::statusLabel() const { return status_label_; }
+
+std::optional<double> parse_ratio(const QString& text, QString* error) {
+  const QString t = text.trimmed();
+  bool ok = false;
+  double d = QLocale::c().toDouble(t, &ok);  // 0.05, 5e-2
+  if (!ok) d = QLocale().toDouble(t, &ok);   // 0,05 where that is the decimal point
+  if (!ok || !std::isfinite(d)) {
+    *error = QString("Ratio '%1' is not a number: type a target density such as 0.01").arg(t);
+    return std::nullopt;
+  }
+  if (!(d > 0.0 && d < 1.0)) {
+    *error = QString("Ratio %1 is outside (0, 1): type a target density such as 0.01").arg(t);
+    return std::nullopt;
+  }
+  return d;
+}
+
+void MainWindow::applyTypedRatio() {
+  if (ratio_box_->count() == 0) return;
   QString error;
-  if (!export_plot(plot, path, &error)) showError(error);
-}
-
-void MainWindow::exportAllDialog(bool csv) {
-  const QString dir = QFileDialog::getExistingDirectory(
-      this, csv ? "Export table and series as CSV to" : "Export all plots to");
-  if (dir.isEmpty()) return;
-  if (!mayReplace(csv ? csvExportPaths(dir) : plotExportPaths(dir))) return;
-  if (csv)
-    exportCsv(dir, true);
-  else
-    exportPlots(dir, true);
-}
-
-bool MainWindow::mayReplace(const QStringList& paths) {
-  QStringList existing;
-  for (const QString& p : paths)
-    if (QFileInfo::exists(p)) existing << QFileInfo(p).fileName();
-  if (existing.isEmpty()) return true;
-  return QMessageBox::question(this, "Replace files?",
-                               QString("%1 of the %2 files to write exist already (%3). Replace them?")
-                                   .arg(existing.size())
-                                   .arg(paths.size())
-                                   .arg(existing.first()),
-                               QMessageBox::Yes | QMessageBox::No,
-                               QMessageBox::No) == QMessageBox::Yes;
-}
-
-ExportContext MainWindow::exportContext() const {
-  ExportContext context;
-  context.snapshot = path_;
-  context.density = density();
-  if (view_) {
-    context.scope = view_->scope;
-    context.step = view_->step;
-  } else {
-    context.scope = scope_;
-    if (reader_) {
-      std::lock_guard lock(hdf5_mutex());
-      if (row_ < reader_->steps().size()) context.step = reader_->steps()[row_].step;
-    }
+  const std::optional<double> typed = parse_ratio(ratio_box_->currentText(), &error);
+  if (!typed) {
+    showError(error);
+    // The box shows the ratio in effect again; the message quotes what was typed.
+    ratio_box_->setEditText(ratio_box_->itemText(ratio_box_->currentIndex()));
+    return;
   }
-  return context;
+  if (std::abs(*typed - density()) <= 1e-9 * *typed) {
+    ratio_box_->setEditText(ratio_box_->itemText(ratio_box_->currentIndex()));
+    return;
+  }
+  selectRatio(*typed);
 }
 
-QStringList MainWindow::plotExportPaths(const QString& dir) const {
-  const QString stem = export_stem(exportContext());
-  QStringList paths;
-  for (const QString& name : plot_export_names())
-    for (const char* suffix : {".png", ".pdf"}) paths << QDir(dir).filePath(stem + "-" + name + suffix);
-  return paths;
-}
-
-QStringList MainWindow::csvExportPaths(const QString& dir) const {
-  const QString stem = export_stem(exportContext());
-  QStringList paths;
-  for (const QString& name : csv_export_names()) paths << QDir(dir).filePath(stem + "-" + name + ".csv");
-  return paths;
-}
-
-namespace {
-// The first of paths that exists, or empty.
-QString first_existing(const QStringList& paths) {
-  for (const QString& p : paths)
-    if (QFileInfo::exists(p)) return p;
-  return {};
-}
-}  // namespace
-
-bool MainWindow::exportPlots(const QString& dir, bool replace) {
-  if (!reader_) {
-    showError("Nothing to export: open a snapshot first");
-    return false;
-  }
-  const QStringList paths = plotExportPaths(dir);
-  if (const QString there = first_existing(paths); !replace && !there.isEmpty()) {
-    showError(there + " exists; nothing exported (export again and agree to replace it)");
-    return false;
-  }
-  updateCaptions();
-  const auto all = plots();
-  for (int i = 0; i < paths.size(); ++i) {
-    QString error;
-    if (!export_plot(all[std::size_t(i / 2)], paths[i], &error)) {
-      showError(error);
-      return false;
-    }
-  }
-  status_label_->setText(QString("Exported %1 plots (PNG and PDF) to %2").arg(all.size()).arg(dir));
-  return true;
-}
-
-bool MainWindow::exportCsv(const QString& dir, bool replace) {
-  if (!reader_) {
-    showError("Nothing to export: open a snapshot first");
-    return false;
-  }
-  const QStringList paths = csvExportPaths(dir);
-  if (const QString there = first_existing(paths); !replace && !there.isEmpty()) {
-    showError(there + " exists; nothing exported (export again and agree to replace it)");
-    return false;
-  }
-  const auto files = csv_exports(view_.get(), series_.get(), density());
-  for (std::size_t i = 0; i < files.size(); ++i) {
-    QString error;
-    if (!write_text_file(paths[int(i)], files[i].second, &error)) {
-      showError(error);
-      return false;
-    }
-  }
-  status_label_->setText(QString("Exported %1 CSV files to %2").arg(files.size()).arg(dir));
-  return true;
-}
-
-void MainWindow::updateCaptions() {
-  const ExportContext context = exportContext();
-  const QString caption = reader_ ? export_caption(context) : QString();
-  const QString stem = reader_ ? export_stem(context) + "-" : QString();
-  const auto all = plots();
-  for (std::size_t i = 0; i < all.size(); ++i) {
-    set_plot_caption(all[i], caption);
-    all[i]->setProperty("gs_export_name", stem + plot_export_names()[int(i)]);
-  }
+void MainWindow::fitSelectionPane() {
+  // Columns as their contents and headers need, the frame, and room for a vertical scroll bar.
+  auto needed = [this](QAbstractItemView* view, QHeaderView* header, int columns) {
+    int w = 2 * view->frameWidth() + style()->pixelMetric(QStyle::PM_ScrollBarExtent) + 8;
+    for (int c = 0; c < columns; ++c)
+      w += std::max(view->sizeHintForColumn(c), header->sectionSizeHint(c));
+    return w;
+  };
+  const int want = std::max(needed(tree_, tree_->header(), tree_->columnCount()),
+                            needed(table_, table_->horizontalHeader(), table_->columnCount()));
+  const QList<int> sizes = split_->sizes();
+  const int total = sizes.size() == 2 && sizes[0] + sizes[1] > 0 ? sizes[0] + sizes[1] : width();
+  // The plots keep at least 55% of the width; a user's wider pane is kept.
+  const int left = std::min(want, total * 45 / 100);
+  if (sizes.size() == 2 && sizes[0] >= left) return;
+  split_->setSizes({left, total - left});
 }
 
 void MainWindow::showError(const QString& message) {
@@ -529,6 +469,7 @@ void MainWindow::fillTree() {
     scope_ = kModelScope;
     tree_->setCurrentItem(model);
   }
+  fitSelectionPane();
 }
 
 bool MainWindow::selectScope(const QString& scope) {
@@ -577,16 +518,20 @@ bool MainWindow::selectRatio(double density) {
       ratio_box_->setCurrentIndex(i);
       return true;
     }
-  // A new density needs fresh thresholds: recompute the view and the series.
+  // A new density needs fresh thresholds: the step's view again, and the series at it (the
+  // source computes only that density, from the snapshot, keeping what it has).
   options_.report.densities.push_back(density);
-  fillRatios(options_.report.densities);
-  ratio_box_->setCurrentIndex(ratio_box_->findData(density));
+  {
+    const QSignalBlocker block(ratio_box_);
+    fillRatios(options_.report.densities);
+    ratio_box_->setCurrentIndex(ratio_box_->findData(density));
+  }
   if (reader_) {
-    auto fresh = std::make_shared<SnapshotTrainingSource>(reader_, options_.report, options_.backend);
-    if (dynamic_cast<SnapshotTrainingSource*>(source_.get())) source_ = fresh;
     requestView();
     requestSeries();
   }
+  redrawView();
+  redrawSeries();
   return true;
 }
 

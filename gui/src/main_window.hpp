@@ -25,11 +25,19 @@ class QCustomPlot;
 class QLabel;
 class QProgressBar;
 class QSlider;
+class QSplitter;
 class QTableWidget;
+class QToolBar;
 class QTreeWidget;
 class QAction;
 
 namespace gs::gui {
+
+class ElidedLabel;
+
+// The ratio typed into the chooser: a density in (0, 1), or nullopt with *error saying what is
+// wrong in one line.
+std::optional<double> parse_ratio(const QString& text, QString* error);
 
 struct ViewJobResult {
   std::uint64_t generation = 0;
@@ -62,7 +70,9 @@ class MainWindow : public QMainWindow {
   // Selections; false (with the message shown) when the scope, step or density is not there.
   bool selectScope(const QString& scope);      // a layer name or "(model)"
   bool selectStep(std::int64_t training_step);  // a recorded step
-  bool selectRatio(double density);               // added to the chooser when new
+  // Added to the chooser when new; a density the series lack (a new one, or one the analysis
+  // file lacks) is computed from the snapshot.
+  bool selectRatio(double density);
   void setLive(bool on);                        // follow a file that is still being written
 
   // What is shown, for exported file names and titles (the view's scope and step once drawn,
@@ -92,6 +102,13 @@ class MainWindow : public QMainWindow {
   QCustomPlot* qualityPlot() const { return quality_; }
   QCustomPlot* stagesPlot() const { return stages_; }
   QTableWidget* thresholdTable() const { return table_; }
+  // The selection widgets and the message places, for tests of the layout.
+  QComboBox* ratioBox() const { return ratio_box_; }
+  QTreeWidget* layerTree() const { return tree_; }
+  QToolBar* selectionBar() const { return toolbar_; }
+  QLabel* errorBanner() const { return error_label_; }
+  QLabel* statusLabel() const;
+  QProgressBar* progressBar() const { return progress_; }
 
  signals:
   void idle();                          // every requested plot is drawn
@@ -108,6 +125,8 @@ class MainWindow : public QMainWindow {
   void clearError();
   void fillTree();
   void fillRatios(const std::vector<double>& densities);
+  void applyTypedRatio();   // the text typed into the ratio chooser
+  void fitSelectionPane();  // the left pane as wide as the layer names and the table need
   void requestView();
   void requestSeries();
   void startView();
@@ -117,6 +136,10 @@ class MainWindow : public QMainWindow {
   void redrawView();
   void showHistogramFirst(std::uint64_t generation, std::shared_ptr<const VectorView> partial);
   void redrawSeries();
+  bool seriesShowable() const;                // series_ is of the scope shown
+  bool seriesHasDensity(double density) const;
+  // "computing n of N" in the plots over training that wait for the series job.
+  void showSeriesProgress(int done, int total);
   void fillTable();
   void updateStepLabel();
   void pollLive();
@@ -140,12 +163,18 @@ class MainWindow : public QMainWindow {
   QFutureWatcher<SeriesJobResult> series_watcher_;
   std::shared_ptr<std::atomic<bool>> series_cancel_;
   bool series_deferred_ = false;  // waits for the view job: the first plot comes first
+  int series_done_ = 0, series_total_ = 0;  // the running series job's progress
+  // From startSeries() to seriesFinished(): the job's progress, queued before its end, is shown
+  // even when the worker is already done (isRunning() would drop it).
+  bool series_awaited_ = false;
   QTimer step_debounce_, live_timer_;
   QElapsedTimer open_clock_;
   double first_plot_seconds_ = -1.0, all_plots_seconds_ = -1.0;
   QString error_;
   QString path_, analysis_file_, analysis_note_, analysis_error_;
 
+  QToolBar* toolbar_ = nullptr;
+  QSplitter* split_ = nullptr;
   QTreeWidget* tree_ = nullptr;
   QSlider* slider_ = nullptr;
   QLabel* step_label_ = nullptr;
@@ -153,7 +182,7 @@ class MainWindow : public QMainWindow {
   QComboBox* dist_box_ = nullptr;
   QTableWidget* table_ = nullptr;
   QLabel* error_label_ = nullptr;
-  QLabel* status_label_ = nullptr;
+  ElidedLabel* status_label_ = nullptr;
   QProgressBar* progress_ = nullptr;
   QAction* live_action_ = nullptr;
   QCustomPlot *hist_ = nullptr, *qq_ = nullptr, *ks_ = nullptr, *quality_ = nullptr,

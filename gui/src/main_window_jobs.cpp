@@ -10,6 +10,7 @@
 #include <QtConcurrent/QtConcurrent>
 #include <qcustomplot.h>
 
+#include "elided_label.hpp"
 #include "gs/base/error.hpp"
 #include "main_window.hpp"
 #include "gs/analyzer/plots/charts.hpp"
@@ -24,6 +25,10 @@ QString failure_text(const std::exception& e) {
   return QString("device failure: %1 (start gradscope-gui with --backend cpu to fit on the CPU)")
       .arg(QString::fromStdString(e.what()));
 }
+
+// One format per column of the table: thresholds span decades across layers and steps, so they
+// are always scientific with 3 significant digits.
+QString threshold_text(double v) { return std::isfinite(v) ? QString::number(v, 'e', 2) : "n/a"; }
 
 }  // namespace
 
@@ -172,7 +177,7 @@ void MainWindow::fillTable() {
       cell(1, "failed")->setToolTip(QString::fromStdString(entry.error));
       continue;
     }
-    cell(1, format_number(t.threshold));
+    cell(1, threshold_text(t.threshold));
     cell(2, QLocale().toString(qulonglong(t.selected)));
     QTableWidgetItem* q = cell(3, QString::number(t.quality, 'f', 3));
     if (double(view_->n) * r < 1.0) {
@@ -187,6 +192,7 @@ void MainWindow::fillTable() {
     cell(4, QString::number(t.stages));
   }
   table_->resizeRowsToContents();
+  fitSelectionPane();
 }
 
 // ---- over training ----------------------------------------------------------------------------
@@ -200,6 +206,7 @@ void MainWindow::requestSeries() {
   }
   if (view_watcher_.isRunning()) {  // viewFinished() starts it
     series_deferred_ = true;
+    showSeriesProgress(0, 0);
     return;
   }
   startSeries();
@@ -207,33 +214,35 @@ void MainWindow::requestSeries() {
 
 void MainWindow::startSeries() {
   progress_->show();
+  series_awaited_ = true;
   series_cancel_ = std::make_shared<std::atomic<bool>>(false);
   auto source = source_;
   auto cancel = series_cancel_;
   const std::string scope = scope_;
+  const double shown = density();
   const std::uint64_t generation = series_generation_;
-  QPointer<QProgressBar> bar = progress_;
-  auto progress = [bar](int done, int total) {
-    QMetaObject::invokeMethod(bar, [bar, done, total] {
-      if (!bar) return;
-      bar->setRange(0, total);
-      bar->setValue(done);
-      bar->setFormat("series %v/%m steps");
+  QPointer<MainWindow> self = this;
+  auto progress = [self, generation](int done, int total) {
+    QMetaObject::invokeMethod(self, [self, generation, done, total] {
+      if (self && generation == self->series_generation_) self->showSeriesProgress(done, total);
     }, Qt::QueuedConnection);
   };
-  series_watcher_.setFuture(QtConcurrent::run([source, cancel, scope, generation, progress] {
+  series_watcher_.setFuture(QtConcurrent::run([source, cancel, scope, shown, generation, progress] {
     SeriesJobResult out;
     out.generation = generation;
     try {
-      out.series = std::make_shared<const TrainingSeries>(source->load(scope, progress, *cancel));
+      out.series =
+          std::make_shared<const TrainingSeries>(source->load(scope, shown, progress, *cancel));
     } catch (const std::exception& e) {
       out.error = QString("over training (%1): %2").arg(QString::fromStdString(scope), failure_text(e));
     }
     return out;
   }));
+  showSeriesProgress(0, 0);
 }
 
 void MainWindow::seriesFinished() {
+  series_awaited_ = false;
   const SeriesJobResult result = series_watcher_.result();
   if (result.generation != series_generation_) {
     startSeries();
@@ -253,12 +262,48 @@ void MainWindow::seriesFinished() {
   maybeIdle();
 }
 
+bool MainWindow::seriesShowable() const { return series_ && series_->scope == scope_; }
+
+bool MainWindow::seriesHasDensity(double d) const {
+  return series_ && std::any_of(series_->methods.begin(), series_->methods.end(),
+                                [d](const MethodPoint& p) { return std::abs(p.density - d) <= 1e-9 * d; });
+}
+
+void MainWindow::showSeriesProgress(int done, int total) {
+  series_done_ = done;
+  series_total_ = total;
+  if (!series_awaited_ && !series_deferred_) return;
+  if (total > 0) {
+    progress_->setRange(0, total);
+    progress_->setValue(done);
+    progress_->setFormat("over training %v of %m");
+  }
+  // The plots that wait for this job say so, instead of an old scope's or ratio's lines.
+  const QString count = total > 0 ? QString("computing %1 of %2 steps").arg(done).arg(total)
+                                  : QString("computing (waiting for the step's fits)");
+  if (!seriesShowable()) show_plot_message(ks_, "over training: " + count);
+  if (!seriesShowable() || !seriesHasDensity(density())) {
+    const QString text = QString("ratio %1 over training: %2").arg(ratio_box_->currentText(), count);
+    show_plot_message(quality_, text);
+    show_plot_message(stages_, text);
+  }
+  updateCaptions();
+}
+
 void MainWindow::redrawSeries() {
-  if (!series_) return;
+  const bool pending = series_awaited_ || series_deferred_;
+  if (!seriesShowable()) {
+    if (pending) showSeriesProgress(series_done_, series_total_);
+    return;
+  }
   const std::int64_t step = view_ ? view_->step : (series_->steps.empty() ? 0 : series_->steps.back());
   plot_ks(ks_, *series_, step);
-  plot_quality(quality_, *series_, density(), step);
-  plot_stages(stages_, *series_, density(), step);
+  if (pending && !seriesHasDensity(density())) {
+    showSeriesProgress(series_done_, series_total_);
+  } else {
+    plot_quality(quality_, *series_, density(), step);
+    plot_stages(stages_, *series_, density(), step);
+  }
   ks_->setToolTip(QString::fromStdString("Source: " + series_->origin));
   updateCaptions();
 }

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iomanip>
 #include <optional>
 #include <set>
+#include <sstream>
 
 #include "gs/analyzer/store.hpp"
 #include "gs/base/error.hpp"
@@ -14,6 +16,11 @@ namespace gs::gui {
 std::mutex& hdf5_mutex() {
   static std::mutex m;
   return m;
+}
+
+bool has_density(const std::vector<double>& densities, double d) {
+  return std::any_of(densities.begin(), densities.end(),
+                     [d](double r) { return std::abs(r - d) <= 1e-9 * d; });
 }
 
 // ---- on the fly -------------------------------------------------------------------------------
@@ -45,9 +52,21 @@ std::vector<std::size_t> SnapshotTrainingSource::rows_for(std::size_t recorded,
   return rows;
 }
 
-TrainingSeries SnapshotTrainingSource::load(const std::string& scope,
+TrainingSeries SnapshotTrainingSource::load(const std::string& scope, double density,
                                             const SeriesProgress& progress,
                                             const std::atomic<bool>& cancel) {
+  return visit(scope, density, true, progress, cancel);
+}
+
+TrainingSeries SnapshotTrainingSource::loadDensity(const std::string& scope, double density,
+                                                   const SeriesProgress& progress,
+                                                   const std::atomic<bool>& cancel) {
+  return visit(scope, density, false, progress, cancel);
+}
+
+TrainingSeries SnapshotTrainingSource::visit(const std::string& scope, double density, bool fits,
+                                             const SeriesProgress& progress,
+                                             const std::atomic<bool>& cancel) {
   TrainingSeries out;
   out.scope = scope;
   out.origin = describe();
@@ -60,32 +79,57 @@ TrainingSeries SnapshotTrainingSource::load(const std::string& scope,
   }
   const auto rows = rows_for(steps.size(), max_steps_);
   const kernels::BackendKind backend = kernels::resolve_backend(backend_);
+  // A density the options lack: thresholds alone (no fits, no sample), one density.
+  const bool extra = density > 0.0 && !has_density(options_.densities, density);
+  fitting::FitReportOptions extra_options = options_;
+  extra_options.densities = {density};
+  extra_options.dists.clear();
   int done = 0;
   for (std::size_t row : rows) {
     if (cancel) break;
     const std::int64_t step = steps[row].step;
-    auto key = std::make_pair(scope, step);
-    auto it = cache_.find(key);
-    if (it == cache_.end()) {
-      std::vector<float> g;
-      {
+    std::vector<float> g;
+    auto values = [&]() -> const std::vector<float>& {
+      if (g.empty()) {
         std::lock_guard lock(hdf5_mutex());
         g = scope == kModelScope ? reader_->read_model(row) : reader_->read(row, layer);
       }
-      StepEntry entry;
-      auto passes = kernels::make_passes(g, backend);
-      const fitting::FitReport report = fitting::fit_report(*passes, options_);
-      for (const auto& f : report.fits)
-        entry.ks.push_back({step, f.dist, f.error.empty() ? f.ks_D : std::nan("")});
-      for (const auto& t : report.thresholds)
-        entry.methods.push_back({step, t.result.method, t.result.density,
-                                 t.error.empty() ? t.result.quality : std::nan(""),
-                                 t.result.stages});
-      it = cache_.emplace(key, std::move(entry)).first;
+      return g;
+    };
+    if (fits || !extra) {
+      auto key = std::make_pair(scope, step);
+      auto it = cache_.find(key);
+      if (it == cache_.end()) {
+        StepEntry entry;
+        auto passes = kernels::make_passes(values(), backend);
+        const fitting::FitReport report = fitting::fit_report(*passes, options_);
+        for (const auto& f : report.fits)
+          entry.ks.push_back({step, f.dist, f.error.empty() ? f.ks_D : std::nan("")});
+        for (const auto& t : report.thresholds)
+          entry.methods.push_back({step, t.result.method, t.result.density,
+                                   t.error.empty() ? t.result.quality : std::nan(""),
+                                   t.result.stages});
+        it = cache_.emplace(key, std::move(entry)).first;
+      }
+      if (fits) out.ks.insert(out.ks.end(), it->second.ks.begin(), it->second.ks.end());
+      for (const auto& m : it->second.methods)
+        if (fits || has_density({density}, m.density)) out.methods.push_back(m);
+    }
+    if (extra) {
+      auto key = std::make_tuple(scope, step, density);
+      auto it = extra_.find(key);
+      if (it == extra_.end()) {
+        auto passes = kernels::make_passes(values(), backend);
+        const fitting::FitReport report = fitting::fit_report(*passes, extra_options);
+        std::vector<MethodPoint> points;
+        for (const auto& t : report.thresholds)
+          points.push_back({step, t.result.method, t.result.density,
+                            t.error.empty() ? t.result.quality : std::nan(""), t.result.stages});
+        it = extra_.emplace(key, std::move(points)).first;
+      }
+      out.methods.insert(out.methods.end(), it->second.begin(), it->second.end());
     }
     out.steps.push_back(step);
-    out.ks.insert(out.ks.end(), it->second.ks.begin(), it->second.ks.end());
-    out.methods.insert(out.methods.end(), it->second.methods.begin(), it->second.methods.end());
     if (progress) progress(++done, int(rows.size()));
   }
   return out;
@@ -175,7 +219,7 @@ AnalysisMatch match_analysis(const data::SnapshotReader& snapshot,
 
 AnalysisTrainingSource::AnalysisTrainingSource(std::filesystem::path path,
                                                const data::SnapshotReader& snapshot,
-                                               std::unique_ptr<TrainingSource> fallback)
+                                               std::unique_ptr<SnapshotTrainingSource> fallback)
     : path_(std::move(path)), fallback_(std::move(fallback)) {
   std::lock_guard lock(hdf5_mutex());
   analyzer::AnalysisReader reader(path_);
@@ -190,7 +234,7 @@ std::string AnalysisTrainingSource::describe() const {
   return "analysis file " + path_.filename().string() + (note_.empty() ? "" : " (" + note_ + ")");
 }
 
-TrainingSeries AnalysisTrainingSource::load(const std::string& scope,
+TrainingSeries AnalysisTrainingSource::load(const std::string& scope, double density,
                                             const SeriesProgress& progress,
                                             const std::atomic<bool>& cancel) {
   TrainingSeries out;
@@ -201,9 +245,19 @@ TrainingSeries AnalysisTrainingSource::load(const std::string& scope,
   }
   out.origin = describe();
   if (out.steps.empty() && fallback_) {
-    TrainingSeries fb = fallback_->load(scope, progress, cancel);
+    TrainingSeries fb = fallback_->load(scope, density, progress, cancel);
     fb.origin += " (" + path_.filename().string() + " has no rows for " + scope + ")";
     return fb;
+  }
+  // A ratio the analysis did not use: its methods from the snapshot, as for a missing scope.
+  if (density > 0.0 && !has_density(ratios_, density) && fallback_) {
+    const TrainingSeries extra = fallback_->loadDensity(scope, density, progress, cancel);
+    out.methods.insert(out.methods.end(), extra.methods.begin(), extra.methods.end());
+    std::ostringstream ratio;
+    ratio << std::setprecision(6) << density;
+    out.origin += "; ratio " + ratio.str() + " " +
+                  fallback_->describe() + " (" + path_.filename().string() + " lacks it)";
+    return out;
   }
   if (progress) progress(1, 1);
   return out;

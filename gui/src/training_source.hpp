@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "gs/analyzer/plots/series.hpp"
@@ -36,23 +37,33 @@ class TrainingSource {
  public:
   virtual ~TrainingSource() = default;
   virtual std::string describe() const = 0;
-  // Runs on a worker thread; one call at a time. Stops early (returning what it has) when cancel
-  // becomes true. gs::Error on unreadable data.
-  virtual TrainingSeries load(const std::string& scope, const SeriesProgress& progress,
-                              const std::atomic<bool>& cancel) = 0;
+  // Runs on a worker thread; one call at a time. The series hold the methods at `density` (the
+  // one shown; computed when the source lacks it, 0: none asked for) besides those the source
+  // has. Stops early (returning what it has) when cancel becomes true. gs::Error on unreadable
+  // data.
+  virtual TrainingSeries load(const std::string& scope, double density,
+                              const SeriesProgress& progress, const std::atomic<bool>& cancel) = 0;
 };
+
+// Whether densities holds d (relative tolerance 1e-9, as the charts match densities).
+bool has_density(const std::vector<double>& densities, double d);
 
 // fit_report over at most max_steps evenly strided steps of the snapshot (the last one always),
 // cached per (scope, step) so a live file only costs its new steps, on `backend` (auto, cpu,
-// cuda: the window's --backend). A device failure is thrown (gs::DeviceFailure), never a point.
+// cuda: the window's --backend). A density outside the options is computed alone (thresholds
+// only) and cached too, so choosing a new ratio costs only that ratio. A device failure is
+// thrown (gs::DeviceFailure), never a point.
 class SnapshotTrainingSource final : public TrainingSource {
  public:
   SnapshotTrainingSource(std::shared_ptr<const data::SnapshotReader> reader,
                          fitting::FitReportOptions options, std::string backend = "auto",
                          std::size_t max_steps = 40);
   std::string describe() const override;
-  TrainingSeries load(const std::string& scope, const SeriesProgress& progress,
+  TrainingSeries load(const std::string& scope, double density, const SeriesProgress& progress,
                       const std::atomic<bool>& cancel) override;
+  // The methods at one density only (no fits): what an analysis file lacking it needs.
+  TrainingSeries loadDensity(const std::string& scope, double density,
+                             const SeriesProgress& progress, const std::atomic<bool>& cancel);
   // The snapshot rows load() visits when the file has `recorded` rows.
   static std::vector<std::size_t> rows_for(std::size_t recorded, std::size_t max_steps);
 
@@ -61,11 +72,14 @@ class SnapshotTrainingSource final : public TrainingSource {
     std::vector<KsPoint> ks;
     std::vector<MethodPoint> methods;
   };
+  TrainingSeries visit(const std::string& scope, double density, bool fits,
+                       const SeriesProgress& progress, const std::atomic<bool>& cancel);
   std::shared_ptr<const data::SnapshotReader> reader_;
   fitting::FitReportOptions options_;
   std::string backend_;
   std::size_t max_steps_;
   std::map<std::pair<std::string, std::int64_t>, StepEntry> cache_;
+  std::map<std::tuple<std::string, std::int64_t, double>, std::vector<MethodPoint>> extra_;
 };
 
 // Whether an analysis file belongs to a snapshot. `mismatch`: the first difference in model, layer
@@ -79,13 +93,14 @@ AnalysisMatch match_analysis(const data::SnapshotReader& snapshot,
                              const analyzer::AnalysisReader& analysis);
 
 // The rows of an analysis file for the scope; a scope the file lacks (another granularity) falls
-// back to `fallback`. gs::Error when the file is no analysis of `snapshot` (match_analysis).
+// back to `fallback`, and a density it lacks is computed by `fallback` (thresholds only).
+// gs::Error when the file is no analysis of `snapshot` (match_analysis).
 class AnalysisTrainingSource final : public TrainingSource {
  public:
   AnalysisTrainingSource(std::filesystem::path path, const data::SnapshotReader& snapshot,
-                         std::unique_ptr<TrainingSource> fallback);
+                         std::unique_ptr<SnapshotTrainingSource> fallback);
   std::string describe() const override;
-  TrainingSeries load(const std::string& scope, const SeriesProgress& progress,
+  TrainingSeries load(const std::string& scope, double density, const SeriesProgress& progress,
                       const std::atomic<bool>& cancel) override;
   // The densities the analysis used (read when constructed).
   const std::vector<double>& densities() const { return ratios_; }
@@ -94,7 +109,7 @@ class AnalysisTrainingSource final : public TrainingSource {
 
  private:
   std::filesystem::path path_;
-  std::unique_ptr<TrainingSource> fallback_;
+  std::unique_ptr<SnapshotTrainingSource> fallback_;
   std::vector<double> ratios_;
   std::string note_;
 };

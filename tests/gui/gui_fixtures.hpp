@@ -77,8 +77,10 @@ inline QApplication& app() {
   static int argc = 1;
   static char name[] = "gs_gui_tests";
   static char* argv[] = {name, nullptr};
-  static QApplication instance(argc, argv);
-  return instance;
+  // Never destroyed: once a window was shown or a key event sent, Qt's input devices belong to
+  // it, and a static QApplication's destructor at exit would run after theirs and crash.
+  static QApplication* instance = new QApplication(argc, argv);
+  return *instance;
 }
 
 // Runs the event loop until the window has no job running or waiting (true), or 120 s pass.

@@ -112,7 +112,7 @@ TEST(GuiTrainingSource, OnTheFlySeriesMatchFitReportPerStep) {
   std::atomic<bool> cancel{false};
   int calls = 0;
   const TrainingSeries series =
-      source.load("fc.weight", [&](int done, int total) { ++calls; EXPECT_LE(done, total); },
+      source.load("fc.weight", 0.0, [&](int done, int total) { ++calls; EXPECT_LE(done, total); },
                   cancel);
   EXPECT_EQ(calls, 3);
   ASSERT_EQ(series.steps, (std::vector<std::int64_t>{0, 10, 20}));
@@ -135,7 +135,7 @@ TEST(GuiTrainingSource, OnTheFlySeriesMatchFitReportPerStep) {
   }
   EXPECT_EQ(series.ks.size(), 3 * fitting::all_dists().size());
   EXPECT_EQ(series.methods.size(), 3 * fitting::all_methods().size() * options.densities.size());
-  EXPECT_THROW(source.load("no.such.layer", {}, cancel), Error);
+  EXPECT_THROW(source.load("no.such.layer", 0.0, {}, cancel), Error);
 }
 
 // On the window's backend; a device failure anywhere in the series is thrown, never a point.
@@ -147,17 +147,17 @@ TEST(GuiTrainingSource, DeviceFailuresAreThrownNotPoints) {
   options.densities = {0.01};
   std::atomic<bool> cancel{false};
   const std::int64_t allocations = gs::testing::cuda_host_allocations([&] {
-    SnapshotTrainingSource(reader, options, "cuda-host").load("fc.weight", {}, cancel);
+    SnapshotTrainingSource(reader, options, "cuda-host").load("fc.weight", 0.0, {}, cancel);
   });
   ASSERT_GT(allocations, 8);
   for (int part = 0; part < 8; ++part) {
     SnapshotTrainingSource source(reader, options, "cuda-host");
     gs::testing::InjectedOutOfMemory oom(allocations * part / 8);
-    EXPECT_THROW(source.load("fc.weight", {}, cancel), DeviceFailure) << part;
+    EXPECT_THROW(source.load("fc.weight", 0.0, {}, cancel), DeviceFailure) << part;
   }
   // The backend is the one given: cpu never meets cuda-host's failure.
   gs::testing::InjectedOutOfMemory oom(0);
-  const TrainingSeries cpu = SnapshotTrainingSource(reader, options, "cpu").load("fc.weight", {}, cancel);
+  const TrainingSeries cpu = SnapshotTrainingSource(reader, options, "cpu").load("fc.weight", 0.0, {}, cancel);
   EXPECT_EQ(cpu.steps.size(), 3u);
 }
 
@@ -176,7 +176,7 @@ TEST(GuiTrainingSource, AnalysisFileSeriesAreItsRows) {
   auto reader = std::make_shared<data::SnapshotReader>(dir / "run.h5");
   auto source = make_training_source(reader, dir / "run.analysis.h5", {});
   std::atomic<bool> cancel{false};
-  const TrainingSeries series = source->load("conv1.weight", {}, cancel);
+  const TrainingSeries series = source->load("conv1.weight", 0.0, {}, cancel);
   EXPECT_NE(series.origin.find("analysis file"), std::string::npos);
   ASSERT_EQ(series.steps, (std::vector<std::int64_t>{0, 10, 20}));
   analyzer::AnalysisReader rows(dir / "run.analysis.h5");
@@ -194,7 +194,7 @@ TEST(GuiTrainingSource, AnalysisFileSeriesAreItsRows) {
   }
   EXPECT_EQ(series.ks.size(), fits);
   // The whole model was not analysed (granularity layer): the series come from the snapshot.
-  const TrainingSeries model = source->load(kModelScope, {}, cancel);
+  const TrainingSeries model = source->load(kModelScope, 0.0, {}, cancel);
   EXPECT_NE(model.origin.find("computed from the snapshot"), std::string::npos);
   EXPECT_EQ(model.steps.size(), 3u);
   EXPECT_THROW(make_training_source(reader, dir / "run.h5", {}), Error);  // not an analysis file

@@ -104,7 +104,7 @@ TEST(GuiAnalysisMatch, TheFirstDifferenceIsNamedAndFewerStepsAreANote) {
   const auto& part = dynamic_cast<const AnalysisTrainingSource&>(*source);
   EXPECT_EQ(part.note(), "covers 2 of the snapshot's 3 recorded steps (step 20 is not analysed)");
   std::atomic<bool> cancel{false};
-  const TrainingSeries series = source->load("fc.weight", {}, cancel);
+  const TrainingSeries series = source->load("fc.weight", 0.0, {}, cancel);
   EXPECT_EQ(series.steps, (std::vector<std::int64_t>{0, 10}));
   EXPECT_TRUE(contains(series.origin, part.note())) << series.origin;
 }

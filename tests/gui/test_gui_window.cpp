@@ -102,17 +102,21 @@ TEST(GuiWindow, PlotsMatchDirectComputation) {
     const std::string method = w.thresholdTable()->item(row, 0)->text().toStdString();
     const fitting::ThresholdEntry* t = find_threshold(report, method, 0.01);
     ASSERT_NE(t, nullptr) << method;
-    EXPECT_EQ(w.thresholdTable()->item(row, 1)->text(), format_number(t->result.threshold));
+    EXPECT_EQ(w.thresholdTable()->item(row, 1)->text(), QString::number(t->result.threshold, 'e', 2));
     EXPECT_EQ(w.thresholdTable()->item(row, 2)->text(),
               QLocale().toString(qulonglong(t->result.selected)));
   }
 
-  // QQ points of the chosen law (gamma by default).
+  // QQ points of the chosen law (gamma by default): the view's tail points (GuiQQ checks them
+  // against the sample), of the law fit_report fitted.
   QCPGraph* qq = find_graph(w.qqPlot(), "gamma");
   ASSERT_NE(qq, nullptr);
   const fitting::DistFit* gamma = find_fit(report, "gamma");
-  ASSERT_EQ(qq->dataCount(), int(gamma->qq.size()));
-  EXPECT_DOUBLE_EQ(qq->data()->at(3)->value, gamma->qq[3].sample);
+  const fitting::DistFit* shown = find_fit(w.view()->report, "gamma");
+  ASSERT_NE(shown, nullptr);
+  EXPECT_EQ(shown->params, gamma->params);
+  ASSERT_EQ(qq->dataCount(), int(shown->qq.size()));
+  EXPECT_DOUBLE_EQ(qq->data()->at(3)->value, shown->qq[3].sample);
 
   // Over training (on the fly): one KS point per recorded step, equal to fit_report's.
   ASSERT_NE(w.series(), nullptr);
@@ -285,7 +289,7 @@ TEST(GuiScreenshot, RendersTheWindowAndRefusesToOverwrite) {
   EXPECT_TRUE(out.contains("first plot after")) << out.toStdString();
   const QImage image(png);
   ASSERT_FALSE(image.isNull());
-  EXPECT_EQ(image.size(), QSize(1600, 1000));
+  EXPECT_EQ(image.size(), QSize(1280, 720));
   std::set<QRgb> colours;
   for (int y = 0; y < image.height(); y += 7)
     for (int x = 0; x < image.width(); x += 7) colours.insert(image.pixel(x, y));
@@ -319,7 +323,7 @@ TEST(GuiScreenshot, NeedsNoDisplay) {
       << out.toStdString();
   const QImage image(png);
   ASSERT_FALSE(image.isNull());
-  EXPECT_EQ(image.size(), QSize(1600, 1000));
+  EXPECT_EQ(image.size(), QSize(1280, 720));
 }
 
 }  // namespace

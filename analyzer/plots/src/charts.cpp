@@ -61,11 +61,80 @@ void set_log_axis(QCPAxis* axis, bool log) {
   }
 }
 
-// Clears data and items, keeps title, legend and interactions.
+// Clears data and items, keeps title, legend and interactions; the axes show again after a
+// message hid them.
 void clear_plot(QCustomPlot* plot) {
   plot->clearPlottables();
   plot->clearItems();
   plot->legend->setVisible(false);
+  for (QCPAxis* axis : {plot->xAxis, plot->yAxis}) {
+    axis->setVisible(true);
+    axis->grid()->setVisible(true);
+  }
+}
+
+constexpr const char* kMessageItem = "gs_message";
+
+// text broken at spaces into lines no wider than width (a longer word keeps a line of its own).
+QString wrap_words(const QString& text, const QFont& font, int width) {
+  const QFontMetrics metrics(font);
+  QStringList lines;
+  for (const QString& line : text.split('\n')) {
+    QString current;
+    for (const QString& word : line.split(' ')) {
+      const QString longer = current.isEmpty() ? word : current + ' ' + word;
+      if (!current.isEmpty() && metrics.horizontalAdvance(longer) > width) {
+        lines << current;
+        current = word;
+      } else {
+        current = longer;
+      }
+    }
+    lines << current;
+  }
+  return lines.join('\n');
+}
+
+// As many legend columns above the axes as the plot's width holds, in balanced rows.
+void fit_top_legend(QCustomPlot* plot) {
+  QCPLegend* legend = plot->legend;
+  const int count = legend->itemCount();
+  if (count == 0) return;
+  int widest = 1;
+  for (int i = 0; i < count; ++i)
+    if (QCPAbstractLegendItem* item = legend->item(i))
+      widest = std::max(widest, item->minimumOuterSizeHint().width());
+  const int spacing = legend->columnSpacing();
+  const int room = plot->viewport().width() - legend->margins().left() - legend->margins().right() - 8;
+  int columns = std::clamp((room + spacing) / (widest + spacing), 1, count);
+  const int rows = (count + columns - 1) / columns;
+  columns = (count + rows - 1) / rows;
+  if (legend->wrap() != columns || legend->fillOrder() != QCPLayoutGrid::foColumnsFirst) {
+    legend->setWrap(columns);
+    legend->setFillOrder(QCPLayoutGrid::foColumnsFirst, true);
+  }
+}
+
+// Before every replot of a plot on screen: the legend above the axes takes as many columns as fit,
+// and the title and a message break into lines that fit, so a narrow window clips none of them.
+// Off screen (the report) the sizes are the caller's and nothing changes.
+void fit_to_width(QCustomPlot* plot) {
+  if (!plot->isVisible()) return;
+  const int width = plot->viewport().width() - 16;
+  if (width < 40) return;
+  if (plot->property("gs_legend_top").toBool()) fit_top_legend(plot);
+  if (auto* title = qobject_cast<QCPTextElement*>(plot->plotLayout()->element(0, 0))) {
+    // A text set since the last wrap (a new caption) is the one to wrap.
+    if (title->text() != title->property("gs_wrapped").toString())
+      title->setProperty("gs_full", title->text());
+    const QString wrapped = wrap_words(title->property("gs_full").toString(), title->font(), width);
+    title->setProperty("gs_wrapped", wrapped);
+    if (title->text() != wrapped) title->setText(wrapped);
+  }
+  for (int i = 0; i < plot->itemCount(); ++i)
+    if (auto* text = qobject_cast<QCPItemText*>(plot->item(i));
+        text && text->objectName() == kMessageItem)
+      text->setText(wrap_words(text->property("gs_full").toString(), text->font(), width));
 }
 
 void remember_view(QCustomPlot* plot) {
@@ -113,6 +182,14 @@ void place_legend(QCustomPlot* plot, Qt::Alignment where) {
   plot->legend->setVisible(true);
   if (plot->property("gs_legend_inside").toBool())
     plot->axisRect()->insetLayout()->setInsetAlignment(0, where);
+}
+
+// Log-log axes need positive values: the range of those in v (empty: none).
+std::pair<double, double> positive_range(const QVector<double>& v) {
+  double lo = std::numeric_limits<double>::infinity(), hi = 0.0;
+  for (double x : v)
+    if (x > 0 && std::isfinite(x)) lo = std::min(lo, x), hi = std::max(hi, x);
+  return {lo, hi};
 }
 
 // Readable decimal ticks on a logarithmic quality axis.
@@ -175,6 +252,20 @@ void setup_plot(QCustomPlot* plot, const QString& title, LegendPlace legend_plac
     plot->legend->setMargins(QMargins(4, 0, 4, 0));
   }
   plot->setProperty("gs_legend_inside", legend_place == LegendPlace::inside);
+  plot->setProperty("gs_legend_top", legend_place == LegendPlace::top);
+  if (legend_place == LegendPlace::top) {
+    plot->legend->setIconSize(22, 12);
+    plot->legend->setRowSpacing(1);  // rows of a wrapped legend would cut their descenders
+  }
+  QObject::connect(plot, &QCustomPlot::beforeReplot, plot, [plot] { fit_to_width(plot); });
+}
+
+QString plot_message(const QCustomPlot* plot) {
+  for (int i = 0; i < plot->itemCount(); ++i)
+    if (const auto* text = qobject_cast<const QCPItemText*>(plot->item(i));
+        text && text->objectName() == kMessageItem)
+      return text->property("gs_full").toString();
+  return {};
 }
 
 bool export_plot(QCustomPlot* plot, const QString& path, QString* error) {
@@ -208,10 +299,18 @@ QCPGraph* find_graph(QCustomPlot* plot, const QString& name) {
 
 void show_plot_message(QCustomPlot* plot, const QString& message) {
   clear_plot(plot);
+  // The message alone: axes left from the last data (or the default 0..5) would read as data.
+  for (QCPAxis* axis : {plot->xAxis, plot->yAxis}) {
+    axis->setVisible(false);
+    axis->grid()->setVisible(false);
+  }
   auto* text = new QCPItemText(plot);
+  text->setObjectName(kMessageItem);
+  text->setProperty("gs_full", message);
   text->position->setType(QCPItemPosition::ptAxisRectRatio);
   text->position->setCoords(0.5, 0.5);
   text->setText(message);
+  text->setTextAlignment(Qt::AlignCenter);
   text->setColor(QColor(110, 110, 110));
   plot->replot();
 }
@@ -269,10 +368,13 @@ void plot_histogram(QCustomPlot* plot, const VectorView& view, double density) {
                       .arg(QString::fromStdString(r.method),
                            QLocale().toString(qulonglong(r.selected))));
   }
-  // Two columns: the histogram and the laws, then the methods.
-  // setWrap does not move what is there: set it first, then rearrange by the fill order.
-  plot->legend->setWrap(int(view.curves.size()) + 2);
-  plot->legend->setFillOrder(QCPLayoutGrid::foRowsFirst, true);
+  // Inside the axes: two columns, the histogram and the laws, then the methods. (setWrap does not
+  // move what is there: set it first, then rearrange by the fill order.) Above them: as many
+  // columns as fit (fit_top_legend).
+  if (plot->property("gs_legend_inside").toBool()) {
+    plot->legend->setWrap(int(view.curves.size()) + 2);
+    plot->legend->setFillOrder(QCPLayoutGrid::foRowsFirst, true);
+  }
   plot->xAxis->setRange(view.histogram.lo / 1.5, view.histogram.hi * 1.5);
   plot->yAxis->setRange(ylo, yhi);
   place_legend(plot, Qt::AlignRight | Qt::AlignTop);
@@ -287,28 +389,32 @@ void plot_qq(QCustomPlot* plot, const VectorView& view, const std::string& dist)
                                 fit ? dist + " fit failed: " + fit->error : "no " + dist + " fit"));
     return;
   }
+  // Log-log: the points log-spaced in the upper tail (add_tail_qq) spread evenly, and the tail,
+  // where the thresholds are, gets as much room as the body.
+  QVector<double> fx, sy;
+  for (const auto& q : fit->qq)
+    if (q.fitted > 0 && q.sample > 0 && std::isfinite(q.fitted) && std::isfinite(q.sample)) {
+      fx.push_back(q.fitted);
+      sy.push_back(q.sample);
+    }
+  if (fx.empty()) {
+    show_plot_message(plot, QString::fromStdString("no positive " + dist + " quantiles to compare"));
+    return;
+  }
   clear_plot(plot);
-  set_log_axis(plot->xAxis, false);
-  set_log_axis(plot->yAxis, false);
+  set_log_axis(plot->xAxis, true);
+  set_log_axis(plot->yAxis, true);
   plot->xAxis->setLabel(QString::fromStdString(dist) + " quantile");
   plot->yAxis->setLabel("sample quantile of |g|");
-  QVector<double> fx, sy;
-  for (const auto& q : fit->qq) {
-    fx.push_back(q.fitted);
-    sy.push_back(q.sample);
-  }
-  double lo = std::min(*std::min_element(fx.begin(), fx.end()),
-                       *std::min_element(sy.begin(), sy.end()));
-  double hi = std::max(*std::max_element(fx.begin(), fx.end()),
-                       *std::max_element(sy.begin(), sy.end()));
-  const double pad = 0.05 * (hi - lo > 0 ? hi - lo : std::abs(hi) + 1e-30);
-  lo -= pad;
-  hi += pad;
-  add_graph(plot, "y = x", {lo, hi}, {lo, hi}, QPen(QColor(150, 150, 150), 1, Qt::DashLine));
+  const auto [flo, fhi] = positive_range(fx);
+  const auto [slo, shi] = positive_range(sy);
+  const double lo = std::min(flo, slo) / 1.5, hi = std::max(fhi, shi) * 1.5;
+  add_graph(plot, "y = x", {lo / 1e3, hi * 1e3}, {lo / 1e3, hi * 1e3},
+            QPen(QColor(150, 150, 150), 1, Qt::DashLine));
   QCPGraph* points = add_graph(plot, QString::fromStdString(dist), fx, sy,
                                QPen(dist_color(dist), 1.5));
   points->setLineStyle(QCPGraph::lsNone);
-  points->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, 6));
+  points->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, 5));
   plot->xAxis->setRange(lo, hi);
   plot->yAxis->setRange(lo, hi);
   place_legend(plot, Qt::AlignLeft | Qt::AlignTop);
@@ -373,7 +479,8 @@ void plot_quality(QCustomPlot* plot, const TrainingSeries& series, double densit
   set_quality_ticks(plot->yAxis, lo, hi);
   set_step_axis(plot->xAxis);
   plot->xAxis->setLabel("step");
-  plot->yAxis->setLabel(QString("achieved / target density at ratio %1").arg(density, 0, 'g', 6));
+  // Short enough for a low plot; the ratio is in the title's caption (and the legend's name).
+  plot->yAxis->setLabel("achieved / target");
   const QCPRange xr = step_range(series);
   const QVector<double> band_x{xr.lower - 1e9, xr.upper + 1e9};
   QCPGraph* band_lo = add_graph(plot, "-20%", band_x, {0.8, 0.8}, QPen(Qt::NoPen));

@@ -81,8 +81,43 @@ void add_fits(VectorView& view, std::span<const float> g, const ViewOptions& opt
   const Stopwatch watch;
   auto passes = kernels::make_passes(g, kernels::resolve_backend(options.backend));
   view.report = fitting::fit_report(*passes, options.report);
+  if (!view.report.fits.empty() && options.qq_per_tail > 0) {
+    // The same sample fit_report's KS and QQ used (same size limit and seed).
+    bool subsampled = false;
+    const std::vector<double> sorted =
+        passes->sorted_sample(options.report.ks_max_points, options.report.seed, &subsampled);
+    if (!sorted.empty()) add_tail_qq(view.report, sorted, options.qq_per_tail);
+  }
   add_curves(view, options.curve_points);
   view.seconds += watch.seconds();
+}
+
+void add_tail_qq(fitting::FitReport& report, std::span<const double> sorted, int per_tail) {
+  if (per_tail < 2 || sorted.empty()) throw Error("tail QQ needs 2 points per tail and a sample");
+  const double last = double(sorted.size() - 1);
+  const double q_min = std::min(0.5, 1.0 / double(sorted.size()));
+  auto sample_at = [&](double p) {
+    const double pos = p * last;
+    const auto lo = static_cast<std::size_t>(std::floor(pos));
+    const std::size_t hi = std::min(lo + 1, sorted.size() - 1);
+    return sorted[lo] + (pos - double(lo)) * (sorted[hi] - sorted[lo]);
+  };
+  for (auto& fit : report.fits) {
+    if (!fit.error.empty()) continue;
+    const fitting::Sid law = sid_from_fit(fit);
+    fit.qq.clear();
+    // The body in steps of 0.1: the lower tail (tiny |g|, many decades on a log axis) would
+    // squeeze the upper one, where the thresholds are, into a corner.
+    for (int k = 1; k <= 4; ++k) {
+      const double p = 0.1 * k;
+      fit.qq.push_back({p, fitting::quantile(law, p), sample_at(p)});
+    }
+    // The upper tail: q = 1 - p log-spaced from 1/2 down to 1/m.
+    for (int k = 0; k < per_tail; ++k) {
+      const double q = 0.5 * std::pow(q_min / 0.5, double(k) / double(per_tail - 1));
+      fit.qq.push_back({1.0 - q, fitting::quantile_c(law, q), sample_at(1.0 - q)});
+    }
+  }
 }
 
 void add_curves(VectorView& view, int curve_points) {

@@ -22,7 +22,8 @@ namespace gs::analyzer::plots {
 struct VectorView;
 struct TrainingSeries;
 
-// Where a plot's legend sits: inside the axes, in a column right of them, or in rows above them.
+// Where a plot's legend sits: inside the axes, in a column right of them, or in rows above them
+// (on screen as many columns as the plot's width holds).
 enum class LegendPlace { inside, right, top };
 // Axes, fonts, title and legend. Call once per plot.
 void setup_plot(QCustomPlot* plot, const QString& title, LegendPlace legend = LegendPlace::inside);
@@ -32,15 +33,19 @@ bool export_plot(QCustomPlot* plot, const QString& path, QString* error);
 void reset_view(QCustomPlot* plot);
 // The graph called name, or nullptr.
 QCPGraph* find_graph(QCustomPlot* plot, const QString& name);
-// Shows a centred message in an emptied plot (no data, or an error).
+// Shows a centred message in an emptied plot (no data, an error, work under way), without axes.
+// On screen it breaks into lines that fit the plot, as the title does.
 void show_plot_message(QCustomPlot* plot, const QString& message);
+// The message shown_plot_message put there (whole, unbroken), or empty when the plot shows data.
+QString plot_message(const QCustomPlot* plot);
 
 // Density histogram on log-log axes (the "histogram" graph has a point at every bin's centre and
 // one beyond each end, NaN where a bin is empty, so empty bins are drawn as gaps), the fitted
 // density of every SID, and a vertical line at the
 // threshold of every method at density (legend: threshold and elements selected).
 void plot_histogram(QCustomPlot* plot, const VectorView& view, double density);
-// Sample quantiles against the chosen SID's quantiles (with the identity line).
+// Sample quantiles against the chosen SID's quantiles (with the identity line) on log-log axes,
+// so the tail points (VectorView's QQ, add_tail_qq) are as visible as the body.
 void plot_qq(QCustomPlot* plot, const VectorView& view, const std::string& dist);
 // Over training; current_step, when given, is marked with a vertical line.
 void plot_ks(QCustomPlot* plot, const TrainingSeries& series,

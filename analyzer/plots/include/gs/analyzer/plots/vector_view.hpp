@@ -20,6 +20,7 @@ struct ViewOptions {
   fitting::FitReportOptions report;    // densities, dists, methods, stages, KS sample size
   int bins = 80;              // histogram bins over [min x, max x]
   int curve_points = 240;     // points of each fitted density curve
+  int qq_per_tail = 20;       // QQ points log-spaced in the upper tail (add_tail_qq)
   std::string backend = "auto";
 };
 
@@ -48,11 +49,18 @@ struct VectorView {
 // gs::Error when g holds no finite non-zero value, or the options are bad.
 VectorView histogram_view(std::span<const float> g, const std::string& scope, std::int64_t step,
                           const ViewOptions& options);
-// Adds fit_report and the density curves to a histogram_view of the same g.
+// Adds fit_report, the density curves and the tail QQ points to a histogram_view of the same g.
 void add_fits(VectorView& view, std::span<const float> g, const ViewOptions& options);
 // The density curve of every fit in view.report over the histogram's support, from its first to
 // its last non-empty bin (curve_points >= 2).
 void add_curves(VectorView& view, int curve_points);
+// Replaces every fit's QQ points by the body at p = 0.1, 0.2, 0.3, 0.4 and per_tail points whose
+// tail probability 1 - p is log-spaced from 1/2 down to 1/m (m: the sample's size), so the tail a
+// threshold at density 0.001 lies in is shown, not only the body that (j - 0.5)/19 covers.
+// sorted: the ascending sample the fits' KS used (MagnitudePasses::sorted_sample); the sample
+// quantile is interpolated between order statistics as fitting::qq_points does, the fitted one is
+// the law's quantile (its complement in the tail).
+void add_tail_qq(fitting::FitReport& report, std::span<const double> sorted, int per_tail);
 // Both.
 VectorView analyse_vector(std::span<const float> g, const std::string& scope, std::int64_t step,
                           const ViewOptions& options);
