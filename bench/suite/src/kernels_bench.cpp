@@ -13,6 +13,8 @@
 #include "gs/base/error.hpp"
 #include "gs/fitting/thresholds.hpp"
 #include "gs/kernels/cpu.hpp"
+#include "gs/kernels/cuda_host.hpp"
+#include "gs/kernels/device.hpp"
 #include "gs/kernels/select.hpp"
 #if defined(GS_HAVE_CUDA)
 #include "gs/kernels/cuda.hpp"
@@ -25,14 +27,19 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// What the last timed call queued on the device (the row emitted next takes it).
+thread_local DeviceWork last_call_work;
+
 template <class F>
 std::pair<double, double> time_ms(int repeats, F&& f) {
   std::vector<double> t;
   f();  // warm-up: first-touch pages, pool allocations, module load
   for (int r = 0; r < repeats; ++r) {
+    const DeviceWork w0 = device_work();
     const auto a = Clock::now();
     f();
     t.push_back(std::chrono::duration<double, std::milli>(Clock::now() - a).count());
+    last_call_work = device_work() - w0;
   }
   std::sort(t.begin(), t.end());
   return {t[t.size() / 2], t.front()};
@@ -163,6 +170,32 @@ void device_ops(const std::vector<float>& g, Ops& ops) {
   (void)ops;
   throw gs::Error("bench: this build has no CUDA backend");
 #endif
+}
+
+// The same operations on the cuda-host backend: the CUDA backend's code on the host, run once to
+// count what each call queues (its times are the host's, not a GPU's: the rows give the ledger and
+// the cost model's time).
+void cuda_host_ops(const std::vector<float>& g, Ops& ops) {
+  const std::uint64_t n = g.size();
+  auto buffers = std::make_shared<std::pair<std::vector<std::int32_t>, std::vector<float>>>(n, n);
+  const float* p = g.data();
+  std::int32_t* pi = buffers->first.data();
+  float* pv = buffers->second.data();
+  ops.keep = {buffers};
+  ops.read = [p, n] { return cuda_host::sum(p, n); };
+  ops.stats = [p, n] { return cuda_host::stats(p, n); };
+  ops.count_above = [p, n](double t) { return cuda_host::count_above(p, n, t); };
+  ops.compact = [p, n, pi, pv](double t) { return cuda_host::compact_above(p, n, t, pi, pv, n); };
+  ops.topk = [p, n, pi, pv](std::uint64_t k) { cuda_host::topk(p, n, k, pi, pv); };
+  ops.passes = cuda_host::make_passes(p, n);
+  ops.sidco_topk = [p, n](double d, Selection<std::int32_t>& out) { return cuda_host::sidco_topk(p, n, d, 2, out); };
+  ops.topk_passes = 3;
+  std::shared_ptr<Selector> selector = cuda_host::make_selector();
+  ops.resident = [selector, p, n](const SelectRequest& r) { selector->select(p, n, r); };
+  ops.resident_report = [selector] {
+    Selection<std::int32_t> out;
+    return selector->fetch(out);
+  };
 }
 
 using Emit = std::function<void(KernelBenchRow)>;
@@ -302,11 +335,15 @@ std::vector<KernelBenchRow> run_kernels_bench(const KernelBenchConfig& config,
                                              const std::function<void(const KernelBenchRow&)>& progress) {
   validate(config);
   if (config.backend == BackendKind::cuda && !cuda_available()) resolve_backend("cuda");  // throws why
-  if (config.backend == BackendKind::cuda_host)
-    throw gs::Error("bench: the cuda-host backend checks the CUDA code on the host, it is not "
-                    "timed; use --backend cpu or cuda");
+  const bool ledger_only = config.backend == BackendKind::cuda_host;  // counted, not timed
   std::vector<KernelBenchRow> rows;
   const Emit emit = [&](KernelBenchRow r) {
+    if (config.backend != BackendKind::cpu) {
+      r.launches = last_call_work.launches;
+      r.vector_passes = double(last_call_work.elements_passed) / double(r.n);
+      r.model_ms = kernel_model_ms(last_call_work.launches, double(last_call_work.elements_passed));
+    }
+    if (ledger_only) r.median_ms = r.min_ms = r.read_ms = std::nan("");
     rows.push_back(r);
     if (progress) progress(r);
   };
@@ -316,12 +353,14 @@ std::vector<KernelBenchRow> run_kernels_bench(const KernelBenchConfig& config,
     std::vector<float> generated;
     const std::vector<float>& g = config.input.empty() ? (generated = laplace_data(n, config.seed))
                                                        : config.input;
-    const int repeats = config.repeats > 0 ? config.repeats
-                                           : static_cast<int>(std::clamp<std::uint64_t>(300'000'000 / n, 5, 31));
+    const int repeats = ledger_only          ? 1
+                        : config.repeats > 0 ? config.repeats
+                                             : static_cast<int>(std::clamp<std::uint64_t>(300'000'000 / n, 5, 31));
     Ops ops;
     std::vector<std::int32_t> idx;
     std::vector<float> val;
     if (config.backend == BackendKind::cpu) cpu_ops(g, idx, val, ops);
+    else if (ledger_only) cuda_host_ops(g, ops);
     else device_ops(g, ops);
     const double read_ms = time_passes(ops, n, repeats, emit);
     cpu::SidcoWorkspace workspace;
@@ -342,7 +381,8 @@ std::string kernels_bench_json(const KernelBenchConfig& config, const std::vecto
     os << (i ? "," : "") << "{\"method\":\"" << r.method << "\",\"n\":" << r.n
        << ",\"density\":" << r.density << ",\"passes\":" << r.passes << ",\"median_ms\":" << r.median_ms
        << ",\"min_ms\":" << r.min_ms << ",\"read_ms\":" << r.read_ms << ",\"ratio_to_read\":" << r.ratio()
-       << ",\"selected\":" << r.selected << ",\"stages\":" << r.stages << "}";
+       << ",\"selected\":" << r.selected << ",\"stages\":" << r.stages << ",\"launches\":" << r.launches
+       << ",\"vector_passes\":" << r.vector_passes << ",\"model_ms\":" << r.model_ms << "}";
   }
   os << "]}";
   return os.str();
@@ -351,14 +391,21 @@ std::string kernels_bench_json(const KernelBenchConfig& config, const std::vecto
 std::string kernels_bench_table(const std::vector<KernelBenchRow>& rows) {
   std::ostringstream os;
   char line[200];
-  std::snprintf(line, sizeof line, "%-27s %2s %11s %8s %6s %11s %9s %11s\n", "method", "M", "n",
-                "density", "passes", "median_ms", "x_read", "selected");
+  const bool device = !rows.empty() && (rows.front().launches > 0);
+  std::snprintf(line, sizeof line, "%-27s %2s %11s %8s %6s %11s %9s %11s%s\n", "method", "M", "n", "density",
+                "passes", "median_ms", "x_read", "selected", device ? "  launches  g_passes  model_ms" : "");
   os << line;
   for (const auto& r : rows) {
-    std::snprintf(line, sizeof line, "%-27s %2s %11llu %8g %6d %11.3f %9.2f %11llu\n", r.method.c_str(),
+    std::snprintf(line, sizeof line, "%-27s %2s %11llu %8g %6d %11.3f %9.2f %11llu", r.method.c_str(),
                   r.stages ? std::to_string(r.stages).c_str() : "", static_cast<unsigned long long>(r.n), r.density, r.passes, r.median_ms, r.ratio(),
                   static_cast<unsigned long long>(r.selected));
     os << line;
+    if (device) {
+      std::snprintf(line, sizeof line, "  %8llu %9.2f %9.3f", static_cast<unsigned long long>(r.launches),
+                    r.vector_passes, r.model_ms);
+      os << line;
+    }
+    os << '\n';
   }
   return os.str();
 }
