@@ -366,14 +366,20 @@ def model_report(model, opts, points, dense_points):
     best = max(dense_points, key=lambda p: statistics.mean(r["test_accuracy"] for r in acc[p].values()))
     target, info = choose_target(acc, best, seeds, opts)
     window = 1 if opts.target == "dense-final" else opts.smooth  # the earlier rule read the raw curve
+
+    def times_to_target(point, step_s):
+        """Seed -> seconds to the target at a step of step_s, for the seeds whose curve reaches it."""
+        reach = {sd: steps_to(smoothed(acc[point][sd]["curve"], window), target[sd]) for sd in seeds}
+        return {sd: st * step_s for sd, st in reach.items() if st is not None}
+
     rows = []
     for rate in opts.rates.split(","):
         compute = split(timing_run(model, "compute", rate, opts), 0.0)["step"]
         dense_step = split(timing_run(model, "dense", rate, opts), compute)["step"]
         ideal = dense_step / compute
-        dense_time = {sd: acc[best][sd]["steps"] * dense_step if opts.target == "dense-final" else
-                      (lambda st: None if st is None else st * dense_step)(
-                          steps_to(smoothed(acc[best][sd]["curve"], window), target[sd])) for sd in seeds}
+        # dense's time: to the target, or (the earlier rule) its whole run
+        dense_time = ({sd: acc[best][sd]["steps"] * dense_step for sd in seeds} if opts.target == "dense-final"
+                      else times_to_target(best, dense_step))
         for p in [best] + points:
             t = timing_run(model, timed_as(p), rate, opts)
             s = split(t, compute)
@@ -382,17 +388,14 @@ def model_report(model, opts, points, dense_points):
                 # dense steps there are momentum SGD at the compressed points' lr (LR): dense at LR
                 runs_as = (f"dense-lr{LR:g}" if sum(t.get("dense", [])[WARM:]) * 2 > len(t["step_s"][WARM:])
                            else "sidco-e-mc")
-            reach = {sd: steps_to(smoothed(acc[runs_as][sd]["curve"], window), target[sd]) for sd in seeds}
-            times = {sd: reach[sd] * s["step"] for sd in seeds if reach[sd] is not None}
-            speedups = [dense_time[sd] / times[sd] for sd in times if dense_time[sd] is not None]
+            times = times_to_target(runs_as, s["step"])
+            speedups = [dense_time[sd] / times[sd] for sd in times if sd in dense_time]
             label = point_spec(p)[5] + (f" (ran {'compressed' if runs_as == 'sidco-e-mc' else 'dense'})"
                                         if p == AUTO else "")
             finals = [100 * r["test_accuracy"] for r in acc[runs_as].values()]
-            rows.append({"model": model, "rate": rate, "point": p, "label": label, "split": s,
-                         "accuracy": runs.mean_se(finals), "finals": finals, "reached": len(times), "seeds": len(seeds),
-                         "times": times, "time": runs.mean_se(list(times.values())), "speedups": speedups,
-                         "speedup": runs.mean_se(speedups), "ideal": ideal, "target": target,
-                         "curves": {sd: acc[runs_as][sd]["curve"] for sd in seeds}})
+            rows.append({"model": model, "rate": rate, "point": p, "label": label, "split": s, "finals": finals,
+                         "reached": len(times), "seeds": len(seeds), "times": times, "speedups": speedups,
+                         "ideal": ideal, "target": target, "curves": {sd: acc[runs_as][sd]["curve"] for sd in seeds}})
     return rows, best, info
 
 
