@@ -143,16 +143,14 @@ void copy() { ++work_here.launches; }
 void allocation() { ++work_here.allocations; }
 void event_created() { ++work_here.events_created; }
 std::uint64_t cub_kernels(Cub algorithm, std::uint64_t items, int key_bits) {
-  // One tile: 256 threads of 16 items for the reductions' and selections' policies, 256 x 8 for
-  // the radix sort's single-tile kernel (the sm_75 to sm_90 policies of CCCL 3.0).
-  const std::uint64_t tile = algorithm == Cub::radix_sort ? 256 * 8 : 256 * 16;
   if (items == 0) return 0;  // the dispatch returns before any kernel
-  if (items <= tile) return algorithm == Cub::histogram ? 2 : 1;
+  // Tiles of the sm_75 to sm_90 policies of CCCL 3.0: 256 threads of 16 items for the reduction,
+  // 256 x 8 for the radix sort's single-tile kernel.
   switch (algorithm) {
-    case Cub::reduce: return 2;
-    case Cub::select: return 2;
-    case Cub::histogram: return 2;
-    case Cub::radix_sort: return 4 + 2 * std::uint64_t((key_bits + 7) / 8);
+    case Cub::reduce: return items <= 256 * 16 ? 1 : 2;  // one tile, or the pass and its merge
+    case Cub::select:
+    case Cub::histogram: return 2;  // the tile states' (the bins') initialisation, then the sweep
+    case Cub::radix_sort: return items <= 256 * 8 ? 1 : 4 + 2 * std::uint64_t((key_bits + 7) / 8);
   }
   return 0;
 }

@@ -326,7 +326,8 @@ TEST(DeviceWork, StepsAfterTheFirstQueueTheSame) {
 }
 
 // CUB's dispatches by their kernels (CCCL 3.0's, kernels::work::cub_kernels): nothing for no
-// items, one single-tile kernel for an input that fits a tile, else the many-tile kernels.
+// items; a reduction or a sort that fits one tile, one single-tile kernel; a selection or a
+// histogram, always its initialisation and its sweep.
 TEST(DeviceWork, CubDispatchesCountTheirKernels) {
   using gs::kernels::work::Cub;
   using gs::kernels::work::cub_kernels;
@@ -334,6 +335,7 @@ TEST(DeviceWork, CubDispatchesCountTheirKernels) {
   EXPECT_EQ(cub_kernels(Cub::reduce, 4096, 32), 1u);
   EXPECT_EQ(cub_kernels(Cub::reduce, 4097, 32), 2u);
   EXPECT_EQ(cub_kernels(Cub::select, 1 << 20, 32), 2u);
+  EXPECT_EQ(cub_kernels(Cub::select, 100, 32), 2u);
   EXPECT_EQ(cub_kernels(Cub::histogram, 100, 32), 2u);
   EXPECT_EQ(cub_kernels(Cub::radix_sort, 2048, 32), 1u);
   EXPECT_EQ(cub_kernels(Cub::radix_sort, 1 << 20, 32), 12u);  // 4 + 2 per 8-bit pass

@@ -133,10 +133,11 @@ void allocation();
 void event_created();
 enum class Cub { reduce, select, histogram, radix_sort };
 void cub(Cub algorithm, std::uint64_t items, int key_bits = 32);
-// The kernels a CUB dispatch launches for `items` (CCCL 3's dispatch: a single-tile kernel for an
-// input that fits one tile; else reduce 2, select 2 (tile-state init and sweep), histogram 2 (init
-// and sweep), radix sort 4 + 2 per 8-bit digit pass (onesweep: two memsets, the histogram, its
-// scan; each pass a memset and the onesweep kernel)).
+// The kernels a CUB dispatch launches for `items` (CCCL 3's dispatch): none for no items; reduce 1
+// for an input that fits one tile, else 2 (the pass and its single-tile merge); select and
+// histogram 2 (their tile states' or bins' initialisation, then the sweep); radix sort 1 for one
+// tile, else 4 + 2 per 8-bit digit pass (onesweep: two memsets, the histogram, its scan; each pass
+// a memset and the onesweep kernel).
 std::uint64_t cub_kernels(Cub algorithm, std::uint64_t items, int key_bits);
 }  // namespace work
 
