@@ -88,16 +88,20 @@ QString first_existing(const QStringList& paths) {
     if (QFileInfo::exists(p)) return p;
   return {};
 }
+
+// Why an export must not start (empty: it may): nothing open, or a file it would replace unasked.
+QString export_refusal(bool open, const QStringList& paths, bool replace) {
+  if (!open) return "Nothing to export: open a snapshot first";
+  if (const QString there = first_existing(paths); !replace && !there.isEmpty())
+    return there + " exists; nothing exported (export again and agree to replace it)";
+  return {};
+}
 }  // namespace
 
 bool MainWindow::exportPlots(const QString& dir, bool replace) {
-  if (!reader_) {
-    showError("Nothing to export: open a snapshot first");
-    return false;
-  }
-  const QStringList paths = plotExportPaths(dir);
-  if (const QString there = first_existing(paths); !replace && !there.isEmpty()) {
-    showError(there + " exists; nothing exported (export again and agree to replace it)");
+  const QStringList paths = reader_ ? plotExportPaths(dir) : QStringList();
+  if (const QString why = export_refusal(reader_ != nullptr, paths, replace); !why.isEmpty()) {
+    showError(why);
     return false;
   }
   updateCaptions();
@@ -114,13 +118,9 @@ bool MainWindow::exportPlots(const QString& dir, bool replace) {
 }
 
 bool MainWindow::exportCsv(const QString& dir, bool replace) {
-  if (!reader_) {
-    showError("Nothing to export: open a snapshot first");
-    return false;
-  }
-  const QStringList paths = csvExportPaths(dir);
-  if (const QString there = first_existing(paths); !replace && !there.isEmpty()) {
-    showError(there + " exists; nothing exported (export again and agree to replace it)");
+  const QStringList paths = reader_ ? csvExportPaths(dir) : QStringList();
+  if (const QString why = export_refusal(reader_ != nullptr, paths, replace); !why.isEmpty()) {
+    showError(why);
     return false;
   }
   const auto files = csv_exports(view_.get(), series_.get(), density());
