@@ -49,7 +49,6 @@ import time
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
 import gradscope
 import gradscope.ddp
@@ -134,7 +133,7 @@ def run_once(cfg, opts):
 
     def make(partial):
         print(f"controller: {name}, {cfg['steps']} steps", file=sys.stderr, flush=True)
-        mp.spawn(worker, args=(cfg, runs.free_port(), partial), nprocs=cfg["workers"])
+        runs.spawn(worker, (cfg, runs.free_port(), partial), cfg["workers"])
     return runs.cached_json(path, make)
 
 

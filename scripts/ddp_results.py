@@ -29,7 +29,6 @@ import time
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 import torchvision
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
 
@@ -208,7 +207,7 @@ def main():
             path = os.path.join(args.out, f"{name}{'-' + tag if tag else ''}-s{seed}-w{args.workers}-n{args.steps}.json")
             def make(partial, name=name, seed=seed):
                 print(f"ddp_results: {name}, seed {seed}", file=sys.stderr, flush=True)
-                mp.spawn(worker, args=(args, runs.free_port(), name, seed, partial), nprocs=args.workers)
+                runs.spawn(worker, (args, runs.free_port(), name, seed, partial), args.workers)
             rows.append(runs.same_eval_images(runs.cached_json(path, make), args.eval_images, path))
     runs.publish(table(rows), os.path.join(args.out, "ddp.table.md"))
 

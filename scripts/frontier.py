@@ -42,7 +42,6 @@ import statistics
 import sys
 import time
 
-import torch.multiprocessing as mp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ddp_results  # noqa: E402  (the runner: one worker of one run)
@@ -92,7 +91,7 @@ def run_once(name, seed, steps, opts):
     def make(partial):
         print(f"frontier: {name}, {steps} steps, seed {seed}", file=sys.stderr, flush=True)
         t0 = time.perf_counter()
-        mp.spawn(ddp_results.worker, args=(args, runs.free_port(), hook, seed, partial), nprocs=opts.workers)
+        runs.spawn(ddp_results.worker, (args, runs.free_port(), hook, seed, partial), opts.workers)
         with open(partial) as f:
             result = json.load(f)
         result.update(point=name, density=args.density, state_options=args.state_options,

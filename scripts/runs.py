@@ -19,6 +19,14 @@ def free_port():
         return s.getsockname()[1]
 
 
+def spawn(fn, args, nprocs):
+    """torch.multiprocessing.spawn's ranks fn(rank, *args), forked from a server that has imported
+    the study's script (and with it torch) once, instead of each rank importing it anew (about
+    1.5 s of CPU a rank): a short run is then its steps, not its imports."""
+    import torch.multiprocessing as mp
+    mp.start_processes(fn, args=args, nprocs=nprocs, start_method="forkserver")
+
+
 def cached_json(path, make):
     """The JSON at path, made by make(partial_path) when absent: make writes the partial file, which
     becomes the run's only once whole (a run stopped midway is made again)."""

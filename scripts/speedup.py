@@ -69,7 +69,6 @@ import time
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
 
 import gradscope
@@ -223,7 +222,7 @@ def accuracy_run(model, point, seed, opts):
 
     def make(partial):
         print(f"speedup: accuracy of {model} {point} seed {seed}", file=sys.stderr, flush=True)
-        mp.spawn(accuracy_worker, args=(cfg, runs.free_port(), partial), nprocs=opts.workers)
+        runs.spawn(accuracy_worker, (cfg, runs.free_port(), partial), opts.workers)
     result = runs.same_eval_images(runs.cached_json(path, make), opts.eval_images, path)
     return runs.same_eval_every(result, opts.eval_every, path)
 
