@@ -258,6 +258,13 @@ def timing_worker(cfg_path):
     dist.destroy_process_group()
 
 
+def unshaped_timing_rank(rank, cfg_path, world, port):
+    """--no-lab: a rank of a timing run on loopback, its place set as the lab sets it."""
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+                      OMP_NUM_THREADS="1")
+    timing_worker(cfg_path)
+
+
 def timing_run(model, point, rate, opts):
     path = os.path.join(opts.out, "time", f"{model}-{point}-w{opts.workers}-{rate}.json")
 
@@ -270,10 +277,8 @@ def timing_run(model, point, rate, opts):
         worker = [sys.executable, os.path.abspath(__file__), "--time-worker", os.path.abspath(cfg_path)]
         env = dict(os.environ, OMP_NUM_THREADS="1")
         if opts.no_lab:
-            procs = [subprocess.Popen(worker, env=dict(env, RANK=str(r), WORLD_SIZE=str(opts.workers),
-                                                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)))
-                     for port in [runs.free_port()] for r in range(opts.workers)]
-            codes = [p.wait() for p in procs]
+            runs.spawn(unshaped_timing_rank, (os.path.abspath(cfg_path), opts.workers, runs.free_port()), opts.workers)
+            codes = [0]  # a rank that fails raises here
         else:
             lab = [sys.executable, os.path.join(HERE, "netlab.py"), "--rate", rate, "--workers", str(opts.workers),
                    "--timeout", str(opts.timing_timeout), "--logs", partial + ".logs", "--"]
