@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <iostream>
 
+#include "app.hpp"
 #include "torch_commands.hpp"
 #include "table_flags.hpp"
 #include "gs/base/bytes.hpp"
@@ -35,7 +36,16 @@ int run(const gs::distributed::TrainConfig& cfg) {
       gs::distributed::prepare_checkpoint_root(cfg);
     }
   }
-  if (cfg.workers > 1 && cfg.rank < 0) return gs::distributed::launch_workers(cfg);
+  if (cfg.workers > 1 && cfg.rank < 0) {
+    // Each worker runs this command line's worker form in a fork of this process (libtorch loaded
+    // once), as `gradscope train --rank R ...` would in a process of its own.
+    return gs::distributed::launch_workers(cfg, [](const std::vector<std::string>& args) {
+      const std::string program = gs::cli::invocation().empty() ? "gradscope" : gs::cli::invocation()[0];
+      std::vector<const char*> argv = {program.c_str()};
+      for (const auto& a : args) argv.push_back(a.c_str());
+      return gs::cli::run(int(argv.size()), argv.data());
+    });
+  }
   const bool print_steps = !cfg.quiet && !cfg.json;
   auto on_step = [&](const gs::distributed::StepReport& rep, std::int64_t total) {
     if (!print_steps) return;

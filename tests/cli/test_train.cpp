@@ -98,11 +98,17 @@ TEST(DistTraining, TwoWorkersStayEqualAndLossFalls) {
       } else {
         EXPECT_TRUE(st["estimate_quality"].is_null()) << comp;
       }
-      if (comp == "topk") EXPECT_GE(st["exact"].get<int>(), 1);
+      if (comp == "topk") {
+        EXPECT_GE(st["exact"].get<int>(), 1);
+      }
     }
     const auto& summary = j["summary"];
-    if (comp == "topk") EXPECT_EQ(summary["exact_share"].get<double>(), 1.0);
-    if (comp.starts_with("sidco-e")) EXPECT_GE(summary["estimate_in_band"].get<double>(), 0.0);
+    if (comp == "topk") {
+      EXPECT_EQ(summary["exact_share"].get<double>(), 1.0);
+    }
+    if (comp.starts_with("sidco-e")) {
+      EXPECT_GE(summary["estimate_in_band"].get<double>(), 0.0);
+    }
   }
 }
 
@@ -270,6 +276,8 @@ TEST(DistTraining, QuantizerBitsAreForwardedAndChecked) {
   EXPECT_NE(bad.err.find("ascending"), std::string::npos) << bad.err;
 }
 
+// Workers placed by hand (a process each), forked by the launcher, and started anew by it
+// (GS_TRAIN_EXEC_WORKERS=1) end with the same parameters.
 TEST(DistTraining, ManualPlacementMatchesTheLauncher) {
   const std::string common = kShort + " --compressor topk --ratio 0.05 --steps 15 --timeout 30";
   const auto [r0, r1] = manual_pair(common, "--json", "");
@@ -281,6 +289,11 @@ TEST(DistTraining, ManualPlacementMatchesTheLauncher) {
   const auto j = nlohmann::json::parse(launched.out);
   EXPECT_EQ(manual["final_loss"].get<double>(), j["final_loss"].get<double>());
   EXPECT_EQ(manual["test_accuracy"].get<double>(), j["test_accuracy"].get<double>());
+  EXPECT_EQ(manual["param_digest"], j["param_digest"]);
+  // The launcher forks its workers (libtorch loaded once); started anew instead, they end alike.
+  const ProcResult exec = gradscope(common + " --workers 2 --json", "GS_TRAIN_EXEC_WORKERS=1");
+  ASSERT_EQ(exec.rc, 0) << exec.err;
+  EXPECT_EQ(nlohmann::json::parse(exec.out)["param_digest"], j["param_digest"]);
 }
 
 TEST(DistTraining, MismatchedConfigurationsAreRefused) {

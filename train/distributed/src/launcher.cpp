@@ -1,11 +1,15 @@
 #include "gs/distributed/launcher.hpp"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <cstdio>
 #include <optional>
 #include <filesystem>
@@ -52,9 +56,98 @@ struct WorkerFailed : Error {
   using Error::Error;
 };
 
+// The environment of attempt ATTEMPT's workers: this process's, and the launcher's two variables.
+std::vector<std::string> worker_environment(int attempt) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e) {
+    const std::string_view v(*e);
+    if (v.rfind(kStoreHostedEnv, 0) != 0 && v.rfind(kAttemptEnv, 0) != 0) env.emplace_back(v);
+  }
+  char line[64];
+  std::snprintf(line, sizeof line, "%s=1", kStoreHostedEnv);
+  env.emplace_back(line);
+  std::snprintf(line, sizeof line, "%s=%d", kAttemptEnv, attempt);
+  env.emplace_back(line);
+  return env;
+}
+
+// In a forked worker: the port from the launcher's pipe (0 when the launcher gave none).
+int read_port(int fd) {
+  int port = 0;
+  std::size_t got = 0;
+  auto* bytes = reinterpret_cast<char*>(&port);
+  while (got < sizeof port) {
+    const ssize_t n = ::read(fd, bytes + got, sizeof port - got);
+    if (n > 0) {
+      got += std::size_t(n);
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else {
+      return 0;
+    }
+  }
+  return port;
+}
+
+bool forks_workers(const TrainConfig& config, const InProcessWorker& in_process) {
+  const std::string& backend = config.compression.backend;
+  const char* exec = std::getenv(kExecWorkersEnv);
+  return bool(in_process) && (backend == "cpu" || backend == "cuda-host") && !(exec && std::string(exec) == "1");
+}
+
 // One attempt: a fresh store, W workers, watched until all succeed (rank 0's exit status) or one
 // fails (WorkerFailed, after the others are stopped).
-int run_attempt(const TrainConfig& config, int attempt) {
+int run_attempt(const TrainConfig& config, int attempt, const InProcessWorker& in_process) {
+  std::vector<pid_t> pids;
+  std::vector<bool> done;
+  const std::vector<std::string> env = worker_environment(attempt);
+
+  // Forked workers first, while this process runs no store thread; each waits for the port.
+  std::vector<int> port_pipes;
+  const bool fork_workers = forks_workers(config, in_process);
+  if (fork_workers) {
+    std::fflush(nullptr);
+    for (int r = 0; r < config.workers; ++r) {
+      int fds[2];
+      if (::pipe2(fds, O_CLOEXEC) != 0) {
+        for (int fd : port_pipes) ::close(fd);
+        stop_all(pids, done);
+        throw Error(std::string("could not start worker ") + std::to_string(r) + ": " + std::strerror(errno));
+      }
+      const pid_t pid = ::fork();
+      if (pid == 0) {
+        ::close(fds[1]);
+        for (int fd : port_pipes) ::close(fd);
+        const int port = read_port(fds[0]);
+        ::close(fds[0]);
+        if (port <= 0) ::_exit(1);  // the launcher could not start its store, and says so
+        ::clearenv();
+        for (const auto& v : env) ::putenv(const_cast<char*>(v.c_str()));
+        std::vector<std::string> args = {"train"};
+        for (auto& a : config.worker_args(r, port)) args.push_back(a);
+        int rc = 1;
+        try {
+          rc = in_process(args);
+        } catch (const std::exception& e) {
+          std::fprintf(stderr, "gradscope: error: %s\n", e.what());
+        }
+        std::fflush(nullptr);
+        ::_exit(rc);
+      }
+      ::close(fds[0]);
+      if (pid < 0) {
+        const int err = errno;
+        ::close(fds[1]);
+        for (int fd : port_pipes) ::close(fd);
+        stop_all(pids, done);
+        throw Error("could not start worker " + std::to_string(r) + ": " + std::strerror(err));
+      }
+      port_pipes.push_back(fds[1]);
+      pids.push_back(pid);
+      done.push_back(false);
+    }
+  }
+
   // The store lives in this process on a free loopback port, so concurrent runs never collide.
   c10d::TCPStoreOptions so;
   so.port = 0;
@@ -65,74 +158,77 @@ int run_attempt(const TrainConfig& config, int attempt) {
   try {
     store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", so);
   } catch (const std::exception& e) {
+    for (int fd : port_pipes) ::close(fd);
+    stop_all(pids, done);
     throw Error(std::string("could not start the rendezvous store on 127.0.0.1: ") + e.what());
   }
   const int port = store->getPort();
-  const std::string exe = std::filesystem::read_symlink("/proc/self/exe").string();
 
-  std::vector<std::string> env_strings;
-  for (char** e = environ; *e; ++e) {
-    const std::string_view v(*e);
-    if (v.rfind(kStoreHostedEnv, 0) != 0 && v.rfind(kAttemptEnv, 0) != 0) env_strings.emplace_back(v);
-  }
-  env_strings.push_back(std::string(kStoreHostedEnv) + "=1");
-  env_strings.push_back(std::string(kAttemptEnv) + "=" + std::to_string(attempt));
-  std::vector<char*> envp;
-  for (auto& s : env_strings) envp.push_back(s.data());
-  envp.push_back(nullptr);
-
-  std::vector<pid_t> pids;
-  std::vector<bool> done;
-  for (int r = 0; r < config.workers; ++r) {
-    std::vector<std::string> args = {exe, "train"};
-    for (auto& a : config.worker_args(r, port)) args.push_back(a);
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    pid_t pid = 0;
-    const int rc = ::posix_spawn(&pid, exe.c_str(), nullptr, nullptr, argv.data(), envp.data());
-    if (rc != 0) {
-      stop_all(pids, done);
-      throw Error("could not start worker " + std::to_string(r) + ": " + std::strerror(rc));
+  if (fork_workers) {
+    for (int fd : port_pipes) {
+      // A worker that died before reading is seen by the watch below.
+      [[maybe_unused]] const ssize_t n = ::write(fd, &port, sizeof port);
+      ::close(fd);
     }
-    pids.push_back(pid);
-    done.push_back(false);
+  } else {
+    const std::string exe = std::filesystem::read_symlink("/proc/self/exe").string();
+    std::vector<std::string> env_strings = env;
+    std::vector<char*> envp;
+    for (auto& s : env_strings) envp.push_back(s.data());
+    envp.push_back(nullptr);
+    for (int r = 0; r < config.workers; ++r) {
+      std::vector<std::string> args = {exe, "train"};
+      for (auto& a : config.worker_args(r, port)) args.push_back(a);
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      pid_t pid = 0;
+      const int rc = ::posix_spawn(&pid, exe.c_str(), nullptr, nullptr, argv.data(), envp.data());
+      if (rc != 0) {
+        stop_all(pids, done);
+        throw Error("could not start worker " + std::to_string(r) + ": " + std::strerror(rc));
+      }
+      pids.push_back(pid);
+      done.push_back(false);
+    }
   }
 
-  // Watch: the first worker to fail stops the rest.
+  // Watch: the first worker to fail stops the rest. Waiting on any child wakes at the first exit,
+  // so the worker that failed first is named, not a peer that failed because it did.
   std::vector<int> status(pids.size(), 0);
   std::size_t finished = 0;
   while (finished < pids.size()) {
-    bool progressed = false;
-    for (std::size_t i = 0; i < pids.size(); ++i) {
-      if (done[i]) continue;
-      int st = 0;
-      const pid_t got = ::waitpid(pids[i], &st, WNOHANG);
-      if (got != pids[i]) continue;
-      done[i] = true;
-      status[i] = st;
-      ++finished;
-      progressed = true;
-      if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
-        stop_all(pids, done);
-        throw WorkerFailed("worker " + std::to_string(i) + " failed (" + describe_status(st) +
-                    "); stopped the other " + std::to_string(pids.size() - 1) + " worker(s)");
-      }
+    int st = 0;
+    const pid_t got = ::waitpid(-1, &st, 0);
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      stop_all(pids, done);
+      throw Error(std::string("could not watch the workers: ") + std::strerror(errno));
     }
-    if (!progressed) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const auto it = std::find(pids.begin(), pids.end(), got);
+    if (it == pids.end()) continue;
+    const std::size_t i = std::size_t(it - pids.begin());
+    done[i] = true;
+    status[i] = st;
+    ++finished;
+    if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
+      stop_all(pids, done);
+      throw WorkerFailed("worker " + std::to_string(i) + " failed (" + describe_status(st) +
+                         "); stopped the other " + std::to_string(pids.size() - 1) + " worker(s)");
+    }
   }
   return WEXITSTATUS(status[0]);
 }
 
 }  // namespace
 
-int launch_workers(const TrainConfig& config) {
+int launch_workers(const TrainConfig& config, const InProcessWorker& in_process) {
   config.validate();
   if (config.workers < 1) throw Error("--workers must be at least 1");
   TrainConfig run = config;
   for (int attempt = 0;; ++attempt) {
     try {
-      return run_attempt(run, attempt);
+      return run_attempt(run, attempt, in_process);
     } catch (const WorkerFailed& e) {
       if (attempt >= config.max_restarts) throw Error(e.what());
       // Every worker restarts from the last complete checkpoint (or where this run began).
