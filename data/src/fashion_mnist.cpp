@@ -8,7 +8,10 @@
 #include <array>
 #include <cstdlib>
 #include <limits>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <utility>
 
 #include "gs/base/error.hpp"
 
@@ -159,7 +162,45 @@ std::filesystem::path idx_file(const std::filesystem::path& dir, const std::stri
 }
 }  // namespace
 
+namespace {
+struct Preloaded {
+  std::mutex mutex;
+  std::map<std::pair<std::string, std::filesystem::path>, FashionMnist> sets;
+};
+Preloaded& preloaded() {
+  static Preloaded p;
+  return p;
+}
+FashionMnist read_fashion_mnist(const std::string& split, const std::filesystem::path& dir);
+}  // namespace
+
+void preload_fashion_mnist(const std::string& split, const std::filesystem::path& dir) {
+  auto& p = preloaded();
+  {
+    const std::lock_guard<std::mutex> lock(p.mutex);
+    if (p.sets.count({split, dir})) return;
+  }
+  FashionMnist data = read_fashion_mnist(split, dir);
+  const std::lock_guard<std::mutex> lock(p.mutex);
+  p.sets.emplace(std::make_pair(split, dir), std::move(data));
+}
+
 FashionMnist load_fashion_mnist(const std::string& split, const std::filesystem::path& dir) {
+  {
+    auto& p = preloaded();
+    const std::lock_guard<std::mutex> lock(p.mutex);
+    const auto it = p.sets.find({split, dir});
+    if (it != p.sets.end()) {
+      FashionMnist data = std::move(it->second);
+      p.sets.erase(it);
+      return data;
+    }
+  }
+  return read_fashion_mnist(split, dir);
+}
+
+namespace {
+FashionMnist read_fashion_mnist(const std::string& split, const std::filesystem::path& dir) {
   std::string prefix;
   if (split == "train") {
     prefix = "train";
@@ -191,5 +232,6 @@ FashionMnist load_fashion_mnist(const std::string& split, const std::filesystem:
                       " at index " + std::to_string(i) + " is outside 0..9");
   return data;
 }
+}  // namespace
 
 }  // namespace gs::data

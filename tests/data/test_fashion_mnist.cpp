@@ -99,6 +99,22 @@ TEST(FashionMnist, EnvironmentVariableRawFilesAndGzip) {
   EXPECT_EQ(test.labels.labels, labels);
 }
 
+// A preloaded split is what the next load of it returns, once: the files changed since are read by
+// the load after (and by a load of another directory).
+TEST(FashionMnist, APreloadedSplitIsTakenByTheNextLoadOnly) {
+  ScratchDir dir;
+  std::vector<unsigned char> labels(20, 3);
+  write_fake_split(dir.path(), "train", 20, labels, /*gzip=*/true);
+  preload_fashion_mnist("train", dir.path());
+  preload_fashion_mnist("train", dir.path());  // already there: kept, not read again
+  std::vector<unsigned char> other(20, 7);
+  write_fake_split(dir.path(), "train", 20, other, /*gzip=*/true);
+  EXPECT_EQ(load_fashion_mnist("train", dir.path()).labels.labels, labels);
+  EXPECT_EQ(load_fashion_mnist("train", dir.path()).labels.labels, other);
+  const auto absent = dir / "nowhere";
+  expect_error([&] { preload_fashion_mnist("train", absent); }, {absent.string(), "dataset-fashion-mnist"});
+}
+
 TEST(FashionMnistErrors, MissingDirectoryNamesThePackage) {
   ScratchDir dir;
   const auto absent = dir / "nowhere";

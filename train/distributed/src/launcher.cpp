@@ -18,6 +18,7 @@
 
 #include "gs/distributed/checkpoint.hpp"
 #include "gs/base/error.hpp"
+#include "gs/data/fashion_mnist.hpp"
 
 extern char** environ;
 
@@ -106,6 +107,9 @@ int run_attempt(const TrainConfig& config, int attempt, const InProcessWorker& i
   std::vector<int> port_pipes;
   const bool fork_workers = forks_workers(config, in_process);
   if (fork_workers) {
+    // The data decoded once here, for every worker (each fork takes its copy on write).
+    data::preload_fashion_mnist("train");
+    data::preload_fashion_mnist("test");
     std::fflush(nullptr);
     for (int r = 0; r < config.workers; ++r) {
       int fds[2];
