@@ -1,6 +1,7 @@
 """Bytes and time per worker of a compressed step's exchange, from 4 to 1024 workers: the all-gather
 of every worker's (index, value) pairs against the shared exchange (one set of indices per bucket,
-a rotating leader's; the workers' values there all-reduced), with the dense all-reduce beside them
+a rotating leader's; the workers' values there all-reduced) and the sparse all-reduce (each worker
+sums one region of the indices; the largest sums all-gathered), with the dense all-reduce beside them
 (docs/RESULTS.md, "Bytes at scale"). The model is checked against the network lab at W = 2, 4 and
 8: the bytes each worker's link carried (the kernel's counters) for the same exchange of the same
 vector by gradscope's DDP hook.
@@ -21,6 +22,11 @@ indices and float32 values, 8 bytes a pair:
   shared, ring all-reduce of k indices and k values (and a 24-byte head): sends 2 (W-1)/W (8k + 24)
                               bytes; time 3 2 (W-1) alpha + bytes / B
   shared, tree:               time 3 2 log2(W) alpha + 2 log2(W) 8k / B
+  sparse all-reduce: a NaN flag and the W region counts all-reduced (ring), its selection outside
+                              its own region to the regions' owners (all-to-all, (W-1)/W 8k bytes),
+                              and the kept sums all-gathered (k/W pairs a region, balanced: (W-1)
+                              8k/W); about 2 (W-1)/W 8k bytes; time 6 (W-1) alpha + bytes / B
+                              (ring), (W-1 + 6 log2(W)) alpha + 3 (W-1)/W 8k / B (tree all-gather)
 The lab's counters hold every header (Ethernet, IP, TCP) and the acknowledgements of what the
 worker receives; a veth passes the kernel's large (GSO) segments, so they add a few percent.
 """
@@ -53,22 +59,30 @@ def model(n, density, workers, bps, alpha):
     dense = 2 * (w - 1) / w * 4 * n
     gather = (w - 1) * pair_bytes(density) * k
     shared = 2 * (w - 1) / w * (8 * k + 24)
+    # sparse all-reduce: the flag, its selection outside its region to the owners, the W region
+    # counts all-reduced, and the kept sums (k/W pairs a region, balanced) all-gathered
+    sparse = 2 * (w - 1) / w * 8 + (w - 1) / w * 8 * k + 2 * (w - 1) / w * 8 * w + (w - 1) * 8 * k / w
     to_s = 8 / bps
     return {
         "dense": (dense, 2 * (w - 1) * alpha + dense * to_s, 2 * lg * (alpha + 4 * n * to_s)),
         "allgather": (gather, (w - 1) * alpha + gather * to_s, 2 * lg * alpha + 2 * gather * to_s),
         "shared": (shared, 6 * (w - 1) * alpha + shared * to_s, 6 * lg * alpha + 2 * lg * 8 * k * to_s),
+        # pairwise all-to-all (W - 1 messages), ring or tree all-gather, two small all-reduces
+        "sparse-allreduce": (sparse, 6 * (w - 1) * alpha + sparse * to_s,
+                             (w - 1 + 6 * lg) * alpha + ((w - 1) / w * 8 * k + 2 * (w - 1) / w * 8 * k) * to_s),
     }
 
 
 def model_table(opts):
-    lines = ["| workers | rate | dense MB sent | all-gather MB | shared MB | dense ring / tree ms | "
-             "all-gather ring / tree ms | shared ring / tree ms |", "|---|---|---|---|---|---|---|---|"]
+    kinds = ("dense", "allgather", "shared", "sparse-allreduce")
+    lines = ["| workers | rate | dense MB sent | all-gather MB | shared MB | sparse all-reduce MB | dense ring / tree ms | "
+             "all-gather ring / tree ms | shared ring / tree ms | sparse all-reduce ring / tree ms |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for rate, bps in RATES.items():
         for w in WORKERS:
             m = model(opts.n, opts.density, w, bps, opts.alpha_us * 1e-6)
-            cells = [f"{m[x][0] / 1e6:.2f}" for x in ("dense", "allgather", "shared")]
-            times = [f"{1e3 * m[x][1]:.1f} / {1e3 * m[x][2]:.1f}" for x in ("dense", "allgather", "shared")]
+            cells = [f"{m[x][0] / 1e6:.2f}" for x in kinds]
+            times = [f"{1e3 * m[x][1]:.1f} / {1e3 * m[x][2]:.1f}" for x in kinds]
             lines.append(f"| {w} | {rate} | " + " | ".join(cells + times) + " |")
     return "\n".join(lines)
 
@@ -79,7 +93,7 @@ def figure(opts, lab_rows, path):
     import matplotlib.pyplot as plt
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.5))
     style = {"dense": ("0.4", "dense all-reduce"), "allgather": ("tab:red", "all-gather of pairs"),
-             "shared": ("tab:blue", "shared exchange")}
+             "shared": ("tab:blue", "shared exchange"), "sparse-allreduce": ("tab:green", "sparse all-reduce")}
     ws = [2, 4] + WORKERS[1:]
     for x, (colour, label) in style.items():
         axes[0].plot(ws, [model(opts.n, opts.density, w, 1e9, 0)[x][0] / 1e6 for w in ws], "-", color=colour,
@@ -197,7 +211,8 @@ def main():
         reason = netlab.unavailable_reason("none")
         if reason:
             p.error(reason)
-        rows = [lab_row(x, int(w), opts) for w in opts.lab_workers.split(",") for x in ("allgather", "shared")]
+        rows = [lab_row(x, int(w), opts) for w in opts.lab_workers.split(",")
+                for x in ("allgather", "shared", "sparse-allreduce")]
         text += "\n\n" + lab_table(rows)
     runs.publish(text, os.path.join(opts.out, "scale.table.md"))
     figure(opts, rows, os.path.join(opts.out, "scale.png"))

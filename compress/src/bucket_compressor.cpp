@@ -12,6 +12,7 @@
 #include "host_vectors.hpp"
 #include "residual_slots.hpp"
 #include "shared_exchange.hpp"
+#include "sparse_allreduce.hpp"
 #include "timed_collectives.hpp"
 
 namespace gs::compress {
@@ -50,10 +51,11 @@ void BucketCompressor::set_compress_when(CompressionGate::When when, std::int64_
   gate_ = CompressionGate(when, interval);
 }
 
-void BucketCompressor::set_shared_exchange(bool shared) {
+void BucketCompressor::set_exchange(ExchangeMode mode) {
   if (steps_ > 0 || mid_step()) throw Error("bucket compressor: set the exchange before the first step");
-  if (shared) check_shared_exchange(compressor_->name(), "exchange shared");
-  shared_exchange_ = shared;
+  if (mode != ExchangeMode::allgather)
+    check_shared_exchange(compressor_->name(), "exchange " + std::string(to_string(mode)));
+  exchange_ = mode;
 }
 
 void BucketCompressor::set_shared_settings(std::vector<Setting> settings, std::string advice) {
@@ -268,8 +270,10 @@ bool BucketCompressor::exchange_host(int index, const std::string& slot, std::sp
   bool skipped = false;
   if (uncompressed_) {
     skipped = exchange_dense(*dense_, slot, g, comm, out, s);
-  } else if (shared_exchange_) {
+  } else if (exchange_ == ExchangeMode::shared) {
     skipped = exchange_shared(index, slot, tensor, g, comm, out, s);
+  } else if (exchange_ == ExchangeMode::sparse_allreduce) {
+    skipped = exchange_sparse_allreduce(slot, tensor, g, comm, out, s);
   } else {
     switch (compressor_->exchange()) {
       case Exchange::allreduce: skipped = exchange_dense(*compressor_, slot, g, comm, out, s); break;
@@ -361,6 +365,30 @@ bool BucketCompressor::exchange_shared(int index, const std::string& slot, const
   return false;
 }
 
+bool BucketCompressor::exchange_sparse_allreduce(const std::string& slot, const std::string& tensor,
+                                                 std::span<const float> g, Collectives& comm, std::span<float> out,
+                                                 StepStats& s) {
+  const bool velocity = momentum_.on();
+  const auto acc = momentum_.accumulate(slot, g, &residual_);  // a sparse selection with error feedback
+  const auto known = regions_.find(slot);
+  const std::vector<std::uint64_t> bounds =
+      known != regions_.end() ? known->second : detail::even_bounds(g.size(), comm.world_size());
+  detail::SparseAllreduceOutcome r = detail::sparse_allreduce(*compressor_, acc, tensor, bounds, comm, out);
+  s.gathered_bytes += r.wire_bytes;
+  if (r.skipped) {
+    residual_.discard(slot);
+    if (velocity) momentum_.discard(slot);
+    return true;
+  }
+  s.n += g.size();
+  s.bytes_sent += r.wire_bytes;
+  count_group(s, r.info);
+  defer_commit(slot, std::move(r.mine), {});
+  pending_.back().velocity = velocity;
+  pending_.back().bounds = std::move(r.next_bounds);
+  return false;
+}
+
 bool BucketCompressor::exchange_sparse(const std::string& slot, const std::string& tensor,
                                        std::span<const float> g, std::span<const float> variance,
                                        Collectives& comm, std::span<float> out, StepStats& s) {
@@ -423,6 +451,7 @@ void BucketCompressor::end_step() {
   // as they were, as gradscope train does (the user skips its optimizer step; nothing is lost).
   // With device collectives the device knows whether it skipped: the commit is decided there.
   for (auto& c : pending_) {
+    if (!c.bounds.empty() && !current_.skipped) regions_[c.slot] = std::move(c.bounds);
     if (c.resident) {
       if (current_.skipped) resident_->discard(c.slot);
       else if (c.device_skip) resident_->commit_unless(c.slot, step_skip_.data());

@@ -1,6 +1,8 @@
 // BucketCompressor's checkpoint, written and read back: residuals and velocities keyed by
 // parameter ordinal, so that a state loads into another grouping of the buckets (docs/python.md).
+#include <algorithm>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 
@@ -67,7 +69,14 @@ void BucketCompressor::save_state(StateWriter& w) const {
   statistics_.save_state(w);
   regimes_.save_state(w);
   gate_.save_state(w);
-  w.put<std::uint8_t>(shared_exchange_);
+  w.put<std::uint8_t>(std::uint8_t(exchange_));
+  if (exchange_ == ExchangeMode::sparse_allreduce) {  // its regions, per bucket layout
+    w.put<std::uint64_t>(regions_.size());
+    for (const auto& [layout, bounds] : regions_) {
+      w.put_text(layout);
+      w.put_array<std::uint64_t>(bounds);
+    }
+  }
 }
 
 void BucketCompressor::load_state(StateReader& r) {
@@ -108,10 +117,22 @@ void BucketCompressor::load_rest(StateReader& r, std::int64_t steps, bool with_g
   RegimeDetector regimes(regimes_.schedule());
   regimes.load_state(r);
   CompressionGate gate = gate_;
+  std::map<std::string, std::vector<std::uint64_t>> regions;
   if (with_gate) {
     gate.load_state(r);
-    r.expect(r.get<std::uint8_t>() != 0, shared_exchange_, "the exchange (shared or all-gather)");
-  } else if (gate_.on() || shared_exchange_) {
+    const auto mode = r.get<std::uint8_t>();
+    if (mode > std::uint8_t(ExchangeMode::sparse_allreduce)) r.fail("names an exchange this version does not know");
+    r.expect(std::string(to_string(ExchangeMode(mode))), std::string(to_string(exchange_)), "the exchange");
+    if (exchange_ == ExchangeMode::sparse_allreduce) {
+      for (auto count = r.get<std::uint64_t>(); count > 0; --count) {
+        std::string layout = r.get_text();
+        auto bounds = r.get_array<std::uint64_t>();
+        if (bounds.size() < 2 || bounds.front() != 0 || !std::is_sorted(bounds.begin(), bounds.end()))
+          r.fail("holds sparse all-reduce regions that are not bounds from 0 up");
+        regions[std::move(layout)] = std::move(bounds);
+      }
+    }
+  } else if (gate_.on() || exchange_ != ExchangeMode::allgather) {
     r.fail("was saved by a version without compress-when auto and the shared exchange: resume it without them");
   }
   if (!r.at_end()) r.fail("has bytes after its state");
@@ -128,6 +149,7 @@ void BucketCompressor::load_rest(StateReader& r, std::int64_t steps, bool with_g
   statistics_ = std::move(statistics);
   regimes_ = regimes;
   gate_ = gate;
+  regions_ = std::move(regions);
   history_.clear();
   agree_pending_ = true;  // the workers may have loaded other states
 }

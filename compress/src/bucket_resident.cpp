@@ -20,7 +20,7 @@ bool BucketCompressor::selects_on(kernels::BackendKind backend) const {
   // Momentum correction's velocity lives in host memory, and compress-when auto and the shared
   // exchange run on the host: such buckets take the host path.
   return c.resident_backend() == backend && c.exchange() == Exchange::allgather && c.error_feedback() &&
-         !momentum_.on() && !gate_.on() && !shared_exchange_;
+         !momentum_.on() && !gate_.on() && exchange_ == ExchangeMode::allgather;
 }
 
 void BucketCompressor::exchange_resident(const DeviceBucket& b, std::span<const BucketParam> params,
@@ -60,7 +60,7 @@ bool BucketCompressor::exchange_on_device(const DeviceBucket& b, std::span<const
   bool skipped = false;
   // A dense step on the device sends the bucket itself: only where nothing waits on the host to be
   // sent with it (residuals or velocities of compressed steps: the host path sends them).
-  const bool host_state = momentum_.on() || gate_.on() || shared_exchange_;
+  const bool host_state = momentum_.on() || gate_.on() || exchange_ != ExchangeMode::allgather;
   if ((uncompressed_ && !host_state) || (compressor_->exchange() == Exchange::allreduce && !there)) {
     skipped = dense_on_device(b, slot, comm, device_comm, s);
   } else if (there) {

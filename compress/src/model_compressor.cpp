@@ -5,6 +5,7 @@
 #include "gs/base/timing.hpp"
 #include "gs/base/error.hpp"
 #include "shared_exchange.hpp"
+#include "sparse_allreduce.hpp"
 #include "timed_collectives.hpp"
 
 namespace gs::compress {
@@ -45,6 +46,13 @@ void ModelCompressor::save_state(StateWriter& w) const {
   momentum_.velocities().save_state(w);
   residual_.save_state(w);
   compressor_->save_state(w);
+  if (exchange_ == ExchangeMode::sparse_allreduce) {  // its regions (a run of another exchange has none)
+    w.put<std::uint64_t>(regions_.size());
+    for (const auto& [name, bounds] : regions_) {
+      w.put_text(name);
+      w.put_array<std::uint64_t>(bounds);
+    }
+  }
 }
 
 void ModelCompressor::load_state(StateReader& r) {
@@ -63,8 +71,23 @@ void ModelCompressor::load_state(StateReader& r) {
         r.fail("the residual or velocity of '" + g.name + "' has the wrong size");
   }
   compressor_->load_state(r);
+  std::map<std::string, std::vector<std::uint64_t>> regions;
+  if (exchange_ == ExchangeMode::sparse_allreduce) {
+    for (auto count = r.get<std::uint64_t>(); count > 0; --count) {
+      std::string name = r.get_text();
+      auto bounds = r.get_array<std::uint64_t>();
+      const auto group = std::find_if(groups_.begin(), groups_.end(), [&](const Group& g) { return g.name == name; });
+      if (group == groups_.end()) r.fail("holds sparse all-reduce regions of '" + name + "', which this model has not");
+      if (bounds.size() < 2 || bounds.front() != 0 || bounds.back() != group->size ||
+          !std::is_sorted(bounds.begin(), bounds.end()))
+        r.fail("holds sparse all-reduce regions of '" + name + "' that do not split its " +
+               std::to_string(group->size) + " elements");
+      regions[std::move(name)] = std::move(bounds);
+    }
+  }
   momentum_.velocities() = std::move(velocities);
   residual_ = std::move(residual);
+  regions_ = std::move(regions);
 }
 
 void ModelCompressor::set_momentum_correction(double momentum) {
@@ -76,9 +99,10 @@ std::span<const float> ModelCompressor::accumulate(const Group& g, std::span<con
                               compressor_->error_feedback() ? &residual_ : nullptr);
 }
 
-void ModelCompressor::set_shared_exchange(bool shared) {
-  if (shared) check_shared_exchange(compressor_->name(), "--exchange shared");
-  shared_ = shared;
+void ModelCompressor::set_exchange(ExchangeMode mode) {
+  if (mode != ExchangeMode::allgather)
+    check_shared_exchange(compressor_->name(), "--exchange " + std::string(to_string(mode)));
+  exchange_ = mode;
 }
 
 void ModelCompressor::step(std::span<const float> flat, Collectives& comm, std::span<float> out,
@@ -91,7 +115,8 @@ void ModelCompressor::step(std::span<const float> flat, Collectives& comm, std::
   TimedCollectives timed(comm);
   StepStats s;
   if (plan.dense) step_dense(flat, timed, out, s);
-  else if (shared_) step_shared(flat, plan.step, timed, out, s);
+  else if (exchange_ == ExchangeMode::shared) step_shared(flat, plan.step, timed, out, s);
+  else if (exchange_ == ExchangeMode::sparse_allreduce) step_sparse_allreduce(flat, timed, out, s);
   else switch (compressor_->exchange()) {
     case Exchange::collective:
       step_collective(flat, timed, out, s);
@@ -166,6 +191,32 @@ void ModelCompressor::step_shared(std::span<const float> flat, std::int64_t step
     s.gathered_bytes += r.wire_bytes;
     count_group(s, r.info);
   }
+  compressor_->end_step();
+}
+
+void ModelCompressor::step_sparse_allreduce(std::span<const float> flat, Collectives& comm, std::span<float> out,
+                                            StepStats& s) {
+  s = StepStats{};
+  s.n = numel_;
+  s.target_density = compressor_->density();
+  s.dense_bytes = numel_ * 4;
+  std::map<std::string, std::vector<std::uint64_t>> next;
+  for (const Group& g : groups_) {
+    const auto acc = accumulate(g, flat);
+    const auto known = regions_.find(g.name);
+    const auto bounds = known != regions_.end() ? known->second : detail::even_bounds(g.size, comm.world_size());
+    detail::SparseAllreduceOutcome r =
+        detail::sparse_allreduce(*compressor_, acc, g.name, bounds, comm, out.subspan(g.offset, g.size));
+    if (r.skipped)
+      throw Error("model compressor: a worker's accumulator of '" + g.name + "' holds NaN or Inf");
+    residual_.commit(g.name, r.mine, *compressor_);
+    if (momentum_.on()) momentum_.commit(g.name, r.mine, *compressor_);
+    next[g.name] = std::move(r.next_bounds);
+    s.bytes_sent += r.wire_bytes;
+    s.gathered_bytes += r.wire_bytes;
+    count_group(s, r.info);
+  }
+  regions_ = std::move(next);
   compressor_->end_step();
 }
 

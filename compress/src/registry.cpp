@@ -118,8 +118,23 @@ double density_for(std::string_view name, std::optional<double> ratio, double fa
 void check_shared_exchange(std::string_view name, std::string_view setting) {
   const CompressorInfo& info = compressor_info(name);
   if (!(info.sparse_selection && info.exchange == Exchange::allgather))
-    throw Error(std::string(setting) + " all-reduces a sparse selection's values; compressor '" + std::string(name) +
+    throw Error(std::string(setting) + " reduces a sparse selection's values; compressor '" + std::string(name) +
                 "' sends no sparse selection: use the all-gather exchange");
+}
+
+ExchangeMode exchange_mode(std::string_view name, std::string_view setting) {
+  for (ExchangeMode m : {ExchangeMode::allgather, ExchangeMode::shared, ExchangeMode::sparse_allreduce})
+    if (name == to_string(m)) return m;
+  throw Error("unknown " + std::string(setting) + " '" + std::string(name) + "': use allgather, shared or sparse-allreduce");
+}
+
+std::string_view to_string(ExchangeMode mode) {
+  switch (mode) {
+    case ExchangeMode::shared: return "shared";
+    case ExchangeMode::sparse_allreduce: return "sparse-allreduce";
+    case ExchangeMode::allgather: break;
+  }
+  return "allgather";
 }
 
 std::unique_ptr<Compressor> make_compressor(std::string_view name, double density,

@@ -19,10 +19,12 @@ namespace {
 class Hub {
  public:
   Hub(int workers, std::chrono::milliseconds timeout)
-      : workers_(workers), timeout_(timeout), slots_(std::size_t(workers)) {}
+      : workers_(workers), timeout_(timeout), slots_(std::size_t(workers)), parts_(std::size_t(workers)) {}
 
   int workers() const { return workers_; }
   std::vector<std::byte>& slot(int rank) { return slots_[std::size_t(rank)]; }
+  // An all-to-all's parts of worker `rank`, valid between its two barriers.
+  const std::vector<std::vector<std::byte>>*& parts(int rank) { return parts_[std::size_t(rank)]; }
 
   void arrive_and_wait(const char* what) {
     std::unique_lock lock(mu_);
@@ -56,6 +58,7 @@ class Hub {
   int workers_;
   std::chrono::milliseconds timeout_;
   std::vector<std::vector<std::byte>> slots_;
+  std::vector<const std::vector<std::vector<std::byte>>*> parts_;
   std::mutex mu_;
   std::condition_variable cv_;
   int arrived_ = 0;
@@ -95,6 +98,20 @@ class ThreadCollectives final : public Collectives {
     for (int r = 0; r < hub_.workers(); ++r) all.push_back(hub_.slot(r));
     hub_.arrive_and_wait("allgather");
     return all;
+  }
+
+  // Each worker deposits all its parts; each takes its own from every slot.
+  std::vector<std::vector<std::byte>> alltoall(const std::vector<std::vector<std::byte>>& to_each) override {
+    const int w = hub_.workers();
+    if (int(to_each.size()) != w)
+      throw Error("in-process all-to-all: " + std::to_string(to_each.size()) + " parts for " + std::to_string(w) +
+                  " workers");
+    hub_.parts(rank_) = &to_each;
+    hub_.arrive_and_wait("alltoall");
+    std::vector<std::vector<std::byte>> from;
+    for (int r = 0; r < w; ++r) from.push_back((*hub_.parts(r))[std::size_t(rank_)]);
+    hub_.arrive_and_wait("alltoall");
+    return from;
   }
 
  private:

@@ -28,6 +28,11 @@ class TimedCollectives final : public Collectives {
     timed([&] { r = inner_.allgather(mine); });
     return r;
   }
+  std::vector<std::vector<std::byte>> alltoall(const std::vector<std::vector<std::byte>>& to_each) override {
+    std::vector<std::vector<std::byte>> r;
+    timed([&] { r = inner_.alltoall(to_each); });
+    return r;
+  }
 
   // Any other communication to count with these (the device collectives).
   template <class F>

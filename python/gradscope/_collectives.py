@@ -122,3 +122,26 @@ class TorchCollectives:
         dist.all_gather(outs, padded, group=self.group)
         every = self._to_host(torch.cat(outs))
         return [bytes(every[r * longest:r * longest + s].numpy()) for r, s in enumerate(sizes)]
+
+    def alltoall(self, parts):
+        """parts[r] (bytes) to worker r only; what every worker had for this one, in rank order:
+        the part sizes first (each one byte longer: no empty part), then the bytes."""
+        send = [len(p) + 1 for p in parts]
+        sizes = self._to_device(torch.tensor(send, dtype=torch.int64))
+        recv = torch.empty_like(sizes)
+        dist.all_to_all_single(recv, sizes, group=self.group)
+        recv = self._to_host(recv).tolist()
+        flat = torch.zeros(sum(send), dtype=torch.uint8)
+        at = 0
+        for p, n in zip(parts, send):
+            if n > 1:
+                flat[at:at + n - 1] = torch.frombuffer(bytearray(p), dtype=torch.uint8)
+            at += n
+        out = torch.empty(sum(recv), dtype=torch.uint8, device=self.device)
+        dist.all_to_all_single(out, self._to_device(flat), recv, send, group=self.group)
+        out = self._to_host(out)
+        got, at = [], 0
+        for n in recv:
+            got.append(bytes(out[at:at + n - 1].numpy()))
+            at += n
+        return got

@@ -64,6 +64,23 @@ class PythonCollectives final : public compress::Collectives {
     return out;
   }
 
+  std::vector<std::vector<std::byte>> alltoall(const std::vector<std::vector<std::byte>>& to_each) override {
+    pybind11::gil_scoped_acquire gil;
+    if (!pybind11::hasattr(impl_, "alltoall")) return compress::Collectives::alltoall(to_each);
+    pybind11::list parts;
+    for (const auto& part : to_each)
+      parts.append(pybind11::bytes(reinterpret_cast<const char*>(part.data()), part.size()));
+    const auto got = impl_.attr("alltoall")(parts).cast<std::vector<pybind11::bytes>>();
+    count_copies(impl_);
+    std::vector<std::vector<std::byte>> out;
+    for (const auto& part : got) {
+      const std::string s = part;
+      out.emplace_back(reinterpret_cast<const std::byte*>(s.data()),
+                       reinterpret_cast<const std::byte*>(s.data()) + s.size());
+    }
+    return out;
+  }
+
  private:
   template <class T>
   void call(const char* op, std::span<T> v) {

@@ -178,9 +178,7 @@ void bind_ddp(py::module_& m) {
            py::arg("when"), py::arg("interval"))
       .def("set_exchange",
            [](BucketHandle& h, const std::string& exchange) {
-             if (exchange != "allgather" && exchange != "shared")
-               throw Error("unknown exchange '" + exchange + "': use allgather or shared");
-             h.get().set_shared_exchange(exchange == "shared");
+             h.get().set_exchange(compress::exchange_mode(exchange, "exchange"));
            },
            py::arg("exchange"))
       .def_property_readonly("critical", [](BucketHandle& h) { return h.get().regimes().critical(); })

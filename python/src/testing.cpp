@@ -48,7 +48,8 @@ std::vector<std::vector<std::span<const float>>> step_spans(const Steps& grads, 
 // seed is made from the options' as gradscope.ddp.State makes it.
 std::vector<std::vector<py::array_t<float>>> model_compressor_steps(
     const std::string& name, double density, const std::map<std::string, std::string>& options,
-    const std::vector<std::uint64_t>& bucket_sizes, const Steps& grads, double momentum_correction) {
+    const std::vector<std::uint64_t>& bucket_sizes, const Steps& grads, double momentum_correction,
+    const std::string& exchange) {
   const int workers = grads.empty() ? 0 : int(grads.front().size());
   std::vector<compress::TensorSpec> specs;
   std::uint64_t numel = 0;
@@ -68,6 +69,7 @@ std::vector<std::vector<py::array_t<float>>> model_compressor_steps(
       compress::ModelCompressor mc(specs, compress::Granularity::layer, 0,
                                    compress::make_compressor(name, density, o));
       mc.set_momentum_correction(momentum_correction);
+      mc.set_exchange(compress::exchange_mode(exchange, "exchange"));
       for (std::size_t s = 0; s < in.size(); ++s) {
         auto& mean = out[s][std::size_t(comm.rank())];
         mean.resize(numel);
@@ -91,7 +93,8 @@ PYBIND11_MODULE(_testing, m) {
   const auto capsule = py::module_::import("gradscope._gradscope").attr("_diagnostics").cast<py::capsule>();
   const auto* d = capsule.get_pointer<gs::python::Diagnostics>();
   m.def("model_compressor_steps", &gs::python::model_compressor_steps, py::arg("name"), py::arg("density"),
-        py::arg("options"), py::arg("bucket_sizes"), py::arg("grads"), py::arg("momentum_correction") = 0.0);
+        py::arg("options"), py::arg("bucket_sizes"), py::arg("grads"), py::arg("momentum_correction") = 0.0,
+        py::arg("exchange") = "allgather");
   // The cuda-host backend's fake devices, for tests of where the hook's work lands: the work done on
   // each device, the orderings with the legacy stream and the blocking synchronizations.
   m.def("cuda_host_work_by_device", d->cuda_host_work_by_device);

@@ -9,7 +9,8 @@ their own.
                 new process
               VARIANT: "" (every compressor), "accordion" (the density-based ones, with Accordion's
                 density schedule), "mc" (the sparse ones, with momentum correction and the
-                optimizer without momentum), "accordion-mc" (both)
+                optimizer without momentum), "accordion-mc" (both), "shared-mc" and "sparse-mc"
+                (momentum correction with the shared exchange, or the sparse all-reduce)
               | late_state: the ranks make their State at different points of the program
               | gru (ARG: options as key=value,...: the State's, symmetric, device_collectives):
                 sidco-e at 0.01 on a small GRU
@@ -36,7 +37,8 @@ ACCORDION = {"density_schedule": "accordion", "density_high": 0.2, "density_inte
 MOMENTUM_CORRECTION = {"momentum_correction": 0.9}
 VARIANTS = {"": {}, "accordion": ACCORDION, "mc": MOMENTUM_CORRECTION,
             "accordion-mc": dict(ACCORDION, **MOMENTUM_CORRECTION),
-            "shared-mc": dict(MOMENTUM_CORRECTION, exchange="shared")}
+            "shared-mc": dict(MOMENTUM_CORRECTION, exchange="shared"),
+            "sparse-mc": dict(MOMENTUM_CORRECTION, exchange="sparse-allreduce")}
 
 
 def save_step(steps):
@@ -52,7 +54,7 @@ def methods(variant):
     keep = [r for r in rows if r["available"]]
     if "accordion" in variant:
         keep = [r for r in keep if r["density_based"]]
-    if "mc" in variant or "shared" in variant:
+    if "mc" in variant or "shared" in variant or "sparse" in variant:
         keep = [r for r in keep if r["sparse_selection"]]
     return [r["name"] for r in keep]
 

@@ -112,14 +112,14 @@ def device(rank, world, out, method, ratio, steps, backend):
                 "legacy_orders": _testing.cuda_host_legacy_stream_orders()}, out)
 
 
-def exchange(rank, world, out, method, ratio, steps, momentum=0.0):
-    """State.exchange on fixed gradients: two buckets (of two and one parameters)."""
+def exchange(rank, world, out, method, ratio, steps, momentum=0.0, how="allgather"):
+    """State.exchange on fixed gradients: two buckets (of two and one parameters), exchanged `how`."""
     shapes = [[(300,), (5, 40)], [(77,)]]
     params = [[torch.nn.Parameter(torch.zeros(s)) for s in bucket] for bucket in shapes]
     # The reference samples with seed 5: give it to the methods that read a seed (the others refuse it).
     reads = next(r for r in _gradscope.compressors() if r["name"] == method)["options"]
     state = gddp.State(method, ratio, **({"seed": 5} if "seed" in reads else {}),
-                        momentum_correction=momentum)
+                        momentum_correction=momentum, exchange=how)
     gen = torch.Generator().manual_seed(100 + rank)
     inputs, outputs = [], []
     for step in range(steps):
@@ -189,7 +189,8 @@ def main():
         if mode == "train":
             train(rank, world, out, method, ratio, steps)
         elif mode == "exchange":
-            exchange(rank, world, out, method, ratio, steps, float(sys.argv[9]) if len(sys.argv) > 9 else 0.0)
+            exchange(rank, world, out, method, ratio, steps, float(sys.argv[9]) if len(sys.argv) > 9 else 0.0,
+                     sys.argv[10] if len(sys.argv) > 10 else "allgather")
         elif mode == "device":
             device(rank, world, out, method, ratio, steps, sys.argv[9])
         elif mode == "early":

@@ -59,14 +59,21 @@ def test_device_buckets_stay_on_their_device_and_train_as_the_cpu_path(tmp_path,
 MOMENTUM_METHODS = [("sidco-e", 0.05, 0.9), ("topk", 0.05, 0.9), ("dgc", 0.05, 0.5)]
 
 
-@pytest.mark.parametrize("method,ratio,momentum", [(m, r, 0.0) for m, r in EXCHANGE_METHODS] + MOMENTUM_METHODS)
-def test_hook_equals_the_cpp_model_compressor(tmp_path, method, ratio, momentum):
+# The sparse all-reduce (torch.distributed's all_to_all_single under the hook, the in-process
+# all-to-all under the reference): the same update at 3 ranks, its regions rebalanced each step.
+SPARSE_ALLREDUCE = [("topk", 0.05, 0.0, "sparse-allreduce"), ("sidco-e", 0.05, 0.9, "sparse-allreduce")]
+
+
+@pytest.mark.parametrize("method,ratio,momentum,how",
+                         [(m, r, 0.0, "allgather") for m, r in EXCHANGE_METHODS] +
+                         [m + ("allgather",) for m in MOMENTUM_METHODS] + SPARSE_ALLREDUCE)
+def test_hook_equals_the_cpp_model_compressor(tmp_path, method, ratio, momentum, how):
     world, steps = 3, 4
-    outs = run_workers("exchange", world, tmp_path, method, ratio, steps, momentum)
+    outs = run_workers("exchange", world, tmp_path, method, ratio, steps, momentum, how)
     results = [torch.load(o) for o in outs]
     grads = [[results[r]["inputs"][s].numpy() for r in range(world)] for s in range(steps)]
     reference = _testing.model_compressor_steps(method, ratio, {"seed": "5"},
-                                                  results[0]["bucket_sizes"], grads, momentum)
+                                                  results[0]["bucket_sizes"], grads, momentum, how)
     for s in range(steps):
         for r in range(world):
             got = results[r]["outputs"][s].numpy()

@@ -48,7 +48,7 @@ def test_every_compressor_resumes_bit_identical_when_ddp_regroups(tmp_path):
     assert topk["density_mean_all"] == pytest.approx((2 * 1.0 + (STEPS - 2) * 0.05) / STEPS, rel=1e-3)
 
 
-@pytest.mark.parametrize("variant", ["accordion", "mc", "accordion-mc", "shared-mc"])
+@pytest.mark.parametrize("variant", ["accordion", "mc", "accordion-mc", "shared-mc", "sparse-mc"])
 def test_accordion_and_momentum_correction_agree_and_resume_bit_identical(tmp_path, variant):
     prefix = str(tmp_path / "ckpt")
     whole = run("whole", 2, tmp_path, STEPS, prefix, variant)

@@ -168,6 +168,59 @@ std::vector<std::vector<std::byte>> Communicator::allgather(std::span<const std:
   return all;
 }
 
+std::vector<std::vector<std::byte>> Communicator::alltoall(const std::vector<std::vector<std::byte>>& to_each) {
+  const int w = world_size();
+  if (int(to_each.size()) != w)
+    throw Error("all-to-all: " + std::to_string(to_each.size()) + " parts for " + std::to_string(w) + " workers");
+  c10d::AllToAllOptions o;
+  o.timeout = impl_->opt.timeout;
+  // 1. every part's size, one byte more (Gloo wants no empty part: each carries a byte of padding)
+  auto send_sizes = torch::empty({w}, torch::kInt64);
+  auto recv_sizes = torch::empty({w}, torch::kInt64);
+  const auto parts = static_cast<std::size_t>(w);
+  std::vector<std::int64_t> in_counts(parts), out_counts(parts), ones(parts, 1);
+  std::int64_t total_in = 0;
+  for (int r = 0; r < w; ++r) {
+    in_counts[std::size_t(r)] = std::int64_t(to_each[std::size_t(r)].size()) + 1;
+    send_sizes.data_ptr<std::int64_t>()[r] = in_counts[std::size_t(r)];
+    total_in += in_counts[std::size_t(r)];
+  }
+  // (c10d takes the split sizes by reference and moves them away: each call gets copies)
+  {
+    std::vector<std::int64_t> out_split = ones, in_split = ones;
+    impl_->wait(impl_->pg->alltoall_base(recv_sizes, send_sizes, out_split, in_split, o), "all-to-all of sizes");
+  }
+  std::int64_t total_out = 0;
+  for (int r = 0; r < w; ++r) {
+    out_counts[std::size_t(r)] = recv_sizes.data_ptr<std::int64_t>()[r];
+    if (out_counts[std::size_t(r)] < 1)
+      throw Error("all-to-all: worker " + std::to_string(r) + " announced a part of " +
+                  std::to_string(out_counts[std::size_t(r)] - 1) + " bytes");
+    total_out += out_counts[std::size_t(r)];
+  }
+  // 2. the parts, in rank order
+  auto in = torch::zeros({total_in}, torch::kUInt8);
+  auto out = torch::empty({total_out}, torch::kUInt8);
+  std::int64_t at = 0;
+  for (int r = 0; r < w; ++r) {
+    const auto& part = to_each[std::size_t(r)];
+    if (!part.empty()) std::memcpy(in.data_ptr<std::uint8_t>() + at, part.data(), part.size());
+    at += in_counts[std::size_t(r)];
+  }
+  {
+    std::vector<std::int64_t> out_split = out_counts, in_split = in_counts;
+    impl_->wait(impl_->pg->alltoall_base(out, in, out_split, in_split, o), "all-to-all of payloads");
+  }
+  std::vector<std::vector<std::byte>> from(parts);
+  at = 0;
+  for (int r = 0; r < w; ++r) {
+    const auto* p = reinterpret_cast<const std::byte*>(out.data_ptr<std::uint8_t>() + at);
+    from[std::size_t(r)].assign(p, p + (out_counts[std::size_t(r)] - 1));
+    at += out_counts[std::size_t(r)];
+  }
+  return from;
+}
+
 void Communicator::barrier() {
   // A one-element all-reduce: Gloo's barrier takes no timeout of its own in every version.
   std::vector<float> one = {1.0f};

@@ -129,7 +129,7 @@ class Worker {
     // With momentum correction the velocity lives in the compressor, before sparsification; the
     // optimizer then applies the mean update as it is.
     if (config_.momentum_correction) mc_->set_momentum_correction(config_.momentum);
-    mc_->set_shared_exchange(config_.exchange == "shared");
+    mc_->set_exchange(compress::exchange_mode(config_.exchange, "--exchange"));
     // Dense steps (the dense warm-up, ratio 1, --compress-when auto) run mc_ with a dense plan: the
     // whole accumulator all-reduced. An exponential warm-up runs the compressor itself at
     // TrainConfig::density_at's falling density. The dense exchange's own compressor, stateless,

@@ -94,13 +94,17 @@ class BucketCompressor {
   // faster exchange, and the gate looks at the other mode from time to time. Before the first step.
   void set_compress_when(CompressionGate::When when, std::int64_t interval);
   const CompressionGate& gate() const { return gate_; }
-  // The shared exchange (shared_exchange.hpp; docs/architecture.md): the workers all-reduce their
-  // values at one set of indices per bucket, a rotating leader's selection, instead of
-  // all-gathering every worker's pairs: each worker's bytes stay at about k whatever the number of
-  // workers. Sparse, error-fed compressors only (gs::Error otherwise); before the first step. A
-  // device bucket then goes through the host path.
-  void set_shared_exchange(bool shared);
-  bool shared_exchange() const { return shared_exchange_; }
+  // The exchange of a sparse, error-fed compressor's selections (ExchangeMode; gs::Error for
+  // another compressor), before the first step. shared (shared_exchange.hpp): the workers
+  // all-reduce their values at a rotating leader's selection. sparse-allreduce
+  // (sparse_allreduce.hpp): each worker sums one region of the indices and the largest sums are
+  // all-gathered; the regions follow the selections (kept per bucket layout, and in checkpoints).
+  // Either keeps a worker's bytes at about 2k whatever the number of workers, where the
+  // all-gather's grow with it. A device bucket then goes through the host path.
+  void set_exchange(ExchangeMode mode);
+  ExchangeMode exchange_mode() const { return exchange_; }
+  void set_shared_exchange(bool shared) { set_exchange(shared ? ExchangeMode::shared : ExchangeMode::allgather); }
+  bool shared_exchange() const { return exchange_ == ExchangeMode::shared; }
   // Momentum correction (momentum.hpp), before the first step: a velocity per parameter, which
   // follows it from bucket to bucket and checkpoints as the residuals do. A device bucket then
   // goes through the host path (the velocity lives in host memory; the update is copied back).
@@ -203,6 +207,7 @@ class BucketCompressor {
     bool velocity = false;   // the slot's velocity advanced too (momentum correction)
     bool device_skip = false;  // whether the step skips is known on the device only (step_skip_)
     const Compressor* dense_with = nullptr;  // an uncompressed step's: everything sent, the velocity kept
+    std::vector<std::uint64_t> bounds{};     // sparse-allreduce: the slot's next regions
   };
   // A finished step whose figures the device still writes (device collectives decide on the
   // device): its statistics so far, its buckets' reports in host memory the device writes into,
@@ -282,6 +287,8 @@ class BucketCompressor {
                        StepStats& s);
   bool exchange_shared(int index, const std::string& slot, const std::string& tensor, std::span<const float> g,
                        Collectives& comm, std::span<float> out, StepStats& s);
+  bool exchange_sparse_allreduce(const std::string& slot, const std::string& tensor, std::span<const float> g,
+                                 Collectives& comm, std::span<float> out, StepStats& s);
   bool exchange_collective(const std::string& slot, const std::string& tensor,
                            std::span<const float> g, Collectives& comm, std::span<float> out,
                            StepStats& s);
@@ -308,7 +315,8 @@ class BucketCompressor {
   std::string shared_advice_ = "make every worker's compressor with the same settings";
   bool agree_pending_ = true;                        // compare them at the next step's first bucket
   CompressionGate gate_;                             // compress-when (always unless set)
-  bool shared_exchange_ = false;                     // set_shared_exchange's
+  ExchangeMode exchange_ = ExchangeMode::allgather;  // set_exchange's
+  std::map<std::string, std::vector<std::uint64_t>> regions_;  // sparse-allreduce's bounds per layout
   std::string refusal_;                              // refuse_steps'
 
   std::deque<Unsettled> unsettled_;       // in step order

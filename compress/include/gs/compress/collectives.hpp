@@ -27,6 +27,12 @@ class Collectives {
   virtual void allreduce_sum(std::span<float> values) = 0;
   // Every worker's bytes, in rank order (sizes may differ between workers).
   virtual std::vector<std::vector<std::byte>> allgather(std::span<const std::byte> mine) = 0;
+  // Personalized exchange: to_each[r] (world_size() parts, this worker's own included) goes to
+  // worker r; returns what each worker had for this one, in rank order (sizes may differ). The
+  // default goes through allgather, every part to every worker (the same result, but each worker
+  // receives all the parts); an implementation over a framework's all-to-all sends each part to
+  // its worker only.
+  virtual std::vector<std::vector<std::byte>> alltoall(const std::vector<std::vector<std::byte>>& to_each);
 };
 
 // Collectives over buffers in device memory, for a framework whose collectives take them

@@ -223,6 +223,15 @@ double density_for(std::string_view name, std::optional<double> ratio, double fa
 // shared exchange needs; `setting` names the exchange in the caller's words ("--exchange shared").
 void check_shared_exchange(std::string_view name, std::string_view setting);
 
+// How the workers exchange a sparse, error-fed compressor's selections (gradscope train
+// --exchange, the DDP hook's exchange=): allgather, every worker's pairs to every worker;
+// shared, the values at a rotating leader's indices all-reduced; sparse-allreduce, each region of
+// the indices summed by one worker and the largest sums all-gathered (sparse_allreduce.hpp).
+enum class ExchangeMode : std::uint8_t { allgather = 0, shared = 1, sparse_allreduce = 2 };
+// gs::Error naming the choices for an unknown name; `setting` names it in the caller's words.
+ExchangeMode exchange_mode(std::string_view name, std::string_view setting);
+std::string_view to_string(ExchangeMode mode);
+
 // How an option is spelled in messages: as a command-line flag (--bits) or as the keyword of
 // Python and JSON (bits).
 enum class OptionSpelling { flag, keyword };

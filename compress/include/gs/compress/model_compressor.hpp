@@ -5,7 +5,9 @@
 // which is what a worker exchanges once per step; aggregate() turns every worker's payload into the
 // mean update. Framework-free: the torch adapter (train/distributed/) only copies tensors in and out.
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <string>
 #include <span>
 #include <vector>
 
@@ -47,7 +49,10 @@ class ModelCompressor {
 
   // The shared exchange (BucketCompressor::set_shared_exchange's, per group): sparse, error-fed
   // compressors only (gs::Error otherwise). Before the first step.
-  void set_shared_exchange(bool shared);
+  void set_shared_exchange(bool shared) { set_exchange(shared ? ExchangeMode::shared : ExchangeMode::allgather); }
+  // The exchange of the selections (BucketCompressor::set_exchange's, per group); the sparse
+  // all-reduce's regions are kept per group and checkpoint with the state.
+  void set_exchange(ExchangeMode mode);
 
   // For compressors that needs_gradient_variance(): the model's per-element sum over the batch of
   // squared per-sample gradients / B^2, numel() floats laid out like the gradient; used by the next
@@ -91,9 +96,11 @@ class ModelCompressor {
   void step_collective(std::span<const float> flat, Collectives& comm, std::span<float> out,
                        StepStats& s);
   void step_dense(std::span<const float> flat, Collectives& comm, std::span<float> out, StepStats& s);
+  void step_sparse_allreduce(std::span<const float> flat, Collectives& comm, std::span<float> out, StepStats& s);
   void step_shared(std::span<const float> flat, std::int64_t step, Collectives& comm, std::span<float> out,
                    StepStats& s);
-  bool shared_ = false;
+  ExchangeMode exchange_ = ExchangeMode::allgather;
+  std::map<std::string, std::vector<std::uint64_t>> regions_;  // sparse-allreduce's bounds per group
 };
 
 }  // namespace gs::compress

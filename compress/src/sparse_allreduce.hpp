@@ -1,0 +1,46 @@
+#pragma once
+// Internal: the sparse all-reduce of one vector (exchange "sparse-allreduce", docs/architecture.md),
+// in the manner of Ok-Topk (Li and Hoefler, PPoPP'22): a worker's link carries about 2k(W-1)/W
+// pairs, where the all-gather brings it (W-1)k, and the update holds about k of the workers' summed
+// values, the largest.
+//   1. each worker selects from its accumulator (its compressor); one all-reduce agrees on NaN/Inf;
+//   2. split and reduce: the index space is cut into W regions (the bounds every worker holds
+//      alike); each worker sends the pairs of region r to worker r (all-to-all), and sums what it
+//      receives in rank order;
+//   3. balance: one all-reduce of the W regions' counts; region r keeps its largest
+//      round(k * count_r / total) sums (all of them when the total is at most k);
+//   4. the kept pairs are all-gathered: every worker holds the same pairs, the update is their sum
+//      over W.
+// A worker's own contribution is its selected values at the update's indices: error feedback takes
+// that out of its residual, and the rest of its selection stays there. The next bounds split the
+// update's indices into W equal counts (rebalancing, the same on every worker); they are the state
+// this exchange carries.
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "gs/compress/collectives.hpp"
+#include "gs/compress/compressor.hpp"
+
+namespace gs::compress::detail {
+
+struct SparseAllreduceOutcome {
+  bool skipped = false;  // a worker met NaN or Inf: nothing was exchanged
+  Payload mine;          // this worker's contribution: its selected values at the update's indices
+  CompressInfo info;     // its selection's, with `selected` the update's count
+  std::uint64_t wire_bytes = 0;   // what this worker sent (its own parts excluded)
+  std::vector<std::uint64_t> next_bounds;  // W + 1 region bounds for the next step
+};
+
+// W regions of equal length over [0, n): bounds b_0 = 0 <= b_1 <= ... <= b_W = n.
+std::vector<std::uint64_t> even_bounds(std::uint64_t n, int workers);
+// gs::Error unless bounds are W + 1 non-decreasing values from 0 to n (a checkpoint's, checked).
+void check_bounds(std::span<const std::uint64_t> bounds, std::uint64_t n, int workers);
+
+// out (acc.size()) receives the update (zeros off its indices). bounds: this vector's regions.
+SparseAllreduceOutcome sparse_allreduce(Compressor& c, std::span<const float> acc, std::string_view tensor,
+                                        std::span<const std::uint64_t> bounds, Collectives& comm,
+                                        std::span<float> out);
+
+}  // namespace gs::compress::detail
