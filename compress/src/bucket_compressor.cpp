@@ -53,9 +53,13 @@ void BucketCompressor::set_compress_when(CompressionGate::When when, std::int64_
 
 void BucketCompressor::set_exchange(ExchangeMode mode) {
   if (steps_ > 0 || mid_step()) throw Error("bucket compressor: set the exchange before the first step");
-  if (mode != ExchangeMode::allgather)
+  if (mode == ExchangeMode::shared || mode == ExchangeMode::sparse_allreduce)
     check_shared_exchange(compressor_->name(), "exchange " + std::string(to_string(mode)));
   exchange_ = mode;
+}
+
+ExchangeMode BucketCompressor::exchange_now(int workers) const {
+  return resolve_exchange(exchange_, workers, compressor_->density(), exchanges_sparse_selection(compressor_->name()));
 }
 
 void BucketCompressor::set_shared_settings(std::vector<Setting> settings, std::string advice) {
@@ -270,9 +274,11 @@ bool BucketCompressor::exchange_host(int index, const std::string& slot, std::sp
   bool skipped = false;
   if (uncompressed_) {
     skipped = exchange_dense(*dense_, slot, g, comm, out, s);
-  } else if (exchange_ == ExchangeMode::shared) {
+  } else if (const ExchangeMode mode = exchange_now(comm.world_size()); mode == ExchangeMode::shared) {
+    s.exchange = std::uint8_t(mode);
     skipped = exchange_shared(index, slot, tensor, g, comm, out, s);
-  } else if (exchange_ == ExchangeMode::sparse_allreduce) {
+  } else if (mode == ExchangeMode::sparse_allreduce) {
+    s.exchange = std::uint8_t(mode);
     skipped = exchange_sparse_allreduce(slot, tensor, g, comm, out, s);
   } else {
     switch (compressor_->exchange()) {

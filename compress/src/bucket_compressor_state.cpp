@@ -70,7 +70,7 @@ void BucketCompressor::save_state(StateWriter& w) const {
   regimes_.save_state(w);
   gate_.save_state(w);
   w.put<std::uint8_t>(std::uint8_t(exchange_));
-  if (exchange_ == ExchangeMode::sparse_allreduce) {  // its regions, per bucket layout
+  if (exchange_ == ExchangeMode::sparse_allreduce || exchange_ == ExchangeMode::automatic) {  // regions per layout
     w.put<std::uint64_t>(regions_.size());
     for (const auto& [layout, bounds] : regions_) {
       w.put_text(layout);
@@ -121,9 +121,9 @@ void BucketCompressor::load_rest(StateReader& r, std::int64_t steps, bool with_g
   if (with_gate) {
     gate.load_state(r);
     const auto mode = r.get<std::uint8_t>();
-    if (mode > std::uint8_t(ExchangeMode::sparse_allreduce)) r.fail("names an exchange this version does not know");
+    if (mode > std::uint8_t(ExchangeMode::automatic)) r.fail("names an exchange this version does not know");
     r.expect(std::string(to_string(ExchangeMode(mode))), std::string(to_string(exchange_)), "the exchange");
-    if (exchange_ == ExchangeMode::sparse_allreduce) {
+    if (exchange_ == ExchangeMode::sparse_allreduce || exchange_ == ExchangeMode::automatic) {
       for (auto count = r.get<std::uint64_t>(); count > 0; --count) {
         std::string layout = r.get_text();
         auto bounds = r.get_array<std::uint64_t>();

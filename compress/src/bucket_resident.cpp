@@ -15,12 +15,12 @@
 
 namespace gs::compress {
 
-bool BucketCompressor::selects_on(kernels::BackendKind backend) const {
+bool BucketCompressor::selects_on(kernels::BackendKind backend, int workers) const {
   const Compressor& c = *compressor_;
   // Momentum correction's velocity lives in host memory, and compress-when auto and the shared
   // exchange run on the host: such buckets take the host path.
   return c.resident_backend() == backend && c.exchange() == Exchange::allgather && c.error_feedback() &&
-         !momentum_.on() && !gate_.on() && exchange_ == ExchangeMode::allgather;
+         !momentum_.on() && !gate_.on() && exchange_now(workers) == ExchangeMode::allgather;
 }
 
 void BucketCompressor::exchange_resident(const DeviceBucket& b, std::span<const BucketParam> params,
@@ -48,7 +48,7 @@ bool BucketCompressor::exchange_on_device(const DeviceBucket& b, std::span<const
                                           TimedCollectives& comm, DeviceCollectives* device_comm,
                                           std::span<const float> variance, StepStats& s) {
   kernels::VectorOps& ops = *ops_;
-  const bool there = selects_on(b.backend);
+  const bool there = selects_on(b.backend, comm.world_size());
   if (there && !resident_) {
     if (std::any_of(placed_.begin(), placed_.end(), [](const Placed& p) { return !p.layout.empty(); }))
       throw Error("bucket " + std::to_string(b.index) + ": this state keeps its residuals on the host; "
@@ -60,7 +60,7 @@ bool BucketCompressor::exchange_on_device(const DeviceBucket& b, std::span<const
   bool skipped = false;
   // A dense step on the device sends the bucket itself: only where nothing waits on the host to be
   // sent with it (residuals or velocities of compressed steps: the host path sends them).
-  const bool host_state = momentum_.on() || gate_.on() || exchange_ != ExchangeMode::allgather;
+  const bool host_state = momentum_.on() || gate_.on() || exchange_now(comm.world_size()) != ExchangeMode::allgather;
   if ((uncompressed_ && !host_state) || (compressor_->exchange() == Exchange::allreduce && !there)) {
     skipped = dense_on_device(b, slot, comm, device_comm, s);
   } else if (there) {

@@ -46,7 +46,7 @@ void ModelCompressor::save_state(StateWriter& w) const {
   momentum_.velocities().save_state(w);
   residual_.save_state(w);
   compressor_->save_state(w);
-  if (exchange_ == ExchangeMode::sparse_allreduce) {  // its regions (a run of another exchange has none)
+  if (exchange_ == ExchangeMode::sparse_allreduce || exchange_ == ExchangeMode::automatic) {  // its regions
     w.put<std::uint64_t>(regions_.size());
     for (const auto& [name, bounds] : regions_) {
       w.put_text(name);
@@ -72,7 +72,7 @@ void ModelCompressor::load_state(StateReader& r) {
   }
   compressor_->load_state(r);
   std::map<std::string, std::vector<std::uint64_t>> regions;
-  if (exchange_ == ExchangeMode::sparse_allreduce) {
+  if (exchange_ == ExchangeMode::sparse_allreduce || exchange_ == ExchangeMode::automatic) {
     for (auto count = r.get<std::uint64_t>(); count > 0; --count) {
       std::string name = r.get_text();
       auto bounds = r.get_array<std::uint64_t>();
@@ -100,7 +100,7 @@ std::span<const float> ModelCompressor::accumulate(const Group& g, std::span<con
 }
 
 void ModelCompressor::set_exchange(ExchangeMode mode) {
-  if (mode != ExchangeMode::allgather)
+  if (mode == ExchangeMode::shared || mode == ExchangeMode::sparse_allreduce)
     check_shared_exchange(compressor_->name(), "--exchange " + std::string(to_string(mode)));
   exchange_ = mode;
 }
@@ -114,9 +114,12 @@ void ModelCompressor::step(std::span<const float> flat, Collectives& comm, std::
   const auto t0 = Clock::now();
   TimedCollectives timed(comm);
   StepStats s;
+  const ExchangeMode mode = plan.dense ? ExchangeMode::allgather
+                                       : resolve_exchange(exchange_, comm.world_size(), compressor_->density(),
+                                                          exchanges_sparse_selection(compressor_->name()));
   if (plan.dense) step_dense(flat, timed, out, s);
-  else if (exchange_ == ExchangeMode::shared) step_shared(flat, plan.step, timed, out, s);
-  else if (exchange_ == ExchangeMode::sparse_allreduce) step_sparse_allreduce(flat, timed, out, s);
+  else if (mode == ExchangeMode::shared) step_shared(flat, plan.step, timed, out, s);
+  else if (mode == ExchangeMode::sparse_allreduce) step_sparse_allreduce(flat, timed, out, s);
   else switch (compressor_->exchange()) {
     case Exchange::collective:
       step_collective(flat, timed, out, s);
@@ -143,6 +146,7 @@ void ModelCompressor::step(std::span<const float> flat, Collectives& comm, std::
       break;
     }
   }
+  s.exchange = std::uint8_t(mode);
   s.comm_seconds = timed.seconds;
   s.compress_seconds = seconds_since(t0) - timed.seconds;
   if (stats) *stats = std::move(s);

@@ -1,6 +1,8 @@
 // The compressor registry: one row per method, read by make_compressor, the CLI's help and option
 // checks, the benchmarks and the Python package.
+
 #include <algorithm>
+#include <cmath>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -115,23 +117,38 @@ double density_for(std::string_view name, std::optional<double> ratio, double fa
   return 1.0;
 }
 
-void check_shared_exchange(std::string_view name, std::string_view setting) {
+bool exchanges_sparse_selection(std::string_view name) {
   const CompressorInfo& info = compressor_info(name);
-  if (!(info.sparse_selection && info.exchange == Exchange::allgather))
+  return info.sparse_selection && info.exchange == Exchange::allgather;
+}
+
+void check_shared_exchange(std::string_view name, std::string_view setting) {
+  if (!exchanges_sparse_selection(name))
     throw Error(std::string(setting) + " reduces a sparse selection's values; compressor '" + std::string(name) +
                 "' sends no sparse selection: use the all-gather exchange");
 }
 
 ExchangeMode exchange_mode(std::string_view name, std::string_view setting) {
-  for (ExchangeMode m : {ExchangeMode::allgather, ExchangeMode::shared, ExchangeMode::sparse_allreduce})
+  for (ExchangeMode m :
+       {ExchangeMode::allgather, ExchangeMode::shared, ExchangeMode::sparse_allreduce, ExchangeMode::automatic})
     if (name == to_string(m)) return m;
-  throw Error("unknown " + std::string(setting) + " '" + std::string(name) + "': use allgather, shared or sparse-allreduce");
+  throw Error("unknown " + std::string(setting) + " '" + std::string(name) +
+              "': use allgather, shared, sparse-allreduce or auto");
+}
+
+ExchangeMode resolve_exchange(ExchangeMode mode, int workers, double density, bool sparse) {
+  if (mode != ExchangeMode::automatic) return mode;
+  if (!sparse || workers < 2 || !(density > 0.0) || density >= 1.0) return ExchangeMode::allgather;
+  const double w = workers, pair = 4.0 + (std::log2(1.0 / density) + 2.0) / 8.0;
+  const double gather = (w - 1.0) * pair, reduce = 2.0 * (w - 1.0) / w * 8.0;  // bytes per selected pair
+  return reduce < gather ? ExchangeMode::sparse_allreduce : ExchangeMode::allgather;
 }
 
 std::string_view to_string(ExchangeMode mode) {
   switch (mode) {
     case ExchangeMode::shared: return "shared";
     case ExchangeMode::sparse_allreduce: return "sparse-allreduce";
+    case ExchangeMode::automatic: return "auto";
     case ExchangeMode::allgather: break;
   }
   return "allgather";

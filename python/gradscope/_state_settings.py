@@ -128,11 +128,12 @@ SETTINGS = (
     Setting("when_interval", 50, convert=int, saved="when", older=50, core="set_compress_when", shared=True),
     Setting("exchange", "allgather", convert=str, older="allgather", core="set_exchange", shared=True,
             attr="exchange_mode",
-            doc='exchange ("allgather" | "shared" | "sparse-allreduce"): as `gradscope train --exchange`: '
+            doc='exchange ("allgather" | "shared" | "sparse-allreduce" | "auto"): as `gradscope train --exchange`: '
                 '"shared" all-reduces every rank\'s values at one set of indices per bucket (a rotating leader\'s '
                 'selection); "sparse-allreduce" has each rank sum one region of the indices (sent to it by '
                 "all-to-all) and all-gathers the largest sums. Either keeps a rank's bytes at about 2k whatever "
-                "the ranks, where the all-gather's grow with them."),
+                "the ranks, where the all-gather's grow with them. \"auto\": of the all-gather and the sparse "
+                "all-reduce, the one of fewer link bytes at this number of ranks and density."),
 )
 
 _SAVED = {}  # state_dict key -> its rows, in row order (one tuple where several)

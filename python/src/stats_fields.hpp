@@ -52,6 +52,11 @@ std::vector<StatField<S>> selection_fields_and(std::initializer_list<StatField<S
   return f;
 }
 
+// A step's exchange by name (ExchangeMode's).
+inline pybind11::object exchange_name(const compress::StepStats& s) {
+  return pybind11::str(std::string(compress::to_string(compress::ExchangeMode(s.exchange))));
+}
+
 template <class S>
 const std::vector<StatField<S>>& stat_fields();
 
@@ -83,7 +88,8 @@ inline const std::vector<StatField<compress::StepStats>>& stat_fields<compress::
       {"skipped", get<&S::skipped>},
       {"warmup", get<&S::warmup>},
       {"dense", get<&S::dense>},
-      {"critical", get<&S::critical>}});
+      {"critical", get<&S::critical>},
+      {"exchange", &exchange_name}});
   return f;
 }
 

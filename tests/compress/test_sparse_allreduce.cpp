@@ -2,7 +2,8 @@
 // compress/src/sparse_allreduce.hpp): every worker holds the same update, made of the workers'
 // summed selections at about k indices, at any number of workers (odd ones included); a worker's
 // bytes stay near 2k pairs whatever the workers; regions rebalance from the selections and resume to
-// the bit; an empty region and a worker whose gradient is zero pass.
+// the bit; an empty region and a worker whose gradient is zero pass. exchange auto picks the
+// all-gather or the sparse all-reduce by the model's link bytes.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -205,4 +206,56 @@ TEST(SparseAllreduce, AllToAllDeliversEachPartToItsWorkerOnly) {
       EXPECT_EQ(got[std::size_t(s)],
                 std::vector<std::byte>(std::size_t(s * comm.rank()), std::byte(10 * s + comm.rank())));
   });
+}
+
+// exchange auto: the all-gather at 2 workers (and at 3 unless the density is very low), the sparse
+// all-reduce from 4 on; never more link bytes than the all-gather by the model it decides with, at
+// any workers and density; a compressor without a sparse selection keeps its own exchange.
+TEST(ExchangeAuto, ChoosesByTheLinkBytesOfTheModel) {
+  EXPECT_EQ(resolve_exchange(ExchangeMode::automatic, 2, 0.01, true), ExchangeMode::allgather);
+  EXPECT_EQ(resolve_exchange(ExchangeMode::automatic, 3, 0.01, true), ExchangeMode::allgather);
+  EXPECT_EQ(resolve_exchange(ExchangeMode::automatic, 3, 0.001, true), ExchangeMode::sparse_allreduce);
+  EXPECT_EQ(resolve_exchange(ExchangeMode::automatic, 4, 0.01, true), ExchangeMode::sparse_allreduce);
+  EXPECT_EQ(resolve_exchange(ExchangeMode::automatic, 1024, 0.1, true), ExchangeMode::sparse_allreduce);
+  EXPECT_EQ(resolve_exchange(ExchangeMode::automatic, 8, 0.01, false), ExchangeMode::allgather);
+  EXPECT_EQ(resolve_exchange(ExchangeMode::automatic, 8, 1.0, true), ExchangeMode::allgather);
+  EXPECT_EQ(resolve_exchange(ExchangeMode::shared, 2, 0.01, true), ExchangeMode::shared);
+  EXPECT_EQ(resolve_exchange(ExchangeMode::sparse_allreduce, 2, 0.01, true), ExchangeMode::sparse_allreduce);
+  for (int w = 2; w <= 1024; w *= 2)
+    for (double d : {0.3, 0.1, 0.01, 0.001, 0.0001}) {
+      const double pair = 4.0 + (std::log2(1.0 / d) + 2.0) / 8.0, k = 1e6 * d;
+      const double gather = (w - 1) * pair * k, reduce = 2.0 * (w - 1) / w * 8.0 * k;
+      const double chosen = resolve_exchange(ExchangeMode::automatic, w, d, true) == ExchangeMode::allgather ? gather
+                                                                                                               : reduce;
+      EXPECT_LE(chosen, gather) << w << " workers at " << d;
+      EXPECT_EQ(chosen, std::min(gather, reduce)) << w << " workers at " << d;
+    }
+  EXPECT_EQ(exchange_mode("auto", "exchange"), ExchangeMode::automatic);
+}
+
+// In the hook's core: at 2 workers auto runs the all-gather and at 4 the sparse all-reduce, each
+// step recording it, with the updates of that exchange set by name.
+TEST(ExchangeAuto, RunsTheChosenExchangeAndRecordsIt) {
+  for (int w : {2, 4}) {
+    std::vector<std::vector<float>> chosen(static_cast<std::size_t>(w)), named(static_cast<std::size_t>(w));
+    std::vector<int> recorded(static_cast<std::size_t>(w));
+    run_workers(w, [&](Collectives& comm) {
+      auto automatic = gs::testing::make_bucket("sidco-e", 0.01, comm.rank());
+      automatic->set_exchange(ExchangeMode::automatic);
+      auto by_name = gs::testing::make_bucket("sidco-e", 0.01, comm.rank());
+      by_name->set_exchange(w == 2 ? ExchangeMode::allgather : ExchangeMode::sparse_allreduce);
+      for (int s = 0; s < 4; ++s) {
+        chosen[std::size_t(comm.rank())] = step(*automatic, comm, s);
+        named[std::size_t(comm.rank())] = step(*by_name, comm, s);
+      }
+      recorded[std::size_t(comm.rank())] = automatic->history().back().exchange;
+    });
+    for (int r = 0; r < w; ++r) {
+      EXPECT_EQ(chosen[std::size_t(r)], named[std::size_t(r)]) << w << " workers, rank " << r;
+      EXPECT_EQ(recorded[std::size_t(r)], int(w == 2 ? ExchangeMode::allgather : ExchangeMode::sparse_allreduce)) << w;
+    }
+  }
+  // Any compressor takes auto: without a sparse selection it keeps its own exchange.
+  auto quantizer = gs::testing::make_bucket("qsgd-mn", 1.0, 0);
+  EXPECT_NO_THROW(quantizer->set_exchange(ExchangeMode::automatic));
 }

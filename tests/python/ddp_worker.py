@@ -133,7 +133,7 @@ def exchange(rank, world, out, method, ratio, steps, momentum=0.0, how="allgathe
             step_out.append(fut.wait().clone())
         inputs.append(torch.cat(step_in))
         outputs.append(torch.cat(step_out))
-    fields = ("estimate_quality", "exact", "corrected", "buckets", "quality")
+    fields = ("estimate_quality", "exact", "corrected", "buckets", "quality", "exchange")
     torch.save({"inputs": inputs, "outputs": outputs,
                 "bucket_sizes": [sum(p.numel() for p in b) for b in params],
                 "steps": [{f: getattr(s, f) for f in fields} for s in state.steps],

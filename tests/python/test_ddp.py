@@ -61,7 +61,8 @@ MOMENTUM_METHODS = [("sidco-e", 0.05, 0.9), ("topk", 0.05, 0.9), ("dgc", 0.05, 0
 
 # The sparse all-reduce (torch.distributed's all_to_all_single under the hook, the in-process
 # all-to-all under the reference): the same update at 3 ranks, its regions rebalanced each step.
-SPARSE_ALLREDUCE = [("topk", 0.05, 0.0, "sparse-allreduce"), ("sidco-e", 0.05, 0.9, "sparse-allreduce")]
+SPARSE_ALLREDUCE = [("topk", 0.05, 0.0, "sparse-allreduce"), ("sidco-e", 0.05, 0.9, "sparse-allreduce"),
+                    ("topk", 0.05, 0.0, "auto")]  # at 3 ranks and 0.05: the all-gather, by the link bytes
 
 
 @pytest.mark.parametrize("method,ratio,momentum,how",
@@ -86,9 +87,11 @@ def test_hook_equals_the_cpp_model_compressor(tmp_path, method, ratio, momentum,
                 assert (got == reference[s][r]).all(), f"{method}: step {s}, worker {r}"
     # Each step's record says where SIDCo's own estimate landed and which buckets ended on an
     # exact top-k: for top-k every bucket, for a method without an estimate None.
+    ran = {"allgather": "allgather", "sparse-allreduce": "sparse-allreduce", "auto": "allgather"}[how]
     for r in results:
         for st in r["steps"]:
             assert st["buckets"] == 2
+            assert st["exchange"] == ran, (how, st["exchange"])
             if method.startswith("sidco-"):
                 assert st["estimate_quality"] >= 0 and 0 <= st["exact"] <= st["corrected"] <= 2
             else:

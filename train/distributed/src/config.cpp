@@ -131,8 +131,9 @@ std::vector<TrainOption> make_table() {
                                "allgather: every worker's (index, value) pairs to every worker; shared: the "
                                "workers' values at one set of indices, a rotating leader's selection; "
                                "sparse-allreduce: each worker sums one region of the indices, the largest sums "
-                               "all-gathered",
-                               S::shared, GS_FIELD(c.exchange), {}, {"allgather", "shared", "sparse-allreduce"}));
+                               "all-gathered; auto: of allgather and sparse-allreduce, the one of fewer bytes per "
+                               "worker at this number of workers and density",
+                               S::shared, GS_FIELD(c.exchange), {}, {"allgather", "shared", "sparse-allreduce", "auto"}));
   t.push_back(common("--seed", S::shared));
   // The compressor's own options, from compress/'s table; the sampling seed is derived from --seed
   // per worker, and the kernels backend may differ between workers (one may have a GPU).
@@ -211,7 +212,8 @@ void TrainConfig::validate() const {
                  {"--warmup-steps", "--warmup-schedule", "--warmup-start-ratio", "--ratio"});
   schedule().check(compress::density_based(compressor), compressor, density,
                    {"--density-schedule", "--density-high", "--density-interval", "--density-eta", "--ratio"});
-  if (exchange != "allgather") compress::check_shared_exchange(compressor, "--exchange " + exchange);
+  if (exchange == "shared" || exchange == "sparse-allreduce")
+    compress::check_shared_exchange(compressor, "--exchange " + exchange);
   if (compress_when != "auto" && compress_when_interval != TrainConfig{}.compress_when_interval)
     throw Error("--compress-when-interval does nothing without --compress-when auto: drop it");
   if (rank >= workers) throw Error("--rank must be below --workers (world size)");

@@ -15,6 +15,17 @@ TrainSummary summarize(const TrainResult& r) {
   return stats.summary();
 }
 
+namespace {
+// A step's exchange, from the configuration (restored steps keep no record of it): what
+// --exchange ran at the step's density among the workers ("dense" for a dense step).
+std::string exchange_of(const TrainConfig& c, const compress::StepStats& st) {
+  if (st.dense) return "dense";
+  const auto mode = compress::exchange_mode(c.exchange, "--exchange");
+  return std::string(compress::to_string(compress::resolve_exchange(
+      mode, c.workers, st.target_density, compress::exchanges_sparse_selection(c.compressor))));
+}
+}  // namespace
+
 std::string to_json(const TrainConfig& c, const TrainResult& r) {
   using nlohmann::json;
   const TrainSummary s = summarize(r);
@@ -22,6 +33,7 @@ std::string to_json(const TrainConfig& c, const TrainResult& r) {
   for (const auto& [step, epoch, lr, loss, step_seconds, st] : r.steps)
     steps.push_back({{"step", step}, {"epoch", epoch}, {"lr", lr}, {"loss", loss},
                      {"skipped", st.skipped}, {"warmup", st.warmup}, {"dense", st.dense}, {"critical", st.critical},
+                     {"exchange", exchange_of(c, st)},
                      {"target_density", st.target_density}, {"density", st.density()}, {"quality", st.quality()},
                      {"stages", st.stages}, {"corrected", st.corrected}, {"exact", st.exact},
                      {"estimate_quality", st.estimate_quality()},  // NaN (no estimate): null

@@ -101,8 +101,12 @@ class BucketCompressor {
   // all-gathered; the regions follow the selections (kept per bucket layout, and in checkpoints).
   // Either keeps a worker's bytes at about 2k whatever the number of workers, where the
   // all-gather's grow with it. A device bucket then goes through the host path.
+  // auto (ExchangeMode::automatic) runs, step by step, the one resolve_exchange() names for the
+  // workers and the step's density (any compressor: one without a sparse selection keeps its own).
   void set_exchange(ExchangeMode mode);
   ExchangeMode exchange_mode() const { return exchange_; }
+  // The exchange a compressed step of this density runs among `workers`.
+  ExchangeMode exchange_now(int workers) const;
   void set_shared_exchange(bool shared) { set_exchange(shared ? ExchangeMode::shared : ExchangeMode::allgather); }
   bool shared_exchange() const { return exchange_ == ExchangeMode::shared; }
   // Momentum correction (momentum.hpp), before the first step: a velocity per parameter, which
@@ -263,7 +267,7 @@ class BucketCompressor {
   // once their step settled).
   kernels::ExchangeReport* next_report();
   // Whether the compressor selects in `backend`'s memory (sparse, error-fed, resident there).
-  bool selects_on(kernels::BackendKind backend) const;
+  bool selects_on(kernels::BackendKind backend, int workers) const;
   detail::ResidualSlots& slots();
   const detail::ResidualSlots& slots() const { return const_cast<BucketCompressor*>(this)->slots(); }
   static std::string tensor_name(const Compressor& c, const std::string& slot, int index);

@@ -219,18 +219,29 @@ bool density_based(std::string_view name);
 // refuses a ratio other than 1, which would do nothing. `what` names the ratio in the caller's
 // words ("--ratio", "ratio"). gradscope train and the DDP hook both take their density from it.
 double density_for(std::string_view name, std::optional<double> ratio, double fallback, std::string_view what);
-// gs::Error unless the named compressor sends a sparse selection with error feedback, as the
-// shared exchange needs; `setting` names the exchange in the caller's words ("--exchange shared").
+// Whether the named compressor all-gathers a sparse selection (which the shared exchange and the
+// sparse all-reduce can exchange instead); gs::Error, from check_shared_exchange, unless it does:
+// `setting` names the exchange in the caller's words ("--exchange shared").
+bool exchanges_sparse_selection(std::string_view name);
 void check_shared_exchange(std::string_view name, std::string_view setting);
 
 // How the workers exchange a sparse, error-fed compressor's selections (gradscope train
 // --exchange, the DDP hook's exchange=): allgather, every worker's pairs to every worker;
 // shared, the values at a rotating leader's indices all-reduced; sparse-allreduce, each region of
 // the indices summed by one worker and the largest sums all-gathered (sparse_allreduce.hpp).
-enum class ExchangeMode : std::uint8_t { allgather = 0, shared = 1, sparse_allreduce = 2 };
+// auto: whichever of allgather and sparse-allreduce the exchange model (scripts/exchange_model.py)
+// says puts fewer bytes on a worker's link at this number of workers and density.
+enum class ExchangeMode : std::uint8_t { allgather = 0, shared = 1, sparse_allreduce = 2, automatic = 3 };
 // gs::Error naming the choices for an unknown name; `setting` names it in the caller's words.
 ExchangeMode exchange_mode(std::string_view name, std::string_view setting);
 std::string_view to_string(ExchangeMode mode);
+// The exchange a step runs: `mode` itself, or for automatic the one of fewer link bytes per worker
+// at `workers` and `density` (the same on every worker): the all-gather carries (W - 1) k pairs of
+// about 4 + (log2(1/density) + 2) / 8 bytes (Rice-coded gaps), the sparse all-reduce about
+// 2 (W - 1)/W k pairs of 8. All-gather at 2 workers, and at 3 unless the density is below about
+// 0.003; the sparse all-reduce from 4 on. `sparse`: whether the compressor sends a sparse selection
+// with error feedback (without one, automatic is its own exchange: allgather here).
+ExchangeMode resolve_exchange(ExchangeMode mode, int workers, double density, bool sparse);
 
 // How an option is spelled in messages: as a command-line flag (--bits) or as the keyword of
 // Python and JSON (bits).

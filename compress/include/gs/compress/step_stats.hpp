@@ -56,6 +56,9 @@ struct StepStats {
   bool dense = false;                 // sent uncompressed: a dense warm-up step, density 1, or
                                       // compress-when auto's choice
   bool critical = false;              // at the high density of a critical regime (DensitySchedule)
+  // The exchange a compressed step's selections went by (an ExchangeMode: 0 allgather, 1 shared,
+  // 2 sparse-allreduce; with exchange auto, the one it chose).
+  std::uint8_t exchange = 0;
 
   double density() const { return n ? double(selected) / double(n) : 0.0; }
   double quality() const { return target_density > 0 ? density() / target_density : 0.0; }
