@@ -4,4 +4,4 @@
 set -euo pipefail
 root=$1 dir=$2
 bash "${root}/scripts/gpu-bundle.sh" "${dir}/bundle"
-GS_CHECK_JOBS=1 exec bash "${root}/scripts/gpu-check.sh" --bundle "${dir}/bundle" --out "${dir}/results" --build "${dir}/build" --dry-run --quick
+exec bash "${root}/scripts/gpu-check.sh" --bundle "${dir}/bundle" --out "${dir}/results" --build "${dir}/build" --dry-run --quick
