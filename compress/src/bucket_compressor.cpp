@@ -376,9 +376,7 @@ bool BucketCompressor::exchange_sparse_allreduce(const std::string& slot, const 
                                                  StepStats& s) {
   const bool velocity = momentum_.on();
   const auto acc = momentum_.accumulate(slot, g, &residual_);  // a sparse selection with error feedback
-  const auto known = regions_.find(slot);
-  const std::vector<std::uint64_t> bounds =
-      known != regions_.end() ? known->second : detail::even_bounds(g.size(), comm.world_size());
+  const auto bounds = detail::bounds_of(regions_, slot, g.size(), comm.world_size());
   detail::SparseAllreduceOutcome r = detail::sparse_allreduce(*compressor_, acc, tensor, bounds, comm, out);
   s.gathered_bytes += r.wire_bytes;
   if (r.skipped) {

@@ -1,14 +1,13 @@
 // BucketCompressor's checkpoint, written and read back: residuals and velocities keyed by
 // parameter ordinal, so that a state loads into another grouping of the buckets (docs/python.md).
-#include <algorithm>
 #include <cstdint>
-#include <map>
 #include <string>
 #include <string_view>
 
 #include "gs/compress/bucket_compressor.hpp"
 #include "gs/base/error.hpp"
 #include "residual_slots.hpp"
+#include "sparse_allreduce.hpp"
 
 namespace gs::compress {
 namespace {
@@ -70,13 +69,7 @@ void BucketCompressor::save_state(StateWriter& w) const {
   regimes_.save_state(w);
   gate_.save_state(w);
   w.put<std::uint8_t>(std::uint8_t(exchange_));
-  if (exchange_ == ExchangeMode::sparse_allreduce || exchange_ == ExchangeMode::automatic) {  // regions per layout
-    w.put<std::uint64_t>(regions_.size());
-    for (const auto& [layout, bounds] : regions_) {
-      w.put_text(layout);
-      w.put_array<std::uint64_t>(bounds);
-    }
-  }
+  if (detail::keeps_regions(exchange_)) detail::save_regions(w, regions_);  // per bucket layout
 }
 
 void BucketCompressor::load_state(StateReader& r) {
@@ -117,21 +110,13 @@ void BucketCompressor::load_rest(StateReader& r, std::int64_t steps, bool with_g
   RegimeDetector regimes(regimes_.schedule());
   regimes.load_state(r);
   CompressionGate gate = gate_;
-  std::map<std::string, std::vector<std::uint64_t>> regions;
+  detail::Regions regions;
   if (with_gate) {
     gate.load_state(r);
     const auto mode = r.get<std::uint8_t>();
     if (mode > std::uint8_t(ExchangeMode::automatic)) r.fail("names an exchange this version does not know");
     r.expect(std::string(to_string(ExchangeMode(mode))), std::string(to_string(exchange_)), "the exchange");
-    if (exchange_ == ExchangeMode::sparse_allreduce || exchange_ == ExchangeMode::automatic) {
-      for (auto count = r.get<std::uint64_t>(); count > 0; --count) {
-        std::string layout = r.get_text();
-        auto bounds = r.get_array<std::uint64_t>();
-        if (bounds.size() < 2 || bounds.front() != 0 || !std::is_sorted(bounds.begin(), bounds.end()))
-          r.fail("holds sparse all-reduce regions that are not bounds from 0 up");
-        regions[std::move(layout)] = std::move(bounds);
-      }
-    }
+    if (detail::keeps_regions(exchange_)) regions = detail::load_regions(r);
   } else if (gate_.on() || exchange_ != ExchangeMode::allgather) {
     r.fail("was saved by a version without compress-when auto and the shared exchange: resume it without them");
   }

@@ -46,13 +46,7 @@ void ModelCompressor::save_state(StateWriter& w) const {
   momentum_.velocities().save_state(w);
   residual_.save_state(w);
   compressor_->save_state(w);
-  if (exchange_ == ExchangeMode::sparse_allreduce || exchange_ == ExchangeMode::automatic) {  // its regions
-    w.put<std::uint64_t>(regions_.size());
-    for (const auto& [name, bounds] : regions_) {
-      w.put_text(name);
-      w.put_array<std::uint64_t>(bounds);
-    }
-  }
+  if (detail::keeps_regions(exchange_)) detail::save_regions(w, regions_);  // per group
 }
 
 void ModelCompressor::load_state(StateReader& r) {
@@ -71,19 +65,12 @@ void ModelCompressor::load_state(StateReader& r) {
         r.fail("the residual or velocity of '" + g.name + "' has the wrong size");
   }
   compressor_->load_state(r);
-  std::map<std::string, std::vector<std::uint64_t>> regions;
-  if (exchange_ == ExchangeMode::sparse_allreduce || exchange_ == ExchangeMode::automatic) {
-    for (auto count = r.get<std::uint64_t>(); count > 0; --count) {
-      std::string name = r.get_text();
-      auto bounds = r.get_array<std::uint64_t>();
-      const auto group = std::find_if(groups_.begin(), groups_.end(), [&](const Group& g) { return g.name == name; });
-      if (group == groups_.end()) r.fail("holds sparse all-reduce regions of '" + name + "', which this model has not");
-      if (bounds.size() < 2 || bounds.front() != 0 || bounds.back() != group->size ||
-          !std::is_sorted(bounds.begin(), bounds.end()))
-        r.fail("holds sparse all-reduce regions of '" + name + "' that do not split its " +
-               std::to_string(group->size) + " elements");
-      regions[std::move(name)] = std::move(bounds);
-    }
+  detail::Regions regions;
+  if (detail::keeps_regions(exchange_)) regions = detail::load_regions(r);
+  for (const auto& [name, bounds] : regions) {
+    const auto group = std::find_if(groups_.begin(), groups_.end(), [&](const Group& g) { return g.name == name; });
+    if (group == groups_.end() || bounds.back() != group->size)
+      r.fail("holds sparse all-reduce regions of '" + name + "', which this model has not, or of another size");
   }
   momentum_.velocities() = std::move(velocities);
   residual_ = std::move(residual);
@@ -204,11 +191,10 @@ void ModelCompressor::step_sparse_allreduce(std::span<const float> flat, Collect
   s.n = numel_;
   s.target_density = compressor_->density();
   s.dense_bytes = numel_ * 4;
-  std::map<std::string, std::vector<std::uint64_t>> next;
+  detail::Regions next;
   for (const Group& g : groups_) {
     const auto acc = accumulate(g, flat);
-    const auto known = regions_.find(g.name);
-    const auto bounds = known != regions_.end() ? known->second : detail::even_bounds(g.size, comm.world_size());
+    const auto bounds = detail::bounds_of(regions_, g.name, g.size, comm.world_size());
     detail::SparseAllreduceOutcome r =
         detail::sparse_allreduce(*compressor_, acc, g.name, bounds, comm, out.subspan(g.offset, g.size));
     if (r.skipped)

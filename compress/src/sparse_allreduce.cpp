@@ -64,6 +64,31 @@ void check_bounds(std::span<const std::uint64_t> bounds, std::uint64_t n, int wo
                 std::to_string(workers) + " regions");
 }
 
+std::vector<std::uint64_t> bounds_of(const Regions& regions, const std::string& name, std::uint64_t n, int workers) {
+  const auto known = regions.find(name);
+  return known != regions.end() ? known->second : even_bounds(n, workers);
+}
+
+void save_regions(StateWriter& w, const Regions& regions) {
+  w.put<std::uint64_t>(regions.size());
+  for (const auto& [name, bounds] : regions) {
+    w.put_text(name);
+    w.put_array<std::uint64_t>(bounds);
+  }
+}
+
+Regions load_regions(StateReader& r) {
+  Regions regions;
+  for (auto count = r.get<std::uint64_t>(); count > 0; --count) {
+    std::string name = r.get_text();
+    auto bounds = r.get_array<std::uint64_t>();
+    if (bounds.size() < 2 || bounds.front() != 0 || !std::is_sorted(bounds.begin(), bounds.end()))
+      r.fail("holds sparse all-reduce regions of '" + name + "' that are not bounds from 0 up");
+    regions[std::move(name)] = std::move(bounds);
+  }
+  return regions;
+}
+
 SparseAllreduceOutcome sparse_allreduce(Compressor& c, std::span<const float> acc, std::string_view tensor,
                                         std::span<const std::uint64_t> bounds, Collectives& comm,
                                         std::span<float> out) {

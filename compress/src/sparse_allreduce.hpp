@@ -16,10 +16,13 @@
 // update's indices into W equal counts (rebalancing, the same on every worker); they are the state
 // this exchange carries.
 #include <cstdint>
+#include <map>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
+#include "gs/base/state_stream.hpp"
 #include "gs/compress/collectives.hpp"
 #include "gs/compress/compressor.hpp"
 
@@ -37,6 +40,20 @@ struct SparseAllreduceOutcome {
 std::vector<std::uint64_t> even_bounds(std::uint64_t n, int workers);
 // gs::Error unless bounds are W + 1 non-decreasing values from 0 to n (a checkpoint's, checked).
 void check_bounds(std::span<const std::uint64_t> bounds, std::uint64_t n, int workers);
+
+// The regions of every vector a compressor exchanges this way (BucketCompressor's per bucket
+// layout, ModelCompressor's per group), as checkpoints keep them.
+using Regions = std::map<std::string, std::vector<std::uint64_t>>;
+// Whether an exchange setting may run the sparse all-reduce, and so keeps regions.
+inline bool keeps_regions(ExchangeMode mode) {
+  return mode == ExchangeMode::sparse_allreduce || mode == ExchangeMode::automatic;
+}
+// The bounds of vector `name` (n elements, W workers): those kept, else even ones.
+std::vector<std::uint64_t> bounds_of(const Regions& regions, const std::string& name, std::uint64_t n, int workers);
+void save_regions(StateWriter& w, const Regions& regions);
+// r.fail unless each vector's bounds start at 0 and do not decrease (their end and count are
+// checked where they are used: check_bounds).
+Regions load_regions(StateReader& r);
 
 // out (acc.size()) receives the update (zeros off its indices). bounds: this vector's regions.
 SparseAllreduceOutcome sparse_allreduce(Compressor& c, std::span<const float> acc, std::string_view tensor,

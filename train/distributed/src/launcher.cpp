@@ -169,11 +169,16 @@ int run_attempt(const TrainConfig& config, int attempt, const InProcessWorker& i
   const int port = store->getPort();
 
   if (fork_workers) {
+    // A worker that died before reading is seen by the watch below; its pipe's write must not
+    // raise SIGPIPE here.
+    struct sigaction ignore {}, before {};
+    ignore.sa_handler = SIG_IGN;
+    ::sigaction(SIGPIPE, &ignore, &before);
     for (int fd : port_pipes) {
-      // A worker that died before reading is seen by the watch below.
       [[maybe_unused]] const ssize_t n = ::write(fd, &port, sizeof port);
       ::close(fd);
     }
+    ::sigaction(SIGPIPE, &before, nullptr);
   } else {
     const std::string exe = std::filesystem::read_symlink("/proc/self/exe").string();
     std::vector<std::string> env_strings = env;
