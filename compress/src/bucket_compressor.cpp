@@ -274,12 +274,9 @@ bool BucketCompressor::exchange_host(int index, const std::string& slot, std::sp
   bool skipped = false;
   if (uncompressed_) {
     skipped = exchange_dense(*dense_, slot, g, comm, out, s);
-  } else if (const ExchangeMode mode = exchange_now(comm.world_size()); mode == ExchangeMode::shared) {
-    s.exchange = std::uint8_t(mode);
-    skipped = exchange_shared(index, slot, tensor, g, comm, out, s);
-  } else if (mode == ExchangeMode::sparse_allreduce) {
-    s.exchange = std::uint8_t(mode);
-    skipped = exchange_sparse_allreduce(slot, tensor, g, comm, out, s);
+  } else if (const ExchangeMode mode = exchange_now(comm.world_size());
+             mode == ExchangeMode::shared || mode == ExchangeMode::sparse_allreduce) {
+    skipped = exchange_reduced(mode, index, slot, tensor, g, comm, out, s);
   } else {
     switch (compressor_->exchange()) {
       case Exchange::allreduce: skipped = exchange_dense(*compressor_, slot, g, comm, out, s); break;
@@ -350,13 +347,24 @@ bool BucketCompressor::exchange_dense(Compressor& c, const std::string& slot, st
   return false;
 }
 
-bool BucketCompressor::exchange_shared(int index, const std::string& slot, const std::string& tensor,
-                                       std::span<const float> g, Collectives& comm, std::span<float> out,
-                                       StepStats& s) {
+bool BucketCompressor::exchange_reduced(ExchangeMode mode, int index, const std::string& slot,
+                                        const std::string& tensor, std::span<const float> g, Collectives& comm,
+                                        std::span<float> out, StepStats& s) {
   const bool velocity = momentum_.on();
   const auto acc = momentum_.accumulate(slot, g, &residual_);  // a sparse selection with error feedback
-  const int leader = detail::shared_leader(steps_, index, comm.world_size());
-  detail::SharedOutcome r = detail::shared_exchange(*compressor_, acc, tensor, leader, comm, out);
+  detail::SparseAllreduceOutcome r;
+  if (mode == ExchangeMode::shared) {
+    const int leader = detail::shared_leader(steps_, index, comm.world_size());
+    detail::SharedOutcome shared = detail::shared_exchange(*compressor_, acc, tensor, leader, comm, out);
+    r.skipped = shared.skipped;
+    r.mine = std::move(shared.mine);
+    r.info = shared.info;
+    r.wire_bytes = shared.wire_bytes;
+  } else {
+    const auto bounds = detail::bounds_of(regions_, slot, g.size(), comm.world_size());
+    r = detail::sparse_allreduce(*compressor_, acc, tensor, bounds, comm, out);
+  }
+  s.exchange = std::uint8_t(mode);
   s.gathered_bytes += r.wire_bytes;
   if (r.skipped) {
     residual_.discard(slot);
@@ -368,28 +376,7 @@ bool BucketCompressor::exchange_shared(int index, const std::string& slot, const
   count_group(s, r.info);
   defer_commit(slot, std::move(r.mine), {});
   pending_.back().velocity = velocity;
-  return false;
-}
-
-bool BucketCompressor::exchange_sparse_allreduce(const std::string& slot, const std::string& tensor,
-                                                 std::span<const float> g, Collectives& comm, std::span<float> out,
-                                                 StepStats& s) {
-  const bool velocity = momentum_.on();
-  const auto acc = momentum_.accumulate(slot, g, &residual_);  // a sparse selection with error feedback
-  const auto bounds = detail::bounds_of(regions_, slot, g.size(), comm.world_size());
-  detail::SparseAllreduceOutcome r = detail::sparse_allreduce(*compressor_, acc, tensor, bounds, comm, out);
-  s.gathered_bytes += r.wire_bytes;
-  if (r.skipped) {
-    residual_.discard(slot);
-    if (velocity) momentum_.discard(slot);
-    return true;
-  }
-  s.n += g.size();
-  s.bytes_sent += r.wire_bytes;
-  count_group(s, r.info);
-  defer_commit(slot, std::move(r.mine), {});
-  pending_.back().velocity = velocity;
-  pending_.back().bounds = std::move(r.next_bounds);
+  pending_.back().bounds = std::move(r.next_bounds);  // the sparse all-reduce's next regions
   return false;
 }
 

@@ -55,13 +55,7 @@ class PythonCollectives final : public compress::Collectives {
     const pybind11::array_t<std::uint8_t> view({mine.size()}, {1}, p, pybind11::none());
     const auto parts = impl_.attr("allgather")(view).cast<std::vector<pybind11::bytes>>();
     count_copies(impl_);
-    std::vector<std::vector<std::byte>> out;
-    for (const auto& part : parts) {
-      const std::string s = part;
-      out.emplace_back(reinterpret_cast<const std::byte*>(s.data()),
-                       reinterpret_cast<const std::byte*>(s.data()) + s.size());
-    }
-    return out;
+    return byte_parts(parts);
   }
 
   std::vector<std::vector<std::byte>> alltoall(const std::vector<std::vector<std::byte>>& to_each) override {
@@ -72,8 +66,14 @@ class PythonCollectives final : public compress::Collectives {
       parts.append(pybind11::bytes(reinterpret_cast<const char*>(part.data()), part.size()));
     const auto got = impl_.attr("alltoall")(parts).cast<std::vector<pybind11::bytes>>();
     count_copies(impl_);
+    return byte_parts(got);
+  }
+
+ private:
+  // Python's bytes objects as C++ byte vectors (the GIL held).
+  static std::vector<std::vector<std::byte>> byte_parts(const std::vector<pybind11::bytes>& parts) {
     std::vector<std::vector<std::byte>> out;
-    for (const auto& part : got) {
+    for (const auto& part : parts) {
       const std::string s = part;
       out.emplace_back(reinterpret_cast<const std::byte*>(s.data()),
                        reinterpret_cast<const std::byte*>(s.data()) + s.size());
@@ -81,7 +81,6 @@ class PythonCollectives final : public compress::Collectives {
     return out;
   }
 
- private:
   template <class T>
   void call(const char* op, std::span<T> v) {
     pybind11::gil_scoped_acquire gil;

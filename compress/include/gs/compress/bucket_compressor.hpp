@@ -289,10 +289,10 @@ class BucketCompressor {
   bool exchange_sparse(const std::string& slot, const std::string& tensor, std::span<const float> g,
                        std::span<const float> variance, Collectives& comm, std::span<float> out,
                        StepStats& s);
-  bool exchange_shared(int index, const std::string& slot, const std::string& tensor, std::span<const float> g,
-                       Collectives& comm, std::span<float> out, StepStats& s);
-  bool exchange_sparse_allreduce(const std::string& slot, const std::string& tensor, std::span<const float> g,
-                                 Collectives& comm, std::span<float> out, StepStats& s);
+  // The shared exchange or the sparse all-reduce (mode): the accumulator's selection reduced over
+  // the workers; this worker's contribution leaves its residual with the step.
+  bool exchange_reduced(ExchangeMode mode, int index, const std::string& slot, const std::string& tensor,
+                        std::span<const float> g, Collectives& comm, std::span<float> out, StepStats& s);
   bool exchange_collective(const std::string& slot, const std::string& tensor,
                            std::span<const float> g, Collectives& comm, std::span<float> out,
                            StepStats& s);
