@@ -67,9 +67,10 @@ void ModelCompressor::load_state(StateReader& r) {
   compressor_->load_state(r);
   detail::Regions regions;
   if (detail::keeps_regions(exchange_)) regions = detail::load_regions(r);
-  for (const auto& [name, bounds] : regions) {
+  for (const auto& region : regions) {  // (a named binding: clang 14 does not capture structured ones)
+    const std::string& name = region.first;
     const auto group = std::find_if(groups_.begin(), groups_.end(), [&](const Group& g) { return g.name == name; });
-    if (group == groups_.end() || bounds.back() != group->size)
+    if (group == groups_.end() || region.second.back() != group->size)
       r.fail("holds sparse all-reduce regions of '" + name + "', which this model has not, or of another size");
   }
   momentum_.velocities() = std::move(velocities);
