@@ -48,6 +48,50 @@ int region_of(std::span<const std::uint64_t> bounds, std::uint64_t i) {
   return int(std::upper_bound(bounds.begin() + 1, bounds.end() - 1, i) - (bounds.begin() + 1));
 }
 
+// Step 2 of sparse_allreduce: this worker's selected pairs to their regions' workers (an
+// all-to-all), and its own region's pairs summed in rank order, ascending by index; wire_bytes grows
+// by what it sent to the others.
+std::vector<Pair> split_and_reduce(const Payload& sel, std::span<const std::uint64_t> bounds, Collectives& comm,
+                                   std::uint64_t& wire_bytes) {
+  const int w = comm.world_size(), me = comm.rank();
+  const std::uint64_t n = bounds.back();
+  std::vector<std::vector<Pair>> by_region(static_cast<std::size_t>(w));
+  for (std::size_t j = 0; j < sel.count(); ++j) {
+    const auto i = sel.indices[j];
+    if (i < 0 || std::uint64_t(i) >= n)
+      throw Error("sparse all-reduce: the selection holds index " + std::to_string(i) + " of a vector of " +
+                  std::to_string(n));
+    by_region[std::size_t(region_of(bounds, std::uint64_t(i)))].push_back({i, sel.values[j]});
+  }
+  std::vector<std::vector<std::byte>> parts(static_cast<std::size_t>(w));
+  for (int d = 0; d < w; ++d) {
+    put_pairs(parts[std::size_t(d)], by_region[std::size_t(d)]);
+    if (d != me) wire_bytes += parts[std::size_t(d)].size();
+  }
+  const auto received = comm.alltoall(parts);
+  std::vector<Pair> mine_in;  // (index, value) from every worker, stable by rank
+  for (int s = 0; s < w; ++s)
+    for (const Pair& q : get_pairs(received[std::size_t(s)], s, "part")) {
+      if (q.index < 0 || std::uint64_t(q.index) < bounds[std::size_t(me)] ||
+          std::uint64_t(q.index) >= bounds[std::size_t(me) + 1])
+        throw Error("sparse all-reduce: worker " + std::to_string(s) + " sent index " + std::to_string(q.index) +
+                    " outside this worker's region [" + std::to_string(bounds[std::size_t(me)]) + ", " +
+                    std::to_string(bounds[std::size_t(me) + 1]) + ") (do all workers run the same model and settings?)");
+      mine_in.push_back(q);
+    }
+  std::stable_sort(mine_in.begin(), mine_in.end(), [](const Pair& a, const Pair& b) { return a.index < b.index; });
+  std::vector<Pair> reduced;
+  for (const Pair& q : mine_in) {
+    if (!reduced.empty() && reduced.back().index == q.index) {
+      reduced.back().value += q.value;  // rank order: the same sum on every run
+    } else {
+      reduced.push_back(q);
+    }
+  }
+
+  return reduced;
+}
+
 }  // namespace
 
 std::vector<std::uint64_t> even_bounds(std::uint64_t n, int workers) {
@@ -109,39 +153,7 @@ SparseAllreduceOutcome sparse_allreduce(Compressor& c, std::span<const float> ac
   const Payload& sel = selection.payload;
 
   // 2. split and reduce: the pairs of region d to worker d; this region's sums in rank order
-  std::vector<std::vector<Pair>> by_region(static_cast<std::size_t>(w));
-  for (std::size_t j = 0; j < sel.count(); ++j) {
-    const auto i = sel.indices[j];
-    if (i < 0 || std::uint64_t(i) >= n)
-      throw Error("sparse all-reduce: the selection holds index " + std::to_string(i) + " of a vector of " +
-                  std::to_string(n));
-    by_region[std::size_t(region_of(bounds, std::uint64_t(i)))].push_back({i, sel.values[j]});
-  }
-  std::vector<std::vector<std::byte>> parts(static_cast<std::size_t>(w));
-  for (int d = 0; d < w; ++d) {
-    put_pairs(parts[std::size_t(d)], by_region[std::size_t(d)]);
-    if (d != me) r.wire_bytes += parts[std::size_t(d)].size();
-  }
-  const auto received = comm.alltoall(parts);
-  std::vector<Pair> mine_in;  // (index, value) from every worker, stable by rank
-  for (int s = 0; s < w; ++s)
-    for (const Pair& q : get_pairs(received[std::size_t(s)], s, "part")) {
-      if (q.index < 0 || std::uint64_t(q.index) < bounds[std::size_t(me)] ||
-          std::uint64_t(q.index) >= bounds[std::size_t(me) + 1])
-        throw Error("sparse all-reduce: worker " + std::to_string(s) + " sent index " + std::to_string(q.index) +
-                    " outside this worker's region [" + std::to_string(bounds[std::size_t(me)]) + ", " +
-                    std::to_string(bounds[std::size_t(me) + 1]) + ") (do all workers run the same model and settings?)");
-      mine_in.push_back(q);
-    }
-  std::stable_sort(mine_in.begin(), mine_in.end(), [](const Pair& a, const Pair& b) { return a.index < b.index; });
-  std::vector<Pair> reduced;
-  for (const Pair& q : mine_in) {
-    if (!reduced.empty() && reduced.back().index == q.index) {
-      reduced.back().value += q.value;  // rank order: the same sum on every run
-    } else {
-      reduced.push_back(q);
-    }
-  }
+  std::vector<Pair> reduced = split_and_reduce(sel, bounds, comm, r.wire_bytes);
 
   // 3. balance: every region's count, then each keeps its share of k, its largest sums
   std::vector<std::int64_t> counts(std::size_t(w), 0);
