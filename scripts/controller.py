@@ -100,10 +100,10 @@ def worker(rank, cfg, port, out):
             opt.step()
     if rank == 0:
         fields = ("quality", "estimate_quality", "stages", "corrected", "exact", "buckets", "density",
-                  "target_density", "warmup", "skipped", "critical", "compress_s")
+                  "target_density", "warmup", "skipped", "critical", "compress_s", "compress_cpu_s")
         result = dict(cfg, steps_run=[{f: getattr(s, f) for f in fields} for s in state.steps],
                       summary=state.summary(), final_loss=float(loss), train_s=time.perf_counter() - t0,
-                      test_accuracy=task.evaluate(model), select_ms=select_ms(cfg, params))
+                      test_accuracy=task.evaluate(model), **select_ms(cfg, params))
         with open(out, "w") as f:
             json.dump(result, f)
     dist.barrier()
@@ -113,14 +113,16 @@ def worker(rank, cfg, port, out):
 def select_ms(cfg, params, repeats=21):
     """The median time of one plain gradscope.select of the method on the model's last gradient
     laid end to end (the vector a one-bucket step selects from), in the same process: the
-    baseline the hook's compress time per step is compared with."""
+    baseline the hook's compress time per step is compared with. Wall time (select_ms) and the
+    thread's CPU time (select_cpu_ms); the other worker waits at a barrier meanwhile."""
     flat = torch.cat([p.grad.reshape(-1) for p in params if p.grad is not None])
-    times = []
+    wall, cpu = [], []
     for _ in range(repeats):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.thread_time()
         gradscope.select(flat, cfg["method"], cfg["ratio"])
-        times.append(time.perf_counter() - t)
-    return 1e3 * sorted(times)[len(times) // 2]
+        wall.append(time.perf_counter() - t)
+        cpu.append(time.thread_time() - c)
+    return {"select_ms": 1e3 * statistics.median(wall), "select_cpu_ms": 1e3 * statistics.median(cpu)}
 
 
 def run_path(name, opts):
@@ -206,13 +208,23 @@ def table(rows):
                                    verdict[meets_estimate(m)]] for m in rows])
 
 
-def compress_ms(result):
-    return 1e3 * statistics.median(s["compress_s"] for s in compressed(result))
+def compress_ms(result, field="compress_s"):
+    return 1e3 * statistics.median(s[field] for s in compressed(result))
 
 
 def mean_se(values):
     m = statistics.fmean(values)
     return m, (statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else float("nan"))
+
+
+def cost_cells(mine, topk, field, select):
+    """The hook's compress time per step (the median over a run's compressed steps, then over the
+    seeds) against top-k's and against a plain select, in wall or CPU time (field, select)."""
+    ms_m, ms_t = [compress_ms(r, field) for r in mine], [compress_ms(r, field) for r in topk]
+    return [f"{statistics.median(ms_m):.2f}", f"{statistics.median(ms_t):.2f}",
+            f"{statistics.median(a / b for a, b in zip(ms_m, ms_t)):.2f}",
+            f"{statistics.median(r[select] for r in mine):.2f}",
+            f"{statistics.median(a / r[select] for a, r in zip(ms_m, mine)):.2f}"]
 
 
 def paired_table(results):
@@ -231,15 +243,16 @@ def paired_table(results):
         topk = [runs_by[(model, "topk", setup, s)] for s in seeds]
         acc_m, acc_t = ([100 * r["test_accuracy"] for r in rs] for rs in (mine, topk))
         diff = mean_se([a - b for a, b in zip(acc_m, acc_t)])
-        ms_m, ms_t = [compress_ms(r) for r in mine], [compress_ms(r) for r in topk]
         rows.append([model, setup, method, ",".join(map(str, seeds)),
-                     "%.2f ± %.2f" % mean_se(acc_m), "%.2f ± %.2f" % mean_se(acc_t), "%+.2f ± %.2f" % diff,
-                     f"{statistics.median(ms_m):.2f}", f"{statistics.median(ms_t):.2f}",
-                     f"{statistics.median(a / b for a, b in zip(ms_m, ms_t)):.2f}",
-                     f"{statistics.median(r['select_ms'] for r in mine):.2f}",
-                     f"{statistics.median(a / r['select_ms'] for a, r in zip(ms_m, mine)):.2f}"])
+                     "%.2f ± %.2f" % mean_se(acc_m), "%.2f ± %.2f" % mean_se(acc_t), "%+.2f ± %.2f" % diff]
+                    + cost_cells(mine, topk, "compress_s", "select_ms"))
+        if all("select_cpu_ms" in r for r in mine + topk):
+            rows[-1] += cost_cells(mine, topk, "compress_cpu_s", "select_cpu_ms")
     header = ["model", "setup", "method", "seeds", "test acc. %", "top-k's", "difference, paired",
               "compress ms/step", "top-k's", "x top-k", "plain select ms", "x plain select"]
+    if all(len(r) > len(header) for r in rows):
+        header += ["CPU: compress ms/step", "top-k's", "x top-k", "plain select ms", "x plain select"]
+    rows = [r[:len(header)] for r in rows]
     return runs.markdown(header, rows) if rows else ""
 
 

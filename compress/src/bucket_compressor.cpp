@@ -199,6 +199,7 @@ void BucketCompressor::run_bucket(int index, std::uint64_t n, unsigned element_b
       throw Error("bucket " + std::to_string(index) + ": an element of " + std::to_string(element_bytes) +
                   " bytes; give the size of the gradient's dtype (2, 4 or 8)");
     const auto t0 = Clock::now();
+    const double cpu0 = thread_cpu_seconds();
     const std::uint64_t bus0 = kernels::bus_bytes(), syncs0 = kernels::host_syncs();
     const kernels::DeviceWork work0 = kernels::device_work();
     TimedCollectives timed(comm);
@@ -238,6 +239,7 @@ void BucketCompressor::run_bucket(int index, std::uint64_t n, unsigned element_b
     s.elements_passed += work.elements_passed;
     s.comm_seconds += timed.seconds;
     s.compress_seconds += seconds_since(t0) - timed.seconds;
+    s.compress_cpu_seconds += thread_cpu_seconds() - cpu0 - timed.cpu_seconds;
   } catch (...) {
     abandon_step(last);
     throw;

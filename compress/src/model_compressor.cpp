@@ -100,6 +100,7 @@ void ModelCompressor::step(std::span<const float> flat, Collectives& comm, std::
                 " elements and the update " + std::to_string(out.size()) + ", the model " +
                 std::to_string(numel_));
   const auto t0 = Clock::now();
+  const double cpu0 = thread_cpu_seconds();
   TimedCollectives timed(comm);
   StepStats s;
   const ExchangeMode mode = plan.dense ? ExchangeMode::allgather
@@ -137,6 +138,7 @@ void ModelCompressor::step(std::span<const float> flat, Collectives& comm, std::
   s.exchange = std::uint8_t(mode);
   s.comm_seconds = timed.seconds;
   s.compress_seconds = seconds_since(t0) - timed.seconds;
+  s.compress_cpu_seconds = thread_cpu_seconds() - cpu0 - timed.cpu_seconds;
   if (stats) *stats = std::move(s);
 }
 
@@ -239,6 +241,7 @@ Payload ModelCompressor::compress(std::span<const float> flat, StepStats* stats)
     throw Error("model compressor: '" + std::string(compressor_->name()) +
                 "' runs its own exchange protocol: use step() with the workers' collectives");
   const auto t0 = Clock::now();
+  const double cpu0 = thread_cpu_seconds();
   Payload out;
   out.n = numel_;
   const bool dense = compressor_->exchange() == Exchange::allreduce;
@@ -273,6 +276,7 @@ Payload ModelCompressor::compress(std::span<const float> flat, StepStats* stats)
   variance_.clear();
   s.bytes_sent = out.wire_bytes();
   s.compress_seconds = seconds_since(t0);
+  s.compress_cpu_seconds = thread_cpu_seconds() - cpu0;
   if (stats) *stats = std::move(s);
   return out;
 }

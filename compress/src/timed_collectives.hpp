@@ -1,6 +1,7 @@
 #pragma once
 // TimedCollectives: Collectives that pass every call through and add up the time spent inside
-// them (ModelCompressor's and BucketCompressor's comm_seconds).
+// them (ModelCompressor's and BucketCompressor's comm_seconds), in wall time and in the calling
+// thread's CPU time.
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -15,6 +16,7 @@ class TimedCollectives final : public Collectives {
  public:
   explicit TimedCollectives(Collectives& inner) : inner_(inner) {}
   double seconds = 0.0;
+  double cpu_seconds = 0.0;
   int world_size() const override { return inner_.world_size(); }
   int rank() const override { return inner_.rank(); }
   void allreduce_max(std::span<float> v) override { timed([&] { inner_.allreduce_max(v); }); }
@@ -38,8 +40,10 @@ class TimedCollectives final : public Collectives {
   template <class F>
   void timed(F f) {
     const auto t0 = Clock::now();
+    const double cpu0 = thread_cpu_seconds();
     f();
     seconds += seconds_since(t0);
+    cpu_seconds += thread_cpu_seconds() - cpu0;
   }
 
  private:

@@ -43,7 +43,8 @@ from ._state_settings import FORMAT, SIGNATURE, Settings, help_text
 # compress::StepStats, its fields and defaults as python/src/stats_fields.hpp maps them (n,
 # selected, target_density, density, quality, stages, bytes_sent, dense_bytes, gathered_bytes: what
 # the all-gathers carried, host_device_bytes and host_device_gathered_bytes for device buckets,
-# compress_s, comm_s and hook_s, buckets, skipped, warmup, critical: at density_high).
+# compress_s, compress_cpu_s (the same work in the thread's CPU time), comm_s and hook_s, buckets,
+# skipped, warmup, critical: at density_high).
 StepStats = dataclasses.make_dataclass(
     "StepStats", [(name, type(value), dataclasses.field(default=value))
                   for name, value in _gradscope.BucketCompressor.step_stats_defaults().items()])

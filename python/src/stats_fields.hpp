@@ -82,6 +82,7 @@ inline const std::vector<StatField<compress::StepStats>>& stat_fields<compress::
       {"elements_passed", get<&S::elements_passed>},
       {"overflow", get<&S::overflow>},
       {"compress_s", get<&S::compress_seconds>},
+      {"compress_cpu_s", get<&S::compress_cpu_seconds>},
       {"comm_s", get<&S::comm_seconds>},
       {"hook_s", get<&S::hook_seconds>},
       {"buckets", get<&S::buckets>},

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <map>
 #include <random>
+#include <thread>
 
 #include "gs/base/state_stream.hpp"
 #include "gs/compress/bucket_compressor.hpp"
@@ -270,6 +271,28 @@ TEST(BucketCompressor, DenseBytesCountTheModelsDtype) {
                 .find("bucket 0: an element of 0 bytes"),
             std::string::npos);
   EXPECT_EQ(bc->steps(), 0);  // the step was abandoned, not counted
+}
+
+// The step's CPU time counts the thread's own work only: time inside the collectives is left out
+// of it as of compress_seconds, and a thread that waits (for a collective, or for a core it
+// shares with backward) accrues none.
+TEST(BucketCompressor, CompressCpuTimeIsTheThreadsOwnWork) {
+  struct SlowGather final : SoloCollectives {
+    std::vector<std::vector<std::byte>> allgather(std::span<const std::byte> mine) override {
+      std::this_thread::sleep_for(std::chrono::milliseconds(40));
+      return SoloCollectives::allgather(mine);
+    }
+  } slow;
+  auto bc = make_bucket("topk", 0.01, 0);
+  const auto g = grad(200000, 1);
+  std::vector<float> out(g.size());
+  bc->exchange(0, g, {{{1, g.size()}}}, slow, out, true);
+  const StepStats& s = bc->history().back();
+  EXPECT_GE(s.comm_seconds, 0.04);  // the sleep, inside the all-gather
+  EXPECT_GT(s.compress_cpu_seconds, 0.0);
+  EXPECT_LT(s.compress_cpu_seconds, 0.04);  // none of the sleep
+  // A thread's CPU time cannot pass its wall time (1 ms for the clocks' granularity).
+  EXPECT_LE(s.compress_cpu_seconds, s.compress_seconds + 1e-3);
 }
 
 TEST(StepRules, RunStatisticsSummariseEveryStep) {

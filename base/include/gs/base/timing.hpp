@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <time.h>
 
 namespace gs {
 
@@ -12,6 +13,14 @@ using Clock = std::chrono::steady_clock;
 
 inline double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// The calling thread's CPU time, in seconds: what a piece of work cost the thread that ran it,
+// whatever else shared its core (the DDP hook's thread runs beside backward's).
+inline double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
 }
 
 // Seconds since construction (or the last restart()).

@@ -25,6 +25,8 @@ struct StepStats {
   std::uint64_t bytes_sent = 0;       // this worker's payload on the wire
   std::uint64_t dense_bytes = 0;      // 4 n: what sending the gradient uncompressed costs
   double compress_seconds = 0.0;      // residual + selection + packing (+ decoding, in step())
+  double compress_cpu_seconds = 0.0;  // the same work in its thread's CPU time (a hook thread that
+                                      // shares a core with backward waits; this does not count it)
   double comm_seconds = 0.0;          // step() only: time inside collectives
   // BucketCompressor's steps (a step of several exchanges) also count:
   std::uint64_t gathered_bytes = 0;   // what the all-gathers carried for this worker: whole
