@@ -143,11 +143,8 @@ bool SidcoStages::needs_correction(std::uint64_t count, double band) const {
 double SidcoStages::corrected(const SelectionCount& s, double band) const {
   if (!needs_correction(s.count, band)) return s.threshold;
   const double k = double(target());
-  if (double(s.count) > k) {
-    if (!(s.excess_mean > 0.0 && std::isfinite(s.excess_mean))) return s.threshold;
-    return s.threshold + formula::exponential_quantile_c(k / double(s.count), s.excess_mean);
-  }
-  return sidco_corrected_below(p_, s.threshold, s.count);
+  if (double(s.count) > k) return sidco_corrected_above(p_, s.threshold, s.count, s.excess_mean, band);
+  return sidco_corrected_below(p_, s.threshold, s.count, band);
 }
 
 namespace {

@@ -249,7 +249,8 @@ TEST_P(Selector, PlacesOnceAndSelectsAsTheReferences) {
             gs::kernels::cpu::sidco_select(g, 0.01, gs::fitting::SidcoVariant::exponential, 2, gs::fitting::SidcoRule::published(), cpu_out);
         EXPECT_NEAR(r.threshold, c.threshold, 1e-6 * c.threshold);
         // With the count correction, the rule the CPU's pipeline follows: inside the band the
-        // selection stands, above it g's exact top-k, below it the one at the corrected threshold.
+        // selection stands, above it the one at the threshold stepped up on its excess (or g's
+        // exact top-k), below it the one at the corrected threshold.
         for (const double density : {0.01, 0.001}) {
           const auto rc = sel->sidco(d, n, density, gs::fitting::SidcoVariant::exponential, 2, gs::fitting::SidcoRule{}, out);
           gs::kernels::cpu::Selection<std::int32_t> cpu_corrected;

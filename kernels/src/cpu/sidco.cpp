@@ -41,6 +41,7 @@ SidcoWorkspace::Impl& workspace_impl(SidcoWorkspace& w) { return *w.impl_; }
 namespace {
 
 using kernels::detail::threshold_as_float;
+using kernels::detail::selected_above;
 
 fitting::MagnitudeStats merge_in_order(const std::vector<fitting::MagnitudeStats>& parts) {
   fitting::MagnitudeStats r;
@@ -479,11 +480,37 @@ struct Held {
   std::size_t m;
 };
 
+// Above the band, the exponential step on the held selection's own tail (SidcoStages::corrected:
+// t + b ln(m / k), b the mean excess over t), kept in place when what it leaves lies inside the
+// band: returns its size, or 0 (nothing changed) when it does not.
+std::size_t step_above(Pipeline& p, fitting::SidcoRule rule, Held h) {
+  const double t = p.result.threshold;
+  double excess = 0.0;
+  for (std::size_t i = 0; i < h.m; ++i) excess += double(std::fabs(h.val[i])) - t;
+  const double eta = p.plan->corrected({t, h.m, excess / double(h.m)}, rule.band);
+  if (!(eta > t)) return 0;
+  const float f = threshold_as_float(eta);
+  std::size_t m = 0;
+  for (std::size_t i = 0; i < h.m; ++i) m += selected_above(h.val[i], f) ? 1 : 0;
+  if (m == 0 || p.plan->needs_correction(m, rule.band)) return 0;
+  std::size_t j = 0;
+  for (std::size_t i = 0; i < h.m; ++i)
+    if (selected_above(h.val[i], f)) {
+      h.idx[j] = h.idx[i];  // j <= i: each write lands at or before what it reads
+      h.val[j] = h.val[i];
+      ++j;
+    }
+  p.result.threshold = eta;
+  p.result.corrected = true;
+  return m;
+}
+
 // SIDCo's count correction of a selection in memory (rule.correct), in place: returns its new
-// size. Above the band it keeps the target count's largest (no read of g); below it, it selects
-// again from g at the corrected threshold (SidcoStages::corrected: one more read) and keeps the
-// target count's largest if that lands above the band. `reselect(eta)` selects from g at eta and
-// returns where that selection is held.
+// size. Above the band it steps the threshold up on the selection's own tail (step_above: no read
+// of g) and keeps the target count's largest only where that step leaves the band; below it, it
+// selects again from g at the corrected threshold (SidcoStages::corrected: one more read) and
+// keeps the target count's largest if that lands above the band. `reselect(eta)` selects from g
+// at eta and returns where that selection is held.
 template <class Reselect>
 std::size_t correct_in_memory(Pipeline& p, fitting::SidcoRule rule, Held h, Reselect&& reselect) {
   const fitting::SidcoStages& plan = *p.plan;
@@ -499,6 +526,8 @@ std::size_t correct_in_memory(Pipeline& p, fitting::SidcoRule rule, Held h, Rese
     p.result.threshold = eta;
     p.result.corrected = true;
     if (!plan.needs_correction(h.m, rule.band) || h.m < k) return h.m;
+  } else if (h.val) {
+    if (const std::size_t m = step_above(p, rule, h)) return m;
   }
   // The k largest of a selection that holds every x above its threshold: g's k largest.
   if (!h.val) return h.m;  // no values to rank: the selection stands

@@ -92,7 +92,7 @@ void sidco_resident(P& p, ResidentWorkspace<P>& w, const float* g, std::uint64_t
   }
   p.for_each(1, SidcoStagesDone{st});
   if (r.sidco.correct) {
-    p.reduce_into(g, n, CountAt{st}, AddU64{}, &st->counted);
+    p.reduce_into(g, n, StatsProbeAt{st}, MergeStats{}, &st->stats);
     p.for_each(1, SidcoCorrect{st});
   }
   p.select_into(n, AboveAt{g, st}, w.idx.data(), w.idx.size(), &st->selected);

@@ -52,6 +52,7 @@ struct ResidentState {
   std::int32_t fallback = 0;  // a failed fit (or an empty SIDCo selection): top-min(k, non-zero)
   std::int32_t correct = 0;   // SIDCo's count correction
   std::int32_t probe_on = 0;  // a count at `probe` is queued next
+  std::int32_t stepped = 0;   // SIDCo's correction stepped the threshold up (sidco_corrected_above)
   double band = 1.25;
   double density = 0.0;
   double probe = 0.0;         // the threshold the next count reads
@@ -94,6 +95,10 @@ struct StatsAboveAt {  // a SIDCo tail stage: y = x - eta over x > eta, while ta
     const bool on = p.tails_left > 0 && p.failure == fitting::SidcoFitFailure::none;
     return {on, StatsAboveElem{kernels::detail::threshold_as_float(p.eta), p.eta}};
   }
+};
+struct StatsProbeAt {  // SIDCo's correction: the count above `probe` and its excess, when queued
+  const ResidentState* st;
+  GS_HD Bound<StatsAboveElem> bind() const { return {st->probe_on != 0, StatsAboveElem{st->probe_f, st->probe}}; }
 };
 struct CountAt {  // the count above `probe`, when one is queued
   const ResidentState* st;
@@ -217,32 +222,42 @@ struct SidcoStagesDone {
     }
   }
 };
-// The count correction (SidcoRule): inside the band the selection stands, above it g's exact
-// top-k, below it the selection at the corrected threshold.
+// The count correction (SidcoRule), from the count above eta and its mean excess (StatsProbeAt):
+// inside the band the selection stands; above it the selection at the threshold stepped up on that
+// excess (sidco_corrected_above), or g's exact top-k where no step is possible; below it the
+// selection at the corrected threshold.
 struct SidcoCorrect {
   ResidentState* st;
   GS_HD void operator()(std::uint64_t) const {
     ResidentState& s = *st;
     if (!s.probe_on) return;
     s.probe_on = 0;
-    const std::uint64_t c = s.counted;
+    const std::uint64_t c = s.stats.count + s.stats.zeros;
     s.report.estimate_count = c;
     if (!fitting::sidco_needs_correction(s.plan, c, s.band)) {
       select_above_at(s, s.plan.eta);
-    } else if (c > s.k) {
-      s.report.corrected = 1;
-      s.report.exact = 1;
-      pick_topk(s, min_u64(s.k, s.finite));
-    } else {
-      s.report.corrected = 1;
-      const double t = fitting::sidco_corrected_below(s.plan, s.plan.eta, c);
-      s.report.threshold = t;
-      select_above_at(s, t);
+      return;
     }
+    s.report.corrected = 1;
+    double t = s.plan.eta;
+    if (c > s.k) {
+      t = fitting::sidco_corrected_above(s.plan, s.plan.eta, c, s.stats.sum_signed / double(c), s.band);
+      if (!(t > s.plan.eta)) {
+        s.report.exact = 1;
+        pick_topk(s, min_u64(s.k, s.finite));
+        return;
+      }
+      s.stepped = 1;
+    } else {
+      t = fitting::sidco_corrected_below(s.plan, s.plan.eta, c, s.band);
+    }
+    s.report.threshold = t;
+    select_above_at(s, t);
   }
 };
-// After the selection above: a corrected one still above the band becomes exact top-k; an empty
-// one, with a fallback, the min(k, non-zero) largest.
+// After the selection above: a corrected one still outside the band becomes exact top-k when it
+// lies above it or came from the step up (the CPU keeps the held selection's k largest then); an
+// empty one, with a fallback, the min(k, non-zero) largest.
 struct SidcoSelected {
   ResidentState* st;
   GS_HD void operator()(std::uint64_t) const {
@@ -250,7 +265,7 @@ struct SidcoSelected {
     if (s.mode != kModeAbove) return;
     const std::uint64_t m = s.selected;
     if (!s.correct) s.report.estimate_count = m;  // no correction: the estimate's own selection
-    if (s.report.corrected && m > s.k && fitting::sidco_needs_correction(s.plan, m, s.band)) {
+    if (s.report.corrected && (m > s.k || s.stepped) && fitting::sidco_needs_correction(s.plan, m, s.band)) {
       s.report.exact = 1;
       pick_topk(s, min_u64(s.k, s.finite));
     } else if (s.fallback && m == 0) {

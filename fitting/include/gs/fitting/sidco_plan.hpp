@@ -163,12 +163,36 @@ GS_HD inline bool sidco_needs_correction(const SidcoPlan& p, std::uint64_t count
   return !(q * band >= 1.0 && q <= band);
 }
 
+// Where the count correction aims from outside [1/band, band] times the target k: the geometric
+// middle of the half of the band it enters, k / sqrt(band) from below and k sqrt(band) from above.
+// A step whose model of the tail holds lands there, inside the band; one that moves the count up to
+// twice as far as its model says (in ln(count)) still lands inside. Under momentum correction both
+// steps move it further than planned: the accumulator piles up just below the last step's
+// threshold (docs/algorithms.md, "SIDCo's count correction").
+GS_HD inline double sidco_correction_aim(const SidcoPlan& p, std::uint64_t count, double band) {
+  const double k = double(target_count_of(p.n, p.density));
+  return double(count) > k ? k * ::sqrt(band) : k / ::sqrt(band);
+}
+
 // Below the band: a secant step on ln(count) against the threshold, through the last threshold
-// before eta and the count above it (SidcoStages::corrected); eta itself when none is known.
-GS_HD inline double sidco_corrected_below(const SidcoPlan& p, double threshold, std::uint64_t count) {
+// before eta and the count above it, aimed at sidco_correction_aim (SidcoStages::corrected); eta
+// itself when none is known.
+GS_HD inline double sidco_corrected_below(const SidcoPlan& p, double threshold, std::uint64_t count,
+                                          double band) {
   if (!(p.before_count > 0.0 && threshold > p.before_eta)) return threshold;
   return formula::secant_log_count(p.before_eta, p.before_count, threshold, double(count),
-                                   double(target_count_of(p.n, p.density)));
+                                   sidco_correction_aim(p, count, band));
+}
+
+// Above the band: an exponential step on the selection's own tail, t + b ln(count / aim), b the
+// mean excess over t of the values above it, aimed at sidco_correction_aim (SidcoStages::corrected;
+// the kernels' count correction moves up by it before any exact top-k). t itself when b is no
+// positive number.
+GS_HD inline double sidco_corrected_above(const SidcoPlan& p, double threshold, std::uint64_t count,
+                                          double excess_mean, double band) {
+  const double aim = sidco_correction_aim(p, count, band);
+  if (!(excess_mean > 0.0 && excess_mean <= 1.7976931348623157e308) || !(double(count) > aim)) return threshold;
+  return threshold + formula::exponential_quantile_c(aim / double(count), excess_mean);
 }
 
 }  // namespace gs::fitting

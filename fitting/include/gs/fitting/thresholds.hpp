@@ -69,9 +69,8 @@ struct SidcoRule {
   bool recount = false;
   // The count correction (SidcoStages::corrected, docs/algorithms.md): a selection outside
   // [1/band, band] times the target count moves the threshold once, at the cost of at most one
-  // more read. A selector, which holds the selection in memory, then keeps the target count's
-  // largest of a selection still above the band (exactly top-k). Off, with recount off: SIDCo
-  // as published.
+  // more read. A selector, which holds the selection in memory, keeps the target count's largest
+  // (exactly top-k) where that move leaves the band. Off, with recount off: SIDCo as published.
   bool correct = true;
   double band = 1.25;
   // The stages' final threshold times this (SidcoPlan::scale): the calibration a compressor

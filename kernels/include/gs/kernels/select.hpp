@@ -72,9 +72,10 @@ class Selector {
   // pipeline (cpu::sidco_select, candidates kept between stages); the others their resident
   // selection (select(): the stages' sums, the count and the decisions stay on the device, the
   // selection comes back once): with rule.correct, a count above the band makes the selection
-  // g's exact top-k, one below it the selection at the corrected threshold (and the exact top-k
-  // when that lands above the band). Every backend counts the result's nonfinite; so does
-  // sidco_topk.
+  // the one at the threshold stepped up on its excess (fitting::sidco_corrected_above), one below
+  // it the selection at the corrected threshold, and either becomes g's exact top-k when its step
+  // leaves the band (below it after the step up, above it after the secant). Every backend counts
+  // the result's nonfinite; so does sidco_topk.
   virtual SidcoSelectResult sidco(const float* g, std::uint64_t n, double density,
                                   fitting::SidcoVariant variant, int stages, fitting::SidcoRule rule,
                                   Selection<std::int32_t>& out) = 0;
