@@ -263,6 +263,31 @@ TEST(SidcoSelect, TheCountCorrectionOnEveryRoute) {
   EXPECT_GE(stepped, 1) << "some should be cut inside the band by the step up, without an exact top-k";
 }
 
+// The carried scale (SidcoRule::scale, the DDP hook's calibration) below 1 puts the final
+// threshold under the bound the automatic route packs candidates above: the bound moves down with
+// it, so the selection still comes from the candidates (two reads of g at M = 2), the same one
+// every route makes at that threshold.
+TEST(SidcoSelect, ACarriedScaleBelowOneStillSelectsFromTheCandidates) {
+  cpu::SidcoWorkspace ws;
+  const auto g = make_data(Shape::laplace, 600001, 9300);
+  for (const double scale : {0.95, 0.85, 0.75}) {
+    SCOPED_TRACE(scale);
+    fitting::SidcoRule rule = fitting::SidcoRule::published();
+    rule.scale = scale;
+    cpu::Selection<std::int32_t> sel, full;
+    const auto r = cpu::sidco_select(g, 0.01, fitting::SidcoVariant::exponential, 2, rule, sel,
+                                     cpu::SidcoRoute::automatic, &ws);
+    const auto f = cpu::sidco_select(g, 0.01, fitting::SidcoVariant::exponential, 2, rule, full,
+                                     cpu::SidcoRoute::full_passes, &ws);
+    EXPECT_EQ(r.threshold, f.threshold);
+    EXPECT_EQ(r.full_reads, 2) << "stage 1, then stage 2 packing the candidates; no compaction of g";
+    EXPECT_EQ(f.full_reads, 3);
+    EXPECT_EQ(sel.indices, full.indices);
+    const auto want = reference_indices(g, r.threshold);
+    EXPECT_TRUE(std::equal(sel.indices.begin(), sel.indices.end(), want.begin(), want.end()));
+  }
+}
+
 // One stage on a vector of 1 Mi elements or more (here 2 Mi): the predicted route predicts stage 1 from a
 // sample of 4096 cache lines and packs in stage 1's read; the selection comes from the
 // candidates when stage 1's threshold is at or above the prediction, else from a second read.

@@ -254,7 +254,11 @@ Pipeline run_stages(std::span<const float> g, double density, fitting::SidcoVari
     out.result.stages = plan.stages_run();
     return out;
   }
-  const double bound = more ? tail_bound(g.size(), stages, route, plan, first.mean()) : -1.0;
+  double bound = more ? tail_bound(g.size(), stages, route, plan, first.mean()) : -1.0;
+  // The final threshold is the last stage's times the carried scale (SidcoRule::scale): below 1
+  // it lands that much lower, under a bound guessed for the stages alone, and the selection would
+  // read g again. The bound moves down with it, while it stays above stage 1's threshold.
+  if (rule.scale < 1.0 && bound * rule.scale >= plan.threshold()) bound *= rule.scale;
   const bool packed = more && bound >= plan.threshold();
   out.result.route = !packed                          ? SidcoRoute::full_passes
                      : route == SidcoRoute::candidates ||
