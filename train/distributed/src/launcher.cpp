@@ -98,59 +98,137 @@ bool forks_workers(const TrainConfig& config, const InProcessWorker& in_process)
 
 // One attempt: a fresh store, W workers, watched until all succeed (rank 0's exit status) or one
 // fails (WorkerFailed, after the others are stopped).
-int run_attempt(const TrainConfig& config, int attempt, const InProcessWorker& in_process) {
+// The workers started so far, and which of them the watch has seen end.
+struct Workers {
   std::vector<pid_t> pids;
   std::vector<bool> done;
-  const std::vector<std::string> env = worker_environment(attempt);
+  void add(pid_t pid) {
+    pids.push_back(pid);
+    done.push_back(false);
+  }
+  void stop() { stop_all(pids, done); }
+};
 
-  // Forked workers first, while this process runs no store thread; each waits for the port.
+// Forks the workers while this process runs no store thread; each waits on its pipe for the
+// store's port and then runs `train` in process. Returns the pipes' write ends.
+std::vector<int> fork_workers(const TrainConfig& config, const std::vector<std::string>& env,
+                              const InProcessWorker& in_process, Workers& w) {
+  // The data decoded once here, for every worker (each fork takes its copy on write).
+  data::preload_fashion_mnist("train");
+  data::preload_fashion_mnist("test");
+  std::fflush(nullptr);
   std::vector<int> port_pipes;
-  const bool fork_workers = forks_workers(config, in_process);
-  if (fork_workers) {
-    // The data decoded once here, for every worker (each fork takes its copy on write).
-    data::preload_fashion_mnist("train");
-    data::preload_fashion_mnist("test");
-    std::fflush(nullptr);
-    for (int r = 0; r < config.workers; ++r) {
-      int fds[2];
-      if (::pipe2(fds, O_CLOEXEC) != 0) {
-        for (int fd : port_pipes) ::close(fd);
-        stop_all(pids, done);
-        throw Error(std::string("could not start worker ") + std::to_string(r) + ": " + std::strerror(errno));
-      }
-      const pid_t pid = ::fork();
-      if (pid == 0) {
-        ::close(fds[1]);
-        for (int fd : port_pipes) ::close(fd);
-        const int port = read_port(fds[0]);
-        ::close(fds[0]);
-        if (port <= 0) ::_exit(1);  // the launcher could not start its store, and says so
-        ::clearenv();
-        for (const auto& v : env) ::putenv(const_cast<char*>(v.c_str()));
-        std::vector<std::string> args = {"train"};
-        for (auto& a : config.worker_args(r, port)) args.push_back(a);
-        int rc = 1;
-        try {
-          rc = in_process(args);
-        } catch (const std::exception& e) {
-          std::fprintf(stderr, "gradscope: error: %s\n", e.what());
-        }
-        std::fflush(nullptr);
-        ::_exit(rc);
-      }
+  for (int r = 0; r < config.workers; ++r) {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) {
+      for (int fd : port_pipes) ::close(fd);
+      w.stop();
+      throw Error(std::string("could not start worker ") + std::to_string(r) + ": " + std::strerror(errno));
+    }
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ::close(fds[1]);
+      for (int fd : port_pipes) ::close(fd);
+      const int port = read_port(fds[0]);
       ::close(fds[0]);
-      if (pid < 0) {
-        const int err = errno;
-        ::close(fds[1]);
-        for (int fd : port_pipes) ::close(fd);
-        stop_all(pids, done);
-        throw Error("could not start worker " + std::to_string(r) + ": " + std::strerror(err));
+      if (port <= 0) ::_exit(1);  // the launcher could not start its store, and says so
+      ::clearenv();
+      for (const auto& v : env) ::putenv(const_cast<char*>(v.c_str()));
+      std::vector<std::string> args = {"train"};
+      for (auto& a : config.worker_args(r, port)) args.push_back(a);
+      int rc = 1;
+      try {
+        rc = in_process(args);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "gradscope: error: %s\n", e.what());
       }
-      port_pipes.push_back(fds[1]);
-      pids.push_back(pid);
-      done.push_back(false);
+      std::fflush(nullptr);
+      ::_exit(rc);
+    }
+    ::close(fds[0]);
+    if (pid < 0) {
+      const int err = errno;
+      ::close(fds[1]);
+      for (int fd : port_pipes) ::close(fd);
+      w.stop();
+      throw Error("could not start worker " + std::to_string(r) + ": " + std::strerror(err));
+    }
+    port_pipes.push_back(fds[1]);
+    w.add(pid);
+  }
+  return port_pipes;
+}
+
+// Hands the store's port to the forked workers. A worker that died before reading is seen by the
+// watch; its pipe's write must not raise SIGPIPE here.
+void send_port(const std::vector<int>& port_pipes, int port) {
+  struct sigaction ignore {}, before {};
+  ignore.sa_handler = SIG_IGN;
+  ::sigaction(SIGPIPE, &ignore, &before);
+  for (int fd : port_pipes) {
+    [[maybe_unused]] const ssize_t n = ::write(fd, &port, sizeof port);
+    ::close(fd);
+  }
+  ::sigaction(SIGPIPE, &before, nullptr);
+}
+
+// Starts the workers as new processes of this binary (posix_spawn), the store's port given.
+void spawn_workers(const TrainConfig& config, const std::vector<std::string>& env, int port, Workers& w) {
+  const std::string exe = std::filesystem::read_symlink("/proc/self/exe").string();
+  std::vector<std::string> env_strings = env;
+  std::vector<char*> envp;
+  for (auto& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  for (int r = 0; r < config.workers; ++r) {
+    std::vector<std::string> args = {exe, "train"};
+    for (auto& a : config.worker_args(r, port)) args.push_back(a);
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    pid_t pid = 0;
+    const int rc = ::posix_spawn(&pid, exe.c_str(), nullptr, nullptr, argv.data(), envp.data());
+    if (rc != 0) {
+      w.stop();
+      throw Error("could not start worker " + std::to_string(r) + ": " + std::strerror(rc));
+    }
+    w.add(pid);
+  }
+}
+
+// Watch: the first worker to fail stops the rest. Waiting on any child wakes at the first exit,
+// so the worker that failed first is named, not a peer that failed because it did.
+int watch_workers(Workers& w) {
+  std::vector<int> status(w.pids.size(), 0);
+  std::size_t finished = 0;
+  while (finished < w.pids.size()) {
+    int st = 0;
+    const pid_t got = ::waitpid(-1, &st, 0);
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      w.stop();
+      throw Error(std::string("could not watch the workers: ") + std::strerror(errno));
+    }
+    const auto it = std::find(w.pids.begin(), w.pids.end(), got);
+    if (it == w.pids.end()) continue;
+    const std::size_t i = std::size_t(it - w.pids.begin());
+    w.done[i] = true;
+    status[i] = st;
+    ++finished;
+    if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
+      w.stop();
+      throw WorkerFailed("worker " + std::to_string(i) + " failed (" + describe_status(st) +
+                         "); stopped the other " + std::to_string(w.pids.size() - 1) + " worker(s)");
     }
   }
+  return WEXITSTATUS(status[0]);
+}
+
+int run_attempt(const TrainConfig& config, int attempt, const InProcessWorker& in_process) {
+  Workers w;
+  const std::vector<std::string> env = worker_environment(attempt);
+  // Forked workers first, while this process runs no store thread; each waits for the port.
+  const bool fork = forks_workers(config, in_process);
+  const std::vector<int> port_pipes = fork ? fork_workers(config, env, in_process, w) : std::vector<int>{};
 
   // The store lives in this process on a free loopback port, so concurrent runs never collide.
   c10d::TCPStoreOptions so;
@@ -163,70 +241,12 @@ int run_attempt(const TrainConfig& config, int attempt, const InProcessWorker& i
     store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", so);
   } catch (const std::exception& e) {
     for (int fd : port_pipes) ::close(fd);
-    stop_all(pids, done);
+    w.stop();
     throw Error(std::string("could not start the rendezvous store on 127.0.0.1: ") + e.what());
   }
-  const int port = store->getPort();
-
-  if (fork_workers) {
-    // A worker that died before reading is seen by the watch below; its pipe's write must not
-    // raise SIGPIPE here.
-    struct sigaction ignore {}, before {};
-    ignore.sa_handler = SIG_IGN;
-    ::sigaction(SIGPIPE, &ignore, &before);
-    for (int fd : port_pipes) {
-      [[maybe_unused]] const ssize_t n = ::write(fd, &port, sizeof port);
-      ::close(fd);
-    }
-    ::sigaction(SIGPIPE, &before, nullptr);
-  } else {
-    const std::string exe = std::filesystem::read_symlink("/proc/self/exe").string();
-    std::vector<std::string> env_strings = env;
-    std::vector<char*> envp;
-    for (auto& s : env_strings) envp.push_back(s.data());
-    envp.push_back(nullptr);
-    for (int r = 0; r < config.workers; ++r) {
-      std::vector<std::string> args = {exe, "train"};
-      for (auto& a : config.worker_args(r, port)) args.push_back(a);
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      pid_t pid = 0;
-      const int rc = ::posix_spawn(&pid, exe.c_str(), nullptr, nullptr, argv.data(), envp.data());
-      if (rc != 0) {
-        stop_all(pids, done);
-        throw Error("could not start worker " + std::to_string(r) + ": " + std::strerror(rc));
-      }
-      pids.push_back(pid);
-      done.push_back(false);
-    }
-  }
-
-  // Watch: the first worker to fail stops the rest. Waiting on any child wakes at the first exit,
-  // so the worker that failed first is named, not a peer that failed because it did.
-  std::vector<int> status(pids.size(), 0);
-  std::size_t finished = 0;
-  while (finished < pids.size()) {
-    int st = 0;
-    const pid_t got = ::waitpid(-1, &st, 0);
-    if (got < 0) {
-      if (errno == EINTR) continue;
-      stop_all(pids, done);
-      throw Error(std::string("could not watch the workers: ") + std::strerror(errno));
-    }
-    const auto it = std::find(pids.begin(), pids.end(), got);
-    if (it == pids.end()) continue;
-    const std::size_t i = std::size_t(it - pids.begin());
-    done[i] = true;
-    status[i] = st;
-    ++finished;
-    if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
-      stop_all(pids, done);
-      throw WorkerFailed("worker " + std::to_string(i) + " failed (" + describe_status(st) +
-                         "); stopped the other " + std::to_string(pids.size() - 1) + " worker(s)");
-    }
-  }
-  return WEXITSTATUS(status[0]);
+  if (fork) send_port(port_pipes, store->getPort());
+  else spawn_workers(config, env, store->getPort(), w);
+  return watch_workers(w);
 }
 
 }  // namespace
