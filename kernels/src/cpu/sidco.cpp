@@ -484,9 +484,8 @@ struct Held {
   std::size_t m;
 };
 
-// Above the band, the exponential step on the held selection's own tail (SidcoStages::corrected:
-// t + b ln(m / k), b the mean excess over t), kept in place when what it leaves lies inside the
-// band: returns its size, or 0 (nothing changed) when it does not.
+// Above the band: the held selection cut in place at SidcoStages::corrected's step on its own
+// tail, when what that leaves lies inside the band; returns its size, else 0 (nothing changed).
 std::size_t step_above(Pipeline& p, fitting::SidcoRule rule, Held h) {
   const double t = p.result.threshold;
   double excess = 0.0;
