@@ -133,6 +133,46 @@ Regions load_regions(StateReader& r) {
   return regions;
 }
 
+namespace {
+
+// Balance: above k pairs over all regions (`counts`, every region's), this worker's region keeps
+// its share of k, its largest sums, in index order.
+void keep_quota(std::vector<Pair>& reduced, const std::vector<std::int64_t>& counts, int me, std::int64_t k) {
+  const std::int64_t total = std::accumulate(counts.begin(), counts.end(), std::int64_t(0));
+  if (total <= k) return;
+  const auto quota = std::size_t(std::llround(double(k) * double(counts[std::size_t(me)]) / double(total)));
+  if (quota >= reduced.size()) return;
+  std::nth_element(reduced.begin(), reduced.begin() + std::ptrdiff_t(quota), reduced.end(),
+                   [](const Pair& a, const Pair& b) {
+                     const float x = std::fabs(a.value), y = std::fabs(b.value);
+                     return x != y ? x > y : a.index < b.index;
+                   });
+  reduced.resize(quota);
+  std::sort(reduced.begin(), reduced.end(), [](const Pair& a, const Pair& b) { return a.index < b.index; });
+}
+
+// This worker's contribution to the update: its selected values at the update's indices (both
+// ascend), what error feedback counts as sent.
+Payload contribution(const Payload& sel, const std::vector<std::int32_t>& update, std::uint64_t n) {
+  std::vector<Pair> own(sel.count());
+  for (std::size_t j = 0; j < sel.count(); ++j) own[j] = {sel.indices[j], sel.values[j]};
+  std::sort(own.begin(), own.end(), [](const Pair& a, const Pair& b) { return a.index < b.index; });
+  Payload mine;
+  mine.n = n;
+  auto u = update.begin();
+  for (const Pair& q : own) {
+    u = std::lower_bound(u, update.end(), q.index);
+    if (u == update.end()) break;
+    if (*u == q.index) {
+      mine.indices.push_back(q.index);
+      mine.values.push_back(q.value);
+    }
+  }
+  return mine;
+}
+
+}  // namespace
+
 SparseAllreduceOutcome sparse_allreduce(Compressor& c, std::span<const float> acc, std::string_view tensor,
                                         std::span<const std::uint64_t> bounds, Collectives& comm,
                                         std::span<float> out) {
@@ -160,20 +200,7 @@ SparseAllreduceOutcome sparse_allreduce(Compressor& c, std::span<const float> ac
   counts[std::size_t(me)] = std::int64_t(reduced.size());
   comm.allreduce_sum(std::span<std::int64_t>(counts));
   r.wire_bytes += counts.size() * sizeof(std::int64_t);
-  const std::int64_t total = std::accumulate(counts.begin(), counts.end(), std::int64_t(0));
-  const auto k = std::int64_t(std::max<double>(1.0, std::round(c.density() * double(n))));
-  if (total > k) {
-    const auto quota = std::size_t(std::llround(double(k) * double(counts[std::size_t(me)]) / double(total)));
-    if (quota < reduced.size()) {
-      std::nth_element(reduced.begin(), reduced.begin() + std::ptrdiff_t(quota), reduced.end(),
-                       [](const Pair& a, const Pair& b) {
-                         const float x = std::fabs(a.value), y = std::fabs(b.value);
-                         return x != y ? x > y : a.index < b.index;
-                       });
-      reduced.resize(quota);
-      std::sort(reduced.begin(), reduced.end(), [](const Pair& a, const Pair& b) { return a.index < b.index; });
-    }
-  }
+  keep_quota(reduced, counts, me, std::int64_t(std::max<double>(1.0, std::round(c.density() * double(n)))));
 
   // 4. the kept sums to every worker: the update, the same everywhere (regions in index order)
   std::vector<std::byte> kept;
@@ -193,20 +220,7 @@ SparseAllreduceOutcome sparse_allreduce(Compressor& c, std::span<const float> ac
       update.push_back(q.index);
     }
 
-  // This worker's contribution: its selected values at the update's indices (both ascend).
-  std::vector<Pair> own(sel.count());
-  for (std::size_t j = 0; j < sel.count(); ++j) own[j] = {sel.indices[j], sel.values[j]};
-  std::sort(own.begin(), own.end(), [](const Pair& a, const Pair& b) { return a.index < b.index; });
-  r.mine.n = n;
-  auto u = update.begin();
-  for (const Pair& q : own) {
-    u = std::lower_bound(u, update.end(), q.index);
-    if (u == update.end()) break;
-    if (*u == q.index) {
-      r.mine.indices.push_back(q.index);
-      r.mine.values.push_back(q.value);
-    }
-  }
+  r.mine = contribution(sel, update, n);
 
   // The next bounds: the update's indices in W equal counts (kept when too few to split).
   r.next_bounds.assign(bounds.begin(), bounds.end());
