@@ -21,6 +21,7 @@ others still run. Usage: gpu_bench.py --kernels-bench PATH --out FILE [--sizes 1
 import argparse
 import json
 import math
+import re
 import statistics
 import subprocess
 import sys
@@ -58,13 +59,32 @@ def copy_bandwidth():
     return {"bytes_read_and_written": moved, "ms": ms, "gb_per_s": moved / (ms * 1e-3) / 1e9}
 
 
-def kernels(bench, sizes, densities, copy):
-    run = subprocess.run([bench, "--backend", "cuda", "--sizes", ",".join(f"{n:g}" for n in sizes),
-                          "--densities", ",".join(f"{d:g}" for d in densities), "--json"],
-                         capture_output=True, text=True, timeout=180)
-    if run.returncode != 0:
-        raise RuntimeError(f"gs_kernels_bench failed ({run.returncode}): {run.stderr[-2000:]}")
-    rows = json.loads(run.stdout)["rows"]
+PROGRESS = re.compile(r"^(\S+) n=(\d+) d=(\S+): (\S+) ms$")
+
+
+def progress_rows(stderr):
+    """The rows gs_kernels_bench wrote to stderr as it measured them (method, n, density, median)."""
+    return [{"method": m.group(1), "n": int(m.group(2)), "density": float(m.group(3)),
+             "median_ms": float(m.group(4))} for m in map(PROGRESS.match, stderr.splitlines()) if m]
+
+
+def kernels(bench, sizes, densities, copy, errors):
+    """gs_kernels_bench's rows; where it dies midway, the rows it measured before, and its error in
+    errors["kernels"]."""
+    try:
+        run = subprocess.run([bench, "--backend", "cuda", "--sizes", ",".join(f"{n:g}" for n in sizes),
+                              "--densities", ",".join(f"{d:g}" for d in densities), "--json"],
+                             capture_output=True, text=True, timeout=90)
+        rc, out, err = run.returncode, run.stdout, run.stderr
+    except subprocess.TimeoutExpired as e:
+        rc, out = "timed out after 90 s", ""
+        err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
+    if rc == 0:
+        rows = json.loads(out)["rows"]
+    else:
+        rows = progress_rows(err)
+        errors["kernels"] = f"gs_kernels_bench failed ({rc}) after {len(rows)} rows: {err[-2000:]}"
+        print(errors["kernels"], file=sys.stderr)
     reads = []
     for r in rows:
         if r["method"] == "read":
@@ -201,7 +221,7 @@ def main():
         print(f"gpu_bench: {name}: {time.time() - t0:.1f} s", file=sys.stderr)
 
     part("copy", copy_bandwidth)
-    part("kernels", lambda: kernels(a.kernels_bench, sizes, densities, out.get("copy")))
+    part("kernels", lambda: kernels(a.kernels_bench, sizes, densities, out.get("copy"), out["errors"]))
     part("topk", lambda: topk(sizes, densities, out.get("kernels", {}).get("rows", [])))
     part("ddp", lambda: ddp(a.steps))
     for r in out.get("ddp", {}).get("rows", []):

@@ -10,8 +10,11 @@ check runs it for each filter it uses (a step whose filter matches nothing has c
 
 On the GPU (--mode gpu) every step but large-vectors must run and pass, the suites must run CUDA
 cases and none may skip (a CUDA case skipping on a GPU machine is a failure), and tests/python/gpu
-may skip only its two-GPU test, on a machine with one GPU. In a dry run (--mode dry, no GPU) the
-steps that ran must pass; the CUDA cases skip there and are counted."""
+may skip only its two-GPU test, on a machine with one GPU. A step the check's budget stopped or left
+no time for is cut, and a sanitizer that cannot use the device is unavailable: neither fails the
+check, both make it incomplete (exit status 2). In a dry run (--mode dry, no GPU) the steps that ran
+must pass; the CUDA cases skip there and are counted. --interim (after the timing phase): the steps
+still to come are pending, and the verdict says so (exit status 0 unless a step failed)."""
 
 import argparse
 import fnmatch
@@ -22,9 +25,11 @@ import subprocess
 import xml.etree.ElementTree as ET
 from datetime import datetime, timezone
 
-# Steps in their order; those a GPU run may leave out.
-STEPS = ["bundle", "googletest", "configure", "build", "cuda-filters", "cpp-suites", "memcheck", "racecheck",
-         "large-vectors", "python-gpu-tests", "benchmarks"]
+# Steps in their order (phases setup, timing, tests, sanitizers); those a GPU run may leave out.
+STEPS = ["bundle", "googletest", "configure", "build-timing", "benchmarks", "python-gpu-tests", "build-suites",
+         "cuda-filters", "cpp-suites", "large-vectors", "memcheck", "racecheck"]
+PHASES = ["setup", "timing", "tests", "sanitizers"]
+INCOMPLETE = ("cut", "unavailable")  # statuses that leave a step unchecked without failing it
 OPTIONAL_ON_GPU = {"large-vectors"}
 TWO_GPU_SKIP = re.compile(r"two (CUDA )?GPUs|2 GPUs", re.I)
 
@@ -143,16 +148,22 @@ def telling_lines(work, step, most=6):
     return [line.strip()[:200] for line in lines if TELLING.search(line)][:most]
 
 
-def judge(mode, steps, work, gpu_count):
-    """Fills each step's result and returns the list of problems."""
+def judge(mode, steps, work, gpu_count, interim=False):
+    """Fills each step's result and returns the list of problems (a cut or unavailable step is none:
+    its result says so)."""
     problems = []
     by_name = {s["step"]: s for s in steps}
     for name in STEPS:
         if name not in by_name:
-            by_name[name] = {"step": name, "status": "skipped: never reached", "seconds": 0}
+            by_name[name] = {"step": name, "status": "pending" if interim else "skipped: never reached", "seconds": 0}
             steps.append(by_name[name])
     for s in steps:
         name = s["step"]
+        if s["status"].startswith(INCOMPLETE):
+            s["result"] = s["status"].split(":", 1)[0]
+            continue
+        if s["status"] == "pending":
+            continue
         if not s["status"].startswith("ran"):
             if mode == "gpu" and name not in OPTIONAL_ON_GPU:
                 problems.append(f"{name}: {s['status']}")
@@ -160,10 +171,10 @@ def judge(mode, steps, work, gpu_count):
         ok = s.get("rc", 1) == 0
         if s.get("rc") in (124, 137):
             problems.append(f"{name}: stopped at its limit of {s.get('limit_s')} s")
-        if name == "build" and s.get("extension", "built") != "built":
+        if name == "build-timing" and s.get("extension", "built") != "built":
             s["note"] = f"extension {s['extension']}"
             if mode == "gpu":
-                problems.append(f"build: extension {s['extension']}")
+                problems.append(f"build-timing: extension {s['extension']}")
         if name == "cpp-suites":
             s["suites"] = suites(work, s.get("cuda_filters", {}), s.get("suite_names", CPP_SUITES))
             for r in s["suites"]:
@@ -210,6 +221,14 @@ def judge(mode, steps, work, gpu_count):
                             + "".join(f"\n    {line}" for line in telling_lines(work, name)))
     steps.sort(key=lambda s: STEPS.index(s["step"]) if s["step"] in STEPS else len(STEPS))
     return problems
+
+
+def phase_seconds(steps):
+    """Seconds spent in each phase, in the check's order (steps written before phases counted as setup)."""
+    out = {p: 0 for p in PHASES}
+    for s in steps:
+        out[s.get("phase", "setup")] = out.get(s.get("phase", "setup"), 0) + s.get("seconds", 0)
+    return out
 
 
 def fmt(v, digits=3):
@@ -404,18 +423,21 @@ def main():
         ap.add_argument(arg, required=True)
     ap.add_argument("--python", default="")
     ap.add_argument("--seconds", type=int, default=0)
+    ap.add_argument("--interim", action="store_true", help="after the timing phase: later steps pending")
     a = ap.parse_args()
     steps = read_jsonl(os.path.join(a.work, "steps.jsonl"))
     m = machine(a.python)
-    problems = judge(a.mode, steps, a.work, len(m["gpus"]))
+    problems = judge(a.mode, steps, a.work, len(m["gpus"]), a.interim)
+    incomplete = [f"{s['step']}: {s['status']}" for s in steps if s["status"].startswith(INCOMPLETE)]
     # A copy of the tree without .git (as a GPU node may get) names its commit in GS_CHECK_COMMIT.
     commit = os.environ.get("GS_CHECK_COMMIT") or sh(["git", "-C", a.root, "rev-parse", "--short", "HEAD"]) or "unknown"
     if not os.environ.get("GS_CHECK_COMMIT") and sh(["git", "-C", a.root, "status", "--porcelain", "--untracked-files=no"]):
         commit += " (with local changes)"
-    verdict = "failed" if problems else "passed"
-    results = {"mode": a.mode, "verdict": verdict, "problems": problems, "commit": commit,
+    verdict = ("failed" if problems else "timings written, tests and sanitizers to come" if a.interim
+               else "incomplete" if incomplete else "passed")
+    results = {"mode": a.mode, "verdict": verdict, "problems": problems, "incomplete": incomplete, "commit": commit,
                "date": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%MZ"), "seconds": a.seconds,
-               "machine": m, "steps": steps, "targets": targets(steps)}
+               "phases": phase_seconds(steps), "machine": m, "steps": steps, "targets": targets(steps)}
     with open(os.path.join(a.out, "results.json"), "w") as f:
         json.dump(results, f, indent=1)
 
@@ -425,10 +447,14 @@ def main():
           f"- CPU: {m['cpu']}, {m['cores']} cores; OS: {m['os']}",
           f"- reproduce: scripts/gpu-bundle.sh DIR (Debian 12), then scripts/gpu-check.sh --bundle DIR --out RESULTS"
           f"{' --dry-run' if a.mode == 'dry' else ''}", "", "## What ran", "",
-          table(["step", "status", "result", "s", "notes"],
-                [[s["step"], s["status"], s.get("result", ""), s["seconds"], step_note(s)] for s in steps]), ""]
+          table(["phase", "step", "status", "result", "s", "notes"],
+                [[s.get("phase", ""), s["step"], s["status"], s.get("result", ""), s["seconds"], step_note(s)]
+                 for s in steps]), "",
+          "Seconds by phase: " + ", ".join(f"{k} {v}" for k, v in results["phases"].items()) + ".", ""]
     if problems:
         md += ["## Problems", ""] + [f"- {p}" for p in problems] + [""]
+    if incomplete:
+        md += ["## Not checked (no failure)", ""] + [f"- {p}" for p in incomplete] + [""]
     md += figures_markdown(steps)
     text = "\n".join(md) + "\n"
     with open(os.path.join(a.out, "report.md"), "w") as f:
@@ -440,10 +466,13 @@ def main():
     for s in steps:
         print(f"{s['step']:18} {s['status'][:40]:40} {s.get('result', ''):8} {s['seconds']:>5}")
     print(f"{'total':18} {'':40} {'':8} {a.seconds:>5}")
+    print("phases (s): " + ", ".join(f"{k} {v}" for k, v in results["phases"].items()))
     for p in problems:
         print(f"PROBLEM: {p}")
+    for p in incomplete:
+        print(f"NOT CHECKED: {p}")
     print(f"gpu-check ({a.mode}): {verdict}; {a.out}/results.json, report.md, check.log")
-    return 1 if problems else 0
+    return 1 if problems else 0 if a.interim or not incomplete else 2
 
 
 if __name__ == "__main__":

@@ -46,9 +46,11 @@ int main(int argc, char** argv) {
       else throw gs::Error("unknown argument '" + a + "' (see the usage at the top of the source)");
     }
     config.backend = gs::kernels::resolve_backend(backend);
-    const auto rows = gs::bench::run_kernels_bench(config, [json](const auto& r) {
-      if (!json) std::fprintf(stderr, "%s n=%llu d=%g: %.3f ms\n", r.method.c_str(),
-                              static_cast<unsigned long long>(r.n), r.density, r.median_ms);
+    // Each row on stderr as it is measured, JSON or not: a run that dies midway still says what
+    // it measured (scripts/gpu_bench.py reads these lines then).
+    const auto rows = gs::bench::run_kernels_bench(config, [](const auto& r) {
+      std::fprintf(stderr, "%s n=%llu d=%g: %.3f ms\n", r.method.c_str(), static_cast<unsigned long long>(r.n),
+                   r.density, r.median_ms);
     });
     std::puts(json ? gs::bench::kernels_bench_json(config, rows).c_str()
                    : gs::bench::kernels_bench_table(rows).c_str());

@@ -122,3 +122,47 @@ def test_the_report_tables_the_resident_selections():
            "gradscope_topk_ms": 2.5, "sidco_e_resident_ms": 0.5, "gradscope_topk_resident_ms": 1.5, "read_ms": 0.13}
     text = "\n".join(m.figures_markdown([{"step": "benchmarks", "status": "ran", "figures": {"topk": [row]}}]))
     assert "sidco-e resident / torch.topk" in text and "| 1.800 | 1.000 | 1.400 | 0.500 | 2.500 | 1.500 | 0.900 | 0.250 |" in text, text
+
+
+def run_report(tmp_path, steps, *extra, mode="dry"):
+    """gpu_check_report.py over a steps.jsonl of `steps`: (exit status, results.json)."""
+    import json
+    work, out = tmp_path / "work", tmp_path / "out"
+    work.mkdir(exist_ok=True)
+    out.mkdir(exist_ok=True)
+    (work / "steps.jsonl").write_text("".join(json.dumps(s) + "\n" for s in steps))
+    r = subprocess.run([sys.executable, str(REPORT), "--mode", mode, "--work", str(work), "--out", str(out),
+                        "--root", str(ROOT), "--build", str(tmp_path), "--seconds", "42", *extra],
+                       capture_output=True, text=True)
+    return r.returncode, json.loads((out / "results.json").read_text()), r.stdout
+
+
+def test_a_step_the_budget_cut_makes_the_check_incomplete_not_failed(tmp_path):
+    steps = [{"step": "bundle", "phase": "setup", "status": "ran", "seconds": 3, "rc": 0},
+             {"step": "build-timing", "phase": "timing", "status": "ran", "seconds": 10, "rc": 0},
+             {"step": "build-suites", "phase": "tests", "status": "cut: stopped when the check's 360 s ran out",
+              "seconds": 5, "rc": 124, "limit_s": 5}]
+    rc, results, stdout = run_report(tmp_path, steps)
+    assert rc == 2 and results["verdict"] == "incomplete" and not results["problems"], (rc, results["problems"])
+    assert results["incomplete"] == ["build-suites: cut: stopped when the check's 360 s ran out"]
+    assert results["phases"] == {"setup": 3, "timing": 10, "tests": 5, "sanitizers": 0}
+    assert "NOT CHECKED: build-suites" in stdout
+    # The same step failing on its own is a failure; after the timing phase, what is to come is pending.
+    steps[2].update(status="ran", rc=1)
+    assert run_report(tmp_path, steps)[0] == 1
+    rc, results, _ = run_report(tmp_path, steps[:2], "--interim")
+    assert rc == 0 and results["verdict"].startswith("timings written"), results["verdict"]
+    assert {s["step"]: s["status"] for s in results["steps"]}["cpp-suites"] == "pending"
+
+
+def test_a_sanitizer_that_cannot_use_the_device_is_no_failure_on_the_gpu(tmp_path):
+    m = report_module()
+    steps = [{"step": name, "phase": "setup", "status": "ran", "seconds": 1, "rc": 0}
+             for name in ("bundle", "googletest", "configure", "cuda-filters")]
+    steps.append({"step": "memcheck", "phase": "sanitizers", "status": "unavailable: compute-sanitizer cannot run "
+                  "a CUDA case on this device (Device not supported)", "seconds": 0})
+    problems = m.judge("gpu", steps, str(tmp_path), 1)
+    assert not [p for p in problems if p.startswith("memcheck")], problems
+    assert {s["step"]: s.get("result") for s in steps}["memcheck"] == "unavailable"
+    # A step never reached on the GPU is still a problem.
+    assert any(p.startswith("racecheck: skipped: never reached") for p in problems), problems
