@@ -113,7 +113,7 @@ bool BucketCompressor::sparse_on_device(const DeviceBucket& b, const std::string
                 " (please report)");
   const bool bad = mine.info.nonfinite > 0;  // this worker met NaN or Inf: it says so, all skip
   std::uint64_t wire_bytes = 0;
-  if (pairs_through_host(b, mine.payload, sel, bad, comm, s, wire_bytes)) {
+  if (pairs_through_host(b, slot, mine.payload, sel, bad, comm, s, wire_bytes)) {
     resident_->discard(slot);
     return true;
   }
@@ -155,20 +155,19 @@ bool BucketCompressor::pairs_on_device(const DeviceBucket& b, const std::string&
   if (!step_skip_.data()) step_skip_ = ops.ints(1);
   if (!step_skip_clear_) ops.fill(step_skip_.data(), 0, 1);
   step_skip_clear_ = true;
-  auto send_idx = ops.ints(capacity + 1);
-  auto send_val = ops.floats(capacity + 1);
-  ops.pack_pairs(sel.indices, sel.values, sel.report, capacity, send_idx.data(), send_val.data());
-  auto idx_all = ops.ints((capacity + 1) * workers);
-  auto val_all = ops.floats((capacity + 1) * workers);
+  const detail::ResidentResiduals::Room& room = resident_->gather_room(slot, capacity, workers);
+  std::int32_t* const send_idx = room.send_idx.data();
+  float* const send_val = room.send_val.data();
+  std::int32_t* const bucket_skip = room.skip.data();
+  ops.pack_pairs(sel.indices, sel.values, sel.report, capacity, send_idx, send_val);
   comm.timed([&] {
-    device_comm.allgather(send_idx.data(), send_val.data(), capacity + 1, idx_all.data(), val_all.data());
+    device_comm.allgather(send_idx, send_val, capacity + 1, room.idx_all.data(), room.val_all.data());
   });
-  auto bucket_skip = ops.ints(1);
-  ops.add_gathered(b.data, b.n, idx_all.data(), val_all.data(), capacity, int(workers), bucket_skip.data(),
+  ops.add_gathered(b.data, b.n, room.idx_all.data(), room.val_all.data(), capacity, int(workers), bucket_skip,
                    step_skip_.data());
-  resident_->zero_sent(slot, send_idx.data(), capacity, bucket_skip.data());
+  resident_->zero_sent(slot, send_idx, capacity, bucket_skip);
   kernels::ExchangeReport* report = next_report();
-  ops.report_exchange(sel.report, send_idx.data(), capacity, bucket_skip.data(), report);
+  ops.report_exchange(sel.report, send_idx, capacity, bucket_skip, report);
   reports_.push_back({report, b.n});
   s.n += b.n;
   s.gathered_bytes += 8 * (capacity + 1);
@@ -180,7 +179,7 @@ bool BucketCompressor::pairs_on_device(const DeviceBucket& b, const std::string&
   return false;  // whether it skipped, the device knows (the step's figures say it when settled)
 }
 
-bool BucketCompressor::pairs_through_host(const DeviceBucket& b, const Payload& mine,
+bool BucketCompressor::pairs_through_host(const DeviceBucket& b, const std::string& slot, const Payload& mine,
                                           const kernels::Selector::Resident& sel, bool bad, TimedCollectives& comm,
                                           StepStats& s, std::uint64_t& wire_bytes) {
   kernels::VectorOps& ops = *ops_;
@@ -197,8 +196,10 @@ bool BucketCompressor::pairs_through_host(const DeviceBucket& b, const Payload& 
   }
   // The others' selections come up (the host all-gather's part of the bus); this worker's own is
   // on the device already.
-  auto up_idx = ops.ints(std::max<std::uint64_t>(most, 1));
-  auto up_val = ops.floats(std::max<std::uint64_t>(most, 1));
+  const detail::ResidentResiduals::Room& room =
+      resident_->upload_room(slot, most, 2 * fitting::target_count(b.n, compressor_->density()));
+  std::int32_t* const up_idx = room.up_idx.data();
+  float* const up_val = room.up_val.data();
   add_every_rank(b, comm.world_size(), [&](int r) {
     if (r == comm.rank()) {
       ops.scatter_add(b.data, sel.indices, sel.values, sel.count);
@@ -209,10 +210,10 @@ bool BucketCompressor::pairs_through_host(const DeviceBucket& b, const Payload& 
     // thread moved meanwhile (the step's total is the thread's count, bus_bytes()).
     const std::uint64_t idx_bytes = p.indices.size() * sizeof(std::int32_t);
     const std::uint64_t val_bytes = p.values.size() * sizeof(float);
-    ops.upload(up_idx.data(), p.indices.data(), idx_bytes);
-    ops.upload(up_val.data(), p.values.data(), val_bytes);
+    ops.upload(up_idx, p.indices.data(), idx_bytes);
+    ops.upload(up_val, p.values.data(), val_bytes);
     s.host_device_gathered_bytes += idx_bytes + val_bytes;
-    ops.scatter_add(b.data, up_idx.data(), up_val.data(), p.count());
+    ops.scatter_add(b.data, up_idx, up_val, p.count());
   });
   return false;
 }

@@ -1,6 +1,7 @@
 #include "residual_slots.hpp"
 
 #include <algorithm>
+#include <type_traits>
 #include <utility>
 
 #include "gs/base/error.hpp"
@@ -108,6 +109,33 @@ void ResidentResiduals::commit(const std::string& slot) {
   if (!s.pending) throw Error("device residuals: commit('" + slot + "') without accumulate()");
   std::swap(s.e, s.acc);
   s.pending = false;
+}
+
+template <class T>
+void ResidentResiduals::grow(kernels::DeviceArray<T>& a, std::uint64_t n) {
+  if (a.size() >= n) return;
+  if constexpr (std::is_same_v<T, float>) a = ops_.floats(n);
+  else a = ops_.ints(n);
+}
+
+ResidentResiduals::Room& ResidentResiduals::gather_room(const std::string& slot, std::uint64_t capacity,
+                                                        std::uint64_t workers) {
+  Room& r = at(slot).room;
+  grow(r.send_idx, capacity + 1);
+  grow(r.send_val, capacity + 1);
+  grow(r.idx_all, (capacity + 1) * workers);
+  grow(r.val_all, (capacity + 1) * workers);
+  grow(r.skip, 1);
+  return r;
+}
+
+ResidentResiduals::Room& ResidentResiduals::upload_room(const std::string& slot, std::uint64_t most,
+                                                          std::uint64_t usual) {
+  Room& r = at(slot).room;
+  const std::uint64_t room = std::max<std::uint64_t>({most, usual, 1});
+  grow(r.up_idx, room);
+  grow(r.up_val, room);
+  return r;
 }
 
 }  // namespace gs::compress::detail

@@ -77,11 +77,25 @@ class ResidentResiduals final : public ResidualSlots {
   // commit(), or discard() where *skip (device memory): decided on the device.
   void commit_unless(const std::string& slot, const std::int32_t* skip);
 
+  // A slot's exchange buffers with device collectives, kept from step to step (grown, never
+  // shrunk: nothing is allocated in steady state): its send buffers of capacity + 1 pairs, the
+  // gathered pairs of every worker, its skip flag; or, through the host, the other workers' pairs.
+  struct Room {
+    kernels::DeviceArray<std::int32_t> send_idx, idx_all, skip, up_idx;
+    kernels::DeviceArray<float> send_val, val_all, up_val;
+  };
+  Room& gather_room(const std::string& slot, std::uint64_t capacity, std::uint64_t workers);
+  // Room for `most` pairs, at least `usual` (twice the target count: one size serves step after step).
+  Room& upload_room(const std::string& slot, std::uint64_t most, std::uint64_t usual);
+
  private:
   struct Slot {
     kernels::DeviceArray<float> e, acc;
     bool pending = false;
+    Room room;
   };
+  template <class T>
+  void grow(kernels::DeviceArray<T>& a, std::uint64_t n);
   Slot& at(const std::string& slot);
   const Slot& at(const std::string& slot) const;
   // e of `slot` while no step is pending on it (gs::Error otherwise), with [from, from + count) in it.

@@ -155,10 +155,22 @@ std::uint64_t cub_kernels(Cub algorithm, std::uint64_t items, int key_bits) {
   return 0;
 }
 void cub(Cub algorithm, std::uint64_t items, int key_bits) {
-  ++work_here.scratch_queries;
   work_here.launches += cub_kernels(algorithm, items, key_bits);
   work_here.elements_passed += items;
 }
+namespace {
+constexpr std::size_t kScratchSizesKept = 4096;
+thread_local std::map<ScratchKey, std::uint64_t> scratch_sizes;
+}  // namespace
+std::uint64_t scratch_size(const ScratchKey& key, const std::function<std::uint64_t()>& query) {
+  if (const auto it = scratch_sizes.find(key); it != scratch_sizes.end()) return it->second;
+  ++work_here.scratch_queries;
+  const std::uint64_t bytes = query();
+  if (scratch_sizes.size() >= kScratchSizesKept) scratch_sizes.clear();
+  scratch_sizes.emplace(key, bytes);
+  return bytes;
+}
+void forget_scratch_size(const ScratchKey& key) { scratch_sizes.erase(key); }
 }  // namespace work
 
 std::uint64_t bus_bytes() { return bus_bytes_here; }

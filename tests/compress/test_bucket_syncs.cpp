@@ -9,6 +9,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <cstdio>
 #include <map>
 #include <random>
 #include <thread>
@@ -275,9 +277,12 @@ struct Ledger {
   std::uint64_t launches, single, allocations, events, queries;
   double reads;  // elements the passes went over, per element of the step's buckets
 };
+// No single-thread launch, allocation, event or scratch-size query after the first step: block
+// partials merged by a block in the scratch workspace, events and sizes reused, exchange buffers
+// kept per bucket; a stage's reduction, merge and decision in one launch (reduce_then).
 const std::map<std::string, Ledger> kLedgerToday = {
-    {"sidco-e", {47, 3, 8, 25, 6, 12.08}}, {"topk", {35, 1, 6, 23, 5, 9.08}},
-    {"dgc", {58, 3, 8, 23, 9, 11.13}},     {"sidco-topk", {99, 4, 9, 23, 17, 11.69}}};
+    {"sidco-e", {40, 0, 0, 0, 0, 12.08}}, {"topk", {33, 0, 0, 0, 0, 9.08}},
+    {"dgc", {52, 0, 0, 0, 0, 11.13}},     {"sidco-topk", {90, 0, 0, 0, 0, 11.69}}};
 
 TEST(DeviceWork, EachBucketQueuesNoMoreThanItsLedger) {
   for (const auto& [method, bound] : kLedgerToday) {
@@ -297,6 +302,27 @@ TEST(DeviceWork, EachBucketQueuesNoMoreThanItsLedger) {
         EXPECT_LE(double(s.elements_passed) / double(s.n), bound.reads + 0.01) << "step " << i;
         EXPECT_GE(double(s.elements_passed) / double(s.n), 1.0) << "a selection reads its bucket";
       }
+    }
+  }
+}
+
+// GS_PRINT_LEDGER=1 prints the ledger per bucket (worker 0, steps after the first; docs/gpu.md).
+TEST(DeviceWork, PrintsTheLedgerWhenAsked) {
+  if (!std::getenv("GS_PRINT_LEDGER")) GTEST_SKIP() << "GS_PRINT_LEDGER unset";
+  std::printf("| method | path | launches | of one thread | allocations | events | CUB queries | passes |\n");
+  for (const std::string& method : {"sidco-e", "topk", "dgc", "sidco-topk"}) {
+    for (const bool device_comm : {true, false}) {
+      const auto runs = run_all(method, device_comm, 4);
+      double l = 0, one = 0, a = 0, e = 0, q = 0, passed = 0, n = 0, buckets = 0;
+      for (std::size_t i = 1; i < runs[0].steps.size(); ++i) {
+        const StepStats& s = runs[0].steps[i];
+        l += double(s.launches), one += double(s.single_thread_launches), a += double(s.allocations);
+        e += double(s.events_created), q += double(s.scratch_queries), passed += double(s.elements_passed);
+        n += double(s.n), buckets += double(s.buckets);
+      }
+      std::printf("| %s | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.2f |\n", method.c_str(),
+                  device_comm ? "device collectives" : "through the host (Gloo)", l / buckets, one / buckets,
+                  a / buckets, e / buckets, q / buckets, passed / n);
     }
   }
 }
@@ -346,6 +372,26 @@ TEST(DeviceWork, CubDispatchesCountTheirKernels) {
   const auto w = gs::kernels::device_work() - w0;
   EXPECT_EQ(w.launches, 3u);
   EXPECT_EQ(w.single_thread_launches, 1u);
-  EXPECT_EQ(w.scratch_queries, 1u);
+  EXPECT_EQ(w.scratch_queries, 0u) << "a dispatch's size query is counted where it is asked";
   EXPECT_EQ(w.elements_passed, std::uint64_t(1) << 20);
+}
+
+// A CUB dispatch's scratch size is asked once per thread for what sets it (algorithm, items, bits
+// or bins, key and value bytes): the same call again asks nothing, another size or key type asks.
+TEST(DeviceWork, ScratchSizesAreAskedOncePerKey) {
+  using gs::kernels::work::Cub;
+  std::thread([] {  // a fresh thread: nothing asked yet
+    int asked = 0;
+    const auto query = [&] { return std::uint64_t(100 + asked++); };
+    const auto q0 = gs::kernels::device_work().scratch_queries;
+    const gs::kernels::work::ScratchKey key{Cub::select, 1 << 20, 0, 4};
+    EXPECT_EQ(gs::kernels::work::scratch_size(key, query), 100u);
+    EXPECT_EQ(gs::kernels::work::scratch_size(key, query), 100u) << "remembered";
+    EXPECT_EQ(gs::kernels::work::scratch_size({Cub::select, 1 << 20, 0, 8}, query), 101u) << "64-bit indices";
+    EXPECT_EQ(gs::kernels::work::scratch_size({Cub::select, 1 << 19, 0, 4}, query), 102u) << "another size";
+    EXPECT_EQ(gs::kernels::work::scratch_size({Cub::radix_sort, 1 << 20, 31, 4, 4}, query), 103u);
+    EXPECT_EQ(gs::kernels::device_work().scratch_queries - q0, 4u);
+    gs::kernels::work::forget_scratch_size(key);
+    EXPECT_EQ(gs::kernels::work::scratch_size(key, query), 104u) << "a size CUB refused is asked again";
+  }).join();
 }

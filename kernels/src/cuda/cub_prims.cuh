@@ -16,6 +16,7 @@
 
 #include <cstring>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "../portable/bodies.hpp"
@@ -36,13 +37,63 @@ __global__ void __launch_bounds__(kThreads)
   if (threadIdx.x == 0) partials[blockIdx.x] = r;
 }
 
-// The block partials merged in block order by one thread, as the host would merge them (so results
-// repeat bit for bit), leaving one accumulator to read back instead of one per block.
+// The block partials merged by one block: thread t merges partials t, t + kThreads, ... in order,
+// then the threads' by a block reduction. The grid is fixed for a device and n (grid_blocks), so
+// the order, and the result, repeat bit for bit from run to run; one accumulator is left to read
+// back instead of one per block.
 template <class Acc, class Merge>
-__global__ void merge_partials_kernel(const Acc* partials, int count, Merge merge, Acc* out) {
+__global__ void __launch_bounds__(kThreads) merge_partials_kernel(const Acc* partials, int count, Merge merge, Acc* out) {
   Acc r{};
-  for (int b = 0; b < count; ++b) r = merge(r, partials[b]);
-  *out = r;
+  for (int b = threadIdx.x; b < count; b += kThreads) r = merge(r, partials[b]);
+  using BlockReduce = cub::BlockReduce<Acc, kThreads>;
+  __shared__ typename BlockReduce::TempStorage temp;
+  const Acc total = BlockReduce(temp).Reduce(r, merge);
+  if (threadIdx.x == 0) *out = total;
+}
+
+// An accumulator another block wrote, read past this SM's L1 (which may hold none of it, or stale
+// lines): 32-bit words through the L2, as the last block of reduce_then_kernel reads the partials.
+template <class Acc>
+__device__ Acc load_from_l2(const Acc* p) {
+  static_assert(sizeof(Acc) % sizeof(unsigned int) == 0, "accumulators are whole 32-bit words");
+  Acc r;
+  const auto* src = reinterpret_cast<const unsigned int*>(p);
+  auto* dst = reinterpret_cast<unsigned int*>(&r);
+  for (std::size_t w = 0; w < sizeof(Acc) / sizeof(unsigned int); ++w) dst[w] = __ldcg(src + w);
+  return r;
+}
+
+// reduce_kernel, then, in the same launch, the merge and a decision: each block writes its partial
+// and counts itself done (*done, device memory, 0 before); the last block to finish merges the
+// partials as merge_partials_kernel does (the same order: the same result), writes *out, sets
+// *done back to 0 and runs then(0) on one thread. One launch where three were.
+template <class Acc, class Elem, class Merge, class Then>
+__global__ void __launch_bounds__(kThreads)
+    reduce_then_kernel(const float* __restrict__ g, std::uint64_t n, bool aligned, Elem elem, Merge merge,
+                       Acc* partials, unsigned int* done, Acc* out, Then then) {
+  const std::uint64_t tid = blockIdx.x * std::uint64_t(blockDim.x) + threadIdx.x;
+  const std::uint64_t stride = std::uint64_t(gridDim.x) * blockDim.x;
+  const Acc acc = portable::reduce_thread<Acc>(g, n, tid, stride, aligned, elem);
+  using BlockReduce = cub::BlockReduce<Acc, kThreads>;
+  __shared__ typename BlockReduce::TempStorage temp;
+  __shared__ bool last;
+  const Acc r = BlockReduce(temp).Reduce(acc, merge);
+  if (threadIdx.x == 0) {
+    partials[blockIdx.x] = r;
+    __threadfence();  // the partial is visible to every block before the count says so
+    last = atomicAdd(done, 1u) == gridDim.x - 1;
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  Acc m{};
+  for (unsigned b = threadIdx.x; b < gridDim.x; b += kThreads) m = merge(m, load_from_l2(partials + b));
+  const Acc total = BlockReduce(temp).Reduce(m, merge);  // temp is free again: every thread passed the barrier
+  if (threadIdx.x == 0) {
+    *out = total;
+    *done = 0;
+    then(std::uint64_t{0});
+  }
 }
 
 template <class F>
@@ -88,11 +139,35 @@ auto mapped(F f) {
       thrust::counting_iterator<std::uint64_t>(0), f);
 }
 
-// A CUDA event recorded on a stream (the StagingPool's event handling: CudaStaging).
+// The events of marks no longer held, this thread's, for the next marks (kSpareMarks at most).
+inline constexpr std::size_t kSpareMarks = 16;
+struct SpareMarkEvents {
+  std::vector<CudaStaging::Event> events;
+  SpareMarkEvents() = default;
+  SpareMarkEvents(const SpareMarkEvents&) = delete;
+  SpareMarkEvents& operator=(const SpareMarkEvents&) = delete;
+  ~SpareMarkEvents() {
+    for (auto& e : events) CudaStaging{}.destroy(e);
+  }
+};
+inline thread_local SpareMarkEvents spare_mark_events;
+
+// A CUDA event recorded on a stream (the StagingPool's event handling: CudaStaging), taken from
+// this thread's spare ones where there is one (none is made in steady state), given back after.
 class CudaMark final : public DeviceMark {
  public:
-  explicit CudaMark(cudaStream_t stream) { CudaStaging{}.record(event_, stream); }
-  ~CudaMark() override { CudaStaging{}.destroy(event_); }
+  explicit CudaMark(cudaStream_t stream) {
+    auto& spare = spare_mark_events.events;
+    if (!spare.empty()) {
+      event_ = spare.back();
+      spare.pop_back();
+    }
+    CudaStaging{}.record(event_, stream);  // makes one where none was spare (or it is another device's)
+  }
+  ~CudaMark() override {
+    if (spare_mark_events.events.size() < kSpareMarks) spare_mark_events.events.push_back(event_);
+    else CudaStaging{}.destroy(event_);
+  }
   bool done() override { return CudaStaging{}.done(event_); }
   void wait() override { CudaStaging{}.wait(event_); }
 
@@ -156,17 +231,40 @@ class CubPrims {
 
   int grid_for(std::uint64_t n) const { return static_cast<int>(grid_blocks(sms_, kThreads, n)); }
 
-  // The reduction's result stays in device memory, at `out` (nothing waits).
+  // The reduction's result stays in device memory, at `out` (nothing waits). The block partials
+  // lie in the scratch workspace where one is set (the merge reads them before any later call
+  // queued on the stream uses it), else in a buffer of their own.
   template <class Acc, class Elem, class Merge>
   void reduce_into(const float* g, std::uint64_t n, const Elem& elem, const Merge& merge, Acc* out) const {
     const int grid = grid_for(n);
-    DeviceBuffer<Acc> partials(static_cast<std::size_t>(grid), stream_);
+    const std::size_t bytes = sizeof(Acc) * static_cast<std::size_t>(grid);
+    DeviceBuffer<unsigned char> own;
+    DeviceBuffer<unsigned char>* room = scratch_ ? scratch_ : &own;
+    if (room->size() < bytes) *room = DeviceBuffer<unsigned char>(std::max(bytes, 2 * room->size()), stream_);
+    Acc* partials = reinterpret_cast<Acc*>(room->data());
     const bool aligned = (reinterpret_cast<std::uintptr_t>(g) & 15u) == 0;
     work::launch(grid, kThreads, n);
-    reduce_kernel<Acc><<<grid, kThreads, 0, stream_>>>(g, n, aligned, elem, merge, partials.data());
+    reduce_kernel<Acc><<<grid, kThreads, 0, stream_>>>(g, n, aligned, elem, merge, partials);
     GS_CUDA_CHECK_LAUNCH();
-    work::launch(1, 1);
-    merge_partials_kernel<Acc><<<1, 1, 0, stream_>>>(partials.data(), grid, merge, out);
+    work::launch(1, kThreads);
+    merge_partials_kernel<Acc><<<1, kThreads, 0, stream_>>>(partials, grid, merge, out);
+    GS_CUDA_CHECK_LAUNCH();
+  }
+  // reduce_into, then then(0) on one thread of the device, in one launch (reduce_then_kernel):
+  // *done, in device memory, must be 0 (the kernel leaves it so).
+  template <class Acc, class Elem, class Merge, class Then>
+  void reduce_then(const float* g, std::uint64_t n, const Elem& elem, const Merge& merge, Acc* out,
+                   std::uint32_t* done, const Then& then) const {
+    const int grid = grid_for(n);
+    const std::size_t bytes = sizeof(Acc) * static_cast<std::size_t>(grid);
+    DeviceBuffer<unsigned char> own;
+    DeviceBuffer<unsigned char>* room = scratch_ ? scratch_ : &own;
+    if (room->size() < bytes) *room = DeviceBuffer<unsigned char>(std::max(bytes, 2 * room->size()), stream_);
+    const bool aligned = (reinterpret_cast<std::uintptr_t>(g) & 15u) == 0;
+    work::launch(grid, kThreads, n);
+    reduce_then_kernel<Acc><<<grid, kThreads, 0, stream_>>>(g, n, aligned, elem, merge,
+                                                            reinterpret_cast<Acc*>(room->data()),
+                                                            reinterpret_cast<unsigned int*>(done), out, then);
     GS_CUDA_CHECK_LAUNCH();
   }
   template <class Acc, class Elem, class Merge>
@@ -195,7 +293,7 @@ class CubPrims {
   T sum(std::uint64_t m, const F& f) const {
     DeviceBuffer<T> out(1, stream_);
     work::cub(work::Cub::reduce, m);
-    cub_run([&](void* temp, std::size_t& bytes) {
+    cub_run({work::Cub::reduce, m, 0, int(sizeof(T))}, [&](void* temp, std::size_t& bytes) {
       return cub::DeviceReduce::Sum(temp, bytes, mapped(f), out.data(), static_cast<std::int64_t>(m), stream_);
     }, stream_, scratch_);
     return read_back(out.data(), stream_);
@@ -226,7 +324,8 @@ class CubPrims {
   template <class Digit>
   void histogram(std::uint64_t n, const Digit& digit, int bins, unsigned long long* counts) const {
     work::cub(work::Cub::histogram, n);
-    cub_run([&](void* temp, std::size_t& bytes) {
+    cub_run({work::Cub::histogram, n, bins, int(sizeof(std::invoke_result_t<Digit, std::uint64_t>))},
+            [&](void* temp, std::size_t& bytes) {
       return cub::DeviceHistogram::HistogramEven(temp, bytes, mapped(digit), counts, bins + 1, 0, bins,
                                                  static_cast<std::int64_t>(n), stream_);
     }, stream_, scratch_);
@@ -244,7 +343,7 @@ class CubPrims {
   template <class K>
   void sort_keys(const K* in, K* out, std::uint64_t m, int begin_bit, int end_bit, bool descending) const {
     work::cub(work::Cub::radix_sort, m, end_bit - begin_bit);
-    cub_run([&](void* temp, std::size_t& bytes) {
+    cub_run({work::Cub::radix_sort, m, end_bit - begin_bit, int(sizeof(K))}, [&](void* temp, std::size_t& bytes) {
       const auto count = static_cast<std::int64_t>(m);
       return descending
                  ? cub::DeviceRadixSort::SortKeysDescending(temp, bytes, in, out, count, begin_bit, end_bit, stream_)
@@ -255,7 +354,8 @@ class CubPrims {
   void sort_pairs(const K* kin, K* kout, const V* vin, V* vout, std::uint64_t m, int begin_bit,
                   int end_bit, bool descending) const {
     work::cub(work::Cub::radix_sort, m, end_bit - begin_bit);
-    cub_run([&](void* temp, std::size_t& bytes) {
+    cub_run({work::Cub::radix_sort, m, end_bit - begin_bit, int(sizeof(K)), int(sizeof(V))},
+            [&](void* temp, std::size_t& bytes) {
       const auto count = static_cast<std::int64_t>(m);
       return descending ? cub::DeviceRadixSort::SortPairsDescending(temp, bytes, kin, kout, vin, vout, count,
                                                                     begin_bit, end_bit, stream_)
@@ -274,7 +374,7 @@ class CubPrims {
     }
     work::cub(work::Cub::select, m);
     const auto store = thrust::make_tabulate_output_iterator(portable::BoundedStore<Index>{out, capacity});
-    cub_run([&](void* temp, std::size_t& bytes) {
+    cub_run({work::Cub::select, m, 0, int(sizeof(Index))}, [&](void* temp, std::size_t& bytes) {
       return cub::DeviceSelect::If(temp, bytes, in, store, d_count, static_cast<std::int64_t>(m), pred, stream_);
     }, stream_, scratch_);
   }

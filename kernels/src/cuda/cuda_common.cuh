@@ -40,17 +40,31 @@ inline constexpr int kThreads = 256;
 // runs. The storage is `scratch` when given (a workspace its owner keeps between calls, grown
 // here when too small), else a buffer of the stream-ordered pool for this call.
 // `call(void* temp, size_t& bytes)` returns the cudaError_t of the CUB algorithm.
+// The size comes from CUB's first call once per `key` and thread (work::scratch_size); a size CUB
+// refuses (cudaErrorInvalidValue: too small, which it says before launching anything) is asked
+// again and the call repeated.
 template <class Call>
-void cub_run(Call call, cudaStream_t stream, DeviceBuffer<unsigned char>* scratch = nullptr) {
-  std::size_t bytes = 0;
-  GS_CUDA_CHECK(call(nullptr, bytes));
-  if (scratch) {
-    if (scratch->size() < bytes) *scratch = DeviceBuffer<unsigned char>(std::max(bytes, 2 * scratch->size()), stream);
-    GS_CUDA_CHECK(call(static_cast<void*>(scratch->data()), bytes));
-    return;
+void cub_run(const work::ScratchKey& key, Call call, cudaStream_t stream, DeviceBuffer<unsigned char>* scratch = nullptr) {
+  const auto query = [&] {
+    std::size_t b = 0;
+    GS_CUDA_CHECK(call(nullptr, b));
+    return std::uint64_t(b);
+  };
+  const auto run = [&](std::size_t bytes) {
+    if (scratch) {
+      if (scratch->size() < bytes) *scratch = DeviceBuffer<unsigned char>(std::max(bytes, 2 * scratch->size()), stream);
+      return call(static_cast<void*>(scratch->data()), bytes);
+    }
+    DeviceBuffer<unsigned char> temp(bytes > 0 ? bytes : 1, stream);
+    return call(static_cast<void*>(temp.data()), bytes);
+  };
+  cudaError_t st = run(std::size_t(work::scratch_size(key, query)));
+  if (st == cudaErrorInvalidValue) {
+    cudaGetLastError();
+    work::forget_scratch_size(key);
+    st = run(std::size_t(work::scratch_size(key, query)));
   }
-  DeviceBuffer<unsigned char> temp(bytes > 0 ? bytes : 1, stream);
-  GS_CUDA_CHECK(call(static_cast<void*>(temp.data()), bytes));
+  GS_CUDA_CHECK(st);
 }
 
 // The StagingPool's host side on a GPU: pinned, mapped host memory (a kernel may write into it

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "cuda_common.cuh"
 
@@ -20,6 +21,33 @@ namespace {
 // Launched by nothing: whether its attributes load says whether this build has a kernel image
 // the device can run (SASS for it, or PTX it can compile).
 __global__ void probe_kernel() {}
+
+// The event each thread orders one stream after another with, one per device, made on its first
+// use and recorded again at each ordering: a wait takes the event's state when it is queued, so
+// recording it again later changes no wait already queued (no event is made in steady state).
+class OrderingEvents {
+ public:
+  OrderingEvents() = default;
+  OrderingEvents(const OrderingEvents&) = delete;
+  OrderingEvents& operator=(const OrderingEvents&) = delete;
+  ~OrderingEvents() {
+    for (cudaEvent_t e : events_)
+      if (e) cudaEventDestroy(e);  // at thread exit: a failure has no one to tell
+  }
+  cudaEvent_t on(int device) {
+    if (device >= int(events_.size())) events_.resize(std::size_t(device) + 1, nullptr);
+    cudaEvent_t& e = events_[std::size_t(device)];
+    if (!e) {
+      work::event_created();
+      GS_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    }
+    return e;
+  }
+
+ private:
+  std::vector<cudaEvent_t> events_;
+};
+thread_local OrderingEvents ordering_events;
 
 class CudaRuntime final : public DeviceRuntime {
  public:
@@ -84,13 +112,9 @@ class CudaRuntime final : public DeviceRuntime {
   }
   void order_after(StreamHandle waiter, StreamHandle signal) override {
     if (waiter == signal) return;
-    cudaEvent_t ev = nullptr;
-    work::event_created();
-    GS_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
-    const cudaError_t rec = cudaEventRecord(ev, static_cast<cudaStream_t>(signal));
-    const cudaError_t wait = rec == cudaSuccess ? cudaStreamWaitEvent(static_cast<cudaStream_t>(waiter), ev, 0) : rec;
-    cudaEventDestroy(ev);  // released once the wait is done
-    GS_CUDA_CHECK(wait);
+    const cudaEvent_t ev = ordering_events.on(current_device());
+    GS_CUDA_CHECK(cudaEventRecord(ev, static_cast<cudaStream_t>(signal)));
+    GS_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(waiter), ev, 0));
   }
   void* create_pool(std::uint64_t release_threshold) override {
     cudaMemPoolProps props{};

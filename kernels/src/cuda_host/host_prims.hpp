@@ -15,6 +15,7 @@
 #include <cstring>
 #include <memory>
 #include <numeric>
+#include <stdexcept>
 #include <type_traits>
 #include <vector>
 
@@ -35,10 +36,21 @@ inline std::atomic<std::uint64_t> bytes_allocated{0};
 // when the workspace grows with one (scratch_allocations()).
 inline std::atomic<std::uint64_t> scratch_allocated{0};
 
-// An event of the fake devices (HostRuntime::record_event).
+// CudaMark's spare events on this thread (their count: kSpareMarks at most, as cub_prims.cuh).
+inline constexpr std::size_t kSpareMarks = 16;
+inline thread_local std::size_t spare_marks = 0;
+
+// An event of the fake devices (HostRuntime::record_event), counted as CudaMark makes its own:
+// only where this thread has no spare one.
 class HostMark final : public DeviceMark {
  public:
-  explicit HostMark(std::uint64_t event) : event_(event) {}
+  explicit HostMark(std::uint64_t event) : event_(event) {
+    if (spare_marks > 0) --spare_marks;
+    else work::event_created();
+  }
+  ~HostMark() override {
+    if (spare_marks < kSpareMarks) ++spare_marks;
+  }
   bool done() override { return runtime().event_done(event_); }
   void wait() override { runtime().wait_event(event_); }
 
@@ -154,31 +166,30 @@ class HostPrims {
     work::allocation();  // pinned, mapped
     return std::shared_ptr<void>(new unsigned char[bytes](), [](void* q) { delete[] static_cast<unsigned char*>(q); });
   }
-  std::unique_ptr<DeviceMark> mark() const {
-    work::event_created();  // CudaMark's own event
-    return std::make_unique<HostMark>(runtime().record_event());
-  }
+  std::unique_ptr<DeviceMark> mark() const { return std::make_unique<HostMark>(runtime().record_event()); }
 
   std::uint64_t grid_for(std::uint64_t n) const { return grid_blocks(sms_, kThreads, n); }
 
   // reduce_kernel's twin: every thread of every block, the block's threads merged in order, the
-  // block partials merged in block order.
+  // block partials merged in block order. Counted as the CUDA backend queues it: the partials in
+  // the scratch workspace where one is set (allocated when it grows), and the merge by one block.
   template <class Acc, class Elem, class Merge>
   void reduce_into(const float* g, std::uint64_t n, const Elem& elem, const Merge& merge, Acc* out) const {
-    const std::uint64_t grid = grid_for(n), stride = grid * kThreads;
-    const bool aligned = (reinterpret_cast<std::uintptr_t>(g) & 15u) == 0;
-    runtime().note_work();
-    work::allocation();                  // the block partials
-    work::launch(grid, kThreads, n);     // reduce_kernel
-    work::launch(1, 1);                  // merge_partials_kernel
-    Acc total{};
-    for (std::uint64_t b = 0; b < grid; ++b) {
-      Acc block{};
-      for (std::uint64_t t = 0; t < kThreads; ++t)
-        block = merge(block, portable::reduce_thread<Acc>(g, n, b * kThreads + t, stride, aligned, elem));
-      total = merge(total, block);
-    }
-    *out = total;
+    partials_for<Acc>(n);
+    work::launch(grid_for(n), kThreads, n);  // reduce_kernel
+    work::launch(1, kThreads);               // merge_partials_kernel
+    *out = reduce_blocks<Acc>(g, n, elem, merge);
+  }
+  // reduce_then_kernel's twin: reduce_into's arithmetic in one launch (its last block merges and
+  // decides), then then(0); *done must be 0, and stays so, as the kernel leaves it.
+  template <class Acc, class Elem, class Merge, class Then>
+  void reduce_then(const float* g, std::uint64_t n, const Elem& elem, const Merge& merge, Acc* out,
+                   std::uint32_t* done, const Then& then) const {
+    if (*done != 0) throw std::logic_error("reduce_then: its count of blocks done is not 0");
+    partials_for<Acc>(n);
+    work::launch(grid_for(n), kThreads, n);  // reduce_then_kernel
+    *out = reduce_blocks<Acc>(g, n, elem, merge);
+    then(std::uint64_t{0});
   }
   template <class Acc, class Elem, class Merge>
   Acc reduce(const float* g, std::uint64_t n, const Elem& elem, const Merge& merge) const {
@@ -210,7 +221,7 @@ class HostPrims {
     runtime().note_work();
     work::allocation();  // its result's buffer
     work::cub(work::Cub::reduce, m);
-    scratch_for(512);
+    scratch_for({work::Cub::reduce, m, 0, int(sizeof(T))}, 512);
     copied_back(sizeof(T));
     T s{};
     for (std::uint64_t j = 0; j < m; ++j) s += f(j);
@@ -229,7 +240,7 @@ class HostPrims {
       return;
     }
     work::cub(work::Cub::select, n);
-    scratch_for(512 + n / 128);
+    scratch_for({work::Cub::select, n, 0, int(sizeof(Index))}, 512 + n / 128);
     std::uint64_t m = 0;
     for (std::uint64_t i = 0; i < n; ++i)
       if (pred(Index(i))) store(std::int64_t(m++), Index(i));
@@ -249,7 +260,7 @@ class HostPrims {
     const portable::BoundedStore<Index> store{out, capacity};
     runtime().note_work();
     work::cub(work::Cub::select, m);
-    scratch_for(512 + m / 128);
+    scratch_for({work::Cub::select, m, 0, int(sizeof(Index))}, 512 + m / 128);
     std::uint64_t c = 0;
     for (std::uint64_t j = 0; j < m; ++j)
       if (pred(in[j])) store(std::int64_t(c++), in[j]);
@@ -263,7 +274,8 @@ class HostPrims {
   void histogram(std::uint64_t n, const Digit& digit, int bins, unsigned long long* counts) const {
     runtime().note_work();
     work::cub(work::Cub::histogram, n);
-    scratch_for(512 + std::uint64_t(bins) * 8);
+    scratch_for({work::Cub::histogram, n, bins, int(sizeof(std::invoke_result_t<Digit, std::uint64_t>))},
+                512 + std::uint64_t(bins) * 8);
     for (std::uint64_t i = 0; i < n; ++i) {
       const int d = digit(i);
       if (d >= 0 && d < bins) ++counts[d];
@@ -284,7 +296,7 @@ class HostPrims {
   void sort_keys(const K* in, K* out, std::uint64_t m, int begin_bit, int end_bit, bool descending) const {
     runtime().note_work();
     work::cub(work::Cub::radix_sort, m, end_bit - begin_bit);
-    scratch_for(512 + m * sizeof(K));
+    scratch_for({work::Cub::radix_sort, m, end_bit - begin_bit, int(sizeof(K))}, 512 + m * sizeof(K));
     std::copy(in, in + m, out);
     std::stable_sort(out, out + m, order<K>(begin_bit, end_bit, descending));
   }
@@ -293,7 +305,8 @@ class HostPrims {
                   int end_bit, bool descending) const {
     runtime().note_work();
     work::cub(work::Cub::radix_sort, m, end_bit - begin_bit);
-    scratch_for(512 + m * (sizeof(K) + sizeof(V)));
+    scratch_for({work::Cub::radix_sort, m, end_bit - begin_bit, int(sizeof(K)), int(sizeof(V))},
+                512 + m * (sizeof(K) + sizeof(V)));
     std::vector<std::uint64_t> perm(m);
     std::iota(perm.begin(), perm.end(), std::uint64_t{0});
     const auto less = order<K>(begin_bit, end_bit, descending);
@@ -316,9 +329,35 @@ class HostPrims {
     copied(bytes);
     runtime().note_sync(SyncKind::copy);
   }
-  // CUB's temporary storage of `bytes` (modelled: CUB sizes it by the input), from the scratch
-  // workspace when one is set (allocated only when it grows), else allocated for the call.
-  void scratch_for(std::uint64_t bytes) const {
+  // The block partials' room, counted as the CUDA backend makes it: in the scratch workspace where
+  // one is set (allocated when it grows), else a buffer of their own.
+  template <class Acc>
+  void partials_for(std::uint64_t n) const {
+    const std::uint64_t bytes = sizeof(Acc) * grid_for(n);
+    runtime().note_work();
+    if (!scratch_) work::allocation();
+    else if (scratch_->size() < bytes) *scratch_ = alloc<unsigned char>(std::max<std::uint64_t>(bytes, 2 * scratch_->size()));
+  }
+  // Every thread of every block the GPU would run, the block's threads merged in order, the block
+  // partials merged in block order.
+  template <class Acc, class Elem, class Merge>
+  Acc reduce_blocks(const float* g, std::uint64_t n, const Elem& elem, const Merge& merge) const {
+    const std::uint64_t grid = grid_for(n), stride = grid * kThreads;
+    const bool aligned = (reinterpret_cast<std::uintptr_t>(g) & 15u) == 0;
+    Acc total{};
+    for (std::uint64_t b = 0; b < grid; ++b) {
+      Acc block{};
+      for (std::uint64_t t = 0; t < kThreads; ++t)
+        block = merge(block, portable::reduce_thread<Acc>(g, n, b * kThreads + t, stride, aligned, elem));
+      total = merge(total, block);
+    }
+    return total;
+  }
+  // CUB's temporary storage for `key`, of `model` bytes (CUB sizes it by the input), its size asked
+  // as the CUDA backend asks it (once per key and thread), from the scratch workspace when one is
+  // set (allocated only when it grows), else allocated for the call.
+  void scratch_for(const work::ScratchKey& key, std::uint64_t model) const {
+    const std::uint64_t bytes = work::scratch_size(key, [model] { return model; });
     if (scratch_ && scratch_->size() >= bytes) return;
     ++scratch_allocated;
     if (scratch_) *scratch_ = alloc<unsigned char>(std::max<std::uint64_t>(bytes, 2 * scratch_->size()));

@@ -3,7 +3,9 @@
 
 #include "staging.hpp"
 
+#include <algorithm>
 #include <stdexcept>
+#include <vector>
 
 namespace gs::kernels::cuda_host {
 
@@ -59,7 +61,14 @@ StreamHandle HostRuntime::create_stream() {
 void HostRuntime::order_after(StreamHandle waiter, StreamHandle signal) {
   if (waiter == signal) return;
   note_work();
-  work::event_created();  // the CUDA runtime's order_after makes one event each time
+  // The CUDA runtime's order_after makes one event per thread and device, on its first use.
+  thread_local std::vector<bool> has_event;
+  const auto dev = std::size_t(std::max(current_, 0));
+  if (dev >= has_event.size()) has_event.resize(dev + 1, false);
+  if (!has_event[dev]) {
+    has_event[dev] = true;
+    work::event_created();
+  }
   if (!waiter || !signal) legacy_orders_.fetch_add(1);
   // CUDA records an event on `signal` with an event of the current device: a stream of another
   // device there is an error (cudaErrorInvalidResourceHandle), which this makes visible.

@@ -16,6 +16,8 @@
 //   use_scratch(Buffer<unsigned char>*) CUB's temporary storage from a caller's workspace
 //   reduce<Acc>(g, n, elem, merge)      grid-stride reduction (reduce_thread), partials in order
 //   reduce_into<Acc>(g, n, elem, merge, Acc* out)   the same, the result left in device memory
+//   reduce_then<Acc>(g, n, elem, merge, out, done, then)   the same, then then(0) on one thread,
+//                                       in one launch (*done: 0 in device memory, left 0)
 //   for_each(m, f)                      f(j) for every j < m
 //   for_each_upto(const Count* m, capacity, f)      f(j) for j < min(*m, capacity) (*m on the device)
 //   sum<T>(m, f)                        sum of f(j), j < m
@@ -157,8 +159,8 @@ void exact_topk(P& p, ResidentState* st, unsigned long long* hist, const float* 
 // Every finite x counted into st->counted; TakeFinite reports the non-finite and starts the rule.
 template <class P>
 void count_finite(P& p, ResidentState* st, const float* g, std::uint64_t n) {
-  p.reduce_into(g, n, CountElem{kernels::detail::threshold_as_float(-1.0)}, AddU64{}, &st->counted);
-  p.for_each(1, TakeFinite{st});
+  p.reduce_then(g, n, CountElem{kernels::detail::threshold_as_float(-1.0)}, AddU64{}, &st->counted,
+                &st->reduce_done, TakeFinite{st});
 }
 
 // A state for the exact top-k of k (k <= n) read back once at the end of the free functions.

@@ -80,21 +80,20 @@ inline std::uint64_t topk_candidate_room(std::uint64_t n, std::uint64_t k) { ret
 
 // SIDCo: stage 1 over all x, M - 1 tail stages above the device's eta, the count correction's
 // count, the selection above, and exact top-k where the decisions chose it.
+// Each stage's reduction, its merge and its decision are one launch (reduce_then), the last
+// stage's decision followed by the stages' end.
 template <class P>
 void sidco_resident(P& p, ResidentWorkspace<P>& w, const float* g, std::uint64_t n, const SelectRequest& r) {
   ResidentState* st = w.state.data();
-  p.reduce_into(g, n, StatsElem{}, MergeStats{}, &st->stats);
-  p.for_each(1, SidcoFirst{st});
-  const bool tails = r.stages > 1 && r.density < fitting::kSidcoFirstStageDensity;
-  for (int i = 1; tails && i < r.stages; ++i) {
-    p.reduce_into(g, n, StatsAboveAt{st}, MergeStats{}, &st->stats);
-    p.for_each(1, SidcoTail{st});
+  std::uint32_t* done = &st->reduce_done;
+  const int tails = r.stages > 1 && r.density < fitting::kSidcoFirstStageDensity ? r.stages - 1 : 0;
+  if (tails == 0) p.reduce_then(g, n, StatsElem{}, MergeStats{}, &st->stats, done, Both{SidcoFirst{st}, SidcoStagesDone{st}});
+  else p.reduce_then(g, n, StatsElem{}, MergeStats{}, &st->stats, done, SidcoFirst{st});
+  for (int i = 1; i <= tails; ++i) {
+    if (i == tails) p.reduce_then(g, n, StatsAboveAt{st}, MergeStats{}, &st->stats, done, Both{SidcoTail{st}, SidcoStagesDone{st}});
+    else p.reduce_then(g, n, StatsAboveAt{st}, MergeStats{}, &st->stats, done, SidcoTail{st});
   }
-  p.for_each(1, SidcoStagesDone{st});
-  if (r.sidco.correct) {
-    p.reduce_into(g, n, StatsProbeAt{st}, MergeStats{}, &st->stats);
-    p.for_each(1, SidcoCorrect{st});
-  }
+  if (r.sidco.correct) p.reduce_then(g, n, StatsProbeAt{st}, MergeStats{}, &st->stats, done, SidcoCorrect{st});
   p.select_into(n, AboveAt{g, st}, w.idx.data(), w.idx.size(), &st->selected);
   p.for_each(1, SidcoSelected{st});
 }
@@ -107,12 +106,11 @@ void dgc_resident(P& p, ResidentWorkspace<P>& w, const float* g, std::uint64_t n
   count_finite(p, st, g, n);
   const std::uint64_t m = dgc_sample_size(n);
   p.for_each(m, RandomSampleBody{g, n, r.seed, w.sample.data()});
-  p.reduce_into(w.sample.data(), m, CountElem{kernels::detail::threshold_as_float(-1.0)}, AddU64{}, &st->counted);
-  p.for_each(1, DgcSampleRank{st});
+  p.reduce_then(w.sample.data(), m, CountElem{kernels::detail::threshold_as_float(-1.0)}, AddU64{}, &st->counted,
+                &st->reduce_done, DgcSampleRank{st});
   radix_select(p, st, w.hist.data(), w.sample.data(), m, kModeSample);
   p.for_each(1, DgcThreshold{st});
-  p.reduce_into(g, n, CountAt{st}, AddU64{}, &st->counted);
-  p.for_each(1, DgcDecide{st});
+  p.reduce_then(g, n, CountAt{st}, AddU64{}, &st->counted, &st->reduce_done, DgcDecide{st});
   p.select_into(n, AboveAt{g, st}, w.idx.data(), w.idx.size(), &st->selected);
 }
 
@@ -131,20 +129,20 @@ void sidco_topk_resident(P& p, ResidentWorkspace<P>& w, const float* g, std::uin
     p.for_each(t.m, SpreadBody{g, n, fitting::SidcoTopkBound::sample_lines(n), len, w.sample.data()});
     x = w.sample.data();
   }
-  p.reduce_into(x, t.m, StatsElem{}, MergeStats{}, &st->stats);
-  p.for_each(1, TopkBoundStart{st});
+  p.reduce_then(x, t.m, StatsElem{}, MergeStats{}, &st->stats, &st->reduce_done, TopkBoundStart{st});
   radix_select(p, st, w.hist.data(), x, t.m, kModeSample);
   p.for_each(1, TopkBoundQuantile{st});
   p.for_each(t.runs, RunCount{x, t.m, len, st, w.runs.data()});
-  p.reduce_into(w.runs.data(), t.runs, RunSumElem{}, MergeRunSums{}, &st->runs);
-  p.for_each(1, TopkBoundNeeded{st, t.runs});
+  p.reduce_then(w.runs.data(), t.runs, RunSumElem{}, MergeRunSums{}, &st->runs, &st->reduce_done,
+                TopkBoundNeeded{st, t.runs});
   radix_select(p, st, w.hist.data(), x, t.m, kModeSample);
   p.for_each(1, TopkBoundValue{st});
   for (int i = 1; i < r.stages; ++i) {
-    p.reduce_into(x, t.m, StatsAboveAt{st}, MergeStats{}, &st->stats);
-    p.for_each(1, SidcoTail{st});
+    if (i + 1 == r.stages) p.reduce_then(x, t.m, StatsAboveAt{st}, MergeStats{}, &st->stats, &st->reduce_done,
+                                         Both{SidcoTail{st}, TopkBoundDone{st}});
+    else p.reduce_then(x, t.m, StatsAboveAt{st}, MergeStats{}, &st->stats, &st->reduce_done, SidcoTail{st});
   }
-  p.for_each(1, TopkBoundDone{st});
+  if (r.stages == 1) p.for_each(1, TopkBoundDone{st});
   const std::uint64_t room = topk_candidate_room(n, request_k(r, n));  // reserved (the buffer may be larger)
   p.select_into(n, AboveAt{g, st}, w.cand.data(), room, &st->selected);
   p.for_each(1, TopkCandidates{st, room});
@@ -197,8 +195,8 @@ void select_resident(P& p, ResidentWorkspace<P>& w, const float* g, std::uint64_
     case SelectRequest::Rule::dgc: dgc_resident(p, w, g, n, r); break;
     case SelectRequest::Rule::top_nonzero:
       count_finite(p, st, g, n);
-      p.reduce_into(g, n, CountElem{kernels::detail::threshold_as_float(0.0)}, AddU64{}, &st->counted);
-      p.for_each(1, TakeNonzero{st});
+      p.reduce_then(g, n, CountElem{kernels::detail::threshold_as_float(0.0)}, AddU64{}, &st->counted,
+                    &st->reduce_done, TakeNonzero{st});
       break;
     case SelectRequest::Rule::sidco_topk: sidco_topk_resident(p, w, g, n, r); break;
   }

@@ -78,7 +78,23 @@ struct ResidentState {
   std::uint64_t sample_finite = 0, needed = 0;
   double bound = -1.0;
   RunSums runs;
+  // Blocks of the running reduce_then that are done: its last block merges and decides, and sets
+  // it back to 0 for the next.
+  std::uint32_t reduce_done = 0;
 };
+
+// Two decisions, one after the other, by the one thread that runs them.
+template <class A, class B>
+struct Both {
+  A a;
+  B b;
+  GS_HD void operator()(std::uint64_t j) const {
+    a(j);
+    b(j);
+  }
+};
+template <class A, class B>
+Both(A, B) -> Both<A, B>;
 
 template <class Step>
 struct Bound {

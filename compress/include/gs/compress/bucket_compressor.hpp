@@ -251,8 +251,9 @@ class BucketCompressor {
   // memory or through the host; true when a worker met NaN or Inf (the bucket is skipped).
   bool pairs_on_device(const DeviceBucket& b, const std::string& slot, const float* acc, TimedCollectives& comm,
                        DeviceCollectives& device_comm, StepStats& s);
-  bool pairs_through_host(const DeviceBucket& b, const Payload& mine, const kernels::Selector::Resident& sel,
-                          bool bad, TimedCollectives& comm, StepStats& s, std::uint64_t& wire_bytes);
+  bool pairs_through_host(const DeviceBucket& b, const std::string& slot, const Payload& mine,
+                          const kernels::Selector::Resident& sel, bool bad, TimedCollectives& comm, StepStats& s,
+                          std::uint64_t& wire_bytes);
   void add_every_rank(const DeviceBucket& b, int workers, const std::function<void(int)>& add_rank);
   // The step's figures from its device reports and the rules they feed (statistics, history, the
   // density schedule, the skip rule). throw_here: the skip rule's error is thrown, else kept for

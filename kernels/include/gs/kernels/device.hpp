@@ -8,7 +8,9 @@
 // implementation in kernels/src/cuda/device.cu) and in the tests, which drive it with fake
 // devices: no kernel image, no pool support, an out-of-memory, data on device 1 while 0 is
 // current. This header needs no CUDA headers.
+#include <compare>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -124,7 +126,8 @@ struct DeviceWork {
 };
 DeviceWork device_work();
 // The counting side (both backends): a kernel of blocks x threads over `elements` elements, a
-// memset, an allocation, an event, a CUB algorithm's dispatch (one scratch query and its kernels).
+// memset, an allocation, an event, a CUB algorithm's dispatch (its kernels; its scratch-size query
+// is counted by scratch_size, only when this thread has not asked the same before).
 namespace work {
 void launch(std::uint64_t blocks, std::uint64_t threads, std::uint64_t elements = 0);
 void memset();
@@ -139,6 +142,21 @@ void cub(Cub algorithm, std::uint64_t items, int key_bits = 32);
 // tile, else 4 + 2 per 8-bit digit pass (onesweep: two memsets, the histogram, its scan; each pass
 // a memset and the onesweep kernel).
 std::uint64_t cub_kernels(Cub algorithm, std::uint64_t items, int key_bits);
+// What sets a CUB dispatch's temporary storage: the algorithm, its items, the key bits of a sort or
+// the bins of a histogram, and the bytes of its keys (or inputs) and values.
+struct ScratchKey {
+  Cub algorithm;
+  std::uint64_t items;
+  int bits_or_bins;
+  int key_bytes;
+  int value_bytes = 0;
+  auto operator<=>(const ScratchKey&) const = default;
+};
+// The scratch bytes of `key` this thread was told before, else query() (a CUB size query, counted)
+// and remembered (a few thousand keys per thread at most: past that the memory starts again).
+std::uint64_t scratch_size(const ScratchKey& key, const std::function<std::uint64_t()>& query);
+// A size remembered wrongly (CUB refused it): asked again at the next call.
+void forget_scratch_size(const ScratchKey& key);
 }  // namespace work
 
 // Blocks of `threads` for a grid-stride pass over n elements on `multiprocessors` SMs: 8 resident
