@@ -279,10 +279,13 @@ struct Ledger {
 };
 // No single-thread launch, allocation, event or scratch-size query after the first step: block
 // partials merged by a block in the scratch workspace, events and sizes reused, exchange buffers
-// kept per bucket; a stage's reduction, merge and decision in one launch (reduce_then).
+// kept per bucket; a stage's reduction, merge and decision in one launch (reduce_then); a radix
+// select in three launches, its histograms reading only where the decisions chose it (DGC's
+// passes: 8.24 a step on average, 10.79 in a step whose hierarchical step takes a bucket's exact
+// top-k).
 const std::map<std::string, Ledger> kLedgerToday = {
-    {"sidco-e", {40, 0, 0, 0, 0, 12.08}}, {"topk", {33, 0, 0, 0, 0, 9.08}},
-    {"dgc", {52, 0, 0, 0, 0, 11.13}},     {"sidco-topk", {90, 0, 0, 0, 0, 11.69}}};
+    {"sidco-e", {30, 0, 0, 0, 0, 9.08}}, {"topk", {23, 0, 0, 0, 0, 9.08}},
+    {"dgc", {32, 0, 0, 0, 0, 10.79}},    {"sidco-topk", {50, 0, 0, 0, 0, 8.69}}};
 
 TEST(DeviceWork, EachBucketQueuesNoMoreThanItsLedger) {
   for (const auto& [method, bound] : kLedgerToday) {
@@ -344,8 +347,10 @@ TEST(DeviceWork, StepsAfterTheFirstQueueTheSame) {
         EXPECT_EQ(st[i].allocations, st[1].allocations);
         EXPECT_EQ(st[i].events_created, st[1].events_created);
         EXPECT_EQ(st[i].scratch_queries, st[1].scratch_queries);
-        // passes over a selection's candidates go with the data: the bucket's own passes do not
-        EXPECT_NEAR(double(st[i].elements_passed), double(st[1].elements_passed), 0.01 * double(st[1].n));
+        // passes over a selection's candidates go with the data, and a radix select over the bucket
+        // (three histograms read only where the device's decisions chose it: DGC's hierarchical
+        // step, say) runs in some steps and not in others; the bucket's other passes do not vary
+        EXPECT_NEAR(double(st[i].elements_passed), double(st[1].elements_passed), 3.01 * double(st[1].n));
       }
     }
   }

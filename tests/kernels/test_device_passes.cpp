@@ -72,6 +72,12 @@ struct GuardedPrims : HostPrims {
     HostPrims::histogram(n, digit, bins, counts);
     if (after_histogram) after_histogram();
   }
+  template <class Digit, class Then>
+  void gated_histogram_then(std::uint64_t n, const Digit& digit, int bins, unsigned long long* counts,
+                            const std::int32_t* gate, std::int32_t open, std::uint32_t* done, const Then& then) const {
+    HostPrims::gated_histogram_then(n, digit, bins, counts, gate, open, done, then);
+    if (after_histogram) after_histogram();
+  }
   std::function<void()> after_histogram;
 };
 

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "gs/fitting/thresholds.hpp"
+#include "gs/kernels/device.hpp"
 #include "gs/kernels/select.hpp"
 #include "harness.hpp"
 
@@ -270,6 +271,45 @@ GS_INSTANTIATE_FOR_BACKENDS(Selector);
 GS_INSTANTIATE_FOR_BACKENDS(Compaction);
 GS_INSTANTIATE_FOR_BACKENDS(TopK);
 GS_INSTANTIATE_FOR_BACKENDS(LogHistogram);
+
+// A device selection queues g's exact top-k whatever its decisions (nothing comes back to choose),
+// but its radix histograms read g only where the decisions chose it: their gate is the state's
+// mode, read on the device. On cuda-host, which counts what the device reads: SIDCo-E on Laplace
+// data (its estimate holds) passes over g 6 times (its two stages, the count correction, the
+// compaction, the top-k's two gated selections, which find the mode off and read no value), the
+// exact top-k 6 times too (the finite count, three digits, ties, compaction), with the same
+// launches. Put the histograms' reads back (a gate always open) and SIDCo-E passes 9 times.
+TEST(CudaHostSelect, AnExactTopkNotChosenReadsNothing) {
+  const auto g = make_data(Shape::laplace, 200000, 77);
+  const auto selector = gs::kernels::make_selector(gs::kernels::BackendKind::cuda_host);
+  const float* d = selector->place(g);
+  const auto passes = [&](const gs::kernels::SelectRequest& r, std::uint64_t* launches, int* exact) {
+    selector->select(d, g.size(), r);  // the workspace made and sized first
+    const gs::kernels::DeviceWork w0 = gs::kernels::device_work();
+    selector->select(d, g.size(), r);
+    const gs::kernels::DeviceWork w = gs::kernels::device_work() - w0;
+    gs::kernels::Selection<std::int32_t> out;
+    *exact = selector->fetch(out).exact;
+    *launches = w.launches;
+    return double(w.elements_passed) / double(g.size());
+  };
+  gs::kernels::SelectRequest sidco;
+  sidco.rule = gs::kernels::SelectRequest::Rule::sidco;
+  sidco.density = 0.01;
+  sidco.stages = 2;
+  sidco.sidco.correct = true;
+  gs::kernels::SelectRequest topk;
+  topk.rule = gs::kernels::SelectRequest::Rule::topk;
+  topk.k = 2000;
+  std::uint64_t sidco_launches = 0, topk_launches = 0;
+  int sidco_exact = -1, topk_exact = -1;
+  EXPECT_NEAR(passes(sidco, &sidco_launches, &sidco_exact), 6.0, 0.01);  // and a few one-element decisions
+  EXPECT_EQ(sidco_exact, 0) << "SIDCo-E's estimate held: no exact top-k";
+  EXPECT_NEAR(passes(topk, &topk_launches, &topk_exact), 6.0, 0.01);
+  EXPECT_EQ(topk_exact, 1);
+  EXPECT_EQ(sidco_launches, 17u) << "set, 3 stage launches, the selection (2) and its decision, the top-k's 3 "
+                                    "histograms, ties (2), last tie, its selection (2), report, gather";
+}
 
 }  // namespace
 }  // namespace gs::testing

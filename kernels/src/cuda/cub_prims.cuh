@@ -96,6 +96,45 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// gated_histogram_then's kernel: nothing unless *gate == open (every block reads it first; it
+// stays so until the last block's then); block-private 32-bit counters in shared memory, added to
+// the 64-bit counts; the last block done copies the counts, zeroes them for the next pass, sets
+// *done back to 0 and runs then(copy) on one thread.
+template <class Digit, class Then>
+__global__ void __launch_bounds__(kThreads)
+    gated_histogram_kernel(std::uint64_t n, Digit digit, int bins, unsigned long long* counts,
+                           const std::int32_t* gate, std::int32_t open, unsigned int* done, Then then) {
+  if (*gate != open) return;
+  __shared__ unsigned int local[portable::kBins];
+  __shared__ unsigned long long total[portable::kBins];
+  __shared__ bool last;
+  for (int s = threadIdx.x; s < bins; s += kThreads) local[s] = 0;
+  __syncthreads();
+  const std::uint64_t stride = std::uint64_t(gridDim.x) * blockDim.x;
+  for (std::uint64_t i = blockIdx.x * std::uint64_t(blockDim.x) + threadIdx.x; i < n; i += stride) {
+    const int b = digit(i);
+    if (b >= 0 && b < bins) atomicAdd(&local[b], 1u);
+  }
+  __syncthreads();
+  for (int s = threadIdx.x; s < bins; s += kThreads)
+    if (local[s]) atomicAdd(&counts[s], static_cast<unsigned long long>(local[s]));
+  __threadfence();  // this thread's counts are visible before the block says it is done
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(done, 1u) == gridDim.x - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  for (int s = threadIdx.x; s < bins; s += kThreads) {
+    total[s] = __ldcg(counts + s);
+    counts[s] = 0;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    *done = 0;
+    then(static_cast<const unsigned long long*>(total));
+  }
+}
+
 template <class F>
 __global__ void for_each_kernel(std::uint64_t m, F f) {
   const std::uint64_t stride = std::uint64_t(gridDim.x) * blockDim.x;
@@ -329,6 +368,18 @@ class CubPrims {
       return cub::DeviceHistogram::HistogramEven(temp, bytes, mapped(digit), counts, bins + 1, 0, bins,
                                                  static_cast<std::int64_t>(n), stream_);
     }, stream_, scratch_);
+  }
+
+  template <class Digit, class Then>
+  void gated_histogram_then(std::uint64_t n, const Digit& digit, int bins, unsigned long long* counts,
+                            const std::int32_t* gate, std::int32_t open, std::uint32_t* done, const Then& then) const {
+    if (bins < 1 || bins > int(portable::kBins)) throw gs::Error("gated_histogram_then: bins out of range (please report)");
+    // Its elements are not counted: whether the gate is open, and the pass reads them, only the
+    // device knows (the cuda-host twin counts them where it is).
+    work::launch(grid_for(n), kThreads);
+    gated_histogram_kernel<<<grid_for(n), kThreads, 0, stream_>>>(n, digit, bins, counts, gate, open,
+                                                                   reinterpret_cast<unsigned int*>(done), then);
+    GS_CUDA_CHECK_LAUNCH();
   }
 
   void log_histogram(const float* g, std::uint64_t n, const portable::LogSlots& slot,

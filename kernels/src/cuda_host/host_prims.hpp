@@ -282,6 +282,28 @@ class HostPrims {
     }
   }
 
+  // gated_histogram_kernel's twin: one launch; where the gate is open, the counts, their copy
+  // zeroed for the next pass and then(copy); else nothing read.
+  template <class Digit, class Then>
+  void gated_histogram_then(std::uint64_t n, const Digit& digit, int bins, unsigned long long* counts,
+                            const std::int32_t* gate, std::int32_t open, std::uint32_t* done, const Then& then) const {
+    if (bins < 1 || bins > int(portable::kBins)) throw gs::Error("gated_histogram_then: bins out of range (please report)");
+    runtime().note_work();
+    if (*gate != open) {
+      work::launch(grid_for(n), kThreads);  // every block reads the gate and returns
+      return;
+    }
+    if (*done != 0) throw std::logic_error("gated_histogram_then: its count of blocks done is not 0");
+    work::launch(grid_for(n), kThreads, n);
+    for (std::uint64_t i = 0; i < n; ++i) {
+      const int d = digit(i);
+      if (d >= 0 && d < bins) ++counts[d];
+    }
+    std::vector<unsigned long long> total(counts, counts + bins);
+    std::fill(counts, counts + bins, 0ull);
+    then(static_cast<const unsigned long long*>(total.data()));
+  }
+
   // log_histogram_kernel's twin (its shared-memory counters change nothing but speed).
   void log_histogram(const float* g, std::uint64_t n, const portable::LogSlots& slot,
                      unsigned long long* counts) const {

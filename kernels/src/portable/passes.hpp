@@ -26,6 +26,10 @@
 //   select_into(n, pred, out, capacity, Count* count)   the same, the count left in device memory
 //   select_from(in, m, pred, out, capacity)    the same over a list of indices
 //   histogram(n, digit, bins, counts)   counts[b] = #{i < n : digit(i) == b}, b < bins
+//   gated_histogram_then(n, digit, bins, counts, gate, open, done, then)   where *gate == open (read
+//                                       on the device): the histogram of digit into counts (zeros
+//                                       before, zeros after), then(its counts) on one thread, in one
+//                                       launch; else nothing is read (bins <= kBins)
 //   sort_keys(in, out, m, begin_bit, end_bit, descending)            radix order, stable
 //   sort_pairs(kin, kout, vin, vout, m, begin_bit, end_bit, descending)
 //   log_histogram(g, n, LogSlots, counts)  counts[slot(g[i])] += 1
@@ -130,17 +134,15 @@ std::uint64_t compact_above(P& p, const float* g, std::uint64_t n, double thresh
 }
 
 // Radix select of the k-th largest key of x (len values) in `mode` (resident_bodies.hpp): three
-// histogram passes, one per digit, each followed by the one-thread step that finds the digit of
-// the k-th key. Everything stays on the device.
+// histogram passes, one per digit, each ended by its last block's step that finds the digit of the
+// k-th key: three launches. A pass whose mode is off reads nothing (its gate is the state's mode,
+// read on the device). hist: kBins zeros, left so. Everything stays on the device.
 template <class P>
 void radix_select(P& p, ResidentState* st, unsigned long long* hist, const float* x, std::uint64_t len,
                   std::int32_t mode) {
-  p.for_each(1, RadixBegin{st, mode});
-  for (int d = 0; d < kRadixDigits; ++d) {
-    p.zero(hist, kBins);
-    if (len > 0) p.histogram(len, RadixDigit{x, st, d, mode}, radix_bins(d), hist);
-    p.for_each(1, RadixStep{hist, st, d, mode});
-  }
+  for (int d = 0; d < kRadixDigits; ++d)
+    p.gated_histogram_then(len, RadixDigit{x, st, d, mode}, radix_bins(d), hist, &st->mode, mode, &st->reduce_done,
+                           RadixStepFrom{st, d, mode});
 }
 
 // g's exact top-k when the decisions so far chose it (mode topk; k in st->topk_k): the k-th
@@ -181,6 +183,7 @@ void topk(P& p, const float* g, std::uint64_t n, std::uint64_t k, Index* indices
   if (k == 0) return;
   auto st = p.template alloc<ResidentState>(1);
   auto hist = p.template alloc<unsigned long long>(kBins);
+  p.zero(hist.data(), kBins);
   auto ties = p.template alloc<Index>(k);
   p.for_each(1, SetState{st.data(), topk_state(n, std::min(k, n))});
   count_finite(p, st.data(), g, n);
@@ -200,6 +203,7 @@ float kth_largest(P& p, const float* g, std::uint64_t n, std::uint64_t k) {
   if (k == 0) throw gs::Error("kth_largest: k must be at least 1 (k = 1 is the maximum)");
   auto st = p.template alloc<ResidentState>(1);
   auto hist = p.template alloc<unsigned long long>(kBins);
+  p.zero(hist.data(), kBins);
   ResidentState init = topk_state(n, k);
   init.mode = kModeTopk;
   init.topk_k = k;

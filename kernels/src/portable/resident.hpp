@@ -36,7 +36,10 @@ struct ResidentWorkspace {
     if (dev != device) *this = ResidentWorkspace{};
     device = dev;
     if (state.size() < 1) state = p.template alloc<ResidentState>(1);
-    if (hist.size() < kBins) hist = p.template alloc<unsigned long long>(kBins);
+    if (hist.size() < kBins) {  // zeros, as every radix select leaves it
+      hist = p.template alloc<unsigned long long>(kBins);
+      p.zero(hist.data(), kBins);
+    }
     grow(p, idx, std::max<std::uint64_t>(n, 1));
     grow(p, val, std::max<std::uint64_t>(n, 1));
     grow(p, ties, std::max<std::uint64_t>(k, 1));

@@ -373,6 +373,17 @@ struct RadixStep {
     s.mode = kModeNone;
   }
 };
+// A digit's step from the histogram a gated pass left (gated_histogram_then), the first digit's
+// after the select's start.
+struct RadixStepFrom {
+  ResidentState* st;
+  int digit;
+  std::int32_t mode;
+  GS_HD void operator()(const unsigned long long* hist) const {
+    if (digit == 0) RadixBegin{st, mode}(0);
+    RadixStep{hist, st, digit, mode}(0);
+  }
+};
 // The last tie kept: the r.k-th lowest index among the ties (ties[] ascending).
 template <class Index>
 struct LastTie {
