@@ -20,7 +20,7 @@ import json
 import torch
 
 from . import _gradscope
-from ._gradscope import Error, MissingFileError, __version__
+from ._gradscope import Error, MissingFileError, __version__, modelled_device_ms
 from ._options import check_options_read, compressor_names, option_texts, sparse_selection_names
 from ._tensors import check_density, compress_where_it_lives, describe, float32_view, on_host
 from .analysis import Analysis, Law, fitted, load_analysis

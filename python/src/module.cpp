@@ -150,6 +150,9 @@ std::string fit_json(std::uintptr_t address, std::uint64_t n, const std::vector<
 void bind_devices(py::module_& m) {
   namespace ch = gs::kernels::cuda_host;
   m.def("cuda_built", &gs::kernels::cuda_built);
+  m.def("modelled_device_ms", &gs::kernels::modelled_ms, py::arg("launches"), py::arg("elements_read"),
+        "The cost model of device work (docs/gpu.md): launches x 12 us + 4 bytes an element read / 3.64 TB/s "
+        "(an H200's, commit cdd4df1's GPU run); a step's StepStats.launches and elements_passed give it.");
   m.def("cuda_host_caller_stream",
         [](int device) { return reinterpret_cast<std::uintptr_t>(ch::caller_stream(device)); });
   static const Diagnostics diagnostics{

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "gs/bench/kernels_bench.hpp"
+#include "gs/kernels/device.hpp"
 
 using namespace gs::bench;
 
@@ -26,7 +27,7 @@ TEST(KernelsBench, CudaHostRowsGiveTheLedgerAndTheModelNotATime) {
     SCOPED_TRACE(r.method);
     EXPECT_TRUE(std::isnan(r.median_ms)) << "cuda-host runs are counted, not timed";
     EXPECT_GT(r.launches, 0u);
-    EXPECT_DOUBLE_EQ(r.model_ms, kernel_model_ms(r.launches, r.vector_passes * double(r.n)));
+    EXPECT_DOUBLE_EQ(r.model_ms, gs::kernels::modelled_ms(r.launches, r.vector_passes * double(r.n)));
   }
   // a resident selection queues more than its threshold's passes alone
   EXPECT_GT(by["sidco-e:resident"].launches, by["sidco-e"].launches);
@@ -37,7 +38,7 @@ TEST(KernelsBench, CudaHostRowsGiveTheLedgerAndTheModelNotATime) {
 
 TEST(KernelsBench, TheModelIsLaunchesAndBytes) {
   // the constants: 12 us a launch, 3.64 TB/s (cdd4df1's H200 read pass at 1e7 and 1e8)
-  EXPECT_NEAR(kernel_model_ms(2, 1e7), 0.035, 0.001);
-  EXPECT_NEAR(kernel_model_ms(2, 1e8), 0.134, 0.001);
-  EXPECT_DOUBLE_EQ(kernel_model_ms(0, 0), 0.0);
+  EXPECT_NEAR(gs::kernels::modelled_ms(2, 1e7), 0.035, 0.001);
+  EXPECT_NEAR(gs::kernels::modelled_ms(2, 1e8), 0.134, 0.001);
+  EXPECT_DOUBLE_EQ(gs::kernels::modelled_ms(0, 0), 0.0);
 }

@@ -67,11 +67,6 @@ struct GuardedPrims : HostPrims {
   Buffer<T> alloc(std::size_t count) const {
     return Buffer<T>(count);
   }
-  template <class Digit>
-  void histogram(std::uint64_t n, const Digit& digit, int bins, unsigned long long* counts) const {
-    HostPrims::histogram(n, digit, bins, counts);
-    if (after_histogram) after_histogram();
-  }
   template <class Digit, class Then>
   void gated_histogram_then(std::uint64_t n, const Digit& digit, int bins, unsigned long long* counts,
                             const std::int32_t* gate, std::int32_t open, std::uint32_t* done, const Then& then) const {

@@ -160,3 +160,24 @@ def test_one_shot_sidco_lands_near_its_ratio_on_gradients_it_was_not_tuned_on():
                "--median", "0.8,1.25")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "outside [0.5, 2.0]: none" in r.stdout and "within [0.8, 1.25]" in r.stdout, r.stdout
+
+
+def test_hook_model_gives_the_modelled_device_time_of_each_step_from_the_cuda_host_ledger(tmp_path):
+    """scripts/hook_model.py on a small MLP (its claim: each step's modelled time is the cost model
+    of the launches and elements the cuda-host backend counted, the first two steps left out)."""
+    import gradscope
+
+    out = tmp_path / "hook.json"
+    r = script("hook_model.py", "--width", "96", "--layers", "2", "--bucket-mb", "0.03", "--steps", "4",
+               "--json", str(out), timeout=300)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(out.read_text())
+    assert len(d["rows"]) == 2, d["rows"]
+    for row in d["rows"]:
+        assert row["buckets"] >= 1 and row["launches"] >= 10 * row["buckets"], row
+        assert 1.0 <= row["passes"] < 20, row
+        assert row["modelled_ms"] == pytest.approx(gradscope.modelled_device_ms(row["launches"], row["passes"] * row["n"]))
+    assert "bound 4 ms: met" in r.stdout, r.stdout
+    assert d["rows"][0]["launches"] == d["rows"][1]["launches"], "steps after the first two queue the same"
+    bad = script("hook_model.py", "--steps", "2")
+    assert bad.returncode == 2 and "--steps must be at least 3" in bad.stderr, bad.stderr

@@ -341,7 +341,7 @@ std::vector<KernelBenchRow> run_kernels_bench(const KernelBenchConfig& config,
     if (config.backend != BackendKind::cpu) {
       r.launches = last_call_work.launches;
       r.vector_passes = double(last_call_work.elements_passed) / double(r.n);
-      r.model_ms = kernel_model_ms(last_call_work.launches, double(last_call_work.elements_passed));
+      r.model_ms = kernels::modelled_ms(last_call_work.launches, double(last_call_work.elements_passed));
     }
     if (ledger_only) r.median_ms = r.min_ms = r.read_ms = std::nan("");
     rows.push_back(r);

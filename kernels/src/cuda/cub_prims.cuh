@@ -1,12 +1,12 @@
 #pragma once
 // The primitives of portable/passes.hpp on the GPU: CUB's device algorithms over thrust's fancy
-// iterators, one generic grid-stride map, and two hand-written kernels (docs/architecture.md says
-// why they stay): the fused reduction (float4 loads, cub::BlockReduce, block partials merged on
-// the host in block order, so results repeat run to run) and the log histogram (block-private
-// counters in shared memory). Their per-thread bodies are portable::reduce_thread and
+// iterators, one generic grid-stride map, and hand-written kernels (docs/architecture.md says why):
+// the fused reduction (float4 loads, cub::BlockReduce, block partials merged by one block in a
+// fixed order, so results repeat run to run), the same with its last block merging and deciding
+// (reduce_then), the gated radix histogram and the log histogram (block-private counters in shared
+// memory). Their per-thread bodies are portable::reduce_thread, the digit functors and
 // portable::LogSlots, which the host primitives run too.
 #include <cub/block/block_reduce.cuh>
-#include <cub/device/device_histogram.cuh>
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_reduce.cuh>
 #include <cub/device/device_select.cuh>
@@ -276,11 +276,8 @@ class CubPrims {
   template <class Acc, class Elem, class Merge>
   void reduce_into(const float* g, std::uint64_t n, const Elem& elem, const Merge& merge, Acc* out) const {
     const int grid = grid_for(n);
-    const std::size_t bytes = sizeof(Acc) * static_cast<std::size_t>(grid);
     DeviceBuffer<unsigned char> own;
-    DeviceBuffer<unsigned char>* room = scratch_ ? scratch_ : &own;
-    if (room->size() < bytes) *room = DeviceBuffer<unsigned char>(std::max(bytes, 2 * room->size()), stream_);
-    Acc* partials = reinterpret_cast<Acc*>(room->data());
+    Acc* partials = partials_room<Acc>(grid, own);
     const bool aligned = (reinterpret_cast<std::uintptr_t>(g) & 15u) == 0;
     work::launch(grid, kThreads, n);
     reduce_kernel<Acc><<<grid, kThreads, 0, stream_>>>(g, n, aligned, elem, merge, partials);
@@ -295,14 +292,11 @@ class CubPrims {
   void reduce_then(const float* g, std::uint64_t n, const Elem& elem, const Merge& merge, Acc* out,
                    std::uint32_t* done, const Then& then) const {
     const int grid = grid_for(n);
-    const std::size_t bytes = sizeof(Acc) * static_cast<std::size_t>(grid);
     DeviceBuffer<unsigned char> own;
-    DeviceBuffer<unsigned char>* room = scratch_ ? scratch_ : &own;
-    if (room->size() < bytes) *room = DeviceBuffer<unsigned char>(std::max(bytes, 2 * room->size()), stream_);
+    Acc* partials = partials_room<Acc>(grid, own);
     const bool aligned = (reinterpret_cast<std::uintptr_t>(g) & 15u) == 0;
     work::launch(grid, kThreads, n);
-    reduce_then_kernel<Acc><<<grid, kThreads, 0, stream_>>>(g, n, aligned, elem, merge,
-                                                            reinterpret_cast<Acc*>(room->data()),
+    reduce_then_kernel<Acc><<<grid, kThreads, 0, stream_>>>(g, n, aligned, elem, merge, partials,
                                                             reinterpret_cast<unsigned int*>(done), out, then);
     GS_CUDA_CHECK_LAUNCH();
   }
@@ -360,16 +354,6 @@ class CubPrims {
     return read_back(count.data(), stream_);
   }
 
-  template <class Digit>
-  void histogram(std::uint64_t n, const Digit& digit, int bins, unsigned long long* counts) const {
-    work::cub(work::Cub::histogram, n);
-    cub_run({work::Cub::histogram, n, bins, int(sizeof(std::invoke_result_t<Digit, std::uint64_t>))},
-            [&](void* temp, std::size_t& bytes) {
-      return cub::DeviceHistogram::HistogramEven(temp, bytes, mapped(digit), counts, bins + 1, 0, bins,
-                                                 static_cast<std::int64_t>(n), stream_);
-    }, stream_, scratch_);
-  }
-
   template <class Digit, class Then>
   void gated_histogram_then(std::uint64_t n, const Digit& digit, int bins, unsigned long long* counts,
                             const std::int32_t* gate, std::int32_t open, std::uint32_t* done, const Then& then) const {
@@ -416,6 +400,15 @@ class CubPrims {
   }
 
  private:
+  // Room for a grid's block partials: in the scratch workspace where one is set (grown as needed),
+  // else in `own`, which the caller keeps until the kernels reading it are queued.
+  template <class Acc>
+  Acc* partials_room(int grid, DeviceBuffer<unsigned char>& own) const {
+    const std::size_t bytes = sizeof(Acc) * static_cast<std::size_t>(grid);
+    DeviceBuffer<unsigned char>* room = scratch_ ? scratch_ : &own;
+    if (room->size() < bytes) *room = DeviceBuffer<unsigned char>(std::max(bytes, 2 * room->size()), stream_);
+    return reinterpret_cast<Acc*>(room->data());
+  }
   template <class In, class Index, class Pred, class Count>
   void select(In in, std::uint64_t m, const Pred& pred, Index* out, std::uint64_t capacity, Count* d_count) const {
     if (m == 0) {

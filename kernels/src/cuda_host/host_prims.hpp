@@ -1,6 +1,6 @@
 #pragma once
 // The primitives of portable/passes.hpp on the host: the `cuda-host` backend. Each runs the same
-// per-element bodies as the CUB primitives, sequentially; the two hand-written kernels run their
+// per-element bodies as the CUB primitives, sequentially; the hand-written reductions run their
 // per-thread bodies for every thread of the grid the GPU would launch (a 2-SM device's), so the
 // grid-stride indexing, the 4-wide loads and the tails are exercised as on the device. Buffers
 // belong to the fake device current on the allocating thread (runtime.hpp), every operation counts
@@ -267,19 +267,6 @@ class HostPrims {
     Buffer<unsigned long long> count(1);
     *count.data() = c;
     return read(count.data());
-  }
-
-  // cub::DeviceHistogram::HistogramEven over [0, bins): samples outside are dropped.
-  template <class Digit>
-  void histogram(std::uint64_t n, const Digit& digit, int bins, unsigned long long* counts) const {
-    runtime().note_work();
-    work::cub(work::Cub::histogram, n);
-    scratch_for({work::Cub::histogram, n, bins, int(sizeof(std::invoke_result_t<Digit, std::uint64_t>))},
-                512 + std::uint64_t(bins) * 8);
-    for (std::uint64_t i = 0; i < n; ++i) {
-      const int d = digit(i);
-      if (d >= 0 && d < bins) ++counts[d];
-    }
   }
 
   // gated_histogram_kernel's twin: one launch; where the gate is open, the counts, their copy

@@ -1,6 +1,6 @@
 #pragma once
 // The CUDA backend's passes, written once over a backend's primitives P (bodies.hpp holds their
-// per-element code). cuda/cub_prims.cuh implements P with CUB and two hand-written kernels and
+// per-element code). cuda/cub_prims.cuh implements P with CUB and hand-written kernels and
 // runs them on the GPU; cuda_host/host_prims.hpp implements P on the CPU (the `cuda-host`
 // backend), so the tests run this logic against the naive oracle without a GPU.
 //
@@ -25,11 +25,10 @@
 //                                       first `capacity` of them written; returns the full count
 //   select_into(n, pred, out, capacity, Count* count)   the same, the count left in device memory
 //   select_from(in, m, pred, out, capacity)    the same over a list of indices
-//   histogram(n, digit, bins, counts)   counts[b] = #{i < n : digit(i) == b}, b < bins
 //   gated_histogram_then(n, digit, bins, counts, gate, open, done, then)   where *gate == open (read
-//                                       on the device): the histogram of digit into counts (zeros
-//                                       before, zeros after), then(its counts) on one thread, in one
-//                                       launch; else nothing is read (bins <= kBins)
+//                                       on the device): counts[b] = #{i < n : digit(i) == b}, b < bins
+//                                       (zeros before, zeros after), then(those counts) on one
+//                                       thread, in one launch; else nothing is read (bins <= kBins)
 //   sort_keys(in, out, m, begin_bit, end_bit, descending)            radix order, stable
 //   sort_pairs(kin, kout, vin, vout, m, begin_bit, end_bit, descending)
 //   log_histogram(g, n, LogSlots, counts)  counts[slot(g[i])] += 1

@@ -125,6 +125,16 @@ struct DeviceWork {
   }
 };
 DeviceWork device_work();
+// The cost model of device work (docs/gpu.md, "The cost model"): its launches times the cost of
+// one, plus the bytes its passes read (4 an element) over the device's bandwidth. The constants are
+// the H200's of commit cdd4df1's GPU run: its read pass took 0.035 ms at 1e7 floats and 0.134 ms at
+// 1e8, two launches each (the block reduction and its merge) and a read-back: 3.64 TB/s between the
+// two, and 12 us a launch for the fixed rest.
+inline constexpr double kModelLaunchMs = 0.012;
+inline constexpr double kModelBytesPerMs = 3.64e9;
+inline double modelled_ms(std::uint64_t launches, double elements_read) {
+  return double(launches) * kModelLaunchMs + 4.0 * elements_read / kModelBytesPerMs;
+}
 // The counting side (both backends): a kernel of blocks x threads over `elements` elements, a
 // memset, an allocation, an event, a CUB algorithm's dispatch (its kernels; its scratch-size query
 // is counted by scratch_size, only when this thread has not asked the same before).

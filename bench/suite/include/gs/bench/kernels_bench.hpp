@@ -43,23 +43,13 @@ struct KernelBenchRow {
   int stages = 0;         // SIDCo rows: the stage count asked for (M)
   // Device backends: what one call queued (kernels::DeviceWork of the last timed call): its
   // launches, the elements its passes went over per element of the vector, and the cost model's
-  // time for them (kernel_model_ms).
+  // time for them (gs::kernels::modelled_ms).
   std::uint64_t launches = 0;
   double vector_passes = 0.0;
   double model_ms = 0.0;
   double ratio() const { return read_ms > 0 ? median_ms / read_ms : 0.0; }
 };
 
-// The cost model of a device call (docs/gpu.md, "The cost model"): its launches times the cost of
-// one, plus the bytes its passes read over the device's bandwidth. The constants are the H200's of
-// commit cdd4df1's GPU run: its read pass took 0.035 ms at 1e7 floats and 0.134 ms at 1e8, two
-// launches each (the block reduction and its merge) and a read-back: 3.64 TB/s between the two,
-// and 12 us a launch for the fixed rest.
-inline constexpr double kModelLaunchMs = 0.012;
-inline constexpr double kModelBytesPerMs = 3.64e9;
-inline double kernel_model_ms(std::uint64_t launches, double elements_read) {
-  return double(launches) * kModelLaunchMs + 4.0 * elements_read / kModelBytesPerMs;
-}
 
 // Validates the config (sizes >= 1, densities in (0, 1), repeats >= 0); throws gs::Error.
 void validate(const KernelBenchConfig& config);
