@@ -16,17 +16,7 @@ GS_HD inline std::uint64_t sent_count(const SelectionReport& r, std::uint64_t ca
   return r.count < capacity ? r.count : capacity;
 }
 
-struct PackCount {
-  const SelectionReport* report;
-  std::uint64_t capacity;
-  std::int32_t* send_idx;
-  float* send_val;
-  GS_HD void operator()(std::uint64_t) const {
-    send_idx[0] = report->nonfinite > 0 ? -1 : std::int32_t(sent_count(*report, capacity));
-    send_val[0] = 0.0f;
-  }
-};
-struct PackPairs {  // the pairs, and zeros past them (the padding travels too: defined bytes)
+struct PackPairs {  // the count (j = 0), the pairs, and zeros past them (the padding travels too)
   const std::int32_t* idx;
   const float* val;
   const SelectionReport* report;
@@ -34,6 +24,11 @@ struct PackPairs {  // the pairs, and zeros past them (the padding travels too: 
   std::int32_t* send_idx;
   float* send_val;
   GS_HD void operator()(std::uint64_t j) const {
+    if (j == 0) {
+      send_idx[0] = report->nonfinite > 0 ? -1 : std::int32_t(sent_count(*report, capacity));
+      send_val[0] = 0.0f;
+    }
+    if (j >= capacity) return;  // capacity 0: the count alone
     const bool pair = j < sent_count(*report, capacity);
     send_idx[1 + j] = pair ? idx[j] : 0;
     send_val[1 + j] = pair ? val[j] : 0.0f;
@@ -50,6 +45,16 @@ struct GatheredSkip {  // a worker that sent -1 met NaN or Inf: every worker ski
     for (int r = 0; r < workers; ++r) any = any || idx_all[std::uint64_t(r) * stride] < 0;
     *bucket_skip = any ? 1 : 0;
     if (any) *step_skip = 1;
+  }
+};
+// The bucket's sum starts at zeros (as Compressor::aggregate), and its skip is decided by the
+// element 0's thread on the way.
+struct ZerosAndSkip {
+  float* out;
+  GatheredSkip skip;
+  GS_HD void operator()(std::uint64_t i) const {
+    if (i == 0) skip(0);
+    out[i] = 0.0f;
   }
 };
 struct AddSent {  // one worker's pairs into out (distinct indices: no two threads meet)

@@ -157,11 +157,12 @@ void exact_topk(P& p, ResidentState* st, unsigned long long* hist, const float* 
   p.select_into(n, TopkAt{g, st}, out, room, &st->picked);
 }
 
-// Every finite x counted into st->counted; TakeFinite reports the non-finite and starts the rule.
-template <class P>
-void count_finite(P& p, ResidentState* st, const float* g, std::uint64_t n) {
+// Every finite x counted into st->counted; TakeFinite reports the non-finite and starts the rule,
+// after `first` (a selection's StartState, where this is its first pass).
+template <class P, class First = NoStep>
+void count_finite(P& p, ResidentState* st, const float* g, std::uint64_t n, First first = {}) {
   p.reduce_then(g, n, CountElem{kernels::detail::threshold_as_float(-1.0)}, AddU64{}, &st->counted,
-                &st->reduce_done, TakeFinite{st});
+                &st->reduce_done, Both{first, TakeFinite{st}});
 }
 
 // A state for the exact top-k of k (k <= n) read back once at the end of the free functions.

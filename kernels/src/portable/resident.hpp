@@ -35,7 +35,10 @@ struct ResidentWorkspace {
                std::uint64_t r = 0) {
     if (dev != device) *this = ResidentWorkspace{};
     device = dev;
-    if (state.size() < 1) state = p.template alloc<ResidentState>(1);
+    if (state.size() < 1) {  // zeros: a selection's first pass counts its blocks done in it
+      state = p.template alloc<ResidentState>(1);
+      p.zero(state.data(), 1);
+    }
     if (hist.size() < kBins) {  // zeros, as every radix select leaves it
       hist = p.template alloc<unsigned long long>(kBins);
       p.zero(hist.data(), kBins);
@@ -84,14 +87,17 @@ inline std::uint64_t topk_candidate_room(std::uint64_t n, std::uint64_t k) { ret
 // SIDCo: stage 1 over all x, M - 1 tail stages above the device's eta, the count correction's
 // count, the selection above, and exact top-k where the decisions chose it.
 // Each stage's reduction, its merge and its decision are one launch (reduce_then), the last
-// stage's decision followed by the stages' end.
+// stage's decision followed by the stages' end; the first stage's after the selection's start.
 template <class P>
-void sidco_resident(P& p, ResidentWorkspace<P>& w, const float* g, std::uint64_t n, const SelectRequest& r) {
+void sidco_resident(P& p, ResidentWorkspace<P>& w, const float* g, std::uint64_t n, const SelectRequest& r,
+                    const StartState& start) {
   ResidentState* st = w.state.data();
   std::uint32_t* done = &st->reduce_done;
   const int tails = r.stages > 1 && r.density < fitting::kSidcoFirstStageDensity ? r.stages - 1 : 0;
-  if (tails == 0) p.reduce_then(g, n, StatsElem{}, MergeStats{}, &st->stats, done, Both{SidcoFirst{st}, SidcoStagesDone{st}});
-  else p.reduce_then(g, n, StatsElem{}, MergeStats{}, &st->stats, done, SidcoFirst{st});
+  if (tails == 0)
+    p.reduce_then(g, n, StatsElem{}, MergeStats{}, &st->stats, done,
+                  Both{start, Both{SidcoFirst{st}, SidcoStagesDone{st}}});
+  else p.reduce_then(g, n, StatsElem{}, MergeStats{}, &st->stats, done, Both{start, SidcoFirst{st}});
   for (int i = 1; i <= tails; ++i) {
     if (i == tails) p.reduce_then(g, n, StatsAboveAt{st}, MergeStats{}, &st->stats, done, Both{SidcoTail{st}, SidcoStagesDone{st}});
     else p.reduce_then(g, n, StatsAboveAt{st}, MergeStats{}, &st->stats, done, SidcoTail{st});
@@ -104,9 +110,10 @@ void sidco_resident(P& p, ResidentWorkspace<P>& w, const float* g, std::uint64_t
 // DGC: a random sample of 1% of |g|, its kk-th largest as the threshold (radix select over the
 // sample), the count above it, and the hierarchical step's exact top-k above 4k/3.
 template <class P>
-void dgc_resident(P& p, ResidentWorkspace<P>& w, const float* g, std::uint64_t n, const SelectRequest& r) {
+void dgc_resident(P& p, ResidentWorkspace<P>& w, const float* g, std::uint64_t n, const SelectRequest& r,
+                  const StartState& start) {
   ResidentState* st = w.state.data();
-  count_finite(p, st, g, n);
+  count_finite(p, st, g, n, start);
   const std::uint64_t m = dgc_sample_size(n);
   p.for_each(m, RandomSampleBody{g, n, r.seed, w.sample.data()});
   p.reduce_then(w.sample.data(), m, CountElem{kernels::detail::threshold_as_float(-1.0)}, AddU64{}, &st->counted,
@@ -122,9 +129,10 @@ void dgc_resident(P& p, ResidentWorkspace<P>& w, const float* g, std::uint64_t n
 // above it, their exact top-k (a radix select over the room, not over g), or g's own where they
 // fall short of it or overflow the room. The finite count comes first (the report's non-finite).
 template <class P>
-void sidco_topk_resident(P& p, ResidentWorkspace<P>& w, const float* g, std::uint64_t n, const SelectRequest& r) {
+void sidco_topk_resident(P& p, ResidentWorkspace<P>& w, const float* g, std::uint64_t n, const SelectRequest& r,
+                         const StartState& start) {
   ResidentState* st = w.state.data();
-  count_finite(p, st, g, n);
+  count_finite(p, st, g, n, start);
   const TopkSample t = topk_sample(n);
   constexpr std::uint64_t len = fitting::SidcoTopkBound::kLineLength;
   const float* x = g;
@@ -187,21 +195,22 @@ void select_resident(P& p, ResidentWorkspace<P>& w, const float* g, std::uint64_
   if (r.rule == SelectRequest::Rule::sidco_topk && r.stages < 1)
     throw gs::Error("sidco-topk: the number of SIDCo stages must be at least 1");
   ResidentState* st = w.state.data();
-  p.for_each(1, SetState{st, initial_state(n, r)});
+  // The state the selection starts from, set by the first pass's last block (no launch of its own).
+  const StartState start{st, initial_state(n, r)};
   switch (r.rule) {
     case SelectRequest::Rule::above:
-      count_finite(p, st, g, n);
+      count_finite(p, st, g, n, start);
       p.select_into(n, AboveAt{g, st}, w.idx.data(), w.idx.size(), &st->selected);
       break;
-    case SelectRequest::Rule::topk: count_finite(p, st, g, n); break;
-    case SelectRequest::Rule::sidco: sidco_resident(p, w, g, n, r); break;
-    case SelectRequest::Rule::dgc: dgc_resident(p, w, g, n, r); break;
+    case SelectRequest::Rule::topk: count_finite(p, st, g, n, start); break;
+    case SelectRequest::Rule::sidco: sidco_resident(p, w, g, n, r, start); break;
+    case SelectRequest::Rule::dgc: dgc_resident(p, w, g, n, r, start); break;
     case SelectRequest::Rule::top_nonzero:
-      count_finite(p, st, g, n);
+      count_finite(p, st, g, n, start);
       p.reduce_then(g, n, CountElem{kernels::detail::threshold_as_float(0.0)}, AddU64{}, &st->counted,
                     &st->reduce_done, TakeNonzero{st});
       break;
-    case SelectRequest::Rule::sidco_topk: sidco_topk_resident(p, w, g, n, r); break;
+    case SelectRequest::Rule::sidco_topk: sidco_topk_resident(p, w, g, n, r, start); break;
   }
   if (r.rule != SelectRequest::Rule::above)
     exact_topk(p, st, w.hist.data(), g, n, w.ties.data(), w.ties.size(), w.idx.data(), w.idx.size());

@@ -183,6 +183,22 @@ struct SetState {
   ResidentState init;
   GS_HD void operator()(std::uint64_t) const { *st = init; }
 };
+// SetState as the first decision of a selection, in the last block of its first reduction (whose
+// element step reads no state): the state the selection starts from, keeping what that reduction
+// just wrote (`counted` or `stats`); its count of blocks done is 0 in both.
+struct StartState {
+  ResidentState* st;
+  ResidentState init;
+  GS_HD void operator()(std::uint64_t) const {
+    ResidentState s = init;
+    s.counted = st->counted;
+    s.stats = st->stats;
+    *st = s;
+  }
+};
+struct NoStep {
+  GS_HD void operator()(std::uint64_t) const {}
+};
 struct TakeFinite {  // after a count of every finite x into `counted`
   ResidentState* st;
   GS_HD void operator()(std::uint64_t) const {

@@ -73,15 +73,16 @@ class PortableVectorOps final : public VectorOps {
   void pack_pairs(const std::int32_t* idx, const float* val, const SelectionReport* report, std::uint64_t capacity,
                   std::int32_t* send_idx, float* send_val) override {
     run(send_idx, [&](P& p) {
-      p.for_each(1, PackCount{report, capacity, send_idx, send_val});
-      p.for_each(capacity, PackPairs{idx, val, report, capacity, send_idx, send_val});
+      p.for_each(std::max<std::uint64_t>(capacity, 1), PackPairs{idx, val, report, capacity, send_idx, send_val});
     });
   }
   void add_gathered(float* out, std::uint64_t n, const std::int32_t* idx_all, const float* val_all,
                     std::uint64_t capacity, int workers, std::int32_t* bucket_skip, std::int32_t* step_skip) override {
     run(out, [&](P& p) {
-      p.for_each(1, GatheredSkip{idx_all, capacity + 1, workers, bucket_skip, step_skip});
-      p.for_each(n, FillBody<float>{out, 0.0f});  // as Compressor::aggregate: zeros, ranks in order, the mean
+      // As Compressor::aggregate: zeros, ranks in order, the mean; the skip decided with the zeros.
+      const GatheredSkip skip{idx_all, capacity + 1, workers, bucket_skip, step_skip};
+      if (n == 0) p.for_each(1, skip);
+      else p.for_each(n, ZerosAndSkip{out, skip});
       for (int r = 0; r < workers; ++r) {
         const std::uint64_t at = std::uint64_t(r) * (capacity + 1);
         p.for_each(capacity, AddSent{out, idx_all + at, val_all + at, bucket_skip});
