@@ -133,7 +133,8 @@ run_step() {  # run_step STEP LIMIT_S COMMAND...: runs it, logs it, records rc a
     status="cut: stopped when the check's ${CHECK_SECONDS} s ran out"
   fi
   section "${step} (exit ${rc}, $(( $(date +%s) - t0 )) s)" "${step_log}"
-  record "${step}" "${status}" "$(( $(date +%s) - t0 ))" "\"rc\": ${rc}, \"limit_s\": ${STEP_LIMIT}${STEP_EXTRA:+, ${STEP_EXTRA}}"
+  record "${step}" "${status}" "$(( $(date +%s) - t0 ))" \
+    "\"rc\": ${rc}, \"limit_s\": ${STEP_LIMIT}${STEP_EXTRA:+, ${STEP_EXTRA}}"
   STEP_EXTRA="" LAST_RC="${rc}"
 }
 lim() {  # lim COMMAND...: COMMAND under the running step's time limit
@@ -386,8 +387,8 @@ sanitize() {  # sanitize TOOL SUITE|FILTER...
     [[ -n "${run#*|}" ]] || continue
     echo "--- ${run%%|*} --gtest_filter=${run#*|}"
     cases_match "${run%%|*}" "${run#*|}" || { rc=1; continue; }
-    lim env GS_PASSES_MAX_N="${RACECHECK_MAX_N}" compute-sanitizer --tool "${tool}" --error-exitcode 3 --print-limit 20 \
-      "${BUILD}/tests/${run%%|*}" --gtest_brief=1 --gtest_filter="${run#*|}" || rc=1
+    lim env GS_PASSES_MAX_N="${RACECHECK_MAX_N}" compute-sanitizer --tool "${tool}" --error-exitcode 3 \
+      --print-limit 20 "${BUILD}/tests/${run%%|*}" --gtest_brief=1 --gtest_filter="${run#*|}" || rc=1
   done
   return "${rc}"
 }
@@ -406,7 +407,8 @@ elif [[ -n "${SANITIZER_OFF}" ]]; then
   record memcheck "unavailable: ${SANITIZER_OFF//\"/\'}" 0; record racecheck "unavailable: ${SANITIZER_OFF//\"/\'}" 0
 else
   STEP_EXTRA="\"filters\": [\"${MEMCHECK_KERNELS}\", \"${COMPRESS_CUDA}\"]"
-  run_step memcheck 90 sanitize memcheck "kernels/gs_kernels_tests|${MEMCHECK_KERNELS}" "compress/test_compress|${COMPRESS_CUDA}"
+  run_step memcheck 90 sanitize memcheck "kernels/gs_kernels_tests|${MEMCHECK_KERNELS}" \
+    "compress/test_compress|${COMPRESS_CUDA}"
   STEP_EXTRA="\"filters\": [\"${RACECHECK_KERNELS}\", \"${RACECHECK_SELECTIONS}\"], \"max_n\": ${RACECHECK_MAX_N}, \"subset\": \"gradscope's own shared-memory kernels, the resident selections\""
   run_step racecheck 120 sanitize racecheck "kernels/gs_kernels_tests|${RACECHECK_KERNELS}" \
     "kernels/gs_kernels_tests|${RACECHECK_SELECTIONS}"

@@ -314,7 +314,7 @@ TEST(DeviceWork, EachBucketQueuesNoMoreThanItsLedger) {
 TEST(DeviceWork, PrintsTheLedgerWhenAsked) {
   if (!std::getenv("GS_PRINT_LEDGER")) GTEST_SKIP() << "GS_PRINT_LEDGER unset";
   std::printf("| method | path | launches | of one thread | allocations | events | CUB queries | passes |\n");
-  for (const std::string& method : {"sidco-e", "topk", "dgc", "sidco-topk"}) {
+  for (const std::string method : {"sidco-e", "topk", "dgc", "sidco-topk"}) {
     for (const bool device_comm : {true, false}) {
       const auto runs = run_all(method, device_comm, 4);
       double l = 0, one = 0, a = 0, e = 0, q = 0, passed = 0, n = 0, buckets = 0;

@@ -42,7 +42,8 @@ __global__ void __launch_bounds__(kThreads)
 // the order, and the result, repeat bit for bit from run to run; one accumulator is left to read
 // back instead of one per block.
 template <class Acc, class Merge>
-__global__ void __launch_bounds__(kThreads) merge_partials_kernel(const Acc* partials, int count, Merge merge, Acc* out) {
+__global__ void __launch_bounds__(kThreads)
+    merge_partials_kernel(const Acc* partials, int count, Merge merge, Acc* out) {
   Acc r{};
   for (int b = threadIdx.x; b < count; b += kThreads) r = merge(r, partials[b]);
   using BlockReduce = cub::BlockReduce<Acc, kThreads>;
@@ -357,7 +358,8 @@ class CubPrims {
   template <class Digit, class Then>
   void gated_histogram_then(std::uint64_t n, const Digit& digit, int bins, unsigned long long* counts,
                             const std::int32_t* gate, std::int32_t open, std::uint32_t* done, const Then& then) const {
-    if (bins < 1 || bins > int(portable::kBins)) throw gs::Error("gated_histogram_then: bins out of range (please report)");
+    if (bins < 1 || bins > int(portable::kBins))
+      throw gs::Error("gated_histogram_then: bins out of range (please report)");
     // Its elements are not counted: whether the gate is open, and the pass reads them, only the
     // device knows (the cuda-host twin counts them where it is).
     work::launch(grid_for(n), kThreads);

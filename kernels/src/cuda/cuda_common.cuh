@@ -44,7 +44,8 @@ inline constexpr int kThreads = 256;
 // refuses (cudaErrorInvalidValue: too small, which it says before launching anything) is asked
 // again and the call repeated.
 template <class Call>
-void cub_run(const work::ScratchKey& key, Call call, cudaStream_t stream, DeviceBuffer<unsigned char>* scratch = nullptr) {
+void cub_run(const work::ScratchKey& key, Call call, cudaStream_t stream,
+             DeviceBuffer<unsigned char>* scratch = nullptr) {
   const auto query = [&] {
     std::size_t b = 0;
     GS_CUDA_CHECK(call(nullptr, b));

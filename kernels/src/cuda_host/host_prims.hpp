@@ -274,7 +274,8 @@ class HostPrims {
   template <class Digit, class Then>
   void gated_histogram_then(std::uint64_t n, const Digit& digit, int bins, unsigned long long* counts,
                             const std::int32_t* gate, std::int32_t open, std::uint32_t* done, const Then& then) const {
-    if (bins < 1 || bins > int(portable::kBins)) throw gs::Error("gated_histogram_then: bins out of range (please report)");
+    if (bins < 1 || bins > int(portable::kBins))
+      throw gs::Error("gated_histogram_then: bins out of range (please report)");
     runtime().note_work();
     if (*gate != open) {
       work::launch(grid_for(n), kThreads);  // every block reads the gate and returns
@@ -345,7 +346,8 @@ class HostPrims {
     const std::uint64_t bytes = sizeof(Acc) * grid_for(n);
     runtime().note_work();
     if (!scratch_) work::allocation();
-    else if (scratch_->size() < bytes) *scratch_ = alloc<unsigned char>(std::max<std::uint64_t>(bytes, 2 * scratch_->size()));
+    else if (scratch_->size() < bytes)
+      *scratch_ = alloc<unsigned char>(std::max<std::uint64_t>(bytes, 2 * scratch_->size()));
   }
   // Every thread of every block the GPU would run, the block's threads merged in order, the block
   // partials merged in block order.

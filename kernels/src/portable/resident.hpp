@@ -99,7 +99,8 @@ void sidco_resident(P& p, ResidentWorkspace<P>& w, const float* g, std::uint64_t
                   Both{start, Both{SidcoFirst{st}, SidcoStagesDone{st}}});
   else p.reduce_then(g, n, StatsElem{}, MergeStats{}, &st->stats, done, Both{start, SidcoFirst{st}});
   for (int i = 1; i <= tails; ++i) {
-    if (i == tails) p.reduce_then(g, n, StatsAboveAt{st}, MergeStats{}, &st->stats, done, Both{SidcoTail{st}, SidcoStagesDone{st}});
+    if (i == tails)
+      p.reduce_then(g, n, StatsAboveAt{st}, MergeStats{}, &st->stats, done, Both{SidcoTail{st}, SidcoStagesDone{st}});
     else p.reduce_then(g, n, StatsAboveAt{st}, MergeStats{}, &st->stats, done, SidcoTail{st});
   }
   if (r.sidco.correct) p.reduce_then(g, n, StatsProbeAt{st}, MergeStats{}, &st->stats, done, SidcoCorrect{st});
