@@ -79,7 +79,7 @@ def test_the_check_filters_select_cases_of_the_built_suites():
     assert not [c for c in m.listed_cases(str(compress))
                 if "CudaHost" in c and m.gtest_filter_matches(check_filter("COMPRESS_CUDA"), c)]
     kernels = build / "kernels" / "gs_kernels_tests"
-    for name in ("KERNELS_CUDA", "RACECHECK_KERNELS"):
+    for name in ("KERNELS_CUDA", "RACECHECK_KERNELS", "RACECHECK_SELECTIONS"):
         assert m.count_cases(str(kernels), check_filter(name)) > 0, name
 
 
