@@ -3,8 +3,10 @@
 // each part it is made of, alone on the same vectors:
 //   momentum   u = m u + g                      (MomentumCorrection::advance)
 //   residual   acc = e + u                      (ResidualMemory::accumulate)
-//   fused      both in one pass, as the hook runs them (MomentumCorrection::advance_into)
+//   fused      both in one pass (MomentumCorrection::advance_into)
+//   fused_stats the same pass taking SIDCo-E's stage-1 statistics on the way, as the hook runs it
 //   select     the compressor's selection of acc (SIDCo-E carried, SIDCo-E fit, top-k)
+//   given      SIDCo-E carried's selection given those statistics (Compressor::compress_given)
 //   plain      a fresh compressor's selection of the same acc: what gradscope.select costs
 //   encode     the payload to its wire bytes
 //   decode     the workers' payloads back, and their mean into the bucket (Compressor::aggregate)
@@ -13,10 +15,13 @@
 // The accumulator is the one a run of 30 steps of drifting gradients leaves (the same kind of
 // tail as training's: factor masking cuts it just above the last threshold). One worker: the
 // all-gather is a copy (SoloCollectives), so the step's time is the hook's own work.
+// GS_BENCH_HOOK_N sets the bucket's size (default 825000; the study ViT's larger bucket holds
+// 262666, which sits in L2/L3).
 //   gs_bench_hook --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <random>
@@ -27,12 +32,17 @@
 #include "gs/compress/momentum.hpp"
 #include "gs/compress/payload.hpp"
 #include "gs/compress/residual.hpp"
+#include "gs/kernels/cpu.hpp"
 
 namespace {
 
 using namespace gs::compress;
 
-constexpr std::uint64_t kN = 825000;  // a 825k-parameter model in one bucket
+// The bucket: a 825k-parameter model in one, unless GS_BENCH_HOOK_N says otherwise.
+const std::uint64_t kN = [] {
+  const char* v = std::getenv("GS_BENCH_HOOK_N");
+  return v && *v ? std::stoull(v) : std::uint64_t{825000};
+}();
 constexpr double kDensity = 0.01;
 constexpr int kWarmSteps = 30;
 
@@ -142,6 +152,24 @@ void fused(benchmark::State& st) {
   }
 }
 
+void fused_stats(benchmark::State& st) {
+  Parts p("sidco-e", "carried");
+  const auto& g = step_gradient(kWarmSteps);
+  for (auto _ : st) {
+    StatsOnWrite stats{*p.compressor->stats_on_write(), std::nullopt};
+    benchmark::DoNotOptimize(p.momentum.advance_into("b", g, p.residual, &stats).data());
+    benchmark::DoNotOptimize(stats.taken->sum);
+    p.residual.discard("b");
+    p.momentum.discard("b");
+  }
+}
+
+void given(benchmark::State& st) {
+  Parts p("sidco-e", "carried");
+  const auto first = gs::kernels::cpu::stats(p.acc, *p.compressor->stats_on_write());
+  for (auto _ : st) benchmark::DoNotOptimize(p.compressor->compress_given(p.acc, "b", first).payload.indices.data());
+}
+
 void select(benchmark::State& st, const std::string& method, const std::string& estimate) {
   Parts p(method, estimate);
   double quality = 0.0;
@@ -210,9 +238,11 @@ BENCHMARK_CAPTURE(step, topk, "topk", "carried")->Unit(benchmark::kMicrosecond);
 BENCHMARK(momentum)->Unit(benchmark::kMicrosecond);
 BENCHMARK(residual)->Unit(benchmark::kMicrosecond);
 BENCHMARK(fused)->Unit(benchmark::kMicrosecond);
+BENCHMARK(fused_stats)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(select, sidco_e_carried, "sidco-e", "carried")->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(select, sidco_e_fit, "sidco-e", "fit")->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(select, topk, "topk", "carried")->Unit(benchmark::kMicrosecond);
+BENCHMARK(given)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(plain, sidco_e, "sidco-e")->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(plain, topk, "topk")->Unit(benchmark::kMicrosecond);
 BENCHMARK(encode_part)->Unit(benchmark::kMicrosecond);

@@ -392,11 +392,16 @@ bool BucketCompressor::exchange_sparse(const std::string& slot, const std::strin
   const bool weighs_variance = c.needs_gradient_variance();
   const bool bad_input = weighs_variance && any_nonfinite(g);
   const bool velocity = momentum_.on();  // error feedback on the velocity, not on g
-  const auto acc = momentum_.accumulate(slot, g, ef ? &residual_ : nullptr);
+  // What the selection reads first of acc (SIDCo's stage 1 on the host), taken by the pass that
+  // writes acc: one read of the bucket fewer.
+  StatsOnWrite first;
+  const auto fields = bad_input ? std::nullopt : c.stats_on_write();
+  if (fields) first.fields = *fields;
+  const auto acc = momentum_.accumulate(slot, g, ef ? &residual_ : nullptr, fields ? &first : nullptr);
   Compressed mine;
   if (!bad_input) {
     if (weighs_variance) c.add_gradient_variance(tensor, variance);
-    mine = c.compress(acc, tensor);
+    mine = first.taken ? c.compress_given(acc, tensor, *first.taken) : c.compress(acc, tensor);
   }
   std::vector<std::byte> wire;
   std::uint64_t wire_bytes = 0;

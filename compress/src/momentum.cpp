@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "gs/base/error.hpp"
+#include "write_stats.hpp"
 
 namespace gs::compress {
 
@@ -29,26 +30,28 @@ MomentumCorrection::MomentumCorrection(double momentum, const Compressor& c, std
   }
 }
 
-std::span<const float> MomentumCorrection::advance(std::string_view name, std::span<const float> g) {
-  return velocity_.accumulate(name, g, static_cast<float>(momentum_));
+std::span<const float> MomentumCorrection::advance(std::string_view name, std::span<const float> g,
+                                                   StatsOnWrite* stats) {
+  return velocity_.accumulate(name, g, static_cast<float>(momentum_), stats);
 }
 
 std::span<const float> MomentumCorrection::advance_into(std::string_view name, std::span<const float> g,
-                                                        ResidualMemory& residual) {
+                                                        ResidualMemory& residual, StatsOnWrite* stats) {
   const auto v = velocity_.begin_accumulate(name, g.size());
   const auto r = residual.begin_accumulate(name, g.size());
   const float m = static_cast<float>(momentum_);
-  const std::size_t n = g.size();
-  const float* __restrict u0 = v.e.data();
-  const float* __restrict e = r.e.data();
-  const float* __restrict gi = g.data();
-  float* __restrict u = v.acc.data();
-  float* __restrict acc = r.acc.data();
-  for (std::size_t i = 0; i < n; ++i) {
-    const float ui = m * u0[i] + gi[i];
-    u[i] = ui;
-    acc[i] = ui + e[i];
-  }
+  detail::write_taking(r.acc, stats, [&](std::size_t begin, std::size_t end) {
+    const float* __restrict u0 = v.e.data();
+    const float* __restrict e = r.e.data();
+    const float* __restrict gi = g.data();
+    float* __restrict u = v.acc.data();
+    float* __restrict acc = r.acc.data();
+    for (std::size_t i = begin; i < end; ++i) {
+      const float ui = m * u0[i] + gi[i];
+      u[i] = ui;
+      acc[i] = ui + e[i];
+    }
+  });
   return r.acc;
 }
 

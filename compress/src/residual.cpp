@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "gs/base/error.hpp"
+#include "write_stats.hpp"
 
 namespace gs::compress {
 
@@ -29,14 +30,20 @@ ResidualMemory::Accumulation ResidualMemory::begin_accumulate(std::string_view n
   return {s.e, s.acc};
 }
 
-std::span<const float> ResidualMemory::accumulate(std::string_view name, std::span<const float> g, float decay) {
-  const auto [e, acc] = begin_accumulate(name, g.size());
-  if (decay == 1.0f) {
-    for (std::size_t i = 0; i < g.size(); ++i) acc[i] = g[i] + e[i];
-  } else {
-    for (std::size_t i = 0; i < g.size(); ++i) acc[i] = decay * e[i] + g[i];
-  }
-  return acc;
+std::span<const float> ResidualMemory::accumulate(std::string_view name, std::span<const float> g, float decay,
+                                                  StatsOnWrite* stats) {
+  const Accumulation a = begin_accumulate(name, g.size());
+  detail::write_taking(a.acc, stats, [&](std::size_t begin, std::size_t end) {
+    const float* __restrict e = a.e.data();
+    const float* __restrict gi = g.data();
+    float* __restrict acc = a.acc.data();
+    if (decay == 1.0f) {
+      for (std::size_t i = begin; i < end; ++i) acc[i] = gi[i] + e[i];
+    } else {
+      for (std::size_t i = begin; i < end; ++i) acc[i] = decay * e[i] + gi[i];
+    }
+  });
+  return a.acc;
 }
 
 void ResidualMemory::commit(std::string_view name, const Payload& p, const Compressor& c) {

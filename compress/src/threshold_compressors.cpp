@@ -57,29 +57,22 @@ class ThresholdCompressor final : public Compressor {
     // On the device from here to the payload (CUDA): one upload, only the selection comes back.
     return compress_resident(selector_->place(acc), acc.size(), tensor);
   }
+  // SIDCo's stage 1 reads all of acc; on the host the pass that wrote acc can take it.
+  std::optional<fitting::StatsFields> stats_on_write() const override {
+    if (!staged() || density() >= 1.0 || resident_backend() != kernels::BackendKind::cpu) return std::nullopt;
+    return fitting::sidco_first_fields(method_.variant);
+  }
+  Compressed compress_given(std::span<const float> acc, std::string_view tensor,
+                            const fitting::MagnitudeStats& first) override {
+    if (!stats_on_write()) return compress(acc, tensor);
+    return select_into(selector_->place(acc), acc.size(), tensor, &first);
+  }
 
   std::optional<kernels::BackendKind> resident_backend() const override { return selector_.get().kind(); }
   kernels::Selector::Resident resident_selection() const override { return resident_; }
 
   Compressed compress_resident(const float* g, std::uint64_t n, std::string_view tensor) override {
-    Compressed c;
-    c.info.n = n;
-    c.info.target_density = density();
-    kernels::Selection<std::int32_t> sel;
-    if (n > 0) {
-      double threshold = std::numeric_limits<double>::quiet_NaN();
-      const kernels::SelectRequest req = request(g, n, threshold, tensor);
-      selector_->select(g, n, req);
-      const kernels::SelectionReport r = selector_->fetch(sel);
-      if (carries()) learn(tensor, n, req.sidco.scale, r, sel);
-      c.info = info_from(r, n, density());
-      // The stage count is SIDCo's (sidco-topk's: those it fitted on its sample).
-      if (!staged() && !topk_bounded()) c.info.stages = 0;
-      if (density() >= 1.0) c.info.threshold = std::numeric_limits<double>::quiet_NaN();
-      if (!std::isnan(threshold)) c.info.threshold = threshold;  // a host rule's
-      return finish(std::move(c), std::move(sel), r.nonfinite);
-    }
-    return finish(std::move(c), std::move(sel), 0);
+    return select_into(g, n, tensor, nullptr);
   }
 
   kernels::Selector::Resident select_resident(const float* g, std::uint64_t n, std::string_view tensor) override {
@@ -94,6 +87,32 @@ class ThresholdCompressor final : public Compressor {
     resident_ = selector_->select(g, n, request(g, n, threshold, tensor));
     return resident_;
   }
+
+  // The selection of n floats at g in the backend's memory, as its payload; first: stage 1's
+  // statistics of g taken as it was written (stats_on_write), or null.
+  Compressed select_into(const float* g, std::uint64_t n, std::string_view tensor,
+                         const fitting::MagnitudeStats* first) {
+    Compressed c;
+    c.info.n = n;
+    c.info.target_density = density();
+    kernels::Selection<std::int32_t> sel;
+    if (n > 0) {
+      double threshold = std::numeric_limits<double>::quiet_NaN();
+      kernels::SelectRequest req = request(g, n, threshold, tensor);
+      if (req.rule == kernels::SelectRequest::Rule::sidco) req.first = first;
+      selector_->select(g, n, req);
+      const kernels::SelectionReport r = selector_->fetch(sel);
+      if (carries()) learn(tensor, n, req.sidco.scale, r, sel);
+      c.info = info_from(r, n, density());
+      // The stage count is SIDCo's (sidco-topk's: those it fitted on its sample).
+      if (!staged() && !topk_bounded()) c.info.stages = 0;
+      if (density() >= 1.0) c.info.threshold = std::numeric_limits<double>::quiet_NaN();
+      if (!std::isnan(threshold)) c.info.threshold = threshold;  // a host rule's
+      return finish(std::move(c), std::move(sel), r.nonfinite);
+    }
+    return finish(std::move(c), std::move(sel), 0);
+  }
+
   void end_step() override {
     if (controller_ && step_n_ > 0) controller_->record(double(step_selected_) / double(step_n_));
     step_selected_ = step_n_ = 0;

@@ -102,12 +102,14 @@ void SidcoStages::set_scale(double scale) {
   p_.scale = scale;
 }
 
-StatsFields SidcoStages::first_fields() const {
+StatsFields sidco_first_fields(SidcoVariant variant) {
   StatsFields f;
-  f.sum_sq = p_.variant == SidcoVariant::pareto;
-  f.sum_log = p_.variant == SidcoVariant::gamma_pareto;
+  f.sum_sq = variant == SidcoVariant::pareto;
+  f.sum_log = variant == SidcoVariant::gamma_pareto;
   return f;
 }
+
+StatsFields SidcoStages::first_fields() const { return sidco_first_fields(p_.variant); }
 
 StatsFields SidcoStages::tail_fields() const {
   StatsFields f;

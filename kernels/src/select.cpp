@@ -105,7 +105,8 @@ SelectionReport CpuSelector::run(const float* g, std::uint64_t n, const SelectRe
     case SelectRequest::Rule::sidco: {
       std::optional<SidcoSelectResult> s;
       try {
-        s = sidco(g, n, r.density, r.variant, r.stages, r.sidco, out);
+        s = cpu::sidco_select(span(g, n), r.density, r.variant, r.stages, r.sidco, out, SidcoRoute::automatic,
+                              &workspace_, r.first);
       } catch (const gs::Error&) {
         if (!r.fallback) throw;  // a fit without valid parameters
       }

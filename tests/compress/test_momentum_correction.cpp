@@ -4,6 +4,8 @@
 // buckets taking the host path, and the refusals.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
 #include <map>
 #include <vector>
@@ -14,6 +16,7 @@
 #include "gs/compress/bucket_compressor.hpp"
 #include "gs/compress/model_compressor.hpp"
 #include "gs/compress/thread_collectives.hpp"
+#include "gs/kernels/cpu.hpp"
 #include "gs/kernels/cuda_host.hpp"
 #include "gs/kernels/device.hpp"
 
@@ -62,6 +65,58 @@ TEST(BucketMomentumCorrection, EqualsTheModelCompressorToTheBit) {
       for (int s = 0; s < kSteps; ++s)
         EXPECT_EQ(bucket_out[r][s], model_out[r][s]) << method << " step " << s << " worker " << r;
   }
+}
+
+// The pass that writes the accumulator takes SIDCo's stage-1 statistics on the way (StatsOnWrite):
+// in each setting (momentum correction on or off, error feedback or none), the same accumulator as
+// without, and statistics that are cpu::stats of it to the bit; where no pass writes it (acc is g)
+// none are taken. Over three steps of sent and zeroed entries, on a vector of several chunks.
+TEST(BucketMomentumCorrection, StatsTakenAsTheAccumulatorIsWrittenAreItsOwn) {
+  const std::size_t n = 2 * gs::kernels::cpu::kChunk + 1001;
+  auto c = make_compressor("sidco-e", 0.01, {});
+  const auto fields = c->stats_on_write();
+  ASSERT_TRUE(fields) << "SIDCo-E on the CPU backend asks for stage 1's statistics";
+  for (const double m : {0.0, kM})
+    for (const bool ef : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "momentum " << m << ", error feedback " << ef);
+      MomentumCorrection taking = m > 0 ? MomentumCorrection(m, *c, "m") : MomentumCorrection();
+      MomentumCorrection reading = taking;
+      ResidualMemory taking_e, reading_e;
+      for (int s = 0; s < 3; ++s) {
+        const auto g = grad(n, 300 + std::uint64_t(s));
+        StatsOnWrite stats{*fields, std::nullopt};
+        const auto a = taking.accumulate("b", g, ef ? &taking_e : nullptr, &stats);
+        const auto b = reading.accumulate("b", g, ef ? &reading_e : nullptr);
+        ASSERT_TRUE(std::equal(a.begin(), a.end(), b.begin(), b.end()));
+        if (m == 0.0 && !ef) {
+          EXPECT_FALSE(stats.taken) << "nothing wrote acc: it is g";
+          continue;
+        }
+        ASSERT_TRUE(stats.taken);
+        const auto want = gs::kernels::cpu::stats(b, *fields);
+        EXPECT_EQ(stats.taken->count, want.count);
+        EXPECT_EQ(stats.taken->zeros, want.zeros);
+        EXPECT_EQ(std::bit_cast<std::uint64_t>(stats.taken->sum), std::bit_cast<std::uint64_t>(want.sum));
+        EXPECT_EQ(stats.taken->min, want.min);
+        EXPECT_EQ(stats.taken->max, want.max);
+        // The given statistics select what a read of acc selects (a fresh compressor each).
+        auto given = make_compressor("sidco-e", 0.01, {});
+        auto read = make_compressor("sidco-e", 0.01, {});
+        const Compressed x = given->compress_given(a, "b", *stats.taken);
+        const Compressed y = read->compress(b, "b");
+        EXPECT_EQ(x.payload.indices, y.payload.indices);
+        EXPECT_EQ(x.payload.values, y.payload.values);
+        EXPECT_EQ(x.info.threshold, y.info.threshold);
+        if (ef) {
+          taking_e.commit("b", y.payload, *c);
+          reading_e.commit("b", y.payload, *c);
+        }
+        if (m > 0) {
+          taking.commit("b", y.payload, *c);
+          reading.commit("b", y.payload, *c);
+        }
+      }
+    }
 }
 
 // DDP may regroup parameters after the first step: each parameter's velocity goes with it, and

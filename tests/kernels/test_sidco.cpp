@@ -4,7 +4,9 @@
 // max(1e-12, 1.2e-16 n)); SIDCo thresholds relative 1e-9 (the same stage math over sums taken in
 // other blocks); selections exact at the threshold the pipeline reports.
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 
 #include "common/naive_passes.hpp"
 #include "gs/fitting/thresholds.hpp"
@@ -286,6 +288,76 @@ TEST(SidcoSelect, ACarriedScaleBelowOneStillSelectsFromTheCandidates) {
     const auto want = reference_indices(g, r.threshold);
     EXPECT_TRUE(std::equal(sel.indices.begin(), sel.indices.end(), want.begin(), want.end()));
   }
+}
+
+// Statistics taken as a vector is written (cpu::stats_as_written, what the DDP hook's pass that
+// writes the accumulator does): stats() of the written vector to the bit, for every field set,
+// over several chunks, with zeros, NaN and Inf among the values.
+TEST(StatsAsWritten, AreTheStatsOfTheWrittenVectorToTheBit) {
+  const std::size_t n = 3 * cpu::kChunk + 17;
+  const auto src = make_data(Shape::specials, n, 9501);
+  for (const auto& fields : {fitting::StatsFields{}, fitting::sidco_first_fields(fitting::SidcoVariant::pareto),
+                             fitting::sidco_first_fields(fitting::SidcoVariant::gamma_pareto),
+                             fitting::StatsFields::all()}) {
+    std::vector<float> out(n, -1.0f);
+    std::vector<int> filled((n + cpu::kChunk - 1) / cpu::kChunk, 0);
+    const auto got = cpu::stats_as_written(out, fields, [&](std::size_t b, std::size_t e) {
+      ++filled[b / cpu::kChunk];
+      for (std::size_t i = b; i < e; ++i) out[i] = 0.5f * src[i];
+    });
+    for (int f : filled) EXPECT_EQ(f, 1) << "each chunk written once";
+    for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(std::bit_cast<std::uint32_t>(out[i]),
+                                                  std::bit_cast<std::uint32_t>(0.5f * src[i]));
+    const auto want = cpu::stats(out, fields);
+    EXPECT_EQ(got.count, want.count);
+    EXPECT_EQ(got.zeros, want.zeros);
+    EXPECT_EQ(got.nonfinite, want.nonfinite);
+    EXPECT_GT(want.nonfinite, 0u);
+    for (auto field : {&fitting::MagnitudeStats::sum, &fitting::MagnitudeStats::sum_sq,
+                       &fitting::MagnitudeStats::sum_log, &fitting::MagnitudeStats::sum_signed,
+                       &fitting::MagnitudeStats::min, &fitting::MagnitudeStats::max})
+      EXPECT_EQ(std::bit_cast<std::uint64_t>(got.*field), std::bit_cast<std::uint64_t>(want.*field));
+  }
+}
+
+// SIDCo given stage 1's statistics (the hook's accumulator pass took them): the same threshold and
+// selection as the call that reads them, one read of g fewer, for every variant and stage count,
+// on a vector below the sampled route's size and on one above it (where the call that reads them
+// samples and packs in stage 1's read).
+TEST(SidcoSelect, GivenFirstStatisticsSelectTheSameWithOneReadFewer) {
+  cpu::SidcoWorkspace ws;
+  for (const std::size_t n : {std::size_t{300001}, (std::size_t{1} << 20) + 77}) {
+    const auto g = make_data(Shape::laplace, n, 9600 + n % 97);
+    for (const auto variant : {fitting::SidcoVariant::exponential, fitting::SidcoVariant::pareto,
+                               fitting::SidcoVariant::gamma_pareto})
+      for (const int stages : {1, 2, 3}) {
+        SCOPED_TRACE(::testing::Message() << "n " << n << ", variant " << int(variant) << ", stages " << stages);
+        const auto first = cpu::stats(g, fitting::sidco_first_fields(variant));
+        fitting::SidcoRule rule;
+        rule.scale = 0.9;
+        cpu::Selection<std::int32_t> read, given;
+        const auto r = cpu::sidco_select(g, 0.01, variant, stages, rule, read, cpu::SidcoRoute::automatic, &ws);
+        const auto s =
+            cpu::sidco_select(g, 0.01, variant, stages, rule, given, cpu::SidcoRoute::automatic, &ws, &first);
+        EXPECT_EQ(s.threshold, r.threshold);
+        EXPECT_EQ(s.estimate, r.estimate);
+        EXPECT_EQ(s.stages, r.stages);
+        EXPECT_EQ(s.corrected, r.corrected);
+        EXPECT_EQ(given.indices, read.indices);
+        EXPECT_EQ(given.values, read.values);
+        if (r.route == cpu::SidcoRoute::predicted && stages == 1)
+          EXPECT_EQ(s.full_reads, 1) << "no sample, no packing: the compaction alone";
+        else
+          EXPECT_EQ(s.full_reads, r.full_reads - 1);
+      }
+  }
+  // Statistics of another vector are refused, by their count.
+  const auto g = make_data(Shape::laplace, 5000, 9700);
+  const auto other = cpu::stats(std::span(g).first(4999), fitting::StatsFields{});
+  cpu::Selection<std::int32_t> sel;
+  EXPECT_THROW(cpu::sidco_select(g, 0.01, fitting::SidcoVariant::exponential, 1, {}, sel,
+                                 cpu::SidcoRoute::automatic, nullptr, &other),
+               gs::Error);
 }
 
 // One stage on a vector of 1 Mi elements or more (here 2 Mi): the predicted route predicts stage 1 from a

@@ -316,6 +316,20 @@ fitting::MagnitudeStats stats(std::span<const float> g, fitting::StatsFields fie
       merge_stats);
 }
 
+fitting::MagnitudeStats stats_as_written(std::span<const float> out, fitting::StatsFields fields,
+                                         const std::function<void(std::size_t, std::size_t)>& fill) {
+  const StatsChunkFn fn = pick(fields, false);
+  const float* base = out.data();
+  return detail::reduce_chunks(
+      out, fitting::MagnitudeStats{},
+      [&](const float* p, std::size_t n) {
+        const auto begin = static_cast<std::size_t>(p - base);
+        fill(begin, begin + n);
+        return fn(p, n, 0.0f, 0.0);
+      },
+      merge_stats);
+}
+
 fitting::MagnitudeStats stats_above(std::span<const float> g, double threshold, double shift,
                            fitting::StatsFields fields) {
   check_threshold(threshold, "stats_above");

@@ -232,19 +232,26 @@ bool packed_tail(std::span<const float> g, double bound, fitting::SidcoStages& p
 
 // Runs the stages; the selection is then either in the workspace (candidates route) or still to
 // be compacted from g at result.threshold (full-passes route).
+// given: stage 1's statistics of g, taken by the pass that wrote g (sidco_select's `first`).
 Pipeline run_stages(std::span<const float> g, double density, fitting::SidcoVariant variant, int stages,
-                    const fitting::SidcoRule& rule, SidcoRoute route, SidcoWorkspace::Impl& w) {
+                    const fitting::SidcoRule& rule, SidcoRoute route, SidcoWorkspace::Impl& w,
+                    const fitting::MagnitudeStats* given) {
   Pipeline out;
   fitting::SidcoStages& plan = out.plan.emplace(g.size(), density, variant, stages, rule.recount);
   plan.set_scale(rule.scale);
-  const double first_bound = predicted_first_bound(g, density, variant, route, plan, w);
+  if (given && given->total() != g.size())
+    throw gs::Error("sidco_select: the stage-1 statistics given count " + std::to_string(given->total()) +
+                    " elements, g holds " + std::to_string(g.size()));
+  // Given statistics leave nothing for the sampled route to save: stage 1 reads nothing.
+  const double first_bound = given ? -1.0 : predicted_first_bound(g, density, variant, route, plan, w);
   const bool sampled = first_bound > 0.0;
-  const fitting::MagnitudeStats first = sampled
-                                            ? collect_candidates(g, 0.0, 0.0, plan.first_fields(), w, first_bound, true)
-                                            : cpu::stats(g, plan.first_fields());
+  const fitting::MagnitudeStats first =
+      given     ? *given
+      : sampled ? collect_candidates(g, 0.0, 0.0, plan.first_fields(), w, first_bound, true)
+                : cpu::stats(g, plan.first_fields());
   out.result.nonfinite = first.nonfinite;
   bool more = plan.first(first);
-  out.result.full_reads = 1;
+  out.result.full_reads = given ? 0 : 1;
   if (sampled) {
     GS_ASSERT(!more);
     out.result.route = SidcoRoute::predicted;
@@ -546,11 +553,12 @@ std::size_t correct_in_memory(Pipeline& p, fitting::SidcoRule rule, Held h, Rese
 
 SidcoSelectResult sidco_select(std::span<const float> g, double density, fitting::SidcoVariant variant,
                                int stages, fitting::SidcoRule rule, std::span<std::int32_t> indices,
-                               std::span<float> values, SidcoRoute route, SidcoWorkspace* ws) {
+                               std::span<float> values, SidcoRoute route, SidcoWorkspace* ws,
+                               const fitting::MagnitudeStats* first) {
   check_int32(g.size());
   SidcoWorkspace local;
   auto& w = workspace_impl(ws ? *ws : local);
-  Pipeline p = run_stages(g, density, variant, stages, rule, route, w);
+  Pipeline p = run_stages(g, density, variant, stages, rule, route, w, first);
   if (!p.in_workspace) {
     p.result.selected = compact_above(g, p.result.threshold, indices, values);  // throws if small
     ++p.result.full_reads;
@@ -572,11 +580,12 @@ SidcoSelectResult sidco_select(std::span<const float> g, double density, fitting
 
 SidcoSelectResult sidco_select(std::span<const float> g, double density, fitting::SidcoVariant variant,
                                int stages, fitting::SidcoRule rule, Selection<std::int32_t>& out,
-                               SidcoRoute route, SidcoWorkspace* ws) {
+                               SidcoRoute route, SidcoWorkspace* ws,
+                               const fitting::MagnitudeStats* first) {
   check_int32(g.size());
   SidcoWorkspace local;
   auto& w = workspace_impl(ws ? *ws : local);
-  Pipeline p = run_stages(g, density, variant, stages, rule, route, w);
+  Pipeline p = run_stages(g, density, variant, stages, rule, route, w, first);
   if (!p.in_workspace) {
     out = select_above(g, p.result.threshold);
     ++p.result.full_reads;

@@ -97,6 +97,15 @@ std::string bits_text(std::span<const int> bits);
 // `gradscope train` takes its flags from it and Python's gradscope.ddp.State its keywords.
 const std::vector<OptionRow<CompressorOptions>>& compressor_option_rows();
 
+// Statistics of the vector a compressor is about to be given, taken by the pass that writes it
+// (error feedback's accumulate, momentum correction's): `fields` as Compressor::stats_on_write()
+// asks; `taken` holds kernels::cpu::stats(acc, fields) to the bit once a pass wrote all of acc,
+// and stays empty where no pass wrote it (acc is g itself).
+struct StatsOnWrite {
+  fitting::StatsFields fields;
+  std::optional<fitting::MagnitudeStats> taken;
+};
+
 class Compressor {
  public:
   virtual ~Compressor() = default;
@@ -119,6 +128,14 @@ class Compressor {
   // payloads hold acc's values exactly, at distinct indices; that is what keeps the residual
   // invariant exact.
   virtual Compressed compress(std::span<const float> acc, std::string_view tensor) = 0;
+  // The statistics of all of acc that compress() reads first, for a caller whose pass writes acc
+  // to take on the way (StatsOnWrite): SIDCo's stage 1 on the CPU backend; nullopt for the others.
+  virtual std::optional<fitting::StatsFields> stats_on_write() const { return std::nullopt; }
+  // compress() given those statistics of acc: the same payload, without the read that takes them.
+  virtual Compressed compress_given(std::span<const float> acc, std::string_view tensor,
+                                    const fitting::MagnitudeStats& /*first*/) {
+    return compress(acc, tensor);
+  }
 
   // The kernels backend whose memory compress_resident() reads: the selection compressors (topk,
   // the threshold methods, sidco-topk) select through a kernels::Selector on their --backend;

@@ -28,15 +28,19 @@ class MomentumCorrection {
 
   // u = m u + g for vector `name` (u starts at 0); returns the new u, which error feedback adds
   // the residual to. Pending until commit() or discard().
-  std::span<const float> advance(std::string_view name, std::span<const float> g);
+  // With stats, the pass takes stats->fields of what it returns on the way (StatsOnWrite).
+  std::span<const float> advance(std::string_view name, std::span<const float> g, StatsOnWrite* stats = nullptr);
   // advance() and error feedback's residual.accumulate(name, u) in one pass over the vectors
   // (the same values: u = m u + g, acc = u + e); returns acc. Both are pending until committed.
-  std::span<const float> advance_into(std::string_view name, std::span<const float> g, ResidualMemory& residual);
+  std::span<const float> advance_into(std::string_view name, std::span<const float> g, ResidualMemory& residual,
+                                      StatsOnWrite* stats = nullptr);
   // The vector a compressor selects from, for either setting: with momentum correction on, u (and
-  // with a residual, u + e in one pass); off, g + e with a residual, else g itself.
-  std::span<const float> accumulate(std::string_view name, std::span<const float> g, ResidualMemory* residual) {
-    if (on()) return residual ? advance_into(name, g, *residual) : advance(name, g);
-    return residual ? residual->accumulate(name, g) : g;
+  // with a residual, u + e in one pass); off, g + e with a residual, else g itself (which no pass
+  // writes: stats->taken stays empty).
+  std::span<const float> accumulate(std::string_view name, std::span<const float> g, ResidualMemory* residual,
+                                    StatsOnWrite* stats = nullptr) {
+    if (on()) return residual ? advance_into(name, g, *residual, stats) : advance(name, g, stats);
+    return residual ? residual->accumulate(name, g, 1.0f, stats) : g;
   }
   // The step sent sparse payload p of that vector: u becomes the new u, zero where p was sent.
   void commit(std::string_view name, const Payload& p, const Compressor& c);

@@ -19,8 +19,10 @@ class ResidualMemory {
  public:
   // acc = g + e for `name` (e starts at 0; g must keep the size it had the first time). The span
   // stays valid until the next accumulate() for the same name. With a decay, acc = decay e + g:
-  // the same memory then keeps momentum correction's velocity (gs/compress/momentum.hpp).
-  std::span<const float> accumulate(std::string_view name, std::span<const float> g, float decay = 1.0f);
+  // the same memory then keeps momentum correction's velocity (gs/compress/momentum.hpp). With
+  // stats, the pass takes stats->fields of acc on the way (StatsOnWrite).
+  std::span<const float> accumulate(std::string_view name, std::span<const float> g, float decay = 1.0f,
+                                    StatsOnWrite* stats = nullptr);
   // accumulate()'s start, for a caller that writes acc itself in a pass of its own (momentum
   // correction's velocity and residual in one): the slot's e (n zeros the first time; gs::Error
   // for another size than before) and its acc to fill, pending from here as after accumulate().

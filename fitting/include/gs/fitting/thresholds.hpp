@@ -135,6 +135,10 @@ ThresholdResult sidco_estimate(MagnitudePasses& passes, double density, SidcoVar
 //   while (more) more = plan.tail(stats_above_light(plan.threshold(), plan.threshold(),
 //                                                   plan.tail_fields()));
 // then select x > plan.threshold(). Throws what sidco_threshold throws.
+// The statistics SIDCo's stage 1 reads of all x for a variant (SidcoStages::first_fields): what a
+// pass that writes the vector may take on the way, so that stage 1 need not read it again.
+StatsFields sidco_first_fields(SidcoVariant variant);
+
 class SidcoStages {
  public:
   SidcoStages(std::uint64_t n, double density, SidcoVariant variant, int stages, bool recount);

@@ -6,6 +6,7 @@
 // Selection convention everywhere: element i is "above t" when g[i] is finite and |g[i]| > t.
 // Compaction and top-k write indices in ascending order and the signed values g[i].
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -31,6 +32,13 @@ double sum(std::span<const float> g);
 // `fields` picks the sums beyond count, zeros, nonfinite, sum, min, max (the others come back
 // NaN): without ln x and x^2 the pass runs at memory speed (see docs/BENCHMARKS.md).
 fitting::MagnitudeStats stats(std::span<const float> g, fitting::StatsFields fields = fitting::StatsFields::all());
+// stats(out, fields) of a vector as it is written: fill(begin, end) writes out[begin, end), one
+// chunk of kChunk at a time (chunks in parallel, as stats() reads them), and each chunk's
+// statistics are taken right after it is written, while it is still in L2. The same chunks merged
+// in the same order: the result is stats(out, fields)'s to the bit, without reading out again
+// from memory. fill must not throw (it runs inside the parallel loop). passes: 0 of its own.
+fitting::MagnitudeStats stats_as_written(std::span<const float> out, fitting::StatsFields fields,
+                                         const std::function<void(std::size_t, std::size_t)>& fill);
 // Statistics of y = x - shift over the finite x > threshold. passes: 1.
 fitting::MagnitudeStats stats_above(std::span<const float> g, double threshold, double shift,
                            fitting::StatsFields fields = fitting::StatsFields::all());
@@ -104,16 +112,19 @@ using kernels::SidcoSelectResult;
 // ws may be null (a temporary workspace is used). With rule.correct, a selection outside the
 // correction's band gets the corrected threshold (SidcoStages::corrected): a higher one narrows
 // the selection in memory (no read of g unless values is empty), a lower one compacts g again
-// (one more read).
+// (one more read). first, when given, is stats(g, sidco_first_fields(variant)) as a pass that
+// wrote g took it (stats_as_written): stage 1 then reads nothing (full_reads leaves it out) and
+// the one-stage route packs nothing, so the selection compacts g; the threshold and the selection
+// are those of the call without it. gs::Error when it does not count g's n elements.
 SidcoSelectResult sidco_select(std::span<const float> g, double density, fitting::SidcoVariant variant,
                                int stages, fitting::SidcoRule rule, std::span<std::int32_t> indices,
                                std::span<float> values, SidcoRoute route = SidcoRoute::automatic,
-                               SidcoWorkspace* ws = nullptr);
+                               SidcoWorkspace* ws = nullptr, const fitting::MagnitudeStats* first = nullptr);
 // The same into fresh vectors of exactly the selection's size.
 SidcoSelectResult sidco_select(std::span<const float> g, double density, fitting::SidcoVariant variant,
                                int stages, fitting::SidcoRule rule, Selection<std::int32_t>& out,
                                SidcoRoute route = SidcoRoute::automatic,
-                               SidcoWorkspace* ws = nullptr);
+                               SidcoWorkspace* ws = nullptr, const fitting::MagnitudeStats* first = nullptr);
 
 // sidco-topk (gs::SidcoTopkBound): exactly the min(k, finite) largest |g| (k = target_count(n,
 // density)), the set topk() selects, ties included, found with a SIDCo bound: a spread sample of g

@@ -34,6 +34,10 @@ struct SelectRequest {
   // without a finite value, or an empty SIDCo selection), the min(k, non-zero) largest instead,
   // as a compressor sends for a degenerate vector.
   bool fallback = false;
+  // sidco on the CPU backend: stage 1's statistics of g (cpu::stats(g, sidco_first_fields(variant))
+  // to the bit), taken by the pass that wrote g (cpu::stats_as_written), so that stage 1 reads
+  // nothing; valid for the call. The other backends read g themselves.
+  const fitting::MagnitudeStats* first = nullptr;
 };
 
 // Full reads of g by an exact top-k made by radix select on a device: three digit histograms, the
