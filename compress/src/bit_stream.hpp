@@ -4,6 +4,7 @@
 // floats, Rice-coded indices). Bits fill each byte from its least significant bit; a stream ends
 // on a byte boundary.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -96,26 +97,39 @@ class BitReader {
   BitReader(std::span<const std::byte> in, const char* what) : in_(in), what_(what) {}
   std::uint32_t get(int bits) {
     if (bits == 0) return 0;
-    while (fill_ < bits) {
-      if (pos_ >= in_.size())
-        throw Error(std::string(what_) + ": the encoding ends early (truncated or corrupt bytes)");
-      acc_ |= std::uint64_t(in_[pos_++]) << fill_;
-      fill_ += 8;
+    if (fill_ < bits) {
+      refill();
+      if (fill_ < bits) throw Error(std::string(what_) + ": the encoding ends early (truncated or corrupt bytes)");
     }
     const auto v = std::uint32_t(acc_ & BitWriter::mask(bits));
     acc_ >>= bits;
     fill_ -= bits;
     return v;
   }
-  // limit bounds the quotient so that corrupt input cannot spin for long.
+  // limit bounds the quotient so that corrupt input cannot spin for long. The unary part is
+  // counted a word at a time: the ones below the held bits' first zero.
   std::uint64_t get_rice(int b, std::uint64_t limit) {
     std::uint64_t q = 0;
-    while (get(1) == 1)
-      if (++q > limit) throw Error(std::string(what_) + ": a Rice code is out of range (corrupt bytes)");
+    for (;;) {
+      refill();
+      if (fill_ == 0) throw Error(std::string(what_) + ": the encoding ends early (truncated or corrupt bytes)");
+      const int ones = std::countr_one(acc_);  // the bits above the held ones are zero
+      if (ones < fill_) {  // the code's zero is held: drop the ones and it
+        q += std::uint64_t(ones);
+        acc_ >>= ones + 1;
+        fill_ -= ones + 1;
+        break;
+      }
+      q += std::uint64_t(fill_);  // every held bit is a one
+      acc_ = 0;
+      fill_ = 0;
+      if (q > limit) break;
+    }
+    if (q > limit) throw Error(std::string(what_) + ": a Rice code is out of range (corrupt bytes)");
     return (q << b) | get(b);
   }
-  // Bytes read so far, the partly used last byte included.
-  std::size_t bytes_used() const { return pos_; }
+  // Bytes read so far, the partly used last byte included (the whole bytes held are not).
+  std::size_t bytes_used() const { return pos_ - std::size_t(fill_ / 8); }
 
  private:
   std::span<const std::byte> in_;
@@ -123,6 +137,14 @@ class BitReader {
   std::size_t pos_ = 0;
   std::uint64_t acc_ = 0;
   int fill_ = 0;
+
+  // Holds at least 49 bits (at most 56), or every bit left: whole bytes, never past the end.
+  void refill() {
+    while (fill_ <= 48 && pos_ < in_.size()) {
+      acc_ |= std::uint64_t(in_[pos_++]) << fill_;
+      fill_ += 8;
+    }
+  }
 };
 
 }  // namespace gs::compress::detail
