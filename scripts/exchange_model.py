@@ -4,7 +4,9 @@ a rotating leader's; the workers' values there all-reduced) and the sparse all-r
 sums one region of the indices; the largest sums all-gathered), with the dense all-reduce beside them
 (docs/RESULTS.md, "Bytes at scale"). The model is checked against the network lab at W = 2, 4 and
 8: the bytes each worker's link carried (the kernel's counters) for the same exchange of the same
-vector by gradscope's DDP hook.
+vector by gradscope's DDP hook, and the hook's own figure of them (summary()'s
+link_bytes_per_step: the same model applied to the collectives it called) beside them; the dense row
+is the hook's dense (warm-up) step, its ring all-reduce.
 
     PYTHONPATH=build/python python3 scripts/exchange_model.py [--n 11181642] [--density 0.01]
         [--alpha-us 30] [--lab] [--lab-workers 2,4,8] [--lab-steps 6] [--out docs/results/scale]
@@ -131,7 +133,10 @@ def lab_worker(cfg_path):
     dist.init_process_group("gloo", init_method="env://", timeout=datetime.timedelta(seconds=600))
     rank = dist.get_rank()
     torch.set_num_threads(1)
-    state = gradscope.ddp.State("topk", ratio=cfg["density"], exchange=cfg["exchange"], timeout=600)
+    if cfg["exchange"] == "dense":  # every step a dense warm-up step: the hook's ring all-reduce
+        state = gradscope.ddp.State("topk", ratio=cfg["density"], warmup_steps=cfg["steps"] + 1, timeout=600)
+    else:
+        state = gradscope.ddp.State("topk", ratio=cfg["density"], exchange=cfg["exchange"], timeout=600)
     param = torch.nn.Parameter(torch.zeros(cfg["n"]))
     g = torch.Generator().manual_seed(rank + 1)
     for _ in range(cfg["steps"]):
@@ -140,7 +145,8 @@ def lab_worker(cfg_path):
     if rank == 0:
         with open(cfg["out"], "w") as f:
             json.dump({"bytes_sent": [s.bytes_sent for s in state.steps],
-                       "gathered_bytes": [s.gathered_bytes for s in state.steps]}, f)
+                       "gathered_bytes": [s.gathered_bytes for s in state.steps],
+                       "link_bytes": [s.link_bytes for s in state.steps]}, f)
     dist.barrier()
     dist.destroy_process_group()
 
@@ -169,6 +175,8 @@ def lab_row(exchange, workers, opts):
                # the rendezvous and the settings' agreement are once per run: a step's share
                "measured_tx": sum(counted["tx_bytes"]) / workers / opts.lab_steps,
                "hook_bytes_sent": sum(hook["bytes_sent"]) / opts.lab_steps,
+               # what the hook's summary says the link sent (link_bytes_per_step), the same steps
+               "hook_link_bytes": sum(hook["link_bytes"]) / opts.lab_steps,
                "model": model(opts.lab_n, opts.density, workers, 1e9, 0)[exchange][0]}
         with open(path, "w") as f:
             json.dump(row, f)
@@ -181,9 +189,14 @@ def lab_row(exchange, workers, opts):
 
 def lab_table(rows):
     header = ["exchange", "workers", "model: MB sent per worker per step", "the lab's links: MB sent per worker per step",
-              "lab / model"]
+              "lab / model", "the hook's link_bytes_per_step, MB", "lab / the hook's"]
+
+    def hook(r, cell):
+        return cell(r) if "hook_link_bytes" in r else "-"
     return runs.markdown(header, [[r["exchange"], r["workers"], f"{r['model'] / 1e6:.3f}",
-                                   f"{r['measured_tx'] / 1e6:.3f}", f"{r['measured_tx'] / r['model']:.3f}"]
+                                   f"{r['measured_tx'] / 1e6:.3f}", f"{r['measured_tx'] / r['model']:.3f}",
+                                   hook(r, lambda r: f"{r['hook_link_bytes'] / 1e6:.3f}"),
+                                   hook(r, lambda r: f"{r['measured_tx'] / r['hook_link_bytes']:.3f}")]
                                   for r in rows])
 
 
@@ -212,7 +225,7 @@ def main():
         if reason:
             p.error(reason)
         rows = [lab_row(x, int(w), opts) for w in opts.lab_workers.split(",")
-                for x in ("allgather", "shared", "sparse-allreduce")]
+                for x in ("allgather", "shared", "sparse-allreduce", "dense")]
         text += "\n\n" + lab_table(rows)
     runs.publish(text, os.path.join(opts.out, "scale.table.md"))
     figure(opts, rows, os.path.join(opts.out, "scale.png"))

@@ -210,7 +210,11 @@ void BucketCompressor::run_bucket(int index, std::uint64_t n, unsigned element_b
         std::vector<Setting> settings = shared_;
         settings.push_back({"the state's finished steps", std::to_string(steps_)});
         settings.push_back({"the gradient's bytes per element", std::to_string(element_bytes)});
+        // Once per process (a resumed run agrees again): out of the step's link bytes, so that
+        // they resume to the bit.
+        const double link_before = timed.link_bytes;
         agree_settings(timed, settings, shared_advice_);
+        timed.link_bytes = link_before;
         agree_pending_ = false;
       }
       if (!refusal_.empty()) throw Error(refusal_);
@@ -238,6 +242,7 @@ void BucketCompressor::run_bucket(int index, std::uint64_t n, unsigned element_b
     s.scratch_queries += work.scratch_queries;
     s.elements_passed += work.elements_passed;
     s.comm_seconds += timed.seconds;
+    s.link_bytes += std::uint64_t(std::llround(timed.link_bytes));
     s.compress_seconds += seconds_since(t0) - timed.seconds;
     s.compress_cpu_seconds += thread_cpu_seconds() - cpu0 - timed.cpu_seconds;
   } catch (...) {

@@ -12,10 +12,11 @@
 namespace gs::compress {
 namespace {
 
-constexpr std::string_view kStateTag = "gradscope-bucket-compressor/7";
-// States of the versions before SIDCo's carried estimate and its statistics, before the waits'
-// statistics (host_syncs, overflow), and before compress-when and the shared exchange too, still
-// load (into a state of none of them).
+constexpr std::string_view kStateTag = "gradscope-bucket-compressor/8";
+// States of the versions before the link bytes' sum, before SIDCo's carried estimate and its
+// statistics, before the waits' statistics (host_syncs, overflow), and before compress-when and the
+// shared exchange too, still load (into a state of none of them).
+constexpr std::string_view kStateTagBeforeLinks = "gradscope-bucket-compressor/7";
 constexpr std::string_view kStateTagBeforeEstimates = "gradscope-bucket-compressor/6";
 constexpr std::string_view kStateTagBeforeWaits = "gradscope-bucket-compressor/5";
 constexpr std::string_view kStateTagBeforeGate = "gradscope-bucket-compressor/4";
@@ -76,12 +77,13 @@ void BucketCompressor::load_state(StateReader& r) {
   if (mid_step()) throw Error("bucket compressor: load a state between steps, not inside one");
   settle_all();
   const std::string tag = r.get_text();
-  if (tag != kStateTag && tag != kStateTagBeforeEstimates && tag != kStateTagBeforeWaits &&
-      tag != kStateTagBeforeGate)
+  if (tag != kStateTag && tag != kStateTagBeforeLinks && tag != kStateTagBeforeEstimates &&
+      tag != kStateTagBeforeWaits && tag != kStateTagBeforeGate)
     r.fail("is not a gradscope DDP hook state (or of another version)");
   const bool with_gate = tag != kStateTagBeforeGate;
-  const bool with_waits = tag == kStateTag || tag == kStateTagBeforeEstimates;
-  r.before_estimates = tag != kStateTag;
+  const bool with_waits = tag == kStateTag || tag == kStateTagBeforeLinks || tag == kStateTagBeforeEstimates;
+  r.before_estimates = tag != kStateTag && tag != kStateTagBeforeLinks;
+  r.before_links = tag != kStateTag;
   const auto steps = r.get<std::int64_t>();
   if (steps < 0) r.fail("has a negative step count");
   r.expect(r.get<std::int64_t>(), warmup_.steps, "the warm-up's length (warmup_steps)");
@@ -106,7 +108,7 @@ void BucketCompressor::load_rest(StateReader& r, std::int64_t steps, bool with_g
   SkipRule skip;
   skip.load_state(r);
   RunStatistics statistics;
-  statistics.load_state(r, with_waits, !r.before_estimates);
+  statistics.load_state(r, with_waits, !r.before_estimates, !r.before_links);
   RegimeDetector regimes(regimes_.schedule());
   regimes.load_state(r);
   CompressionGate gate = gate_;

@@ -1,6 +1,7 @@
 #include "gs/compress/model_compressor.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "gs/base/timing.hpp"
 #include "gs/base/error.hpp"
@@ -137,6 +138,7 @@ void ModelCompressor::step(std::span<const float> flat, Collectives& comm, std::
   }
   s.exchange = std::uint8_t(mode);
   s.comm_seconds = timed.seconds;
+  s.link_bytes = std::uint64_t(std::llround(timed.link_bytes));
   s.compress_seconds = seconds_since(t0) - timed.seconds;
   s.compress_cpu_seconds = thread_cpu_seconds() - cpu0 - timed.cpu_seconds;
   if (stats) *stats = std::move(s);

@@ -298,6 +298,7 @@ void RunStatistics::add(const StepStats& s, double step_seconds) {
   bytes_ += double(s.bytes_sent);
   dense_ += double(s.dense_bytes);
   gathered_ += double(s.gathered_bytes);
+  link_ += double(s.link_bytes);
   bus_ += double(s.host_device_bytes);
   bus_gathered_ += double(s.host_device_gathered_bytes);
   syncs_ += double(s.host_syncs);
@@ -327,6 +328,7 @@ RunSummary RunStatistics::summary() const {
   s.bytes_per_step = bytes_ / n;
   s.dense_bytes_per_step = dense_ / n;
   s.gathered_bytes_per_step = gathered_ / n;
+  s.link_bytes_per_step = link_ / n;
   s.host_device_bytes_per_step = bus_ / n;
   s.host_device_gathered_bytes_per_step = bus_gathered_ / n;
   s.host_syncs_per_step = syncs_ / n;
@@ -353,9 +355,10 @@ void RunStatistics::save_state(StateWriter& w) const {
     w.put(v);
   w.put_array<double>(quality_);
   for (std::int64_t v : {estimated_, in_band_, groups_, corrected_, exact_}) w.put(v);
+  w.put(link_);
 }
 
-void RunStatistics::load_state(StateReader& r, bool with_waits, bool with_estimates) {
+void RunStatistics::load_state(StateReader& r, bool with_waits, bool with_estimates, bool with_links) {
   steps_ = r.get<std::int64_t>();
   skipped_ = r.get<std::int64_t>();
   counted_ = r.get<std::int64_t>();
@@ -372,6 +375,8 @@ void RunStatistics::load_state(StateReader& r, bool with_waits, bool with_estima
   estimated_ = in_band_ = groups_ = corrected_ = exact_ = 0;
   if (with_estimates)
     for (std::int64_t* v : {&estimated_, &in_band_, &groups_, &corrected_, &exact_}) *v = r.get<std::int64_t>();
+  link_ = with_estimates && with_links ? r.get<double>() : 0.0;  // added after the estimates
+  if (!(link_ >= 0.0)) r.fail("its link bytes are negative");
   if (estimated_ < 0 || in_band_ < 0 || in_band_ > estimated_ || groups_ < 0 || corrected_ < 0 || exact_ < 0 ||
       corrected_ > groups_ || exact_ > groups_)
     r.fail("its estimate statistics are inconsistent");

@@ -2,6 +2,7 @@
 // TimedCollectives: Collectives that pass every call through and add up the time spent inside
 // them (ModelCompressor's and BucketCompressor's comm_seconds), in wall time and in the calling
 // thread's CPU time.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -17,22 +18,33 @@ class TimedCollectives final : public Collectives {
   explicit TimedCollectives(Collectives& inner) : inner_(inner) {}
   double seconds = 0.0;
   double cpu_seconds = 0.0;
+  // What this worker's link sends for the calls, as scripts/exchange_model.py models the
+  // collectives' algorithms: a ring all-reduce sends 2 (W-1)/W of the vector, a ring all-gather
+  // W-1 times the longest contribution (Gloo gathers equal sizes), an all-to-all what goes to the
+  // others. Headers (Ethernet, IP, TCP) and acknowledgements are left out; so are the device
+  // collectives passed to timed().
+  double link_bytes = 0.0;
   int world_size() const override { return inner_.world_size(); }
   int rank() const override { return inner_.rank(); }
-  void allreduce_max(std::span<float> v) override { timed([&] { inner_.allreduce_max(v); }); }
-  void allreduce_min(std::span<std::int8_t> v) override { timed([&] { inner_.allreduce_min(v); }); }
-  void allreduce_sum(std::span<std::int8_t> v) override { timed([&] { inner_.allreduce_sum(v); }); }
-  void allreduce_sum(std::span<std::int32_t> v) override { timed([&] { inner_.allreduce_sum(v); }); }
-  void allreduce_sum(std::span<std::int64_t> v) override { timed([&] { inner_.allreduce_sum(v); }); }
-  void allreduce_sum(std::span<float> v) override { timed([&] { inner_.allreduce_sum(v); }); }
+  void allreduce_max(std::span<float> v) override { reduce(v, [&] { inner_.allreduce_max(v); }); }
+  void allreduce_min(std::span<std::int8_t> v) override { reduce(v, [&] { inner_.allreduce_min(v); }); }
+  void allreduce_sum(std::span<std::int8_t> v) override { reduce(v, [&] { inner_.allreduce_sum(v); }); }
+  void allreduce_sum(std::span<std::int32_t> v) override { reduce(v, [&] { inner_.allreduce_sum(v); }); }
+  void allreduce_sum(std::span<std::int64_t> v) override { reduce(v, [&] { inner_.allreduce_sum(v); }); }
+  void allreduce_sum(std::span<float> v) override { reduce(v, [&] { inner_.allreduce_sum(v); }); }
   std::vector<std::vector<std::byte>> allgather(std::span<const std::byte> mine) override {
     std::vector<std::vector<std::byte>> r;
     timed([&] { r = inner_.allgather(mine); });
+    std::size_t longest = 0;
+    for (const auto& b : r) longest = std::max(longest, b.size());
+    link_bytes += double(world_size() - 1) * double(longest);
     return r;
   }
   std::vector<std::vector<std::byte>> alltoall(const std::vector<std::vector<std::byte>>& to_each) override {
     std::vector<std::vector<std::byte>> r;
     timed([&] { r = inner_.alltoall(to_each); });
+    for (std::size_t j = 0; j < to_each.size(); ++j)
+      if (int(j) != rank()) link_bytes += double(to_each[j].size());
     return r;
   }
 
@@ -47,6 +59,14 @@ class TimedCollectives final : public Collectives {
   }
 
  private:
+  // A ring all-reduce of v: 2 (W-1)/W of its bytes leave this worker.
+  template <class T, class F>
+  void reduce(std::span<T> v, F f) {
+    timed(f);
+    const int w = world_size();
+    link_bytes += 2.0 * double(w - 1) / double(w) * double(v.size_bytes());
+  }
+
   Collectives& inner_;
 };
 

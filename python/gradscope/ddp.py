@@ -42,7 +42,8 @@ from ._state_settings import FORMAT, SIGNATURE, Settings, help_text
 # What one training step cost and achieved, over every bucket of this worker: the C++ core's
 # compress::StepStats, its fields and defaults as python/src/stats_fields.hpp maps them (n,
 # selected, target_density, density, quality, stages, bytes_sent, dense_bytes, gathered_bytes: what
-# the all-gathers carried, host_device_bytes and host_device_gathered_bytes for device buckets,
+# the all-gathers carried, link_bytes: what this worker's link sent as the collectives' algorithms
+# are modelled, host_device_bytes and host_device_gathered_bytes for device buckets,
 # compress_s, compress_cpu_s (the same work in the thread's CPU time), comm_s and hook_s, buckets,
 # skipped, warmup, critical: at density_high).
 StepStats = dataclasses.make_dataclass(

@@ -327,6 +327,7 @@ TEST(StepRules, RunStatisticsLoadStatesWithAndWithoutTheWaits) {
     f.host_device_bytes = 640;
     f.host_syncs = 2;
     f.overflow = 3;
+    f.link_bytes = 500;
     f.group_quality = {1.0, 1.0};  // two buckets, the second corrected to its exact top-k at step 0
     f.corrected = s == 0 ? 1 : 0;
     f.exact = s == 0 ? 1 : 0;
@@ -345,7 +346,14 @@ TEST(StepRules, RunStatisticsLoadStatesWithAndWithoutTheWaits) {
   EXPECT_DOUBLE_EQ(back.summary().estimate_in_band, 0.75);
   EXPECT_DOUBLE_EQ(back.summary().corrected_share, 1.0 / 8.0);
   EXPECT_DOUBLE_EQ(back.summary().exact_share, 1.0 / 8.0);
-  gs::StateReader before_estimates(std::string_view(w.bytes()).substr(0, w.bytes().size() - 5 * 8), "a state");
+  EXPECT_DOUBLE_EQ(back.summary().link_bytes_per_step, 500.0);
+  gs::StateReader before_links(std::string_view(w.bytes()).substr(0, w.bytes().size() - 8), "a state");
+  RunStatistics unlinked;
+  unlinked.load_state(before_links, true, true, false);  // the layout before the link bytes' sum
+  EXPECT_TRUE(before_links.at_end());
+  EXPECT_DOUBLE_EQ(unlinked.summary().link_bytes_per_step, 0.0);
+  EXPECT_DOUBLE_EQ(unlinked.summary().corrected_share, 1.0 / 8.0);
+  gs::StateReader before_estimates(std::string_view(w.bytes()).substr(0, w.bytes().size() - 6 * 8), "a state");
   RunStatistics without;
   without.load_state(before_estimates, true, false);  // the layout before the estimate's counts
   EXPECT_TRUE(before_estimates.at_end());

@@ -228,6 +228,57 @@ TEST(SharedExchange, TheUpdateIsTheSameOnEveryWorkerAtTheLeadersIndices) {
   EXPECT_EQ(bytes[0], (40 + 30) * 8u + 2 * 24u);  // indices and values, and each bucket's head
 }
 
+// What a worker's link sends (StepStats::link_bytes), as the collectives' algorithms are
+// modelled: the all-gather (W-1) times the longest payload of each bucket (exactly W-1 times
+// gathered_bytes, plus the small agreements of the step), the shared exchange's and the dense
+// step's ring all-reduces 2 (W-1)/W of what they reduce, the sparse all-reduce near 2 (W-1)/W 8k
+// (scripts/exchange_model.py); the summary's mean per step follows. W = 2, 3 and 4.
+TEST(LinkBytes, FollowTheCollectivesAlgorithms) {
+  constexpr std::uint64_t k = 40 + 30;  // 1% of the two buckets
+  for (const int w : {2, 3, 4}) {
+    const double ring = 2.0 * (w - 1) / w;
+    for (const auto mode : {ExchangeMode::allgather, ExchangeMode::shared, ExchangeMode::sparse_allreduce}) {
+      SCOPED_TRACE(::testing::Message() << w << " workers, " << to_string(mode));
+      StepStats last;
+      RunSummary summary;
+      run_workers(w, [&](Collectives& comm) {
+        auto c = gs::testing::make_bucket("topk", 0.01, comm.rank());
+        c->set_exchange(mode);
+        for (int s = 0; s < 3; ++s) step(*c, comm, s);
+        if (comm.rank() == 1) {
+          last = c->history().back();
+          summary = c->summary();
+        }
+      });
+      const double link = double(last.link_bytes), gathered = double(last.gathered_bytes);
+      // The step's other collectives: the regime's agreement, small vectors.
+      if (mode == ExchangeMode::allgather) {
+        EXPECT_GE(link, (w - 1) * gathered);
+        EXPECT_LE(link, (w - 1) * gathered + 256.0);
+      } else if (mode == ExchangeMode::shared) {
+        EXPECT_GE(link, ring * 8.0 * k);
+        EXPECT_LE(link, ring * (8.0 * k + 2 * 24.0) + 256.0);
+      } else {
+        EXPECT_GE(link, 0.5 * ring * 8.0 * k);
+        EXPECT_LE(link, 2.0 * ring * 8.0 * k + 256.0);
+      }
+      EXPECT_GT(summary.link_bytes_per_step, 0.0);
+    }
+    // A dense step (the warm-up's): the ring all-reduce of the whole gradient.
+    StepStats dense;
+    run_workers(w, [&](Collectives& comm) {
+      WarmupSchedule warm;
+      warm.steps = 2;
+      auto c = gs::testing::make_bucket("topk", 0.01, comm.rank(), warm);
+      for (int s = 0; s < 2; ++s) step(*c, comm, s);  // the second: the settings agreed in the first
+      if (comm.rank() == 0) dense = c->history().back();
+    });
+    ASSERT_TRUE(dense.warmup);
+    EXPECT_GE(double(dense.link_bytes), ring * 4.0 * 7000 - 1.0);  // rounded to whole bytes
+    EXPECT_LE(double(dense.link_bytes), ring * 4.0 * 7000 + 256.0);
+  }
+}
+
 TEST(SharedExchange, AWorkersBytesStayFlatInTheWorkers) {
   std::vector<std::uint64_t> per_worker;
   for (int workers : {2, 4, 8}) {

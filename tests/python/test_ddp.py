@@ -27,6 +27,10 @@ def test_residual_cnn_trains_with_bit_identical_replicas(tmp_path, world):
     assert s["bytes_per_step"] < 0.1 * s["dense_bytes_per_step"], s  # sparse at density 0.01
     # The all-gathers carry whole encodings (39 header bytes a bucket), padded to the longest.
     assert s["gathered_bytes_per_step"] > s["bytes_per_step"], s
+    # A worker's link sends each all-gather's longest encoding to the W - 1 others (a ring); the
+    # step's other collectives (none at these settings) would add a little.
+    link, ring = s["link_bytes_per_step"], (world - 1) * s["gathered_bytes_per_step"]
+    assert ring * (1 - 1e-9) <= link <= 1.1 * ring, s
 
 
 @pytest.mark.parametrize("world", [2, 4])

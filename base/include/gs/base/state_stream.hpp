@@ -52,6 +52,8 @@ class StateReader {
   // added with it (the compressor's carried thresholds, the estimate's statistics) are absent
   // and their readers start them afresh.
   bool before_estimates = false;
+  // The same for a state written before the link bytes' sum (RunStatistics).
+  bool before_links = false;
 
   template <class T>
     requires std::is_arithmetic_v<T>

@@ -220,6 +220,7 @@ struct RunSummary {
   double quality_mean = 0.0, quality_p5 = 0.0, quality_p95 = 0.0;
   double density_mean = 0.0, density_mean_all = 0.0;
   double bytes_per_step = 0.0, dense_bytes_per_step = 0.0, gathered_bytes_per_step = 0.0;
+  double link_bytes_per_step = 0.0;  // StepStats::link_bytes (0 over steps from states before it)
   double host_device_bytes_per_step = 0.0, host_device_gathered_bytes_per_step = 0.0;
   double host_syncs_per_step = 0.0, overflow_per_step = 0.0;
   double compress_ms_per_step = 0.0, comm_ms_per_step = 0.0, hook_ms_per_step = 0.0, step_ms = 0.0;
@@ -240,14 +241,16 @@ class RunStatistics {
   RunSummary summary() const;
   void save_state(StateWriter& w) const;
   // with_waits: the state holds the waits' and overflow's sums (states before them do not);
-  // with_estimates: SIDCo's estimate's, the corrections' and exact top-k's counts.
-  void load_state(StateReader& r, bool with_waits = true, bool with_estimates = true);
+  // with_estimates: SIDCo's estimate's, the corrections' and exact top-k's counts; with_links (and
+  // with_estimates: they came later): the link bytes' sum.
+  void load_state(StateReader& r, bool with_waits = true, bool with_estimates = true, bool with_links = true);
 
  private:
   std::int64_t steps_ = 0, skipped_ = 0, counted_ = 0, critical_ = 0;
   double density_ = 0, density_compressed_ = 0;  // sums over the counted steps, the compressed ones
   double bytes_ = 0, dense_ = 0, gathered_ = 0, bus_ = 0, bus_gathered_ = 0, syncs_ = 0, overflow_ = 0;
   double compress_ = 0, comm_ = 0, hook_ = 0, step_ = 0;
+  double link_ = 0;
   // Over the compressed steps: steps with an estimate, those of them in band, groups, corrected
   // groups, groups ended on exact top-k.
   std::int64_t estimated_ = 0, in_band_ = 0, groups_ = 0, corrected_ = 0, exact_ = 0;

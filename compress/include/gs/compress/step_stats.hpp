@@ -32,6 +32,11 @@ struct StepStats {
   std::uint64_t gathered_bytes = 0;   // what the all-gathers carried for this worker: whole
                                       // encodings, padded to the longest worker's
   double hook_seconds = 0.0;          // inside the framework's hook calls
+  // What this worker's link sent for the step's host collectives, as scripts/exchange_model.py
+  // models their algorithms (TimedCollectives::link_bytes): ring all-reduces, ring all-gathers of
+  // the longest contribution, all-to-alls; headers, device collectives and the workers' agreement
+  // on their settings (once per process) left out.
+  std::uint64_t link_bytes = 0;
   // Device buckets (BucketCompressor::exchange_resident): bytes that crossed between host and
   // device memory, both ways, and the part of them that was other workers' selections arriving
   // through a host all-gather (Gloo) on their way to the device.
