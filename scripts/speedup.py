@@ -47,7 +47,7 @@ Points: dense at the learning rates of --dense-lrs (SGD momentum 0.9; the best m
 is "dense" from then on), fp16 (fp16_compress_hook), PowerSGD ranks 1 and 4, and top-k, DGC,
 SIDCo-E, SIDCo-P and SIDCo-GP at 0.01 with momentum correction (0.9 in the hook, none in the
 optimizer: DGC's recipe, and what made SIDCo-E beat dense on the frontier); SIDCo-E so with the
-shared exchange, and with compress-when auto (no accuracy run of its own: it trains as the mode its
+shared exchange, with the sparse all-reduce (sidco-e-mc-sparse), and with compress-when auto (no accuracy run of its own: it trains as the mode its
 timing run chose at that rate, dense at lr 0.05 or SIDCo-E with momentum correction). Every point
 but dense's trains at lr 0.05; <point>-lr<L> trains it at L instead (fp16-lr0.01, powersgd-4-lr0.01:
 at ResNet-18's best dense learning rate), timed as <point> (the rate does not change a step). A
@@ -91,12 +91,16 @@ POINTS = {
     "sidco-p-mc": ("sidco-p", 0.01, MC, 0.0, "SIDCo-P 0.01, mom. corr."),
     "sidco-gp-mc": ("sidco-gp", 0.01, MC, 0.0, "SIDCo-GP 0.01, mom. corr."),
     "sidco-e-mc-shared": ("sidco-e", 0.01, dict(MC, exchange="shared"), 0.0, "SIDCo-E 0.01, mom. corr., shared"),
+    "sidco-e-mc-sparse": ("sidco-e", 0.01, dict(MC, exchange="sparse-allreduce"), 0.0,
+                          "SIDCo-E 0.01, mom. corr., sparse all-reduce"),
     "sidco-e-mc-auto": ("sidco-e", 0.01, dict(MC, when="auto"), 0.0, "SIDCo-E 0.01, mom. corr., when auto"),
 }
 # compress-when auto trains as the mode it chooses: its accuracy is that of the point it runs as
 # (dense at the compressed points' lr, or SIDCo-E with momentum correction), chosen at each rate by
 # its timing run.
 AUTO = "sidco-e-mc-auto"
+# The points that differ from sidco-e-mc by their exchange only: paired with it ("vs all-gather").
+EXCHANGES = ("sidco-e-mc-shared", "sidco-e-mc-sparse")
 LR = 0.05  # every point but the dense sweep
 WARM = 3   # steps left out of the step times (the first DDP steps build its buckets)
 
@@ -439,7 +443,7 @@ def accuracy_table(models, opts):
             lines.append(f"| {model} | {label} | {','.join(map(str, sorted(acc)))} | {pm(m, se)} | "
                          f"{paired(acc, found[best]) if best and p != best else ''} | "
                          f"{paired(acc, found['topk-mc']) if 'topk-mc' in found and p != 'topk-mc' else ''} | "
-                         f"{paired(acc, found['sidco-e-mc']) if p == 'sidco-e-mc-shared' and 'sidco-e-mc' in found else ''} |")
+                         f"{paired(acc, found['sidco-e-mc']) if p in EXCHANGES and 'sidco-e-mc' in found else ''} |")
     return "\n".join(lines)
 
 
