@@ -6,6 +6,8 @@
 
 #include "gs/compress/bucket_compressor.hpp"
 #include "gs/base/error.hpp"
+#include "bucket_exchange.hpp"
+#include "parameter_placement.hpp"
 #include "residual_slots.hpp"
 #include "sparse_allreduce.hpp"
 
@@ -23,30 +25,6 @@ constexpr std::string_view kStateTagBeforeGate = "gradscope-bucket-compressor/4"
 
 }  // namespace
 
-BucketCompressor::ByOrdinal BucketCompressor::by_ordinal(const detail::ResidualSlots& store,
-                                                         const ByOrdinal& loaded) const {
-  ByOrdinal out;
-  for (std::uint64_t o = 0; o < placed_.size(); ++o)
-    if (!placed_[o].layout.empty()) out[o] = store.read(placed_[o].layout, placed_[o].offset, placed_[o].numel);
-  for (const auto& [o, e] : loaded) out.emplace(o, e);
-  return out;
-}
-
-BucketCompressor::ByOrdinal BucketCompressor::read_by_ordinal(StateReader& r, std::string_view what) const {
-  ByOrdinal loaded;
-  for (auto n = r.get<std::uint64_t>(); n > 0; --n) {
-    const auto o = r.get<std::uint64_t>();
-    loaded[o] = r.get_array<float>();
-  }
-  // Parameters this process has already seen keep their ordinals (the same as the saver's: both
-  // numbered them in the order DDP first handed them over).
-  for (const auto& [o, e] : loaded)
-    if (o < placed_.size() && placed_[o].numel != e.size())
-      r.fail("the " + std::string(what) + " of parameter #" + std::to_string(o) + " has " + std::to_string(e.size()) +
-             " elements, this model's parameter " + std::to_string(placed_[o].numel));
-  return loaded;
-}
-
 void BucketCompressor::save_state(StateWriter& w) const {
   if (mid_step()) throw Error("bucket compressor: save the state between steps, not inside one");
   settle_all();
@@ -57,8 +35,9 @@ void BucketCompressor::save_state(StateWriter& w) const {
   w.put(warmup_.start_density);
   w.put(momentum_.momentum());
   compressor_->save_state(w);
-  const ByOrdinal velocities = momentum_.on() ? by_ordinal(*velocity_slots_, loaded_velocity_) : ByOrdinal{};
-  for (const ByOrdinal& m : {by_ordinal(slots(), loaded_), velocities}) {
+  using ByOrdinal = detail::ParameterPlacement::ByOrdinal;
+  const ByOrdinal velocities = momentum_.on() ? placement_->velocities(*velocity_slots_) : ByOrdinal{};
+  for (const ByOrdinal& m : {placement_->residuals(slots()), velocities}) {
     w.put<std::uint64_t>(m.size());
     for (const auto& [o, e] : m) {
       w.put(o);
@@ -70,7 +49,8 @@ void BucketCompressor::save_state(StateWriter& w) const {
   regimes_.save_state(w);
   gate_.save_state(w);
   w.put<std::uint8_t>(std::uint8_t(exchange_));
-  if (detail::keeps_regions(exchange_)) detail::save_regions(w, regions_);  // per bucket layout
+  // The sparse all-reduce's regions per bucket layout, where the exchange may run it.
+  if (detail::keeps_regions(exchange_)) strategy("sparse-allreduce").save_state(w);
 }
 
 void BucketCompressor::load_state(StateReader& r) {
@@ -103,8 +83,8 @@ void BucketCompressor::load_state(StateReader& r) {
 
 void BucketCompressor::load_rest(StateReader& r, std::int64_t steps, bool with_gate, bool with_waits) {
   compressor_->load_state(r);
-  ByOrdinal loaded = read_by_ordinal(r, "residual");
-  ByOrdinal velocities = read_by_ordinal(r, "velocity");
+  auto loaded = placement_->read(r, "residual");
+  auto velocities = placement_->read(r, "velocity");
   SkipRule skip;
   skip.load_state(r);
   RunStatistics statistics;
@@ -112,13 +92,16 @@ void BucketCompressor::load_rest(StateReader& r, std::int64_t steps, bool with_g
   RegimeDetector regimes(regimes_.schedule());
   regimes.load_state(r);
   CompressionGate gate = gate_;
-  detail::Regions regions;
+  std::unique_ptr<detail::BucketExchange> sparse;  // with the regions read, in place at the end
   if (with_gate) {
     gate.load_state(r);
     const auto mode = r.get<std::uint8_t>();
     if (mode > std::uint8_t(ExchangeMode::automatic)) r.fail("names an exchange this version does not know");
     r.expect(std::string(to_string(ExchangeMode(mode))), std::string(to_string(exchange_)), "the exchange");
-    if (detail::keeps_regions(exchange_)) regions = detail::load_regions(r);
+    if (detail::keeps_regions(exchange_)) {
+      sparse = detail::make_bucket_exchange("sparse-allreduce");
+      sparse->load_state(r);
+    }
   } else if (gate_.on() || exchange_ != ExchangeMode::allgather) {
     r.fail("was saved by a version without compress-when auto and the shared exchange: resume it without them");
   }
@@ -128,15 +111,13 @@ void BucketCompressor::load_rest(StateReader& r, std::int64_t steps, bool with_g
   // Their residuals and velocities are placed again at the parameters' next bucket.
   slots().clear();
   velocity_slots_->clear();
-  for (auto& p : placed_) p.layout.clear();
-  loaded_ = std::move(loaded);
-  loaded_velocity_ = std::move(velocities);
+  placement_->reload(std::move(loaded), std::move(velocities));
   steps_ = steps;
   skip_ = skip;
   statistics_ = std::move(statistics);
   regimes_ = regimes;
   gate_ = gate;
-  regions_ = std::move(regions);
+  exchanges_["sparse-allreduce"] = sparse ? std::move(sparse) : detail::make_bucket_exchange("sparse-allreduce");
   history_.clear();
   agree_pending_ = true;  // the workers may have loaded other states
 }

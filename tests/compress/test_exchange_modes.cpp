@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "bucket_exchange.hpp"
 #include "bucket_test_util.hpp"
 #include "common/error_message.hpp"
 #include "gs/compress/bucket_compressor.hpp"
@@ -327,4 +328,25 @@ TEST(SharedExchange, ResumesToTheBitAndRefusesCompressorsWithoutASparseSelection
               std::string::npos)
         << name;
   }
+}
+
+// BucketCompressor's exchanges are strategies chosen by name (compress/src/bucket_exchange.hpp):
+// each name makes its own, the step and the exchange in effect name the one a bucket runs, and an
+// unknown name is refused with the names there are.
+TEST(BucketExchanges, EachNameMakesItsOwnAndTheStepNamesTheOneABucketRuns) {
+  for (std::string_view name : {"dense", "allgather", "own-rounds", "shared", "sparse-allreduce"})
+    EXPECT_EQ(detail::make_bucket_exchange(name)->name(), name);
+  const std::string why = error_message([] { detail::make_bucket_exchange("ring"); });
+  EXPECT_NE(why.find("'ring'"), std::string::npos) << why;
+  EXPECT_NE(why.find("own-rounds, shared or sparse-allreduce"), std::string::npos) << why;
+
+  using detail::bucket_exchange_name;
+  // An uncompressed step sends the whole accumulator, whatever the exchange.
+  for (ExchangeMode mode : {ExchangeMode::allgather, ExchangeMode::shared, ExchangeMode::sparse_allreduce})
+    EXPECT_EQ(bucket_exchange_name(true, mode, Exchange::allgather), "dense");
+  EXPECT_EQ(bucket_exchange_name(false, ExchangeMode::allgather, Exchange::allgather), "allgather");
+  EXPECT_EQ(bucket_exchange_name(false, ExchangeMode::allgather, Exchange::allreduce), "dense");
+  EXPECT_EQ(bucket_exchange_name(false, ExchangeMode::allgather, Exchange::collective), "own-rounds");
+  EXPECT_EQ(bucket_exchange_name(false, ExchangeMode::shared, Exchange::allgather), "shared");
+  EXPECT_EQ(bucket_exchange_name(false, ExchangeMode::sparse_allreduce, Exchange::allgather), "sparse-allreduce");
 }

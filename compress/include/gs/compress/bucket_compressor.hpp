@@ -8,11 +8,10 @@
 // momentum.hpp: momentum correction). Everything that carries from one step to the next lives
 // here and checkpoints with save_state().
 //
-// Residuals (and momentum correction's velocities) are kept per parameter (a bucket names its
-// parameters by keys the framework chooses, e.g. Python's id()): DDP may regroup its parameters
-// into other buckets after the first step, and each parameter's residual follows it. Keys are process-local; checkpoints store the residuals in
-// the order the parameters were first seen, which a new process of the same model sees again
-// (DDP's first buckets follow the parameter order).
+// Residuals (and momentum correction's velocities) are kept per parameter, named by keys the
+// framework chooses (Python's id()): each follows its parameter when DDP regroups the buckets, and
+// checkpoints keep them in the order the parameters were first seen (DDP's first buckets follow
+// the parameter order). Each bucket's exchange is a strategy of its own (docs/architecture.md).
 //
 // Skipping: a worker whose bucket holds NaN or Inf says so in the exchange (an empty payload in
 // the all-gather, a flag before a compressor's own rounds, a non-finite sum in an all-reduce); then
@@ -23,7 +22,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <set>
 #include <span>
 #include <string>
 #include <utility>
@@ -44,6 +42,11 @@ class TimedCollectives;
 namespace detail {
 class ResidualSlots;
 class ResidentResiduals;
+class BucketExchange;
+class ParameterPlacement;
+struct BucketWork;
+struct StepLedger;
+struct Unsettled;
 }  // namespace detail
 
 struct BucketParam {
@@ -86,23 +89,19 @@ class BucketCompressor {
   // instead of training on other rules or hanging in mismatched collectives.
   void set_shared_settings(std::vector<Setting> settings, std::string advice);
   // Every step from now on fails with gs::Error(why) at its first bucket, right after the
-  // settings' agreement: a front end that refuses a setting the workers share (Python's momentum
-  // correction beside an optimizer's own momentum) stops every worker alike, none left waiting in
-  // a collective.
+  // settings' agreement: a setting the front end refuses (Python's momentum correction beside an
+  // optimizer's momentum) stops every worker alike, none left waiting in a collective.
   void refuse_steps(std::string why) { refusal_ = std::move(why); }
   // compress-when auto (CompressionGate, step_rules.hpp): a step sends dense while dense is the
   // faster exchange, and the gate looks at the other mode from time to time. Before the first step.
   void set_compress_when(CompressionGate::When when, std::int64_t interval);
   const CompressionGate& gate() const { return gate_; }
   // The exchange of a sparse, error-fed compressor's selections (ExchangeMode; gs::Error for
-  // another compressor), before the first step. shared (shared_exchange.hpp): the workers
-  // all-reduce their values at a rotating leader's selection. sparse-allreduce
-  // (sparse_allreduce.hpp): each worker sums one region of the indices and the largest sums are
-  // all-gathered; the regions follow the selections (kept per bucket layout, and in checkpoints).
-  // Either keeps a worker's bytes at about 2k whatever the number of workers, where the
-  // all-gather's grow with it. A device bucket then goes through the host path.
-  // auto (ExchangeMode::automatic) runs, step by step, the one resolve_exchange() names for the
-  // workers and the step's density (any compressor: one without a sparse selection keeps its own).
+  // another compressor), before the first step. shared: the values at a rotating leader's
+  // selection, all-reduced; sparse-allreduce: each worker sums one region of the indices (regions
+  // that follow the selections, kept in checkpoints) and the largest sums are all-gathered. Both
+  // keep a worker's bytes near 2k at any W, and run on the host. auto: per step, the one
+  // resolve_exchange() names (a compressor without a sparse selection keeps its own).
   void set_exchange(ExchangeMode mode);
   ExchangeMode exchange_mode() const { return exchange_; }
   // The exchange a compressed step of this density runs among `workers`.
@@ -132,20 +131,16 @@ class BucketCompressor {
                 std::span<const float> variance = {}, double hook_seconds = 0.0,
                 unsigned element_bytes = 4);
 
-  // The same for a bucket on a device, left there. The calling thread is bound to the bucket's
-  // device first, for good (VectorOps::bind_thread: the hook's worker thread of rank r works on
-  // GPU r). With a compressor that selects on that backend (resident_backend() == b.backend:
-  // topk, the threshold methods, sidco-topk) the residuals live on the device (gradscope's pool),
-  // the selection is made there, and only what must cross the bus does: this worker's selection
-  // (index, value pairs) to the host, where it is encoded and all-gathered through `comm`, and the
-  // other workers' selections back; with `device_comm` (the framework's collectives take device
-  // memory: NCCL) the selections are all-gathered on the device and nothing crosses but counts.
-  // Every worker's selection is added into the bucket on the device in rank order and scaled by
-  // 1/workers, as Compressor::aggregate does on the host, so the update is the same to the bit. A
-  // dense warm-up step all-reduces the bucket on the device with device_comm, else through the
-  // host; a compressor without a resident backend (randomk, the quantizers, fft, variance) gets
-  // the bucket on the host and its update back. Statistics count the bytes that cross
-  // (StepStats::host_device_bytes). One BucketCompressor serves one device.
+  // The same for a bucket on a device, left there; the calling thread is bound to its device for
+  // good (VectorOps::bind_thread: rank r's hook thread works on GPU r). A compressor that selects
+  // on that backend (resident_backend() == b.backend: topk, the threshold methods, sidco-topk)
+  // keeps the residuals there and selects there; across the bus go this worker's pairs to the host
+  // (all-gathered through `comm`) and the others' back, or with `device_comm` (NCCL) nothing but
+  // counts. Every worker's pairs are added on the device in rank order and scaled by 1/workers, as
+  // Compressor::aggregate does: the same update to the bit. A dense step all-reduces the bucket
+  // with device_comm, else through the host; a compressor without a resident backend gets the
+  // bucket on the host and its update back. StepStats::host_device_bytes counts what crosses.
+  // One BucketCompressor serves one device.
   void exchange_resident(const DeviceBucket& b, std::span<const BucketParam> params, Collectives& comm,
                          DeviceCollectives* device_comm, bool last, std::span<const float> variance = {},
                          double hook_seconds = 0.0);
@@ -160,31 +155,16 @@ class BucketCompressor {
   bool mid_step() const { return buckets_in_step_ > 0; }
   // A bucket the framework could not hand over (its own error before exchange()): the step is
   // abandoned as if exchange() had failed on it.
-  void fail_bucket(bool last) {
-    ++buckets_in_step_;
-    abandon_step(last);
-  }
+  void fail_bucket(bool last);
   // Whether the last finished step was skipped (skip its optimizer step). With device collectives
   // the device decides it: this and the statistics below wait for the device's reports of the last
   // step where they are not in yet (the one place the host waits for that step).
-  bool last_step_skipped() const {
-    settle_all();
-    return !history_.empty() && history_.back().skipped;
-  }
-  const std::deque<StepStats>& history() const {
-    settle_all();
-    return history_;
-  }
+  bool last_step_skipped() const;
+  const std::deque<StepStats>& history() const;
   // The density watch's warning (DensityWatch), once, after the step that raised it; empty
   // otherwise. Taking it clears it.
-  std::string take_warning() {
-    settle_all();
-    return std::exchange(warning_, {});
-  }
-  RunSummary summary() const {
-    settle_all();
-    return statistics_.summary();
-  }
+  std::string take_warning();
+  RunSummary summary() const;
 
   // Checkpoints, between steps: the step count (the warm-up's position), the compressor's own
   // state (stage controller, random streams), every parameter's residual and velocity, the skip
@@ -195,108 +175,41 @@ class BucketCompressor {
   void load_state(StateReader& r);
 
  private:
-  struct Placed {                // where a parameter's residual lives
-    std::string layout;          // the bucket layout holding it ("" while not placed)
-    std::uint64_t offset = 0;    // its first element there
-    std::uint64_t numel = 0;
-  };
-
-  // A change of residual this step makes, applied by end_step (or dropped with the step).
-  struct PendingCommit {
-    std::string slot;
-    Payload payload;         // this worker's payload (the sparse and dense paths)
-    std::vector<float> sent; // what this worker's contribution decoded to (own rounds)
-    bool resident = false;   // a device slot: its accumulator, sent entries zeroed, becomes e
-    bool residual = true;    // the slot's residual accumulated (error feedback)
-    bool velocity = false;   // the slot's velocity advanced too (momentum correction)
-    bool device_skip = false;  // whether the step skips is known on the device only (step_skip_)
-    const Compressor* dense_with = nullptr;  // an uncompressed step's: everything sent, the velocity kept
-    std::vector<std::uint64_t> bounds{};     // sparse-allreduce: the slot's next regions
-  };
-  // A finished step whose figures the device still writes (device collectives decide on the
-  // device): its statistics so far, its buckets' reports in host memory the device writes into,
-  // and a mark after them. It settles once the mark is done, never waiting in a bucket.
-  struct Unsettled {
-    StepStats stats;
-    std::int64_t step = 0;
-    double step_norm = 0.0;
-    std::vector<std::pair<const kernels::ExchangeReport*, std::uint64_t>> reports;  // and each bucket's n
-    std::vector<std::shared_ptr<void>> pages;  // the reports' host memory
-    std::unique_ptr<kernels::DeviceMark> mark;
-  };
-  // Steps left unsettled at most; past them the oldest is waited for (a synchronization).
-  static constexpr std::size_t kMaxUnsettled = 4;
-  static constexpr std::size_t kReportsPerPage = 16;
-  using ByOrdinal = std::map<std::uint64_t, std::vector<float>>;
 
   void begin_step();
   void end_step();
   // At the last bucket of a check step of the density schedule: the interval's sum of squared
   // norms over the workers, into regime_sum_ (one all-reduce of one float).
   void agree_on_regime(Collectives& comm);
-  // One bucket's bookkeeping around `body` (which returns whether the bucket was skipped): the
-  // step's begin and end, a failed bucket abandoning the step, the times, bus bytes and the dense
-  // bytes of its n elements of element_bytes each.
+  // One bucket's bookkeeping around `body` (true: the bucket was skipped): the step's begin and
+  // end, a failed bucket abandoning it, the times, bus bytes and dense bytes (n of element_bytes).
   void run_bucket(int index, std::uint64_t n, unsigned element_bytes, bool last, double hook_seconds,
                   Collectives& comm, const std::function<bool(TimedCollectives&, StepStats&)>& body);
+  // The exchange strategy of this name (bucket_exchange.hpp), and what it is handed for a bucket.
+  detail::BucketExchange& strategy(std::string_view name) const;
+  detail::BucketWork work(int index, const std::string& slot, const std::string& tensor);
   bool exchange_host(int index, const std::string& slot, std::span<const float> g,
                      std::span<const float> variance, Collectives& comm, std::span<float> out, StepStats& s);
   bool exchange_on_device(const DeviceBucket& b, std::span<const BucketParam> params, TimedCollectives& comm,
                           DeviceCollectives* device_comm, std::span<const float> variance, StepStats& s);
-  bool dense_on_device(const DeviceBucket& b, const std::string& slot, TimedCollectives& comm,
-                       DeviceCollectives* device_comm, StepStats& s);
-  bool sparse_on_device(const DeviceBucket& b, const std::string& slot, TimedCollectives& comm,
-                        DeviceCollectives* device_comm, StepStats& s);
-  // The selections' exchange and the update in the bucket, with the pairs gathered as device
-  // memory or through the host; true when a worker met NaN or Inf (the bucket is skipped).
-  bool pairs_on_device(const DeviceBucket& b, const std::string& slot, const float* acc, TimedCollectives& comm,
-                       DeviceCollectives& device_comm, StepStats& s);
-  bool pairs_through_host(const DeviceBucket& b, const std::string& slot, const Payload& mine,
-                          const kernels::Selector::Resident& sel, bool bad, TimedCollectives& comm, StepStats& s,
-                          std::uint64_t& wire_bytes);
-  void add_every_rank(const DeviceBucket& b, int workers, const std::function<void(int)>& add_rank);
-  // The step's figures from its device reports and the rules they feed (statistics, history, the
-  // density schedule, the skip rule). throw_here: the skip rule's error is thrown, else kept for
-  // the next bucket (a settle from an accessor).
-  void settle(Unsettled& u, bool throw_here);
+  // The step's figures from its device reports, into the rules they feed; throw_here: the skip
+  // rule's error is thrown, else kept for the next bucket (a settle from an accessor).
+  void settle(detail::Unsettled& u, bool throw_here);
   // Settles the unsettled steps in order: those whose mark is done, and (waiting) the oldest while
   // more than `keep` remain. in_step: the waits are the hook's (counted to the next step).
   void settle_front(std::size_t keep, bool in_step);
   // Every unsettled step settled (waiting for their marks): what the accessors read first.
   void settle_all() const;
-  // A report slot in host memory for the current step's bucket (pages of kReportsPerPage, reused
-  // once their step settled).
-  kernels::ExchangeReport* next_report();
   // Whether the compressor selects in `backend`'s memory (sparse, error-fed, resident there).
   bool selects_on(kernels::BackendKind backend, int workers) const;
   detail::ResidualSlots& slots();
   const detail::ResidualSlots& slots() const { return const_cast<BucketCompressor*>(this)->slots(); }
-  static std::string tensor_name(const Compressor& c, const std::string& slot, int index);
   // After an error: the step's residual changes are dropped and, unless `last` closed it, its
   // remaining buckets are refused until the last one.
   void abandon_step(bool last);
-  void defer_commit(const std::string& slot, Payload payload, std::vector<float> sent);
   void load_rest(StateReader& r, std::int64_t steps, bool with_gate, bool with_waits);
-  // The parameters' ordinals (assigned on first sight) and the residual slot of this layout,
-  // filled from wherever each parameter's residual lived before (the same for velocities).
+  // The bucket layout's residual slot (and velocity slot), filled (parameter_placement.hpp).
   std::string place(std::span<const BucketParam> params, std::uint64_t n, int index);
-  void place_in(detail::ResidualSlots& store, ByOrdinal& loaded, const std::string& layout,
-                std::span<const BucketParam> params, std::uint64_t n, std::set<std::string>& left);
-  // A store's vectors by parameter ordinal, placed or still as loaded (checkpoints).
-  ByOrdinal by_ordinal(const detail::ResidualSlots& store, const ByOrdinal& loaded) const;
-  ByOrdinal read_by_ordinal(StateReader& r, std::string_view what) const;
-  bool exchange_dense(Compressor& c, const std::string& slot, std::span<const float> g,
-                      Collectives& comm, std::span<float> out, StepStats& s);
-  bool exchange_sparse(const std::string& slot, const std::string& tensor, std::span<const float> g,
-                       std::span<const float> variance, Collectives& comm, std::span<float> out,
-                       StepStats& s);
-  // The shared exchange or the sparse all-reduce (mode): the accumulator's selection reduced over
-  // the workers; this worker's contribution leaves its residual with the step.
-  bool exchange_reduced(ExchangeMode mode, int index, const std::string& slot, const std::string& tensor,
-                        std::span<const float> g, Collectives& comm, std::span<float> out, StepStats& s);
-  bool exchange_collective(const std::string& slot, const std::string& tensor,
-                           std::span<const float> g, Collectives& comm, std::span<float> out,
-                           StepStats& s);
 
   std::unique_ptr<Compressor> compressor_;
   std::unique_ptr<Compressor> dense_;  // "none": the dense warm-up's exchange
@@ -307,12 +220,9 @@ class BucketCompressor {
   std::unique_ptr<detail::ResidualSlots> host_slots_;   // residual_ as place() moves slots
   std::unique_ptr<kernels::VectorOps> ops_;             // the device of the device buckets
   std::unique_ptr<detail::ResidentResiduals> resident_; // their residuals, on that device
-  std::map<std::uint64_t, std::uint64_t> ordinal_;   // key -> ordinal (order of first sight)
-  std::vector<Placed> placed_;                       // per ordinal
-  ByOrdinal loaded_;                                 // residuals from a checkpoint, not placed yet
+  std::unique_ptr<detail::ParameterPlacement> placement_;  // each parameter's residual and velocity
   MomentumCorrection momentum_;                      // off unless set
   std::unique_ptr<detail::ResidualSlots> velocity_slots_;  // momentum_'s velocities as place() moves slots
-  ByOrdinal loaded_velocity_;                        // velocities from a checkpoint, not placed yet
   RegimeDetector regimes_;                           // the density schedule (constant unless set)
   double step_norm_ = 0.0;                           // this step's squared gradient norm, this worker
   float regime_sum_ = 0.0f;                          // agree_on_regime's sum over the workers
@@ -321,21 +231,13 @@ class BucketCompressor {
   bool agree_pending_ = true;                        // compare them at the next step's first bucket
   CompressionGate gate_;                             // compress-when (always unless set)
   ExchangeMode exchange_ = ExchangeMode::allgather;  // set_exchange's
-  std::map<std::string, std::vector<std::uint64_t>> regions_;  // sparse-allreduce's bounds per layout
+  std::map<std::string, std::unique_ptr<detail::BucketExchange>, std::less<>> exchanges_;  // by name
   std::string refusal_;                              // refuse_steps'
-
-  std::deque<Unsettled> unsettled_;       // in step order
-  std::string pending_error_;             // the skip rule's error from a step settled by an accessor
-  std::uint64_t late_syncs_ = 0;          // the hook's waits at a step's end, counted to the next step
-  kernels::DeviceArray<std::int32_t> step_skip_;  // set on the device by a bucket a worker skipped
-  bool step_skip_clear_ = false;                  // cleared for the current step
-  std::vector<std::pair<const kernels::ExchangeReport*, std::uint64_t>> reports_;  // the current step's
-  std::vector<std::shared_ptr<void>> pages_, free_pages_;  // the current step's report pages; spare ones
+  std::unique_ptr<detail::StepLedger> ledger_;       // commits, device reports, unsettled steps
 
   std::int64_t steps_ = 0;
   int buckets_in_step_ = 0;
   bool failed_ = false;  // a bucket of this step failed: the rest wait for the last one
-  std::vector<PendingCommit> pending_;
   bool uncompressed_ = false;  // this step is a dense warm-up step
   StepStats current_;
   std::deque<StepStats> history_;

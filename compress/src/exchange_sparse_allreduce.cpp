@@ -1,0 +1,55 @@
+// The sparse all-reduce (bucket_exchange.hpp, sparse_allreduce.hpp): Ok-Topk's split, reduce,
+// balance and all-gather. The regions of each bucket layout follow the selections it sees: a step
+// that ends unskipped keeps the next ones, and checkpoints keep them all.
+#include <utility>
+
+#include "bucket_exchange.hpp"
+#include "sparse_allreduce.hpp"
+
+namespace gs::compress::detail {
+namespace {
+
+class SparseAllreduceExchange final : public BucketExchange {
+ public:
+  std::string_view name() const override { return "sparse-allreduce"; }
+
+  bool host(BucketWork& w, std::span<const float> g, std::span<const float>, Collectives& comm,
+            std::span<float> out, StepStats& s) override {
+    const bool velocity = w.momentum.on();
+    const auto acc = w.momentum.accumulate(w.slot, g, &w.residual);  // a sparse selection with error feedback
+    const auto bounds = bounds_of(regions_, w.slot, g.size(), comm.world_size());
+    SparseAllreduceOutcome r = sparse_allreduce(w.c, acc, w.tensor, bounds, comm, out);
+    s.exchange = std::uint8_t(ExchangeMode::sparse_allreduce);
+    s.gathered_bytes += r.wire_bytes;
+    if (r.skipped) {
+      w.residual.discard(w.slot);
+      if (velocity) w.momentum.discard(w.slot);
+      return true;
+    }
+    s.n += g.size();
+    s.bytes_sent += r.wire_bytes;
+    count_group(s, r.info);
+    PendingCommit& commit = w.commit(this);
+    commit.payload = std::move(r.mine);
+    commit.velocity = velocity;
+    commit.bounds = std::move(r.next_bounds);
+    return false;
+  }
+
+  void committed(PendingCommit& c) override {
+    if (!c.bounds.empty()) regions_[c.slot] = std::move(c.bounds);
+  }
+  void save_state(StateWriter& w) const override { save_regions(w, regions_); }
+  void load_state(StateReader& r) override { regions_ = load_regions(r); }
+
+ private:
+  Regions regions_;  // per bucket layout
+};
+
+}  // namespace
+
+std::unique_ptr<BucketExchange> make_sparse_allreduce_exchange() {
+  return std::make_unique<SparseAllreduceExchange>();
+}
+
+}  // namespace gs::compress::detail
