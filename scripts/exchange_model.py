@@ -26,9 +26,11 @@ indices and float32 values, 8 bytes a pair:
   shared, tree:               time 3 2 log2(W) alpha + 2 log2(W) 8k / B
   sparse all-reduce: a NaN flag and the W region counts all-reduced (ring), its selection outside
                               its own region to the regions' owners (all-to-all, (W-1)/W 8k bytes),
-                              and the kept sums all-gathered (k/W pairs a region, balanced: (W-1)
-                              8k/W); about 2 (W-1)/W 8k bytes; time 6 (W-1) alpha + bytes / B
-                              (ring), (W-1 + 6 log2(W)) alpha + 3 (W-1)/W 8k / B (tree all-gather)
+                              and the kept sums all-gathered (K = min(3, W) k in all, the workers'
+                              selections not overlapping: K/W pairs a region, balanced, (W-1) 8K/W);
+                              about (1 + 3) (W-1)/W 8k bytes; time 6 (W-1) alpha + bytes / B
+                              (ring), (W-1 + 6 log2(W)) alpha + ((W-1)/W 8k + 2 (W-1)/W 8K) / B
+                              (tree all-gather)
 The lab's counters hold every header (Ethernet, IP, TCP) and the acknowledgements of what the
 worker receives; a veth passes the kernel's large (GSO) segments, so they add a few percent.
 """
@@ -45,6 +47,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import runs  # noqa: E402
 RESNET18 = 11181642  # torchvision's ResNet-18 with 10 classes: its gradient's elements
+SPARSE_KEEP = 3  # the sparse all-reduce keeps up to 3k sums (compressor.hpp, kSparseAllreduceKeep)
 WORKERS = [4, 8, 16, 32, 64, 128, 256, 512, 1024]
 RATES = {"1gbit": 1e9, "10gbit": 1e10}
 
@@ -62,8 +65,9 @@ def model(n, density, workers, bps, alpha):
     gather = (w - 1) * pair_bytes(density) * k
     shared = 2 * (w - 1) / w * (8 * k + 24)
     # sparse all-reduce: the flag, its selection outside its region to the owners, the W region
-    # counts all-reduced, and the kept sums (k/W pairs a region, balanced) all-gathered
-    sparse = 2 * (w - 1) / w * 8 + (w - 1) / w * 8 * k + 2 * (w - 1) / w * 8 * w + (w - 1) * 8 * k / w
+    # counts all-reduced, and the kept sums (K/W pairs a region, balanced) all-gathered
+    kept = min(SPARSE_KEEP, w) * k
+    sparse = 2 * (w - 1) / w * 8 + (w - 1) / w * 8 * k + 2 * (w - 1) / w * 8 * w + (w - 1) * 8 * kept / w
     to_s = 8 / bps
     return {
         "dense": (dense, 2 * (w - 1) * alpha + dense * to_s, 2 * lg * (alpha + 4 * n * to_s)),
@@ -71,7 +75,7 @@ def model(n, density, workers, bps, alpha):
         "shared": (shared, 6 * (w - 1) * alpha + shared * to_s, 6 * lg * alpha + 2 * lg * 8 * k * to_s),
         # pairwise all-to-all (W - 1 messages), ring or tree all-gather, two small all-reduces
         "sparse-allreduce": (sparse, 6 * (w - 1) * alpha + sparse * to_s,
-                             (w - 1 + 6 * lg) * alpha + ((w - 1) / w * 8 * k + 2 * (w - 1) / w * 8 * k) * to_s),
+                             (w - 1 + 6 * lg) * alpha + ((w - 1) / w * 8 * k + 2 * (w - 1) / w * 8 * kept) * to_s),
     }
 
 

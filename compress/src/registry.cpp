@@ -140,7 +140,9 @@ ExchangeMode resolve_exchange(ExchangeMode mode, int workers, double density, bo
   if (mode != ExchangeMode::automatic) return mode;
   if (!sparse || workers < 2 || !(density > 0.0) || density >= 1.0) return ExchangeMode::allgather;
   const double w = workers, pair = 4.0 + (std::log2(1.0 / density) + 2.0) / 8.0;
-  const double gather = (w - 1.0) * pair, reduce = 2.0 * (w - 1.0) / w * 8.0;  // bytes per selected pair
+  // bytes per selected pair: the all-to-all of the selections, then the kept sums all-gathered
+  const double kept = std::min<double>(kSparseAllreduceKeep, w);
+  const double gather = (w - 1.0) * pair, reduce = (1.0 + kept) * (w - 1.0) / w * 8.0;
   return reduce < gather ? ExchangeMode::sparse_allreduce : ExchangeMode::allgather;
 }
 

@@ -135,12 +135,12 @@ Regions load_regions(StateReader& r) {
 
 namespace {
 
-// Balance: above k pairs over all regions (`counts`, every region's), this worker's region keeps
-// its share of k, its largest sums, in index order.
-void keep_quota(std::vector<Pair>& reduced, const std::vector<std::int64_t>& counts, int me, std::int64_t k) {
+// Balance: above `keep` pairs over all regions (`counts`, every region's), this worker's region
+// keeps its share of them, its largest sums, in index order.
+void keep_quota(std::vector<Pair>& reduced, const std::vector<std::int64_t>& counts, int me, std::int64_t keep) {
   const std::int64_t total = std::accumulate(counts.begin(), counts.end(), std::int64_t(0));
-  if (total <= k) return;
-  const auto quota = std::size_t(std::llround(double(k) * double(counts[std::size_t(me)]) / double(total)));
+  if (total <= keep) return;
+  const auto quota = std::size_t(std::llround(double(keep) * double(counts[std::size_t(me)]) / double(total)));
   if (quota >= reduced.size()) return;
   std::nth_element(reduced.begin(), reduced.begin() + std::ptrdiff_t(quota), reduced.end(),
                    [](const Pair& a, const Pair& b) {
@@ -195,12 +195,14 @@ SparseAllreduceOutcome sparse_allreduce(Compressor& c, std::span<const float> ac
   // 2. split and reduce: the pairs of region d to worker d; this region's sums in rank order
   std::vector<Pair> reduced = split_and_reduce(sel, bounds, comm, r.wire_bytes);
 
-  // 3. balance: every region's count, then each keeps its share of k, its largest sums
+  // 3. balance: every region's count, then each keeps its share of kSparseAllreduceKeep k, its
+  // largest sums
   std::vector<std::int64_t> counts(std::size_t(w), 0);
   counts[std::size_t(me)] = std::int64_t(reduced.size());
   comm.allreduce_sum(std::span<std::int64_t>(counts));
   r.wire_bytes += counts.size() * sizeof(std::int64_t);
-  keep_quota(reduced, counts, me, std::int64_t(std::max<double>(1.0, std::round(c.density() * double(n)))));
+  const auto k = std::int64_t(std::max<double>(1.0, std::round(c.density() * double(n))));
+  keep_quota(reduced, counts, me, kSparseAllreduceKeep * k);
 
   // 4. the kept sums to every worker: the update, the same everywhere (regions in index order)
   std::vector<std::byte> kept;
@@ -229,9 +231,10 @@ SparseAllreduceOutcome sparse_allreduce(Compressor& c, std::span<const float> ac
     for (int d = 1; d < w; ++d) r.next_bounds[std::size_t(d)] = std::uint64_t(update[f * std::size_t(d) / std::size_t(w)]);
   }
 
+  // The statistics count this worker's selection, as the all-gather's do (the density watch
+  // compares it with the ratio); the update may hold up to kSparseAllreduceKeep times as many.
   r.info = selection.info;
   r.info.n = n;
-  r.info.selected = f;
   r.info.target_density = c.density();
   return r;
 }

@@ -1,14 +1,14 @@
 #pragma once
 // Internal: the sparse all-reduce of one vector (exchange "sparse-allreduce", docs/architecture.md),
-// in the manner of Ok-Topk (Li and Hoefler, PPoPP'22): a worker's link carries about 2k(W-1)/W
-// pairs, where the all-gather brings it (W-1)k, and the update holds about k of the workers' summed
-// values, the largest.
+// in the manner of Ok-Topk (Li and Hoefler, PPoPP'22): a worker's link carries about
+// (1 + kSparseAllreduceKeep) k (W-1)/W pairs, where the all-gather brings it (W-1)k, and the update
+// holds up to kSparseAllreduceKeep k of the workers' summed values, the largest.
 //   1. each worker selects from its accumulator (its compressor); one all-reduce agrees on NaN/Inf;
 //   2. split and reduce: the index space is cut into W regions (the bounds every worker holds
 //      alike); each worker sends the pairs of region r to worker r (all-to-all), and sums what it
 //      receives in rank order;
-//   3. balance: one all-reduce of the W regions' counts; region r keeps its largest
-//      round(k * count_r / total) sums (all of them when the total is at most k);
+//   3. balance: one all-reduce of the W regions' counts; with K = kSparseAllreduceKeep k, region
+//      r keeps its largest round(K * count_r / total) sums (all of them when the total is at most K);
 //   4. the kept pairs are all-gathered: every worker holds the same pairs, the update is their sum
 //      over W.
 // A worker's own contribution is its selected values at the update's indices: error feedback takes
@@ -31,7 +31,7 @@ namespace gs::compress::detail {
 struct SparseAllreduceOutcome {
   bool skipped = false;  // a worker met NaN or Inf: nothing was exchanged
   Payload mine;          // this worker's contribution: its selected values at the update's indices
-  CompressInfo info;     // its selection's, with `selected` the update's count
+  CompressInfo info;     // its selection's
   std::uint64_t wire_bytes = 0;   // what this worker sent (its own parts excluded)
   std::vector<std::uint64_t> next_bounds;  // W + 1 region bounds for the next step
 };

@@ -131,9 +131,10 @@ SETTINGS = (
             doc='exchange ("allgather" | "shared" | "sparse-allreduce" | "auto"): as `gradscope train --exchange`: '
                 '"shared" all-reduces every rank\'s values at one set of indices per bucket (a rotating leader\'s '
                 'selection); "sparse-allreduce" has each rank sum one region of the indices (sent to it by '
-                "all-to-all) and all-gathers the largest sums. Either keeps a rank's bytes at about 2k whatever "
-                "the ranks, where the all-gather's grow with them. \"auto\": of the all-gather and the sparse "
-                "all-reduce, the one of fewer link bytes at this number of ranks and density."),
+                "all-to-all) and all-gathers the largest sums (up to 3k). Either keeps a rank's bytes near 2k "
+                "to 4k pairs whatever the ranks, where the all-gather's grow with them. \"auto\": of the "
+                "all-gather and the sparse all-reduce, the one of fewer link bytes at this number of ranks and "
+                "density."),
 )
 
 _SAVED = {}  # state_dict key -> its rows, in row order (one tuple where several)

@@ -260,8 +260,9 @@ TEST(LinkBytes, FollowTheCollectivesAlgorithms) {
         EXPECT_GE(link, ring * 8.0 * k);
         EXPECT_LE(link, ring * (8.0 * k + 2 * 24.0) + 256.0);
       } else {
+        // about (1 + 3) (W-1)/W k pairs (up to 3k sums kept), within Ok-Topk's 6k (W-1)/W
         EXPECT_GE(link, 0.5 * ring * 8.0 * k);
-        EXPECT_LE(link, 2.0 * ring * 8.0 * k + 256.0);
+        EXPECT_LE(link, 3.0 * ring * 8.0 * k + 256.0);
       }
       EXPECT_GT(summary.link_bytes_per_step, 0.0);
     }

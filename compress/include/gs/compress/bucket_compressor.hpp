@@ -100,7 +100,7 @@ class BucketCompressor {
   // another compressor), before the first step. shared: the values at a rotating leader's
   // selection, all-reduced; sparse-allreduce: each worker sums one region of the indices (regions
   // that follow the selections, kept in checkpoints) and the largest sums are all-gathered. Both
-  // keep a worker's bytes near 2k at any W, and run on the host. auto: per step, the one
+  // keep a worker's bytes within 2k to 4k pairs at any W, and run on the host. auto: per step, the one
   // resolve_exchange() names (a compressor without a sparse selection keeps its own).
   void set_exchange(ExchangeMode mode);
   ExchangeMode exchange_mode() const { return exchange_; }

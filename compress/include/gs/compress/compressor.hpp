@@ -245,19 +245,27 @@ void check_shared_exchange(std::string_view name, std::string_view setting);
 // How the workers exchange a sparse, error-fed compressor's selections (gradscope train
 // --exchange, the DDP hook's exchange=): allgather, every worker's pairs to every worker;
 // shared, the values at a rotating leader's indices all-reduced; sparse-allreduce, each region of
-// the indices summed by one worker and the largest sums all-gathered (sparse_allreduce.hpp).
+// the indices summed by one worker and the largest sums (up to kSparseAllreduceKeep k in all)
+// all-gathered (sparse_allreduce.hpp).
 // auto: whichever of allgather and sparse-allreduce the exchange model (scripts/exchange_model.py)
 // says puts fewer bytes on a worker's link at this number of workers and density.
 enum class ExchangeMode : std::uint8_t { allgather = 0, shared = 1, sparse_allreduce = 2, automatic = 3 };
+// The sparse all-reduce's update holds the largest of the workers' summed selections, up to this
+// many times k of them (all of them where fewer). At 1 (Ok-Topk's k) a ViT at 8 workers ended 1.41
+// +- 0.66 points below the all-gather over 3 paired seeds, whose update holds every worker's k (up
+// to W k); at 3, 0.28 +- 0.53 (docs/RESULTS.md). A worker's link then carries about (1 + 3) (W - 1)/W
+// k pairs, within Ok-Topk's bound of 6 (W - 1)/W k.
+constexpr int kSparseAllreduceKeep = 3;
 // gs::Error naming the choices for an unknown name; `setting` names it in the caller's words.
 ExchangeMode exchange_mode(std::string_view name, std::string_view setting);
 std::string_view to_string(ExchangeMode mode);
 // The exchange a step runs: `mode` itself, or for automatic the one of fewer link bytes per worker
 // at `workers` and `density` (the same on every worker): the all-gather carries (W - 1) k pairs of
 // about 4 + (log2(1/density) + 2) / 8 bytes (Rice-coded gaps), the sparse all-reduce about
-// 2 (W - 1)/W k pairs of 8. All-gather at 2 workers, and at 3 unless the density is below about
-// 0.003; the sparse all-reduce from 4 on. `sparse`: whether the compressor sends a sparse selection
-// with error feedback (without one, automatic is its own exchange: allgather here).
+// (1 + min(kSparseAllreduceKeep, W)) (W - 1)/W k pairs of 8: the sparse all-reduce from 7 workers
+// at density 0.01 and 0.1 (from 6 at 0.001, 8 at 0.3), the all-gather below. `sparse`:
+// whether the compressor sends a sparse selection with error feedback (without one, automatic is
+// its own exchange: allgather here).
 ExchangeMode resolve_exchange(ExchangeMode mode, int workers, double density, bool sparse);
 
 // How an option is spelled in messages: as a command-line flag (--bits) or as the keyword of
