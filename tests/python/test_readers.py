@@ -120,7 +120,9 @@ def test_errors_name_the_problem(tmp_path):
 
 
 # Records steps 0 and 1, waits for a line on stdin, records steps 2 and 3, says so, and keeps the
-# file open until a second line: the reader's test reads in between. Expected values go to .npy.
+# file open until a second line: the reader's test reads in between. Expected values go to .npy,
+# each before its step is recorded: the recorder's thread may flush a step to the file before
+# end_step returns, and a reader that sees the step then finds its .npy complete.
 WRITER = textwrap.dedent("""
     import sys
     import numpy as np
@@ -137,8 +139,8 @@ WRITER = textwrap.dedent("""
                 sys.stdin.readline()
             rec.begin_step(step)
             model(torch.randn(6, 1, 4, 4)).pow(2).mean().backward()
-            rec.end_step(1.0, 0.1)
             np.save(f"{out}/step{step}.npy", torch.cat([p.grad.flatten() for p in model.parameters()]).numpy())
+            rec.end_step(1.0, 0.1)
             model.zero_grad()
         print("recorded", flush=True)
         sys.stdin.readline()
