@@ -82,10 +82,7 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 # Idle OpenMP threads sleep instead of spinning on cores the other suites need.
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 tests_log=$build/ctest.log
-# One case more than the build's jobs (GS_TEST_JOBS): the suites spend about a fifth of their phase
-# waiting (on sockets, timeouts and one another's processes), which a third case fills.
-test_jobs=${GS_TEST_JOBS:-$((jobs + 1))}
-run_tests() { ctest --test-dir "$build" --output-on-failure -j"$test_jobs" 2>&1 | tee "$tests_log"; }
+run_tests() { ctest --test-dir "$build" --output-on-failure -j"$jobs" 2>&1 | tee "$tests_log"; }
 # slowest: the ten slowest cases of the run, from its log.
 slowest() {
   echo "== quickstart: the ten slowest cases (seconds)"
