@@ -134,6 +134,29 @@ class BucketExchange {
   virtual void load_state(StateReader&) {}
 };
 
+// What the exchanges that reduce a selection over the workers (shared, sparse-allreduce) do with
+// their outcome: the bucket's record, then either the step's change of residual and velocity
+// dropped (skipped: a worker met NaN or Inf) or this worker's contribution committed at the
+// step's end. The commit, or nullptr when skipped.
+inline PendingCommit* record_reduced(BucketWork& w, BucketExchange* by, ExchangeMode mode, bool skipped,
+                                     Payload&& mine, const CompressInfo& info, std::uint64_t wire_bytes,
+                                     std::uint64_t n, StepStats& s) {
+  s.exchange = std::uint8_t(mode);
+  s.gathered_bytes += wire_bytes;
+  if (skipped) {
+    w.residual.discard(w.slot);
+    if (w.momentum.on()) w.momentum.discard(w.slot);
+    return nullptr;
+  }
+  s.n += n;
+  s.bytes_sent += wire_bytes;
+  count_group(s, info);
+  PendingCommit& commit = w.commit(by);
+  commit.payload = std::move(mine);
+  commit.velocity = w.momentum.on();
+  return &commit;
+}
+
 // dense, allgather, own-rounds, shared or sparse-allreduce; gs::Error for another name.
 std::unique_ptr<BucketExchange> make_bucket_exchange(std::string_view name);
 // The strategy a step's bucket runs: uncompressed steps dense; shared and sparse-allreduce by the

@@ -14,24 +14,11 @@ class SharedExchange final : public BucketExchange {
 
   bool host(BucketWork& w, std::span<const float> g, std::span<const float>, Collectives& comm,
             std::span<float> out, StepStats& s) override {
-    const bool velocity = w.momentum.on();
     const auto acc = w.momentum.accumulate(w.slot, g, &w.residual);  // a sparse selection with error feedback
     const int leader = shared_leader(w.step, w.index, comm.world_size());
     SharedOutcome r = shared_exchange(w.c, acc, w.tensor, leader, comm, out);
-    s.exchange = std::uint8_t(ExchangeMode::shared);
-    s.gathered_bytes += r.wire_bytes;
-    if (r.skipped) {
-      w.residual.discard(w.slot);
-      if (velocity) w.momentum.discard(w.slot);
-      return true;
-    }
-    s.n += g.size();
-    s.bytes_sent += r.wire_bytes;
-    count_group(s, r.info);
-    PendingCommit& commit = w.commit(this);
-    commit.payload = std::move(r.mine);
-    commit.velocity = velocity;
-    return false;
+    return !record_reduced(w, this, ExchangeMode::shared, r.skipped, std::move(r.mine), r.info, r.wire_bytes,
+                           g.size(), s);
   }
 };
 

@@ -15,25 +15,13 @@ class SparseAllreduceExchange final : public BucketExchange {
 
   bool host(BucketWork& w, std::span<const float> g, std::span<const float>, Collectives& comm,
             std::span<float> out, StepStats& s) override {
-    const bool velocity = w.momentum.on();
     const auto acc = w.momentum.accumulate(w.slot, g, &w.residual);  // a sparse selection with error feedback
     const auto bounds = bounds_of(regions_, w.slot, g.size(), comm.world_size());
     SparseAllreduceOutcome r = sparse_allreduce(w.c, acc, w.tensor, bounds, comm, out);
-    s.exchange = std::uint8_t(ExchangeMode::sparse_allreduce);
-    s.gathered_bytes += r.wire_bytes;
-    if (r.skipped) {
-      w.residual.discard(w.slot);
-      if (velocity) w.momentum.discard(w.slot);
-      return true;
-    }
-    s.n += g.size();
-    s.bytes_sent += r.wire_bytes;
-    count_group(s, r.info);
-    PendingCommit& commit = w.commit(this);
-    commit.payload = std::move(r.mine);
-    commit.velocity = velocity;
-    commit.bounds = std::move(r.next_bounds);
-    return false;
+    PendingCommit* commit = record_reduced(w, this, ExchangeMode::sparse_allreduce, r.skipped, std::move(r.mine),
+                                           r.info, r.wire_bytes, g.size(), s);
+    if (commit) commit->bounds = std::move(r.next_bounds);  // the regions of the next step
+    return !commit;
   }
 
   void committed(PendingCommit& c) override {
