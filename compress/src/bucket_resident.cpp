@@ -62,13 +62,11 @@ bool BucketCompressor::exchange_on_device(const DeviceBucket& b, std::span<const
   // A dense step on the device sends the bucket itself: only where nothing waits on the host to be
   // sent with it (residuals or velocities of compressed steps: the host path sends them).
   const bool host_state = momentum_.on() || gate_.on() || exchange_now(comm.world_size()) != ExchangeMode::allgather;
+  const std::string tensor = detail::tensor_name(*compressor_, slot, b.index);
+  detail::BucketWork w = work(b.index, slot, tensor);
   if ((uncompressed_ && !host_state) || (compressor_->exchange() == Exchange::allreduce && !there)) {
-    const std::string tensor = detail::tensor_name(*compressor_, slot, b.index);
-    detail::BucketWork w = work(b.index, slot, tensor);
     skipped = strategy("dense").device(w, b, comm, device_comm, s);
   } else if (there) {
-    const std::string tensor = detail::tensor_name(*compressor_, slot, b.index);
-    detail::BucketWork w = work(b.index, slot, tensor);
     skipped = strategy("allgather").device(w, b, comm, device_comm, s);
   } else {
     // Host rules (randomk, the quantizers, fft, variance): the bucket down, its update up.
