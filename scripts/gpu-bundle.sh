@@ -67,10 +67,8 @@ for std in c++20 c++23; do
 done | tr ' ' '\n' | grep '^/usr/include/boost/' | sort -u > "${boost_list}"
 find /usr/include/boost/config /usr/include/boost/version.hpp -type f >> "${boost_list}"
 sort -u -o "${boost_list}" "${boost_list}"
-while read -r f; do
-  mkdir -p "${P}/include/$(dirname "${f#/usr/include/}")"
-  cp "$f" "${P}/include/${f#/usr/include/}"
-done < "${boost_list}"
+# One copy for them all (a cp a header was 700 processes), each under its path below /usr/include.
+sed 's|^/usr/include/||' "${boost_list}" | (cd /usr/include && xargs -d '\n' cp --parents -t "${P}/include")
 for d in Boost-1.74.0 boost_headers-1.74.0; do cp -r "${ARCH_LIB}/cmake/$d" "${P}/lib/cmake/"; done
 # Debian's config finds the headers three folders above lib/x86_64-linux-gnu/cmake; here lib/cmake.
 sed -i 's|${_BOOST_CMAKEDIR}/../../../include/|${_BOOST_CMAKEDIR}/../../include/|' \
@@ -125,17 +123,31 @@ note "GoogleTest $(dpkg-query -W -f='${Version}' googletest): source (/usr/src/g
 # Debian 12's 2.36, and glibc runs what was built against an older one), libstdc++ and libgcc_s
 # (torch needs them), libz.so.1 (Python and torch load it).
 LEFT_OUT='^(linux-vdso\.so\.1|ld-linux-x86-64\.so\.2|libc\.so\.6|libm\.so\.6|libmvec\.so\.1|libpthread\.so\.0|libdl\.so\.2|librt\.so\.1|libresolv\.so\.2|libutil\.so\.1|libanl\.so\.1|libstdc\+\+\.so\.6|libgcc_s\.so\.1|libz\.so\.1)$'
-left_out=()
+left_out=() taken=() files=()
 while read -r soname path; do
   [[ "${path}" != "not" ]] || die "${soname}, needed by a library of the bundle, is not found on this machine"
   if [[ "${soname}" =~ ${LEFT_OUT} ]]; then left_out+=("${soname}"); continue; fi
   [[ -e "${P}/lib/${soname}" || -e "${P}/lib/deps/${soname}" ]] && continue
   cp -L "${path}" "${P}/lib/deps/${soname}"
-  note "  deps/${soname}: $(dpkg -S "*/$(basename "$(readlink -f "${path}")")" 2>/dev/null | cut -d: -f1 | head -1)"
+  taken+=("${soname}") files+=("$(readlink -f "${path}")")
 done < <(for f in "${P}/lib/libhdf5_serial.so.103" "${P}/lib/libfftw3f.so.3" "${P}/lib/hdf5/plugins/"*.so \
                   "${P}/libexec/pkgconf"; do
            LD_LIBRARY_PATH="${P}/lib" ldd "$f" | awk '$2 == "=>" {print $1, $3}'
          done | sort -u)
+# The packages they came from, in one query by exact path (a glob costs dpkg a pass over every
+# file it knows, half a second each), as installed or, merged into /usr since, as packaged.
+if (( ${#files[@]} )); then
+  paths=()
+  for f in "${files[@]}"; do paths+=("$f"); [[ "$f" == /usr/* ]] && paths+=("${f#/usr}"); done
+  owners="$(dpkg -S "${paths[@]}" 2>/dev/null || true)"
+  for i in "${!taken[@]}"; do
+    owner=""
+    while read -r line; do
+      if [[ "${line}" == *"/$(basename "${files[i]}")" ]]; then owner="${line%%:*}"; break; fi
+    done <<< "${owners}"
+    note "  deps/${taken[i]}: ${owner}"
+  done
+fi
 note "left out (every node that runs Python and torch has them): $(printf '%s\n' "${left_out[@]}" | sort -u | paste -sd' ')"
 
 size_kib="$(du -sk "${DIR}" | cut -f1)"
