@@ -105,7 +105,7 @@ def test_speedup_runs_its_whole_pipeline_in_six_steps(tmp_path):
     """scripts/speedup.py at 6 steps on loopback (the lab needs root; --no-lab times the unshaped
     rate without it): accuracy runs, timing runs, the table and the figure."""
     out = tmp_path / "speedup"
-    r = script("speedup.py", "--models", "vit", "--points", "sidco-e-mc,sidco-e-mc-shared", "--dense-lrs", "0.05",
+    r = script("speedup.py", "--models", "vit", "--points", "sidco-e-mc", "--dense-lrs", "0.05",
                "--workers", "2", "--steps", "6", "--eval-every", "3", "--seeds", "1", "--rates", "none", "--no-lab",
                "--timing-steps", "8", "--timing-budget", "0", "--eval-images", "500", "--out", str(out))
     assert r.returncode == 0, r.stdout + r.stderr
@@ -114,8 +114,7 @@ def test_speedup_runs_its_whole_pipeline_in_six_steps(tmp_path):
     table = (out / "speedup.table.md").read_text()
     assert table in r.stdout  # printed, and written
     rows = [line for line in table.splitlines() if line.startswith("| vit | none |")]
-    assert [line.split(" | ")[2] for line in rows] == [
-        "dense, lr 0.05", "SIDCo-E 0.01, mom. corr.", "SIDCo-E 0.01, mom. corr., shared"]
+    assert [line.split(" | ")[2] for line in rows] == ["dense, lr 0.05", "SIDCo-E 0.01, mom. corr."]
     for line in rows:
         cells = line.split(" | ")
         assert float(cells[4]) > 0 and float(cells[9]) > 0  # the median step (s) and the ideal speed-up
@@ -128,7 +127,7 @@ def test_speedup_runs_its_whole_pipeline_in_six_steps(tmp_path):
     assert "| vit | none | dense, lr 0.05 |" in (out / "comparisons.table.md").read_text()
     assert (out / "time-to-target-vit.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert sorted(p.name for p in (out / "acc").glob("*.json")) == [
-        "vit-dense-lr0.05-w2-n6-s1.json", "vit-sidco-e-mc-shared-w2-n6-s1.json", "vit-sidco-e-mc-w2-n6-s1.json"]
+        "vit-dense-lr0.05-w2-n6-s1.json", "vit-sidco-e-mc-w2-n6-s1.json"]
     curve = json.loads((out / "acc" / "vit-sidco-e-mc-w2-n6-s1.json").read_text())["curve"]
     assert [step for step, _ in curve] == [3, 6]
     assert (out / "speedup-vit.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -142,7 +141,6 @@ def test_speedup_runs_its_whole_pipeline_in_six_steps(tmp_path):
     assert (out / "speedup.table.md").read_text() == first
     named = (out / "speedup-one.table.md").read_text()
     assert "SIDCo-E 0.01, mom. corr. |" in named and "SIDCo-E 0.01, mom. corr., lr 0.02 |" in named
-    assert "shared" not in named
     assert (out / "acc" / "vit-sidco-e-mc-lr0.02-w2-n6-s1.json").exists()
     assert not list((out / "time").glob("*lr0.02*"))
     assert (out / "speedup-vit-one.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
