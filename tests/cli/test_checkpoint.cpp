@@ -9,6 +9,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "train_test_util.hpp"
 
@@ -57,10 +59,10 @@ TEST(Checkpoint, ResumingFromEitherCheckpointGivesTheSameParameters) {
     ASSERT_TRUE(fs::exists(step_dir(root, 4) / "manifest.json"));
     ASSERT_TRUE(fs::exists(step_dir(root, 8) / "manifest.json"));
     EXPECT_FALSE(fs::exists(step_dir(root, 12)));
-    for (int step : {4, 8}) {
-      if (step == 4 && !both) continue;
-      // --resume DIR takes the latest complete checkpoint (step 8's); the other, the one named.
-      const fs::path from = step == 8 && !both ? root : step_dir(root, step);
+    // Each checkpoint by name, or (--resume DIR) the latest complete one: step 8's.
+    std::vector<std::pair<int, fs::path>> resumes{{8, root}};
+    if (both) resumes = {{4, step_dir(root, 4)}, {8, step_dir(root, 8)}};
+    for (const auto& [step, from] : resumes) {
       const auto resumed = json_of(gradscope(run + " --resume " + from.string()));
       EXPECT_EQ(resumed["param_digest"], digest) << comp << " from step " << step;
       EXPECT_EQ(resumed["resumed_from_step"].get<int>(), step);
