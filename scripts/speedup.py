@@ -94,6 +94,13 @@ POINTS = {
     "sidco-e-mc-sparse": ("sidco-e", 0.01, dict(MC, exchange="sparse-allreduce"), 0.0,
                           "SIDCo-E 0.01, mom. corr., sparse all-reduce"),
     "sidco-e-mc-auto": ("sidco-e", 0.01, dict(MC, when="auto"), 0.0, "SIDCo-E 0.01, mom. corr., when auto"),
+    # compress-when auto's dense steps alone (timing only): a dense warm-up longer than the run, which
+    # takes the path of the gate's dense steps (through DDP's own all-reduce); -thread: the same
+    # through the state's thread (the path before it)
+    "sidco-e-mc-auto-dense": ("sidco-e", 0.01, dict(MC, when="auto", warmup_steps=10**9), 0.0,
+                              "SIDCo-E 0.01, mom. corr., when auto, dense steps"),
+    "sidco-e-mc-auto-dense-thread": ("sidco-e", 0.01, dict(MC, when="auto", warmup_steps=10**9), 0.0,
+                                     "SIDCo-E 0.01, mom. corr., when auto, dense steps on the state's thread"),
 }
 # compress-when auto trains as the mode it chooses: its accuracy is that of the point it runs as
 # (dense at the compressed points' lr, or SIDCo-E with momentum correction), chosen at each rate by
@@ -178,6 +185,7 @@ def build(model_name, point, seed, rank, world, batch=32):
         ddp.register_comm_hook(None, _sends_nothing)
     elif hook not in ("none", "powersgd"):
         state = gradscope.ddp.State(hook, ratio=ratio, timeout=1800, **options)
+        state._buckets.stock_dense = not point.endswith("-thread")
         ddp.register_comm_hook(state, gradscope.ddp.hook)
     opt = torch.optim.SGD([p for p in ddp.parameters() if p.requires_grad], lr=lr, momentum=momentum)
     if state is not None:
@@ -257,7 +265,8 @@ def timing_worker(cfg_path):
     dense = [s.dense for s in state.steps] if state else []
     if rank == 0:
         with open(cfg["out"], "w") as f:
-            json.dump(dict(cfg, step_s=steps, hook_s=hook, dense=dense, world=world), f)
+            json.dump(dict(cfg, step_s=steps, hook_s=hook, dense=dense, world=world,
+                           stock_steps=state._buckets.stock_steps if state else 0), f)
     dist.barrier()
     dist.destroy_process_group()
 

@@ -129,16 +129,42 @@ void BucketCompressor::begin_step() {
       uncompressed_ || compressor_->exchange() == Exchange::allreduce ? 1.0 : compressor_->density();
 }
 
+void BucketCompressor::open_step(TimedCollectives& timed, unsigned element_bytes) {
+  // Before any other collective of the step: the workers' settings, compress-when auto's choice
+  // (both the same on every worker), then the step's plan.
+  if (agree_pending_) {
+    std::vector<Setting> settings = shared_;
+    settings.push_back({"the state's finished steps", std::to_string(steps_)});
+    settings.push_back({"the gradient's bytes per element", std::to_string(element_bytes)});
+    // Once per process (a resumed run agrees again): out of the step's link bytes, so that they
+    // resume to the bit.
+    const double link_before = timed.link_bytes;
+    agree_settings(timed, settings, shared_advice_);
+    timed.link_bytes = link_before;
+    agree_pending_ = false;
+  }
+  if (!refusal_.empty()) throw Error(refusal_);
+  if (gate_.choice_due()) {
+    std::vector<float> times = gate_.times();
+    timed.allreduce_max(std::span<float>(times));
+    gate_.choose(steps_, times);
+  }
+  begin_step();
+  step_open_ = true;
+}
+
 void BucketCompressor::run_bucket(int index, std::uint64_t n, unsigned element_bytes, bool last,
                                   double hook_seconds, Collectives& comm,
-                                  const std::function<bool(TimedCollectives&, StepStats&)>& body) {
+                                  const std::function<bool(TimedCollectives&, StepStats&)>& body, Part part) {
   if (failed_) {
     // An earlier bucket of this step failed: the step is abandoned, its other buckets with it.
     if (last) abandon_step(true);
     throw Error("bucket " + std::to_string(index) + ": an earlier bucket of this step failed; the "
                 "step is abandoned");
   }
-  const bool first = buckets_in_step_++ == 0;
+  const bool first = !step_open_;
+  if (part != Part::finish) ++buckets_in_step_;
+  const bool closes = last && part != Part::prepare;
   try {
     // The steps before, if the device's reports of them are in by now; their skip rule may stop here.
     if (first) settle_front(ledger_->unsettled.size(), true);
@@ -151,35 +177,16 @@ void BucketCompressor::run_bucket(int index, std::uint64_t n, unsigned element_b
     const std::uint64_t bus0 = kernels::bus_bytes(), syncs0 = kernels::host_syncs();
     const kernels::DeviceWork work0 = kernels::device_work();
     TimedCollectives timed(comm);
-    if (first) {
-      // Before any other collective of the step: the workers' settings, compress-when auto's
-      // choice (both the same on every worker), then the step's plan.
-      if (agree_pending_) {
-        std::vector<Setting> settings = shared_;
-        settings.push_back({"the state's finished steps", std::to_string(steps_)});
-        settings.push_back({"the gradient's bytes per element", std::to_string(element_bytes)});
-        // Once per process (a resumed run agrees again): out of the step's link bytes, so that
-        // they resume to the bit.
-        const double link_before = timed.link_bytes;
-        agree_settings(timed, settings, shared_advice_);
-        timed.link_bytes = link_before;
-        agree_pending_ = false;
-      }
-      if (!refusal_.empty()) throw Error(refusal_);
-      if (gate_.choice_due()) {
-        std::vector<float> times = gate_.times();
-        timed.allreduce_max(std::span<float>(times));
-        gate_.choose(steps_, times);
-      }
-      begin_step();
-    }
+    if (first) open_step(timed, element_bytes);
     StepStats& s = current_;
-    s.host_syncs += std::exchange(ledger_->late_syncs, 0);  // the earlier steps' figures waited for here
-    s.buckets += 1;
-    s.hook_seconds += hook_seconds;
+    if (part != Part::finish) {
+      s.host_syncs += std::exchange(ledger_->late_syncs, 0);  // the earlier steps' figures waited for here
+      s.buckets += 1;
+      s.hook_seconds += hook_seconds;
+    }
     if (body(timed, s)) s.skipped = true;
-    else s.dense_bytes += n * element_bytes;  // what the bucket costs uncompressed, in its dtype
-    if (last) agree_on_regime(timed);
+    else if (part != Part::prepare) s.dense_bytes += n * element_bytes;  // uncompressed, in its dtype
+    if (closes) agree_on_regime(timed);
     s.host_device_bytes += kernels::bus_bytes() - bus0;
     s.host_syncs += kernels::host_syncs() - syncs0;
     const kernels::DeviceWork work = kernels::device_work() - work0;
@@ -197,7 +204,7 @@ void BucketCompressor::run_bucket(int index, std::uint64_t n, unsigned element_b
     abandon_step(last);
     throw;
   }
-  if (last) end_step();
+  if (closes) end_step();
 }
 
 void BucketCompressor::exchange(int index, std::span<const float> g, std::span<const BucketParam> params,
@@ -251,11 +258,15 @@ void BucketCompressor::abandon_step(bool last) {
   }
   ledger_->pending.clear();
   failed_ = !last;
-  if (last) buckets_in_step_ = 0;
+  if (last) {
+    buckets_in_step_ = 0;
+    step_open_ = false;
+  }
 }
 
 void BucketCompressor::end_step() {
   buckets_in_step_ = 0;
+  step_open_ = false;
   // The residuals change only with the whole step: a step skipped on any bucket keeps them all
   // as they were, as gradscope train does (the user skips its optimizer step; nothing is lost).
   // With device collectives the device knows whether it skipped: the commit is decided there.
@@ -268,6 +279,7 @@ void BucketCompressor::end_step() {
       else resident_->commit(c.slot);
     } else if (!c.residual) {
     } else if (current_.skipped) residual_.discard(c.slot);
+    else if (c.all_sent) residual_.commit_all(c.slot);
     else if (c.sent.empty()) residual_.commit(c.slot, c.payload, c.dense_with ? *c.dense_with : *compressor_);
     else residual_.commit_decoded(c.slot, c.sent);
     if (!c.velocity) continue;

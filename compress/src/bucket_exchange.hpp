@@ -37,6 +37,7 @@ struct PendingCommit {
   bool resident = false;    // a device slot: its accumulator, sent entries zeroed, becomes e
   bool residual = true;     // the slot's residual accumulated (error feedback)
   bool velocity = false;    // the slot's velocity advanced too (momentum correction)
+  bool all_sent = false;    // everything of the accumulator went (an uncompressed step): e = 0
   bool device_skip = false;  // whether the step skips is known on the device only (StepLedger::step_skip)
   const Compressor* dense_with = nullptr;  // an uncompressed step's: everything sent, the velocity kept
   BucketExchange* by = nullptr;            // told of the commit (BucketExchange::committed)
@@ -156,6 +157,16 @@ inline PendingCommit* record_reduced(BucketWork& w, BucketExchange* by, Exchange
   commit.velocity = w.momentum.on();
   return &commit;
 }
+
+// An uncompressed step's bucket split around its all-reduce, which the dense exchange runs and
+// gradscope.ddp's dense steps leave to DDP's own all-reduce (BucketCompressor::StockDense).
+// flush_dense writes into `payload` what this worker sends: g with the residual and momentum
+// correction's velocity (g and payload may be the same memory), and leaves the step's commit (the
+// residual then 0, the velocity kept). finish_dense turns the workers' sum into their mean in place,
+// with the bucket's figures; true when the sum is not finite (the bucket is skipped, and the skipped
+// step drops the commit).
+void flush_dense(BucketWork& w, std::span<const float> g, std::span<float> payload);
+bool finish_dense(std::span<float> sum, int workers, StepStats& s);
 
 // dense, allgather, own-rounds, shared or sparse-allreduce; gs::Error for another name.
 std::unique_ptr<BucketExchange> make_bucket_exchange(std::string_view name);

@@ -9,6 +9,17 @@
 
 namespace gs::compress {
 
+std::vector<std::vector<std::byte>> Collectives::allgather_known(std::span<const std::byte> mine,
+                                                                std::span<const std::uint64_t> sizes) {
+  auto all = allgather(mine);
+  for (std::size_t r = 0; r < all.size(); ++r)
+    if (r >= sizes.size() || all[r].size() != sizes[r])
+      throw Error("all-gather: worker " + std::to_string(r) + " sent " + std::to_string(all[r].size()) +
+                  " bytes where every worker expected " + (r < sizes.size() ? std::to_string(sizes[r]) : "none") +
+                  " (do all workers call it alike?)");
+  return all;
+}
+
 std::vector<std::vector<std::byte>> Collectives::alltoall(const std::vector<std::vector<std::byte>>& to_each) {
   const int w = world_size();
   if (int(to_each.size()) != w)

@@ -1,4 +1,5 @@
 // The dense exchange (bucket_exchange.hpp): one all-reduce of the whole vector.
+#include <algorithm>
 #include <cstdint>
 #include <string_view>
 #include <vector>
@@ -15,17 +16,15 @@ class DenseExchange final : public BucketExchange {
 
   bool host(BucketWork& w, std::span<const float> g, std::span<const float>, Collectives& comm,
             std::span<float> out, StepStats& s) override {
-    // An uncompressed step (the dense warm-up, density 1, compress-when auto) sends the whole
-    // accumulator, the residual and momentum correction's velocity included, so that error
-    // feedback loses nothing: the residual is then empty and the velocity goes on unmasked
-    // (momentum SGD over the step). A dense compressor (the quantizers' all-reduce) keeps its own
-    // error feedback.
+    if (w.flush()) {  // the sum lands in out: no copy of the payload
+      flush_dense(w, g, out);
+      comm.allreduce_sum(out);
+      return finish_dense(out, comm.world_size(), s);
+    }
+    // A dense compressor (the quantizers' all-reduce) keeps its own error feedback.
     Compressor& c = w.c;
-    const bool flush = w.flush();
-    const bool ef = flush ? w.run.error_feedback() : c.error_feedback();
-    const bool velocity = flush && w.momentum.on();
-    const auto u = velocity ? w.momentum.advance(w.slot, g) : g;
-    const auto acc = ef ? w.residual.accumulate(w.slot, u) : u;
+    const bool ef = c.error_feedback();
+    const auto acc = ef ? w.residual.accumulate(w.slot, g) : g;
     Compressed mine = c.compress(acc, w.slot);
     // With error feedback the residual needs this worker's own payload after the sum: sum a copy.
     std::vector<float> summed;
@@ -35,17 +34,13 @@ class DenseExchange final : public BucketExchange {
     // Every worker holds the same sum: one decision, no extra round.
     if (any_nonfinite(sum)) {
       if (ef) w.residual.discard(w.slot);
-      if (velocity) w.momentum.discard(w.slot);
       return true;
     }
     const std::uint64_t wire_bytes = mine.payload.wire_bytes();
-    if (ef || velocity) {
+    if (ef) {
       PendingCommit& commit = w.commit(this);
       commit.payload = mine.payload;
-      commit.residual = ef;
-      commit.velocity = velocity;
-      commit.dense_with = flush ? &c : nullptr;
-      if (ef) mine.payload.values = std::move(summed);
+      mine.payload.values = std::move(summed);
     }
     c.decode_sum(mine.payload, comm.world_size(), out);
     s.n += g.size();
@@ -79,6 +74,37 @@ class DenseExchange final : public BucketExchange {
 };
 
 }  // namespace
+
+void flush_dense(BucketWork& w, std::span<const float> g, std::span<float> payload) {
+  // An uncompressed step (the dense warm-up, density 1, compress-when auto) sends the whole
+  // accumulator, the residual and momentum correction's velocity included, so that error feedback
+  // loses nothing: the residual is then empty and the velocity goes on unmasked (momentum SGD over
+  // the step).
+  const bool ef = w.run.error_feedback();
+  const bool velocity = w.momentum.on();
+  const auto u = velocity ? w.momentum.advance(w.slot, g) : g;
+  const auto acc = ef ? w.residual.accumulate(w.slot, u) : u;
+  if (acc.data() != payload.data()) std::copy(acc.begin(), acc.end(), payload.begin());
+  if (!ef && !velocity) return;
+  PendingCommit& commit = w.commit(nullptr);
+  commit.residual = ef;
+  commit.all_sent = ef;
+  commit.velocity = velocity;
+  commit.dense_with = &w.c;
+}
+
+bool finish_dense(std::span<float> sum, int workers, StepStats& s) {
+  // Every worker holds the same sum: one decision, no extra round.
+  if (any_nonfinite(sum)) return true;
+  const float inv = 1.0f / float(workers);  // as Compressor::decode_sum scales
+  for (float& v : sum) v *= inv;
+  const std::uint64_t bytes = 4 * std::uint64_t(sum.size());  // float32 codes
+  s.n += sum.size();
+  s.selected += sum.size();
+  s.bytes_sent += bytes;
+  s.gathered_bytes += bytes;
+  return false;
+}
 
 std::unique_ptr<BucketExchange> make_dense_exchange() { return std::make_unique<DenseExchange>(); }
 

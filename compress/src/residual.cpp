@@ -64,6 +64,13 @@ void ResidualMemory::commit(std::string_view name, const Payload& p, const Compr
   s.pending = false;
 }
 
+void ResidualMemory::commit_all(std::string_view name) {
+  Slot& s = slot(name);
+  if (!s.pending) throw Error("residual memory: commit_all('" + std::string(name) + "') without accumulate()");
+  std::fill(s.e.begin(), s.e.end(), 0.0f);
+  s.pending = false;
+}
+
 void ResidualMemory::keep(std::string_view name) {
   Slot& s = slot(name);
   if (!s.pending) throw Error("residual memory: keep('" + std::string(name) + "') without accumulate()");

@@ -137,10 +137,17 @@ namespace {
 
 // Balance: above `keep` pairs over all regions (`counts`, every region's), this worker's region
 // keeps its share of them, its largest sums, in index order.
-void keep_quota(std::vector<Pair>& reduced, const std::vector<std::int64_t>& counts, int me, std::int64_t keep) {
+// How many sums region r keeps: all of them when the regions hold at most `keep` in all, else its
+// share round(keep * count_r / total) (every worker computes every region's from the counts).
+std::size_t quota_of(const std::vector<std::int64_t>& counts, int r, std::int64_t keep) {
   const std::int64_t total = std::accumulate(counts.begin(), counts.end(), std::int64_t(0));
-  if (total <= keep) return;
-  const auto quota = std::size_t(std::llround(double(keep) * double(counts[std::size_t(me)]) / double(total)));
+  const auto count = std::size_t(counts[std::size_t(r)]);
+  if (total <= keep) return count;
+  return std::min(count, std::size_t(std::llround(double(keep) * double(counts[std::size_t(r)]) / double(total))));
+}
+
+void keep_quota(std::vector<Pair>& reduced, const std::vector<std::int64_t>& counts, int me, std::int64_t keep) {
+  const std::size_t quota = quota_of(counts, me, keep);
   if (quota >= reduced.size()) return;
   std::nth_element(reduced.begin(), reduced.begin() + std::ptrdiff_t(quota), reduced.end(),
                    [](const Pair& a, const Pair& b) {
@@ -181,34 +188,41 @@ SparseAllreduceOutcome sparse_allreduce(Compressor& c, std::span<const float> ac
   const std::uint64_t n = acc.size();
   check_bounds(bounds, n, w);
 
-  // 1. this worker's selection; whether any worker met NaN or Inf
+  // 1. this worker's selection; a worker that met NaN or Inf sends none, and says so in step 3
   const Compressed selection = c.compress(acc, tensor);
-  std::int64_t bad = any_nonfinite(acc) ? 1 : 0;
-  comm.allreduce_sum(std::span<std::int64_t>(&bad, 1));
-  r.wire_bytes = sizeof bad;
-  if (bad > 0) {
-    r.skipped = true;
-    return r;
-  }
-  const Payload& sel = selection.payload;
+  const bool bad = any_nonfinite(acc);
+  Payload none;
+  none.kind = PayloadKind::sparse;
+  none.n = n;
+  const Payload& sel = bad ? none : selection.payload;
 
   // 2. split and reduce: the pairs of region d to worker d; this region's sums in rank order
   std::vector<Pair> reduced = split_and_reduce(sel, bounds, comm, r.wire_bytes);
 
-  // 3. balance: every region's count, then each keeps its share of kSparseAllreduceKeep k, its
-  // largest sums
-  std::vector<std::int64_t> counts(std::size_t(w), 0);
+  // 3. balance: every region's count and, in the same all-reduce, how many workers met NaN or Inf
+  // (any: the bucket is skipped everywhere); then each region keeps its share of
+  // kSparseAllreduceKeep k, its largest sums
+  std::vector<std::int64_t> counts(std::size_t(w) + 1, 0);
   counts[std::size_t(me)] = std::int64_t(reduced.size());
+  counts[std::size_t(w)] = bad ? 1 : 0;
   comm.allreduce_sum(std::span<std::int64_t>(counts));
   r.wire_bytes += counts.size() * sizeof(std::int64_t);
+  if (counts[std::size_t(w)] > 0) {
+    r.skipped = true;
+    return r;
+  }
+  counts.pop_back();
   const auto k = std::int64_t(std::max<double>(1.0, std::round(c.density() * double(n))));
   keep_quota(reduced, counts, me, kSparseAllreduceKeep * k);
 
-  // 4. the kept sums to every worker: the update, the same everywhere (regions in index order)
+  // 4. the kept sums to every worker: the update, the same everywhere (regions in index order);
+  // every region's size is known from the counts, so the all-gather needs no round of sizes
   std::vector<std::byte> kept;
   put_pairs(kept, reduced);
   r.wire_bytes += kept.size();
-  const auto gathered = comm.allgather(kept);
+  std::vector<std::uint64_t> sizes(std::size_t(w), 0);
+  for (int s = 0; s < w; ++s) sizes[std::size_t(s)] = quota_of(counts, s, kSparseAllreduceKeep * k) * kPairBytes;
+  const auto gathered = comm.allgather_known(kept, sizes);
   std::fill(out.begin(), out.end(), 0.0f);
   const float inv = 1.0f / float(w);
   std::vector<std::int32_t> update;

@@ -3,14 +3,16 @@
 // in the manner of Ok-Topk (Li and Hoefler, PPoPP'22): a worker's link carries about
 // (1 + kSparseAllreduceKeep) k (W-1)/W pairs, where the all-gather brings it (W-1)k, and the update
 // holds up to kSparseAllreduceKeep k of the workers' summed values, the largest.
-//   1. each worker selects from its accumulator (its compressor); one all-reduce agrees on NaN/Inf;
+//   1. each worker selects from its accumulator (its compressor); one that met NaN/Inf sends none;
 //   2. split and reduce: the index space is cut into W regions (the bounds every worker holds
 //      alike); each worker sends the pairs of region r to worker r (all-to-all), and sums what it
 //      receives in rank order;
-//   3. balance: one all-reduce of the W regions' counts; with K = kSparseAllreduceKeep k, region
-//      r keeps its largest round(K * count_r / total) sums (all of them when the total is at most K);
-//   4. the kept pairs are all-gathered: every worker holds the same pairs, the update is their sum
-//      over W.
+//   3. balance: one all-reduce of the W regions' counts and of the workers that met NaN/Inf (any:
+//      the vector is skipped everywhere); with K = kSparseAllreduceKeep k, region r keeps its
+//      largest round(K * count_r / total) sums (all of them when the total is at most K);
+//   4. the kept pairs are all-gathered, their sizes known from the counts (no round of sizes):
+//      every worker holds the same pairs, the update is their sum over W.
+// Four collective rounds in all: the all-to-all's sizes and pairs, the counts, the kept pairs.
 // A worker's own contribution is its selected values at the update's indices: error feedback takes
 // that out of its residual, and the rest of its selection stays there. The next bounds split the
 // update's indices into W equal counts (rebalancing, the same on every worker); they are the state
@@ -29,7 +31,7 @@
 namespace gs::compress::detail {
 
 struct SparseAllreduceOutcome {
-  bool skipped = false;  // a worker met NaN or Inf: nothing was exchanged
+  bool skipped = false;  // a worker met NaN or Inf: nothing was gathered
   Payload mine;          // this worker's contribution: its selected values at the update's indices
   CompressInfo info;     // its selection's
   std::uint64_t wire_bytes = 0;   // what this worker sent (its own parts excluded)

@@ -40,6 +40,15 @@ class TimedCollectives final : public Collectives {
     link_bytes += double(world_size() - 1) * double(longest);
     return r;
   }
+  std::vector<std::vector<std::byte>> allgather_known(std::span<const std::byte> mine,
+                                                      std::span<const std::uint64_t> sizes) override {
+    std::vector<std::vector<std::byte>> r;
+    timed([&] { r = inner_.allgather_known(mine, sizes); });
+    std::size_t longest = 0;
+    for (const auto& b : r) longest = std::max(longest, b.size());
+    link_bytes += double(world_size() - 1) * double(longest);
+    return r;
+  }
   std::vector<std::vector<std::byte>> alltoall(const std::vector<std::vector<std::byte>>& to_each) override {
     std::vector<std::vector<std::byte>> r;
     timed([&] { r = inner_.alltoall(to_each); });
@@ -47,6 +56,9 @@ class TimedCollectives final : public Collectives {
       if (int(j) != rank()) link_bytes += double(to_each[j].size());
     return r;
   }
+
+  // What a ring all-reduce of `bytes` sends from each of w workers: 2 (W-1)/W of them.
+  static double allreduce_link_bytes(int w, double bytes) { return 2.0 * double(w - 1) / double(w) * bytes; }
 
   // Any other communication to count with these (the device collectives).
   template <class F>
@@ -63,8 +75,7 @@ class TimedCollectives final : public Collectives {
   template <class T, class F>
   void reduce(std::span<T> v, F f) {
     timed(f);
-    const int w = world_size();
-    link_bytes += 2.0 * double(w - 1) / double(w) * double(v.size_bytes());
+    link_bytes += allreduce_link_bytes(world_size(), double(v.size_bytes()));
   }
 
   Collectives& inner_;

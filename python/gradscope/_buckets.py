@@ -10,6 +10,7 @@ from . import _gradscope
 from ._hook_thread import HookThread
 from ._model_identity import ModelIdentity
 from ._regroup import Regrouping, RegroupedStep
+from ._stock_dense import StockDenseStep
 from ._tensors import as_float32
 
 ADVICE = "make every rank's gradscope.ddp.State with the same settings"
@@ -48,6 +49,11 @@ class BucketExchange:
         # copies a hook's result into the gradients before the next backward, and a fresh buffer
         # a step cost page faults on every page of it (3 ms of SIDCo-E's 48 a step on ResNet-18).
         self._outs = {}
+        # compress-when auto's dense steps through DDP's own all-reduce (off: through the state's
+        # thread, as every other step; the tests compare the two).
+        self.stock_dense = True
+        self._stock = None  # the current step's StockDenseStep, or None
+        self.stock_steps = 0  # the steps that went that way
 
     def exchange(self, index, grad, parameters, last, bucket):
         """State.exchange: the bucket's Future, its work queued."""
@@ -61,6 +67,12 @@ class BucketExchange:
         b = Bucket(index, keys, [(k, p.numel()) for k, p in zip(keys, parameters)], grad, bucket, last,
                    self._streams.where(grad))
         b.comm = self._group.collectives(grad.device)
+        if self._stock_dense(b, bucket, refused):
+            if refused is not None:
+                return self._stock.refuse(b, refused)
+            self.regrouping.arrive(b)  # no grouping to restore: as handed over
+            self.regrouping.saw(b.index, b.keys, last)
+            return self._stock.bucket(b, time.perf_counter() - t0)
         if refused is not None:  # through the Future, in order with the buckets queued before
             b.result = torch.futures.Future()
         elif b.where is None:
@@ -83,6 +95,28 @@ class BucketExchange:
         if task is not None:
             self._thread.put(*task)
         return b.result
+
+    def _stock_dense(self, b, bucket, refused):
+        """Whether bucket b goes DDP's own all-reduce way (StockDenseStep): decided at a step's first
+        bucket, where the core opens the step, for a state with when="auto" given DDP's host buckets
+        (not a direct exchange() call, whose caller keeps grad) outside a restored grouping."""
+        if not self.regrouping.mid_step:
+            self._stock = None
+            if (self.stock_dense and self._settings.when == "auto" and refused is None and bucket is not None
+                    and b.where is None and not self.regrouping.restoring):
+                self._thread.drain()  # the core is the caller's: the last step's tasks have ended
+                try:
+                    opened = self._core.stock_open(b.comm, b.grad.element_size())
+                except Exception:  # noqa: BLE001 - the step starts on the state's thread, which raises it
+                    opened = False
+                if opened:
+                    self._stock = StockDenseStep(self._core, self._group.process_group, self._stock_failed)
+                    self.stock_steps += 1
+        return self._stock is not None
+
+    def _stock_failed(self, error):
+        self.regrouping.failed()
+        self.last_error = error
 
     def drain(self):
         """Waits for the queued buckets; gradscope.Error mid-step."""

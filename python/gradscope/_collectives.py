@@ -113,7 +113,10 @@ class TorchCollectives:
         mine = self._to_device(torch.tensor([array.size], dtype=torch.int64))
         sizes = [torch.empty_like(mine) for _ in range(self.world_size)]
         dist.all_gather(sizes, mine, group=self.group)
-        sizes = self._to_host(torch.cat(sizes)).tolist()
+        return self.allgather_known(array, self._to_host(torch.cat(sizes)).tolist())
+
+    def allgather_known(self, array, sizes):
+        """allgather() where every worker knows every worker's size (sizes[r]): the bytes alone."""
         longest = max(max(sizes), 1)  # Gloo wants non-empty buffers
         padded = torch.zeros(longest, dtype=torch.uint8)
         padded[: array.size] = torch.from_numpy(array)

@@ -26,6 +26,11 @@ class Regrouping:
     def mid_step(self):
         return bool(self._arrived)
 
+    @property
+    def restoring(self):
+        """Whether a loaded grouping waits to be restored at the next step."""
+        return self._restore is not None
+
     def arrive(self, b):
         """Notes bucket b as DDP hands it over: whether it goes to the core as handed over (else
         it is held for the restored grouping; take_held() at the step's last bucket)."""

@@ -17,7 +17,9 @@ buckets one after the other in DDP's order while backward computes the next ones
 run on a process group of the state's own (made with torch.distributed.new_group over the same
 ranks when the State is made), so they never interleave with DDP's own collectives
 (find_unused_parameters, static_graph) or with another model's on the same group. Read the
-state's statistics after backward() returns (the state's thread updates them during it).
+state's statistics after backward() returns (the state's thread updates them during it). The dense
+steps of when="auto" go as DDP's own all-reduce goes instead, on the calling thread and the
+model's group (_stock_dense.StockDenseStep).
 
 A CUDA bucket stays on its GPU (BucketCompressor::exchange_resident): the state's thread works on
 the bucket's device, on a stream of its own that waits for an event recorded when DDP handed the

@@ -58,6 +58,18 @@ class PythonCollectives final : public compress::Collectives {
     return byte_parts(parts);
   }
 
+  std::vector<std::vector<std::byte>> allgather_known(std::span<const std::byte> mine,
+                                                      std::span<const std::uint64_t> sizes) override {
+    pybind11::gil_scoped_acquire gil;
+    if (!pybind11::hasattr(impl_, "allgather_known")) return compress::Collectives::allgather_known(mine, sizes);
+    const auto* p = reinterpret_cast<const std::uint8_t*>(mine.data());
+    const pybind11::array_t<std::uint8_t> view({mine.size()}, {1}, p, pybind11::none());
+    const std::vector<std::uint64_t> known(sizes.begin(), sizes.end());
+    const auto parts = impl_.attr("allgather_known")(view, known).cast<std::vector<pybind11::bytes>>();
+    count_copies(impl_);
+    return byte_parts(parts);
+  }
+
   std::vector<std::vector<std::byte>> alltoall(const std::vector<std::vector<std::byte>>& to_each) override {
     pybind11::gil_scoped_acquire gil;
     if (!pybind11::hasattr(impl_, "alltoall")) return compress::Collectives::alltoall(to_each);

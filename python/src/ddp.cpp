@@ -16,6 +16,7 @@
 #include "collectives.hpp"
 #include "gs/base/state_stream.hpp"
 #include "gs/compress/bucket_compressor.hpp"
+#include "gs/compress/stock_dense.hpp"
 #include "gs/kernels/backend.hpp"
 #include "gs/kernels/cuda_host.hpp"
 #include "gs/kernels/device.hpp"
@@ -98,6 +99,31 @@ class BucketHandle {
                              hook_seconds);
   }
 
+  // compress-when auto's dense steps through DDP's own all-reduce (gs/compress/stock_dense.hpp):
+  // open at the step's first bucket; then per bucket prepare before the all-reduce and finish after
+  // it, in the buckets' order, on host float32 memory at `address`.
+  bool stock_open(py::object collectives, unsigned element_bytes) {
+    PythonCollectives comm(std::move(collectives));
+    return compress::StockDense::open(*core_, comm, element_bytes);
+  }
+
+  void stock_prepare(int index, std::uintptr_t address, std::uint64_t n, const ParamList& params,
+                     py::object collectives, bool last, double hook_seconds, unsigned element_bytes) {
+    const std::vector<compress::BucketParam> ps = bucket_params(params);
+    PythonCollectives comm(std::move(collectives));
+    py::gil_scoped_release free;
+    compress::StockDense::prepare(*core_, index, span_at<float>(address, n), ps, comm, last, hook_seconds,
+                                  element_bytes);
+  }
+
+  void stock_finish(int index, std::uintptr_t address, std::uint64_t n, py::object collectives, bool last,
+                    double comm_seconds, unsigned element_bytes) {
+    PythonCollectives comm(std::move(collectives));
+    py::gil_scoped_release free;
+    compress::StockDense::finish(*core_, index, span_at<float>(address, n), comm, last, comm_seconds,
+                                 element_bytes);
+  }
+
   py::list history() const {
     py::list rows;
     for (const auto& s : core_->history()) rows.append(to_dict(s));
@@ -138,6 +164,12 @@ void bind_ddp(py::module_& m) {
            py::arg("n"), py::arg("params"), py::arg("collectives"), py::arg("last"), py::arg("variance"),
            py::arg("variance_n"), py::arg("hook_seconds"), py::arg("backend"), py::arg("device"),
            py::arg("stream"), py::arg("element_bytes") = 4u)
+      .def("stock_open", &BucketHandle::stock_open, py::arg("collectives"), py::arg("element_bytes"))
+      .def("stock_prepare", &BucketHandle::stock_prepare, py::arg("index"), py::arg("address"), py::arg("n"),
+           py::arg("params"), py::arg("collectives"), py::arg("last"), py::arg("hook_seconds"),
+           py::arg("element_bytes"))
+      .def("stock_finish", &BucketHandle::stock_finish, py::arg("index"), py::arg("address"), py::arg("n"),
+           py::arg("collectives"), py::arg("last"), py::arg("comm_seconds"), py::arg("element_bytes"))
       .def("name_parameters",
            [](BucketHandle& h, int index, const ParamList& params) {
              const std::vector<compress::BucketParam> ps = bucket_params(params);

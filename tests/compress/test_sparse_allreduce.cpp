@@ -267,3 +267,67 @@ TEST(ExchangeAuto, RunsTheChosenExchangeAndRecordsIt) {
   auto quantizer = gs::testing::make_bucket("qsgd-mn", 1.0, 0);
   EXPECT_NO_THROW(quantizer->set_exchange(ExchangeMode::automatic));
 }
+
+namespace {
+
+// Passes every call through and counts the collective calls of each kind.
+class CountingCollectives final : public Collectives {
+ public:
+  explicit CountingCollectives(Collectives& inner) : inner_(inner) {}
+  int reduces = 0, allgathers = 0, known = 0, alltoalls = 0;
+  int world_size() const override { return inner_.world_size(); }
+  int rank() const override { return inner_.rank(); }
+  void allreduce_max(std::span<float> v) override { ++reduces; inner_.allreduce_max(v); }
+  void allreduce_min(std::span<std::int8_t> v) override { ++reduces; inner_.allreduce_min(v); }
+  void allreduce_sum(std::span<std::int8_t> v) override { ++reduces; inner_.allreduce_sum(v); }
+  void allreduce_sum(std::span<std::int32_t> v) override { ++reduces; inner_.allreduce_sum(v); }
+  void allreduce_sum(std::span<std::int64_t> v) override { ++reduces; inner_.allreduce_sum(v); }
+  void allreduce_sum(std::span<float> v) override { ++reduces; inner_.allreduce_sum(v); }
+  std::vector<std::vector<std::byte>> allgather(std::span<const std::byte> mine) override {
+    ++allgathers;
+    return inner_.allgather(mine);
+  }
+  std::vector<std::vector<std::byte>> allgather_known(std::span<const std::byte> mine,
+                                                      std::span<const std::uint64_t> sizes) override {
+    ++known;
+    return inner_.allgather_known(mine, sizes);
+  }
+  std::vector<std::vector<std::byte>> alltoall(const std::vector<std::vector<std::byte>>& to_each) override {
+    ++alltoalls;
+    return inner_.alltoall(to_each);
+  }
+
+ private:
+  Collectives& inner_;
+};
+
+}  // namespace
+
+// A bucket takes three collective calls, four rounds where the all-to-all tells its sizes first:
+// the all-to-all, one all-reduce of the counts that also carries the NaN/Inf flag, and the kept
+// sums all-gathered with their sizes known from the counts (no round of sizes). A bucket with NaN
+// on one worker takes the same calls and is skipped on every worker.
+TEST(SparseAllreduce, ABucketTakesAnAllToAllOneAllReduceAndAnAllGatherOfKnownSizes) {
+  const int w = 3;
+  std::vector<std::vector<int>> calls(w);
+  std::vector<bool> skipped(w);
+  run_workers(w, [&](Collectives& inner) {
+    auto c = sparse_core("sidco-e", inner.rank());
+    step(*c, inner, 0);  // the first step agrees on the settings
+    CountingCollectives comm(inner);
+    step(*c, comm, 1);
+    calls[std::size_t(inner.rank())] = {comm.reduces, comm.alltoalls, comm.known, comm.allgathers};
+    auto g0 = grad0(2, inner.rank()), g1 = grad1(2, inner.rank());
+    if (inner.rank() == 1) g1[7] = std::nanf("");
+    std::vector<float> out(7000);
+    c->exchange(0, g0, kParams0, comm, std::span<float>(out).first(4000), false);
+    c->exchange(1, g1, kParams1, comm, std::span<float>(out).subspan(4000), true);
+    calls[std::size_t(inner.rank())].push_back(comm.reduces);
+    skipped[std::size_t(inner.rank())] = c->last_step_skipped();
+  });
+  for (int r = 0; r < w; ++r) {
+    // two buckets: 2 all-reduces, 2 all-to-alls, 2 all-gathers of known sizes, none of unknown
+    EXPECT_EQ(calls[std::size_t(r)], (std::vector<int>{2, 2, 2, 0, 4})) << "rank " << r;
+    EXPECT_TRUE(skipped[std::size_t(r)]) << "rank " << r;
+  }
+}

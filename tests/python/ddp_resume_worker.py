@@ -14,6 +14,8 @@ their own.
               | late_state: the ranks make their State at different points of the program
               | gru (ARG: options as key=value,...: the State's, symmetric, device_collectives):
                 sidco-e at 0.01 on a small GRU
+              | stock (ARG: "", nan, save:N or resume:N): compress-when auto's dense steps through
+                DDP's own all-reduce against the state's thread
               | mismatch (ARG: a case of MISMATCH): the last rank's State differs
               | optimizer_momentum (ARG: sgd, adam, sgd-ok or sgd-plain): momentum correction
                 beside that optimizer
@@ -242,6 +244,59 @@ def auto(rank, world, out, steps):
                 "params": torch.cat([p.detach().flatten() for p in model.parameters()])}, out)
 
 
+# stock: the dense warm-up of a when="auto" state, then its first compressed step
+STOCK_WARMUP = 5
+
+
+def stock(rank, world, out, steps, arg):
+    """compress-when auto's dense steps through DDP's own all-reduce against the state's thread: the
+    same model trained from the same start each way (momentum correction, so the velocity goes with
+    the dense steps), STOCK_WARMUP dense warm-up steps then compressed ones. ARG: "nan" puts a NaN
+    into rank 0's gradient at step 2; "save:N" saves each way after N steps, "resume:N" goes on from
+    there in this new process."""
+    results = {}
+    for way in ("stock", "thread"):
+        torch.manual_seed(0)
+        model = Reordered()
+        ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.03)
+        state = gddp.State("sidco-e", 0.01, timeout=TIMEOUT_S, when="auto", when_interval=1000,
+                           warmup_steps=STOCK_WARMUP, momentum_correction=0.9)
+        state._buckets.stock_dense = way == "stock"
+        ddp.register_comm_hook(state, gddp.hook)
+        opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.0)
+        kind, _, at = arg.partition(":")
+        path = f"{out}.{way}.ckpt"
+        start = 0
+        if kind == "resume":
+            saved = torch.load(path)
+            model.load_state_dict(saved["model"])
+            opt.load_state_dict(saved["optimizer"])
+            state.load_state_dict(saved["gradscope"])
+            start = int(at)
+        skipped = []
+        for step, x, y in batches(rank, world, steps):
+            if step < start:
+                continue
+            if kind == "save" and step == int(at):
+                torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(),
+                            "gradscope": state.state_dict()}, path)
+            if kind == "nan" and step == 2 and rank == 0:
+                x = x.clone()
+                x[0, 0] = float("nan")
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(ddp(x), y).backward()
+            skipped.append(state.step_skipped)
+            if not state.step_skipped:
+                opt.step()
+        counted = [k for k in state.summary() if not k.endswith("ms_per_step")]
+        results[way] = {"params": torch.cat([p.detach().flatten() for p in model.parameters()]),
+                        "dense": [s.dense for s in state.steps], "skipped": skipped,
+                        "stock_steps": state._buckets.stock_steps,
+                        "summary": {k: state.summary()[k] for k in counted},
+                        "link_bytes": [s.link_bytes for s in state.steps]}
+    torch.save(results, out)
+
+
 def mismatch(rank, world, out, case):
     """Two steps with settings that differ on the last rank; what each rank's backward raised."""
     torch.manual_seed(0)
@@ -296,6 +351,8 @@ def main():
             gru(rank, world, out, steps, arg)
         elif mode == "auto":
             auto(rank, world, out, steps)
+        elif mode == "stock":
+            stock(rank, world, out, steps, arg)
         elif mode == "mismatch":
             mismatch(rank, world, out, arg)
         elif mode == "optimizer_momentum":

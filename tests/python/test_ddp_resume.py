@@ -373,3 +373,51 @@ def test_exchange_and_when_settings_are_checked(one_process_group):
     older = gddp.State("sidco-e", 0.01).state_dict()
     del older["when"], older["exchange"]
     gddp.State("sidco-e", 0.01).load_state_dict(older)
+
+
+# ddp_resume_worker.STOCK_WARMUP dense warm-up steps, then one compressed (the step after it is the
+# gate's choice, which rests on times and may differ between the two ways)
+STOCK_STEPS = 6
+
+
+def stock_ways(results):
+    """Each rank's stock and thread runs: the same floats either way, the replicas alike."""
+    for r in results:
+        s, t = r["stock"], r["thread"]
+        assert torch.equal(s["params"], t["params"])
+        assert s["dense"] == t["dense"] and s["skipped"] == t["skipped"] and s["summary"] == t["summary"]
+        assert s["link_bytes"] == t["link_bytes"]
+        assert t["stock_steps"] == 0
+        assert torch.equal(s["params"], results[0]["stock"]["params"])
+        assert torch.isfinite(s["params"]).all()
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_dense_steps_of_when_auto_go_through_ddps_own_allreduce(tmp_path, world):
+    results = run("stock", world, tmp_path, STOCK_STEPS)
+    stock_ways(results)
+    s = results[0]["stock"]
+    assert s["dense"] == [True] * 5 + [False]
+    # every dense step but the first (the settings' agreement runs on the state's thread) went
+    # DDP's way; the compressed ones after them the state's thread
+    assert s["stock_steps"] == 4
+
+
+def test_a_nan_in_a_stock_dense_step_skips_it_on_every_rank(tmp_path):
+    results = run("stock", 2, tmp_path, STOCK_STEPS, "nan")
+    stock_ways(results)
+    for r in results:
+        assert r["stock"]["skipped"][:4] == [False, False, True, False]
+        assert r["stock"]["stock_steps"] == r["stock"]["dense"].count(True) - 1
+
+
+def test_stock_dense_steps_resume_to_the_bit_across_the_switch(tmp_path):
+    whole = run("stock", 2, tmp_path, STOCK_STEPS, "save:3")
+    resumed = run("stock", 2, tmp_path, STOCK_STEPS, "resume:3")
+    stock_ways(resumed)
+    for w, r in zip(whole, resumed):
+        # from step 3 on: one dense step on the state's thread (the resumed settings' agreement),
+        # one through DDP's all-reduce, then the compressed steps
+        assert r["stock"]["stock_steps"] == 1
+        assert torch.equal(r["stock"]["params"], w["stock"]["params"])
+        assert r["stock"]["summary"] == w["stock"]["summary"]

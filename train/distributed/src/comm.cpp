@@ -146,12 +146,20 @@ std::vector<std::vector<std::byte>> Communicator::allgather(std::span<const std:
   std::vector<std::vector<at::Tensor>> out(1);
   for (int r = 0; r < w; ++r) out[0].push_back(torch::empty({1}, torch::kInt64));
   impl_->wait(impl_->pg->allgather(out, in, o), "all-gather of sizes");
+  std::vector<std::uint64_t> sizes(static_cast<std::size_t>(w));
+  for (int r = 0; r < w; ++r) sizes[std::size_t(r)] = std::uint64_t(out[0][r].item<std::int64_t>());
+  return allgather_known(mine, sizes);
+}
+
+std::vector<std::vector<std::byte>> Communicator::allgather_known(std::span<const std::byte> mine,
+                                                                  std::span<const std::uint64_t> sizes) {
+  const int w = world_size();
+  if (int(sizes.size()) != w || sizes[std::size_t(rank())] != mine.size())
+    throw Error("all-gather: " + std::to_string(mine.size()) + " bytes of this worker against the sizes known");
+  c10d::AllgatherOptions o;
+  o.timeout = impl_->opt.timeout;
   std::int64_t largest = 0;
-  std::vector<std::int64_t> sizes(static_cast<std::size_t>(w));
-  for (int r = 0; r < w; ++r) {
-    sizes[std::size_t(r)] = out[0][r].item<std::int64_t>();
-    largest = std::max(largest, sizes[std::size_t(r)]);
-  }
+  for (const std::uint64_t s : sizes) largest = std::max(largest, std::int64_t(s));
   // 2. the bytes, padded to the largest size (at least one byte: Gloo wants non-empty buffers)
   const std::int64_t m = std::max<std::int64_t>(largest, 1);
   auto padded = torch::zeros({m}, torch::kUInt8);

@@ -10,13 +10,11 @@
 //
 // Residuals (and momentum correction's velocities) are kept per parameter, named by keys the
 // framework chooses (Python's id()): each follows its parameter when DDP regroups the buckets, and
-// checkpoints keep them in the order the parameters were first seen (DDP's first buckets follow
-// the parameter order). Each bucket's exchange is a strategy of its own (docs/architecture.md).
+// checkpoints keep them in the order the parameters were first seen. Each bucket's exchange is a
+// strategy of its own (docs/architecture.md).
 //
-// Skipping: a worker whose bucket holds NaN or Inf says so in the exchange (an empty payload in
-// the all-gather, a flag before a compressor's own rounds, a non-finite sum in an all-reduce); then
-// every worker gets zeros for that bucket, nothing enters its residual, and the step counts as
-// skipped.
+// Skipping: a worker whose bucket holds NaN or Inf says so in the exchange; then every worker gets
+// zeros for that bucket, nothing enters its residual, and the step counts as skipped.
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -77,16 +75,14 @@ class BucketCompressor {
 
   // Accordion's density after the warm-up (step_rules.hpp), before the first step. At the last
   // bucket of each check step one all-reduce of one float sums the workers' squared gradient
-  // norms (the buckets' as handed over) so that every worker takes the same decision. gs::Error
-  // for a schedule DensitySchedule::check refuses (`names`: the caller's words for the settings).
+  // norms, so every worker decides alike. gs::Error for a schedule DensitySchedule::check refuses.
   void set_density_schedule(const DensitySchedule& schedule, const DensitySchedule::Names& names);
   const RegimeDetector& regimes() const { return regimes_; }
   // The settings every worker must share, as the front end names them (Python's keywords), and
-  // what to do about a difference. They are compared across the workers (agree_settings), with
-  // the step count and the first bucket's element size, at the first bucket of the first step and
-  // of the first step after each load_state(), before any other collective of that step: workers
-  // with other settings stop, every one of them, with one line naming the setting and both values,
-  // instead of training on other rules or hanging in mismatched collectives.
+  // what to do about a difference. Compared across the workers (agree_settings), with the step
+  // count and the first bucket's element size, at the first bucket after construction or
+  // load_state(), before any other collective: workers with other settings all stop, with one
+  // line naming the setting and both values, instead of hanging in mismatched collectives.
   void set_shared_settings(std::vector<Setting> settings, std::string advice);
   // Every step from now on fails with gs::Error(why) at its first bucket, right after the
   // settings' agreement: a setting the front end refuses (Python's momentum correction beside an
@@ -98,10 +94,9 @@ class BucketCompressor {
   const CompressionGate& gate() const { return gate_; }
   // The exchange of a sparse, error-fed compressor's selections (ExchangeMode; gs::Error for
   // another compressor), before the first step. shared: the values at a rotating leader's
-  // selection, all-reduced; sparse-allreduce: each worker sums one region of the indices (regions
-  // that follow the selections, kept in checkpoints) and the largest sums are all-gathered. Both
-  // keep a worker's bytes within 2k to 4k pairs at any W, and run on the host. auto: per step, the one
-  // resolve_exchange() names (a compressor without a sparse selection keeps its own).
+  // selection, all-reduced; sparse-allreduce: each worker sums a region of the indices (regions
+  // kept in checkpoints) and the largest sums are all-gathered; both on the host. auto: per step,
+  // the one resolve_exchange() names (a compressor without a sparse selection keeps its own).
   void set_exchange(ExchangeMode mode);
   ExchangeMode exchange_mode() const { return exchange_; }
   // The exchange a compressed step of this density runs among `workers`.
@@ -121,11 +116,10 @@ class BucketCompressor {
   // per-element sum of squared per-sample gradients / B^2 (empty otherwise). hook_seconds: the
   // time the framework's hook call took, counted to the step. element_bytes: the size of an
   // element in the gradient's own dtype (2 for float16, 8 for float64; g holds it as float32):
-  // StepStats::dense_bytes counts what sending the bucket uncompressed in that dtype costs, while
-  // bytes_sent counts what travels. last: the step's last bucket, which
-  // closes the step: the compressor's end_step, the statistics, and the skip rule (gs::Error when
-  // this makes the tenth skipped step in a row). Every worker calls it for the same buckets in the
-  // same order.
+  // StepStats::dense_bytes counts that dtype, bytes_sent what travels. last: the step's last
+  // bucket, which closes the step: the compressor's end_step, the statistics, and the skip rule
+  // (gs::Error at the tenth skipped step in a row). Every worker calls it for the same buckets in
+  // the same order.
   void exchange(int index, std::span<const float> g, std::span<const BucketParam> params,
                 Collectives& comm, std::span<float> out, bool last,
                 std::span<const float> variance = {}, double hook_seconds = 0.0,
@@ -146,13 +140,12 @@ class BucketCompressor {
                          double hook_seconds = 0.0);
 
   // Numbers the parameters of a bucket not seen yet, in `params` order, as handing the bucket over
-  // would, and checks their sizes (n: the bucket's elements); returns the layout's name. For a
-  // framework that hands a step's buckets over in another grouping than it saw them in (gradscope.ddp
-  // after a resume): the ordinals, which checkpoints keep residuals by, stay those of first sight.
+  // would, and checks their sizes (n: the bucket's elements); returns the layout's name: for a
+  // framework that regroups a step's buckets (gradscope.ddp after a resume).
   std::string name_parameters(std::span<const BucketParam> params, std::uint64_t n, int index);
 
   std::int64_t steps() const { return steps_; }  // finished steps
-  bool mid_step() const { return buckets_in_step_ > 0; }
+  bool mid_step() const { return buckets_in_step_ > 0 || step_open_; }
   // A bucket the framework could not hand over (its own error before exchange()): the step is
   // abandoned as if exchange() had failed on it.
   void fail_bucket(bool last);
@@ -161,8 +154,7 @@ class BucketCompressor {
   // step where they are not in yet (the one place the host waits for that step).
   bool last_step_skipped() const;
   const std::deque<StepStats>& history() const;
-  // The density watch's warning (DensityWatch), once, after the step that raised it; empty
-  // otherwise. Taking it clears it.
+  // The density watch's warning (DensityWatch), once, after the step that raised it; taking it clears it.
   std::string take_warning();
   RunSummary summary() const;
 
@@ -183,8 +175,15 @@ class BucketCompressor {
   void agree_on_regime(Collectives& comm);
   // One bucket's bookkeeping around `body` (true: the bucket was skipped): the step's begin and
   // end, a failed bucket abandoning it, the times, bus bytes and dense bytes (n of element_bytes).
+  // Part: a whole bucket, or a dense step's bucket before the framework's all-reduce (never closes
+  // the step) and after it (neither counts the bucket again nor opens the step; StockDense).
+  enum class Part : std::uint8_t { whole, prepare, finish };
   void run_bucket(int index, std::uint64_t n, unsigned element_bytes, bool last, double hook_seconds,
-                  Collectives& comm, const std::function<bool(TimedCollectives&, StepStats&)>& body);
+                  Collectives& comm, const std::function<bool(TimedCollectives&, StepStats&)>& body,
+                  Part part = Part::whole);
+  // A step's start, at its first bucket: settings agreed, compress-when's choice, begin_step.
+  void open_step(TimedCollectives& timed, unsigned element_bytes);
+  friend struct StockDense;  // gs/compress/stock_dense.hpp
   // The exchange strategy of this name (bucket_exchange.hpp), and what it is handed for a bucket.
   detail::BucketExchange& strategy(std::string_view name) const;
   detail::BucketWork work(int index, const std::string& slot, const std::string& tensor);
@@ -237,6 +236,7 @@ class BucketCompressor {
 
   std::int64_t steps_ = 0;
   int buckets_in_step_ = 0;
+  bool step_open_ = false;  // open_step() ran, the step's end not yet
   bool failed_ = false;  // a bucket of this step failed: the rest wait for the last one
   bool uncompressed_ = false;  // this step is a dense warm-up step
   StepStats current_;

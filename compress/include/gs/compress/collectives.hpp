@@ -33,6 +33,11 @@ class Collectives {
   // receives all the parts); an implementation over a framework's all-to-all sends each part to
   // its worker only.
   virtual std::vector<std::vector<std::byte>> alltoall(const std::vector<std::vector<std::byte>>& to_each);
+  // allgather() where every worker already knows every worker's size (sizes[r] bytes from worker
+  // r, mine.size() == sizes[rank()]): an implementation may then skip the round that tells the
+  // sizes. The default calls allgather() and checks the sizes.
+  virtual std::vector<std::vector<std::byte>> allgather_known(std::span<const std::byte> mine,
+                                                              std::span<const std::uint64_t> sizes);
 };
 
 // Collectives over buffers in device memory, for a framework whose collectives take them

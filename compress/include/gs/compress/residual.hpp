@@ -37,6 +37,9 @@ class ResidualMemory {
   // Same, for compressors that decode their own contribution: e = acc - sent.
   void commit_decoded(std::string_view name, std::span<const float> sent);
 
+  // The whole of the last accumulate() of `name` was sent (an uncompressed step): e = 0, as
+  // commit() of a dense payload of acc itself leaves it, without the payload.
+  void commit_all(std::string_view name);
   // The last accumulate() of `name` becomes e whole (nothing of it sent).
   void keep(std::string_view name);
   // Drops the last accumulate() of `name` uncommitted: e stays as it was (a skipped step).

@@ -46,6 +46,8 @@ class Communicator final : public compress::Collectives {
   void allreduce_sum(std::span<double> values);
   // Every worker's bytes in rank order; sizes may differ.
   std::vector<std::vector<std::byte>> allgather(std::span<const std::byte> mine) override;
+  std::vector<std::vector<std::byte>> allgather_known(std::span<const std::byte> mine,
+                                                      std::span<const std::uint64_t> sizes) override;
   // Each part to its worker only (c10d's all-to-all: the part sizes, then the bytes).
   std::vector<std::vector<std::byte>> alltoall(const std::vector<std::vector<std::byte>>& to_each) override;
   void barrier();
