@@ -24,13 +24,13 @@ indices and float32 values, 8 bytes a pair:
   shared, ring all-reduce of k indices and k values (and a 24-byte head): sends 2 (W-1)/W (8k + 24)
                               bytes; time 3 2 (W-1) alpha + bytes / B
   shared, tree:               time 3 2 log2(W) alpha + 2 log2(W) 8k / B
-  sparse all-reduce: a NaN flag and the W region counts all-reduced (ring), its selection outside
-                              its own region to the regions' owners (all-to-all, (W-1)/W 8k bytes),
-                              and the kept sums all-gathered (K = min(3, W) k in all, the workers'
-                              selections not overlapping: K/W pairs a region, balanced, (W-1) 8K/W);
-                              about (1 + 3) (W-1)/W 8k bytes; time 6 (W-1) alpha + bytes / B
-                              (ring), (W-1 + 6 log2(W)) alpha + ((W-1)/W 8k + 2 (W-1)/W 8K) / B
-                              (tree all-gather)
+  sparse all-reduce: its selection outside its own region to the regions' owners (all-to-all,
+                              (W-1)/W 8k bytes), the W region counts and a NaN flag all-reduced
+                              (ring), and the kept sums all-gathered, their sizes known from the
+                              counts (K = min(3, W) k in all, the workers' selections not
+                              overlapping: K/W pairs a region, balanced, (W-1) 8K/W); about
+                              (1 + 3) (W-1)/W 8k bytes; time 4 (W-1) alpha + bytes / B (ring),
+                              (W-1 + 4 log2(W)) alpha + ((W-1)/W 8k + 2 (W-1)/W 8K) / B (tree)
 The lab's counters hold every header (Ethernet, IP, TCP) and the acknowledgements of what the
 worker receives; a veth passes the kernel's large (GSO) segments, so they add a few percent.
 """
@@ -64,18 +64,18 @@ def model(n, density, workers, bps, alpha):
     dense = 2 * (w - 1) / w * 4 * n
     gather = (w - 1) * pair_bytes(density) * k
     shared = 2 * (w - 1) / w * (8 * k + 24)
-    # sparse all-reduce: the flag, its selection outside its region to the owners, the W region
-    # counts all-reduced, and the kept sums (K/W pairs a region, balanced) all-gathered
+    # sparse all-reduce: its selection outside its region to the owners, the W region counts and
+    # the NaN flag all-reduced, and the kept sums (K/W pairs a region, balanced) all-gathered
     kept = min(SPARSE_KEEP, w) * k
-    sparse = 2 * (w - 1) / w * 8 + (w - 1) / w * 8 * k + 2 * (w - 1) / w * 8 * w + (w - 1) * 8 * kept / w
+    sparse = (w - 1) / w * 8 * k + 2 * (w - 1) / w * 8 * (w + 1) + (w - 1) * 8 * kept / w
     to_s = 8 / bps
     return {
         "dense": (dense, 2 * (w - 1) * alpha + dense * to_s, 2 * lg * (alpha + 4 * n * to_s)),
         "allgather": (gather, (w - 1) * alpha + gather * to_s, 2 * lg * alpha + 2 * gather * to_s),
         "shared": (shared, 6 * (w - 1) * alpha + shared * to_s, 6 * lg * alpha + 2 * lg * 8 * k * to_s),
-        # pairwise all-to-all (W - 1 messages), ring or tree all-gather, two small all-reduces
-        "sparse-allreduce": (sparse, 6 * (w - 1) * alpha + sparse * to_s,
-                             (w - 1 + 6 * lg) * alpha + ((w - 1) / w * 8 * k + 2 * (w - 1) / w * 8 * kept) * to_s),
+        # pairwise all-to-all (W - 1 messages), one small all-reduce, ring or tree all-gather
+        "sparse-allreduce": (sparse, 4 * (w - 1) * alpha + sparse * to_s,
+                             (w - 1 + 4 * lg) * alpha + ((w - 1) / w * 8 * k + 2 * (w - 1) / w * 8 * kept) * to_s),
     }
 
 
