@@ -19,6 +19,7 @@ packages=(
   python3-pandas python3-matplotlib
   libssl-dev
   clang libfuzzer-14-dev libclang-rt-14-dev
+  clang-format black mypy
 )
 
 missing=()

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <exception>
+#include <string>
 
 #include "gs/base/state_stream.hpp"
 #include "gs/base/error.hpp"
@@ -34,7 +36,14 @@ void agree_settings(Collectives& comm, std::span<const Setting> settings, std::s
   }
   std::vector<std::byte> mine(w.bytes().size());
   std::memcpy(mine.data(), w.bytes().data(), mine.size());
-  const auto all = comm.allgather(mine);
+  std::vector<std::vector<std::byte>> all;
+  try {
+    all = comm.allgather(mine);
+  } catch (const std::exception& e) {
+    throw Error(std::string("the workers' first exchange (their settings) failed: every worker must hand its "
+                            "buckets to a compressor made alike (gradscope.ddp: every rank registers the hook); ") +
+                e.what());
+  }
   // Worker 0's settings against each other worker's, in worker order: every worker finds the same
   // first difference, so every worker stops with the same line.
   const std::vector<Setting> first = read_settings(all.front(), 0);

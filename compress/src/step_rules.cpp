@@ -282,7 +282,7 @@ void RunStatistics::add(const StepStats& s, double step_seconds) {
   ++counted_;
   critical_ += s.critical;
   const double density = s.density();
-  if (!s.warmup) {
+  if (!s.warmup && !s.dense) {  // a compressed step (not compress-when auto's dense ones)
     quality_.push_back(s.quality());
     density_compressed_ += density;
     const double e = s.estimate_quality();

@@ -9,6 +9,7 @@ import torch
 from . import _gradscope
 from ._hook_thread import HookThread
 from ._model_identity import ModelIdentity
+from ._options import density_based
 from ._regroup import Regrouping, RegroupedStep
 from ._stock_dense import StockDenseStep
 from ._tensors import as_float32
@@ -44,6 +45,8 @@ class BucketExchange:
         self._model = ModelIdentity()
         self.regrouping = Regrouping()
         self._optimizer_checked = False
+        # the tiny ratio's warning: given (or not to give: a method whose ratio does not set what it sends)
+        self._ratio_checked = settings.ratio >= 1 or not density_based(settings.method)
         self.last_error = None  # as raised (gradscope.Error, ...)
         # DDP's buckets' host updates, one per bucket index, reused from step to step: DDP
         # copies a hook's result into the gradients before the next backward, and a fresh buffer
@@ -62,6 +65,7 @@ class BucketExchange:
             raise TypeError(f"bucket {index} has dtype {grad.dtype}: gradscope compresses float32, "
                             "float16, bfloat16 and float64 gradients")
         self._check_optimizer_once(parameters)
+        self._check_ratio(index, grad.numel())
         refused = self._model.refusal(index, [id(p) for p in parameters], last)
         keys = [] if refused is not None else self.regrouping.keys(parameters)
         b = Bucket(index, keys, [(k, p.numel()) for k, p in zip(keys, parameters)], grad, bucket, last,
@@ -95,6 +99,16 @@ class BucketExchange:
         if task is not None:
             self._thread.put(*task)
         return b.result
+
+    def _check_ratio(self, index, n):
+        """A warning, once, when the ratio asks less than one element of a bucket: every bucket sends
+        at least one, so the bucket then sends more than the ratio says."""
+        s = self._settings
+        if not self._ratio_checked and 0 < s.ratio * n < 0.5:
+            self._ratio_checked = True
+            warnings.warn(f"gradscope.ddp.State({s.method!r}, ratio={s.ratio:g}) asks {s.ratio * n:.2g} elements of "
+                          f"bucket {index}'s {n}: a bucket sends at least one, {1 / (s.ratio * n):.3g} times the "
+                          f"ratio; a ratio of at least {1 / n:.2g} is kept as asked", RuntimeWarning, stacklevel=2)
 
     def _stock_dense(self, b, bucket, refused):
         """Whether bucket b goes DDP's own all-reduce way (StockDenseStep): decided at a step's first
@@ -135,13 +149,14 @@ class BucketExchange:
         self._optimizer_checked = True
         found = optimizer_momenta(parameters)
         s = self._settings
-        self._core.set_shared_settings(s.shared(", ".join(found) or "none"), ADVICE)
+        self._core.set_shared_settings(s.shared(", ".join(text for text, _ in found) or "none"), ADVICE)
         if s.momentum_correction > 0 and found and not s.optimizer_momentum_ok:
+            text, advice = found[0]
             self._core.refuse_steps(
                 f"gradscope.ddp.State(momentum_correction={s.momentum_correction:g}) keeps the momentum in the "
-                f"hook, and the optimizer holding the model's parameters keeps one of its own ({found[0]}): the "
-                "momentum would apply twice; make it torch.optim.SGD(..., momentum=0), or give "
-                "State(..., optimizer_momentum_ok=True) if you mean it (gradscope.ddp.check_optimizer explains)")
+                f"hook, and the optimizer holding the model's parameters keeps one of its own ({text}): the "
+                f"momentum would apply twice; {advice}, or give State(..., optimizer_momentum_ok=True) if you "
+                "mean it (gradscope.ddp.check_optimizer says the same)")
 
     # ---- on the state's thread ---------------------------------------------------------------
 
@@ -260,13 +275,24 @@ class BucketExchange:
 
 
 def momentum_of(group):
-    """A parameter group's own momentum, as text ("SGD momentum 0.9", "betas[0] 0.9"), or None."""
+    """A parameter group's own momentum, as text ("momentum 0.9", "betas[0] 0.9"), or None."""
     if group.get("momentum", 0):
         return f"momentum {group['momentum']:g}"
     betas = group.get("betas")
     if betas is not None and betas[0]:
         return f"betas[0] {betas[0]:g}"
     return None
+
+
+def momentum_advice(optimizer, group):
+    """What to change in `optimizer` (its class name) so that parameter group `group` keeps no
+    momentum of its own beside momentum correction's: the same words wherever it is refused."""
+    betas = group.get("betas")
+    if betas is not None and betas[0]:
+        return (f"give {optimizer} betas=(0.0, {betas[1]:g}): Adam-like optimizers would average the hook's "
+                "velocity again, so the update would lag twice; betas[0] = 0 keeps only their per-coordinate "
+                "scaling of it")
+    return f"make it {optimizer}(..., momentum=0)"
 
 
 def optimizer_momenta(parameters):
@@ -281,6 +307,6 @@ def optimizer_momenta(parameters):
         for group in obj.param_groups:
             momentum = momentum_of(group)
             if momentum and any(id(p) in wanted for p in group["params"]):
-                found.append(f"{type(obj).__name__} {momentum}")
+                found.append((f"{type(obj).__name__} {momentum}", momentum_advice(type(obj).__name__, group)))
                 break
     return sorted(found)

@@ -5,6 +5,7 @@ import datetime
 import torch
 import torch.distributed as dist
 
+from . import _gradscope
 from ._collectives import TorchCollectives
 
 
@@ -35,8 +36,15 @@ class HookGroup:
             if self.hook_group is None:
                 ranks = dist.get_process_group_ranks(self.process_group)
                 timeout = datetime.timedelta(seconds=self.timeout) if self.timeout is not None else default_timeout()
-                self.hook_group = dist.new_group(ranks=ranks, backend=dist.get_backend(self.process_group),
-                                                 timeout=timeout)
+                try:
+                    self.hook_group = dist.new_group(ranks=ranks, backend=dist.get_backend(self.process_group),
+                                                     timeout=timeout)
+                except RuntimeError as e:
+                    raise _gradscope.Error(
+                        f"gradscope.ddp: the ranks {ranks} did not all reach their first bucket within {timeout} "
+                        "(the hook's process group is made there): every rank must register the hook, "
+                        "model.register_comm_hook(gradscope.ddp.State(...), gradscope.ddp.hook); a rank "
+                        f"without it waits in DDP's own all-reduce instead ({e})") from e
             self.comm = TorchCollectives(self.hook_group, device, self.device_collectives)
         return self.comm
 

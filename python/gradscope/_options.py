@@ -46,6 +46,12 @@ def _item(kind, v):
     return str(v)
 
 
+def typed_option(key, text):
+    """A compressor option's text (as the C++ table holds it) as a Python value: 2 for stages "2",
+    True for a switch's "1"; None stays None (not given)."""
+    return None if text is None else typed_default(dict(_ROWS[key], default=text))
+
+
 def typed_default(row):
     """A row's default as a Python value (the tables hold it as text)."""
     text, kind = row["default"], row["kind"]
@@ -87,6 +93,11 @@ def density_for(method, ratio, default):
 
 def sparse_selection_names():
     return [r["name"] for r in compressor_rows() if r["sparse_selection"] and r["available"]]
+
+
+def density_based(method):
+    """Whether the compressor's density sets what it sends (the registry's density_based)."""
+    return any(r["name"] == method and r["density_based"] for r in compressor_rows())
 
 
 def compressor_names():

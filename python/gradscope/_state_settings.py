@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import numbers
 import textwrap
 from typing import Any, Callable
 
 import torch.distributed as dist
 
 from . import _gradscope
-from ._options import check_options_read, compressor_names, density_for, option_texts
+from ._options import check_options_read, compressor_names, density_for, option_texts, typed_option
 
 FORMAT = "gradscope.ddp.State/3"
 _P = inspect.Parameter
@@ -36,7 +37,7 @@ class Setting:
     shared: bool = False  # compared across the ranks at the first bucket (as text: a float's repr, else str)
     pickled: bool = False  # pickled as given beside the state_dict (what the state_dict does not hold)
     attr: str | None = None  # the State's public attribute holding it
-    kind: Any = _P.POSITIONAL_OR_KEYWORD  # VAR_KEYWORD: the **options; None: read from the **options
+    kind: Any = _P.KEYWORD_ONLY  # POSITIONAL_OR_KEYWORD: method, ratio; VAR_KEYWORD: the **options; None: read from them
     doc: str = ""  # its paragraph of State's help
 
     @property
@@ -51,13 +52,51 @@ def _check_method(method):
 
 
 def _check_timeout(timeout):
-    if timeout is not None and not float(timeout) > 0:
+    if timeout is None:
+        return
+    if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real):
+        raise TypeError(f"timeout must be a number of seconds, got {type(timeout).__name__} {timeout!r}")
+    if not timeout > 0:
         raise ValueError(f"timeout must be a number of seconds > 0, got {timeout!r}")
 
 
 def _check_history(history):
-    if int(history) < 1:
+    if isinstance(history, numbers.Integral) and history < 1:  # not a whole number: the conversion says so
         raise ValueError(f"history must be >= 1 (steps kept in state.steps), got {history!r}")
+
+
+def _real(name):
+    """A row's conversion to float: a real number (not a bool, not text), else a TypeError."""
+    def convert(value):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise TypeError(f"{name} must be a real number, got {type(value).__name__} {value!r}")
+        return float(value)
+    return convert
+
+
+def _whole(name):
+    """A row's conversion to int: a whole number (not a bool, not a float, not text), else a TypeError."""
+    def convert(value):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise TypeError(f"{name} must be a whole number, got {type(value).__name__} {value!r}")
+        return int(value)
+    return convert
+
+
+def _text(name):
+    def convert(value):
+        if not isinstance(value, str):
+            raise TypeError(f"{name} must be a string, got {type(value).__name__} {value!r}")
+        return value
+    return convert
+
+
+def _switch(name):
+    def convert(value):
+        if not isinstance(value, bool):
+            raise TypeError(f"{name} must be True or False, got {type(value).__name__} {value!r}")
+        return value
+    return convert
 
 
 def _option_texts(options):
@@ -67,8 +106,9 @@ def _option_texts(options):
 
 SETTINGS = (
     Setting("method", "sidco-e", check=_check_method, core="new", shared=True, attr="method",
+            kind=_P.POSITIONAL_OR_KEYWORD,
             doc="any name of `gradscope train --compressor` (gradscope.compressor_names())."),
-    Setting("ratio", None, core="new", shared=True, attr="ratio",  # density_for, in Settings
+    Setting("ratio", None, core="new", shared=True, attr="ratio", kind=_P.POSITIONAL_OR_KEYWORD,  # density_for
             doc="the density, the fraction of elements to send, in (0, 1]; default None: 0.01. A method "
                 "that is not density-based (none, the quantizers, variance) runs at 1 and refuses any other."),
     Setting("process_group", saved=False,
@@ -88,45 +128,45 @@ SETTINGS = (
                 'where the selection runs, "auto" (the default: the GPU when there is a usable one), "cuda", '
                 '"cpu" (a CUDA bucket is then copied to the host and its update back) or "cuda-host" (the CUDA '
                 "path's code on the host, rank r's buckets on fake device r: for checking that path without a GPU)."),
-    Setting("seed", 1, convert=int, shared=True, kind=None),  # one stream a worker: Settings.make_core
-    Setting("warmup_steps", 0, convert=int, saved="warmup", core="new", shared=True,
+    Setting("seed", 1, convert=_whole("seed"), shared=True, kind=None),  # one stream a worker: Settings.make_core
+    Setting("warmup_steps", 0, convert=_whole("warmup_steps"), saved="warmup", core="new", shared=True,
             doc='warmup_steps, warmup ("dense" | "exponential"), warmup_start_ratio: as `gradscope train '
                 '--warmup-steps --warmup-schedule --warmup-start-ratio`.'),
-    Setting("warmup", "dense", convert=str, saved="warmup", core="new", shared=True),
-    Setting("warmup_start_ratio", 0.25, convert=float, saved="warmup", core="new", shared=True),
-    Setting("history", 1000, convert=int, check=_check_history, match=False, core="new",
+    Setting("warmup", "dense", convert=_text("warmup"), saved="warmup", core="new", shared=True),
+    Setting("warmup_start_ratio", 0.25, convert=_real("warmup_start_ratio"), saved="warmup", core="new", shared=True),
+    Setting("history", 1000, convert=_whole("history"), check=_check_history, match=False, core="new",
             doc="how many recent steps state.steps keeps (summary() covers every step)."),
     Setting("timeout", None, convert=lambda t: None if t is None else float(t), check=_check_timeout,
             saved=False, pickled=True, attr="timeout",
             doc="seconds any of the hook's collectives may wait for the other workers (default: the default "
                 "process group's, init_process_group(timeout=...))."),
     Setting("hook_group", saved=False),  # with process_group
-    Setting("device_timing", False, convert=bool, saved=False, attr="device_timing",
+    Setting("device_timing", False, convert=_switch("device_timing"), saved=False, attr="device_timing",
             doc="time each CUDA bucket's compress and exchange with CUDA events on the hook's stream "
                 "(device_ms())."),
-    Setting("density_schedule", "constant", convert=str, saved="density_schedule", core="set_density_schedule",
+    Setting("density_schedule", "constant", convert=_text("density_schedule"), saved="density_schedule", core="set_density_schedule",
             shared=True,
             doc='density_schedule ("constant" | "accordion"), density_high, density_interval, density_eta: as '
                 "`gradscope train --density-schedule --density-high --density-interval --density-eta`: after "
                 "the warm-up, Accordion's density_high in critical regimes, `ratio` otherwise."),
-    Setting("density_high", 0.1, convert=float, saved="density_schedule", core="set_density_schedule", shared=True),
-    Setting("density_interval", 20, convert=int, saved="density_schedule", core="set_density_schedule", shared=True),
-    Setting("density_eta", 0.5, convert=float, saved="density_schedule", core="set_density_schedule", shared=True),
-    Setting("momentum_correction", 0.0, convert=float, core="set_momentum_correction", shared=True,
+    Setting("density_high", 0.1, convert=_real("density_high"), saved="density_schedule", core="set_density_schedule", shared=True),
+    Setting("density_interval", 20, convert=_whole("density_interval"), saved="density_schedule", core="set_density_schedule", shared=True),
+    Setting("density_eta", 0.5, convert=_real("density_eta"), saved="density_schedule", core="set_density_schedule", shared=True),
+    Setting("momentum_correction", 0.0, convert=_real("momentum_correction"), core="set_momentum_correction", shared=True,
             attr="momentum_correction",
             doc="DGC's momentum correction (as `gradscope train --momentum-correction`): the momentum each "
                 "worker keeps before sparsification, per parameter (0: off). The optimizer must then have no "
                 "momentum of its own: at its first bucket the State looks for the optimizers holding the "
                 "bucket's parameters and refuses the step when one keeps a momentum (SGD's momentum, Adam-like "
                 "betas[0]), unless optimizer_momentum_ok=True (check_optimizer says why, and what to do with Adam)."),
-    Setting("optimizer_momentum_ok", False, convert=bool, saved=False, pickled=True, attr="optimizer_momentum_ok"),
-    Setting("when", "always", convert=str, saved="when", older="always", core="set_compress_when", shared=True,
+    Setting("optimizer_momentum_ok", False, convert=_switch("optimizer_momentum_ok"), saved=False, pickled=True, attr="optimizer_momentum_ok"),
+    Setting("when", "always", convert=_text("when"), saved="when", older="always", core="set_compress_when", shared=True,
             doc='when ("always" | "auto"), when_interval: as `gradscope train --compress-when '
                 '--compress-when-interval`: with "auto" a step sends dense while dense is the faster exchange '
                 "(both timed, the choice the same on every rank), and looks at the other mode from time to time "
                 "(every when_interval steps, times the ratio of the two times)."),
-    Setting("when_interval", 50, convert=int, saved="when", older=50, core="set_compress_when", shared=True),
-    Setting("exchange", "allgather", convert=str, older="allgather", core="set_exchange", shared=True,
+    Setting("when_interval", 50, convert=_whole("when_interval"), saved="when", older=50, core="set_compress_when", shared=True),
+    Setting("exchange", "allgather", convert=_text("exchange"), older="allgather", core="set_exchange", shared=True,
             attr="exchange_mode",
             doc='exchange ("allgather" | "shared" | "sparse-allreduce" | "auto"): as `gradscope train --exchange`: '
                 '"shared" all-reduces every rank\'s values at one set of indices per bucket (a rotating leader\'s '
@@ -137,12 +177,24 @@ SETTINGS = (
                 "density."),
 )
 
-_SAVED = {}  # state_dict key -> its rows, in row order (one tuple where several)
+# Keywords that act only beside another keyword's value: given away from their default without it,
+# they would do nothing, so they are refused. {keyword: (the other keyword, its test, the words)}.
+# (The core refuses the density schedule's and the warm-up's own, as `gradscope train` does.)
+COMPANIONS = {
+    "when_interval": ("when", lambda v: v == "auto", 'when="auto"'),
+    "optimizer_momentum_ok": ("momentum_correction", lambda v: v > 0, "momentum_correction > 0"),
+}
+
+_SAVED: dict[str, list[Setting]] = {}  # state_dict key -> its rows, in row order (one tuple where several)
 for _row in SETTINGS:
     if _row.saved:
         _SAVED.setdefault(_row.key, []).append(_row)
+# State's signature as the rows make it: method and ratio by position or keyword, every other row by
+# keyword only (a new row changes no positional call), the compressor options last (**options).
+# gradscope.ddp.State.__init__ spells it out, annotated; a test checks that the two agree.
 SIGNATURE = inspect.Signature(
-    [_P(row.name, row.kind, default=row.default) for row in SETTINGS if row.kind is _P.POSITIONAL_OR_KEYWORD]
+    [_P(row.name, row.kind, default=row.default) for kind in (_P.POSITIONAL_OR_KEYWORD, _P.KEYWORD_ONLY)
+     for row in SETTINGS if row.kind is kind]
     + [_P(row.name, row.kind) for row in SETTINGS if row.kind is _P.VAR_KEYWORD])
 
 
@@ -175,12 +227,18 @@ class Settings:
         for row in SETTINGS:
             if row.kind is None:
                 given[row.name] = options.pop(row.name, row.default)
+        values = {row.name: row.convert(given[row.name]) if row.convert else given[row.name] for row in SETTINGS}
+        defaults = {row.name: row.convert(row.default) if row.convert else row.default for row in SETTINGS}
+        for name, (other, acts, words) in COMPANIONS.items():
+            if values[name] != defaults[name] and not acts(values[other]):
+                raise ValueError(f"{name}={given[name]!r} does nothing with {other}={values[other]!r}: give "
+                                 f"{words} too, or leave {name} out")
         ratio = density_for(given["method"], given["ratio"], default=0.01)
         if not dist.is_initialized():
             raise _gradscope.Error("gradscope.ddp.State needs torch.distributed: call "
                                    "torch.distributed.init_process_group first")
         self.given = given
-        self.values = {row.name: row.convert(given[row.name]) if row.convert else given[row.name] for row in SETTINGS}
+        self.values = values
         self.values["ratio"] = ratio
 
     def __getattr__(self, name):
@@ -219,10 +277,17 @@ class Settings:
                 continue
             theirs = d.get(key, _joined([row.older for row in rows]) if rows else None)
             theirs = tuple(theirs) if len(rows) > 1 else theirs
-            if theirs != value:
-                raise _gradscope.Error(f"the state_dict was saved with {key}={theirs!r}, this State has "
-                                       f"{key}={value!r}: load each rank's own state into a State made "
-                                       "with the same settings")
+            if theirs == value:
+                continue
+            if key == "options" and isinstance(theirs, dict):  # the option that differs, as Python writes it
+                for option in sorted(set(theirs) | set(value)):
+                    a, b = theirs.get(option), value.get(option)
+                    if a != b:
+                        key, theirs, value = option, typed_option(option, a), typed_option(option, b)
+                        break
+            raise _gradscope.Error(f"the state_dict was saved with {key}={theirs!r}, this State has "
+                                   f"{key}={value!r}: load each rank's own state into a State made "
+                                   "with the same settings")
 
     def pickled(self):
         """What pickles beside the state_dict: the rows it does not hold, as given."""
@@ -258,8 +323,8 @@ class Settings:
         out = []
         for row in SETTINGS:
             if row.kind is _P.VAR_KEYWORD:
-                out += [(o["key"], self.options.get(o["key"], o["default"])) for o in _gradscope.compressor_options()
-                        if o["key"] not in ("backend", "seed")]
+                out += [(o["key"], repr(typed_option(o["key"], self.options.get(o["key"], o["default"]))))
+                        for o in _gradscope.compressor_options() if o["key"] not in ("backend", "seed")]
             elif row.shared:
                 value = self.values[row.name]
                 out.append((row.name, repr(value) if isinstance(value, float) else str(value)))

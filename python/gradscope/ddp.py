@@ -30,15 +30,20 @@ waiting. backend="cuda-host" runs the same path on the host, with rank r's bucke
 fake device r (docs/gpu.md).
 """
 
+from __future__ import annotations
+
 import dataclasses
-import inspect
+from typing import Any, Callable
+
+import torch
+import torch.distributed as dist
 
 from . import _gradscope
-from ._buckets import BucketExchange, momentum_of
+from ._buckets import BucketExchange, momentum_advice, momentum_of
 from ._collectives import TorchCollectives, _backend_for  # noqa: F401  (gradscope.ddp.TorchCollectives)
 from ._device_streams import DeviceStreams
 from ._hook_group import HookGroup
-from ._state_settings import FORMAT, SIGNATURE, Settings, help_text
+from ._state_settings import FORMAT, Settings, help_text
 
 
 # What one training step cost and achieved, over every bucket of this worker: the C++ core's
@@ -67,8 +72,18 @@ class State:
     The keywords (one row each of gradscope._state_settings.SETTINGS):
     """
 
-    def __init__(self, *args, **kwargs):  # the keywords: SETTINGS' rows (State.__init__.__signature__)
-        self._settings = settings = Settings(*args, **kwargs)
+    def __init__(self, method: str = "sidco-e", ratio: float | None = None, *,
+                 process_group: dist.ProcessGroup | None = None,
+                 variance: Callable[[dist.GradBucket], torch.Tensor] | None = None,
+                 warmup_steps: int = 0, warmup: str = "dense", warmup_start_ratio: float = 0.25,
+                 history: int = 1000, timeout: float | None = None, hook_group: dist.ProcessGroup | None = None,
+                 device_timing: bool = False, density_schedule: str = "constant", density_high: float = 0.1,
+                 density_interval: int = 20, density_eta: float = 0.5, momentum_correction: float = 0.0,
+                 optimizer_momentum_ok: bool = False, when: str = "always", when_interval: int = 50,
+                 exchange: str = "allgather", **options: Any) -> None:
+        # The keywords are the rows of _state_settings.SETTINGS, in their order (a test checks it).
+        keywords = {name: value for name, value in locals().items() if name not in ("self", "options", "__class__")}
+        self._settings = settings = Settings(**keywords, **options)
         vars(self).update(settings.public())  # method, ratio, variance, timeout, exchange_mode, ...
         group = self._group = HookGroup(settings.process_group, settings.hook_group, settings.timeout)
         self.process_group, self.rank, self.world_size = group.process_group, group.rank, group.world_size
@@ -101,7 +116,9 @@ class State:
         return self._buckets.last_error
 
     def summary(self):
-        """Per-step statistics over every finished, non-skipped step, as gradscope train reports."""
+        """Per-step statistics over every finished, non-skipped step, as gradscope train reports.
+        The hook's cost is compress_ms_per_step + comm_ms_per_step (the state's thread);
+        hook_ms_per_step is only the hook calls that hand the buckets over."""
         return dict({"method": self.method, "ratio": self.ratio, "workers": self.world_size},
                     **self._core.summary())
 
@@ -162,9 +179,7 @@ class State:
         return self._buckets.exchange(index, grad, parameters, last, bucket)
 
 
-State.__doc__ = State.__doc__.rstrip() + "\n" + help_text()
-State.__init__.__signature__ = SIGNATURE.replace(
-    parameters=[inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD), *SIGNATURE.parameters.values()])
+State.__doc__ = (State.__doc__ or "").rstrip() + "\n" + help_text()
 
 
 def check_optimizer(optimizer, state):
@@ -177,17 +192,11 @@ def check_optimizer(optimizer, state):
         momentum = momentum_of(group)
         if momentum is None:
             continue
-        if group.get("betas") is not None:
-            raise _gradscope.Error(
-                f"State(momentum_correction={state.momentum_correction:g}) keeps a momentum (a running sum of the "
-                f"gradient) in the hook, and {type(optimizer).__name__}'s parameter group {i} keeps its own first "
-                f"moment ({momentum}): Adam-like optimizers average the hook's velocity again, so the update "
-                "lags twice. Give the optimizer betas=(0.0, beta2) to keep only its per-coordinate scaling of the "
-                "hook's velocity, or drop momentum_correction (error feedback alone works with Adam as it is)")
         raise _gradscope.Error(
             f"State(momentum_correction={state.momentum_correction:g}) keeps the momentum in the hook, and "
-            f"the optimizer's parameter group {i} has one of its own ({momentum}): make it torch.optim.SGD(..., "
-            "momentum=0) (or drop momentum_correction and keep the optimizer's momentum)")
+            f"{type(optimizer).__name__}'s parameter group {i} keeps one of its own ({momentum}): the momentum "
+            f"would apply twice; {momentum_advice(type(optimizer).__name__, group)}, or drop "
+            "momentum_correction and keep the optimizer's momentum")
 
 
 def _value(fut):

@@ -19,9 +19,12 @@ their own.
               | mismatch (ARG: a case of MISMATCH): the last rank's State differs
               | optimizer_momentum (ARG: sgd, adam, sgd-ok or sgd-plain): momentum correction
                 beside that optimizer
+              | unhooked: only rank 0 registers the hook
     writes OUT (torch.save).
 """
 
+import datetime
+import os
 import sys
 import warnings
 
@@ -227,7 +230,8 @@ def gru(rank, world, out, steps, options):
 MISMATCH = {"ratio": {"ratio": 0.02}, "method": {"method": "topk"}, "momentum": {"momentum_correction": 0.9},
             "warmup": {"warmup_steps": 5}, "accordion": {"density_schedule": "accordion"},
             "quantizer": {"method": "qsgd-mn", "ratio": None}, "stages": {"stages": 2},
-            "when": {"when": "auto"}, "exchange": {"exchange": "shared"}}
+            "when": {"when": "auto"}, "exchange": {"exchange": "shared"},
+            "published": {"sidco_as_published": True}}
 
 
 def auto(rank, world, out, steps):
@@ -317,6 +321,24 @@ def mismatch(rank, world, out, case):
     torch.save({"errors": errors}, out)
 
 
+def unhooked(rank, world, out, steps):
+    """Rank 0 registers the hook, the others forget to: rank 0's backward fails within the State's
+    timeout, naming what is missing; no rank waits for the group's own timeout."""
+    torch.manual_seed(0)
+    model = Reordered()
+    ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.03)
+    if rank == 0:
+        ddp.register_comm_hook(gddp.State("sidco-e", 0.01, timeout=3), gddp.hook)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.05)
+    error = None
+    try:
+        for _, x, y in batches(rank, world, steps):
+            train(ddp, opt, x, y)
+    except RuntimeError as e:
+        error = str(e)
+    torch.save({"error": error}, out)
+
+
 def optimizer_momentum(rank, world, out, case):
     """Momentum correction beside an optimizer of `case` (sgd, adam, sgd-ok, sgd-plain)."""
     torch.manual_seed(0)
@@ -341,7 +363,9 @@ def main():
     arg = sys.argv[7] if len(sys.argv) > 7 else ""
     variant = sys.argv[8] if len(sys.argv) > 8 else ""
     rank, world, steps = int(rank), int(world), int(steps)
-    dist.init_process_group("gloo", init_method=url, rank=rank, world_size=world)
+    # unhooked: the ranks' collectives stop matching; the group's own timeout ends what waits
+    timeout = datetime.timedelta(seconds=30 if mode == "unhooked" else 1800)
+    dist.init_process_group("gloo", init_method=url, rank=rank, world_size=world, timeout=timeout)
     try:
         if mode in ("whole", "resume"):
             checkpointed(mode, rank, world, out, steps, arg, variant)
@@ -357,6 +381,9 @@ def main():
             mismatch(rank, world, out, arg)
         elif mode == "optimizer_momentum":
             optimizer_momentum(rank, world, out, arg)
+        elif mode == "unhooked":
+            unhooked(rank, world, out, steps)
+            os._exit(0)  # no barrier, no teardown: the ranks' collectives no longer match
         else:
             raise SystemExit(f"unknown mode {mode}")
         dist.barrier()

@@ -312,6 +312,8 @@ def _signature(args):
     defaults = [None] * (len(args.args) - len(args.defaults)) + list(args.defaults)
     params = [P(a.arg, P.POSITIONAL_OR_KEYWORD,
                 default=P.empty if d is None else ast.literal_eval(d)) for a, d in zip(args.args, defaults)]
+    params += [P(a.arg, P.KEYWORD_ONLY, default=P.empty if d is None else ast.literal_eval(d))
+               for a, d in zip(args.kwonlyargs, args.kw_defaults)]
     if args.kwarg:
         params.append(P(args.kwarg.arg, P.VAR_KEYWORD))
     return inspect.Signature(params)
@@ -328,8 +330,45 @@ def test_the_docs_write_the_real_signatures():
     documented = documented_signatures()
     assert {"fit", "select", "Recorder", "ddp.State", "fashion_mnist"} <= set(documented), documented
     for name, doc in documented.items():
-        real = inspect.signature(_resolve(name))
+        real = _unannotated(inspect.signature(_resolve(name)))
         assert str(doc) == str(real), f"docs/python.md writes gradscope.{name}{doc}, the code has {real}"
+
+
+def _unannotated(signature):
+    """The signature without its annotations (the docs write the names and defaults)."""
+    P = inspect.Parameter
+    return signature.replace(parameters=[p.replace(annotation=P.empty) for p in signature.parameters.values()],
+                             return_annotation=inspect.Signature.empty)
+
+
+def test_the_states_signature_is_its_table_of_settings():
+    """State.__init__ spells its keywords out, annotated, for type checkers and IDEs; the table of
+    settings (state_dict, pickling, the ranks' agreement) holds the same names, kinds and defaults,
+    in the same order."""
+    from gradscope._state_settings import SIGNATURE
+    real = inspect.signature(gradscope.ddp.State.__init__)
+    params = list(real.parameters.values())[1:]  # self
+    assert [(p.name, p.kind, p.default) for p in params] == \
+        [(p.name, p.kind, p.default) for p in SIGNATURE.parameters.values()]
+    assert all(p.annotation is not inspect.Parameter.empty for p in params), real
+    # every keyword but the method and the ratio by keyword only: a new row changes no positional call
+    assert [p.name for p in params if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD] == ["method", "ratio"]
+
+
+def test_the_extensions_stub_is_what_the_built_module_makes():
+    """python/gradscope/_gradscope.pyi is made from the built module (scripts/gradscope_stub.py):
+    an IDE and mypy see what the extension takes and returns, and the stub cannot drift from it."""
+    import sys
+    root = pathlib.Path(__file__).resolve().parents[2]
+    sys.path.insert(0, str(root / "scripts"))
+    try:
+        import gradscope_stub
+    finally:
+        sys.path.pop(0)
+    committed = (root / "python" / "gradscope" / "_gradscope.pyi").read_text()
+    assert gradscope_stub.stub(gradscope._gradscope) == committed, \
+        "the stub is out of date: run PYTHONPATH=build/python python3 scripts/gradscope_stub.py"
+    assert (root / "python" / "gradscope" / "py.typed").exists()
 
 
 def _paragraph(doc, name):

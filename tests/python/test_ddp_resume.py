@@ -78,8 +78,10 @@ def test_momentum_correction_and_schedule_settings_are_checked(one_process_group
     model = torch.nn.Linear(4, 2)
     with pytest.raises(gradscope.Error, match="momentum=0"):
         gddp.check_optimizer(torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9), state)
-    with pytest.raises(gradscope.Error, match="parameter group 0"):
+    with pytest.raises(gradscope.Error, match=r"parameter group 0 .*give Adam betas=\(0.0, 0.999\)"):
         gddp.check_optimizer(torch.optim.Adam(model.parameters()), state)
+    with pytest.raises(gradscope.Error, match=r"make it RMSprop\(\.\.\., momentum=0\)"):
+        gddp.check_optimizer(torch.optim.RMSprop(model.parameters(), momentum=0.9), state)
     gddp.check_optimizer(torch.optim.SGD(model.parameters(), lr=0.1), state)
     gddp.check_optimizer(torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9), gddp.State("topk", 0.01))
     with pytest.raises(gradscope.Error, match="momentum_correction masks .* 'none' is not one"):
@@ -274,6 +276,7 @@ def test_the_copies_torch_makes_in_a_collective_count_as_bus_bytes_and_waits(one
     ("quantizer", "method is qsgd-mn on worker 1 and sidco-e on worker 0"),
     ("when", "when is auto on worker 1 and always on worker 0"),
     ("exchange", "exchange is shared on worker 1 and allgather on worker 0"),
+    ("published", "sidco_as_published is True on worker 1 and False on worker 0"),
 ])
 def test_ranks_whose_settings_differ_stop_with_one_line(tmp_path, case, setting):
     ranks = run("mismatch", 2, tmp_path, 2, case)
@@ -296,6 +299,16 @@ def test_momentum_correction_beside_an_optimizer_momentum_is_refused_at_the_firs
             assert "optimizer_momentum_ok=True" in r["errors"][0]
 
 
+def test_a_rank_without_the_hook_is_named_within_the_states_timeout(tmp_path):
+    first, other = run("unhooked", 2, tmp_path, 1)
+    assert first["error"] is not None, first
+    # within the State's timeout (3 s), not the group's
+    assert "did not all reach their first bucket within 0:00:03" in first["error"], first["error"]
+    assert "every rank must register the hook" in first["error"], first["error"]
+    assert "model.register_comm_hook(gradscope.ddp.State(...), gradscope.ddp.hook)" in first["error"]
+    assert other["error"] is not None, other  # DDP's own all-reduce, left alone, fails too
+
+
 def test_ratios_are_real_numbers_and_options_that_do_nothing_are_refused(one_process_group):
     import gradscope.ddp as gddp
     for bad in ("0.01", True, [0.01]):
@@ -312,6 +325,45 @@ def test_ratios_are_real_numbers_and_options_that_do_nothing_are_refused(one_pro
         gddp.State("sidco-e", 0.01, warmup_steps=3, warmup_start_ratio=0.5)
     with pytest.raises(gradscope.Error, match="momentum_correction does nothing at density 1"):
         gddp.State("sidco-e", 1.0, momentum_correction=0.9)
+
+
+def test_keywords_take_their_own_types_and_companions_alone_are_refused(one_process_group):
+    import re
+    import gradscope.ddp as gddp
+    for keyword, bad, words in [
+            ("momentum_correction", "0.9", "momentum_correction must be a real number, got str '0.9'"),
+            ("momentum_correction", True, "momentum_correction must be a real number, got bool True"),
+            ("warmup_steps", 2.5, "warmup_steps must be a whole number, got float 2.5"),
+            ("when_interval", "5", "when_interval must be a whole number, got str '5'"),
+            ("device_timing", 1, "device_timing must be True or False, got int 1"),
+            ("timeout", "60", "timeout must be a number of seconds, got str '60'")]:
+        with pytest.raises(TypeError, match=re.escape(words)):
+            gddp.State("sidco-e", 0.01, **{keyword: bad})
+    with pytest.raises(ValueError, match=re.escape("when_interval=10 does nothing with when='always': give "
+                                                   'when="auto" too, or leave when_interval out')):
+        gddp.State("sidco-e", 0.01, when_interval=10)
+    assert gddp.State("sidco-e", 0.01, when="auto", when_interval=10).state_dict()["when"] == ("auto", 10)
+    with pytest.raises(ValueError, match=re.escape("optimizer_momentum_ok=True does nothing with "
+                                                   "momentum_correction=0.0")):
+        gddp.State("sidco-e", 0.01, optimizer_momentum_ok=True)
+    # a load refused for another stage count names it as Python writes it
+    saved = gddp.State("sidco-e", 0.01, stages=2).state_dict()
+    with pytest.raises(gradscope.Error, match=re.escape("saved with stages=2, this State has stages=3")):
+        gddp.State("sidco-e", 0.01, stages=3).load_state_dict(saved)
+
+
+def test_a_ratio_below_one_element_of_a_bucket_warns_once(one_process_group):
+    import warnings
+    import gradscope.ddp as gddp
+    state = gddp.State("sidco-e", 1e-9, timeout=60)
+    param = torch.nn.Parameter(torch.zeros(3000))
+    with pytest.warns(RuntimeWarning, match=r"ratio=1e-09\) asks 3e-06 elements of bucket 0's 3000: a bucket "
+                                            r"sends at least one"):
+        state.exchange(0, torch.randn(3000), [param], True).wait()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        state.exchange(0, torch.randn(3000), [param], True).wait()
+        gddp.State("sidco-e", 0.01, timeout=60).exchange(0, torch.randn(3000), [param], True).wait()
 
 
 def test_errors_speak_python(one_process_group):

@@ -212,8 +212,8 @@ class DensityWatch {
 };
 
 // Means over the non-skipped steps; quality and density_mean over the compressed steps (the
-// non-skipped steps after the warm-up: 0 when there are none), density_mean_all over every
-// non-skipped step, the warm-up's included.
+// non-skipped steps after the warm-up that compress-when auto did not send dense: 0 when there are
+// none), density_mean_all over every non-skipped step, the warm-up's and the dense ones included.
 struct RunSummary {
   std::int64_t steps = 0, skipped_steps = 0;
   std::int64_t critical_steps = 0;  // non-skipped steps in a critical regime (DensitySchedule)
