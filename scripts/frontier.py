@@ -45,6 +45,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ddp_results  # noqa: E402  (the runner: one worker of one run)
+import plotstyle  # noqa: E402
 import runs  # noqa: E402
 
 ACCORDION = {"density_schedule": "accordion", "density_high": 0.1, "density_interval": 20, "density_eta": 0.5}
@@ -139,28 +140,32 @@ def figure(rows_by_steps, path):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    panels = list(rows_by_steps.items())
-    palette = list(plt.get_cmap("tab10").colors) + ["black"]
-    colors = {name: palette[i % len(palette)] for i, name in enumerate(POINTS)}
-    fig, axes = plt.subplots(1, len(panels), figsize=(7 * len(panels), 5), squeeze=False)
-    for ax, (steps, rows) in zip(axes[0], panels):
-        dense = next((r for r in rows if r["point"] == "dense"), None)
-        if dense:
-            m, se = dense["acc"]
-            ax.axhspan(m - (se or 0), m + (se or 0), color="0.85", label="dense, mean ± s.e.")
-            ax.axhline(m, color="0.5", linewidth=0.8)
-        for r in rows:  # one colour per point, named in the legend
-            m, se = r["acc"]
-            ax.errorbar(r["bytes"], m, yerr=se or 0, fmt="o", capsize=3, color=colors[r["point"]], label=r["label"])
-        ax.set_xscale("log")
-        ax.margins(x=0.15, y=0.1)
-        ax.set_xlabel("bytes per step per worker, relative to dense (log)")
-        ax.set_ylabel("test accuracy %")
-        ax.set_title(f"ResNet-18, Fashion-MNIST, {steps} steps")
-        ax.grid(True, which="both", linewidth=0.3)
-        ax.legend(loc="best", fontsize=7)
+    runs_by_steps = list(rows_by_steps.items())
+    points = list(dict.fromkeys(r["point"] for _, rows in runs_by_steps for r in rows if r["point"] != "dense"))
+    groups = plotstyle.panels(points)  # at most PER_PANEL methods a panel; dense's band in each
+    fig, axes = plt.subplots(len(groups), len(runs_by_steps), figsize=(6 * len(runs_by_steps), 4.2 * len(groups)),
+                             squeeze=False, sharey="row")
+    for g, group in enumerate(groups):
+        for ax, (steps, rows) in zip(axes[g], runs_by_steps):
+            dense = next((r for r in rows if r["point"] == "dense"), None)
+            if dense:
+                m, se = dense["acc"]
+                ax.axhspan(m - (se or 0), m + (se or 0), color="0.85", label="dense, mean ± s.e.")
+                ax.axhline(m, color="0.5", linewidth=0.8)
+            for r in (x for x in rows if x["point"] in group):  # each method in its colour and marker
+                m, se = r["acc"]
+                look = plotstyle.style(r["point"])
+                ax.errorbar(r["bytes"], m, yerr=se or 0, fmt=look["marker"], capsize=3, color=look["color"],
+                            label=r["label"])
+            ax.set_xscale("log")
+            ax.margins(x=0.15, y=0.1)
+            ax.set_xlabel("bytes per step per worker, relative to dense (log)")
+            ax.set_ylabel("test accuracy %")
+            ax.set_title(f"ResNet-18, Fashion-MNIST, {steps} steps")
+            ax.grid(True, which="both", linewidth=0.3)
+        axes[g, -1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))  # beside the data
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
 
 

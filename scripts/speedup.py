@@ -76,6 +76,7 @@ import gradscope.ddp
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import plotstyle  # noqa: E402
 import runs  # noqa: E402
 import study_models  # noqa: E402
 
@@ -532,43 +533,43 @@ def comparisons(rows, subject="sidco-e-mc"):
 
 
 def figure(rows, model, path):
-    """Test accuracy against wall-clock time, one panel per rate (seed means at each evaluation),
-    with the target the points are timed to."""
+    """Test accuracy against wall-clock time (seed means at each evaluation), a column of panels
+    per rate and a row per group of at most PER_PANEL methods, with the target the points are
+    timed to; each method in its colour and marker (plotstyle), the legend beside the data."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     rates = list(dict.fromkeys(r["rate"] for r in rows if r["model"] == model))
-    fig, axes = plt.subplots(1, len(rates), figsize=(5 * len(rates), 4.2), squeeze=False, sharey=True)
-    colours = method_colours(rows)
-    for ax, rate in zip(axes[0], rates):
-        for r in (x for x in rows if x["model"] == model and x["rate"] == rate):
-            curves = list(r["curves"].values())
-            steps = [c[0] for c in curves[0]]
-            mean = [statistics.mean(c[j][1] for c in curves) * 100 for j in range(len(steps))]
-            ax.plot([st * r["split"]["step"] for st in steps], mean, "-", color=colours[r["point"]],
-                    label=r["label"], linewidth=1.2)
-        targets = set(next(x for x in rows if x["model"] == model)["target"].values())
-        if len(targets) == 1:  # one target for every seed
-            ax.axhline(100 * targets.pop(), color="0.3", linestyle="--", linewidth=0.8, label="target")
-        ax.set_xscale("log")
-        ax.set_title(f"{model}, " + ("unshaped" if rate == "none" else f"{rate} per worker"))
-        ax.set_xlabel("wall-clock time, s (log)")
-        ax.grid(True, which="both", linewidth=0.3)
-    axes[0, 0].set_ylabel("test accuracy %")
-    axes[0, -1].legend(fontsize=7, loc="lower right")
+    points = list(dict.fromkeys(r["point"] for r in rows if r["model"] == model))
+    groups = plotstyle.panels(points)  # at most PER_PANEL methods a panel
+    fig, axes = plt.subplots(len(groups), len(rates), figsize=(5 * len(rates), 4.2 * len(groups)), squeeze=False,
+                             sharey=True)
+    for g, group in enumerate(groups):
+        for ax, rate in zip(axes[g], rates):
+            for r in (x for x in rows if x["model"] == model and x["rate"] == rate and x["point"] in group):
+                curves = list(r["curves"].values())
+                steps = [c[0] for c in curves[0]]
+                mean = [statistics.mean(c[j][1] for c in curves) * 100 for j in range(len(steps))]
+                ax.plot([st * r["split"]["step"] for st in steps], mean, label=r["label"], linewidth=1.2,
+                        markersize=3, **plotstyle.style(r["point"]))
+            _rate_panel(ax, rows, model, rate)
+        axes[g, -1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))  # beside the data
+    for ax in axes[:, 0]:
+        ax.set_ylabel("test accuracy %")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
 
 
-def method_colours(rows):
-    """One colour per method, the same in every panel and figure."""
-    import matplotlib.pyplot as plt
-    palette = list(plt.get_cmap("tab10").colors)
-    return {p: palette[i % len(palette)] for i, p in enumerate(dict.fromkeys(r["point"] for r in rows))}
-
-
-PER_PANEL = 6  # methods in a panel of the time-to-target figure
+def _rate_panel(ax, rows, model, rate):
+    """A panel's target line, scale, title and grid."""
+    targets = set(next(x for x in rows if x["model"] == model)["target"].values())
+    if len(targets) == 1:  # one target for every seed
+        ax.axhline(100 * targets.pop(), color="0.3", linestyle="--", linewidth=0.8, label="target")
+    ax.set_xscale("log")
+    ax.set_title(f"{model}, " + ("unshaped" if rate == "none" else f"{rate} per worker"))
+    ax.set_xlabel("wall-clock time, s (log)")
+    ax.grid(True, which="both", linewidth=0.3)
 
 
 def time_figure(rows, model, path):
@@ -581,9 +582,8 @@ def time_figure(rows, model, path):
     mine = [r for r in rows if r["model"] == model]
     rates = list(dict.fromkeys(r["rate"] for r in mine))
     methods = list(dict.fromkeys(r["point"] for r in mine))
-    per = math.ceil(len(methods) / math.ceil(len(methods) / PER_PANEL))  # the panels' rows evened out
-    groups = [methods[i:i + per] for i in range(0, len(methods), per)]
-    colours = method_colours(rows)
+    groups = plotstyle.panels(methods)  # at most PER_PANEL methods a panel, evened out
+    per = max(len(g) for g in groups)
     fig, axes = plt.subplots(len(groups), len(rates), figsize=(3.6 * len(rates), 0.45 * per * len(groups) + 1.4),
                              squeeze=False, sharex=True)
     for g, group in enumerate(groups):
@@ -595,12 +595,13 @@ def time_figure(rows, model, path):
                 tag = f"{r['reached']}/{r['seeds']}"
                 if m is None:
                     ax.text(0.02, y, f"not reached (0/{r['seeds']})", transform=ax.get_yaxis_transform(),
-                            va="center", fontsize=7, color=colours[p])
+                            va="center", fontsize=7, color=plotstyle.style(p)["color"])
                     continue
                 lo = min(half, 0.95 * m) if half is not None else 0.0  # a log axis: the bar stays above 0
-                ax.errorbar([m], [y], xerr=[[lo], [half or 0.0]], fmt="o", color=colours[p], capsize=3, markersize=4)
+                ax.errorbar([m], [y], xerr=[[lo], [half or 0.0]], fmt=plotstyle.style(p)["marker"],
+                            color=plotstyle.style(p)["color"], capsize=3, markersize=4)
                 ax.annotate(tag, (m + (half or 0.0), y), xytext=(4, 0), textcoords="offset points", va="center",
-                            fontsize=7, color=colours[p])
+                            fontsize=7, color=plotstyle.style(p)["color"])
             ax.set_yticks(range(len(group)))
             ax.set_yticklabels([next(x for x in mine if x["point"] == p)["label"] for p in group] if c == 0 else [],
                                fontsize=7)
