@@ -32,14 +32,27 @@ class CMakeExtension(Extension):
 class CMakeBuild(build_ext):
     def build_extension(self, ext):
         if shutil.which("cmake") is None:
-            raise RuntimeError("gradscope builds with CMake 3.25 or newer: install it (Debian: apt-get "
-                               "install cmake) and the packages scripts/setup.sh lists")
+            raise RuntimeError(
+                "gradscope builds with CMake 3.25 or newer: install it (Debian: apt-get "
+                "install cmake) and the packages scripts/setup.sh lists"
+            )
         build = Path(self.build_temp).resolve() / "cmake"
-        configure = ["cmake", "-S", str(ROOT), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release",
-                     f"-DGS_PYTHON={sys.executable}", "-DGS_BUILD_TESTS=OFF", "-DGS_BUILD_BENCH=OFF",
-                     "-DGS_ENABLE_GUI=OFF", "-DGS_ENABLE_TORCH=OFF", "-DGS_ENABLE_PYTHON=ON",
-                     f"-DGS_CUDA_ARCHS={os.environ.get('GS_CUDA_ARCHS', '')}",
-                     *shlex.split(os.environ.get("GS_CMAKE_ARGS", ""))]
+        configure = [
+            "cmake",
+            "-S",
+            str(ROOT),
+            "-B",
+            str(build),
+            "-DCMAKE_BUILD_TYPE=Release",
+            f"-DGS_PYTHON={sys.executable}",
+            "-DGS_BUILD_TESTS=OFF",
+            "-DGS_BUILD_BENCH=OFF",
+            "-DGS_ENABLE_GUI=OFF",
+            "-DGS_ENABLE_TORCH=OFF",
+            "-DGS_ENABLE_PYTHON=ON",
+            f"-DGS_CUDA_ARCHS={os.environ.get('GS_CUDA_ARCHS', '')}",
+            *shlex.split(os.environ.get("GS_CMAKE_ARGS", "")),
+        ]
         jobs = os.environ.get("GS_JOBS", str(os.cpu_count() or 1))
         forget_other_generator(build, configure)
         subprocess.run(configure, check=True)
@@ -68,5 +81,8 @@ def forget_other_generator(build, configure):
 
 
 # build-pip/, not build/: that is where the Quick start's CMake build lives.
-setup(ext_modules=[CMakeExtension("gradscope._gradscope")], cmdclass={"build_ext": CMakeBuild},
-      options={"build": {"build_base": "build-pip"}})
+setup(
+    ext_modules=[CMakeExtension("gradscope._gradscope")],
+    cmdclass={"build_ext": CMakeBuild},
+    options={"build": {"build_base": "build-pip"}},
+)

@@ -39,11 +39,12 @@ int run_analyze(AnalyzeArgs& a) {
     r = analyzer::analyze(c, progress);
   } catch (const DeviceFailure& e) {
     bar.reset();  // ends the bar's line before the error's
-    throw device_stop(e, "the steps analysed before it stay in " + c.output.string() +
-                             " (the same command adds the rest)");
+    throw device_stop(
+        e, "the steps analysed before it stay in " + c.output.string() + " (the same command adds the rest)");
   }
-  if (bar) bar->finish(std::to_string(r.steps_analyzed) + " steps, " + std::to_string(r.vectors_analyzed) +
-                       " vectors analysed");
+  if (bar)
+    bar->finish(std::to_string(r.steps_analyzed) + " steps, " + std::to_string(r.vectors_analyzed) +
+                " vectors analysed");
   if (!r.device_error.empty())
     warn_ran_on_cpu(r.device_error_backend, r.device_error,
                     "step " + std::to_string(r.device_error_step) + " and the later ones were analysed");
@@ -65,8 +66,8 @@ int run_analyze(AnalyzeArgs& a) {
     std::cout << analyzer::analyze_json(r, reader, summary).dump(2) << '\n';
   } else if (!c.quiet) {
     if (r.steps_skipped > 0)
-      std::cout << r.steps_skipped << " steps were already in " << c.output.string() << "; "
-                << r.steps_analyzed << " new steps analysed\n";
+      std::cout << r.steps_skipped << " steps were already in " << c.output.string() << "; " << r.steps_analyzed
+                << " new steps analysed\n";
     analyzer::print_summary(std::cout, summary);
   }
   return 0;

@@ -33,8 +33,7 @@ int run(int argc, const char* const* argv) {
   app.require_subcommand(1);
 
   auto commands = registry();
-  std::sort(commands.begin(), commands.end(),
-            [](const auto& a, const auto& b) { return a.order < b.order; });
+  std::sort(commands.begin(), commands.end(), [](const auto& a, const auto& b) { return a.order < b.order; });
   std::map<CLI::App*, Runner> runners;
   for (const auto& c : commands) {
     CLI::App* sub = app.add_subcommand(c.name, c.help);

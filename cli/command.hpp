@@ -33,4 +33,4 @@ struct Registrar {
 #define GS_CLI_CONCAT2(a, b) a##b
 #define GS_CLI_CONCAT(a, b) GS_CLI_CONCAT2(a, b)
 #define GS_COMMAND(name, help, order, setup) \
-  static const ::gs::cli::Registrar GS_CLI_CONCAT(gs_command_, __LINE__){name, help, order, setup}
+  static const ::gs::cli::Registrar GS_CLI_CONCAT(gs_command_, __LINE__) { name, help, order, setup }

@@ -18,8 +18,7 @@ void add_on_device_error_option(CLI::App& sub, std::string& value) {
 }
 
 gs::DeviceFailure device_stop(const gs::DeviceFailure& e, const std::string& kept) {
-  return gs::DeviceFailure("device failure: " + std::string(e.what()) + "; " +
-                           (kept.empty() ? "" : kept + "; ") +
+  return gs::DeviceFailure("device failure: " + std::string(e.what()) + "; " + (kept.empty() ? "" : kept + "; ") +
                            "pass --on-device-error cpu to run the work again on the CPU backend");
 }
 
@@ -35,8 +34,7 @@ void arm_fault_injection_from_environment() {
   const char* end = text + std::strlen(text);
   const auto [at, ec] = std::from_chars(text, end, n);
   if (ec != std::errc() || at != end || n < 0) {
-    std::fprintf(stderr, "gradscope: warning: GS_CUDA_HOST_FAIL_ALLOCATION_AFTER='%s' is not a count: ignored\n",
-                 text);
+    std::fprintf(stderr, "gradscope: warning: GS_CUDA_HOST_FAIL_ALLOCATION_AFTER='%s' is not a count: ignored\n", text);
     return;
   }
   kernels::cuda_host::fail_allocation_after(n);

@@ -29,11 +29,10 @@ struct FitConfig {
 };
 
 void print_table(const fitting::FitReport& r, const std::string& source, const std::string& backend) {
-  std::printf("%s: n = %llu, excluded = %llu (%llu zero, %llu non-finite), backend %s\n\n",
-              source.c_str(), (unsigned long long)r.n, (unsigned long long)r.excluded,
-              (unsigned long long)r.zeros, (unsigned long long)r.nonfinite, backend.c_str());
-  std::printf("%-12s %-34s %16s %16s %10s %10s %12s\n", "dist", "params", "loglik", "aic", "ks_D",
-              "ks_p", "ad_A2");
+  std::printf("%s: n = %llu, excluded = %llu (%llu zero, %llu non-finite), backend %s\n\n", source.c_str(),
+              (unsigned long long)r.n, (unsigned long long)r.excluded, (unsigned long long)r.zeros,
+              (unsigned long long)r.nonfinite, backend.c_str());
+  std::printf("%-12s %-34s %16s %16s %10s %10s %12s\n", "dist", "params", "loglik", "aic", "ks_D", "ks_p", "ad_A2");
   for (const auto& f : r.fits) {
     if (!f.error.empty()) {
       std::printf("%-12s (no fit: %s)\n", f.dist.c_str(), f.error.c_str());
@@ -45,23 +44,20 @@ void print_table(const fitting::FitReport& r, const std::string& source, const s
       std::snprintf(buf, sizeof buf, "%s%s=%.6g", p.empty() ? "" : " ", k.c_str(), v);
       p += buf;
     }
-    std::printf("%-12s %-34s %16.6g %16.6g %10.4g %10.3g %12.5g\n", f.dist.c_str(), p.c_str(),
-                f.loglik, f.aic, f.ks_D, f.ks_p, f.ad_A2);
+    std::printf("%-12s %-34s %16.6g %16.6g %10.4g %10.3g %12.5g\n", f.dist.c_str(), p.c_str(), f.loglik, f.aic, f.ks_D,
+                f.ks_p, f.ad_A2);
   }
   if (!r.fits.empty() && r.fits.front().error.empty())
     std::printf("(KS/AD on %llu points%s)\n", (unsigned long long)r.fits.front().ks_n,
                 r.fits.front().ks_subsampled ? ", a uniform random subsample" : ", all of them");
-  std::printf("\n%-14s %8s %7s %14s %12s %9s\n", "method", "ratio", "stages", "threshold",
-              "selected", "quality");
+  std::printf("\n%-14s %8s %7s %14s %12s %9s\n", "method", "ratio", "stages", "threshold", "selected", "quality");
   for (const auto& t : r.thresholds) {
     if (!t.error.empty()) {
-      std::printf("%-14s %8g (not run: %s)\n", t.result.method.c_str(), t.result.density,
-                  t.error.c_str());
+      std::printf("%-14s %8g (not run: %s)\n", t.result.method.c_str(), t.result.density, t.error.c_str());
       continue;
     }
-    std::printf("%-14s %8g %7d %14.6g %12llu %9.4f\n", t.result.method.c_str(), t.result.density,
-                t.result.stages, t.result.threshold, (unsigned long long)t.result.selected,
-                t.result.quality);
+    std::printf("%-14s %8g %7d %14.6g %12llu %9.4f\n", t.result.method.c_str(), t.result.density, t.result.stages,
+                t.result.threshold, (unsigned long long)t.result.selected, t.result.quality);
   }
 }
 
@@ -87,14 +83,14 @@ int run_fit(const FitConfig& cfg) {
   const std::string backend(kernels::to_string(kind));
   if (cfg.json)
     std::printf("%s\n", analyzer::fit_json(report, in.source, backend, device_error).dump(2).c_str());
-  else print_table(report, in.source, backend);
+  else
+    print_table(report, in.source, backend);
   return 0;
 }
 
 Runner setup(CLI::App& sub) {
   auto cfg = std::make_shared<FitConfig>();
-  sub.add_option("input", cfg->input.path, "gradscope snapshot (.h5) or .npy float32/float64 vector")
-      ->required();
+  sub.add_option("input", cfg->input.path, "gradscope snapshot (.h5) or .npy float32/float64 vector")->required();
   cfg->input.add_options(sub);
   sub.add_option("--ratios", cfg->report.densities, "target densities in (0, 1)")
       ->delimiter(',')
@@ -102,8 +98,7 @@ Runner setup(CLI::App& sub) {
   sub.add_option("--dists", cfg->report.dists, gs::fitting::comma_list(gs::fitting::all_dists()))
       ->delimiter(',')
       ->capture_default_str();
-  sub.add_option("--methods", cfg->report.methods,
-                 gs::fitting::comma_list(gs::fitting::all_methods()))
+  sub.add_option("--methods", cfg->report.methods, gs::fitting::comma_list(gs::fitting::all_methods()))
       ->delimiter(',')
       ->capture_default_str();
   sub.add_option("--backend", cfg->backend, "auto, cpu or cuda")->capture_default_str();
@@ -119,8 +114,7 @@ Runner setup(CLI::App& sub) {
   sub.add_option("--ks-max-points", cfg->report.ks_max_points,
                  "KS/AD sample size; larger inputs use a uniform random subsample")
       ->capture_default_str();
-  sub.add_option("--seed", cfg->report.seed, "seed of the KS subsample and DGC's sample")
-      ->capture_default_str();
+  sub.add_option("--seed", cfg->report.seed, "seed of the KS subsample and DGC's sample")->capture_default_str();
   sub.add_flag("--json", cfg->json, "print JSON (docs/analysis-format.md, last section) instead of a table");
   return [cfg] { return run_fit(*cfg); };
 }

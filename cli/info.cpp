@@ -25,8 +25,8 @@ int run_info(const InfoConfig& cfg) {
   const auto storage = data::storage_info(reader);
   if (cfg.json) {
     const StepSummary ss = summarize_steps(steps);
-    const auto min_it = std::min_element(
-        losses.begin(), losses.end(), [](const auto& a, const auto& b) { return a.loss < b.loss; });
+    const auto min_it =
+        std::min_element(losses.begin(), losses.end(), [](const auto& a, const auto& b) { return a.loss < b.loss; });
     const auto ratio = compression_ratio(storage);
     using nlohmann::json;
     json layers = json::array();

@@ -20,12 +20,15 @@ int run_merge(const MergeArgs& a) {
   std::vector<std::filesystem::path> shards(a.shards.begin(), a.shards.end());
   const analyzer::MergeResult r = analyzer::merge_stores(shards, a.output, a.force);
   if (a.json) {
-    std::cout << nlohmann::json{{"output", a.output}, {"shards", r.shards}, {"steps", r.steps},
-                                {"selection", r.selection}}.dump(2)
+    std::cout << nlohmann::json{{"output", a.output},
+                                {"shards", r.shards},
+                                {"steps", r.steps},
+                                {"selection", r.selection}}
+                     .dump(2)
               << '\n';
   } else if (!a.quiet) {
-    std::cout << "merged " << r.shards << " shards, " << r.steps << " steps (selection "
-              << r.selection << ") into " << a.output << '\n';
+    std::cout << "merged " << r.shards << " shards, " << r.steps << " steps (selection " << r.selection << ") into "
+              << a.output << '\n';
   }
   return 0;
 }
@@ -40,8 +43,7 @@ Runner setup(CLI::App& sub) {
   return [a] { return run_merge(*a); };
 }
 
-GS_COMMAND("merge", "Merge the analysis files of --steps shards into one, as one run writes it", 51,
-           setup);
+GS_COMMAND("merge", "Merge the analysis files of --steps shards into one, as one run writes it", 51, setup);
 
 }  // namespace
 }  // namespace gs::cli

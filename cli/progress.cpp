@@ -51,8 +51,7 @@ void Progress::finish(const std::string& summary) {
 }
 
 void Progress::draw(bool final) {
-  const double elapsed =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   const double rate = elapsed > 0 ? double(done_) / elapsed : 0.0;
   const double eta = rate > 0 ? double(total_ - done_) / rate : -1.0;
   const double frac = total_ > 0 ? double(done_) / double(total_) : 0.0;
@@ -62,13 +61,12 @@ void Progress::draw(bool final) {
     std::string bar(static_cast<size_t>(filled), '#');
     bar.resize(width, '.');
     std::fprintf(stderr, "\r%s [%s] %lld/%lld %.1f/s eta %s %s\033[K", label_.c_str(), bar.c_str(),
-                 static_cast<long long>(done_), static_cast<long long>(total_), rate,
-                 format_eta(eta).c_str(), extra_.c_str());
+                 static_cast<long long>(done_), static_cast<long long>(total_), rate, format_eta(eta).c_str(),
+                 extra_.c_str());
     if (final) std::fputc('\n', stderr);
   } else {
-    std::fprintf(stderr, "%s: %lld/%lld (%.0f%%) %.1f/s eta %s %s\n", label_.c_str(),
-                 static_cast<long long>(done_), static_cast<long long>(total_), 100.0 * frac, rate,
-                 format_eta(eta).c_str(), extra_.c_str());
+    std::fprintf(stderr, "%s: %lld/%lld (%.0f%%) %.1f/s eta %s %s\n", label_.c_str(), static_cast<long long>(done_),
+                 static_cast<long long>(total_), 100.0 * frac, rate, format_eta(eta).c_str(), extra_.c_str());
   }
   std::fflush(stderr);
 }

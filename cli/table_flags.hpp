@@ -20,7 +20,8 @@ CLI::Option* add_row_flag(CLI::App& sub, const OptionRow<C>& opt, const C& defau
                           std::function<void(const std::string&)> take) {
   const std::string names = opt.alias.empty() ? opt.flag : opt.flag + "," + opt.alias;
   if (opt.kind == ValueKind::flag) {
-    sub.add_flag_function(names, [take](std::int64_t) { take("1"); }, opt.help);
+    sub.add_flag_function(
+        names, [take](std::int64_t) { take("1"); }, opt.help);
     return nullptr;
   }
   auto* o = sub.add_option_function<std::string>(names, std::move(take), opt.help);

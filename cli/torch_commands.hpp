@@ -36,6 +36,5 @@ consteval const TorchCommand& torch_command(std::string_view name) {
 
 }  // namespace gs::cli
 
-#define GS_TORCH_COMMAND(name, setup)                                                       \
-  GS_COMMAND(name, std::string(::gs::cli::torch_command(name).help), ::gs::cli::torch_command(name).order, \
-             setup)
+#define GS_TORCH_COMMAND(name, setup) \
+  GS_COMMAND(name, std::string(::gs::cli::torch_command(name).help), ::gs::cli::torch_command(name).order, setup)

@@ -36,7 +36,8 @@ constexpr bool kBuiltWithTorch = false;
 
 int forward(const std::string& command) {
   if (!kBuiltWithTorch)
-    throw Error("'" + command + "' needs libtorch, and this build has none: configure with "
+    throw Error("'" + command +
+                "' needs libtorch, and this build has none: configure with "
                 "-DGS_ENABLE_TORCH=ON where libtorch is installed");
   const fs::path exe = torch_executable();
   if (!fs::exists(exe))

@@ -72,13 +72,15 @@ def main():
         with torch.no_grad():
             at = 0
             for q in params:
-                q -= LR[opts.model] * update[at:at + q.numel()].view_as(q)
+                q -= LR[opts.model] * update[at : at + q.numel()].view_as(q)
                 at += q.numel()
     print(f"{opts.model}, {opts.method} at {opts.ratio}, momentum {opts.momentum}, {opts.steps} steps, n = {n}")
     print("fit threshold / k-th largest |acc|, p5 p50 p95: " + " ".join(f"{v:.3f}" for v in percentiles(over_kth)))
     print("fit's selection / target count,     p5 p50 p95: " + " ".join(f"{v:.3f}" for v in percentiles(quality)))
-    print(f"steps within [0.8, 1.25]: {sum(0.8 <= x <= 1.25 for x in quality) / len(quality):.1%}; "
-          f"median {statistics.median(quality):.3f}")
+    print(
+        f"steps within [0.8, 1.25]: {sum(0.8 <= x <= 1.25 for x in quality) / len(quality):.1%}; "
+        f"median {statistics.median(quality):.3f}"
+    )
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ import numpy as np
 def resnet50():
     import torch
     import torchvision
+
     torch.manual_seed(0)
     model = torchvision.models.resnet50()
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
@@ -38,6 +39,7 @@ def resnet50():
 
 def step(model, opt, x, y, rec=None, number=0):
     import torch
+
     if rec is not None:
         rec.begin_step(number)
     loss = torch.nn.functional.cross_entropy(model(x), y)
@@ -50,6 +52,7 @@ def step(model, opt, x, y, rec=None, number=0):
 
 def record(args):
     import gradscope
+
     model, opt, x, y = resnet50()
     params = sum(p.numel() for p in model.parameters())
     modes = ["plain"] + gradscope.Recorder.compressions()
@@ -62,8 +65,7 @@ def record(args):
     for _ in range(args.rounds):
         for mode in modes:
             path = os.path.join(args.out_dir, f"{mode}.h5")
-            rec = None if mode == "plain" else gradscope.Recorder(model, path, every=1, force=True,
-                                                                  compression=mode)
+            rec = None if mode == "plain" else gradscope.Recorder(model, path, every=1, force=True, compression=mode)
             t_all = time.perf_counter()
             for _ in range(args.steps):
                 t0 = time.perf_counter()
@@ -76,8 +78,10 @@ def record(args):
             flushed[mode].append((time.perf_counter() - t_all) / args.steps)
     plain = statistics.median(seconds["plain"])
     plain_flushed = statistics.median(flushed["plain"])
-    print(f"ResNet-50: {params} parameters ({4 * params / 1e6:.1f} MB of float32 gradients), "
-          f"{args.rounds} rounds of {args.steps} steps per mode, torch threads {__import__('torch').get_num_threads()}")
+    print(
+        f"ResNet-50: {params} parameters ({4 * params / 1e6:.1f} MB of float32 gradients), "
+        f"{args.rounds} rounds of {args.steps} steps per mode, torch threads {__import__('torch').get_num_threads()}"
+    )
     print("| mode | s/step (median) | x plain | s/step with the final flush | x plain | MB/step on disk |")
     print("| --- | ---: | ---: | ---: | ---: | ---: |")
     for mode in modes:
@@ -109,8 +113,20 @@ def analyze(args):
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(args.rounds):
             for g in args.granularity:
-                cmd = [args.gradscope, "analyze", args.file, "--steps", "0", "--granularity", g,
-                       "--out", os.path.join(tmp, f"{g}.h5"), "--force", "--quiet", *args.extra]
+                cmd = [
+                    args.gradscope,
+                    "analyze",
+                    args.file,
+                    "--steps",
+                    "0",
+                    "--granularity",
+                    g,
+                    "--out",
+                    os.path.join(tmp, f"{g}.h5"),
+                    "--force",
+                    "--quiet",
+                    *args.extra,
+                ]
                 t0 = time.perf_counter()
                 subprocess.run(cmd, check=True)
                 runs[g].append(time.perf_counter() - t0)

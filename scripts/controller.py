@@ -99,11 +99,30 @@ def worker(rank, cfg, port, out):
         if not state.step_skipped:
             opt.step()
     if rank == 0:
-        fields = ("quality", "estimate_quality", "stages", "corrected", "exact", "buckets", "density",
-                  "target_density", "warmup", "skipped", "critical", "compress_s", "compress_cpu_s")
-        result = dict(cfg, steps_run=[{f: getattr(s, f) for f in fields} for s in state.steps],
-                      summary=state.summary(), final_loss=float(loss), train_s=time.perf_counter() - t0,
-                      test_accuracy=task.evaluate(model), **select_ms(cfg, params))
+        fields = (
+            "quality",
+            "estimate_quality",
+            "stages",
+            "corrected",
+            "exact",
+            "buckets",
+            "density",
+            "target_density",
+            "warmup",
+            "skipped",
+            "critical",
+            "compress_s",
+            "compress_cpu_s",
+        )
+        result = dict(
+            cfg,
+            steps_run=[{f: getattr(s, f) for f in fields} for s in state.steps],
+            summary=state.summary(),
+            final_loss=float(loss),
+            train_s=time.perf_counter() - t0,
+            test_accuracy=task.evaluate(model),
+            **select_ms(cfg, params),
+        )
         with open(out, "w") as f:
             json.dump(result, f)
     dist.barrier()
@@ -136,6 +155,7 @@ def run_once(cfg, opts):
     def make(partial):
         print(f"controller: {name}, {cfg['steps']} steps", file=sys.stderr, flush=True)
         runs.spawn(worker, (cfg, runs.free_port(), partial), cfg["workers"])
+
     return runs.cached_json(path, make)
 
 
@@ -146,8 +166,13 @@ def compressed(result):
 def most_changes(stages, window=20, skip=20):
     """The most stage-count changes within any `window` consecutive steps after the first `skip`."""
     changes = [i for i in range(max(skip, 1), len(stages)) if stages[i] != stages[i - 1]]
-    return max((sum(1 for c in changes if start <= c < start + window)
-                for start in range(skip, max(skip + 1, len(stages) - window + 1))), default=0)
+    return max(
+        (
+            sum(1 for c in changes if start <= c < start + window)
+            for start in range(skip, max(skip + 1, len(stages) - window + 1))
+        ),
+        default=0,
+    )
 
 
 def percentile(values, q):
@@ -166,18 +191,27 @@ def metrics(result):
     estimated = [s["estimate_quality"] for s in steps if s.get("estimate_quality") is not None]
     buckets = sum(s.get("buckets", 0) for s in steps)
     has = "exact" in (steps[0] if steps else {})
-    return {"run": run_name(result["model"], result["method"], result["setup"], result["seed"], result["published"],
-                            result.get("estimate", "carried")),
-            "setup": result["setup"],
-            "estimate_in_band": share(sum(ESTIMATE_BAND[0] <= x <= ESTIMATE_BAND[1] for x in estimated), len(estimated)),
-            "corrected": share(sum(s["corrected"] for s in steps), buckets) if has else float("nan"),
-            "exact": share(sum(s["exact"] for s in steps), buckets) if has else float("nan"),
-            "steps": len(steps),
-            "in_band": sum(BAND[0] <= x <= BAND[1] for x in q) / max(1, len(q)),
-            "changes": most_changes([s["stages"] for s in result["steps_run"]]),
-            "density": (sum(s["density"] for s in steps) / max(1e-300, sum(s["target_density"] for s in steps))),
-            "p5": percentile(q, 0.05), "p95": percentile(q, 0.95),
-            "accuracy": 100 * result["test_accuracy"]}
+    return {
+        "run": run_name(
+            result["model"],
+            result["method"],
+            result["setup"],
+            result["seed"],
+            result["published"],
+            result.get("estimate", "carried"),
+        ),
+        "setup": result["setup"],
+        "estimate_in_band": share(sum(ESTIMATE_BAND[0] <= x <= ESTIMATE_BAND[1] for x in estimated), len(estimated)),
+        "corrected": share(sum(s["corrected"] for s in steps), buckets) if has else float("nan"),
+        "exact": share(sum(s["exact"] for s in steps), buckets) if has else float("nan"),
+        "steps": len(steps),
+        "in_band": sum(BAND[0] <= x <= BAND[1] for x in q) / max(1, len(q)),
+        "changes": most_changes([s["stages"] for s in result["steps_run"]]),
+        "density": (sum(s["density"] for s in steps) / max(1e-300, sum(s["target_density"] for s in steps))),
+        "p5": percentile(q, 0.05),
+        "p95": percentile(q, 0.95),
+        "accuracy": 100 * result["test_accuracy"],
+    }
 
 
 def meets(m):
@@ -189,8 +223,11 @@ def meets_estimate(m):
     """SIDCo's own estimate under momentum correction: None for the other setups."""
     if m["setup"] != "mc":
         return None
-    return (m["estimate_in_band"] >= ESTIMATE_GOALS["in_band"] and m["corrected"] <= ESTIMATE_GOALS["corrected"]
-            and m["exact"] <= ESTIMATE_GOALS["exact"])
+    return (
+        m["estimate_in_band"] >= ESTIMATE_GOALS["in_band"]
+        and m["corrected"] <= ESTIMATE_GOALS["corrected"]
+        and m["exact"] <= ESTIMATE_GOALS["exact"]
+    )
 
 
 def percent(x):
@@ -198,14 +235,43 @@ def percent(x):
 
 
 def table(rows):
-    header = ["run", "compressed steps", "in [0.5, 2]", "changes/20", "density / target", "quality p5", "p95",
-              "estimate in band", "corrected", "exact", "test acc. %", "goals", "estimate goals"]
+    header = [
+        "run",
+        "compressed steps",
+        "in [0.5, 2]",
+        "changes/20",
+        "density / target",
+        "quality p5",
+        "p95",
+        "estimate in band",
+        "corrected",
+        "exact",
+        "test acc. %",
+        "goals",
+        "estimate goals",
+    ]
     verdict = {None: "-", True: "met", False: "missed"}
-    return runs.markdown(header, [[m["run"], m["steps"], f"{100 * m['in_band']:.1f}%", m["changes"],
-                                   f"{m['density']:.3f}", f"{m['p5']:.2f}", f"{m['p95']:.2f}",
-                                   percent(m["estimate_in_band"]), percent(m["corrected"]), percent(m["exact"]),
-                                   f"{m['accuracy']:.2f}", "met" if meets(m) else "missed",
-                                   verdict[meets_estimate(m)]] for m in rows])
+    return runs.markdown(
+        header,
+        [
+            [
+                m["run"],
+                m["steps"],
+                f"{100 * m['in_band']:.1f}%",
+                m["changes"],
+                f"{m['density']:.3f}",
+                f"{m['p5']:.2f}",
+                f"{m['p95']:.2f}",
+                percent(m["estimate_in_band"]),
+                percent(m["corrected"]),
+                percent(m["exact"]),
+                f"{m['accuracy']:.2f}",
+                "met" if meets(m) else "missed",
+                verdict[meets_estimate(m)],
+            ]
+            for m in rows
+        ],
+    )
 
 
 def compress_ms(result, field="compress_s"):
@@ -221,38 +287,68 @@ def cost_cells(mine, topk, field, select):
     """The hook's compress time per step (the median over a run's compressed steps, then over the
     seeds) against top-k's and against a plain select, in wall or CPU time (field, select)."""
     ms_m, ms_t = [compress_ms(r, field) for r in mine], [compress_ms(r, field) for r in topk]
-    return [f"{statistics.median(ms_m):.2f}", f"{statistics.median(ms_t):.2f}",
-            f"{statistics.median(a / b for a, b in zip(ms_m, ms_t)):.2f}",
-            f"{statistics.median(r[select] for r in mine):.2f}",
-            f"{statistics.median(a / r[select] for a, r in zip(ms_m, mine)):.2f}"]
+    return [
+        f"{statistics.median(ms_m):.2f}",
+        f"{statistics.median(ms_t):.2f}",
+        f"{statistics.median(a / b for a, b in zip(ms_m, ms_t)):.2f}",
+        f"{statistics.median(r[select] for r in mine):.2f}",
+        f"{statistics.median(a / r[select] for a, r in zip(ms_m, mine)):.2f}",
+    ]
 
 
 def paired_table(results):
     """Each SIDCo method against top-k on the same model, setup and seeds (runs with the cost fields)."""
-    runs_by = {(r["model"], r["method"], r["setup"], r["seed"]): r for r in results
-               if "select_ms" in r and "compress_s" in r["steps_run"][0]}
+    runs_by = {
+        (r["model"], r["method"], r["setup"], r["seed"]): r
+        for r in results
+        if "select_ms" in r and "compress_s" in r["steps_run"][0]
+    }
     rows = []
-    for (model, method, setup) in sorted({k[:3] for k in runs_by}):
+    for model, method, setup in sorted({k[:3] for k in runs_by}):
         if method == "topk":
             continue
-        seeds = sorted(s for (m, me, se, s) in runs_by if (m, me, se) == (model, method, setup)
-                       and (model, "topk", setup, s) in runs_by)
+        seeds = sorted(
+            s
+            for (m, me, se, s) in runs_by
+            if (m, me, se) == (model, method, setup) and (model, "topk", setup, s) in runs_by
+        )
         if not seeds:
             continue
         mine = [runs_by[(model, method, setup, s)] for s in seeds]
         topk = [runs_by[(model, "topk", setup, s)] for s in seeds]
         acc_m, acc_t = ([100 * r["test_accuracy"] for r in rs] for rs in (mine, topk))
         diff = mean_se([a - b for a, b in zip(acc_m, acc_t)])
-        rows.append([model, setup, method, ",".join(map(str, seeds)),
-                     "%.2f ± %.2f" % mean_se(acc_m), "%.2f ± %.2f" % mean_se(acc_t), "%+.2f ± %.2f" % diff]
-                    + cost_cells(mine, topk, "compress_s", "select_ms"))
+        rows.append(
+            [
+                model,
+                setup,
+                method,
+                ",".join(map(str, seeds)),
+                "%.2f ± %.2f" % mean_se(acc_m),
+                "%.2f ± %.2f" % mean_se(acc_t),
+                "%+.2f ± %.2f" % diff,
+            ]
+            + cost_cells(mine, topk, "compress_s", "select_ms")
+        )
         if all("select_cpu_ms" in r for r in mine + topk):
             rows[-1] += cost_cells(mine, topk, "compress_cpu_s", "select_cpu_ms")
-    header = ["model", "setup", "method", "seeds", "test acc. %", "top-k's", "difference, paired",
-              "compress ms/step", "top-k's", "x top-k", "plain select ms", "x plain select"]
+    header = [
+        "model",
+        "setup",
+        "method",
+        "seeds",
+        "test acc. %",
+        "top-k's",
+        "difference, paired",
+        "compress ms/step",
+        "top-k's",
+        "x top-k",
+        "plain select ms",
+        "x plain select",
+    ]
     if all(len(r) > len(header) for r in rows):
         header += ["CPU: compress ms/step", "top-k's", "x top-k", "plain select ms", "x plain select"]
-    rows = [r[:len(header)] for r in rows]
+    rows = [r[: len(header)] for r in rows]
     return runs.markdown(header, rows) if rows else ""
 
 
@@ -260,8 +356,10 @@ def figure(names, path, opts):
     """Quality and stages per step of the runs named, made by this call or an earlier one (with or
     without --published) at the same --workers and --steps."""
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     missing = [n for n in names if not os.path.exists(run_path(n, opts))]
     if missing:
         raise SystemExit(f"--figure-runs: {', '.join(missing)} not run yet (no {run_path(missing[0], opts)})")
@@ -272,24 +370,43 @@ def figure(names, path, opts):
     fig, axes = plt.subplots(len(chosen), 1, figsize=(10, 2.6 * len(chosen)), squeeze=False, sharex=True)
     for ax, r in zip(axes[:, 0], chosen):
         steps = r["steps_run"]
-        ax.semilogy([s["quality"] if s["quality"] > 0 else float("nan") for s in steps], ".-", markersize=2,
-                    linewidth=0.6, color="tab:blue", label="quality (achieved / target density)")
+        ax.semilogy(
+            [s["quality"] if s["quality"] > 0 else float("nan") for s in steps],
+            ".-",
+            markersize=2,
+            linewidth=0.6,
+            color="tab:blue",
+            label="quality (achieved / target density)",
+        )
         if any(s.get("estimate_quality") is not None for s in steps):
-            ax.semilogy([s["estimate_quality"] if (s.get("estimate_quality") or 0) > 0 else float("nan")
-                         for s in steps], ".", markersize=2, color="tab:orange",
-                        label="SIDCo's own estimate, before any correction")
+            ax.semilogy(
+                [s["estimate_quality"] if (s.get("estimate_quality") or 0) > 0 else float("nan") for s in steps],
+                ".",
+                markersize=2,
+                color="tab:orange",
+                label="SIDCo's own estimate, before any correction",
+            )
         ax.axhspan(*BAND, color="0.9", label="[0.5, 2]")
         ax.axhline(1.0, color="0.5", linewidth=0.6)
         ax.set_ylim(0.01, 10)
         ax.set_ylabel("quality (log)")
         twin = ax.twinx()
-        twin.step(range(len(steps)), [s["stages"] for s in steps], where="post", color="tab:red", linewidth=1.0,
-                  label="SIDCo stages")
+        twin.step(
+            range(len(steps)),
+            [s["stages"] for s in steps],
+            where="post",
+            color="tab:red",
+            linewidth=1.0,
+            label="SIDCo stages",
+        )
         twin.set_ylabel("stages", color="tab:red")
         twin.set_ylim(0, max(s["stages"] for s in steps) + 1)
         m = metrics(r)
-        ax.set_title(f"{m['run']}: {100 * m['in_band']:.0f}% of steps in [0.5, 2], at most {m['changes']} stage "
-                     f"changes in 20 steps, density {m['density']:.2f}x", fontsize=9)
+        ax.set_title(
+            f"{m['run']}: {100 * m['in_band']:.0f}% of steps in [0.5, 2], at most {m['changes']} stage "
+            f"changes in 20 steps, density {m['density']:.2f}x",
+            fontsize=9,
+        )
         ax.legend(loc="upper left", fontsize=7)
         twin.legend(loc="upper right", fontsize=7)
     axes[-1, 0].set_xlabel("step")
@@ -308,15 +425,22 @@ def parse():
     p.add_argument("--seeds", default="1")
     p.add_argument("--ratio", type=float, default=0.01)
     p.add_argument("--published", action="store_true", help="SIDCo as published (no count correction)")
-    p.add_argument("--estimate", default="carried", choices=("carried", "fit"),
-                   help="SIDCo's threshold: carried from step to step (default) or the fit alone")
+    p.add_argument(
+        "--estimate",
+        default="carried",
+        choices=("carried", "fit"),
+        help="SIDCo's threshold: carried from step to step (default) or the fit alone",
+    )
     p.add_argument("--out", default="docs/results/controller")
     p.add_argument("--figure", default="")
     p.add_argument("--figure-runs", default="")
     p.add_argument("--check", action="store_true", help="exit 1 unless every run meets the goals")
     opts = p.parse_args()
-    for option, given, known in (("--models", opts.models, study_models.TASKS), ("--setups", opts.setups, SETUPS),
-                                 ("--methods", opts.methods, gradscope.compressor_names())):
+    for option, given, known in (
+        ("--models", opts.models, study_models.TASKS),
+        ("--setups", opts.setups, SETUPS),
+        ("--methods", opts.methods, gradscope.compressor_names()),
+    ):
         unknown = [v for v in given.split(",") if v not in known]
         if unknown:
             raise SystemExit(f"{option}: unknown {', '.join(unknown)}; use {', '.join(known)}")
@@ -340,21 +464,37 @@ def main():
         for method in opts.methods.split(","):
             for setup in opts.setups.split(","):
                 for seed in [int(s) for s in opts.seeds.split(",")]:
-                    cfg = {"model": model, "method": method, "setup": setup, "seed": seed, "steps": opts.steps,
-                           "workers": opts.workers, "ratio": opts.ratio, "published": opts.published,
-                           "estimate": opts.estimate}
+                    cfg = {
+                        "model": model,
+                        "method": method,
+                        "setup": setup,
+                        "seed": seed,
+                        "steps": opts.steps,
+                        "workers": opts.workers,
+                        "ratio": opts.ratio,
+                        "published": opts.published,
+                        "estimate": opts.estimate,
+                    }
                     results.append(run_once(cfg, opts))
     rows = [metrics(r) for r in results]
-    table_name = ("controller-published.table.md" if opts.published else
-                  "controller-fit.table.md" if opts.estimate == "fit" else "controller.table.md")
+    table_name = (
+        "controller-published.table.md"
+        if opts.published
+        else "controller-fit.table.md"
+        if opts.estimate == "fit"
+        else "controller.table.md"
+    )
     runs.publish(table(rows), os.path.join(opts.out, table_name))
     paired = paired_table(results)
     if paired:
         runs.publish(paired, os.path.join(opts.out, table_name.replace(".table.md", "-paired.table.md")))
     if opts.figure:
         figure(opts.figure_runs.split(","), opts.figure, opts)
-    print(f"controller: {len(rows)} runs, {sum(meets(m) for m in rows)} meet the goals; "
-          f"{time.perf_counter() - t0:.0f} s", file=sys.stderr)
+    print(
+        f"controller: {len(rows)} runs, {sum(meets(m) for m in rows)} meet the goals; "
+        f"{time.perf_counter() - t0:.0f} s",
+        file=sys.stderr,
+    )
     if opts.check and not all(meets(m) for m in rows):
         sys.exit(1)
 

@@ -48,8 +48,9 @@ def check_run_size(option, steps, workers):
     """A clear error for a run too short to time (its first WARMUP steps are left out) or with no
     workers, before any process starts."""
     if steps <= WARMUP:
-        raise SystemExit(f"{option} {steps}: at least {WARMUP + 1} steps (the first {WARMUP} are left out "
-                         f"of the step times)")
+        raise SystemExit(
+            f"{option} {steps}: at least {WARMUP + 1} steps (the first {WARMUP} are left out " f"of the step times)"
+        )
     if workers < 1:
         raise SystemExit(f"--workers {workers}: at least 1")
 
@@ -81,19 +82,24 @@ def make_hook(name, n, args):
     if name == "fp16":
         return Timed(default_hooks.fp16_compress_hook, dist.group.WORLD), lambda s: 2 * n
     if name.startswith("powersgd"):
-        state = powerSGD_hook.PowerSGDState(process_group=None, matrix_approximation_rank=int(name[-1]),
-                                            start_powerSGD_iter=2, random_seed=0)
+        state = powerSGD_hook.PowerSGDState(
+            process_group=None, matrix_approximation_rank=int(name[-1]), start_powerSGD_iter=2, random_seed=0
+        )
         return Timed(powerSGD_hook.powerSGD_hook, state), None  # bytes: from its own counters
     # scripts/frontier.py sets a density and State options (density schedule, momentum correction)
-    state = gradscope.ddp.State(method=name, ratio=getattr(args, "density", DENSITY), warmup_steps=args.warmup_steps,
-                                warmup=args.warmup_schedule, warmup_start_ratio=args.warmup_start_ratio,
-                                **getattr(args, "state_options", {}))
+    state = gradscope.ddp.State(
+        method=name,
+        ratio=getattr(args, "density", DENSITY),
+        warmup_steps=args.warmup_steps,
+        warmup=args.warmup_schedule,
+        warmup_start_ratio=args.warmup_start_ratio,
+        **getattr(args, "state_options", {}),
+    )
     return Timed(gradscope.ddp.hook, state), None
 
 
 def worker(rank, args, port, hook_name, seed, out_path):
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                            world_size=args.workers)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=args.workers)
     torch.set_num_threads(1)
     torch.manual_seed(seed)
     model = torchvision.models.resnet18(num_classes=10)
@@ -115,11 +121,11 @@ def worker(rank, args, port, hook_name, seed, out_path):
         gradscope.ddp.check_optimizer(opt, timed.state)
     x, y = gradscope.fashion_mnist("train")
     order = torch.randperm(len(y), generator=torch.Generator().manual_seed(seed))
-    mine = order[rank::args.workers]
+    mine = order[rank :: args.workers]
     step_s, sent = [], []
     powersgd_after = 0
     for step in range(args.steps):
-        idx = mine[(step * args.batch) % (len(mine) - args.batch):][: args.batch]
+        idx = mine[(step * args.batch) % (len(mine) - args.batch) :][: args.batch]
         t0 = time.perf_counter()
         loss = torch.nn.functional.cross_entropy(ddp(x[idx].expand(-1, 3, -1, -1)), y[idx])
         opt.zero_grad()
@@ -134,13 +140,22 @@ def worker(rank, args, port, hook_name, seed, out_path):
             sent.append(bytes_of(step))
         else:
             sent.append(timed.state.steps[-1].bytes_sent)
-    result = {"hook": hook_name, "seed": seed, "workers": args.workers, "steps": args.steps,
-              "batch": args.batch, "lr": args.lr, "parameters": n,
-              # bytes over every step (a hook's dense first steps count); times after the first 5
-              "bytes_per_step": statistics.mean(sent), "dense_bytes_per_step": 4 * n,
-              "step_ms": 1e3 * statistics.mean(step_s[WARMUP:]),
-              "hook_ms": 1e3 * statistics.mean(timed.per_step[WARMUP:]) if timed else 0.0,
-              "final_loss": float(loss), "warmup": warmup_label(args) if is_gradscope(hook_name) else ""}
+    result = {
+        "hook": hook_name,
+        "seed": seed,
+        "workers": args.workers,
+        "steps": args.steps,
+        "batch": args.batch,
+        "lr": args.lr,
+        "parameters": n,
+        # bytes over every step (a hook's dense first steps count); times after the first 5
+        "bytes_per_step": statistics.mean(sent),
+        "dense_bytes_per_step": 4 * n,
+        "step_ms": 1e3 * statistics.mean(step_s[WARMUP:]),
+        "hook_ms": 1e3 * statistics.mean(timed.per_step[WARMUP:]) if timed else 0.0,
+        "final_loss": float(loss),
+        "warmup": warmup_label(args) if is_gradscope(hook_name) else "",
+    }
     if is_gradscope(hook_name):
         result["gradscope"] = timed.state.summary()
     if rank == 0:
@@ -164,8 +179,10 @@ def warmup_label(args):
 
 
 def table(rows):
-    lines = ["| hook | seeds | test acc. | sent/step/worker | vs dense | step ms | hook ms/step |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| hook | seeds | test acc. | sent/step/worker | vs dense | step ms | hook ms/step |",
+        "|---|---|---|---|---|---|---|",
+    ]
     kinds = sorted({(r["hook"], r.get("warmup", "")) for r in rows}, key=lambda k: (HOOKS.index(k[0]), k[1]))
     for name, warmup in kinds:
         runs = [r for r in rows if r["hook"] == name and r.get("warmup", "") == warmup]
@@ -174,10 +191,12 @@ def table(rows):
         b = statistics.mean(r["bytes_per_step"] for r in runs)
         label = f"gradscope {name} at {DENSITY}" if is_gradscope(name) else name
         label += f", {warmup}" if warmup else ""
-        lines.append(f"| {label} | {','.join(str(r['seed']) for r in runs)} | {statistics.mean(acc):.2f}{spread} | "
-                     f"{b / 1024:.1f} KiB | {b / runs[0]['dense_bytes_per_step']:.4f} | "
-                     f"{statistics.mean(r['step_ms'] for r in runs):.0f} | "
-                     f"{statistics.mean(r['hook_ms'] for r in runs):.2f} |")
+        lines.append(
+            f"| {label} | {','.join(str(r['seed']) for r in runs)} | {statistics.mean(acc):.2f}{spread} | "
+            f"{b / 1024:.1f} KiB | {b / runs[0]['dense_bytes_per_step']:.4f} | "
+            f"{statistics.mean(r['step_ms'] for r in runs):.0f} | "
+            f"{statistics.mean(r['hook_ms'] for r in runs):.2f} |"
+        )
     return "\n".join(lines)
 
 
@@ -204,10 +223,14 @@ def main():
             if name not in HOOKS:
                 raise SystemExit(f"unknown hook {name}: use {', '.join(HOOKS)}")
             tag = warmup_label(args).replace(" ", "-") if is_gradscope(name) else ""
-            path = os.path.join(args.out, f"{name}{'-' + tag if tag else ''}-s{seed}-w{args.workers}-n{args.steps}.json")
+            path = os.path.join(
+                args.out, f"{name}{'-' + tag if tag else ''}-s{seed}-w{args.workers}-n{args.steps}.json"
+            )
+
             def make(partial, name=name, seed=seed):
                 print(f"ddp_results: {name}, seed {seed}", file=sys.stderr, flush=True)
                 runs.spawn(worker, (args, runs.free_port(), name, seed, partial), args.workers)
+
             rows.append(runs.same_eval_images(runs.cached_json(path, make), args.eval_images, path))
     runs.publish(table(rows), os.path.join(args.out, "ddp.table.md"))
 

@@ -46,6 +46,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import runs  # noqa: E402
+
 RESNET18 = 11181642  # torchvision's ResNet-18 with 10 classes: its gradient's elements
 SPARSE_KEEP = 3  # the sparse all-reduce keeps up to 3k sums (compressor.hpp, kSparseAllreduceKeep)
 WORKERS = [4, 8, 16, 32, 64, 128, 256, 512, 1024]
@@ -74,16 +75,21 @@ def model(n, density, workers, bps, alpha):
         "allgather": (gather, (w - 1) * alpha + gather * to_s, 2 * lg * alpha + 2 * gather * to_s),
         "shared": (shared, 6 * (w - 1) * alpha + shared * to_s, 6 * lg * alpha + 2 * lg * 8 * k * to_s),
         # pairwise all-to-all (W - 1 messages), one small all-reduce, ring or tree all-gather
-        "sparse-allreduce": (sparse, 4 * (w - 1) * alpha + sparse * to_s,
-                             (w - 1 + 4 * lg) * alpha + ((w - 1) / w * 8 * k + 2 * (w - 1) / w * 8 * kept) * to_s),
+        "sparse-allreduce": (
+            sparse,
+            4 * (w - 1) * alpha + sparse * to_s,
+            (w - 1 + 4 * lg) * alpha + ((w - 1) / w * 8 * k + 2 * (w - 1) / w * 8 * kept) * to_s,
+        ),
     }
 
 
 def model_table(opts):
     kinds = ("dense", "allgather", "shared", "sparse-allreduce")
-    lines = ["| workers | rate | dense MB sent | all-gather MB | shared MB | sparse all-reduce MB | dense ring / tree ms | "
-             "all-gather ring / tree ms | shared ring / tree ms | sparse all-reduce ring / tree ms |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| workers | rate | dense MB sent | all-gather MB | shared MB | sparse all-reduce MB | dense ring / tree ms | "
+        "all-gather ring / tree ms | shared ring / tree ms | sparse all-reduce ring / tree ms |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for rate, bps in RATES.items():
         for w in WORKERS:
             m = model(opts.n, opts.density, w, bps, opts.alpha_us * 1e-6)
@@ -95,28 +101,46 @@ def model_table(opts):
 
 def figure(opts, lab_rows, path):
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.5))
-    style = {"dense": ("0.4", "dense all-reduce"), "allgather": ("tab:red", "all-gather of pairs"),
-             "shared": ("tab:blue", "shared exchange"), "sparse-allreduce": ("tab:green", "sparse all-reduce")}
+    style = {
+        "dense": ("0.4", "dense all-reduce"),
+        "allgather": ("tab:red", "all-gather of pairs"),
+        "shared": ("tab:blue", "shared exchange"),
+        "sparse-allreduce": ("tab:green", "sparse all-reduce"),
+    }
     ws = [2, 4] + WORKERS[1:]
     for x, (colour, label) in style.items():
-        axes[0].plot(ws, [model(opts.n, opts.density, w, 1e9, 0)[x][0] / 1e6 for w in ws], "-", color=colour,
-                     label=label)
+        axes[0].plot(
+            ws, [model(opts.n, opts.density, w, 1e9, 0)[x][0] / 1e6 for w in ws], "-", color=colour, label=label
+        )
     for row in lab_rows:
-        axes[0].plot(row["workers"], row["measured_tx"] / 1e6, "o", color=style[row["exchange"]][0],
-                     markerfacecolor="none")
-    axes[0].set(xscale="log", yscale="log", xlabel="workers", ylabel="MB sent per worker per step",
-                title=f"bytes (lines: model; circles: the lab), n = {opts.n:,}, density {opts.density:g}")
+        axes[0].plot(
+            row["workers"], row["measured_tx"] / 1e6, "o", color=style[row["exchange"]][0], markerfacecolor="none"
+        )
+    axes[0].set(
+        xscale="log",
+        yscale="log",
+        xlabel="workers",
+        ylabel="MB sent per worker per step",
+        title=f"bytes (lines: model; circles: the lab), n = {opts.n:,}, density {opts.density:g}",
+    )
     axes[0].legend(fontsize=8)
     for ax, (rate, bps) in zip(axes[1:], RATES.items()):
         for x, (colour, label) in style.items():
             ms = [model(opts.n, opts.density, w, bps, opts.alpha_us * 1e-6)[x] for w in WORKERS]
             ax.plot(WORKERS, [1e3 * m[1] for m in ms], "-", color=colour, label=f"{label}, ring")
             ax.plot(WORKERS, [1e3 * m[2] for m in ms], "--", color=colour, label=f"{label}, tree")
-        ax.set(xscale="log", yscale="log", xlabel="workers", ylabel="ms per step",
-               title=f"time at {rate} per link, latency {opts.alpha_us:g} us")
+        ax.set(
+            xscale="log",
+            yscale="log",
+            xlabel="workers",
+            ylabel="ms per step",
+            title=f"time at {rate} per link, latency {opts.alpha_us:g} us",
+        )
         ax.grid(True, which="both", linewidth=0.3)
         ax.legend(fontsize=7)
     axes[0].grid(True, which="both", linewidth=0.3)
@@ -127,11 +151,13 @@ def figure(opts, lab_rows, path):
 
 # ---- the lab's check ---------------------------------------------------------------------------
 
+
 def lab_worker(cfg_path):
     """One rank in the lab: the hook's exchange of one bucket of n values, `steps` times."""
     import torch
     import torch.distributed as dist
     import gradscope.ddp
+
     with open(cfg_path) as f:
         cfg = json.load(f)
     dist.init_process_group("gloo", init_method="env://", timeout=datetime.timedelta(seconds=600))
@@ -148,9 +174,14 @@ def lab_worker(cfg_path):
         state.exchange(0, grad, [param], True).wait()
     if rank == 0:
         with open(cfg["out"], "w") as f:
-            json.dump({"bytes_sent": [s.bytes_sent for s in state.steps],
-                       "gathered_bytes": [s.gathered_bytes for s in state.steps],
-                       "link_bytes": [s.link_bytes for s in state.steps]}, f)
+            json.dump(
+                {
+                    "bytes_sent": [s.bytes_sent for s in state.steps],
+                    "gathered_bytes": [s.gathered_bytes for s in state.steps],
+                    "link_bytes": [s.link_bytes for s in state.steps],
+                },
+                f,
+            )
     dist.barrier()
     dist.destroy_process_group()
 
@@ -159,15 +190,37 @@ def lab_row(exchange, workers, opts):
     """Bytes per worker per step the lab's links carried, against the model's."""
     path = os.path.join(opts.out, f"lab-{exchange}-w{workers}.json")
     if not os.path.exists(path):
-        cfg = {"exchange": exchange, "n": opts.lab_n, "density": opts.density, "steps": opts.lab_steps,
-               "out": path + ".hook"}
+        cfg = {
+            "exchange": exchange,
+            "n": opts.lab_n,
+            "density": opts.density,
+            "steps": opts.lab_steps,
+            "out": path + ".hook",
+        }
         cfg_path = path + ".cfg"
         with open(cfg_path, "w") as f:
             json.dump(cfg, f)
         stats = path + ".stats"
-        cmd = [sys.executable, os.path.join(HERE, "netlab.py"), "--rate", "none", "--no-measure", "--workers",
-               str(workers), "--stats", stats, "--timeout", "1200", "--logs", path + ".logs", "--",
-               sys.executable, os.path.abspath(__file__), "--lab-worker", cfg_path]
+        cmd = [
+            sys.executable,
+            os.path.join(HERE, "netlab.py"),
+            "--rate",
+            "none",
+            "--no-measure",
+            "--workers",
+            str(workers),
+            "--stats",
+            stats,
+            "--timeout",
+            "1200",
+            "--logs",
+            path + ".logs",
+            "--",
+            sys.executable,
+            os.path.abspath(__file__),
+            "--lab-worker",
+            cfg_path,
+        ]
         r = subprocess.run(cmd, env=dict(os.environ, OMP_NUM_THREADS="1"))
         if r.returncode != 0:
             raise SystemExit(f"exchange_model: the lab run of {exchange} at {workers} workers failed ({r.returncode})")
@@ -175,13 +228,18 @@ def lab_row(exchange, workers, opts):
             counted = json.load(f)
         with open(cfg["out"]) as f:
             hook = json.load(f)
-        row = {"exchange": exchange, "workers": workers, "steps": opts.lab_steps, "n": opts.lab_n,
-               # the rendezvous and the settings' agreement are once per run: a step's share
-               "measured_tx": sum(counted["tx_bytes"]) / workers / opts.lab_steps,
-               "hook_bytes_sent": sum(hook["bytes_sent"]) / opts.lab_steps,
-               # what the hook's summary says the link sent (link_bytes_per_step), the same steps
-               "hook_link_bytes": sum(hook["link_bytes"]) / opts.lab_steps,
-               "model": model(opts.lab_n, opts.density, workers, 1e9, 0)[exchange][0]}
+        row = {
+            "exchange": exchange,
+            "workers": workers,
+            "steps": opts.lab_steps,
+            "n": opts.lab_n,
+            # the rendezvous and the settings' agreement are once per run: a step's share
+            "measured_tx": sum(counted["tx_bytes"]) / workers / opts.lab_steps,
+            "hook_bytes_sent": sum(hook["bytes_sent"]) / opts.lab_steps,
+            # what the hook's summary says the link sent (link_bytes_per_step), the same steps
+            "hook_link_bytes": sum(hook["link_bytes"]) / opts.lab_steps,
+            "model": model(opts.lab_n, opts.density, workers, 1e9, 0)[exchange][0],
+        }
         with open(path, "w") as f:
             json.dump(row, f)
         for extra in (cfg_path, stats, cfg["out"]):
@@ -192,16 +250,34 @@ def lab_row(exchange, workers, opts):
 
 
 def lab_table(rows):
-    header = ["exchange", "workers", "model: MB sent per worker per step", "the lab's links: MB sent per worker per step",
-              "lab / model", "the hook's link_bytes_per_step, MB", "lab / the hook's"]
+    header = [
+        "exchange",
+        "workers",
+        "model: MB sent per worker per step",
+        "the lab's links: MB sent per worker per step",
+        "lab / model",
+        "the hook's link_bytes_per_step, MB",
+        "lab / the hook's",
+    ]
 
     def hook(r, cell):
         return cell(r) if "hook_link_bytes" in r else "-"
-    return runs.markdown(header, [[r["exchange"], r["workers"], f"{r['model'] / 1e6:.3f}",
-                                   f"{r['measured_tx'] / 1e6:.3f}", f"{r['measured_tx'] / r['model']:.3f}",
-                                   hook(r, lambda r: f"{r['hook_link_bytes'] / 1e6:.3f}"),
-                                   hook(r, lambda r: f"{r['measured_tx'] / r['hook_link_bytes']:.3f}")]
-                                  for r in rows])
+
+    return runs.markdown(
+        header,
+        [
+            [
+                r["exchange"],
+                r["workers"],
+                f"{r['model'] / 1e6:.3f}",
+                f"{r['measured_tx'] / 1e6:.3f}",
+                f"{r['measured_tx'] / r['model']:.3f}",
+                hook(r, lambda r: f"{r['hook_link_bytes'] / 1e6:.3f}"),
+                hook(r, lambda r: f"{r['measured_tx'] / r['hook_link_bytes']:.3f}"),
+            ]
+            for r in rows
+        ],
+    )
 
 
 def main():
@@ -225,11 +301,15 @@ def main():
     if opts.lab:
         sys.path.insert(0, HERE)
         import netlab
+
         reason = netlab.unavailable_reason("none")
         if reason:
             p.error(reason)
-        rows = [lab_row(x, int(w), opts) for w in opts.lab_workers.split(",")
-                for x in ("allgather", "shared", "sparse-allreduce", "dense")]
+        rows = [
+            lab_row(x, int(w), opts)
+            for w in opts.lab_workers.split(",")
+            for x in ("allgather", "shared", "sparse-allreduce", "dense")
+        ]
         text += "\n\n" + lab_table(rows)
     runs.publish(text, os.path.join(opts.out, "scale.table.md"))
     figure(opts, rows, os.path.join(opts.out, "scale.png"))

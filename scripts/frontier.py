@@ -64,8 +64,14 @@ POINTS = {
     "topk-0.01": ("topk", 0.01, {}, 0.9, TWO, "top-k 0.01"),
     "sidco-e-0.01-accordion": ("sidco-e", 0.01, ACCORDION, 0.9, FIVE, "SIDCo-E 0.01, Accordion"),
     "sidco-e-0.01-mc": ("sidco-e", 0.01, MOMENTUM_CORRECTION, 0.0, FIVE, "SIDCo-E 0.01, mom. corr."),
-    "sidco-e-0.01-accordion-mc": ("sidco-e", 0.01, dict(ACCORDION, **MOMENTUM_CORRECTION), 0.0, FIVE,
-                                  "SIDCo-E 0.01, Accordion + mom. corr."),
+    "sidco-e-0.01-accordion-mc": (
+        "sidco-e",
+        0.01,
+        dict(ACCORDION, **MOMENTUM_CORRECTION),
+        0.0,
+        FIVE,
+        "SIDCo-E 0.01, Accordion + mom. corr.",
+    ),
 }
 LONG_POINTS = ["dense", "sidco-e-0.01", "sidco-e-0.01-accordion", "sidco-e-0.01-mc"]
 TRAIN_IMAGES = 60000
@@ -79,9 +85,22 @@ def epochs_steps(epochs, workers, batch):
 def run_args(name, steps, opts):
     """The ddp_results worker's arguments for one point."""
     hook, density, state_options, momentum, _, _ = POINTS[name]
-    return argparse.Namespace(workers=opts.workers, steps=steps, batch=opts.batch, lr=opts.lr, warmup_steps=0,
-                              warmup_schedule="dense", warmup_start_ratio=0.25, density=density,
-                              state_options=state_options, momentum=momentum, eval_images=opts.eval_images), hook
+    return (
+        argparse.Namespace(
+            workers=opts.workers,
+            steps=steps,
+            batch=opts.batch,
+            lr=opts.lr,
+            warmup_steps=0,
+            warmup_schedule="dense",
+            warmup_start_ratio=0.25,
+            density=density,
+            state_options=state_options,
+            momentum=momentum,
+            eval_images=opts.eval_images,
+        ),
+        hook,
+    )
 
 
 def run_once(name, seed, steps, opts):
@@ -95,12 +114,21 @@ def run_once(name, seed, steps, opts):
         runs.spawn(ddp_results.worker, (args, runs.free_port(), hook, seed, partial), opts.workers)
         with open(partial) as f:
             result = json.load(f)
-        result.update(point=name, density=args.density, state_options=args.state_options,
-                      optimizer_momentum=args.momentum, wall_s=time.perf_counter() - t0)
+        result.update(
+            point=name,
+            density=args.density,
+            state_options=args.state_options,
+            optimizer_momentum=args.momentum,
+            wall_s=time.perf_counter() - t0,
+        )
         with open(partial, "w") as f:
             json.dump(result, f, indent=1, sort_keys=True)
-        print(f"frontier: {name} seed {seed}: {100 * result['test_accuracy']:.2f}% in {result['wall_s']:.0f} s",
-              file=sys.stderr, flush=True)
+        print(
+            f"frontier: {name} seed {seed}: {100 * result['test_accuracy']:.2f}% in {result['wall_s']:.0f} s",
+            file=sys.stderr,
+            flush=True,
+        )
+
     return runs.same_eval_images(runs.cached_json(path, make), opts.eval_images, path)
 
 
@@ -110,13 +138,22 @@ def summarize(name, made, dense):
     dense_acc = {r["seed"]: 100 * r["test_accuracy"] for r in dense}
     paired = [acc[s] - dense_acc[s] for s in sorted(acc) if s in dense_acc]
     gs = [r["gradscope"] for r in made if "gradscope" in r]
-    return {"point": name, "label": POINTS[name][5], "seeds": sorted(acc), "acc": runs.mean_se(list(acc.values())),
-            "diff": runs.mean_se(paired) if paired and name != "dense" else None, "paired_seeds": len(paired),
-            "bytes": statistics.mean(r["bytes_per_step"] / r["dense_bytes_per_step"] for r in made),
-            "step_ms": statistics.mean(r["step_ms"] for r in made),
-            "hook_ms": statistics.mean(r["hook_ms"] for r in made),
-            "critical": (statistics.mean(g["critical_steps"] / g["steps"] for g in gs)
-                         if gs and POINTS[name][2].get("density_schedule") else None)}
+    return {
+        "point": name,
+        "label": POINTS[name][5],
+        "seeds": sorted(acc),
+        "acc": runs.mean_se(list(acc.values())),
+        "diff": runs.mean_se(paired) if paired and name != "dense" else None,
+        "paired_seeds": len(paired),
+        "bytes": statistics.mean(r["bytes_per_step"] / r["dense_bytes_per_step"] for r in made),
+        "step_ms": statistics.mean(r["step_ms"] for r in made),
+        "hook_ms": statistics.mean(r["hook_ms"] for r in made),
+        "critical": (
+            statistics.mean(g["critical_steps"] / g["steps"] for g in gs)
+            if gs and POINTS[name][2].get("density_schedule")
+            else None
+        ),
+    }
 
 
 def pm(value, se, digits=2):
@@ -124,27 +161,39 @@ def pm(value, se, digits=2):
 
 
 def table(rows_by_steps):
-    lines = ["| point | steps | seeds | test acc. % | vs dense, paired | bytes/step vs dense | step ms | "
-             "hook ms/step | critical steps |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| point | steps | seeds | test acc. % | vs dense, paired | bytes/step vs dense | step ms | "
+        "hook ms/step | critical steps |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for steps, rows in rows_by_steps.items():
         for r in rows:
             diff = f"{pm(*r['diff'])} ({r['paired_seeds']})" if r["diff"] else ""
             critical = f"{100 * r['critical']:.0f}%" if r["critical"] is not None else ""
             seeds = ",".join(map(str, r["seeds"]))
-            lines.append(f"| {r['label']} | {steps} | {seeds} | {pm(*r['acc'])} | {diff} | {r['bytes']:.4f} | "
-                         f"{r['step_ms']:.0f} | {r['hook_ms']:.2f} | {critical} |")
+            lines.append(
+                f"| {r['label']} | {steps} | {seeds} | {pm(*r['acc'])} | {diff} | {r['bytes']:.4f} | "
+                f"{r['step_ms']:.0f} | {r['hook_ms']:.2f} | {critical} |"
+            )
     return "\n".join(lines)
 
 
 def figure(rows_by_steps, path):
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     runs_by_steps = list(rows_by_steps.items())
     points = list(dict.fromkeys(r["point"] for _, rows in runs_by_steps for r in rows if r["point"] != "dense"))
     groups = plotstyle.panels(points)  # at most PER_PANEL methods a panel; dense's band in each
-    fig, axes = plt.subplots(len(groups), len(runs_by_steps), figsize=(6 * len(runs_by_steps), 4.2 * len(groups)),
-                             squeeze=False, sharey="row")
+    fig, axes = plt.subplots(
+        len(groups),
+        len(runs_by_steps),
+        figsize=(6 * len(runs_by_steps), 4.2 * len(groups)),
+        squeeze=False,
+        sharey="row",
+    )
     for g, group in enumerate(groups):
         for ax, (steps, rows) in zip(axes[g], runs_by_steps):
             dense = next((r for r in rows if r["point"] == "dense"), None)
@@ -155,8 +204,9 @@ def figure(rows_by_steps, path):
             for r in (x for x in rows if x["point"] in group):  # each method in its colour and marker
                 m, se = r["acc"]
                 look = plotstyle.style(r["point"])
-                ax.errorbar(r["bytes"], m, yerr=se or 0, fmt=look["marker"], capsize=3, color=look["color"],
-                            label=r["label"])
+                ax.errorbar(
+                    r["bytes"], m, yerr=se or 0, fmt=look["marker"], capsize=3, color=look["color"], label=r["label"]
+                )
             ax.set_xscale("log")
             ax.margins(x=0.15, y=0.1)
             ax.set_xlabel("bytes per step per worker, relative to dense (log)")
@@ -206,8 +256,11 @@ def main():
     for steps, points in horizons:
         results = {}
         for name in points:
-            seeds = [int(s) for s in opts.seeds.split(",")] if opts.seeds else (
-                POINTS[name][4] if steps == opts.steps else TWO)
+            seeds = (
+                [int(s) for s in opts.seeds.split(",")]
+                if opts.seeds
+                else (POINTS[name][4] if steps == opts.steps else TWO)
+            )
             results[name] = [run_once(name, seed, steps, opts) for seed in seeds]
             compute_s += sum(r["wall_s"] for r in results[name])
         if points:
@@ -215,8 +268,11 @@ def main():
             rows_by_steps[steps] = [summarize(n, results[n], dense) for n in points]
     runs.publish(table(rows_by_steps), os.path.join(opts.out, "frontier.table.md"))
     figure(rows_by_steps, opts.figure or os.path.join(opts.out, "frontier.png"))
-    print(f"frontier: this invocation took {time.perf_counter() - t0:.0f} s; the runs in the table took "
-          f"{compute_s:.0f} s when they were made", file=sys.stderr)
+    print(
+        f"frontier: this invocation took {time.perf_counter() - t0:.0f} s; the runs in the table took "
+        f"{compute_s:.0f} s when they were made",
+        file=sys.stderr,
+    )
 
 
 if __name__ == "__main__":

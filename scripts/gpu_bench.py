@@ -64,17 +64,32 @@ PROGRESS = re.compile(r"^(\S+) n=(\d+) d=(\S+): (\S+) ms$")
 
 def progress_rows(stderr):
     """The rows gs_kernels_bench wrote to stderr as it measured them (method, n, density, median)."""
-    return [{"method": m.group(1), "n": int(m.group(2)), "density": float(m.group(3)),
-             "median_ms": float(m.group(4))} for m in map(PROGRESS.match, stderr.splitlines()) if m]
+    return [
+        {"method": m.group(1), "n": int(m.group(2)), "density": float(m.group(3)), "median_ms": float(m.group(4))}
+        for m in map(PROGRESS.match, stderr.splitlines())
+        if m
+    ]
 
 
 def kernels(bench, sizes, densities, copy, errors):
     """gs_kernels_bench's rows; where it dies midway, the rows it measured before, and its error in
     errors["kernels"]."""
     try:
-        run = subprocess.run([bench, "--backend", "cuda", "--sizes", ",".join(f"{n:g}" for n in sizes),
-                              "--densities", ",".join(f"{d:g}" for d in densities), "--json"],
-                             capture_output=True, text=True, timeout=90)
+        run = subprocess.run(
+            [
+                bench,
+                "--backend",
+                "cuda",
+                "--sizes",
+                ",".join(f"{n:g}" for n in sizes),
+                "--densities",
+                ",".join(f"{d:g}" for d in densities),
+                "--json",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=90,
+        )
         rc, out, err = run.returncode, run.stdout, run.stderr
     except subprocess.TimeoutExpired as e:
         rc, out = "timed out after 90 s", ""
@@ -89,8 +104,14 @@ def kernels(bench, sizes, densities, copy, errors):
     for r in rows:
         if r["method"] == "read":
             gbs = 4 * r["n"] / (r["median_ms"] * 1e-3) / 1e9
-            reads.append({"n": r["n"], "ms": r["median_ms"], "gb_per_s": gbs,
-                          "of_copy_bandwidth": gbs / copy["gb_per_s"] if copy else None})
+            reads.append(
+                {
+                    "n": r["n"],
+                    "ms": r["median_ms"],
+                    "gb_per_s": gbs,
+                    "of_copy_bandwidth": gbs / copy["gb_per_s"] if copy else None,
+                }
+            )
     return {"rows": rows, "read": reads}
 
 
@@ -98,8 +119,14 @@ def topk(sizes, densities, rows):
     import torch
 
     def row(method, n, d):
-        return next((r["median_ms"] for r in rows if r["method"] == method and r["n"] == n
-                     and abs(r["density"] - d) <= 1e-12 * max(1.0, d)), None)
+        return next(
+            (
+                r["median_ms"]
+                for r in rows
+                if r["method"] == method and r["n"] == n and abs(r["density"] - d) <= 1e-12 * max(1.0, d)
+            ),
+            None,
+        )
 
     out = []
     for n in sizes:
@@ -109,12 +136,22 @@ def topk(sizes, densities, rows):
             k = max(1, math.floor(n * d))
             reps = 10 if n >= 10**8 else 30
             t = median_ms(lambda: torch.topk(g.abs(), k, sorted=False), reps)
-            out.append({"n": n, "density": d, "k": k, "torch_topk_ms": t,
-                        "sidco_topk_ms": row("sidco-topk", n, d), "sidco_e_threshold_ms": row("sidco-e", n, d),
-                        "sidco_e_select_ms": row("sidco-e+compact:full", n, d), "gradscope_topk_ms": row("topk", n, d),
-                        "sidco_e_resident_ms": row("sidco-e:resident", n, d),
-                        "gradscope_topk_resident_ms": row("topk:resident", n, d),
-                        "sidco_topk_resident_ms": row("sidco-topk:resident", n, d), "read_ms": row("read", n, 0.0)})
+            out.append(
+                {
+                    "n": n,
+                    "density": d,
+                    "k": k,
+                    "torch_topk_ms": t,
+                    "sidco_topk_ms": row("sidco-topk", n, d),
+                    "sidco_e_threshold_ms": row("sidco-e", n, d),
+                    "sidco_e_select_ms": row("sidco-e+compact:full", n, d),
+                    "gradscope_topk_ms": row("topk", n, d),
+                    "sidco_e_resident_ms": row("sidco-e:resident", n, d),
+                    "gradscope_topk_resident_ms": row("topk:resident", n, d),
+                    "sidco_topk_resident_ms": row("sidco-topk:resident", n, d),
+                    "read_ms": row("read", n, 0.0),
+                }
+            )
         g = None
         torch.cuda.empty_cache()
     return out
@@ -134,7 +171,11 @@ def ddp(steps, warmup=5, batch=32, image=224, device="cuda"):
         torch.manual_seed(0)
         x = torch.randn(batch, 3, image, image, device=device)
         y = torch.randint(0, 1000, (batch,), device=device)
-        for name, hook in [("plain DDP", None), ("PowerSGD rank 4", "powersgd"), ("gradscope sidco-e 0.01", "gradscope")]:
+        for name, hook in [
+            ("plain DDP", None),
+            ("PowerSGD rank 4", "powersgd"),
+            ("gradscope sidco-e 0.01", "gradscope"),
+        ]:
             try:
                 rows.append(ddp_mode(name, hook, x, y, steps, warmup, device))
             except Exception:  # this mode's row says why; the others still run
@@ -143,8 +184,15 @@ def ddp(steps, warmup=5, batch=32, image=224, device="cuda"):
                 torch.cuda.empty_cache()
     finally:
         dist.destroy_process_group()
-    return {"model": "torchvision resnet18 (no weights)", "batch": batch, "input": f"3x{image}x{image}",
-            "world_size": 1, "backend": backend, "optimizer": "SGD lr 0.01 momentum 0.9", "rows": rows}
+    return {
+        "model": "torchvision resnet18 (no weights)",
+        "batch": batch,
+        "input": f"3x{image}x{image}",
+        "world_size": 1,
+        "backend": backend,
+        "optimizer": "SGD lr 0.01 momentum 0.9",
+        "rows": rows,
+    }
 
 
 def ddp_mode(name, hook, x, y, steps, warmup, device):
@@ -180,14 +228,30 @@ def ddp_mode(name, hook, x, y, steps, warmup, device):
         sync()
         if step >= warmup:
             times.append((time.perf_counter() - t0) * 1e3)
-    r = {"mode": name, "ms_per_step_median": statistics.median(times), "ms_per_step_mean": statistics.fmean(times),
-         "steps": steps, "warmup_steps": warmup}
+    r = {
+        "mode": name,
+        "ms_per_step_median": statistics.median(times),
+        "ms_per_step_mean": statistics.fmean(times),
+        "steps": steps,
+        "warmup_steps": warmup,
+    }
     if hook == "gradscope":
         # host_device_* arrive with the state's PCIe accounting; absent before it, they read None.
         s = state.summary()
-        r.update({key: s.get(key) for key in ("host_device_bytes_per_step", "host_device_gathered_bytes_per_step",
-                                              "dense_bytes_per_step", "bytes_per_step", "density_mean",
-                                              "hook_ms_per_step", "host_syncs_per_step")})
+        r.update(
+            {
+                key: s.get(key)
+                for key in (
+                    "host_device_bytes_per_step",
+                    "host_device_gathered_bytes_per_step",
+                    "dense_bytes_per_step",
+                    "bytes_per_step",
+                    "density_mean",
+                    "hook_ms_per_step",
+                    "host_syncs_per_step",
+                )
+            }
+        )
         later = state.steps[1:]  # the first step's settings agreement goes through the host
         r["buckets"] = later[-1].buckets if later else None
         r["host_syncs_per_bucket_after_step_0"] = max((x.host_syncs / x.buckets for x in later), default=None)

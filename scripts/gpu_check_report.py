@@ -26,8 +26,20 @@ import xml.etree.ElementTree as ET
 from datetime import datetime, timezone
 
 # Steps in their order (phases setup, timing, tests, sanitizers); those a GPU run may leave out.
-STEPS = ["bundle", "googletest", "configure", "build-timing", "benchmarks", "python-gpu-tests", "build-suites",
-         "cuda-filters", "cpp-suites", "large-vectors", "memcheck", "racecheck"]
+STEPS = [
+    "bundle",
+    "googletest",
+    "configure",
+    "build-timing",
+    "benchmarks",
+    "python-gpu-tests",
+    "build-suites",
+    "cuda-filters",
+    "cpp-suites",
+    "large-vectors",
+    "memcheck",
+    "racecheck",
+]
 PHASES = ["setup", "timing", "tests", "sanitizers"]
 INCOMPLETE = ("cut", "unavailable")  # statuses that leave a step unchecked without failing it
 OPTIONAL_ON_GPU = {"large-vectors"}
@@ -43,14 +55,35 @@ def sh(cmd):
 
 def machine(python):
     cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "")
-    os_name = next((line.split("=", 1)[1].strip().strip('"') for line in open("/etc/os-release")
-                    if line.startswith("PRETTY_NAME=")), "") if os.path.exists("/etc/os-release") else ""
-    gpus = [g for g in sh(["nvidia-smi", "--query-gpu=name,memory.total,driver_version",
-                           "--format=csv,noheader"]).splitlines() if g.strip()]
+    os_name = (
+        next(
+            (
+                line.split("=", 1)[1].strip().strip('"')
+                for line in open("/etc/os-release")
+                if line.startswith("PRETTY_NAME=")
+            ),
+            "",
+        )
+        if os.path.exists("/etc/os-release")
+        else ""
+    )
+    gpus = [
+        g
+        for g in sh(
+            ["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"]
+        ).splitlines()
+        if g.strip()
+    ]
     nvcc = sh(["nvcc", "--version"]).splitlines()
     torch = sh([python, "-c", "import torch; print(torch.__version__, 'CUDA', torch.version.cuda)"]) if python else ""
-    return {"gpus": gpus, "cuda": nvcc[-1] if nvcc else "", "torch": torch, "cpu": cpu,
-            "cores": os.cpu_count(), "os": os_name}
+    return {
+        "gpus": gpus,
+        "cuda": nvcc[-1] if nvcc else "",
+        "torch": torch,
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "os": os_name,
+    }
 
 
 def gtest_filter_matches(flt, name):
@@ -97,11 +130,21 @@ def suites(work, filters, names):
         skipped = [n for n, t in ran if t.get("result") == "SKIPPED"]
         failed = [n for n, t in ran if t.get("failures")]
         cuda = [(n, t) for n, t in ran if suite in filters and gtest_filter_matches(filters[suite], n)]
-        out.append({"suite": suite, "ran": True, "cases": len(ran), "failed": len(failed),
-                    "skipped": len(skipped), "passed": len(ran) - len(failed) - len(skipped),
-                    "cuda_cases": len(cuda), "cuda_cases_run": sum(1 for n, t in cuda if t.get("result") == "COMPLETED"),
-                    "cuda_cases_skipped": sum(1 for n, t in cuda if t.get("result") == "SKIPPED"),
-                    "failed_cases": failed[:20], "skipped_cases": skipped[:20]})
+        out.append(
+            {
+                "suite": suite,
+                "ran": True,
+                "cases": len(ran),
+                "failed": len(failed),
+                "skipped": len(skipped),
+                "passed": len(ran) - len(failed) - len(skipped),
+                "cuda_cases": len(cuda),
+                "cuda_cases_run": sum(1 for n, t in cuda if t.get("result") == "COMPLETED"),
+                "cuda_cases_skipped": sum(1 for n, t in cuda if t.get("result") == "SKIPPED"),
+                "failed_cases": failed[:20],
+                "skipped_cases": skipped[:20],
+            }
+        )
     return out
 
 
@@ -132,14 +175,18 @@ def read_jsonl(path):
 def sanitizer_summary(work, step):
     path = os.path.join(work, f"{step}.log")
     text = open(path, errors="replace").read() if os.path.exists(path) else ""
-    return {"error_summaries": [int(n) for n in re.findall(r"ERROR SUMMARY: (\d+) errors?", text)],
-            "cases_passed": [int(n) for n in re.findall(r"\[  PASSED  \] (\d+) tests?", text)]}
+    return {
+        "error_summaries": [int(n) for n in re.findall(r"ERROR SUMMARY: (\d+) errors?", text)],
+        "cases_passed": [int(n) for n in re.findall(r"\[  PASSED  \] (\d+) tests?", text)],
+    }
 
 
 # Lines of a failed step's log that say what went wrong (gpu-check.sh's own verdicts first).
-TELLING = re.compile(r"NOT FROM THE BUNDLE|FROM OUTSIDE THE BUNDLE|DO NOT RESOLVE|FILTER MATCHES NO TEST|^prefix/\S+: "
-                     r"|stopped at the step's limit"
-                     r"|CMake Error|error:|FAILED|Error \d")
+TELLING = re.compile(
+    r"NOT FROM THE BUNDLE|FROM OUTSIDE THE BUNDLE|DO NOT RESOLVE|FILTER MATCHES NO TEST|^prefix/\S+: "
+    r"|stopped at the step's limit"
+    r"|CMake Error|error:|FAILED|Error \d"
+)
 
 
 def telling_lines(work, step, most=6):
@@ -183,7 +230,9 @@ def judge(mode, steps, work, gpu_count, interim=False):
                     problems.append(f"cpp-suites: {r['suite']} did not run")
                 elif r["failed"]:
                     ok = False
-                    problems.append(f"cpp-suites: {r['suite']}: {r['failed']} failed ({', '.join(r['failed_cases'][:5])})")
+                    problems.append(
+                        f"cpp-suites: {r['suite']}: {r['failed']} failed ({', '.join(r['failed_cases'][:5])})"
+                    )
             run = sum(r.get("cuda_cases_run", 0) for r in s["suites"])
             skipped = sum(r.get("cuda_cases_skipped", 0) for r in s["suites"])
             s["cuda_cases_run"], s["cuda_cases_skipped"] = run, skipped
@@ -206,19 +255,25 @@ def judge(mode, steps, work, gpu_count, interim=False):
                 bad_skips = [k for k in r["skips"] if not (gpu_count < 2 and TWO_GPU_SKIP.search(k["reason"]))]
                 if r["failed"] or bad_skips or r["passed"] == 0:
                     ok = False
-                    problems.append(f"python-gpu-tests: {r['passed']} passed, {r['failed']} failed, "
-                                    f"skipped on the GPU: {[k['case'] for k in bad_skips]}")
+                    problems.append(
+                        f"python-gpu-tests: {r['passed']} passed, {r['failed']} failed, "
+                        f"skipped on the GPU: {[k['case'] for k in bad_skips]}"
+                    )
         if name == "benchmarks":
             path = os.path.join(work, "bench.json")
             s["figures"] = json.load(open(path)) if os.path.exists(path) else None
             if s["figures"] is None or s["figures"].get("errors"):
                 ok = False
-                problems.append("benchmarks: " + ("no results" if s["figures"] is None else
-                                                 f"failed parts {sorted(s['figures']['errors'])}"))
+                problems.append(
+                    "benchmarks: "
+                    + ("no results" if s["figures"] is None else f"failed parts {sorted(s['figures']['errors'])}")
+                )
         s["result"] = "passed" if ok else "failed"
         if not ok and not any(p.startswith(name) for p in problems):
-            problems.append(f"{name}: exit status {s.get('rc')} (check.log, section {name})"
-                            + "".join(f"\n    {line}" for line in telling_lines(work, name)))
+            problems.append(
+                f"{name}: exit status {s.get('rc')} (check.log, section {name})"
+                + "".join(f"\n    {line}" for line in telling_lines(work, name))
+            )
     steps.sort(key=lambda s: STEPS.index(s["step"]) if s["step"] in STEPS else len(STEPS))
     return problems
 
@@ -254,8 +309,10 @@ def step_note(s):
     if s.get("note"):
         return s["note"]
     if s["step"] == "cpp-suites" and "suites" in s:
-        return (f"{sum(r.get('cases', 0) for r in s['suites'])} cases, {s['cuda_cases_run']} CUDA cases run, "
-                f"{s['cuda_cases_skipped']} skipped")
+        return (
+            f"{sum(r.get('cases', 0) for r in s['suites'])} cases, {s['cuda_cases_run']} CUDA cases run, "
+            f"{s['cuda_cases_skipped']} skipped"
+        )
     if s["step"] in ("memcheck", "racecheck") and "error_summaries" in s:
         return f"cases passed {s['cases_passed']}, ERROR SUMMARY {s['error_summaries']}"
     if s["step"] == "python-gpu-tests" and s.get("pytest"):
@@ -282,28 +339,79 @@ def overlap_share(f):
 
 
 TARGETS = [
-    ("nccl-waits", "blocking synchronizations per bucket, device collectives (NCCL), after step 0", "0",
-     lambda f: f.get("hook_nccl_world_1", {}).get("host_syncs_per_bucket_after_step_0"), lambda v: v == 0),
-    ("gloo-waits", "blocking synchronizations per bucket, host all-gather (Gloo)", "<= 1",
-     lambda f: max((r["host_syncs_per_step"] / r["buckets"] for k, r in f.items() if k.startswith("hook_gloo_cuda")
-                    and r.get("buckets")), default=None), lambda v: v <= 1),
-    ("nccl-bus-bytes", "bytes across the bus per bucket, device collectives, after step 0 (its report)", "<= 64",
-     lambda f: f.get("hook_nccl_world_1", {}).get("bus_bytes_per_bucket_after_step_0"), lambda v: v <= 64),
-    ("sidco-e-reads", "SIDCo-E's threshold and selection (resident) at 1e8, in read-pass times, each density "
-     "(cdd4df1, driven from the host: about 11)", "<= 4",
-     lambda f: ratio_at(f, [10**8], "sidco_e_resident_ms", "read_ms"), lambda v: v <= 4),
-    ("sidco-e-vs-topk", "SIDCo-E's threshold and selection (resident) over torch.topk, at 1e7 and 1e8, each "
-     "density (cdd4df1: 1.85 at 1e7, 0.66 at 1e8)", "<= 0.5",
-     lambda f: ratio_at(f, [10**7, 10**8], "sidco_e_resident_ms"), lambda v: v <= 0.5),
-    ("sidco-topk", "sidco-topk (resident) over torch.topk, at 1e7 and 1e8, each density (cdd4df1, its bound "
-     "placed on the host: 2.5 at 1e8, 0.01)", "<= 1",
-     lambda f: ratio_at(f, [10**7, 10**8], "sidco_topk_resident_ms"), lambda v: v <= 1),
-    ("hook-ms", "the hook's compress and exchange, device ms per step, 8 x Linear(2048, 2048) (cdd4df1: 21.14)",
-     "<= 4", lambda f: f.get("overlap", {}).get("hook_device_ms_per_step"), lambda v: v <= 4),
-    ("overlap", "share of that work hidden under the backward pass (cdd4df1: 1.56 of 21.14 ms, 0.07)", ">= 0.5",
-     overlap_share, lambda v: v >= 0.5),
-    ("resnet18", "ResNet-18 ms/step with the hook over plain DDP, NCCL, world size 1 (cdd4df1: 1.37)", "<= 1.1",
-     lambda f: f.get("resnet18_ratio"), lambda v: v <= 1.1),
+    (
+        "nccl-waits",
+        "blocking synchronizations per bucket, device collectives (NCCL), after step 0",
+        "0",
+        lambda f: f.get("hook_nccl_world_1", {}).get("host_syncs_per_bucket_after_step_0"),
+        lambda v: v == 0,
+    ),
+    (
+        "gloo-waits",
+        "blocking synchronizations per bucket, host all-gather (Gloo)",
+        "<= 1",
+        lambda f: max(
+            (
+                r["host_syncs_per_step"] / r["buckets"]
+                for k, r in f.items()
+                if k.startswith("hook_gloo_cuda") and r.get("buckets")
+            ),
+            default=None,
+        ),
+        lambda v: v <= 1,
+    ),
+    (
+        "nccl-bus-bytes",
+        "bytes across the bus per bucket, device collectives, after step 0 (its report)",
+        "<= 64",
+        lambda f: f.get("hook_nccl_world_1", {}).get("bus_bytes_per_bucket_after_step_0"),
+        lambda v: v <= 64,
+    ),
+    (
+        "sidco-e-reads",
+        "SIDCo-E's threshold and selection (resident) at 1e8, in read-pass times, each density "
+        "(cdd4df1, driven from the host: about 11)",
+        "<= 4",
+        lambda f: ratio_at(f, [10**8], "sidco_e_resident_ms", "read_ms"),
+        lambda v: v <= 4,
+    ),
+    (
+        "sidco-e-vs-topk",
+        "SIDCo-E's threshold and selection (resident) over torch.topk, at 1e7 and 1e8, each "
+        "density (cdd4df1: 1.85 at 1e7, 0.66 at 1e8)",
+        "<= 0.5",
+        lambda f: ratio_at(f, [10**7, 10**8], "sidco_e_resident_ms"),
+        lambda v: v <= 0.5,
+    ),
+    (
+        "sidco-topk",
+        "sidco-topk (resident) over torch.topk, at 1e7 and 1e8, each density (cdd4df1, its bound "
+        "placed on the host: 2.5 at 1e8, 0.01)",
+        "<= 1",
+        lambda f: ratio_at(f, [10**7, 10**8], "sidco_topk_resident_ms"),
+        lambda v: v <= 1,
+    ),
+    (
+        "hook-ms",
+        "the hook's compress and exchange, device ms per step, 8 x Linear(2048, 2048) (cdd4df1: 21.14)",
+        "<= 4",
+        lambda f: f.get("overlap", {}).get("hook_device_ms_per_step"),
+        lambda v: v <= 4,
+    ),
+    (
+        "overlap",
+        "share of that work hidden under the backward pass (cdd4df1: 1.56 of 21.14 ms, 0.07)",
+        ">= 0.5",
+        overlap_share,
+        lambda v: v >= 0.5,
+    ),
+    (
+        "resnet18",
+        "ResNet-18 ms/step with the hook over plain DDP, NCCL, world size 1 (cdd4df1: 1.37)",
+        "<= 1.1",
+        lambda f: f.get("resnet18_ratio"),
+        lambda v: v <= 1.1,
+    ),
 ]
 
 
@@ -330,8 +438,15 @@ def targets(steps):
             v = read(f)
         except (KeyError, TypeError, ZeroDivisionError):
             v = None
-        out.append({"target": name, "what": what, "bound": bound, "measured": v,
-                    "verdict": "open (not measured)" if v is None else ("met" if ok(v) else "missed")})
+        out.append(
+            {
+                "target": name,
+                "what": what,
+                "bound": bound,
+                "measured": v,
+                "verdict": "open (not measured)" if v is None else ("met" if ok(v) else "missed"),
+            }
+        )
     return out
 
 
@@ -344,15 +459,46 @@ def figures_markdown(steps):
     by = {s["step"]: s for s in steps}
     cpp = by.get("cpp-suites", {})
     if cpp.get("suites"):
-        out += ["## C++ suites", "", table(["suite", "cases", "passed", "failed", "skipped", "CUDA cases run",
-                                            "CUDA cases skipped"],
-                                           [[r["suite"], r.get("cases"), r.get("passed"), r.get("failed"), r.get("skipped"),
-                                             r.get("cuda_cases_run"), r.get("cuda_cases_skipped")] for r in cpp["suites"]]), ""]
+        out += [
+            "## C++ suites",
+            "",
+            table(
+                ["suite", "cases", "passed", "failed", "skipped", "CUDA cases run", "CUDA cases skipped"],
+                [
+                    [
+                        r["suite"],
+                        r.get("cases"),
+                        r.get("passed"),
+                        r.get("failed"),
+                        r.get("skipped"),
+                        r.get("cuda_cases_run"),
+                        r.get("cuda_cases_skipped"),
+                    ]
+                    for r in cpp["suites"]
+                ],
+            ),
+            "",
+        ]
     san = [by[t] for t in ("memcheck", "racecheck") if by.get(t, {}).get("status") == "ran"]
     if san:
-        out += ["## compute-sanitizer", "", table(["tool", "gtest filters", "cases passed", "ERROR SUMMARY", "result"],
-                                                  [[s["step"], " ; ".join(f"`{f}`" for f in s.get("filters", [])),
-                                                    s.get("cases_passed"), s.get("error_summaries"), s["result"]] for s in san]), ""]
+        out += [
+            "## compute-sanitizer",
+            "",
+            table(
+                ["tool", "gtest filters", "cases passed", "ERROR SUMMARY", "result"],
+                [
+                    [
+                        s["step"],
+                        " ; ".join(f"`{f}`" for f in s.get("filters", [])),
+                        s.get("cases_passed"),
+                        s.get("error_summaries"),
+                        s["result"],
+                    ]
+                    for s in san
+                ],
+            ),
+            "",
+        ]
     py = by.get("python-gpu-tests", {})
     if py.get("pytest"):
         p = py["pytest"]
@@ -361,43 +507,110 @@ def figures_markdown(steps):
         for f in py.get("figures", []):
             out += ["", table(list(f), [list(f.values())])]
         out.append("")
-    out += ["## Targets", "", table(["target", "bound", "measured", "verdict"],
-                                   [[t["what"], t["bound"], t["measured"], t["verdict"]] for t in targets(steps)]), ""]
+    out += [
+        "## Targets",
+        "",
+        table(
+            ["target", "bound", "measured", "verdict"],
+            [[t["what"], t["bound"], t["measured"], t["verdict"]] for t in targets(steps)],
+        ),
+        "",
+    ]
     b = by.get("benchmarks", {}).get("figures") or {}
     if b.get("copy"):
         c = b["copy"]
-        out += ["## GPU benchmarks", "", f"Device: {b.get('device')}; torch {b.get('torch')}. Copy bandwidth "
-                f"(device-to-device, bytes read + written): **{c['gb_per_s']:.0f} GB/s** "
-                f"({c['bytes_read_and_written'] / 2**30:.0f} GiB in {c['ms']:.3f} ms).", ""]
+        out += [
+            "## GPU benchmarks",
+            "",
+            f"Device: {b.get('device')}; torch {b.get('torch')}. Copy bandwidth "
+            f"(device-to-device, bytes read + written): **{c['gb_per_s']:.0f} GB/s** "
+            f"({c['bytes_read_and_written'] / 2**30:.0f} GiB in {c['ms']:.3f} ms).",
+            "",
+        ]
     if b.get("kernels"):
-        out += ["gs_kernels_bench --backend cuda, read pass (one float32 read of g):", "",
-                table(["n", "read ms", "GB/s", "of copy bandwidth"],
-                      [[sci(r["n"]), r["ms"], f"{r['gb_per_s']:.0f}", r["of_copy_bandwidth"]] for r in b["kernels"]["read"]]), ""]
+        out += [
+            "gs_kernels_bench --backend cuda, read pass (one float32 read of g):",
+            "",
+            table(
+                ["n", "read ms", "GB/s", "of copy bandwidth"],
+                [[sci(r["n"]), r["ms"], f"{r['gb_per_s']:.0f}", r["of_copy_bandwidth"]] for r in b["kernels"]["read"]],
+            ),
+            "",
+        ]
     if b.get("topk"):
-        out += ["Selection against torch.topk(|g|, k, sorted=False) (ms, medians; sidco-topk copies its selection to "
-                "the host; the resident selections, like torch.topk, leave theirs on the device):", "",
-                table(["n", "density", "torch.topk", "sidco-topk", "sidco-topk resident", "sidco-e threshold",
-                       "sidco-e + selection", "sidco-e resident", "gradscope topk", "gradscope topk resident",
-                       "sidco-topk resident / torch.topk", "sidco-e resident / torch.topk"],
-                      [[sci(r["n"]), r["density"], r["torch_topk_ms"], r["sidco_topk_ms"], r.get("sidco_topk_resident_ms"),
-                        r["sidco_e_threshold_ms"], r["sidco_e_select_ms"], r.get("sidco_e_resident_ms"),
-                        r["gradscope_topk_ms"], r.get("gradscope_topk_resident_ms"),
+        out += [
+            "Selection against torch.topk(|g|, k, sorted=False) (ms, medians; sidco-topk copies its selection to "
+            "the host; the resident selections, like torch.topk, leave theirs on the device):",
+            "",
+            table(
+                [
+                    "n",
+                    "density",
+                    "torch.topk",
+                    "sidco-topk",
+                    "sidco-topk resident",
+                    "sidco-e threshold",
+                    "sidco-e + selection",
+                    "sidco-e resident",
+                    "gradscope topk",
+                    "gradscope topk resident",
+                    "sidco-topk resident / torch.topk",
+                    "sidco-e resident / torch.topk",
+                ],
+                [
+                    [
+                        sci(r["n"]),
+                        r["density"],
+                        r["torch_topk_ms"],
+                        r["sidco_topk_ms"],
+                        r.get("sidco_topk_resident_ms"),
+                        r["sidco_e_threshold_ms"],
+                        r["sidco_e_select_ms"],
+                        r.get("sidco_e_resident_ms"),
+                        r["gradscope_topk_ms"],
+                        r.get("gradscope_topk_resident_ms"),
                         over(r.get("sidco_topk_resident_ms"), r["torch_topk_ms"]),
-                        over(r.get("sidco_e_resident_ms"), r["torch_topk_ms"])]
-                       for r in b["topk"]]), ""]
+                        over(r.get("sidco_e_resident_ms"), r["torch_topk_ms"]),
+                    ]
+                    for r in b["topk"]
+                ],
+            ),
+            "",
+        ]
     if b.get("ddp"):
         d = b["ddp"]
         timed = [r for r in d["rows"] if "ms_per_step_median" in r]
         plain = next((r["ms_per_step_median"] for r in timed if r["mode"] == "plain DDP"), None)
-        out += [f"DDP on {d['model']}, batch {d['batch']} of {d['input']}, {d['backend']} world size {d['world_size']}, "
-                f"{d['optimizer']}; ms per step (forward, backward, optimizer; CUDA-synchronised)"
-                + (f" over {timed[0]['steps']} steps after {timed[0]['warmup_steps']} warm-up:" if timed else ":"), "",
-                table(["mode", "ms/step median", "ms/step mean", "x plain DDP", "host-device bytes/step",
-                       "dense bytes/step", "host-device / dense"],
-                      [[r["mode"], r.get("ms_per_step_median"), r.get("ms_per_step_mean"),
+        out += [
+            f"DDP on {d['model']}, batch {d['batch']} of {d['input']}, {d['backend']} world size {d['world_size']}, "
+            f"{d['optimizer']}; ms per step (forward, backward, optimizer; CUDA-synchronised)"
+            + (f" over {timed[0]['steps']} steps after {timed[0]['warmup_steps']} warm-up:" if timed else ":"),
+            "",
+            table(
+                [
+                    "mode",
+                    "ms/step median",
+                    "ms/step mean",
+                    "x plain DDP",
+                    "host-device bytes/step",
+                    "dense bytes/step",
+                    "host-device / dense",
+                ],
+                [
+                    [
+                        r["mode"],
+                        r.get("ms_per_step_median"),
+                        r.get("ms_per_step_mean"),
                         r["ms_per_step_median"] / plain if plain and "ms_per_step_median" in r else None,
-                        r.get("host_device_bytes_per_step"), r.get("dense_bytes_per_step"), r.get("host_device_of_dense")]
-                       for r in d["rows"]]), ""]
+                        r.get("host_device_bytes_per_step"),
+                        r.get("dense_bytes_per_step"),
+                        r.get("host_device_of_dense"),
+                    ]
+                    for r in d["rows"]
+                ],
+            ),
+            "",
+        ]
         out += [f"- {r['mode']}: failed: {r['error'].strip().splitlines()[-1]}" for r in d["rows"] if "error" in r]
     return out
 
@@ -416,6 +629,7 @@ def count_cases_main(argv):
 
 def main():
     import sys
+
     if len(sys.argv) > 1 and sys.argv[1] == "count-cases":
         return count_cases_main(sys.argv[2:])
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -431,26 +645,58 @@ def main():
     incomplete = [f"{s['step']}: {s['status']}" for s in steps if s["status"].startswith(INCOMPLETE)]
     # A copy of the tree without .git (as a GPU node may get) names its commit in GS_CHECK_COMMIT.
     commit = os.environ.get("GS_CHECK_COMMIT") or sh(["git", "-C", a.root, "rev-parse", "--short", "HEAD"]) or "unknown"
-    if not os.environ.get("GS_CHECK_COMMIT") and sh(["git", "-C", a.root, "status", "--porcelain", "--untracked-files=no"]):
+    if not os.environ.get("GS_CHECK_COMMIT") and sh(
+        ["git", "-C", a.root, "status", "--porcelain", "--untracked-files=no"]
+    ):
         commit += " (with local changes)"
-    verdict = ("failed" if problems else "timings written, tests and sanitizers to come" if a.interim
-               else "incomplete" if incomplete else "passed")
-    results = {"mode": a.mode, "verdict": verdict, "problems": problems, "incomplete": incomplete, "commit": commit,
-               "date": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%MZ"), "seconds": a.seconds,
-               "phases": phase_seconds(steps), "machine": m, "steps": steps, "targets": targets(steps)}
+    verdict = (
+        "failed"
+        if problems
+        else "timings written, tests and sanitizers to come"
+        if a.interim
+        else "incomplete"
+        if incomplete
+        else "passed"
+    )
+    results = {
+        "mode": a.mode,
+        "verdict": verdict,
+        "problems": problems,
+        "incomplete": incomplete,
+        "commit": commit,
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%MZ"),
+        "seconds": a.seconds,
+        "phases": phase_seconds(steps),
+        "machine": m,
+        "steps": steps,
+        "targets": targets(steps),
+    }
     with open(os.path.join(a.out, "results.json"), "w") as f:
         json.dump(results, f, indent=1)
 
-    md = ["# gpu-check report", "",
-          f"- date: {results['date']}; commit {commit}; mode {a.mode}; {a.seconds} s in all; verdict **{verdict}**",
-          f"- GPU: {'; '.join(m['gpus']) or 'none'}", f"- CUDA: {m['cuda'] or 'n/a'}; torch: {m['torch'] or 'n/a'}",
-          f"- CPU: {m['cpu']}, {m['cores']} cores; OS: {m['os']}",
-          f"- reproduce: scripts/gpu-bundle.sh DIR (Debian 12), then scripts/gpu-check.sh --bundle DIR --out RESULTS"
-          f"{' --dry-run' if a.mode == 'dry' else ''}", "", "## What ran", "",
-          table(["phase", "step", "status", "result", "s", "notes"],
-                [[s.get("phase", ""), s["step"], s["status"], s.get("result", ""), s["seconds"], step_note(s)]
-                 for s in steps]), "",
-          "Seconds by phase: " + ", ".join(f"{k} {v}" for k, v in results["phases"].items()) + ".", ""]
+    md = [
+        "# gpu-check report",
+        "",
+        f"- date: {results['date']}; commit {commit}; mode {a.mode}; {a.seconds} s in all; verdict **{verdict}**",
+        f"- GPU: {'; '.join(m['gpus']) or 'none'}",
+        f"- CUDA: {m['cuda'] or 'n/a'}; torch: {m['torch'] or 'n/a'}",
+        f"- CPU: {m['cpu']}, {m['cores']} cores; OS: {m['os']}",
+        f"- reproduce: scripts/gpu-bundle.sh DIR (Debian 12), then scripts/gpu-check.sh --bundle DIR --out RESULTS"
+        f"{' --dry-run' if a.mode == 'dry' else ''}",
+        "",
+        "## What ran",
+        "",
+        table(
+            ["phase", "step", "status", "result", "s", "notes"],
+            [
+                [s.get("phase", ""), s["step"], s["status"], s.get("result", ""), s["seconds"], step_note(s)]
+                for s in steps
+            ],
+        ),
+        "",
+        "Seconds by phase: " + ", ".join(f"{k} {v}" for k, v in results["phases"].items()) + ".",
+        "",
+    ]
     if problems:
         md += ["## Problems", ""] + [f"- {p}" for p in problems] + [""]
     if incomplete:

@@ -138,6 +138,7 @@ def main():
     p.add_argument("--out", default="python/gradscope/_gradscope.pyi")
     opts = p.parse_args()
     import gradscope._gradscope as module
+
     text = stub(module)
     with open(opts.out, "w") as f:
         f.write(text)

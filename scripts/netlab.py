@@ -53,13 +53,13 @@ import threading
 import time
 
 EXIT_FAILED, EXIT_UNAVAILABLE, EXIT_LAB_ERROR, EXIT_TIMEOUT = 1, 3, 4, 124  # argparse's usage: 2
-GRACE_S = 3.0                       # SIGTERM to SIGKILL
-SUBNET = "10.77.0"                  # workers .1 to .250, the switch's bridge .254
+GRACE_S = 3.0  # SIGTERM to SIGKILL
+SUBNET = "10.77.0"  # workers .1 to .250, the switch's bridge .254
 MAX_WORKERS = 250
-WARMUP_S, WINDOW_S = 0.2, 0.5       # per direction: the tbf burst and slow start, then the count
+WARMUP_S, WINDOW_S = 0.2, 0.5  # per direction: the tbf burst and slow start, then the count
 CLONE_NEWNET, PR_SET_PDEATHSIG = 0x40000000, 1
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-NAME = re.compile(r"^gsl(\d+)-")    # a lab's namespaces: gsl<pid>-sw, gsl<pid>-w<rank>, gsl<pid>-probe
+NAME = re.compile(r"^gsl(\d+)-")  # a lab's namespaces: gsl<pid>-sw, gsl<pid>-w<rank>, gsl<pid>-probe
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
@@ -116,8 +116,7 @@ def unavailable_reason(rate="100mbit"):
     """None when the lab can run here with this rate, else the one line that says why not. Probes
     with a namespace, a veth pair, a bridge and (unless rate is "none") a tbf, removed at once."""
     if os.geteuid() != 0:
-        return ("netlab: needs root (uid 0) to create network namespaces and links: "
-                "run it as root or with sudo")
+        return "netlab: needs root (uid 0) to create network namespaces and links: " "run it as root or with sudo"
     for tool in ("ip", "tc"):
         if not shutil.which(tool):
             return f"netlab: network namespaces are not available: `{tool}` (iproute2) is not installed"
@@ -146,8 +145,11 @@ def unavailable_reason(rate="100mbit"):
 def lab_namespaces(prefix=None):
     """Namespaces of labs: of the lab with this prefix, or (None) of every lab, as {name: pid}."""
     names = [line.split()[0] for line in run("ip", "netns", "list", check=False).splitlines() if line.strip()]
-    return {n: int(NAME.match(n).group(1)) for n in names
-            if NAME.match(n) and (prefix is None or n.startswith(prefix + "-"))}
+    return {
+        n: int(NAME.match(n).group(1))
+        for n in names
+        if NAME.match(n) and (prefix is None or n.startswith(prefix + "-"))
+    }
 
 
 def remove_namespace(ns):
@@ -207,10 +209,10 @@ def _pump(sock):
         while True:
             sock.sendall(_SEND)
     except OSError:
-        pass                        # the receiver shut the connection: the measurement is over
+        pass  # the receiver shut the connection: the measurement is over
 
 
-def _set_pdeathsig():               # runs in the worker's child before exec: die with the lab
+def _set_pdeathsig():  # runs in the worker's child before exec: die with the lab
     _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
@@ -295,7 +297,7 @@ class Lab:
             finally:
                 for sock in (client, conn):
                     with contextlib.suppress(OSError):
-                        sock.shutdown(socket.SHUT_RDWR)     # wakes the pump up
+                        sock.shutdown(socket.SHUT_RDWR)  # wakes the pump up
                 pump.join(5)
         except socket.timeout:
             raise LabError(f"worker {rank}'s link carried nothing for 5 s during the measurement")
@@ -345,25 +347,44 @@ class Lab:
     def start(self, command, port, logs):
         master = f"{SUBNET}.1"
         for r in range(self.workers):
-            values = {"rank": r, "world_size": self.workers, "master_addr": master,
-                      "master_port": port, "ifname": self.ifname(r)}
+            values = {
+                "rank": r,
+                "world_size": self.workers,
+                "master_addr": master,
+                "master_port": port,
+                "ifname": self.ifname(r),
+            }
             argv = list(command)
             for key, value in values.items():
                 argv = [a.replace("{" + key + "}", str(value)) for a in argv]
-            env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(self.workers), LOCAL_RANK="0",
-                       LOCAL_WORLD_SIZE="1", MASTER_ADDR=master, MASTER_PORT=str(port),
-                       GLOO_SOCKET_IFNAME=self.ifname(r))
+            env = dict(
+                os.environ,
+                RANK=str(r),
+                WORLD_SIZE=str(self.workers),
+                LOCAL_RANK="0",
+                LOCAL_WORLD_SIZE="1",
+                MASTER_ADDR=master,
+                MASTER_PORT=str(port),
+                GLOO_SOCKET_IFNAME=self.ifname(r),
+            )
             self.check()
             out = open(os.path.join(logs, f"rank-{r}.log"), "wb") if logs else subprocess.PIPE
             try:
-                self.procs.append(subprocess.Popen(
-                    ["ip", "netns", "exec", self.ns(r), *argv], env=env, stdin=subprocess.DEVNULL,
-                    stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-                    preexec_fn=_set_pdeathsig))
+                self.procs.append(
+                    subprocess.Popen(
+                        ["ip", "netns", "exec", self.ns(r), *argv],
+                        env=env,
+                        stdin=subprocess.DEVNULL,
+                        stdout=out,
+                        stderr=subprocess.STDOUT,
+                        start_new_session=True,
+                        preexec_fn=_set_pdeathsig,
+                    )
+                )
             finally:
                 if logs:
                     out.close()
-        if not logs:                # threads only once every worker is forked (preexec_fn)
+        if not logs:  # threads only once every worker is forked (preexec_fn)
             lock = threading.Lock()
             for r, p in enumerate(self.procs):
                 t = threading.Thread(target=self.relay, args=(p.stdout, r, lock), daemon=True)
@@ -379,7 +400,7 @@ class Lab:
                     sys.stdout.buffer.write(prefix + line + (b"" if line.endswith(b"\n") else b"\n"))
                     sys.stdout.buffer.flush()
                 except OSError:
-                    pass                        # stdout is gone: keep draining, or the worker blocks
+                    pass  # stdout is gone: keep draining, or the worker blocks
 
     def wait(self, timeout):
         """Waits for the workers: 0 when all succeed; a failure or the timeout ends it at once."""
@@ -395,8 +416,10 @@ class Lab:
                 return 0
             if deadline and time.monotonic() >= deadline:
                 running = [str(r) for r, code in enumerate(codes) if code is None]
-                say(f"--timeout {timeout:g} s expired with worker(s) {', '.join(running)} still running; "
-                    "stopping them")
+                say(
+                    f"--timeout {timeout:g} s expired with worker(s) {', '.join(running)} still running; "
+                    "stopping them"
+                )
                 return EXIT_TIMEOUT
             time.sleep(0.05)
 
@@ -407,7 +430,7 @@ class Lab:
 
         def signal_groups(sig):
             for p in self.procs:
-                p.poll()                        # reaps an exited leader
+                p.poll()  # reaps an exited leader
             for g in list(groups):
                 try:
                     os.killpg(g, sig)
@@ -441,20 +464,30 @@ class Lab:
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(prog="netlab.py", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--rate", help="each worker's link rate, both directions: "
-                   "10mbit, 100mbit, 1gbit, 10gbit (any N kbit/mbit/gbit) or none (unshaped)")
+    p = argparse.ArgumentParser(
+        prog="netlab.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "--rate",
+        help="each worker's link rate, both directions: "
+        "10mbit, 100mbit, 1gbit, 10gbit (any N kbit/mbit/gbit) or none (unshaped)",
+    )
     p.add_argument("--workers", type=int, help=f"number of workers, 1 to {MAX_WORKERS}")
-    p.add_argument("--timeout", type=float, default=0,
-                   help="seconds the workers may run before they are killed (default: no limit)")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=0,
+        help="seconds the workers may run before they are killed (default: no limit)",
+    )
     p.add_argument("--port", type=int, default=29500, help="MASTER_PORT (default 29500)")
     p.add_argument("--logs", metavar="DIR", help="write worker R's output to DIR/rank-R.log")
     p.add_argument("--no-measure", action="store_true", help="do not measure the links first")
-    p.add_argument("--stats", metavar="FILE",
-                   help="write each worker's bytes sent and received over the run (JSON) when all succeed")
-    p.add_argument("--cleanup", action="store_true",
-                   help="remove what labs no longer running left behind, and exit")
+    p.add_argument(
+        "--stats",
+        metavar="FILE",
+        help="write each worker's bytes sent and received over the run (JSON) when all succeed",
+    )
+    p.add_argument("--cleanup", action="store_true", help="remove what labs no longer running left behind, and exit")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
     args = p.parse_args(argv)
     if args.command[:1] == ["--"]:
@@ -481,7 +514,7 @@ def main(argv=None):
         return cleanup()
     lab = Lab(args.workers, args.bps)
     for s in STOP_SIGNALS:
-        if signal.getsignal(s) != signal.SIG_IGN:   # as nohup or a shell's `&` left it: keep
+        if signal.getsignal(s) != signal.SIG_IGN:  # as nohup or a shell's `&` left it: keep
             signal.signal(s, lab.on_signal)
     try:
         reason = unavailable_reason(args.rate)
@@ -500,12 +533,18 @@ def main(argv=None):
         if args.stats and code == 0:
             after = lab.link_bytes()
             with open(args.stats, "w") as f:
-                json.dump({"rate": args.rate, "workers": args.workers,
-                           "tx_bytes": [a[0] - b[0] for a, b in zip(after, before)],
-                           "rx_bytes": [a[1] - b[1] for a, b in zip(after, before)]}, f)
+                json.dump(
+                    {
+                        "rate": args.rate,
+                        "workers": args.workers,
+                        "tx_bytes": [a[0] - b[0] for a, b in zip(after, before)],
+                        "rx_bytes": [a[1] - b[1] for a, b in zip(after, before)],
+                    },
+                    f,
+                )
         return code
     except (Stopped, LabError, OSError) as e:
-        if lab.signal:              # also a command of the lab killed by the same Ctrl-C
+        if lab.signal:  # also a command of the lab killed by the same Ctrl-C
             say(f"stopped by {signal.Signals(lab.signal).name}; removing the lab")
             return 128 + lab.signal
         say(f"error: {e}; removing the lab")

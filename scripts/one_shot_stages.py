@@ -79,7 +79,7 @@ def main():
     args = ap.parse_args()
     torch.manual_seed(args.seed)
     x, y = gradscope.fashion_mnist("train", 32 * (args.steps + 1) * args.seed)
-    x, y = x[-32 * (args.steps + 1):], y[-32 * (args.steps + 1):]  # other batches for another seed
+    x, y = x[-32 * (args.steps + 1) :], y[-32 * (args.steps + 1) :]  # other batches for another seed
     models = {"resnet18": resnet18, "transformer": Encoder, "lstm": Lstm}
     methods = ["sidco-e", "sidco-p", "sidco-gp"]
     ratios = [float(r) for r in args.ratios.split(",")]
@@ -94,17 +94,23 @@ def main():
         for vec, g in gradients(make(), x, y, args.steps).items():
             for method in methods:
                 for ratio in ratios:
-                    q = [gradscope.select(g, method, ratio, stages=m, backend="cpu",
-                                          sidco_as_published=args.published)[2]["quality"]
-                         for m in stage_counts]
+                    q = [
+                        gradscope.select(g, method, ratio, stages=m, backend="cpu", sidco_as_published=args.published)[
+                            2
+                        ]["quality"]
+                        for m in stage_counts
+                    ]
                     for m, v in zip(stage_counts, q):
                         worst[m] = max(worst[m], abs(math.log(v)) if v > 0 else math.inf)
                         if m == gradscope.default_sidco_stages(ratio):
                             defaults.append(v)
                             if args.check and not (lo <= v <= hi):
                                 outside.append(f"{name} {vec} {method} {ratio}: {v:.2f}")
-                    print(f"| {name} | {vec} | {g.numel()} | {method} | {ratio} | " +
-                          " | ".join(f"{v:.2f}" for v in q) + " |")
+                    print(
+                        f"| {name} | {vec} | {g.numel()} | {method} | {ratio} | "
+                        + " | ".join(f"{v:.2f}" for v in q)
+                        + " |"
+                    )
     print("\nworst |ln quality| per stage count (0 is exact; ln 1.25 = 0.22):")
     for m in stage_counts:
         print(f"  {m} stages: {worst[m]:.2f}")
@@ -116,8 +122,10 @@ def main():
         failed = not (mlo <= median <= mhi)
         print(f"  {'outside' if failed else 'within'} [{mlo}, {mhi}]")
     if args.check:
-        print(f"the default stage count (gradscope.default_sidco_stages) outside [{lo}, {hi}]: " +
-              ("; ".join(outside) or "none"))
+        print(
+            f"the default stage count (gradscope.default_sidco_stages) outside [{lo}, {hi}]: "
+            + ("; ".join(outside) or "none")
+        )
         failed = failed or bool(outside)
     sys.exit(1 if failed else 0)
 

@@ -41,7 +41,7 @@ def style(point):
     """matplotlib keywords (color, marker, linestyle) for a point's series."""
     method = method_of(point)
     colour, marker = METHODS.get(method, ("0.3", "."))
-    rest = point[len(method):].split("-")
+    rest = point[len(method) :].split("-")
     dashes = [VARIANTS[v] for v in rest if v in VARIANTS and v != "mc"]
     return {"color": colour, "marker": marker, "linestyle": dashes[-1] if dashes else "-"}
 
@@ -53,4 +53,4 @@ def panels(series):
         return []
     count = math.ceil(len(series) / PER_PANEL)
     per = math.ceil(len(series) / count)
-    return [series[i:i + per] for i in range(0, len(series), per)]
+    return [series[i : i + per] for i in range(0, len(series), per)]

@@ -50,8 +50,11 @@ def main():
     p.add_argument("--lr", type=float, default=0.01)
     p.add_argument("--out", required=True)
     p.add_argument("--force", action="store_true")
-    p.add_argument("--compression", choices=gradscope.Recorder.compressions(),
-                   help="the snapshot's codec (default: gradscope's default, the first choice)")
+    p.add_argument(
+        "--compression",
+        choices=gradscope.Recorder.compressions(),
+        help="the snapshot's codec (default: gradscope's default, the first choice)",
+    )
     args = p.parse_args()
     torch.manual_seed(1)
     model, prepare = make(args.model)
@@ -59,10 +62,17 @@ def main():
     x, y = gradscope.fashion_mnist("train", args.steps * args.batch)
     params = sum(p.numel() for p in model.parameters())
     print(f"{args.model}: {params} parameters, {args.steps} steps, recording every {args.every}")
-    with gradscope.Recorder(model, args.out, every=args.every, force=args.force, dataset="fashion-mnist",
-                            seed=1, compression=args.compression) as rec:
+    with gradscope.Recorder(
+        model,
+        args.out,
+        every=args.every,
+        force=args.force,
+        dataset="fashion-mnist",
+        seed=1,
+        compression=args.compression,
+    ) as rec:
         for step in range(args.steps):
-            xb, yb = x[step * args.batch:(step + 1) * args.batch], y[step * args.batch:(step + 1) * args.batch]
+            xb, yb = x[step * args.batch : (step + 1) * args.batch], y[step * args.batch : (step + 1) * args.batch]
             rec.begin_step(step)
             loss = torch.nn.functional.cross_entropy(model(prepare(xb)), yb)
             opt.zero_grad()

@@ -14,8 +14,19 @@ import subprocess
 import sys
 
 # The commands whose --help the CLI page holds, in the order `gradscope --help` lists them.
-COMMANDS = [[], ["demo"], ["capture"], ["info"], ["fit"], ["train"], ["analyze"], ["merge"], ["bench"],
-            ["bench", "kernels"], ["bench", "compressors"]]
+COMMANDS = [
+    [],
+    ["demo"],
+    ["capture"],
+    ["info"],
+    ["fit"],
+    ["train"],
+    ["analyze"],
+    ["merge"],
+    ["bench"],
+    ["bench", "kernels"],
+    ["bench", "compressors"],
+]
 CLI_HEADER = """# Command-line reference
 
 Every `gradscope` command's `--help`, as the build prints it (made by scripts/reference.py; do not
@@ -34,8 +45,13 @@ def cli_page(gradscope):
     parts = [CLI_HEADER]
     for command in COMMANDS:
         name = " ".join(["gradscope", *command])
-        out = subprocess.run([gradscope, *command, "--help"], capture_output=True, text=True, check=True,
-                             env=dict(os.environ, COLUMNS="100")).stdout
+        out = subprocess.run(
+            [gradscope, *command, "--help"],
+            capture_output=True,
+            text=True,
+            check=True,
+            env=dict(os.environ, COLUMNS="100"),
+        ).stdout
         out = re.sub(r"Usage: \S*gradscope(-torch)?\b", "Usage: gradscope", out)
         parts.append(f"## `{name}`\n\n```text\n{out.rstrip()}\n```\n")
     return "\n".join(parts)
@@ -80,6 +96,7 @@ def python_page():
     """The Python page's text: gradscope's __all__ and gradscope.ddp's public names."""
     import gradscope
     import gradscope.ddp
+
     parts = [PYTHON_HEADER, "## Module `gradscope`\n", _doc(gradscope), ""]
     for name in sorted(gradscope.__all__):
         obj = getattr(gradscope, name)

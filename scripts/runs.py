@@ -24,6 +24,7 @@ def spawn(fn, args, nprocs):
     the study's script (and with it torch) once, instead of each rank importing it anew (about
     1.5 s of CPU a rank): a short run is then its steps, not its imports."""
     import torch.multiprocessing as mp
+
     mp.start_processes(fn, args=args, nprocs=nprocs, start_method="forkserver")
 
 
@@ -43,9 +44,13 @@ TEST_IMAGES = 10000  # Fashion-MNIST's test set
 
 def add_eval_images(parser):
     """--eval-images: how many of the test images a run's accuracy is read on."""
-    parser.add_argument("--eval-images", type=int, default=TEST_IMAGES,
-                        help=f"the first N of the {TEST_IMAGES:,} test images give a run's accuracy (default: "
-                             "all; fewer for a smoke run of the pipeline)")
+    parser.add_argument(
+        "--eval-images",
+        type=int,
+        default=TEST_IMAGES,
+        help=f"the first N of the {TEST_IMAGES:,} test images give a run's accuracy (default: "
+        "all; fewer for a smoke run of the pipeline)",
+    )
 
 
 def check_eval_images(parser, opts):
@@ -57,8 +62,10 @@ def same_eval_images(result, asked, path):
     """A run reused from path must have been evaluated on as many test images as asked for."""
     made = result.get("eval_images", TEST_IMAGES)
     if made != asked:
-        raise SystemExit(f"{path} was evaluated on {made} test images and this invocation asks for {asked}: "
-                         f"give --eval-images {made}, or another --out")
+        raise SystemExit(
+            f"{path} was evaluated on {made} test images and this invocation asks for {asked}: "
+            f"give --eval-images {made}, or another --out"
+        )
     return result
 
 
@@ -67,8 +74,10 @@ def same_eval_every(result, asked, path):
     decides what a smoothed reading of it means)."""
     made = result.get("eval_every")
     if made is not None and made != asked:
-        raise SystemExit(f"{path} was evaluated every {made} steps and this invocation asks for {asked}: "
-                         f"give --eval-every {made}, or another --out")
+        raise SystemExit(
+            f"{path} was evaluated every {made} steps and this invocation asks for {asked}: "
+            f"give --eval-every {made}, or another --out"
+        )
     return result
 
 
@@ -94,6 +103,7 @@ def publish(text, path):
 
 # ---- statistics --------------------------------------------------------------------------------
 
+
 def mean_se(values):
     """(mean, standard error) of values; the error is None for fewer than 2 values, and both are
     None for none."""
@@ -110,8 +120,10 @@ def _beta_fraction(a, b, x):
     d = 1.0 / (d if abs(d) > tiny else tiny)
     h = d
     for m in range(1, 300):
-        for num in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
-                    -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
+        for num in (
+            m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+            -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1)),
+        ):
             d = 1.0 + num * d
             d = 1.0 / (d if abs(d) > tiny else tiny)
             c = 1.0 + num / c
@@ -171,4 +183,3 @@ def ratio_ci(ratios, level=0.95):
     if half is None:
         return math.exp(m), None, None, len(logs)
     return math.exp(m), math.exp(m - half), math.exp(m + half), len(logs)
-

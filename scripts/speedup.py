@@ -92,16 +92,31 @@ POINTS = {
     "sidco-p-mc": ("sidco-p", 0.01, MC, 0.0, "SIDCo-P 0.01, mom. corr."),
     "sidco-gp-mc": ("sidco-gp", 0.01, MC, 0.0, "SIDCo-GP 0.01, mom. corr."),
     "sidco-e-mc-shared": ("sidco-e", 0.01, dict(MC, exchange="shared"), 0.0, "SIDCo-E 0.01, mom. corr., shared"),
-    "sidco-e-mc-sparse": ("sidco-e", 0.01, dict(MC, exchange="sparse-allreduce"), 0.0,
-                          "SIDCo-E 0.01, mom. corr., sparse all-reduce"),
+    "sidco-e-mc-sparse": (
+        "sidco-e",
+        0.01,
+        dict(MC, exchange="sparse-allreduce"),
+        0.0,
+        "SIDCo-E 0.01, mom. corr., sparse all-reduce",
+    ),
     "sidco-e-mc-auto": ("sidco-e", 0.01, dict(MC, when="auto"), 0.0, "SIDCo-E 0.01, mom. corr., when auto"),
     # compress-when auto's dense steps alone (timing only): a dense warm-up longer than the run, which
     # takes the path of the gate's dense steps (through DDP's own all-reduce); -thread: the same
     # through the state's thread (the path before it)
-    "sidco-e-mc-auto-dense": ("sidco-e", 0.01, dict(MC, when="auto", warmup_steps=10**9), 0.0,
-                              "SIDCo-E 0.01, mom. corr., when auto, dense steps"),
-    "sidco-e-mc-auto-dense-thread": ("sidco-e", 0.01, dict(MC, when="auto", warmup_steps=10**9), 0.0,
-                                     "SIDCo-E 0.01, mom. corr., when auto, dense steps on the state's thread"),
+    "sidco-e-mc-auto-dense": (
+        "sidco-e",
+        0.01,
+        dict(MC, when="auto", warmup_steps=10**9),
+        0.0,
+        "SIDCo-E 0.01, mom. corr., when auto, dense steps",
+    ),
+    "sidco-e-mc-auto-dense-thread": (
+        "sidco-e",
+        0.01,
+        dict(MC, when="auto", warmup_steps=10**9),
+        0.0,
+        "SIDCo-E 0.01, mom. corr., when auto, dense steps on the state's thread",
+    ),
 }
 # compress-when auto trains as the mode it chooses: its accuracy is that of the point it runs as
 # (dense at the compressed points' lr, or SIDCo-E with momentum correction), chosen at each rate by
@@ -110,7 +125,7 @@ AUTO = "sidco-e-mc-auto"
 # The points that differ from sidco-e-mc by their exchange only: paired with it ("vs all-gather").
 EXCHANGES = ("sidco-e-mc-shared", "sidco-e-mc-sparse")
 LR = 0.05  # every point but the dense sweep
-WARM = 3   # steps left out of the step times (the first DDP steps build its buckets)
+WARM = 3  # steps left out of the step times (the first DDP steps build its buckets)
 
 
 def split_lr(point):
@@ -170,12 +185,14 @@ def build(model_name, point, seed, rank, world, batch=32):
         first = dist._DEFAULT_FIRST_BUCKET_BYTES
         dist._DEFAULT_FIRST_BUCKET_BYTES = 1024 * 1024 * 1024
         try:
-            ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=1024,
-                                                            find_unused_parameters=task.find_unused_parameters)
+            ddp = torch.nn.parallel.DistributedDataParallel(
+                model, bucket_cap_mb=1024, find_unused_parameters=task.find_unused_parameters
+            )
         finally:
             dist._DEFAULT_FIRST_BUCKET_BYTES = first
-        ps = powerSGD_hook.PowerSGDState(process_group=None, matrix_approximation_rank=ratio,
-                                         start_powerSGD_iter=2, random_seed=0)
+        ps = powerSGD_hook.PowerSGDState(
+            process_group=None, matrix_approximation_rank=ratio, start_powerSGD_iter=2, random_seed=0
+        )
         ddp.register_comm_hook(ps, powerSGD_hook.powerSGD_hook)
     else:
         ddp = torch.nn.parallel.DistributedDataParallel(model, find_unused_parameters=task.find_unused_parameters)
@@ -206,6 +223,7 @@ def train_step(task, model, ddp, opt, state, step):
 
 # ---- accuracy ----------------------------------------------------------------------------------
 
+
 def accuracy_worker(rank, cfg, port, out):
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=cfg["workers"])
     torch.set_num_threads(1)
@@ -216,8 +234,14 @@ def accuracy_worker(rank, cfg, port, out):
         if rank == 0 and ((step + 1) % cfg["eval_every"] == 0 or step + 1 == cfg["steps"]):
             curve.append([step + 1, task.evaluate(model, cfg["eval_images"])])
     if rank == 0:
-        result = dict(cfg, curve=curve, final_loss=loss, test_accuracy=curve[-1][1], train_s=time.perf_counter() - t0,
-                      gradscope=state.summary() if state else None)
+        result = dict(
+            cfg,
+            curve=curve,
+            final_loss=loss,
+            test_accuracy=curve[-1][1],
+            train_s=time.perf_counter() - t0,
+            gradscope=state.summary() if state else None,
+        )
         with open(out, "w") as f:
             json.dump(result, f)
     dist.barrier()
@@ -230,17 +254,26 @@ def accuracy_path(model, point, seed, opts):
 
 def accuracy_run(model, point, seed, opts):
     path = accuracy_path(model, point, seed, opts)
-    cfg = {"model": model, "point": point, "seed": seed, "workers": opts.workers, "steps": opts.steps,
-           "eval_every": opts.eval_every, "eval_images": opts.eval_images}
+    cfg = {
+        "model": model,
+        "point": point,
+        "seed": seed,
+        "workers": opts.workers,
+        "steps": opts.steps,
+        "eval_every": opts.eval_every,
+        "eval_images": opts.eval_images,
+    }
 
     def make(partial):
         print(f"speedup: accuracy of {model} {point} seed {seed}", file=sys.stderr, flush=True)
         runs.spawn(accuracy_worker, (cfg, runs.free_port(), partial), opts.workers)
+
     result = runs.same_eval_images(runs.cached_json(path, make), opts.eval_images, path)
     return runs.same_eval_every(result, opts.eval_every, path)
 
 
 # ---- timing ------------------------------------------------------------------------------------
+
 
 def timing_worker(cfg_path):
     """One rank of a timing run, placed by the network lab (RANK, WORLD_SIZE, MASTER_ADDR,
@@ -266,16 +299,26 @@ def timing_worker(cfg_path):
     dense = [s.dense for s in state.steps] if state else []
     if rank == 0:
         with open(cfg["out"], "w") as f:
-            json.dump(dict(cfg, step_s=steps, hook_s=hook, dense=dense, world=world,
-                           stock_steps=state._buckets.stock_steps if state else 0), f)
+            json.dump(
+                dict(
+                    cfg,
+                    step_s=steps,
+                    hook_s=hook,
+                    dense=dense,
+                    world=world,
+                    stock_steps=state._buckets.stock_steps if state else 0,
+                ),
+                f,
+            )
     dist.barrier()
     dist.destroy_process_group()
 
 
 def unshaped_timing_rank(rank, cfg_path, world, port):
     """--no-lab: a rank of a timing run on loopback, its place set as the lab sets it."""
-    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
-                      OMP_NUM_THREADS="1")
+    os.environ.update(
+        RANK=str(rank), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), OMP_NUM_THREADS="1"
+    )
     timing_worker(cfg_path)
 
 
@@ -286,21 +329,42 @@ def timing_run(model, point, rate, opts):
         print(f"speedup: timing of {model} {point} at {rate}", file=sys.stderr, flush=True)
         cfg_path = partial + ".cfg"
         with open(cfg_path, "w") as f:
-            json.dump({"model": model, "point": point, "rate": rate, "steps": opts.timing_steps,
-                       "budget": opts.timing_budget, "out": os.path.abspath(partial)}, f)
+            json.dump(
+                {
+                    "model": model,
+                    "point": point,
+                    "rate": rate,
+                    "steps": opts.timing_steps,
+                    "budget": opts.timing_budget,
+                    "out": os.path.abspath(partial),
+                },
+                f,
+            )
         worker = [sys.executable, os.path.abspath(__file__), "--time-worker", os.path.abspath(cfg_path)]
         env = dict(os.environ, OMP_NUM_THREADS="1")
         if opts.no_lab:
             runs.spawn(unshaped_timing_rank, (os.path.abspath(cfg_path), opts.workers, runs.free_port()), opts.workers)
             codes = [0]  # a rank that fails raises here
         else:
-            lab = [sys.executable, os.path.join(HERE, "netlab.py"), "--rate", rate, "--workers", str(opts.workers),
-                   "--timeout", str(opts.timing_timeout), "--logs", partial + ".logs", "--"]
+            lab = [
+                sys.executable,
+                os.path.join(HERE, "netlab.py"),
+                "--rate",
+                rate,
+                "--workers",
+                str(opts.workers),
+                "--timeout",
+                str(opts.timing_timeout),
+                "--logs",
+                partial + ".logs",
+                "--",
+            ]
             codes = [subprocess.run(lab + worker, env=env).returncode]
         os.remove(cfg_path)
         if any(codes):
             raise SystemExit(f"speedup: the timing run of {model} {point} at {rate} failed ({codes})")
         runs.drop_quiet_logs(partial + ".logs")
+
     return runs.cached_json(path, make)
 
 
@@ -313,6 +377,7 @@ def split(t, compute_s):
 
 
 # ---- report ------------------------------------------------------------------------------------
+
 
 def steps_to(curve, target):
     """Steps to reach `target` accuracy, linear between evaluations; None when never reached."""
@@ -332,7 +397,7 @@ def smoothed(curve, window):
     target is reached. window 1: the curve itself."""
     half = window // 2
     accs = [acc for _, acc in curve]
-    return [[step, statistics.fmean(accs[max(0, i - half):i + half + 1])] for i, (step, _) in enumerate(curve)]
+    return [[step, statistics.fmean(accs[max(0, i - half) : i + half + 1])] for i, (step, _) in enumerate(curve)]
 
 
 def converged(curve, window):
@@ -347,15 +412,24 @@ def choose_target(acc, best, seeds, opts):
     points; a number: that accuracy (%); dense-final: each seed's own dense final evaluation (the
     earlier rule: a target at the top of dense's noisy curve)."""
     finals = {s: converged(acc[best][s]["curve"], opts.smooth) for s in seeds}
-    info = {"rule": opts.target, "dense": best, "seeds": seeds, "smooth_evaluations": opts.smooth,
-            "eval_every": opts.eval_every, "dense_converged_pct": {str(s): 100 * v for s, v in finals.items()}}
+    info = {
+        "rule": opts.target,
+        "dense": best,
+        "seeds": seeds,
+        "smooth_evaluations": opts.smooth,
+        "eval_every": opts.eval_every,
+        "dense_converged_pct": {str(s): 100 * v for s, v in finals.items()},
+    }
     if opts.target == "dense-final":
         info["target_pct"] = {str(s): 100 * acc[best][s]["test_accuracy"] for s in seeds}
         return {s: acc[best][s]["test_accuracy"] for s in seeds}, info
     if opts.target == "fixed":
         mean = statistics.fmean(finals.values())
-        info.update(dense_converged_mean_pct=100 * mean, margin_points=opts.target_margin,
-                    target_pct=100 * mean - opts.target_margin)
+        info.update(
+            dense_converged_mean_pct=100 * mean,
+            margin_points=opts.target_margin,
+            target_pct=100 * mean - opts.target_margin,
+        )
     else:
         info["target_pct"] = float(opts.target)
     return {s: info["target_pct"] / 100 for s in seeds}, info
@@ -396,24 +470,43 @@ def model_report(model, opts, points, dense_points):
         dense_step = split(timing_run(model, "dense", rate, opts), compute)["step"]
         ideal = dense_step / compute
         # dense's time: to the target, or (the earlier rule) its whole run
-        dense_time = ({sd: acc[best][sd]["steps"] * dense_step for sd in seeds} if opts.target == "dense-final"
-                      else times_to_target(best, dense_step))
+        dense_time = (
+            {sd: acc[best][sd]["steps"] * dense_step for sd in seeds}
+            if opts.target == "dense-final"
+            else times_to_target(best, dense_step)
+        )
         for p in [best] + points:
             t = timing_run(model, timed_as(p), rate, opts)
             s = split(t, compute)
             runs_as = p
             if p == AUTO:  # trains as the mode it chose after its first looks
                 # dense steps there are momentum SGD at the compressed points' lr (LR): dense at LR
-                runs_as = (f"dense-lr{LR:g}" if sum(t.get("dense", [])[WARM:]) * 2 > len(t["step_s"][WARM:])
-                           else "sidco-e-mc")
+                runs_as = (
+                    f"dense-lr{LR:g}" if sum(t.get("dense", [])[WARM:]) * 2 > len(t["step_s"][WARM:]) else "sidco-e-mc"
+                )
             times = times_to_target(runs_as, s["step"])
             speedups = [dense_time[sd] / times[sd] for sd in times if sd in dense_time]
-            label = point_spec(p)[5] + (f" (ran {'compressed' if runs_as == 'sidco-e-mc' else 'dense'})"
-                                        if p == AUTO else "")
+            label = point_spec(p)[5] + (
+                f" (ran {'compressed' if runs_as == 'sidco-e-mc' else 'dense'})" if p == AUTO else ""
+            )
             finals = [100 * r["test_accuracy"] for r in acc[runs_as].values()]
-            rows.append({"model": model, "rate": rate, "point": p, "label": label, "split": s, "finals": finals,
-                         "reached": len(times), "seeds": len(seeds), "times": times, "speedups": speedups,
-                         "ideal": ideal, "target": target, "curves": {sd: acc[runs_as][sd]["curve"] for sd in seeds}})
+            rows.append(
+                {
+                    "model": model,
+                    "rate": rate,
+                    "point": p,
+                    "label": label,
+                    "split": s,
+                    "finals": finals,
+                    "reached": len(times),
+                    "seeds": len(seeds),
+                    "times": times,
+                    "speedups": speedups,
+                    "ideal": ideal,
+                    "target": target,
+                    "curves": {sd: acc[runs_as][sd]["curve"] for sd in seeds},
+                }
+            )
     return rows, best, info
 
 
@@ -434,8 +527,10 @@ def accuracy_table(models, opts):
     """Every accuracy run made: final test accuracy per point, and paired by seed against dense at
     its best learning rate, against top-k with momentum correction and (the shared exchange)
     against the all-gather's SIDCo-E."""
-    lines = ["| model | point | seeds | test acc. % | vs best dense | vs top-k, mom. corr. | vs all-gather |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| model | point | seeds | test acc. % | vs best dense | vs top-k, mom. corr. | vs all-gather |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for model in models:
         found = {}
         for p in opts.dense_list + list(POINTS) + [x for x in opts.point_list if x not in POINTS]:
@@ -445,21 +540,23 @@ def accuracy_table(models, opts):
                     with open(path) as f:
                         found.setdefault(p, {})[sd] = runs.same_eval_images(json.load(f), opts.eval_images, path)
         dense = [p for p in found if p.startswith("dense")]
-        best = max(dense, key=lambda p: statistics.mean(r["test_accuracy"] for r in found[p].values()),
-                   default=None)
+        best = max(dense, key=lambda p: statistics.mean(r["test_accuracy"] for r in found[p].values()), default=None)
         for p, acc in found.items():
             m, se = runs.mean_se([100 * r["test_accuracy"] for r in acc.values()])
             label = point_spec(p)[5] + (" (best dense)" if p == best else "")
-            lines.append(f"| {model} | {label} | {','.join(map(str, sorted(acc)))} | {pm(m, se)} | "
-                         f"{paired(acc, found[best]) if best and p != best else ''} | "
-                         f"{paired(acc, found['topk-mc']) if 'topk-mc' in found and p != 'topk-mc' else ''} | "
-                         f"{paired(acc, found['sidco-e-mc']) if p in EXCHANGES and 'sidco-e-mc' in found else ''} |")
+            lines.append(
+                f"| {model} | {label} | {','.join(map(str, sorted(acc)))} | {pm(m, se)} | "
+                f"{paired(acc, found[best]) if best and p != best else ''} | "
+                f"{paired(acc, found['topk-mc']) if 'topk-mc' in found and p != 'topk-mc' else ''} | "
+                f"{paired(acc, found['sidco-e-mc']) if p in EXCHANGES and 'sidco-e-mc' in found else ''} |"
+            )
     return "\n".join(lines)
 
 
 def step_table(models, opts):
     """The timing runs alone (no accuracy runs needed): per model and rate, each point's median
     step, its split, and dense's step over it (the speed-up per step), beside the ideal."""
+
     def made(model, point, rate):  # read only: a run not made is left out, never started
         path = os.path.join(opts.out, "time", f"{model}-{point}-w{opts.workers}-{rate}.json")
         if os.path.exists(path):
@@ -467,8 +564,10 @@ def step_table(models, opts):
                 return json.load(f)
         return None
 
-    lines = ["| model | rate | point | step s | compute / hook / comm s | dense step / step | ideal |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| model | rate | point | step s | compute / hook / comm s | dense step / step | ideal |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for model in models:
         for rate in opts.rates.split(","):
             if not made(model, "compute", rate) or not made(model, "dense", rate):
@@ -482,9 +581,13 @@ def step_table(models, opts):
                 s = split(t, compute)
                 label = ("dense" if p == "dense" else point_spec(p)[5]) + (
                     f" (ran {'dense' if sum(t.get('dense', [])[WARM:]) * 2 > len(t['step_s'][WARM:]) else 'compressed'})"
-                    if p == AUTO else "")
-                lines.append(f"| {model} | {rate} | {label} | {s['step']:.3f} | {s['compute']:.3f} / {s['hook']:.3f} / "
-                             f"{s['comm']:.3f} | {dense_step / s['step']:.2f} | {dense_step / compute:.2f} |")
+                    if p == AUTO
+                    else ""
+                )
+                lines.append(
+                    f"| {model} | {rate} | {label} | {s['step']:.3f} | {s['compute']:.3f} / {s['hook']:.3f} / "
+                    f"{s['comm']:.3f} | {dense_step / s['step']:.2f} | {dense_step / compute:.2f} |"
+                )
     return "\n".join(lines)
 
 
@@ -496,18 +599,22 @@ def table(rows, opts):
     dense-final): dense's whole run over the point's time to each seed's own dense final accuracy."""
     fixed = opts.target != "dense-final"
     to = "the target" if fixed else "dense's acc."
-    lines = [f"| model | rate | point | final acc. % (95% CI) | step s | compute / hook / comm s | time to {to} s "
-             "(95% CI) | seeds reaching it | speed-up (95% CI) | ideal | of ideal |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"| model | rate | point | final acc. % (95% CI) | step s | compute / hook / comm s | time to {to} s "
+        "(95% CI) | seeds reaching it | speed-up (95% CI) | ideal | of ideal |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         s = r["split"]
         sp = runs.ratio_ci(r["speedups"])[0]
         of_ideal = f"{sp / r['ideal']:.2f}" if sp and not r["point"].startswith("dense") else ""
         reached = f"{r['reached']}/{r['seeds']}" + ("" if r["reached"] == r["seeds"] else " (not every seed)")
         time_cell = ci(list(r["times"].values()), "{:.0f}") or "not reached"
-        lines.append(f"| {r['model']} | {r['rate']} | {r['label']} | {ci(r['finals'])} | {s['step']:.3f} | "
-                     f"{s['compute']:.3f} / {s['hook']:.3f} / {s['comm']:.3f} | {time_cell} | {reached} | "
-                     f"{ratio(r['speedups'])} | {r['ideal']:.2f} | {of_ideal} |")
+        lines.append(
+            f"| {r['model']} | {r['rate']} | {r['label']} | {ci(r['finals'])} | {s['step']:.3f} | "
+            f"{s['compute']:.3f} / {s['hook']:.3f} / {s['comm']:.3f} | {time_cell} | {reached} | "
+            f"{ratio(r['speedups'])} | {r['ideal']:.2f} | {of_ideal} |"
+        )
     return "\n".join(lines)
 
 
@@ -516,8 +623,11 @@ def comparisons(rows, subject="sidco-e-mc"):
     rival's time over the subject's (above 1: the subject is faster), a geometric mean with its
     95% interval over the seeds where both reach the target; and their final accuracies' paired
     difference (points, 95% interval) over every seed."""
-    lines = ["| model | rate | against | rival's time / SIDCo-E's (95% CI) | seeds both reach | "
-             "final acc. difference, points (95% CI) |", "|---|---|---|---|---|---|"]
+    lines = [
+        "| model | rate | against | rival's time / SIDCo-E's (95% CI) | seeds both reach | "
+        "final acc. difference, points (95% CI) |",
+        "|---|---|---|---|---|---|",
+    ]
     by = {(r["model"], r["rate"], r["point"]): r for r in rows}
     for (model, rate, p), r in by.items():
         if p != subject:
@@ -537,21 +647,30 @@ def figure(rows, model, path):
     per rate and a row per group of at most PER_PANEL methods, with the target the points are
     timed to; each method in its colour and marker (plotstyle), the legend beside the data."""
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     rates = list(dict.fromkeys(r["rate"] for r in rows if r["model"] == model))
     points = list(dict.fromkeys(r["point"] for r in rows if r["model"] == model))
     groups = plotstyle.panels(points)  # at most PER_PANEL methods a panel
-    fig, axes = plt.subplots(len(groups), len(rates), figsize=(5 * len(rates), 4.2 * len(groups)), squeeze=False,
-                             sharey=True)
+    fig, axes = plt.subplots(
+        len(groups), len(rates), figsize=(5 * len(rates), 4.2 * len(groups)), squeeze=False, sharey=True
+    )
     for g, group in enumerate(groups):
         for ax, rate in zip(axes[g], rates):
             for r in (x for x in rows if x["model"] == model and x["rate"] == rate and x["point"] in group):
                 curves = list(r["curves"].values())
                 steps = [c[0] for c in curves[0]]
                 mean = [statistics.mean(c[j][1] for c in curves) * 100 for j in range(len(steps))]
-                ax.plot([st * r["split"]["step"] for st in steps], mean, label=r["label"], linewidth=1.2,
-                        markersize=3, **plotstyle.style(r["point"]))
+                ax.plot(
+                    [st * r["split"]["step"] for st in steps],
+                    mean,
+                    label=r["label"],
+                    linewidth=1.2,
+                    markersize=3,
+                    **plotstyle.style(r["point"]),
+                )
             _rate_panel(ax, rows, model, rate)
         axes[g, -1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))  # beside the data
     for ax in axes[:, 0]:
@@ -577,15 +696,18 @@ def time_figure(rows, model, path):
     its 95% interval (log scale), its seeds reaching it beside; at most PER_PANEL methods a panel,
     one colour per method."""
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     mine = [r for r in rows if r["model"] == model]
     rates = list(dict.fromkeys(r["rate"] for r in mine))
     methods = list(dict.fromkeys(r["point"] for r in mine))
     groups = plotstyle.panels(methods)  # at most PER_PANEL methods a panel, evened out
     per = max(len(g) for g in groups)
-    fig, axes = plt.subplots(len(groups), len(rates), figsize=(3.6 * len(rates), 0.45 * per * len(groups) + 1.4),
-                             squeeze=False, sharex=True)
+    fig, axes = plt.subplots(
+        len(groups), len(rates), figsize=(3.6 * len(rates), 0.45 * per * len(groups) + 1.4), squeeze=False, sharex=True
+    )
     for g, group in enumerate(groups):
         for c, rate in enumerate(rates):
             ax = axes[g, c]
@@ -594,17 +716,39 @@ def time_figure(rows, model, path):
                 m, half = runs.mean_ci(list(r["times"].values()))
                 tag = f"{r['reached']}/{r['seeds']}"
                 if m is None:
-                    ax.text(0.02, y, f"not reached (0/{r['seeds']})", transform=ax.get_yaxis_transform(),
-                            va="center", fontsize=7, color=plotstyle.style(p)["color"])
+                    ax.text(
+                        0.02,
+                        y,
+                        f"not reached (0/{r['seeds']})",
+                        transform=ax.get_yaxis_transform(),
+                        va="center",
+                        fontsize=7,
+                        color=plotstyle.style(p)["color"],
+                    )
                     continue
                 lo = min(half, 0.95 * m) if half is not None else 0.0  # a log axis: the bar stays above 0
-                ax.errorbar([m], [y], xerr=[[lo], [half or 0.0]], fmt=plotstyle.style(p)["marker"],
-                            color=plotstyle.style(p)["color"], capsize=3, markersize=4)
-                ax.annotate(tag, (m + (half or 0.0), y), xytext=(4, 0), textcoords="offset points", va="center",
-                            fontsize=7, color=plotstyle.style(p)["color"])
+                ax.errorbar(
+                    [m],
+                    [y],
+                    xerr=[[lo], [half or 0.0]],
+                    fmt=plotstyle.style(p)["marker"],
+                    color=plotstyle.style(p)["color"],
+                    capsize=3,
+                    markersize=4,
+                )
+                ax.annotate(
+                    tag,
+                    (m + (half or 0.0), y),
+                    xytext=(4, 0),
+                    textcoords="offset points",
+                    va="center",
+                    fontsize=7,
+                    color=plotstyle.style(p)["color"],
+                )
             ax.set_yticks(range(len(group)))
-            ax.set_yticklabels([next(x for x in mine if x["point"] == p)["label"] for p in group] if c == 0 else [],
-                               fontsize=7)
+            ax.set_yticklabels(
+                [next(x for x in mine if x["point"] == p)["label"] for p in group] if c == 0 else [], fontsize=7
+            )
             ax.set_ylim(-0.6, per - 0.4)
             ax.invert_yaxis()
             ax.set_xscale("log")
@@ -629,30 +773,47 @@ def parse(argv=None):
     p.add_argument("--steps", type=int, default=400)
     p.add_argument("--seeds", default="1,2,3")
     p.add_argument("--eval-every", type=int, default=25)
-    p.add_argument("--target", default="fixed",
-                   help="the accuracy every point is timed to: fixed (dense's converged accuracy at its best "
-                        "learning rate, the mean over the seeds, less --target-margin points), a number (that "
-                        "accuracy in %%), or dense-final (each seed's own dense final evaluation: the earlier rule)")
+    p.add_argument(
+        "--target",
+        default="fixed",
+        help="the accuracy every point is timed to: fixed (dense's converged accuracy at its best "
+        "learning rate, the mean over the seeds, less --target-margin points), a number (that "
+        "accuracy in %%), or dense-final (each seed's own dense final evaluation: the earlier rule)",
+    )
     p.add_argument("--target-margin", type=float, default=0.5, help="points below dense's converged accuracy")
-    p.add_argument("--smooth", type=int, default=3,
-                   help="evaluations in the centred moving mean a curve is read through (odd; 1: the raw curve)")
+    p.add_argument(
+        "--smooth",
+        type=int,
+        default=3,
+        help="evaluations in the centred moving mean a curve is read through (odd; 1: the raw curve)",
+    )
     runs.add_eval_images(p)
     p.add_argument("--timing-steps", type=int, default=10)
     p.add_argument("--timing-timeout", type=int, default=3600)
-    p.add_argument("--timing-budget", type=float, default=float("inf"),
-                   help="seconds of timed steps after which a timing run stops (at least 2 are timed)")
+    p.add_argument(
+        "--timing-budget",
+        type=float,
+        default=float("inf"),
+        help="seconds of timed steps after which a timing run stops (at least 2 are timed)",
+    )
     p.add_argument("--phase", default="all", choices=["accuracy", "timing", "report", "steps", "all"])
     p.add_argument("--no-lab", action="store_true", help="unshaped rate only, on loopback (no root needed)")
     p.add_argument("--out", default="docs/results/speedup")
-    p.add_argument("--name", default="", help="the report's files are OUT/speedup-NAME.table.md and "
-                   "OUT/speedup-<model>-NAME.png (a report of other seeds or points beside the first)")
+    p.add_argument(
+        "--name",
+        default="",
+        help="the report's files are OUT/speedup-NAME.table.md and "
+        "OUT/speedup-<model>-NAME.png (a report of other seeds or points beside the first)",
+    )
     opts = p.parse_args(argv)
     opts.suffix = f"-{opts.name}" if opts.name else ""
     points = [x for x in opts.points.split(",") if x]
     unknown = [x for x in points if not known_point(x)]
     if unknown:
-        p.error(f"unknown point(s) {', '.join(unknown)}: use {', '.join(POINTS)}, or one of them (not {AUTO}) "
-                "at another learning rate as <point>-lr<L>")
+        p.error(
+            f"unknown point(s) {', '.join(unknown)}: use {', '.join(POINTS)}, or one of them (not {AUTO}) "
+            "at another learning rate as <point>-lr<L>"
+        )
     opts.point_list = [x for x in points if not x.startswith("dense")]
     opts.dense_list = [f"dense-lr{float(lr):g}" for lr in opts.dense_lrs.split(",") if lr]  # "": none
     for m in opts.models.split(","):
@@ -679,6 +840,7 @@ def parse(argv=None):
     if not opts.no_lab and opts.phase in ("timing", "all"):
         sys.path.insert(0, HERE)
         import netlab
+
         reason = netlab.unavailable_reason(opts.rates.split(",")[0])
         if reason:
             p.error(reason)
@@ -716,9 +878,11 @@ def main(argv=None):
             with open(os.path.join(opts.out, f"target-{m}{opts.suffix}.json"), "w") as f:
                 json.dump(info, f, indent=1)
             target = info["target_pct"]
-            print(f"speedup: {m}: dense's best learning rate is {point_spec(best)[4]:g}; the target: "
-                  + (f"{target:.2f}% ({opts.target})" if isinstance(target, float) else "each seed's dense final"),
-                  file=sys.stderr)
+            print(
+                f"speedup: {m}: dense's best learning rate is {point_spec(best)[4]:g}; the target: "
+                + (f"{target:.2f}% ({opts.target})" if isinstance(target, float) else "each seed's dense final"),
+                file=sys.stderr,
+            )
             figure(rows, m, os.path.join(opts.out, f"speedup-{m}{opts.suffix}.png"))
             time_figure(rows, m, os.path.join(opts.out, f"time-to-target-{m}{opts.suffix}.png"))
         runs.publish(table(rows, opts), os.path.join(opts.out, f"speedup{opts.suffix}.table.md"))

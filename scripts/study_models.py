@@ -51,9 +51,16 @@ class CnnBn(torch.nn.Module):
         def block(cin, cout):
             return [torch.nn.Conv2d(cin, cout, 3, padding=1, bias=False), torch.nn.BatchNorm2d(cout), torch.nn.ReLU()]
 
-        self.features = torch.nn.Sequential(*block(1, 32), *block(32, 32), torch.nn.MaxPool2d(2),
-                                            *block(32, 64), *block(64, 64), torch.nn.MaxPool2d(2),
-                                            *block(64, 128), torch.nn.AdaptiveAvgPool2d(1))
+        self.features = torch.nn.Sequential(
+            *block(1, 32),
+            *block(32, 32),
+            torch.nn.MaxPool2d(2),
+            *block(32, 64),
+            *block(64, 64),
+            torch.nn.MaxPool2d(2),
+            *block(64, 128),
+            torch.nn.AdaptiveAvgPool2d(1),
+        )
         self.head = torch.nn.Linear(128, 10)
 
     def forward(self, x):
@@ -131,7 +138,7 @@ class ImageTask(Task):
 
     def loss(self, model, step):
         start = (step * self.batch) % (len(self.mine) - self.batch)
-        idx = self.mine[start:start + self.batch]
+        idx = self.mine[start : start + self.batch]
         return torch.nn.functional.cross_entropy(model(self._input(self.x[idx])), self.y[idx])
 
     def evaluate(self, model, images=None):
@@ -146,8 +153,10 @@ def test_accuracy(model, images=None, rgb=False):
     tx, ty = tx[:images], ty[:images]
     model.eval()
     with torch.no_grad():
-        right = sum(int((model(tx[i:i + 500].expand(-1, 3 if rgb else 1, -1, -1)).argmax(1) == ty[i:i + 500]).sum())
-                    for i in range(0, len(ty), 500))
+        right = sum(
+            int((model(tx[i : i + 500].expand(-1, 3 if rgb else 1, -1, -1)).argmax(1) == ty[i : i + 500]).sum())
+            for i in range(0, len(ty), 500)
+        )
     model.train()
     return right / len(ty)
 
@@ -182,7 +191,7 @@ class TextTask(Task):
 
     def loss(self, model, step):
         start = (step * self.batch) % (len(self.mine) - self.batch)
-        x, y = self._windows(self.train_text, self.mine[start:start + self.batch])
+        x, y = self._windows(self.train_text, self.mine[start : start + self.batch])
         return torch.nn.functional.cross_entropy(model(x).reshape(-1, self.vocab), y.reshape(-1))
 
     def evaluate(self, model, images=None):  # noqa: ARG002 (a text model has no test images)

@@ -16,8 +16,9 @@ MIN_QUICK = 150  # the quick tier is the loop a change is checked in: most of th
 
 def cases(ctest, build):
     """{name: labels} of every case ctest lists in BUILD (discovering the GoogleTest cases)."""
-    out = subprocess.run([ctest, "--test-dir", build, "--show-only=json-v1"], capture_output=True, text=True,
-                         check=True, timeout=240).stdout
+    out = subprocess.run(
+        [ctest, "--test-dir", build, "--show-only=json-v1"], capture_output=True, text=True, check=True, timeout=240
+    ).stdout
     found = {}
     for test in json.loads(out)["tests"]:
         labels = next((p["value"] for p in test.get("properties", []) if p["name"] == "LABELS"), [])
@@ -40,8 +41,11 @@ def problems(found, slow):
     if quick < MIN_QUICK:
         bad.append(f"the quick tier has {quick} cases, fewer than {MIN_QUICK}")
     bad += [f"slow-cases.txt names {name}, which is no case of this build" for name in slow if name not in found]
-    bad += [f"slow-cases.txt names {name}, labelled {found[name]}" for name in slow
-            if name in found and "slow" not in found[name]]
+    bad += [
+        f"slow-cases.txt names {name}, labelled {found[name]}"
+        for name in slow
+        if name in found and "slow" not in found[name]
+    ]
     return bad
 
 

@@ -53,8 +53,8 @@ Timed timed_threshold(const std::string& method, fitting::MagnitudePasses& passe
 }  // namespace
 
 void analyze_vector(fitting::MagnitudePasses& passes, const fitting::FitReportOptions& options,
-                    const std::vector<std::string>& methods, std::int64_t step,
-                    const std::string& scope, const std::string& kind, StepResults& into) {
+                    const std::vector<std::string>& methods, std::int64_t step, const std::string& scope,
+                    const std::string& kind, StepResults& into) {
   // Fits through fit_report itself (same numbers as `gradscope fit`); thresholds here, so each
   // method is timed alone.
   fitting::FitReportOptions fit_only = options;
@@ -67,8 +67,7 @@ void analyze_vector(fitting::MagnitudePasses& passes, const fitting::FitReportOp
     if (f.error.empty()) {
       for (const auto& t : f.tail)
         into.tails.push_back({step, scope, f.dist, t.density, t.threshold, t.predicted, t.observed});
-      for (const auto& q : f.qq)
-        into.qq.push_back({step, scope, f.dist, q.probability, q.fitted, q.sample});
+      for (const auto& q : f.qq) into.qq.push_back({step, scope, f.dist, q.probability, q.fitted, q.sample});
     }
     into.fits.push_back(to_fit_row(f, step, scope, kind));
   }
@@ -80,8 +79,9 @@ void analyze_vector(fitting::MagnitudePasses& passes, const fitting::FitReportOp
     for (std::size_t r = 0; r < options.densities.size(); ++r) {
       const double density = options.densities[r];
       const Timed t = method == "topk" ? exact[r] : timed_threshold(method, passes, density, options);
-      ThresholdRow row{step, scope, kind, method, density, kNaN, 0, 0, kNaN, kNaN, kNaN, t.seconds, t.error,
-                       rep.n, too_small_for_quality(rep.n, density)};
+      ThresholdRow row{step, scope,     kind,    method, density,
+                       kNaN, 0,         0,       kNaN,   kNaN,
+                       kNaN, t.seconds, t.error, rep.n,  too_small_for_quality(rep.n, density)};
       const double ref = exact[r].error.empty() ? exact[r].result.threshold : kNaN;
       row.exact_threshold = ref;
       if (t.error.empty()) {
@@ -160,8 +160,8 @@ StepPlan plan_step(std::span<const std::uint64_t> layer_sizes, bool whole, bool 
   // The model's vector holds the layers' values: on one thread it takes about the layers' work.
   const std::uint64_t model_work = layers_work;
   const std::uint64_t step_work = (whole ? model_work : 0) + (per_layer ? layers_work : 0);
-  const bool pooled = whole && per_layer && model_in_memory &&
-                      model_work * std::uint64_t(std::max(jobs, 1)) <= step_work;
+  const bool pooled =
+      whole && per_layer && model_in_memory && model_work * std::uint64_t(std::max(jobs, 1)) <= step_work;
   plan.model_alone = whole && !pooled;
   if (pooled) plan.tasks.push_back(StepPlan::kModel);
   if (per_layer) {
@@ -182,8 +182,13 @@ class StepAnalyzer {
  public:
   StepAnalyzer(const AnalyzeConfig& config, const data::SnapshotReader& reader, std::int64_t total,
                const ProgressFn& progress)
-      : config_(config), reader_(reader), options_(config.fit_options()), total_(total), progress_(progress),
-        per_layer_(config.vectors != VectorSet::model), whole_(config.vectors != VectorSet::layers),
+      : config_(config),
+        reader_(reader),
+        options_(config.fit_options()),
+        total_(total),
+        progress_(progress),
+        per_layer_(config.vectors != VectorSet::model),
+        whole_(config.vectors != VectorSet::layers),
         budget_floats_(config.memory_mib * (std::uint64_t{1} << 20) / sizeof(float)) {
     kinds_ = layer_kinds(reader.layers());
     for (const auto& l : reader.layers()) sizes_.push_back(std::uint64_t(l.numel()));
@@ -202,8 +207,10 @@ class StepAnalyzer {
     if (plan.model_alone) {
       // In memory when the model fits the budget (on any backend), else streamed layer by layer.
       std::unique_ptr<fitting::MagnitudePasses> passes;
-      if (layers.all_cached()) passes = kernels::make_passes(layers.model(), on);
-      else passes = std::make_unique<StreamedPasses>(layers);
+      if (layers.all_cached())
+        passes = kernels::make_passes(layers.model(), on);
+      else
+        passes = std::make_unique<StreamedPasses>(layers);
       vector(*passes, rec.step, kModelScope, kKindModel, res);
     }
     run_pool(plan.tasks, layers, rec.step, on, jobs, res);
@@ -313,8 +320,8 @@ AnalyzeResult analyze(const AnalyzeConfig& config, const ProgressFn& progress) {
     if (!done.count(reader.steps()[r].step)) pending.push_back(r);
   result.steps_selected = rows.size();
   result.steps_skipped = rows.size() - pending.size();
-  const std::size_t per_step = (config.vectors != VectorSet::model ? reader.layers().size() : 0) +
-                               (config.vectors != VectorSet::layers ? 1 : 0);
+  const std::size_t per_step =
+      (config.vectors != VectorSet::model ? reader.layers().size() : 0) + (config.vectors != VectorSet::layers ? 1 : 0);
   StepAnalyzer steps(in_order, reader, static_cast<std::int64_t>(pending.size() * per_step), progress);
 
   for (std::size_t row : pending) {
@@ -353,23 +360,20 @@ void export_outputs(const AnalyzeConfig& config, const AnalysisReader& reader, c
   if (!config.csv_dir.empty()) export_csv(reader, config.csv_dir, config.force);
   if (!config.report_dir.empty()) {
     const fs::path file = config.report_dir / "report.md";
-    if (fs::exists(file) && !config.force)
-      throw Error(file.string() + ": already exists; pass --force to replace it");
+    if (fs::exists(file) && !config.force) throw Error(file.string() + ": already exists; pass --force to replace it");
     std::error_code ec;
     fs::create_directories(config.report_dir, ec);
     if (ec) throw Error(config.report_dir.string() + ": cannot create the folder: " + ec.message());
     const AnalysisSummary s = summarize(reader);
     // The hook refuses to replace its own files unless forced, before it draws any.
-    const ReportPlots images =
-        plots ? plots(reader, config.report_dir, config.force) : ReportPlots{{}, {kNoPlotsNote}};
+    const ReportPlots images = plots ? plots(reader, config.report_dir, config.force) : ReportPlots{{}, {kNoPlotsNote}};
     std::ofstream out(file);
     out << markdown_report(reader, s, images);
     if (!out) throw Error(file.string() + ": cannot write the report");
   }
 }
 
-nlohmann::json analyze_json(const AnalyzeResult& r, const AnalysisReader& reader,
-                            const AnalysisSummary& summary) {
+nlohmann::json analyze_json(const AnalyzeResult& r, const AnalysisReader& reader, const AnalysisSummary& summary) {
   nlohmann::json j{{"source", reader.source().path},
                    {"output", reader.path().string()},
                    {"created", r.created},
@@ -388,8 +392,7 @@ nlohmann::json analyze_json(const AnalyzeResult& r, const AnalysisReader& reader
   return j;
 }
 
-AnalysisSummary analyze_and_summarize(AnalyzeConfig config, std::ostream& out,
-                                      const ProgressFn& progress) {
+AnalysisSummary analyze_and_summarize(AnalyzeConfig config, std::ostream& out, const ProgressFn& progress) {
   config.force = true;
   analyze(config, progress);
   const AnalysisReader reader(config.output);

@@ -13,9 +13,7 @@
 namespace gs::analyzer {
 namespace {
 
-std::string joined(const std::vector<std::string>& v) {
-  return join(v, ", ");
-}
+std::string joined(const std::vector<std::string>& v) { return join(v, ", "); }
 
 }  // namespace
 
@@ -36,8 +34,8 @@ void AnalyzeConfig::validate() const {
   for (std::size_t i = 0; i < densities.size(); ++i)
     for (std::size_t j = 0; j < i; ++j)
       if (densities[i] == densities[j]) throw Error("--ratios: ratio " + std::to_string(densities[i]) + " is repeated");
-  auto check = [](const std::vector<std::string>& given, const std::vector<std::string>& all,
-                  const std::string& flag, const char* what) {
+  auto check = [](const std::vector<std::string>& given, const std::vector<std::string>& all, const std::string& flag,
+                  const char* what) {
     for (std::size_t i = 0; i < given.size(); ++i) {
       if (std::find(all.begin(), all.end(), given[i]) == all.end())
         throw Error(flag + ": unknown " + what + " '" + given[i] + "': use " + joined(all));
@@ -61,7 +59,8 @@ void AnalyzeConfig::validate() const {
 
 const std::vector<OptionRow<AnalyzeConfig>>& analyze_options() {
   using C = AnalyzeConfig;
-#define GS_FIELD(expr) [](auto& c) -> auto& { return expr; }
+#define GS_FIELD(expr) \
+  [](auto& c) -> auto& { return expr; }
   // The granularity and the step selection read as text, through their own parsers.
   auto text_row = [](std::string flag, std::string help, std::function<std::string(const C&)> get,
                      std::function<void(C&, std::string_view)> set) {
@@ -75,8 +74,8 @@ const std::vector<OptionRow<AnalyzeConfig>>& analyze_options() {
   };
   static const std::vector<OptionRow<C>> table = [&] {
     std::vector<OptionRow<C>> t;
-    t.push_back(option_row<std::vector<double>, C>("--ratios", "Target densities, comma-separated",
-                                                   GS_FIELD(c.densities)));
+    t.push_back(
+        option_row<std::vector<double>, C>("--ratios", "Target densities, comma-separated", GS_FIELD(c.densities)));
     t.push_back(option_row<std::vector<std::string>, C>(
         "--dists", "SIDs to fit: " + fitting::comma_list(fitting::all_dists()), GS_FIELD(c.dists)));
     t.push_back(option_row<std::vector<std::string>, C>(
@@ -96,24 +95,21 @@ const std::vector<OptionRow<AnalyzeConfig>>& analyze_options() {
         },
         [](C& c, std::string_view text) { c.steps = StepSelection::parse(std::string(text)); }));
     t.push_back(option_row<std::string, C>("--backend", "auto, cpu or cuda", GS_FIELD(c.backend)));
-    t.push_back(option_row<std::string, C>("--on-device-error", kOnDeviceErrorHelp, GS_FIELD(c.on_device_error),
-                                           {}, kOnDeviceErrorChoices));
-    t.push_back(option_row<int, C>("--stages", "SIDCo stages (0: by density, 1 at 0.1, 2 at 0.01, 3 at 0.001)", GS_FIELD(c.stages)));
-    t.push_back(option_row<std::uint64_t, C>("--ks-max-points",
-                                             "Largest sample for KS/AD (a uniform subsample beyond it)",
-                                             GS_FIELD(c.ks_max_points)));
-    t.push_back(option_row<std::uint64_t, C>("--seed", "Seed of the KS subsample and DGC's sample",
-                                             GS_FIELD(c.seed)));
+    t.push_back(option_row<std::string, C>("--on-device-error", kOnDeviceErrorHelp, GS_FIELD(c.on_device_error), {},
+                                           kOnDeviceErrorChoices));
+    t.push_back(option_row<int, C>("--stages", "SIDCo stages (0: by density, 1 at 0.1, 2 at 0.01, 3 at 0.001)",
+                                   GS_FIELD(c.stages)));
+    t.push_back(option_row<std::uint64_t, C>(
+        "--ks-max-points", "Largest sample for KS/AD (a uniform subsample beyond it)", GS_FIELD(c.ks_max_points)));
+    t.push_back(option_row<std::uint64_t, C>("--seed", "Seed of the KS subsample and DGC's sample", GS_FIELD(c.seed)));
     t.push_back(option_row<int, C>("--jobs", "Layers analysed in parallel (0: one per core)", GS_FIELD(c.jobs)));
     t.back().alias = "-j";
     t.push_back(option_row<std::uint64_t, C>(
-        "--memory", "MiB of layers held per step; a larger model is streamed layer by layer",
-        GS_FIELD(c.memory_mib)));
+        "--memory", "MiB of layers held per step; a larger model is streamed layer by layer", GS_FIELD(c.memory_mib)));
     t.push_back(option_row<std::filesystem::path, C>(
         "--csv", "Also write fits.csv, thresholds.csv, tails.csv, vectors.csv here", GS_FIELD(c.csv_dir)));
     t.push_back(option_row<std::filesystem::path, C>(
-        "--report", "Also write a Markdown report (report.md) with PNG plots (Qt build) here",
-        GS_FIELD(c.report_dir)));
+        "--report", "Also write a Markdown report (report.md) with PNG plots (Qt build) here", GS_FIELD(c.report_dir)));
     t.push_back(option_row<bool, C>("--force", "Recompute from scratch, replacing the output, CSV and report files",
                                     GS_FIELD(c.force)));
     return t;

@@ -60,8 +60,8 @@ std::vector<fs::path> export_csv(const AnalysisReader& reader, const fs::path& d
     auto out = open(files[0]);
     out << "step,scope,kind,dist,param1,param2,loglik,aic,ks_D,ks_p,ad_A2,ks_n,ks_subsampled,error\n";
     for (const auto& r : reader.fits())
-      line(out, r.step, r.scope, r.kind, r.dist, r.param1, r.param2, r.loglik, r.aic, r.ks_D, r.ks_p,
-           r.ad_A2, r.ks_n, r.ks_subsampled, r.error);
+      line(out, r.step, r.scope, r.kind, r.dist, r.param1, r.param2, r.loglik, r.aic, r.ks_D, r.ks_p, r.ad_A2, r.ks_n,
+           r.ks_subsampled, r.error);
   }
   {
     auto out = open(files[1]);
@@ -80,8 +80,7 @@ std::vector<fs::path> export_csv(const AnalysisReader& reader, const fs::path& d
   {
     auto out = open(files[3]);
     out << "step,scope,kind,n,zeros,nonfinite,fit_seconds\n";
-    for (const auto& r : reader.vectors())
-      line(out, r.step, r.scope, r.kind, r.n, r.zeros, r.nonfinite, r.fit_seconds);
+    for (const auto& r : reader.vectors()) line(out, r.step, r.scope, r.kind, r.n, r.zeros, r.nonfinite, r.fit_seconds);
   }
   return files;
 }

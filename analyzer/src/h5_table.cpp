@@ -32,8 +32,7 @@ Handle open_typed_attr(hid_t obj, const char* name, const std::filesystem::path&
 }
 }  // namespace
 
-void write_string_attr(hid_t obj, const char* name, const std::string& value,
-                       const std::filesystem::path& file) {
+void write_string_attr(hid_t obj, const char* name, const std::string& value, const std::filesystem::path& file) {
   Handle t = checked(H5Tcopy(H5T_C_S1), H5Tclose, file, "string type");
   H5Tset_size(t.get(), H5T_VARIABLE);
   H5Tset_cset(t.get(), H5T_CSET_UTF8);
@@ -119,12 +118,16 @@ std::vector<std::pair<std::string, AttrValue>> read_all_attrs(hid_t obj, const s
     Handle a = open_attr(obj, name.c_str(), file);
     Handle t = checked(H5Aget_type(a.get()), H5Tclose, file, "type of " + name);
     const H5T_class_t cls = H5Tget_class(t.get());
-    if (cls == H5T_STRING) out.emplace_back(name, read_string_attr(obj, name.c_str(), file));
+    if (cls == H5T_STRING)
+      out.emplace_back(name, read_string_attr(obj, name.c_str(), file));
     else if (cls == H5T_INTEGER && H5Tget_sign(t.get()) == H5T_SGN_NONE)
       out.emplace_back(name, read_u64_attr(obj, name.c_str(), file));
-    else if (cls == H5T_INTEGER) out.emplace_back(name, read_i64_attr(obj, name.c_str(), file));
-    else if (cls == H5T_FLOAT) out.emplace_back(name, read_f64_array_attr(obj, name.c_str(), file));
-    else throw Error(file.string() + ": attribute '" + name + "' is not a string, an integer or numbers");
+    else if (cls == H5T_INTEGER)
+      out.emplace_back(name, read_i64_attr(obj, name.c_str(), file));
+    else if (cls == H5T_FLOAT)
+      out.emplace_back(name, read_f64_array_attr(obj, name.c_str(), file));
+    else
+      throw Error(file.string() + ": attribute '" + name + "' is not a string, an integer or numbers");
   }
   return out;
 }
@@ -133,10 +136,14 @@ std::size_t field_size(const Field& f) {
   switch (f.type) {
     case FieldType::i64:
     case FieldType::u64:
-    case FieldType::f64: return 8;
-    case FieldType::i32: return 4;
-    case FieldType::u8: return 1;
-    case FieldType::str: return f.width;
+    case FieldType::f64:
+      return 8;
+    case FieldType::i32:
+      return 4;
+    case FieldType::u8:
+      return 1;
+    case FieldType::str:
+      return f.width;
   }
   return 0;
 }
@@ -154,11 +161,21 @@ Handle compound_type(const std::vector<Field>& fields, const std::filesystem::pa
     Handle str;
     hid_t member = H5T_NATIVE_DOUBLE;
     switch (f.type) {
-      case FieldType::i64: member = H5T_NATIVE_INT64; break;
-      case FieldType::u64: member = H5T_NATIVE_UINT64; break;
-      case FieldType::i32: member = H5T_NATIVE_INT32; break;
-      case FieldType::u8: member = H5T_NATIVE_UINT8; break;
-      case FieldType::f64: member = H5T_NATIVE_DOUBLE; break;
+      case FieldType::i64:
+        member = H5T_NATIVE_INT64;
+        break;
+      case FieldType::u64:
+        member = H5T_NATIVE_UINT64;
+        break;
+      case FieldType::i32:
+        member = H5T_NATIVE_INT32;
+        break;
+      case FieldType::u8:
+        member = H5T_NATIVE_UINT8;
+        break;
+      case FieldType::f64:
+        member = H5T_NATIVE_DOUBLE;
+        break;
       case FieldType::str:
         str = checked(H5Tcopy(H5T_C_S1), H5Tclose, file, "string type");
         H5Tset_size(str.get(), f.width);
@@ -181,9 +198,8 @@ void create_table(hid_t file_id, const char* name, const std::vector<Field>& fie
   check(H5Pset_chunk(dcpl.get(), 1, &chunk), file, "chunking");
   check(H5Pset_shuffle(dcpl.get()), file, "shuffle filter");
   check(H5Pset_deflate(dcpl.get(), 4), file, "deflate filter");
-  Handle d = checked(H5Dcreate2(file_id, name, type.get(), space.get(), H5P_DEFAULT, dcpl.get(),
-                                H5P_DEFAULT),
-                     H5Dclose, file, std::string("create table /") + name);
+  Handle d = checked(H5Dcreate2(file_id, name, type.get(), space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT), H5Dclose,
+                     file, std::string("create table /") + name);
 }
 
 namespace {
@@ -200,8 +216,7 @@ std::uint64_t rows_of(hid_t d, const std::filesystem::path& file) {
 }
 }  // namespace
 
-std::size_t stored_width(hid_t file_id, const char* table, const char* field,
-                         const std::filesystem::path& file) {
+std::size_t stored_width(hid_t file_id, const char* table, const char* field, const std::filesystem::path& file) {
   Handle d = open_table(file_id, table, file);
   Handle t = checked(H5Dget_type(d.get()), H5Tclose, file, "table type");
   const int i = H5Tget_member_index(t.get(), field);
@@ -215,8 +230,8 @@ std::uint64_t table_rows(hid_t file_id, const char* name, const std::filesystem:
   return rows_of(d.get(), file);
 }
 
-void append_rows(hid_t file_id, const char* name, const std::vector<Field>& fields,
-                 const std::vector<char>& bytes, std::uint64_t rows, const std::filesystem::path& file) {
+void append_rows(hid_t file_id, const char* name, const std::vector<Field>& fields, const std::vector<char>& bytes,
+                 std::uint64_t rows, const std::filesystem::path& file) {
   if (rows == 0) return;
   Handle d = open_table(file_id, name, file);
   const hsize_t old = rows_of(d.get(), file), count = rows, grown = old + rows;
@@ -229,20 +244,18 @@ void append_rows(hid_t file_id, const char* name, const std::vector<Field>& fiel
         std::string("write /") + name);
 }
 
-std::vector<char> read_rows(hid_t file_id, const char* name, const std::vector<Field>& fields,
-                            std::uint64_t* rows, const std::filesystem::path& file) {
+std::vector<char> read_rows(hid_t file_id, const char* name, const std::vector<Field>& fields, std::uint64_t* rows,
+                            const std::filesystem::path& file) {
   Handle d = open_table(file_id, name, file);
   *rows = rows_of(d.get(), file);
   std::vector<char> bytes(static_cast<std::size_t>(*rows) * row_size(fields));
   if (*rows == 0) return bytes;
   Handle type = compound_type(fields, file);
-  check(H5Dread(d.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, bytes.data()), file,
-        std::string("read /") + name);
+  check(H5Dread(d.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, bytes.data()), file, std::string("read /") + name);
   return bytes;
 }
 
-void truncate_table(hid_t file_id, const char* name, std::uint64_t rows,
-                    const std::filesystem::path& file) {
+void truncate_table(hid_t file_id, const char* name, std::uint64_t rows, const std::filesystem::path& file) {
   Handle d = open_table(file_id, name, file);
   const hsize_t n = rows;
   check(H5Dset_extent(d.get(), &n), file, std::string("truncate /") + name);

@@ -26,8 +26,7 @@ using Handle = data::h5::H5Handle;
 inline void silence() { data::h5::silence_errors(); }
 
 // Root attributes.
-void write_string_attr(hid_t obj, const char* name, const std::string& value,
-                       const std::filesystem::path& file);
+void write_string_attr(hid_t obj, const char* name, const std::string& value, const std::filesystem::path& file);
 void write_i64_attr(hid_t obj, const char* name, std::int64_t value, const std::filesystem::path& file);
 void write_u64_attr(hid_t obj, const char* name, std::uint64_t value, const std::filesystem::path& file);
 void write_f64_array_attr(hid_t obj, const char* name, const std::vector<double>& values,
@@ -96,18 +95,15 @@ class Unpacker {
 };
 
 // Creates an empty extendible table (chunked, shuffle + deflate).
-void create_table(hid_t file_id, const char* name, const std::vector<Field>& fields,
-                  const std::filesystem::path& file);
+void create_table(hid_t file_id, const char* name, const std::vector<Field>& fields, const std::filesystem::path& file);
 // Width of a string field as stored (0 when the table or field is absent).
-std::size_t stored_width(hid_t file_id, const char* table, const char* field,
-                         const std::filesystem::path& file);
+std::size_t stored_width(hid_t file_id, const char* table, const char* field, const std::filesystem::path& file);
 std::uint64_t table_rows(hid_t file_id, const char* name, const std::filesystem::path& file);
-void append_rows(hid_t file_id, const char* name, const std::vector<Field>& fields,
-                 const std::vector<char>& bytes, std::uint64_t rows, const std::filesystem::path& file);
+void append_rows(hid_t file_id, const char* name, const std::vector<Field>& fields, const std::vector<char>& bytes,
+                 std::uint64_t rows, const std::filesystem::path& file);
 // Every row, converted to the given fields (matched by name), packed.
-std::vector<char> read_rows(hid_t file_id, const char* name, const std::vector<Field>& fields,
-                            std::uint64_t* rows, const std::filesystem::path& file);
-void truncate_table(hid_t file_id, const char* name, std::uint64_t rows,
-                    const std::filesystem::path& file);
+std::vector<char> read_rows(hid_t file_id, const char* name, const std::vector<Field>& fields, std::uint64_t* rows,
+                            const std::filesystem::path& file);
+void truncate_table(hid_t file_id, const char* name, std::uint64_t rows, const std::filesystem::path& file);
 
 }  // namespace gs::analyzer::h5

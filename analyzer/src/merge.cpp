@@ -19,19 +19,19 @@ struct Shard {
 
 // The selection the shards tile, sorted by their first step; gs::Error when they do not.
 StepSelection::Piece tiled_selection(std::vector<Shard>& shards) {
-  std::sort(shards.begin(), shards.end(),
-            [](const Shard& a, const Shard& b) { return a.steps.first < b.steps.first; });
+  std::sort(shards.begin(), shards.end(), [](const Shard& a, const Shard& b) { return a.steps.first < b.steps.first; });
   StepSelection::Piece whole = shards.front().steps;
   for (std::size_t i = 1; i < shards.size(); ++i) {
     const Shard& prev = shards[i - 1];
     const Shard& next = shards[i];
-    const std::string pair = prev.path.string() + " (steps " + prev.steps.to_string() + ") and " +
-                             next.path.string() + " (steps " + next.steps.to_string() + ")";
+    const std::string pair = prev.path.string() + " (steps " + prev.steps.to_string() + ") and " + next.path.string() +
+                             " (steps " + next.steps.to_string() + ")";
     if (next.steps.stride != whole.stride)
       throw Error("cannot merge " + pair + ": their strides differ; shards of one run share a:b:s's s");
     if (!prev.steps.last || *prev.steps.last != next.steps.first ||
         (*prev.steps.last - prev.steps.first) % whole.stride != 0)
-      throw Error("cannot merge " + pair + ": the first must end where the second begins, after a "
+      throw Error("cannot merge " + pair +
+                  ": the first must end where the second begins, after a "
                   "whole number of strides (e.g. --steps 0:50:5 and --steps 50:100:5)");
   }
   whole.last = shards.back().steps.last;
@@ -56,7 +56,8 @@ MergeResult merge_stores(const std::vector<fs::path>& paths, const fs::path& out
     auto reader = std::make_unique<AnalysisReader>(p);
     if (reader->format_version() != kAnalysisFormatVersion)
       throw Error("cannot merge " + p.string() + ": it was made by an older gradscope (analysis format version " +
-                  std::to_string(reader->format_version()) + ", whose steps are rows); analyse its steps again "
+                  std::to_string(reader->format_version()) +
+                  ", whose steps are rows); analyse its steps again "
                   "with --force");
     const auto slice = StepSelection::parse(reader->options().steps).single_slice();
     if (!slice)
@@ -71,10 +72,9 @@ MergeResult merge_stores(const std::vector<fs::path>& paths, const fs::path& out
     const SourceIdentity& src = s.reader->source();
     // As on appending: the path is informative (each machine may hold its own copy).
     if (src.created != source.created || src.layers_hash != source.layers_hash || src.model != source.model)
-      throw Error("cannot merge " + s.path.string() + ": it analysed another snapshot (" + src.path +
-                  ", created " + src.created + ", layers " + src.layers_hash + ") than " +
-                  first.path.string() + " (" + source.path + ", created " + source.created +
-                  ", layers " + source.layers_hash + ")");
+      throw Error("cannot merge " + s.path.string() + ": it analysed another snapshot (" + src.path + ", created " +
+                  src.created + ", layers " + src.layers_hash + ") than " + first.path.string() + " (" + source.path +
+                  ", created " + source.created + ", layers " + source.layers_hash + ")");
     if (!s.reader->options().same_analysis(options))
       throw Error("cannot merge " + s.path.string() + ": it was made with other options (" +
                   s.reader->options().describe() + ") than " + first.path.string() + " (" +
@@ -87,8 +87,7 @@ MergeResult merge_stores(const std::vector<fs::path>& paths, const fs::path& out
   for (const Shard& s : shards)
     for (const StepRow& r : s.reader->steps()) steps.emplace(r.row, std::make_pair(&s, r));
 
-  AnalysisWriter writer =
-      AnalysisWriter::create(output, source, options, first.reader->scope_width(), replace);
+  AnalysisWriter writer = AnalysisWriter::create(output, source, options, first.reader->scope_width(), replace);
   const Shard* loaded = nullptr;
   std::vector<VectorRow> vectors;
   std::vector<FitRow> fits;

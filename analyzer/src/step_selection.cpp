@@ -26,8 +26,7 @@ std::optional<std::int64_t> parse_step(std::string_view part, const std::string&
 StepSelection::Piece parse_piece(std::string_view text, const std::string& whole) {
   if (text.empty()) throw Error("bad step selection '" + whole + "': an empty item (drop the extra ',')");
   const auto parts = split_list(text, ':');
-  if (parts.size() > 3)
-    throw Error("bad step selection '" + whole + "': use a:b:c (first step, end step, stride)");
+  if (parts.size() > 3) throw Error("bad step selection '" + whole + "': use a:b:c (first step, end step, stride)");
   StepSelection::Piece p;
   if (parts.size() == 1) {
     const std::int64_t a = *parse_step(parts[0], whole);  // not empty: text is not
@@ -108,7 +107,8 @@ StepSelection StepSelection::joined(const StepSelection& more) const {
     }
     group = here;
   }
-  std::stable_sort(out.pieces.begin(), out.pieces.end(), [](const Piece& a, const Piece& b) { return a.first < b.first; });
+  std::stable_sort(out.pieces.begin(), out.pieces.end(),
+                   [](const Piece& a, const Piece& b) { return a.first < b.first; });
   return out;
 }
 

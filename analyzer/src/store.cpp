@@ -20,9 +20,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string joined(const std::vector<std::string>& v) {
-  return join(v, ",");
-}
+std::string joined(const std::vector<std::string>& v) { return join(v, ","); }
 std::vector<std::string> split(const std::string& s) {
   const auto items = split_list(s);
   return {items.begin(), items.end()};
@@ -77,18 +75,15 @@ h5::Handle checked_analysis(h5::Handle f, const fs::path& path) {
 h5::Handle open_file(const fs::path& path, bool write) {
   h5::silence();
   if (!fs::exists(path)) throw MissingFile(path.string() + ": no such file");
-  if (H5Fis_hdf5(path.c_str()) <= 0)
-    throw Error(path.string() + ": not an HDF5 file (or it is truncated)");
-  return checked_analysis(
-      h5::checked(H5Fopen(path.c_str(), write ? H5F_ACC_RDWR : H5F_ACC_RDONLY, H5P_DEFAULT),
-                  H5Fclose, path, "cannot open"),
-      path);
+  if (H5Fis_hdf5(path.c_str()) <= 0) throw Error(path.string() + ": not an HDF5 file (or it is truncated)");
+  return checked_analysis(h5::checked(H5Fopen(path.c_str(), write ? H5F_ACC_RDWR : H5F_ACC_RDONLY, H5P_DEFAULT),
+                                      H5Fclose, path, "cannot open"),
+                          path);
 }
 
 SourceIdentity read_source(hid_t f, const fs::path& file) {
   return {h5::read_string_attr(f, "source_path", file), h5::read_string_attr(f, "source_created", file),
-          h5::read_string_attr(f, "source_layers_hash", file),
-          h5::read_string_attr(f, "source_model", file)};
+          h5::read_string_attr(f, "source_layers_hash", file), h5::read_string_attr(f, "source_model", file)};
 }
 
 StoredOptions read_options(hid_t f, const fs::path& file) {
@@ -115,8 +110,7 @@ std::vector<std::int64_t> read_step_column(hid_t f, const char* table, const fs:
 
 template <class Row, class... W>
 std::vector<Row> read_table(hid_t f, const char* table, const std::vector<h5::Field>& fields,
-                            const std::set<std::int64_t>& committed, const fs::path& file,
-                            const W&... widths) {
+                            const std::set<std::int64_t>& committed, const fs::path& file, const W&... widths) {
   std::uint64_t rows = 0;
   const auto bytes = h5::read_rows(f, table, fields, &rows, file);
   std::vector<Row> out;
@@ -131,18 +125,30 @@ std::vector<Row> read_table(hid_t f, const char* table, const std::vector<h5::Fi
 }
 
 // The committed rows of packed `bytes` as one column per field.
-std::vector<Column> columns_of(const std::vector<char>& bytes, std::uint64_t rows,
-                               const std::vector<h5::Field>& fields, const std::set<std::int64_t>& committed) {
+std::vector<Column> columns_of(const std::vector<char>& bytes, std::uint64_t rows, const std::vector<h5::Field>& fields,
+                               const std::set<std::int64_t>& committed) {
   std::vector<Column> out(fields.size());
   for (std::size_t i = 0; i < fields.size(); ++i) {
     out[i].name = fields[i].name;
     switch (fields[i].type) {
-      case h5::FieldType::i64: out[i].values = std::vector<std::int64_t>{}; break;
-      case h5::FieldType::u64: out[i].values = std::vector<std::uint64_t>{}; break;
-      case h5::FieldType::i32: out[i].values = std::vector<std::int32_t>{}; break;
-      case h5::FieldType::u8: out[i].values = std::vector<std::uint8_t>{}; break;
-      case h5::FieldType::f64: out[i].values = std::vector<double>{}; break;
-      case h5::FieldType::str: out[i].values = std::vector<std::string>{}; break;
+      case h5::FieldType::i64:
+        out[i].values = std::vector<std::int64_t>{};
+        break;
+      case h5::FieldType::u64:
+        out[i].values = std::vector<std::uint64_t>{};
+        break;
+      case h5::FieldType::i32:
+        out[i].values = std::vector<std::int32_t>{};
+        break;
+      case h5::FieldType::u8:
+        out[i].values = std::vector<std::uint8_t>{};
+        break;
+      case h5::FieldType::f64:
+        out[i].values = std::vector<double>{};
+        break;
+      case h5::FieldType::str:
+        out[i].values = std::vector<std::string>{};
+        break;
     }
   }
   const std::size_t size = h5::row_size(fields);
@@ -153,8 +159,10 @@ std::vector<Column> columns_of(const std::vector<char>& bytes, std::uint64_t row
       std::visit(
           [&](auto& v) {
             using T = typename std::decay_t<decltype(v)>::value_type;
-            if constexpr (std::is_same_v<T, std::string>) v.push_back(u.str(fields[i].width));
-            else v.push_back(u.get<T>());
+            if constexpr (std::is_same_v<T, std::string>)
+              v.push_back(u.str(fields[i].width));
+            else
+              v.push_back(u.get<T>());
           },
           out[i].values);
   }
@@ -163,10 +171,9 @@ std::vector<Column> columns_of(const std::vector<char>& bytes, std::uint64_t row
 
 }  // namespace
 
-SourceIdentity source_identity(
-    const fs::path& path, const std::string& created,
-    const std::vector<std::pair<std::string, std::vector<std::int64_t>>>& layers,
-    const std::string& model) {
+SourceIdentity source_identity(const fs::path& path, const std::string& created,
+                               const std::vector<std::pair<std::string, std::vector<std::int64_t>>>& layers,
+                               const std::string& model) {
   // FNV-1a 64 over "name:d0,d1,..;" per layer: changes when any name, shape or order changes.
   std::uint64_t h = 1469598103934665603ULL;
   auto feed = [&h](const std::string& s) {
@@ -215,8 +222,8 @@ std::string StoredOptions::describe() const {
   s << "ratios=";
   for (std::size_t i = 0; i < densities.size(); ++i) s << (i ? "," : "") << densities[i];
   s << " dists=" << joined(dists) << " methods=" << joined(methods) << " granularity=" << granularity
-    << " steps=" << steps << " stages=" << stages << " ks_max_points=" << ks_max_points
-    << " seed=" << seed << " qq_points=" << qq_points;
+    << " steps=" << steps << " stages=" << stages << " ks_max_points=" << ks_max_points << " seed=" << seed
+    << " qq_points=" << qq_points;
   return s.str();
 }
 
@@ -235,16 +242,14 @@ AnalysisWriter::~AnalysisWriter() = default;
 AnalysisWriter::AnalysisWriter(AnalysisWriter&&) noexcept = default;
 AnalysisWriter& AnalysisWriter::operator=(AnalysisWriter&&) noexcept = default;
 
-AnalysisWriter AnalysisWriter::create(const fs::path& path, const SourceIdentity& source,
-                                      const StoredOptions& options, std::size_t max_scope_chars,
-                                      bool replace) {
+AnalysisWriter AnalysisWriter::create(const fs::path& path, const SourceIdentity& source, const StoredOptions& options,
+                                      std::size_t max_scope_chars, bool replace) {
   h5::silence();
-  if (fs::exists(path) && !replace)
-    throw Error(path.string() + ": already exists; pass --force to replace it");
+  if (fs::exists(path) && !replace) throw Error(path.string() + ": already exists; pass --force to replace it");
   auto impl = std::make_unique<Impl>();
   impl->path = path;
-  impl->file = h5::checked(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose,
-                           path, "cannot create the analysis file");
+  impl->file = h5::checked(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose, path,
+                           "cannot create the analysis file");
   impl->widths.scope = std::max<std::size_t>(max_scope_chars, 8);
   impl->options = options;
   const hid_t f = impl->file.get();
@@ -260,8 +265,7 @@ AnalysisWriter AnalysisWriter::create(const fs::path& path, const SourceIdentity
   return AnalysisWriter(std::move(impl));
 }
 
-AnalysisWriter AnalysisWriter::open(const fs::path& path, const SourceIdentity& source,
-                                    const StoredOptions& options) {
+AnalysisWriter AnalysisWriter::open(const fs::path& path, const SourceIdentity& source, const StoredOptions& options) {
   auto impl = std::make_unique<Impl>();
   impl->path = path;
   impl->file = open_file(path, true);
@@ -269,11 +273,10 @@ AnalysisWriter AnalysisWriter::open(const fs::path& path, const SourceIdentity& 
   const SourceIdentity stored = read_source(f, path);
   // The path is informative: a moved or copied snapshot is the same run when its creation time
   // and layer list agree.
-  if (stored.created != source.created || stored.layers_hash != source.layers_hash ||
-      stored.model != source.model)
-    throw Error(path.string() + ": holds the analysis of another snapshot (" + stored.path +
-                ", created " + stored.created + ", layers " + stored.layers_hash + ") than " +
-                source.path + " (created " + source.created + ", layers " + source.layers_hash +
+  if (stored.created != source.created || stored.layers_hash != source.layers_hash || stored.model != source.model)
+    throw Error(path.string() + ": holds the analysis of another snapshot (" + stored.path + ", created " +
+                stored.created + ", layers " + stored.layers_hash + ") than " + source.path + " (created " +
+                source.created + ", layers " + source.layers_hash +
                 "); pass --force to replace it, or choose another --out");
   if (h5::read_i64_attr(f, "format_version", path) != kAnalysisFormatVersion)
     throw Error(path.string() + ": was made by an older gradscope (analysis format version " +
@@ -282,9 +285,8 @@ AnalysisWriter AnalysisWriter::open(const fs::path& path, const SourceIdentity& 
                 "it, or choose another --out");
   StoredOptions had = read_options(f, path);
   if (!had.same_analysis(options))
-    throw Error(path.string() + ": was made with other options (" + had.describe() +
-                ") than this run's (" + options.describe() +
-                "); pass --force to recompute it with the new options, or choose another --out");
+    throw Error(path.string() + ": was made with other options (" + had.describe() + ") than this run's (" +
+                options.describe() + "); pass --force to recompute it with the new options, or choose another --out");
   const std::string steps = StepSelection::parse(had.steps).joined(StepSelection::parse(options.steps)).to_string();
   if (steps != had.steps) {
     h5::check(H5Adelete(f, "steps"), path, "replace the steps attribute");
@@ -369,9 +371,9 @@ AnalysisReader::AnalysisReader(const fs::path& path) : impl_(std::make_unique<Im
 AnalysisReader::AnalysisReader(const data::FileImage& image) : impl_(std::make_unique<Impl>()) {
   h5::silence();
   impl_->path = image.name;
-  impl_->file = checked_analysis(h5::checked(data::h5::open_image(image.bytes, image.name), H5Fclose,
-                                             image.name, "cannot open the file image"),
-                                 image.name);
+  impl_->file = checked_analysis(
+      h5::checked(data::h5::open_image(image.bytes, image.name), H5Fclose, image.name, "cannot open the file image"),
+      image.name);
   load();
 }
 
@@ -398,8 +400,8 @@ int AnalysisReader::format_version() const { return impl_->version; }
 
 std::map<std::pair<std::int64_t, std::string>, std::uint64_t> AnalysisReader::Impl::sizes() const {
   std::map<std::pair<std::int64_t, std::string>, std::uint64_t> out;
-  for (const auto& v : read_table<VectorRow>(file.get(), tables::kVectors, tables::fields<VectorRow>(widths),
-                                             committed, path, widths))
+  for (const auto& v :
+       read_table<VectorRow>(file.get(), tables::kVectors, tables::fields<VectorRow>(widths), committed, path, widths))
     out[{v.step, v.scope}] = v.n;
   return out;
 }
@@ -411,23 +413,22 @@ std::vector<StepRow> AnalysisReader::steps() const {
 }
 std::vector<VectorRow> AnalysisReader::vectors() const {
   const auto& w = impl_->widths;
-  return read_table<VectorRow>(impl_->file.get(), tables::kVectors, tables::fields<VectorRow>(w),
-                               impl_->committed, impl_->path, w);
+  return read_table<VectorRow>(impl_->file.get(), tables::kVectors, tables::fields<VectorRow>(w), impl_->committed,
+                               impl_->path, w);
 }
 std::vector<FitRow> AnalysisReader::fits() const {
   const auto& w = impl_->widths;
-  return read_table<FitRow>(impl_->file.get(), tables::kFits, tables::fields<FitRow>(w), impl_->committed,
-                            impl_->path, w);
+  return read_table<FitRow>(impl_->file.get(), tables::kFits, tables::fields<FitRow>(w), impl_->committed, impl_->path,
+                            w);
 }
 std::vector<TailRow> AnalysisReader::tails() const {
   const auto& w = impl_->widths;
-  return read_table<TailRow>(impl_->file.get(), tables::kTails, tables::fields<TailRow>(w),
-                             impl_->committed, impl_->path, w);
+  return read_table<TailRow>(impl_->file.get(), tables::kTails, tables::fields<TailRow>(w), impl_->committed,
+                             impl_->path, w);
 }
 std::vector<QQRow> AnalysisReader::qq() const {
   const auto& w = impl_->widths;
-  return read_table<QQRow>(impl_->file.get(), tables::kQQ, tables::fields<QQRow>(w), impl_->committed,
-                           impl_->path, w);
+  return read_table<QQRow>(impl_->file.get(), tables::kQQ, tables::fields<QQRow>(w), impl_->committed, impl_->path, w);
 }
 std::vector<ThresholdRow> AnalysisReader::thresholds() const {
   const auto& w = impl_->widths;

@@ -21,11 +21,16 @@ struct Member<T R::*> {
 
 template <class T>
 constexpr FieldType stored_type() {
-  if constexpr (std::is_same_v<T, std::int64_t>) return FieldType::i64;
-  else if constexpr (std::is_same_v<T, std::uint64_t>) return FieldType::u64;
-  else if constexpr (std::is_same_v<T, std::int32_t>) return FieldType::i32;
-  else if constexpr (std::is_same_v<T, bool>) return FieldType::u8;
-  else if constexpr (std::is_same_v<T, double>) return FieldType::f64;
+  if constexpr (std::is_same_v<T, std::int64_t>)
+    return FieldType::i64;
+  else if constexpr (std::is_same_v<T, std::uint64_t>)
+    return FieldType::u64;
+  else if constexpr (std::is_same_v<T, std::int32_t>)
+    return FieldType::i32;
+  else if constexpr (std::is_same_v<T, bool>)
+    return FieldType::u8;
+  else if constexpr (std::is_same_v<T, double>)
+    return FieldType::f64;
   else {
     static_assert(std::is_same_v<T, std::string>, "a column of a type the tables do not store");
     return FieldType::str;
@@ -39,14 +44,20 @@ Column<typename Member<decltype(M)>::Row> column(const char* name, std::size_t W
   using T = typename Member<decltype(M)>::Type;
   Column<R> c{name, stored_type<T>(), width, nullptr, nullptr};
   c.pack = [](h5::Packer& p, const R& r, std::size_t w) {
-    if constexpr (std::is_same_v<T, std::string>) p.str(r.*M, w);
-    else if constexpr (std::is_same_v<T, bool>) p.put(static_cast<std::uint8_t>(r.*M));
-    else p.put(r.*M);
+    if constexpr (std::is_same_v<T, std::string>)
+      p.str(r.*M, w);
+    else if constexpr (std::is_same_v<T, bool>)
+      p.put(static_cast<std::uint8_t>(r.*M));
+    else
+      p.put(r.*M);
   };
   c.unpack = [](h5::Unpacker& u, R& r, std::size_t w) {
-    if constexpr (std::is_same_v<T, std::string>) r.*M = u.str(w);
-    else if constexpr (std::is_same_v<T, bool>) r.*M = u.get<std::uint8_t>() != 0;
-    else r.*M = u.get<T>();
+    if constexpr (std::is_same_v<T, std::string>)
+      r.*M = u.str(w);
+    else if constexpr (std::is_same_v<T, bool>)
+      r.*M = u.get<std::uint8_t>() != 0;
+    else
+      r.*M = u.get<T>();
   };
   return c;
 }
@@ -55,62 +66,88 @@ Column<typename Member<decltype(M)>::Row> column(const char* name, std::size_t W
 
 template <>
 const std::vector<Column<StepRow>>& columns<StepRow>() {
-  static const std::vector<Column<StepRow>> c = {
-      column<&StepRow::step>("step"), column<&StepRow::row>("row"), column<&StepRow::loss>("loss"),
-      column<&StepRow::lr>("lr"), column<&StepRow::seconds>("seconds")};
+  static const std::vector<Column<StepRow>> c = {column<&StepRow::step>("step"), column<&StepRow::row>("row"),
+                                                 column<&StepRow::loss>("loss"), column<&StepRow::lr>("lr"),
+                                                 column<&StepRow::seconds>("seconds")};
   return c;
 }
 
 template <>
 const std::vector<Column<VectorRow>>& columns<VectorRow>() {
   using R = VectorRow;
-  static const std::vector<Column<R>> c = {
-      column<&R::step>("step"), column<&R::scope>("scope", &Widths::scope), column<&R::kind>("kind", &Widths::kind),
-      column<&R::n>("n"), column<&R::zeros>("zeros"), column<&R::nonfinite>("nonfinite"),
-      column<&R::fit_seconds>("fit_seconds")};
+  static const std::vector<Column<R>> c = {column<&R::step>("step"),
+                                           column<&R::scope>("scope", &Widths::scope),
+                                           column<&R::kind>("kind", &Widths::kind),
+                                           column<&R::n>("n"),
+                                           column<&R::zeros>("zeros"),
+                                           column<&R::nonfinite>("nonfinite"),
+                                           column<&R::fit_seconds>("fit_seconds")};
   return c;
 }
 
 template <>
 const std::vector<Column<FitRow>>& columns<FitRow>() {
   using R = FitRow;
-  static const std::vector<Column<R>> c = {
-      column<&R::step>("step"), column<&R::scope>("scope", &Widths::scope), column<&R::kind>("kind", &Widths::kind),
-      column<&R::dist>("dist", &Widths::dist), column<&R::param1>("param1"), column<&R::param2>("param2"),
-      column<&R::loglik>("loglik"), column<&R::aic>("aic"), column<&R::ks_D>("ks_D"), column<&R::ks_p>("ks_p"),
-      column<&R::ad_A2>("ad_A2"), column<&R::ks_n>("ks_n"), column<&R::ks_subsampled>("ks_subsampled"),
-      column<&R::error>("error", &Widths::error)};
+  static const std::vector<Column<R>> c = {column<&R::step>("step"),
+                                           column<&R::scope>("scope", &Widths::scope),
+                                           column<&R::kind>("kind", &Widths::kind),
+                                           column<&R::dist>("dist", &Widths::dist),
+                                           column<&R::param1>("param1"),
+                                           column<&R::param2>("param2"),
+                                           column<&R::loglik>("loglik"),
+                                           column<&R::aic>("aic"),
+                                           column<&R::ks_D>("ks_D"),
+                                           column<&R::ks_p>("ks_p"),
+                                           column<&R::ad_A2>("ad_A2"),
+                                           column<&R::ks_n>("ks_n"),
+                                           column<&R::ks_subsampled>("ks_subsampled"),
+                                           column<&R::error>("error", &Widths::error)};
   return c;
 }
 
 template <>
 const std::vector<Column<TailRow>>& columns<TailRow>() {
   using R = TailRow;
-  static const std::vector<Column<R>> c = {
-      column<&R::step>("step"), column<&R::scope>("scope", &Widths::scope), column<&R::dist>("dist", &Widths::dist),
-      column<&R::density>("ratio"), column<&R::threshold>("threshold"), column<&R::predicted>("predicted"),
-      column<&R::observed>("observed")};
+  static const std::vector<Column<R>> c = {column<&R::step>("step"),
+                                           column<&R::scope>("scope", &Widths::scope),
+                                           column<&R::dist>("dist", &Widths::dist),
+                                           column<&R::density>("ratio"),
+                                           column<&R::threshold>("threshold"),
+                                           column<&R::predicted>("predicted"),
+                                           column<&R::observed>("observed")};
   return c;
 }
 
 template <>
 const std::vector<Column<QQRow>>& columns<QQRow>() {
   using R = QQRow;
-  static const std::vector<Column<R>> c = {
-      column<&R::step>("step"), column<&R::scope>("scope", &Widths::scope), column<&R::dist>("dist", &Widths::dist),
-      column<&R::probability>("probability"), column<&R::fitted>("fitted"), column<&R::sample>("sample")};
+  static const std::vector<Column<R>> c = {column<&R::step>("step"),
+                                           column<&R::scope>("scope", &Widths::scope),
+                                           column<&R::dist>("dist", &Widths::dist),
+                                           column<&R::probability>("probability"),
+                                           column<&R::fitted>("fitted"),
+                                           column<&R::sample>("sample")};
   return c;
 }
 
 template <>
 const std::vector<Column<ThresholdRow>>& columns<ThresholdRow>() {
   using R = ThresholdRow;
-  static const std::vector<Column<R>> c = {
-      column<&R::step>("step"), column<&R::scope>("scope", &Widths::scope), column<&R::kind>("kind", &Widths::kind),
-      column<&R::method>("method", &Widths::method), column<&R::density>("ratio"),
-      column<&R::threshold>("threshold"), column<&R::stages>("stages"), column<&R::selected>("selected"),
-      column<&R::n>("n"), column<&R::too_small>("too_small"), column<&R::quality>("quality"), column<&R::exact_threshold>("exact_threshold"),
-      column<&R::rel_error>("rel_error"), column<&R::seconds>("seconds"), column<&R::error>("error", &Widths::error)};
+  static const std::vector<Column<R>> c = {column<&R::step>("step"),
+                                           column<&R::scope>("scope", &Widths::scope),
+                                           column<&R::kind>("kind", &Widths::kind),
+                                           column<&R::method>("method", &Widths::method),
+                                           column<&R::density>("ratio"),
+                                           column<&R::threshold>("threshold"),
+                                           column<&R::stages>("stages"),
+                                           column<&R::selected>("selected"),
+                                           column<&R::n>("n"),
+                                           column<&R::too_small>("too_small"),
+                                           column<&R::quality>("quality"),
+                                           column<&R::exact_threshold>("exact_threshold"),
+                                           column<&R::rel_error>("rel_error"),
+                                           column<&R::seconds>("seconds"),
+                                           column<&R::error>("error", &Widths::error)};
   return c;
 }
 

@@ -71,8 +71,7 @@ fitting::GpSums StreamedPasses::gp_sums(double theta, double threshold, double s
   return r;
 }
 
-std::vector<double> StreamedPasses::sorted_sample(std::uint64_t max_points, std::uint64_t seed,
-                                                  bool* subsampled) {
+std::vector<double> StreamedPasses::sorted_sample(std::uint64_t max_points, std::uint64_t seed, bool* subsampled) {
   if (max_points == 0) throw Error("sorted_sample: max_points must be at least 1");
   const std::uint64_t available = count_above(0.0);
   if (available <= max_points) {
@@ -133,8 +132,8 @@ double StreamedPasses::kth_largest(std::uint64_t k) {
     std::size_t b = hist.size();
     for (;;) {
       if (b == 0)
-        throw Error("kth_largest: k = " + std::to_string(k) + " exceeds the finite values (" +
-                    std::to_string(above) + ")");
+        throw Error("kth_largest: k = " + std::to_string(k) + " exceeds the finite values (" + std::to_string(above) +
+                    ")");
       --b;
       if (above + hist[b] >= k) break;
       above += hist[b];
@@ -146,8 +145,7 @@ double StreamedPasses::kth_largest(std::uint64_t k) {
 
 std::vector<float> StreamedPasses::random_sample(std::uint64_t m, std::uint64_t seed) {
   if (n_ == 0 && m > 0) throw Error("random_sample: cannot sample from an empty vector");
-  if (m > std::numeric_limits<std::uint32_t>::max())
-    throw Error("random_sample: at most 2^32 - 1 draws when streamed");
+  if (m > std::numeric_limits<std::uint32_t>::max()) throw Error("random_sample: at most 2^32 - 1 draws when streamed");
   // The CPU backend's draws: draw t reads global index j(t). Draws are grouped by the segment
   // they read (a counting sort of t, 4 bytes a draw), then served in one pass.
   auto index_of = [&](std::uint64_t t) { return hash_to_range(element_hash(seed, t), n_); };

@@ -18,7 +18,6 @@ namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-
 std::string fmt(const char* f, double v) {
   if (std::isnan(v)) return "-";
   char buf[64];
@@ -148,8 +147,8 @@ AnalysisSummary summarize(const AnalysisReader& reader) {
 
 void print_summary(std::ostream& out, const AnalysisSummary& s) {
   char line[256];
-  out << "Analysis of " << s.source << ": " << s.steps << " steps (" << s.first_step << ".."
-      << s.last_step << "), " << s.vectors << " vectors\n\n";
+  out << "Analysis of " << s.source << ": " << s.steps << " steps (" << s.first_step << ".." << s.last_step << "), "
+      << s.vectors << " vectors\n\n";
   out << "Best-fitting SID per layer kind (wins over the kind's vectors; lower AIC, lower KS D)\n";
   std::snprintf(line, sizeof line, "  %-14s %-12s %8s %8s %12s\n", "kind", "dist", "AIC wins", "KS wins",
                 "median KS D");
@@ -157,25 +156,24 @@ void print_summary(std::ostream& out, const AnalysisSummary& s) {
   for (const auto& k : s.kinds) {
     for (const auto& d : k.dists) {
       std::snprintf(line, sizeof line, "  %-14s %-12s %8llu %8llu %12s\n", k.kind.c_str(), d.dist.c_str(),
-                    static_cast<unsigned long long>(d.aic_wins),
-                    static_cast<unsigned long long>(d.ks_wins), fmt("%.4f", d.median_ks_D).c_str());
+                    static_cast<unsigned long long>(d.aic_wins), static_cast<unsigned long long>(d.ks_wins),
+                    fmt("%.4f", d.median_ks_D).c_str());
       out << line;
     }
-    out << "  " << k.kind << ": best by AIC " << (k.best_by_aic.empty() ? "-" : k.best_by_aic)
-        << ", by KS " << (k.best_by_ks.empty() ? "-" : k.best_by_ks) << " (" << k.vectors
-        << " vectors)\n";
+    out << "  " << k.kind << ": best by AIC " << (k.best_by_aic.empty() ? "-" : k.best_by_aic) << ", by KS "
+        << (k.best_by_ks.empty() ? "-" : k.best_by_ks) << " (" << k.vectors << " vectors)\n";
   }
   out << "\nEstimation quality (achieved/target density; 1 is exact) and threshold error vs top-k,\n"
          "over the vectors with n*ratio >= "
       << kMinTargetCountForQuality << "\n";
-  std::snprintf(line, sizeof line, "  %-13s %8s %8s %8s %8s %8s %11s %10s\n", "method", "ratio",
-                "vectors", "median", "p5", "p95", "|rel err|", "median ms");
+  std::snprintf(line, sizeof line, "  %-13s %8s %8s %8s %8s %8s %11s %10s\n", "method", "ratio", "vectors", "median",
+                "p5", "p95", "|rel err|", "median ms");
   out << line;
   for (const auto& q : s.quality) {
-    std::snprintf(line, sizeof line, "  %-13s %8g %8llu %8s %8s %8s %11s %10s\n", q.method.c_str(),
-                  q.density, static_cast<unsigned long long>(q.count), fmt("%.3f", q.median).c_str(),
-                  fmt("%.3f", q.p5).c_str(), fmt("%.3f", q.p95).c_str(),
-                  fmt("%.4f", q.median_abs_rel_error).c_str(), ms(q.median_seconds).c_str());
+    std::snprintf(line, sizeof line, "  %-13s %8g %8llu %8s %8s %8s %11s %10s\n", q.method.c_str(), q.density,
+                  static_cast<unsigned long long>(q.count), fmt("%.3f", q.median).c_str(), fmt("%.3f", q.p5).c_str(),
+                  fmt("%.3f", q.p95).c_str(), fmt("%.4f", q.median_abs_rel_error).c_str(),
+                  ms(q.median_seconds).c_str());
     out << line;
   }
   out << "\nOverhead per method (median time per vector and ratio)\n";
@@ -194,37 +192,44 @@ nlohmann::json summary_json(const AnalysisSummary& s) {
   for (const auto& k : s.kinds) {
     json dists = json::array();
     for (const auto& d : k.dists)
-      dists.push_back({{"dist", d.dist}, {"aic_wins", d.aic_wins}, {"ks_wins", d.ks_wins},
-                       {"median_ks_D", number(d.median_ks_D)}, {"fits", d.fits}});
-    kinds.push_back({{"kind", k.kind}, {"vectors", k.vectors}, {"best_by_aic", k.best_by_aic},
-                     {"best_by_ks", k.best_by_ks}, {"dists", dists}});
+      dists.push_back({{"dist", d.dist},
+                       {"aic_wins", d.aic_wins},
+                       {"ks_wins", d.ks_wins},
+                       {"median_ks_D", number(d.median_ks_D)},
+                       {"fits", d.fits}});
+    kinds.push_back({{"kind", k.kind},
+                     {"vectors", k.vectors},
+                     {"best_by_aic", k.best_by_aic},
+                     {"best_by_ks", k.best_by_ks},
+                     {"dists", dists}});
   }
   json quality = json::array();
   for (const auto& q : s.quality)
-    quality.push_back({{"method", q.method}, {"ratio", q.density}, {"count", q.count},
+    quality.push_back({{"method", q.method},
+                       {"ratio", q.density},
+                       {"count", q.count},
                        {"too_small", q.too_small},
-                       {"median", number(q.median)}, {"p5", number(q.p5)}, {"p95", number(q.p95)},
+                       {"median", number(q.median)},
+                       {"p5", number(q.p5)},
+                       {"p95", number(q.p95)},
                        {"median_abs_rel_error", number(q.median_abs_rel_error)},
                        {"median_seconds", number(q.median_seconds)}});
   json overhead = json::array();
   for (const auto& o : s.overhead)
-    overhead.push_back({{"method", o.method}, {"median_seconds", number(o.median_seconds)},
+    overhead.push_back({{"method", o.method},
+                        {"median_seconds", number(o.median_seconds)},
                         {"median_model_seconds", number(o.median_model_seconds)}});
-  return {{"source", s.source}, {"steps", s.steps},     {"vectors", s.vectors},
-          {"first_step", s.first_step}, {"last_step", s.last_step}, {"kinds", kinds},
-          {"quality", quality}, {"overhead", overhead}};
+  return {{"source", s.source},       {"steps", s.steps}, {"vectors", s.vectors}, {"first_step", s.first_step},
+          {"last_step", s.last_step}, {"kinds", kinds},   {"quality", quality},   {"overhead", overhead}};
 }
 
-std::string markdown_report(const AnalysisReader& reader, const AnalysisSummary& s,
-                            const ReportPlots& plots) {
+std::string markdown_report(const AnalysisReader& reader, const AnalysisSummary& s, const ReportPlots& plots) {
   std::ostringstream md;
   const auto& src = reader.source();
   md << "# Gradient analysis: " << (src.model.empty() ? "snapshot" : src.model) << "\n\n";
-  md << "- Snapshot: `" << src.path << "` (created " << src.created << ", layers " << src.layers_hash
-     << ")\n";
+  md << "- Snapshot: `" << src.path << "` (created " << src.created << ", layers " << src.layers_hash << ")\n";
   md << "- Analysis: `" << reader.path().string() << "` (created " << reader.created() << ")\n";
-  md << "- Steps: " << s.steps << " (" << s.first_step << " to " << s.last_step << "), vectors: "
-     << s.vectors << "\n";
+  md << "- Steps: " << s.steps << " (" << s.first_step << " to " << s.last_step << "), vectors: " << s.vectors << "\n";
   md << "- Options: " << reader.options().describe() << "\n\n";
   md << "## Best-fitting SID per layer kind\n\n";
   md << "Wins count the vectors (step, layer or whole model) where a SID had the lowest AIC or the "
@@ -236,16 +241,16 @@ std::string markdown_report(const AnalysisReader& reader, const AnalysisSummary&
          << fmt("%.4f", d.median_ks_D) << " |\n";
   md << "\n| kind | vectors | best by AIC | best by KS |\n|---|---:|---|---|\n";
   for (const auto& k : s.kinds)
-    md << "| " << k.kind << " | " << k.vectors << " | " << (k.best_by_aic.empty() ? "-" : k.best_by_aic)
-       << " | " << (k.best_by_ks.empty() ? "-" : k.best_by_ks) << " |\n";
+    md << "| " << k.kind << " | " << k.vectors << " | " << (k.best_by_aic.empty() ? "-" : k.best_by_aic) << " | "
+       << (k.best_by_ks.empty() ? "-" : k.best_by_ks) << " |\n";
   md << "\n## Estimation quality\n\nQuality = achieved density / target density (exact top-k gives 1); "
         "|rel err| = |threshold - top-k threshold| / top-k threshold.\n\n";
   md << "| method | ratio | median | p5 | p95 | median \\|rel err\\| | median ms |\n"
         "|---|---:|---:|---:|---:|---:|---:|\n";
   for (const auto& q : s.quality)
-    md << "| " << q.method << " | " << q.density << " | " << fmt("%.3f", q.median) << " | "
-       << fmt("%.3f", q.p5) << " | " << fmt("%.3f", q.p95) << " | "
-       << fmt("%.4f", q.median_abs_rel_error) << " | " << ms(q.median_seconds) << " |\n";
+    md << "| " << q.method << " | " << q.density << " | " << fmt("%.3f", q.median) << " | " << fmt("%.3f", q.p5)
+       << " | " << fmt("%.3f", q.p95) << " | " << fmt("%.4f", q.median_abs_rel_error) << " | " << ms(q.median_seconds)
+       << " |\n";
   md << "\n## Overhead per method\n\n| method | median ms (all vectors) | median ms (whole model) |\n"
         "|---|---:|---:|\n";
   for (const auto& o : s.overhead)

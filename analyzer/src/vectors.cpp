@@ -45,8 +45,8 @@ bool short_norm_name(const std::string& module, const std::string& prefix) {
          module[prefix.size()] == '_';
 }
 bool norm_module_name(const std::string& module) {
-  return module.find("norm") != std::string::npos || short_norm_name(module, "bn") ||
-         short_norm_name(module, "ln") || short_norm_name(module, "gn");
+  return module.find("norm") != std::string::npos || short_norm_name(module, "bn") || short_norm_name(module, "ln") ||
+         short_norm_name(module, "gn");
 }
 bool embedding_module_name(const std::string& module) {
   return module.find("emb") != std::string::npos || module == "wte" || module == "wpe";
@@ -67,8 +67,8 @@ std::string kind_of(const data::LayerInfo& layer, const NameParts& p, bool norm)
 
 const std::vector<std::string>& layer_kind_order() {
   static const std::vector<std::string> order = {kKindConv,       kKindLinear,   kKindEmbedding, kKindVector,
-                                                  kKindNormWeight, kKindNormBias, kKindBias,      kKindParameter,
-                                                  kKindScalar,     kKindModel};
+                                                 kKindNormWeight, kKindNormBias, kKindBias,      kKindParameter,
+                                                 kKindScalar,     kKindModel};
   return order;
 }
 
@@ -100,8 +100,7 @@ std::vector<std::string> layer_kinds(const std::vector<data::LayerInfo>& layers)
 
 VectorChoice choose_vector(const data::SnapshotReader& reader, std::optional<std::int64_t> step,
                            const std::optional<std::string>& layer) {
-  if (reader.step_count() == 0)
-    throw Error(reader.path().string() + ": the snapshot holds no recorded step yet");
+  if (reader.step_count() == 0) throw Error(reader.path().string() + ": the snapshot holds no recorded step yet");
   VectorChoice c;
   c.step_index = step ? reader.step_index(*step) : reader.step_count() - 1;
   c.step = reader.steps()[c.step_index].step;
@@ -137,8 +136,10 @@ nlohmann::ordered_json fit_report_json(const fitting::FitReport& r) {
     for (const auto& [name, value] : f.params) params[name] = number(value);
     json tail = json::array();
     for (const auto& t : f.tail)
-      tail.push_back({{"ratio", t.density}, {"threshold", number(t.threshold)},
-                      {"predicted", t.predicted}, {"observed", t.observed}});
+      tail.push_back({{"ratio", t.density},
+                      {"threshold", number(t.threshold)},
+                      {"predicted", t.predicted},
+                      {"observed", t.observed}});
     json qq = json::array();
     for (const auto& q : f.qq)
       qq.push_back({{"p", q.probability}, {"fitted", number(q.fitted)}, {"sample", number(q.sample)}});
@@ -167,12 +168,16 @@ nlohmann::ordered_json fit_report_json(const fitting::FitReport& r) {
     }
     thresholds.push_back(std::move(j));
   }
-  return {{"n", r.n},         {"excluded", r.excluded}, {"zeros", r.zeros},
-          {"nonfinite", r.nonfinite}, {"fits", std::move(fits)}, {"thresholds", std::move(thresholds)}};
+  return {{"n", r.n},
+          {"excluded", r.excluded},
+          {"zeros", r.zeros},
+          {"nonfinite", r.nonfinite},
+          {"fits", std::move(fits)},
+          {"thresholds", std::move(thresholds)}};
 }
 
-nlohmann::ordered_json fit_json(const fitting::FitReport& report, const std::string& input,
-                                const std::string& backend, const std::string& device_error) {
+nlohmann::ordered_json fit_json(const fitting::FitReport& report, const std::string& input, const std::string& backend,
+                                const std::string& device_error) {
   const nlohmann::ordered_json body = fit_report_json(report);
   nlohmann::ordered_json j;
   for (const char* key : {"n", "excluded", "zeros", "nonfinite"}) j[key] = body.at(key);

@@ -77,8 +77,7 @@ struct Warm {
   std::vector<BucketParam> params{{1, kN}};
   std::vector<float> out = std::vector<float>(kN);
   Warm(const std::string& method, const std::string& estimate) {
-    bucket = std::make_unique<BucketCompressor>(make_compressor(method, kDensity, options(estimate)),
-                                                WarmupSchedule{});
+    bucket = std::make_unique<BucketCompressor>(make_compressor(method, kDensity, options(estimate)), WarmupSchedule{});
     bucket->set_momentum_correction(0.9, "momentum_correction");
     for (int s = 0; s < kWarmSteps; ++s) bucket->exchange(0, step_gradient(s), params, solo, out, true);
   }

@@ -39,8 +39,7 @@ void BM_Compact(benchmark::State& s) {
   const double t = -std::log(density) / 1000.0;  // exponential magnitudes: P(x > t) = density
   std::vector<std::int32_t> idx(g.size());
   std::vector<float> val(g.size());
-  for (auto _ : s)
-    benchmark::DoNotOptimize(gs::kernels::cpu::compact_above(g, t, std::span(idx), std::span(val)));
+  for (auto _ : s) benchmark::DoNotOptimize(gs::kernels::cpu::compact_above(g, t, std::span(idx), std::span(val)));
   s.SetBytesProcessed(s.iterations() * s.range(0) * 4);
 }
 void BM_TopK(benchmark::State& s) {

@@ -37,13 +37,20 @@ int main(int argc, char** argv) {
         if (i + 1 >= argc) throw gs::Error(a + " needs a value");
         return argv[++i];
       };
-      if (a == "--json") json = true;
-      else if (a == "--backend") backend = next();
-      else if (a == "--sizes") config.sizes = parse_list<std::uint64_t>(next());
-      else if (a == "--densities") config.densities = parse_list<double>(next());
-      else if (a == "--stages") config.sidco_stage_counts = parse_list<int>(next());
-      else if (a == "--repeats") config.repeats = std::stoi(next());
-      else throw gs::Error("unknown argument '" + a + "' (see the usage at the top of the source)");
+      if (a == "--json")
+        json = true;
+      else if (a == "--backend")
+        backend = next();
+      else if (a == "--sizes")
+        config.sizes = parse_list<std::uint64_t>(next());
+      else if (a == "--densities")
+        config.densities = parse_list<double>(next());
+      else if (a == "--stages")
+        config.sidco_stage_counts = parse_list<int>(next());
+      else if (a == "--repeats")
+        config.repeats = std::stoi(next());
+      else
+        throw gs::Error("unknown argument '" + a + "' (see the usage at the top of the source)");
     }
     config.backend = gs::kernels::resolve_backend(backend);
     // Each row on stderr as it is measured, JSON or not: a run that dies midway still says what

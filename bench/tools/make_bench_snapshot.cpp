@@ -47,9 +47,12 @@ int main(int argc, char** argv) {
   bool force = false;
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--force") force = true;
-    else if (a == "--linear" && i + 1 < argc) linear = std::atoi(argv[++i]);
-    else steps = std::atoi(argv[i]);
+    if (a == "--force")
+      force = true;
+    else if (a == "--linear" && i + 1 < argc)
+      linear = std::atoi(argv[++i]);
+    else
+      steps = std::atoi(argv[i]);
   }
   std::vector<gs::data::LayerInfo> layers;
   if (linear > 0) {
@@ -91,8 +94,8 @@ int main(int argc, char** argv) {
         w.append({s, 1.0, 0.1}, spans);
       }
     }
-    std::printf("%s: %zu layers, %lld parameters, %d steps\n", argv[1], layers.size(),
-                static_cast<long long>(total), linear > 0 ? 1 : steps);
+    std::printf("%s: %zu layers, %lld parameters, %d steps\n", argv[1], layers.size(), static_cast<long long>(total),
+                linear > 0 ? 1 : steps);
   } catch (const gs::Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

@@ -32,21 +32,18 @@ int run_capture_command(const CaptureOptions& options) {
 
   std::int64_t values = 0;
   for (const auto& l : result.layers) values += l.numel();
-  std::printf("test accuracy %.2f%% on %" PRId64 " Fashion-MNIST test images\n",
-              100.0 * result.test_accuracy, result.test_images);
-  std::printf("loss %.4f at step 0, %.4f over the last steps\n", result.losses.front(),
-              result.final_loss);
+  std::printf("test accuracy %.2f%% on %" PRId64 " Fashion-MNIST test images\n", 100.0 * result.test_accuracy,
+              result.test_images);
+  std::printf("loss %.4f at step 0, %.4f over the last steps\n", result.losses.front(), result.final_loss);
   std::printf("recorded %" PRId64 " of %" PRId64 " steps (every %" PRId64 "), %zu layers, %" PRId64
               " values per step, to %s (%s)\n",
-              result.recorded_steps, result.steps, cfg.every, result.layers.size(), values,
-              result.out.c_str(), gs::human_bytes(double(std::filesystem::file_size(result.out))).c_str());
-  std::printf("time %.1f s in all (load %.1f, train %.1f, evaluate %.1f), %.1f ms per training step",
-              result.wall_s, result.load_s, result.train_s, result.eval_s,
-              1e3 * result.seconds_per_step);
+              result.recorded_steps, result.steps, cfg.every, result.layers.size(), values, result.out.c_str(),
+              gs::human_bytes(double(std::filesystem::file_size(result.out))).c_str());
+  std::printf("time %.1f s in all (load %.1f, train %.1f, evaluate %.1f), %.1f ms per training step", result.wall_s,
+              result.load_s, result.train_s, result.eval_s, 1e3 * result.seconds_per_step);
   if (std::isfinite(result.recording_overhead_s))
-    std::printf("; recording adds %+.1f ms to a recorded step (%.1f vs %.1f ms)",
-                1e3 * result.recording_overhead_s, 1e3 * result.seconds_per_recorded_step,
-                1e3 * result.seconds_per_plain_step);
+    std::printf("; recording adds %+.1f ms to a recorded step (%.1f vs %.1f ms)", 1e3 * result.recording_overhead_s,
+                1e3 * result.seconds_per_recorded_step, 1e3 * result.seconds_per_plain_step);
   std::printf("\n");
   return 0;
 }

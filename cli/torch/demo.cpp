@@ -48,9 +48,7 @@ fs::path analysis_path(const fs::path& snapshot) {
   return out;
 }
 
-bool demo_files_free(const fs::path& snapshot) {
-  return !fs::exists(snapshot) && !fs::exists(analysis_path(snapshot));
-}
+bool demo_files_free(const fs::path& snapshot) { return !fs::exists(snapshot) && !fs::exists(analysis_path(snapshot)); }
 
 // base if it and its analysis file are free (or force), else base-1.h5, base-2.h5, ...: a demo
 // never overwrites a file.
@@ -58,8 +56,7 @@ fs::path free_demo_path(const fs::path& base, bool force) {
   if (force || demo_files_free(base)) return base;
   for (int i = 1; i < 10000; ++i) {
     auto candidate = base;
-    candidate.replace_filename(base.stem().string() + "-" + std::to_string(i) +
-                               base.extension().string());
+    candidate.replace_filename(base.stem().string() + "-" + std::to_string(i) + base.extension().string());
     if (demo_files_free(candidate)) return candidate;
   }
   throw Error("no free name next to " + base.string() + ": pass --out or --force");
@@ -101,10 +98,10 @@ void summary_step(DemoContext& ctx) {
   const auto& r = ctx.recorded;
   data::SnapshotReader reader(r.out);
   print_snapshot_summary(reader, r.out.string());
-  std::printf("test accuracy %.2f%% on the %" PRId64 " Fashion-MNIST test images\n",
-              100.0 * r.test_accuracy, r.test_images);
-  std::printf("time        %.1f s (%.1f ms per step; recording adds %+.1f ms per recorded step)\n",
-              r.wall_s, 1e3 * r.seconds_per_step, 1e3 * r.recording_overhead_s);
+  std::printf("test accuracy %.2f%% on the %" PRId64 " Fashion-MNIST test images\n", 100.0 * r.test_accuracy,
+              r.test_images);
+  std::printf("time        %.1f s (%.1f ms per step; recording adds %+.1f ms per recorded step)\n", r.wall_s,
+              1e3 * r.seconds_per_step, 1e3 * r.recording_overhead_s);
 }
 
 // Every distribution and threshold method on every recorded step, per layer and whole model.
@@ -145,8 +142,7 @@ int run_demo(const DemoOptions& options) {
 
 GS_TORCH_COMMAND("demo", [](CLI::App& sub) -> Runner {
   auto o = std::make_shared<DemoOptions>();
-  sub.add_option("--out", o->out,
-                 "snapshot file; if it exists, -1, -2, ... is appended (unless --force)")
+  sub.add_option("--out", o->out, "snapshot file; if it exists, -1, -2, ... is appended (unless --force)")
       ->capture_default_str();
   sub.add_flag("--force", o->force, "overwrite --out if it exists");
   sub.add_flag("--quiet", o->quiet, "no progress output");

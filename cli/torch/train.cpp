@@ -51,8 +51,8 @@ int run(const gs::distributed::TrainConfig& cfg) {
     if (!print_steps) return;
     const gs::compress::StepStats& s = rep.stats;
     if (s.skipped) {
-      std::fprintf(stderr, "step %lld/%lld skipped: non-finite gradient on some worker\n",
-                   (long long)rep.step + 1, (long long)total);
+      std::fprintf(stderr, "step %lld/%lld skipped: non-finite gradient on some worker\n", (long long)rep.step + 1,
+                   (long long)total);
       return;
     }
     std::fprintf(stderr,
@@ -70,17 +70,17 @@ int run(const gs::distributed::TrainConfig& cfg) {
     return 0;
   }
   const auto s = gs::distributed::summarize(r);
-  std::printf("model %s, compressor %s at ratio %g, %d worker(s), %zu steps (%lld skipped)\n",
-              cfg.model.c_str(), cfg.compressor.c_str(), cfg.run_density(), cfg.workers, r.steps.size(),
-              (long long)r.skipped_steps);
-  std::printf("test accuracy %.2f%%, final loss %.4f, wall time %.1f s\n", 100.0 * r.test_accuracy,
-              r.final_loss, r.wall_seconds);
-  std::printf("density %.4g, quality mean %.3f (p5 %.3f, p95 %.3f)\n", s.density_mean,
-              s.quality_mean, s.quality_p5, s.quality_p95);
-  std::printf("sent per worker per step %s of %s dense; compress %.2f ms, communicate %.2f ms, "
-              "step %.1f ms\n",
-              gs::human_bytes(s.bytes_per_step).c_str(), gs::human_bytes(s.dense_bytes_per_step).c_str(),
-              s.compress_ms_per_step, s.comm_ms_per_step, s.step_ms);
+  std::printf("model %s, compressor %s at ratio %g, %d worker(s), %zu steps (%lld skipped)\n", cfg.model.c_str(),
+              cfg.compressor.c_str(), cfg.run_density(), cfg.workers, r.steps.size(), (long long)r.skipped_steps);
+  std::printf("test accuracy %.2f%%, final loss %.4f, wall time %.1f s\n", 100.0 * r.test_accuracy, r.final_loss,
+              r.wall_seconds);
+  std::printf("density %.4g, quality mean %.3f (p5 %.3f, p95 %.3f)\n", s.density_mean, s.quality_mean, s.quality_p5,
+              s.quality_p95);
+  std::printf(
+      "sent per worker per step %s of %s dense; compress %.2f ms, communicate %.2f ms, "
+      "step %.1f ms\n",
+      gs::human_bytes(s.bytes_per_step).c_str(), gs::human_bytes(s.dense_bytes_per_step).c_str(),
+      s.compress_ms_per_step, s.comm_ms_per_step, s.step_ms);
   if (cfg.workers > 1) std::printf("replicas agree: %s\n", r.replica_max_diff == 0.0 ? "yes" : "NO");
   if (r.resumed_from > 0) std::printf("resumed after step %lld\n", (long long)r.resumed_from);
   std::printf("parameters SHA-256 %s\n", r.param_digest.c_str());

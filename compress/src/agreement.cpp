@@ -61,8 +61,8 @@ void agree_settings(Collectives& comm, std::span<const Setting> settings, std::s
       const Setting* a = find(first, name);
       const Setting* b = find(theirs, name);
       if (a && b && a->value == b->value) continue;
-      throw Error("the workers' settings differ: " + name + " is " + value_text(b) + " on worker " +
-                  std::to_string(r) + " and " + value_text(a) + " on worker 0; " + std::string(advice));
+      throw Error("the workers' settings differ: " + name + " is " + value_text(b) + " on worker " + std::to_string(r) +
+                  " and " + value_text(a) + " on worker 0; " + std::string(advice));
     }
   }
 }

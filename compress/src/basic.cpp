@@ -43,8 +43,7 @@ class NoneCompressor final : public Compressor {
 // broken towards lower indices.
 class TopkCompressor final : public Compressor {
  public:
-  TopkCompressor(double density, const CompressorOptions& o)
-      : Compressor(density), selector_(o.backend) {}
+  TopkCompressor(double density, const CompressorOptions& o) : Compressor(density), selector_(o.backend) {}
   std::string_view name() const override { return "topk"; }
   Compressed compress(std::span<const float> acc, std::string_view tensor) override {
     return compress_resident(selector_->place(acc), acc.size(), tensor);

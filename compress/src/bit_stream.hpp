@@ -114,7 +114,7 @@ class BitReader {
       refill();
       if (fill_ == 0) throw Error(std::string(what_) + ": the encoding ends early (truncated or corrupt bytes)");
       const int ones = std::countr_one(acc_);  // the bits above the held ones are zero
-      if (ones < fill_) {  // the code's zero is held: drop the ones and it
+      if (ones < fill_) {                      // the code's zero is held: drop the ones and it
         q += std::uint64_t(ones);
         acc_ >>= ones + 1;
         fill_ -= ones + 1;

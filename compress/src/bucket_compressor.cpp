@@ -22,10 +22,11 @@ using detail::squared_norm;
 
 }  // namespace
 
-BucketCompressor::BucketCompressor(std::unique_ptr<Compressor> compressor, WarmupSchedule warmup,
-                                   std::size_t history)
-    : compressor_(std::move(compressor)), dense_(make_compressor("none", 1.0)),
-      warmup_(warmup), history_limit_(std::max<std::size_t>(history, 1)),
+BucketCompressor::BucketCompressor(std::unique_ptr<Compressor> compressor, WarmupSchedule warmup, std::size_t history)
+    : compressor_(std::move(compressor)),
+      dense_(make_compressor("none", 1.0)),
+      warmup_(warmup),
+      history_limit_(std::max<std::size_t>(history, 1)),
       host_slots_(std::make_unique<detail::HostSlots>(residual_)),
       placement_(std::make_unique<detail::ParameterPlacement>()),
       velocity_slots_(std::make_unique<detail::HostSlots>(momentum_.velocities())),
@@ -76,8 +77,7 @@ detail::ResidualSlots& BucketCompressor::slots() {
   return *host_slots_;
 }
 
-std::string BucketCompressor::name_parameters(std::span<const BucketParam> params, std::uint64_t n,
-                                              int index) {
+std::string BucketCompressor::name_parameters(std::span<const BucketParam> params, std::uint64_t n, int index) {
   return placement_->name(params, n, index);
 }
 
@@ -153,13 +153,14 @@ void BucketCompressor::open_step(TimedCollectives& timed, unsigned element_bytes
   step_open_ = true;
 }
 
-void BucketCompressor::run_bucket(int index, std::uint64_t n, unsigned element_bytes, bool last,
-                                  double hook_seconds, Collectives& comm,
-                                  const std::function<bool(TimedCollectives&, StepStats&)>& body, Part part) {
+void BucketCompressor::run_bucket(int index, std::uint64_t n, unsigned element_bytes, bool last, double hook_seconds,
+                                  Collectives& comm, const std::function<bool(TimedCollectives&, StepStats&)>& body,
+                                  Part part) {
   if (failed_) {
     // An earlier bucket of this step failed: the step is abandoned, its other buckets with it.
     if (last) abandon_step(true);
-    throw Error("bucket " + std::to_string(index) + ": an earlier bucket of this step failed; the "
+    throw Error("bucket " + std::to_string(index) +
+                ": an earlier bucket of this step failed; the "
                 "step is abandoned");
   }
   const bool first = !step_open_;
@@ -184,8 +185,10 @@ void BucketCompressor::run_bucket(int index, std::uint64_t n, unsigned element_b
       s.buckets += 1;
       s.hook_seconds += hook_seconds;
     }
-    if (body(timed, s)) s.skipped = true;
-    else if (part != Part::prepare) s.dense_bytes += n * element_bytes;  // uncompressed, in its dtype
+    if (body(timed, s))
+      s.skipped = true;
+    else if (part != Part::prepare)
+      s.dense_bytes += n * element_bytes;  // uncompressed, in its dtype
     if (closes) agree_on_regime(timed);
     s.host_device_bytes += kernels::bus_bytes() - bus0;
     s.host_syncs += kernels::host_syncs() - syncs0;
@@ -208,11 +211,9 @@ void BucketCompressor::run_bucket(int index, std::uint64_t n, unsigned element_b
 }
 
 void BucketCompressor::exchange(int index, std::span<const float> g, std::span<const BucketParam> params,
-                                Collectives& comm, std::span<float> out, bool last,
-                                std::span<const float> variance, double hook_seconds,
-                                unsigned element_bytes) {
-  run_bucket(index, g.size(), element_bytes, last, hook_seconds, comm,
-             [&](TimedCollectives& timed, StepStats& s) {
+                                Collectives& comm, std::span<float> out, bool last, std::span<const float> variance,
+                                double hook_seconds, unsigned element_bytes) {
+  run_bucket(index, g.size(), element_bytes, last, hook_seconds, comm, [&](TimedCollectives& timed, StepStats& s) {
     if (out.size() != g.size())
       throw Error("bucket " + std::to_string(index) + ": the update has " + std::to_string(out.size()) +
                   " elements, the gradient " + std::to_string(g.size()));
@@ -230,8 +231,17 @@ detail::BucketExchange& BucketCompressor::strategy(std::string_view name) const 
 }
 
 detail::BucketWork BucketCompressor::work(int index, const std::string& slot, const std::string& tensor) {
-  return {uncompressed_ ? *dense_ : *compressor_, *compressor_, residual_, momentum_, *ledger_, steps_, index,
-          slot, tensor, ops_.get(), resident_.get()};
+  return {uncompressed_ ? *dense_ : *compressor_,
+          *compressor_,
+          residual_,
+          momentum_,
+          *ledger_,
+          steps_,
+          index,
+          slot,
+          tensor,
+          ops_.get(),
+          resident_.get()};
 }
 
 bool BucketCompressor::exchange_host(int index, const std::string& slot, std::span<const float> g,
@@ -239,9 +249,10 @@ bool BucketCompressor::exchange_host(int index, const std::string& slot, std::sp
                                      StepStats& s) {
   const std::string tensor = detail::tensor_name(*compressor_, slot, index);
   if (!uncompressed_ && compressor_->needs_gradient_variance() && variance.size() != g.size())
-    throw Error("compressor '" + std::string(compressor_->name()) + "' weighs elements by their "
-                "gradient variance: give it for every bucket (" + std::to_string(variance.size()) +
-                " values for a bucket of " + std::to_string(g.size()) + ")");
+    throw Error("compressor '" + std::string(compressor_->name()) +
+                "' weighs elements by their "
+                "gradient variance: give it for every bucket (" +
+                std::to_string(variance.size()) + " values for a bucket of " + std::to_string(g.size()) + ")");
   const std::string_view name =
       detail::bucket_exchange_name(uncompressed_, exchange_now(comm.world_size()), compressor_->exchange());
   detail::BucketWork w = work(index, slot, tensor);
@@ -274,18 +285,28 @@ void BucketCompressor::end_step() {
   for (auto& c : l.pending) {
     if (c.by && !current_.skipped) c.by->committed(c);
     if (c.resident) {
-      if (current_.skipped) resident_->discard(c.slot);
-      else if (c.device_skip) resident_->commit_unless(c.slot, l.step_skip.data());
-      else resident_->commit(c.slot);
+      if (current_.skipped)
+        resident_->discard(c.slot);
+      else if (c.device_skip)
+        resident_->commit_unless(c.slot, l.step_skip.data());
+      else
+        resident_->commit(c.slot);
     } else if (!c.residual) {
-    } else if (current_.skipped) residual_.discard(c.slot);
-    else if (c.all_sent) residual_.commit_all(c.slot);
-    else if (c.sent.empty()) residual_.commit(c.slot, c.payload, c.dense_with ? *c.dense_with : *compressor_);
-    else residual_.commit_decoded(c.slot, c.sent);
+    } else if (current_.skipped)
+      residual_.discard(c.slot);
+    else if (c.all_sent)
+      residual_.commit_all(c.slot);
+    else if (c.sent.empty())
+      residual_.commit(c.slot, c.payload, c.dense_with ? *c.dense_with : *compressor_);
+    else
+      residual_.commit_decoded(c.slot, c.sent);
     if (!c.velocity) continue;
-    if (current_.skipped) momentum_.discard(c.slot);
-    else if (c.dense_with) momentum_.keep(c.slot);
-    else momentum_.commit(c.slot, c.payload, *compressor_);
+    if (current_.skipped)
+      momentum_.discard(c.slot);
+    else if (c.dense_with)
+      momentum_.keep(c.slot);
+    else
+      momentum_.commit(c.slot, c.payload, *compressor_);
   }
   l.pending.clear();
   l.step_skip_clear = false;

@@ -33,9 +33,12 @@ std::string_view bucket_exchange_name(bool uncompressed, ExchangeMode mode, Exch
   if (mode == ExchangeMode::shared) return "shared";
   if (mode == ExchangeMode::sparse_allreduce) return "sparse-allreduce";
   switch (kind) {
-    case Exchange::allreduce: return "dense";
-    case Exchange::collective: return "own-rounds";
-    case Exchange::allgather: break;
+    case Exchange::allreduce:
+      return "dense";
+    case Exchange::collective:
+      return "own-rounds";
+    case Exchange::allgather:
+      break;
   }
   return "allgather";
 }

@@ -32,13 +32,13 @@ class BucketExchange;
 // A change of residual this step makes, applied at the step's end (or dropped with the step).
 struct PendingCommit {
   std::string slot;
-  Payload payload;          // this worker's payload (the sparse and dense paths)
-  std::vector<float> sent;  // what this worker's contribution decoded to (own rounds)
-  bool resident = false;    // a device slot: its accumulator, sent entries zeroed, becomes e
-  bool residual = true;     // the slot's residual accumulated (error feedback)
-  bool velocity = false;    // the slot's velocity advanced too (momentum correction)
-  bool all_sent = false;    // everything of the accumulator went (an uncompressed step): e = 0
-  bool device_skip = false;  // whether the step skips is known on the device only (StepLedger::step_skip)
+  Payload payload;                         // this worker's payload (the sparse and dense paths)
+  std::vector<float> sent;                 // what this worker's contribution decoded to (own rounds)
+  bool resident = false;                   // a device slot: its accumulator, sent entries zeroed, becomes e
+  bool residual = true;                    // the slot's residual accumulated (error feedback)
+  bool velocity = false;                   // the slot's velocity advanced too (momentum correction)
+  bool all_sent = false;                   // everything of the accumulator went (an uncompressed step): e = 0
+  bool device_skip = false;                // whether the step skips is known on the device only (StepLedger::step_skip)
   const Compressor* dense_with = nullptr;  // an uncompressed step's: everything sent, the velocity kept
   BucketExchange* by = nullptr;            // told of the commit (BucketExchange::committed)
   std::vector<std::uint64_t> bounds{};     // sparse-allreduce: the slot's next regions
@@ -52,7 +52,7 @@ struct Unsettled {
   std::int64_t step = 0;
   double step_norm = 0.0;
   std::vector<std::pair<const kernels::ExchangeReport*, std::uint64_t>> reports;  // and each bucket's n
-  std::vector<std::shared_ptr<void>> pages;  // the reports' host memory
+  std::vector<std::shared_ptr<void>> pages;                                       // the reports' host memory
   std::unique_ptr<kernels::DeviceMark> mark;
 };
 
@@ -63,9 +63,9 @@ struct StepLedger {
   // Steps left unsettled at most; past them the oldest is waited for (a synchronization).
   static constexpr std::size_t kMaxUnsettled = 4;
   std::vector<PendingCommit> pending;
-  std::deque<Unsettled> unsettled;  // in step order
-  std::string pending_error;        // the skip rule's error from a step settled by an accessor
-  std::uint64_t late_syncs = 0;     // the hook's waits at a step's end, counted to the next step
+  std::deque<Unsettled> unsettled;               // in step order
+  std::string pending_error;                     // the skip rule's error from a step settled by an accessor
+  std::uint64_t late_syncs = 0;                  // the hook's waits at a step's end, counted to the next step
   kernels::DeviceArray<std::int32_t> step_skip;  // set on the device by a bucket a worker skipped
   bool step_skip_clear = false;                  // cleared for the current step
   std::vector<std::pair<const kernels::ExchangeReport*, std::uint64_t>> reports;  // the current step's
@@ -95,10 +95,10 @@ struct BucketWork {
   StepLedger& ledger;
   std::int64_t step = 0;
   int index = 0;
-  const std::string& slot;    // the bucket layout's residual slot
-  const std::string& tensor;  // the compressor's name for the bucket (tensor_name)
-  kernels::VectorOps* ops = nullptr;        // a device bucket's
-  ResidentResiduals* resident = nullptr;    // its residuals, where they live on the device
+  const std::string& slot;                // the bucket layout's residual slot
+  const std::string& tensor;              // the compressor's name for the bucket (tensor_name)
+  kernels::VectorOps* ops = nullptr;      // a device bucket's
+  ResidentResiduals* resident = nullptr;  // its residuals, where they live on the device
 
   bool flush() const { return &c != &run; }  // an uncompressed step sends everything
   PendingCommit& commit(BucketExchange* by) {
@@ -139,9 +139,9 @@ class BucketExchange {
 // their outcome: the bucket's record, then either the step's change of residual and velocity
 // dropped (skipped: a worker met NaN or Inf) or this worker's contribution committed at the
 // step's end. The commit, or nullptr when skipped.
-inline PendingCommit* record_reduced(BucketWork& w, BucketExchange* by, ExchangeMode mode, bool skipped,
-                                     Payload&& mine, const CompressInfo& info, std::uint64_t wire_bytes,
-                                     std::uint64_t n, StepStats& s) {
+inline PendingCommit* record_reduced(BucketWork& w, BucketExchange* by, ExchangeMode mode, bool skipped, Payload&& mine,
+                                     const CompressInfo& info, std::uint64_t wire_bytes, std::uint64_t n,
+                                     StepStats& s) {
   s.exchange = std::uint8_t(mode);
   s.gathered_bytes += wire_bytes;
   if (skipped) {

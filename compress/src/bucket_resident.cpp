@@ -24,11 +24,10 @@ bool BucketCompressor::selects_on(kernels::BackendKind backend, int workers) con
          !momentum_.on() && !gate_.on() && exchange_now(workers) == ExchangeMode::allgather;
 }
 
-void BucketCompressor::exchange_resident(const DeviceBucket& b, std::span<const BucketParam> params,
-                                         Collectives& comm, DeviceCollectives* device_comm, bool last,
-                                         std::span<const float> variance, double hook_seconds) {
-  run_bucket(b.index, b.n, b.element_bytes, last, hook_seconds, comm,
-             [&](TimedCollectives& timed, StepStats& s) {
+void BucketCompressor::exchange_resident(const DeviceBucket& b, std::span<const BucketParam> params, Collectives& comm,
+                                         DeviceCollectives* device_comm, bool last, std::span<const float> variance,
+                                         double hook_seconds) {
+  run_bucket(b.index, b.n, b.element_bytes, last, hook_seconds, comm, [&](TimedCollectives& timed, StepStats& s) {
     if (b.backend == kernels::BackendKind::cpu)
       throw Error("bucket " + std::to_string(b.index) + ": the cpu backend has no device; exchange host buckets");
     if (!ops_) {
@@ -52,7 +51,8 @@ bool BucketCompressor::exchange_on_device(const DeviceBucket& b, std::span<const
   const bool there = selects_on(b.backend, comm.world_size());
   if (there && !resident_) {
     if (placement_->any_placed())
-      throw Error("bucket " + std::to_string(b.index) + ": this state keeps its residuals on the host; "
+      throw Error("bucket " + std::to_string(b.index) +
+                  ": this state keeps its residuals on the host; "
                   "give it host buckets (one state per device)");
     resident_ = std::make_unique<detail::ResidentResiduals>(ops);
   }

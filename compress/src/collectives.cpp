@@ -10,7 +10,7 @@
 namespace gs::compress {
 
 std::vector<std::vector<std::byte>> Collectives::allgather_known(std::span<const std::byte> mine,
-                                                                std::span<const std::uint64_t> sizes) {
+                                                                 std::span<const std::uint64_t> sizes) {
   auto all = allgather(mine);
   for (std::size_t r = 0; r < all.size(); ++r)
     if (r >= sizes.size() || all[r].size() != sizes[r])
@@ -49,7 +49,10 @@ std::vector<std::vector<std::byte>> Collectives::alltoall(const std::vector<std:
     for (int d = 0; d <= me; ++d) {
       std::uint64_t s = 0;
       std::memcpy(&s, buf.data() + sizeof s * std::size_t(d), sizeof s);
-      if (d < me) offset += s; else size = s;
+      if (d < me)
+        offset += s;
+      else
+        size = s;
     }
     if (offset + size > buf.size())
       throw Error("all-to-all: worker " + std::to_string(r) + "'s part sizes exceed its buffer");

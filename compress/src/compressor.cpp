@@ -37,14 +37,15 @@ void Compressor::load_state(StateReader& r) {
   set_density(density);
 }
 
-Compressor::Exchanged Compressor::exchange(std::span<const float>, std::string_view, Collectives&,
-                                           std::span<float>, std::span<float>) {
-  throw Error("compressor '" + std::string(name()) + "' exchanges by " +
-              std::string(to_string(exchange())) + ", not by its own collective protocol");
+Compressor::Exchanged Compressor::exchange(std::span<const float>, std::string_view, Collectives&, std::span<float>,
+                                           std::span<float>) {
+  throw Error("compressor '" + std::string(name()) + "' exchanges by " + std::string(to_string(exchange())) +
+              ", not by its own collective protocol");
 }
 
 Compressed Compressor::compress_resident(const float*, std::uint64_t, std::string_view) {
-  throw Error("compressor '" + std::string(name()) + "' reads host memory only: give it the vector "
+  throw Error("compressor '" + std::string(name()) +
+              "' reads host memory only: give it the vector "
               "on the host (compress), or use a selection compressor (topk, the threshold methods, "
               "sidco-topk) on the vector's backend");
 }
@@ -54,7 +55,8 @@ kernels::Selector::Resident Compressor::resident_selection() const {
 }
 
 kernels::Selector::Resident Compressor::select_resident(const float*, std::uint64_t, std::string_view) {
-  throw Error("compressor '" + std::string(name()) + "' makes no selection in a backend's memory: give it the "
+  throw Error("compressor '" + std::string(name()) +
+              "' makes no selection in a backend's memory: give it the "
               "vector on the host (compress)");
 }
 
@@ -91,8 +93,8 @@ void Compressor::add_gradient_variance(std::string_view, std::span<const float>)
 
 void Compressor::decompress(const Payload& p, std::span<float> out) const {
   if (out.size() != p.n)
-    throw Error("decompress: output has " + std::to_string(out.size()) + " elements, payload n = " +
-                std::to_string(p.n));
+    throw Error("decompress: output has " + std::to_string(out.size()) +
+                " elements, payload n = " + std::to_string(p.n));
   if (p.kind == PayloadKind::dense) {
     for (std::size_t i = 0; i < out.size(); ++i) out[i] = float(p.values[i] * p.scale);
     return;
@@ -108,11 +110,9 @@ void Compressor::aggregate(std::span<const Payload> payloads, std::span<float> o
   for (const Payload& p : payloads) {
     validate(p);
     if (p.n != out.size())
-      throw Error("aggregate: a payload has n = " + std::to_string(p.n) + ", the output " +
-                  std::to_string(out.size()));
+      throw Error("aggregate: a payload has n = " + std::to_string(p.n) + ", the output " + std::to_string(out.size()));
     if (p.kind == PayloadKind::sparse) {
-      for (std::size_t j = 0; j < p.indices.size(); ++j)
-        out[std::size_t(p.indices[j])] += p.values[j];
+      for (std::size_t j = 0; j < p.indices.size(); ++j) out[std::size_t(p.indices[j])] += p.values[j];
     } else {
       dense.resize(p.n);
       decompress(p, dense);

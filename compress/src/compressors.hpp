@@ -86,8 +86,7 @@ struct Lanes {
   class Reader {
    public:
     Reader(const Lanes& lanes, std::span<const std::int64_t> in)
-        : bits_(lanes.bits), per_word_(lanes.per_word), in_(in),
-          mask_((std::uint64_t(1) << lanes.bits) - 1) {}
+        : bits_(lanes.bits), per_word_(lanes.per_word), in_(in), mask_((std::uint64_t(1) << lanes.bits) - 1) {}
     std::uint64_t next() {
       if (lane_ == per_word_) ++word_, lane_ = 0;
       return (std::uint64_t(in_[word_]) >> (lane_++ * bits_)) & mask_;

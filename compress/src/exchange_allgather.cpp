@@ -116,9 +116,8 @@ class AllgatherExchange final : public BucketExchange {
     float* const send_val = room.send_val.data();
     std::int32_t* const bucket_skip = room.skip.data();
     ops.pack_pairs(sel.indices, sel.values, sel.report, capacity, send_idx, send_val);
-    comm.timed([&] {
-      device_comm.allgather(send_idx, send_val, capacity + 1, room.idx_all.data(), room.val_all.data());
-    });
+    comm.timed(
+        [&] { device_comm.allgather(send_idx, send_val, capacity + 1, room.idx_all.data(), room.val_all.data()); });
     ops.add_gathered(b.data, b.n, room.idx_all.data(), room.val_all.data(), capacity, int(workers), bucket_skip,
                      ledger.step_skip.data());
     w.resident->zero_sent(w.slot, send_idx, capacity, bucket_skip);
@@ -144,7 +143,8 @@ class AllgatherExchange final : public BucketExchange {
     std::uint64_t most = 0;
     for (const Payload& p : *payloads) {
       if (p.kind != PayloadKind::sparse)
-        throw Error("bucket " + std::to_string(b.index) + ": a worker sent a dense payload where sparse ones "
+        throw Error("bucket " + std::to_string(b.index) +
+                    ": a worker sent a dense payload where sparse ones "
                     "travel (do all workers use the same compressor?)");
       most = std::max<std::uint64_t>(most, p.count());
     }

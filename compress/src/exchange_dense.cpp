@@ -14,8 +14,8 @@ class DenseExchange final : public BucketExchange {
  public:
   std::string_view name() const override { return "dense"; }
 
-  bool host(BucketWork& w, std::span<const float> g, std::span<const float>, Collectives& comm,
-            std::span<float> out, StepStats& s) override {
+  bool host(BucketWork& w, std::span<const float> g, std::span<const float>, Collectives& comm, std::span<float> out,
+            StepStats& s) override {
     if (w.flush()) {  // the sum lands in out: no copy of the payload
       flush_dense(w, g, out);
       comm.allreduce_sum(out);

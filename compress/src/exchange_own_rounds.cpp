@@ -13,8 +13,8 @@ class OwnRoundsExchange final : public BucketExchange {
  public:
   std::string_view name() const override { return "own-rounds"; }
 
-  bool host(BucketWork& w, std::span<const float> g, std::span<const float>, Collectives& comm,
-            std::span<float> out, StepStats& s) override {
+  bool host(BucketWork& w, std::span<const float> g, std::span<const float>, Collectives& comm, std::span<float> out,
+            StepStats& s) override {
     Compressor& c = w.c;
     // The compressor's rounds cannot carry a flag: agree on skipping first, in one small round.
     std::int32_t flag = any_nonfinite(g) ? 1 : 0;

@@ -12,13 +12,13 @@ class SharedExchange final : public BucketExchange {
  public:
   std::string_view name() const override { return "shared"; }
 
-  bool host(BucketWork& w, std::span<const float> g, std::span<const float>, Collectives& comm,
-            std::span<float> out, StepStats& s) override {
+  bool host(BucketWork& w, std::span<const float> g, std::span<const float>, Collectives& comm, std::span<float> out,
+            StepStats& s) override {
     const auto acc = w.momentum.accumulate(w.slot, g, &w.residual);  // a sparse selection with error feedback
     const int leader = shared_leader(w.step, w.index, comm.world_size());
     SharedOutcome r = shared_exchange(w.c, acc, w.tensor, leader, comm, out);
-    return !record_reduced(w, this, ExchangeMode::shared, r.skipped, std::move(r.mine), r.info, r.wire_bytes,
-                           g.size(), s);
+    return !record_reduced(w, this, ExchangeMode::shared, r.skipped, std::move(r.mine), r.info, r.wire_bytes, g.size(),
+                           s);
   }
 };
 

@@ -13,8 +13,8 @@ class SparseAllreduceExchange final : public BucketExchange {
  public:
   std::string_view name() const override { return "sparse-allreduce"; }
 
-  bool host(BucketWork& w, std::span<const float> g, std::span<const float>, Collectives& comm,
-            std::span<float> out, StepStats& s) override {
+  bool host(BucketWork& w, std::span<const float> g, std::span<const float>, Collectives& comm, std::span<float> out,
+            StepStats& s) override {
     const auto acc = w.momentum.accumulate(w.slot, g, &w.residual);  // a sparse selection with error feedback
     const auto bounds = bounds_of(regions_, w.slot, g.size(), comm.world_size());
     SparseAllreduceOutcome r = sparse_allreduce(w.c, acc, w.tensor, bounds, comm, out);
@@ -36,8 +36,6 @@ class SparseAllreduceExchange final : public BucketExchange {
 
 }  // namespace
 
-std::unique_ptr<BucketExchange> make_sparse_allreduce_exchange() {
-  return std::make_unique<SparseAllreduceExchange>();
-}
+std::unique_ptr<BucketExchange> make_sparse_allreduce_exchange() { return std::make_unique<SparseAllreduceExchange>(); }
 
 }  // namespace gs::compress::detail

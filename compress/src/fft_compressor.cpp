@@ -21,7 +21,7 @@ namespace {
 
 constexpr std::uint64_t kDefaultChunk = 4096;
 constexpr std::uint64_t kMaxChunk = std::uint64_t(1) << 30;  // FFTW takes int lengths
-constexpr int kWarmupSteps = 200;                             // theta reaches the density here
+constexpr int kWarmupSteps = 200;                            // theta reaches the density here
 constexpr std::uint8_t kVersion = 1;
 constexpr std::size_t kHeaderBytes = 32;
 
@@ -30,8 +30,7 @@ constexpr std::size_t kHeaderBytes = 32;
 struct Layout {
   std::uint64_t n = 0, chunk = 0, full = 0, tail = 0;
 
-  Layout(std::uint64_t n_, std::uint64_t chunk_)
-      : n(n_), chunk(chunk_), full(n_ / chunk_), tail(n_ % chunk_) {}
+  Layout(std::uint64_t n_, std::uint64_t chunk_) : n(n_), chunk(chunk_), full(n_ / chunk_), tail(n_ % chunk_) {}
   static std::uint64_t bins(std::uint64_t len) { return kernels::RealFft::bins(len); }
   std::uint64_t chunks() const { return full + (tail ? 1 : 0); }
   std::uint64_t length(std::uint64_t c) const { return c < full ? chunk : tail; }
@@ -41,16 +40,13 @@ struct Layout {
 };
 
 // DC, and Nyquist for even lengths, are real: their imaginary part is not sent.
-bool has_imag(std::uint64_t bin, std::uint64_t len) {
-  return bin != 0 && !(len % 2 == 0 && bin == len / 2);
-}
+bool has_imag(std::uint64_t bin, std::uint64_t len) { return bin != 0 && !(len % 2 == 0 && bin == len / 2); }
 
 std::uint64_t kept_bins(std::uint64_t len, double theta) {
   const std::uint64_t m = Layout::bins(len);
   const auto k = std::uint64_t(std::floor(theta * double(m) + 1e-9));
   return std::clamp<std::uint64_t>(k, 1, m);
 }
-
 
 class FftCompressor final : public Compressor {
  public:
@@ -62,8 +58,7 @@ class FftCompressor final : public Compressor {
     try {
       check_range_float_bits(exponent_bits_, mantissa_bits_);
     } catch (const Error& e) {
-      throw Error(std::string("compressor 'fft' (--fft-exponent-bits, --fft-mantissa-bits): ") +
-                  e.what());
+      throw Error(std::string("compressor 'fft' (--fft-exponent-bits, --fft-mantissa-bits): ") + e.what());
     }
     if (chunk_ > kMaxChunk)
       throw Error("compressor 'fft': fft_chunk " + std::to_string(chunk_) + " exceeds 2^30; use 0 " +
@@ -79,8 +74,9 @@ class FftCompressor final : public Compressor {
   Exchange exchange() const override { return Exchange::collective; }
 
   Compressed compress(std::span<const float>, std::string_view) override {
-    throw Error("compressor 'fft' runs its own exchange protocol (all-gather of encoded spectra): "
-                "use ModelCompressor::step or Compressor::exchange with the workers' collectives");
+    throw Error(
+        "compressor 'fft' runs its own exchange protocol (all-gather of encoded spectra): "
+        "use ModelCompressor::step or Compressor::exchange with the workers' collectives");
   }
 
   // Diminishing kept fraction: geometric from min(1, 4 density) at step 0 to the density at
@@ -103,8 +99,8 @@ class FftCompressor final : public Compressor {
     step_ = r.get<std::uint64_t>();
   }
 
-  Exchanged exchange(std::span<const float> acc, std::string_view tensor, Collectives& comm,
-                     std::span<float> sent, std::span<float> mean) override;
+  Exchanged exchange(std::span<const float> acc, std::string_view tensor, Collectives& comm, std::span<float> sent,
+                     std::span<float> mean) override;
 
  private:
   int exponent_bits_, mantissa_bits_;
@@ -119,8 +115,7 @@ class FftCompressor final : public Compressor {
   void inverse(std::span<const float> spectrum, const Layout& L, std::span<float> x);
 
   Layout layout_for(std::uint64_t n, std::string_view tensor) const;
-  std::vector<std::byte> encode(std::span<const float> acc, const Layout& L, double theta,
-                                std::uint64_t& selected);
+  std::vector<std::byte> encode(std::span<const float> acc, const Layout& L, double theta, std::uint64_t& selected);
   // Calls add(global bin, re, im) for every coefficient of one worker's encoding.
   template <class F>
   void decode(std::span<const std::byte> in, const Layout& L, int rank, F add) const;
@@ -133,8 +128,7 @@ Layout FftCompressor::layout_for(std::uint64_t n, std::string_view tensor) const
   return Layout(n, std::min(n, chunk_ == 0 ? kDefaultChunk : chunk_));
 }
 
-void FftCompressor::transform(std::span<const float> x, const Layout& L,
-                              std::span<float> spectrum) {
+void FftCompressor::transform(std::span<const float> x, const Layout& L, std::span<float> spectrum) {
   const auto split = std::size_t(L.full * L.chunk), at = std::size_t(2 * L.bin_offset(L.full));
   if (L.full) fft_->forward(x.first(split), L.chunk, spectrum.first(at));
   if (L.tail) fft_->forward(x.subspan(split), L.tail, spectrum.subspan(at));
@@ -146,8 +140,8 @@ void FftCompressor::inverse(std::span<const float> spectrum, const Layout& L, st
   if (L.tail) fft_->backward(spectrum.subspan(at), L.tail, x.subspan(split));
 }
 
-std::vector<std::byte> FftCompressor::encode(std::span<const float> acc, const Layout& L,
-                                             double theta, std::uint64_t& selected) {
+std::vector<std::byte> FftCompressor::encode(std::span<const float> acc, const Layout& L, double theta,
+                                             std::uint64_t& selected) {
   spectrum_.resize(std::size_t(2 * L.total_bins()));
   transform(acc, L, spectrum_);
   std::vector<std::uint64_t> gaps;
@@ -164,10 +158,9 @@ std::vector<std::byte> FftCompressor::encode(std::span<const float> acc, const L
     order.resize(m);
     std::iota(order.begin(), order.end(), 0u);
     if (k < m) {
-      std::nth_element(order.begin(), order.begin() + std::ptrdiff_t(k - 1), order.end(),
-                       [&](std::uint32_t a, std::uint32_t b) {
-                         return power[a] > power[b] || (power[a] == power[b] && a < b);
-                       });
+      std::nth_element(
+          order.begin(), order.begin() + std::ptrdiff_t(k - 1), order.end(),
+          [&](std::uint32_t a, std::uint32_t b) { return power[a] > power[b] || (power[a] == power[b] && a < b); });
       order.resize(k);
       std::sort(order.begin(), order.end());
     }
@@ -216,15 +209,14 @@ void FftCompressor::decode(std::span<const std::byte> in, const Layout& L, int r
                 "--backend (cpu or cuda, not auto on a mix of machines)");
   if (field_at<std::uint64_t>(in, 4) != L.n || field_at<std::uint32_t>(in, 12) != L.chunk)
     throw Error(who + "is for n = " + std::to_string(field_at<std::uint64_t>(in, 4)) + ", chunk " +
-                std::to_string(field_at<std::uint32_t>(in, 12)) + "; this worker has n = " +
-                std::to_string(L.n) + ", chunk " + std::to_string(L.chunk) +
+                std::to_string(field_at<std::uint32_t>(in, 12)) + "; this worker has n = " + std::to_string(L.n) +
+                ", chunk " + std::to_string(L.chunk) +
                 ": every worker must pass the same tensors with the same options");
   // Kept counts come from the sender: a worker whose schedule differs still decodes.
   const std::uint64_t k_full = field_at<std::uint32_t>(in, 16), k_tail = field_at<std::uint32_t>(in, 20);
   const std::uint64_t index_bytes = field_at<std::uint64_t>(in, 24);
   if (b > 31 || (L.full && (k_full < 1 || k_full > Layout::bins(L.chunk))) ||
-      (L.tail && (k_tail < 1 || k_tail > Layout::bins(L.tail))) ||
-      index_bytes > in.size() - kHeaderBytes)
+      (L.tail && (k_tail < 1 || k_tail > Layout::bins(L.tail))) || index_bytes > in.size() - kHeaderBytes)
     throw Error(who + "has a corrupt header");
 
   BitReader r(in.subspan(kHeaderBytes, std::size_t(index_bytes)), "compressor 'fft' indices");
@@ -244,8 +236,8 @@ void FftCompressor::decode(std::span<const std::byte> in, const Layout& L, int r
   std::vector<float> values;
   decode_range_floats(in.subspan(kHeaderBytes + std::size_t(index_bytes)), values);
   if (values.size() != expect_values)
-    throw Error(who + "carries " + std::to_string(values.size()) + " values for " +
-                std::to_string(expect_values) + " expected (corrupt bytes)");
+    throw Error(who + "carries " + std::to_string(values.size()) + " values for " + std::to_string(expect_values) +
+                " expected (corrupt bytes)");
   std::size_t v = 0;
   for (std::uint64_t c = 0, i = 0; c < L.chunks(); ++c) {
     const std::uint64_t len = L.length(c);
@@ -259,14 +251,13 @@ void FftCompressor::decode(std::span<const std::byte> in, const Layout& L, int r
   }
 }
 
-Compressor::Exchanged FftCompressor::exchange(std::span<const float> acc, std::string_view tensor,
-                                              Collectives& comm, std::span<float> sent,
-                                              std::span<float> mean) {
+Compressor::Exchanged FftCompressor::exchange(std::span<const float> acc, std::string_view tensor, Collectives& comm,
+                                              std::span<float> sent, std::span<float> mean) {
   const Layout L = layout_for(acc.size(), tensor);
   if (sent.size() != acc.size() || mean.size() != acc.size())
     throw Error("compressor 'fft', tensor '" + std::string(tensor) + "': sent and mean need " +
-                std::to_string(acc.size()) + " elements, got " + std::to_string(sent.size()) +
-                " and " + std::to_string(mean.size()));
+                std::to_string(acc.size()) + " elements, got " + std::to_string(sent.size()) + " and " +
+                std::to_string(mean.size()));
   const std::uint64_t bad = count_nonfinite(acc);
   if (bad)
     throw Error("compressor 'fft', tensor '" + std::string(tensor) + "': " + std::to_string(bad) +

@@ -14,8 +14,7 @@ std::string_view to_string(Granularity g) { return enum_name(kGranularities, g);
 
 Granularity parse_granularity(std::string_view name) { return enum_value(kGranularities, name, "granularity"); }
 
-std::vector<Group> make_groups(std::span<const TensorSpec> tensors, Granularity g,
-                               std::uint64_t bucket_size) {
+std::vector<Group> make_groups(std::span<const TensorSpec> tensors, Granularity g, std::uint64_t bucket_size) {
   if (tensors.empty()) throw Error("granularity: the model has no tensors");
   std::set<std::string_view> names;
   std::uint64_t total = 0;

@@ -11,8 +11,8 @@
 
 namespace gs::compress {
 
-ModelCompressor::ModelCompressor(std::vector<TensorSpec> tensors, Granularity granularity,
-                                 std::uint64_t bucket_size, std::unique_ptr<Compressor> compressor)
+ModelCompressor::ModelCompressor(std::vector<TensorSpec> tensors, Granularity granularity, std::uint64_t bucket_size,
+                                 std::unique_ptr<Compressor> compressor)
     : groups_(make_groups(tensors, granularity, bucket_size)), compressor_(std::move(compressor)) {
   if (!compressor_) throw Error("model compressor: no compressor given");
   for (const auto& g : groups_) numel_ += g.size;
@@ -23,11 +23,10 @@ ModelCompressor::ModelCompressor(std::vector<TensorSpec> tensors, Granularity gr
 
 void ModelCompressor::set_gradient_variance(std::span<const float> flat_v) {
   if (!compressor_->needs_gradient_variance())
-    throw Error("model compressor: '" + std::string(compressor_->name()) +
-                "' does not use gradient variances");
+    throw Error("model compressor: '" + std::string(compressor_->name()) + "' does not use gradient variances");
   if (flat_v.size() != numel_)
-    throw Error("model compressor: gradient variance has " + std::to_string(flat_v.size()) +
-                " elements, the model " + std::to_string(numel_));
+    throw Error("model compressor: gradient variance has " + std::to_string(flat_v.size()) + " elements, the model " +
+                std::to_string(numel_));
   variance_.assign(flat_v.begin(), flat_v.end());
 }
 
@@ -36,8 +35,7 @@ void ModelCompressor::feed_variance(const Group& g) {
   if (variance_.size() != numel_)
     throw Error("model compressor: '" + std::string(compressor_->name()) +
                 "' needs the gradient variance of every step (set_gradient_variance)");
-  compressor_->add_gradient_variance(
-      g.name, std::span<const float>(variance_).subspan(g.offset, g.size));
+  compressor_->add_gradient_variance(g.name, std::span<const float>(variance_).subspan(g.offset, g.size));
 }
 
 void ModelCompressor::save_state(StateWriter& w) const {
@@ -94,12 +92,11 @@ void ModelCompressor::set_exchange(ExchangeMode mode) {
   exchange_ = mode;
 }
 
-void ModelCompressor::step(std::span<const float> flat, Collectives& comm, std::span<float> out,
-                           StepStats* stats, StepPlan plan) {
+void ModelCompressor::step(std::span<const float> flat, Collectives& comm, std::span<float> out, StepStats* stats,
+                           StepPlan plan) {
   if (flat.size() != numel_ || out.size() != numel_)
-    throw Error("model compressor: gradient has " + std::to_string(flat.size()) +
-                " elements and the update " + std::to_string(out.size()) + ", the model " +
-                std::to_string(numel_));
+    throw Error("model compressor: gradient has " + std::to_string(flat.size()) + " elements and the update " +
+                std::to_string(out.size()) + ", the model " + std::to_string(numel_));
   const auto t0 = Clock::now();
   const double cpu0 = thread_cpu_seconds();
   TimedCollectives timed(comm);
@@ -107,35 +104,38 @@ void ModelCompressor::step(std::span<const float> flat, Collectives& comm, std::
   const ExchangeMode mode = plan.dense ? ExchangeMode::allgather
                                        : resolve_exchange(exchange_, comm.world_size(), compressor_->density(),
                                                           exchanges_sparse_selection(compressor_->name()));
-  if (plan.dense) step_dense(flat, timed, out, s);
-  else if (mode == ExchangeMode::shared) step_shared(flat, plan.step, timed, out, s);
-  else if (mode == ExchangeMode::sparse_allreduce) step_sparse_allreduce(flat, timed, out, s);
-  else switch (compressor_->exchange()) {
-    case Exchange::collective:
-      step_collective(flat, timed, out, s);
-      break;
-    case Exchange::allgather: {
-      const Payload mine = compress(flat, &s);
-      const auto bytes = encode(mine);
-      const auto all = timed.allgather(bytes);
-      std::vector<Payload> payloads;
-      payloads.reserve(all.size());
-      for (std::size_t r = 0; r < all.size(); ++r) {
-        payloads.push_back(decode(all[r]));
-        if (payloads.back().n != numel_)
-          throw Error("model compressor: worker " + std::to_string(r) +
-                      " sent a payload for another model size");
+  if (plan.dense)
+    step_dense(flat, timed, out, s);
+  else if (mode == ExchangeMode::shared)
+    step_shared(flat, plan.step, timed, out, s);
+  else if (mode == ExchangeMode::sparse_allreduce)
+    step_sparse_allreduce(flat, timed, out, s);
+  else
+    switch (compressor_->exchange()) {
+      case Exchange::collective:
+        step_collective(flat, timed, out, s);
+        break;
+      case Exchange::allgather: {
+        const Payload mine = compress(flat, &s);
+        const auto bytes = encode(mine);
+        const auto all = timed.allgather(bytes);
+        std::vector<Payload> payloads;
+        payloads.reserve(all.size());
+        for (std::size_t r = 0; r < all.size(); ++r) {
+          payloads.push_back(decode(all[r]));
+          if (payloads.back().n != numel_)
+            throw Error("model compressor: worker " + std::to_string(r) + " sent a payload for another model size");
+        }
+        aggregate(payloads, out);
+        break;
       }
-      aggregate(payloads, out);
-      break;
+      case Exchange::allreduce: {
+        Payload sum = compress(flat, &s);
+        timed.allreduce_sum(std::span<float>(sum.values));
+        decode_sum(sum, comm.world_size(), out);
+        break;
+      }
     }
-    case Exchange::allreduce: {
-      Payload sum = compress(flat, &s);
-      timed.allreduce_sum(std::span<float>(sum.values));
-      decode_sum(sum, comm.world_size(), out);
-      break;
-    }
-  }
   s.exchange = std::uint8_t(mode);
   s.comm_seconds = timed.seconds;
   s.link_bytes = std::uint64_t(std::llround(timed.link_bytes));
@@ -144,8 +144,7 @@ void ModelCompressor::step(std::span<const float> flat, Collectives& comm, std::
   if (stats) *stats = std::move(s);
 }
 
-void ModelCompressor::step_dense(std::span<const float> flat, Collectives& comm, std::span<float> out,
-                                 StepStats& s) {
+void ModelCompressor::step_dense(std::span<const float> flat, Collectives& comm, std::span<float> out, StepStats& s) {
   s = StepStats{};
   s.n = s.selected = numel_;
   s.dense_bytes = s.bytes_sent = numel_ * 4;
@@ -177,10 +176,9 @@ void ModelCompressor::step_shared(std::span<const float> flat, std::int64_t step
     const Group& g = groups_[gi];
     const auto acc = accumulate(g, flat);
     const int leader = detail::shared_leader(step, int(gi), comm.world_size());
-    detail::SharedOutcome r = detail::shared_exchange(*compressor_, acc, g.name, leader, comm,
-                                                      out.subspan(g.offset, g.size));
-    if (r.skipped)
-      throw Error("model compressor: a worker's accumulator of '" + g.name + "' holds NaN or Inf");
+    detail::SharedOutcome r =
+        detail::shared_exchange(*compressor_, acc, g.name, leader, comm, out.subspan(g.offset, g.size));
+    if (r.skipped) throw Error("model compressor: a worker's accumulator of '" + g.name + "' holds NaN or Inf");
     residual_.commit(g.name, r.mine, *compressor_);
     if (momentum_.on()) momentum_.commit(g.name, r.mine, *compressor_);
     s.bytes_sent += r.wire_bytes;
@@ -202,8 +200,7 @@ void ModelCompressor::step_sparse_allreduce(std::span<const float> flat, Collect
     const auto bounds = detail::bounds_of(regions_, g.name, g.size, comm.world_size());
     detail::SparseAllreduceOutcome r =
         detail::sparse_allreduce(*compressor_, acc, g.name, bounds, comm, out.subspan(g.offset, g.size));
-    if (r.skipped)
-      throw Error("model compressor: a worker's accumulator of '" + g.name + "' holds NaN or Inf");
+    if (r.skipped) throw Error("model compressor: a worker's accumulator of '" + g.name + "' holds NaN or Inf");
     residual_.commit(g.name, r.mine, *compressor_);
     if (momentum_.on()) momentum_.commit(g.name, r.mine, *compressor_);
     next[g.name] = std::move(r.next_bounds);
@@ -215,8 +212,8 @@ void ModelCompressor::step_sparse_allreduce(std::span<const float> flat, Collect
   compressor_->end_step();
 }
 
-void ModelCompressor::step_collective(std::span<const float> flat, Collectives& comm,
-                                      std::span<float> out, StepStats& s) {
+void ModelCompressor::step_collective(std::span<const float> flat, Collectives& comm, std::span<float> out,
+                                      StepStats& s) {
   s = StepStats{};
   s.n = numel_;
   s.target_density = compressor_->density();
@@ -237,8 +234,8 @@ void ModelCompressor::step_collective(std::span<const float> flat, Collectives& 
 
 Payload ModelCompressor::compress(std::span<const float> flat, StepStats* stats) {
   if (flat.size() != numel_)
-    throw Error("model compressor: gradient has " + std::to_string(flat.size()) +
-                " elements, the model " + std::to_string(numel_));
+    throw Error("model compressor: gradient has " + std::to_string(flat.size()) + " elements, the model " +
+                std::to_string(numel_));
   if (compressor_->exchange() == Exchange::collective)
     throw Error("model compressor: '" + std::string(compressor_->name()) +
                 "' runs its own exchange protocol: use step() with the workers' collectives");

@@ -56,8 +56,7 @@ std::span<const float> MomentumCorrection::advance_into(std::string_view name, s
 }
 
 void MomentumCorrection::commit(std::string_view name, const Payload& p, const Compressor& c) {
-  if (p.kind != PayloadKind::sparse)
-    throw Error("momentum correction: a dense payload masks nothing (please report)");
+  if (p.kind != PayloadKind::sparse) throw Error("momentum correction: a dense payload masks nothing (please report)");
   velocity_.commit(name, p, c);  // u = the new u, the sent entries zeroed
 }
 

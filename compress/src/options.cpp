@@ -11,13 +11,13 @@ namespace gs::compress {
 namespace {
 
 using Row = OptionRow<CompressorOptions>;
-#define GS_OPTION(expr) [](auto& o) -> auto& { return expr; }
+#define GS_OPTION(expr) \
+  [](auto& o) -> auto& { return expr; }
 
 std::vector<Row> make_rows() {
   std::vector<Row> t;
   t.push_back(option_row<std::uint64_t, CompressorOptions>(
-      "--seed", "seed of the random choices (random-k, DGC's sample, the quantizers' rounding)",
-      GS_OPTION(o.seed)));
+      "--seed", "seed of the random choices (random-k, DGC's sample, the quantizers' rounding)", GS_OPTION(o.seed)));
   t.push_back(option_row<std::string, CompressorOptions>(
       "--backend", "kernels backend (thresholds and selection, fft transforms): auto, cpu or cuda",
       GS_OPTION(o.backend), {}, {"auto", "cpu", "cuda", "cuda-host"}));
@@ -37,14 +37,14 @@ std::vector<Row> make_rows() {
       GS_OPTION(o.quant_bits)));
   t.push_back(option_row<double, CompressorOptions>(
       "--variance-alpha", "variance: send an element when r^2 > alpha * v", GS_OPTION(o.variance_alpha)));
-  t.push_back(option_row<double, CompressorOptions>(
-      "--variance-zeta", "variance: decay of v for elements not sent", GS_OPTION(o.variance_zeta)));
-  t.push_back(option_row<int, CompressorOptions>(
-      "--fft-exponent-bits", "fft: exponent bits of the kept coefficients' float layout",
-      GS_OPTION(o.fft_exponent_bits)));
-  t.push_back(option_row<int, CompressorOptions>(
-      "--fft-mantissa-bits", "fft: mantissa bits of the kept coefficients' float layout",
-      GS_OPTION(o.fft_mantissa_bits)));
+  t.push_back(option_row<double, CompressorOptions>("--variance-zeta", "variance: decay of v for elements not sent",
+                                                    GS_OPTION(o.variance_zeta)));
+  t.push_back(option_row<int, CompressorOptions>("--fft-exponent-bits",
+                                                 "fft: exponent bits of the kept coefficients' float layout",
+                                                 GS_OPTION(o.fft_exponent_bits)));
+  t.push_back(option_row<int, CompressorOptions>("--fft-mantissa-bits",
+                                                 "fft: mantissa bits of the kept coefficients' float layout",
+                                                 GS_OPTION(o.fft_mantissa_bits)));
   t.push_back(option_row<std::uint64_t, CompressorOptions>(
       "--fft-chunk", "fft: real FFT length (0: the method's default)", GS_OPTION(o.fft_chunk)));
   return t;
@@ -80,9 +80,8 @@ void check_options_read(std::string_view name, std::span<const std::string> give
     std::vector<std::string> read;  // in the table's order
     for (const Row& o : compressor_option_rows())
       if (reads(o.flag)) read.push_back(spell(o));
-    throw Error(spell(r) + " does nothing for compressor '" + std::string(name) + "': drop it (" +
-                std::string(name) + " reads " + (read.empty() ? std::string("no option") : join(read, ", ")) +
-                ")");
+    throw Error(spell(r) + " does nothing for compressor '" + std::string(name) + "': drop it (" + std::string(name) +
+                " reads " + (read.empty() ? std::string("no option") : join(read, ", ")) + ")");
   }
   for (const std::string& flag : given)
     if (std::none_of(compressor_option_rows().begin(), compressor_option_rows().end(),

@@ -12,15 +12,14 @@ std::string ParameterPlacement::name(std::span<const BucketParam> params, std::u
   std::uint64_t total = 0;
   for (const BucketParam& p : params) total += p.numel;
   if (total != n)
-    throw Error("bucket " + std::to_string(index) + ": " + std::to_string(n) +
-                " elements for parameters of " + std::to_string(total));
-  std::uint64_t next = placed_.size();  // the ordinal the next new parameter gets
+    throw Error("bucket " + std::to_string(index) + ": " + std::to_string(n) + " elements for parameters of " +
+                std::to_string(total));
+  std::uint64_t next = placed_.size();   // the ordinal the next new parameter gets
   for (const BucketParam& p : params) {  // checked before anything is numbered
     const auto known = ordinal_.find(p.key);
     if (known != ordinal_.end() && placed_[known->second].numel != p.numel)
       throw Error("bucket " + std::to_string(index) + ": a parameter had " +
-                  std::to_string(placed_[known->second].numel) + " elements and now has " +
-                  std::to_string(p.numel));
+                  std::to_string(placed_[known->second].numel) + " elements and now has " + std::to_string(p.numel));
     if (known == ordinal_.end()) {
       const std::uint64_t o = next++;
       for (const ByOrdinal* m : {&loaded_, &loaded_velocity_}) {
@@ -64,8 +63,7 @@ std::string ParameterPlacement::place(std::span<const BucketParam> params, std::
 }
 
 void ParameterPlacement::place_in(ResidualSlots& store, ByOrdinal& loaded, const std::string& layout,
-                                  std::span<const BucketParam> params, std::uint64_t n,
-                                  std::set<std::string>& left) {
+                                  std::span<const BucketParam> params, std::uint64_t n, std::set<std::string>& left) {
   if (!store.contains(layout)) store.create(layout, n);
   std::uint64_t at = 0;
   for (const BucketParam& p : params) {

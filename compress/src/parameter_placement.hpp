@@ -47,8 +47,8 @@ class ParameterPlacement {
     std::uint64_t offset = 0;  // its first element there
     std::uint64_t numel = 0;
   };
-  void place_in(ResidualSlots& store, ByOrdinal& loaded, const std::string& layout,
-                std::span<const BucketParam> params, std::uint64_t n, std::set<std::string>& left);
+  void place_in(ResidualSlots& store, ByOrdinal& loaded, const std::string& layout, std::span<const BucketParam> params,
+                std::uint64_t n, std::set<std::string>& left);
   ByOrdinal by_ordinal(const ResidualSlots& store, const ByOrdinal& loaded) const;
 
   std::map<std::uint64_t, std::uint64_t> ordinal_;  // key -> ordinal (order of first sight)

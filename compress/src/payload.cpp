@@ -14,15 +14,15 @@ namespace gs::compress {
 void validate(const Payload& p, bool check_unique) {
   if (p.kind == PayloadKind::sparse) {
     if (p.indices.size() != p.values.size())
-      throw Error("payload: " + std::to_string(p.indices.size()) + " indices but " +
-                  std::to_string(p.values.size()) + " values");
+      throw Error("payload: " + std::to_string(p.indices.size()) + " indices but " + std::to_string(p.values.size()) +
+                  " values");
     if (p.n > std::uint64_t(INT32_MAX) + 1)
-      throw Error("payload: sparse vectors are limited to 2^31 elements (int32 indices); use "
-                  "buckets or layers for larger models");
+      throw Error(
+          "payload: sparse vectors are limited to 2^31 elements (int32 indices); use "
+          "buckets or layers for larger models");
     for (std::int32_t i : p.indices)
       if (i < 0 || std::uint64_t(i) >= p.n)
-        throw Error("payload: index " + std::to_string(i) + " outside [0, " + std::to_string(p.n) +
-                    ")");
+        throw Error("payload: index " + std::to_string(i) + " outside [0, " + std::to_string(p.n) + ")");
     if (check_unique) {
       std::unordered_set<std::int32_t> seen(p.indices.begin(), p.indices.end());
       if (seen.size() != p.indices.size()) throw Error("payload: repeated indices");
@@ -136,8 +136,7 @@ std::vector<std::byte> encode(const Payload& p, std::uint64_t& wire_bytes) {
 
 namespace {
 // The sparse payload's indices from the index section `in` (count of them, coded as said).
-void decode_indices(std::span<const std::byte> in, IndexCoding coding, int rice, Payload& p,
-                    std::uint64_t count) {
+void decode_indices(std::span<const std::byte> in, IndexCoding coding, int rice, Payload& p, std::uint64_t count) {
   p.indices.resize(count);
   if (coding == IndexCoding::plain) {
     if (in.size() != count * 4)
@@ -153,8 +152,7 @@ void decode_indices(std::span<const std::byte> in, IndexCoding coding, int rice,
     const std::uint64_t gap = r.get_rice(rice, (p.n >> rice) + 1);
     at = j == 0 ? gap : at + 1 + gap;
     if (at >= p.n)
-      throw Error("payload: index " + std::to_string(at) + " outside [0, " + std::to_string(p.n) +
-                  ") (corrupt bytes)");
+      throw Error("payload: index " + std::to_string(at) + " outside [0, " + std::to_string(p.n) + ") (corrupt bytes)");
     p.indices[j] = std::int32_t(at);
   }
   if (r.bytes_used() != in.size())
@@ -189,8 +187,8 @@ Payload decode(std::span<const std::byte> in) {
   }
   const std::uint64_t rest = in.size() - at;
   if (index_bytes > rest || count > (rest - index_bytes) / 4 || rest - index_bytes != count * 4)
-    throw Error("payload: truncated or oversized buffer (" + std::to_string(in.size()) +
-                " bytes for " + std::to_string(count) + " entries)");
+    throw Error("payload: truncated or oversized buffer (" + std::to_string(in.size()) + " bytes for " +
+                std::to_string(count) + " entries)");
   if (p.kind == PayloadKind::sparse) {
     decode_indices(in.subspan(at, std::size_t(index_bytes)), coding, rice, p, count);
     at += std::size_t(index_bytes);

@@ -63,17 +63,23 @@ SumFormat SumFormat::choose(int workers, std::int64_t max_code, std::size_t n) {
   SumFormat f;
   f.lanes = Lanes::of(std::bit_width(std::uint64_t(2 * std::int64_t(workers) * max_code)));
   const std::uint64_t packed = 8 * std::uint64_t(f.lanes.words(n));
-  if (std::int64_t(workers) * max_code <= 127 && n <= packed) f.kind = Kind::int8;
-  else if (packed < 4 * std::uint64_t(n)) f.kind = Kind::packed;
-  else f.kind = Kind::int32;
+  if (std::int64_t(workers) * max_code <= 127 && n <= packed)
+    f.kind = Kind::int8;
+  else if (packed < 4 * std::uint64_t(n))
+    f.kind = Kind::packed;
+  else
+    f.kind = Kind::int32;
   return f;
 }
 
 std::uint64_t SumFormat::bytes(std::size_t n) const {
   switch (kind) {
-    case Kind::int8: return n;
-    case Kind::int32: return 4 * std::uint64_t(n);
-    case Kind::packed: return 8 * std::uint64_t(lanes.words(n));
+    case Kind::int8:
+      return n;
+    case Kind::int32:
+      return 4 * std::uint64_t(n);
+    case Kind::packed:
+      return 8 * std::uint64_t(lanes.words(n));
   }
   return 0;
 }
@@ -109,8 +115,8 @@ class QsgdMnCompressor final : public Compressor {
                 "or ModelCompressor::step(), not compress()");
   }
 
-  Exchanged exchange(std::span<const float> acc, std::string_view tensor, Collectives& comm,
-                     std::span<float> sent, std::span<float> mean) override;
+  Exchanged exchange(std::span<const float> acc, std::string_view tensor, Collectives& comm, std::span<float> sent,
+                     std::span<float> mean) override;
 
   void save_state(StateWriter& w) const override {
     Compressor::save_state(w);
@@ -122,15 +128,13 @@ class QsgdMnCompressor final : public Compressor {
   }
 
  private:
-  double scale_of(std::size_t i) const {
-    return scales_[scales_.size() > 1 ? std::size_t(level_[i]) : 0];
-  }
+  double scale_of(std::size_t i) const { return scales_[scales_.size() > 1 ? std::size_t(level_[i]) : 0]; }
   std::int32_t code(std::span<const float> acc, std::size_t i, double m, std::span<float> sent);
   template <class Code>
-  void quantize_and_sum(std::span<const float> acc, double m, Collectives& comm,
-                        std::span<float> sent, std::span<float> mean);
-  void quantize_and_sum_packed(std::span<const float> acc, double m, const SumFormat& format,
-                               Collectives& comm, std::span<float> sent, std::span<float> mean);
+  void quantize_and_sum(std::span<const float> acc, double m, Collectives& comm, std::span<float> sent,
+                        std::span<float> mean);
+  void quantize_and_sum_packed(std::span<const float> acc, double m, const SumFormat& format, Collectives& comm,
+                               std::span<float> sent, std::span<float> mean);
   void agree_on_levels(Collectives& comm);
 
   std::string name_;
@@ -140,14 +144,13 @@ class QsgdMnCompressor final : public Compressor {
   std::vector<std::int8_t> level_;  // per element: index into scales_ (multi-scale)
 };
 
-Compressor::Exchanged QsgdMnCompressor::exchange(std::span<const float> acc,
-                                                 std::string_view tensor, Collectives& comm,
+Compressor::Exchanged QsgdMnCompressor::exchange(std::span<const float> acc, std::string_view tensor, Collectives& comm,
                                                  std::span<float> sent, std::span<float> mean) {
   const std::size_t n = acc.size();
   if (sent.size() != n || mean.size() != n)
-    throw Error("compressor '" + name_ + "': tensor '" + std::string(tensor) + "' has " +
-                std::to_string(n) + " elements but the output spans have " +
-                std::to_string(sent.size()) + " and " + std::to_string(mean.size()));
+    throw Error("compressor '" + name_ + "': tensor '" + std::string(tensor) + "' has " + std::to_string(n) +
+                " elements but the output spans have " + std::to_string(sent.size()) + " and " +
+                std::to_string(mean.size()));
   Exchanged r;
   r.info.n = n;
   r.info.selected = n;  // every element is sent (as a code); density 1 by construction
@@ -202,9 +205,15 @@ Compressor::Exchanged QsgdMnCompressor::exchange(std::span<const float> acc,
   // Round 3: codes summed in a format that cannot overflow.
   const SumFormat format = SumFormat::choose(workers, max_code, n);
   switch (format.kind) {
-    case SumFormat::Kind::int8: quantize_and_sum<std::int8_t>(acc, m, comm, sent, mean); break;
-    case SumFormat::Kind::int32: quantize_and_sum<std::int32_t>(acc, m, comm, sent, mean); break;
-    case SumFormat::Kind::packed: quantize_and_sum_packed(acc, m, format, comm, sent, mean); break;
+    case SumFormat::Kind::int8:
+      quantize_and_sum<std::int8_t>(acc, m, comm, sent, mean);
+      break;
+    case SumFormat::Kind::int32:
+      quantize_and_sum<std::int32_t>(acc, m, comm, sent, mean);
+      break;
+    case SumFormat::Kind::packed:
+      quantize_and_sum_packed(acc, m, format, comm, sent, mean);
+      break;
   }
   r.wire_bytes += format.bytes(n);
   return r;
@@ -212,8 +221,7 @@ Compressor::Exchanged QsgdMnCompressor::exchange(std::span<const float> acc,
 
 // The signed code of element i (E[code] = |g_i| / M * s at its level, with g_i's sign); writes
 // what this worker contributes to sent[i].
-std::int32_t QsgdMnCompressor::code(std::span<const float> acc, std::size_t i, double m,
-                                    std::span<float> sent) {
+std::int32_t QsgdMnCompressor::code(std::span<const float> acc, std::size_t i, double m, std::span<float> sent) {
   const double s = scale_of(i);
   // Same a as the level rule used, so the code stays within ceil(a * s) <= s_1.
   const double l = double(std::fabs(acc[i])) / m * s;
@@ -225,8 +233,8 @@ std::int32_t QsgdMnCompressor::code(std::span<const float> acc, std::size_t i, d
 }
 
 template <class Code>
-void QsgdMnCompressor::quantize_and_sum(std::span<const float> acc, double m, Collectives& comm,
-                                        std::span<float> sent, std::span<float> mean) {
+void QsgdMnCompressor::quantize_and_sum(std::span<const float> acc, double m, Collectives& comm, std::span<float> sent,
+                                        std::span<float> mean) {
   const std::size_t n = acc.size();
   std::vector<Code> codes(n);
   for (std::size_t i = 0; i < n; ++i) codes[i] = Code(code(acc, i, m, sent));
@@ -235,9 +243,8 @@ void QsgdMnCompressor::quantize_and_sum(std::span<const float> acc, double m, Co
   for (std::size_t i = 0; i < n; ++i) mean[i] = float(double(codes[i]) * (m / scale_of(i)) / w);
 }
 
-void QsgdMnCompressor::quantize_and_sum_packed(std::span<const float> acc, double m,
-                                               const SumFormat& f, Collectives& comm,
-                                               std::span<float> sent, std::span<float> mean) {
+void QsgdMnCompressor::quantize_and_sum_packed(std::span<const float> acc, double m, const SumFormat& f,
+                                               Collectives& comm, std::span<float> sent, std::span<float> mean) {
   const std::size_t n = acc.size();
   const auto offset = std::int64_t(scales_.front());  // codes in [-s_1, s_1] become [0, 2 s_1]
   std::vector<std::int64_t> words;
@@ -281,20 +288,17 @@ void QsgdMnCompressor::agree_on_levels(Collectives& comm) {
 
 // Bits per scale: the defaults when empty, else exactly `count` values (or at least `count` when
 // `at_least`), each in [1, 16], strictly ascending.
-std::vector<int> checked_bits(std::string_view name, const std::vector<int>& given,
-                              std::vector<int> defaults, std::size_t count, bool at_least) {
+std::vector<int> checked_bits(std::string_view name, const std::vector<int>& given, std::vector<int> defaults,
+                              std::size_t count, bool at_least) {
   if (given.empty()) return defaults;
   const std::string who = "compressor '" + std::string(name) + "': --bits " + bits_text(given);
   if (at_least ? given.size() < count : given.size() != count)
     throw Error(who + " gives " + std::to_string(given.size()) + " value(s); it takes " +
-                (at_least ? "at least " : "") + std::to_string(count) + " (e.g. " +
-                bits_text(defaults) + ")");
+                (at_least ? "at least " : "") + std::to_string(count) + " (e.g. " + bits_text(defaults) + ")");
   for (std::size_t k = 0; k < given.size(); ++k) {
-    if (given[k] < 1 || given[k] > 16)
-      throw Error(who + ": " + std::to_string(given[k]) + " bits is outside [1, 16]");
+    if (given[k] < 1 || given[k] > 16) throw Error(who + ": " + std::to_string(given[k]) + " bits is outside [1, 16]");
     if (k > 0 && given[k] <= given[k - 1])
-      throw Error(who + ": the bit widths must be strictly ascending (e.g. " + bits_text(defaults) +
-                  ")");
+      throw Error(who + ": the bit widths must be strictly ascending (e.g. " + bits_text(defaults) + ")");
   }
   return given;
 }
@@ -304,11 +308,11 @@ std::vector<int> checked_bits(std::string_view name, const std::vector<int>& giv
 std::unique_ptr<Compressor> make_quantizer(Scales scales, const CompressorOptions& o) {
   switch (scales) {
     case Scales::one:
-      return std::make_unique<QsgdMnCompressor>(
-          "qsgd-mn", checked_bits("qsgd-mn", o.quant_bits, {4}, 1, false), o.seed);
+      return std::make_unique<QsgdMnCompressor>("qsgd-mn", checked_bits("qsgd-mn", o.quant_bits, {4}, 1, false),
+                                                o.seed);
     case Scales::two:
-      return std::make_unique<QsgdMnCompressor>(
-          "qsgd-mn-ts", checked_bits("qsgd-mn-ts", o.quant_bits, {6, 10}, 2, false), o.seed);
+      return std::make_unique<QsgdMnCompressor>("qsgd-mn-ts",
+                                                checked_bits("qsgd-mn-ts", o.quant_bits, {6, 10}, 2, false), o.seed);
     case Scales::several:
       return std::make_unique<QsgdMnCompressor>(
           "qsgd-mn-ms", checked_bits("qsgd-mn-ms", o.quant_bits, {4, 6, 8, 10}, 2, true), o.seed);

@@ -15,21 +15,17 @@ static_assert(std::endian::native == std::endian::little, "the wire format assum
 
 void check_range_float_bits(int exponent_bits, int mantissa_bits) {
   if (exponent_bits < 1 || exponent_bits > 8)
-    throw Error("range float: exponent bits must be 1..8 (FP32 has 8), got " +
-                std::to_string(exponent_bits));
+    throw Error("range float: exponent bits must be 1..8 (FP32 has 8), got " + std::to_string(exponent_bits));
   if (mantissa_bits < 1 || mantissa_bits > 23)
-    throw Error("range float: mantissa bits must be 1..23 (FP32 has 23), got " +
-                std::to_string(mantissa_bits));
+    throw Error("range float: mantissa bits must be 1..23 (FP32 has 23), got " + std::to_string(mantissa_bits));
 }
 
-RangeFloatFormat choose_range_float_format(std::span<const float> values, int exponent_bits,
-                                           int mantissa_bits) {
+RangeFloatFormat choose_range_float_format(std::span<const float> values, int exponent_bits, int mantissa_bits) {
   check_range_float_bits(exponent_bits, mantissa_bits);
   float vmax = 0.0f;
   float vmin = std::numeric_limits<float>::infinity();
   for (float v : values) {
-    if (!std::isfinite(v))
-      throw Error("range float: cannot encode a non-finite value (NaN or Inf); remove it first");
+    if (!std::isfinite(v)) throw Error("range float: cannot encode a non-finite value (NaN or Inf); remove it first");
     const float a = std::fabs(v);
     if (a > 0.0f) {
       vmax = std::max(vmax, a);
@@ -58,7 +54,7 @@ std::uint32_t to_code(float v, const RangeFloatFormat& f) {
   const double a = std::fabs(double(v));
   if (!(a > 0.0)) return 0;  // zero (and -0) is exponent code 0
   int e = std::ilogb(a);
-  if (e < f.min_exponent()) return 0;  // below the range: flushed to zero
+  if (e < f.min_exponent()) return 0;           // below the range: flushed to zero
   const double frac = std::ldexp(a, -e) - 1.0;  // exact: a has 24 significant bits at most
   auto q = std::uint32_t(std::nearbyint(std::ldexp(frac, m)));
   if (q >> m) {  // rounded up to the next binade
@@ -88,7 +84,6 @@ float from_code(std::uint32_t code, const RangeFloatFormat& f) {
   return (code >> (f.exponent_bits + m)) & 1u ? -a : a;
 }
 
-
 }  // namespace
 
 float quantize_range_float(float v, const RangeFloatFormat& f) {
@@ -100,8 +95,8 @@ std::uint64_t range_float_bytes(std::uint64_t count, const RangeFloatFormat& f) 
   return kRangeFloatHeaderBytes + (count * std::uint64_t(f.bits_per_value()) + 7) / 8;
 }
 
-RangeFloatFormat encode_range_floats(std::span<const float> values, int exponent_bits,
-                                     int mantissa_bits, std::vector<std::byte>& out) {
+RangeFloatFormat encode_range_floats(std::span<const float> values, int exponent_bits, int mantissa_bits,
+                                     std::vector<std::byte>& out) {
   const RangeFloatFormat f = choose_range_float_format(values, exponent_bits, mantissa_bits);
   out.reserve(out.size() + range_float_bytes(values.size(), f));
   detail::put_field(out, std::uint8_t(f.exponent_bits));
@@ -117,26 +112,24 @@ RangeFloatFormat encode_range_floats(std::span<const float> values, int exponent
 
 std::size_t decode_range_floats(std::span<const std::byte> in, std::vector<float>& out) {
   if (in.size() < kRangeFloatHeaderBytes)
-    throw Error("range float: a block needs a " + std::to_string(kRangeFloatHeaderBytes) +
-                "-byte header, got " + std::to_string(in.size()) + " bytes");
+    throw Error("range float: a block needs a " + std::to_string(kRangeFloatHeaderBytes) + "-byte header, got " +
+                std::to_string(in.size()) + " bytes");
   RangeFloatFormat f;
   f.exponent_bits = int(std::uint8_t(in[0]));
   f.mantissa_bits = int(std::uint8_t(in[1]));
   const auto emax = detail::field_at<std::int16_t>(in, 2);
   const auto count = detail::field_at<std::uint64_t>(in, 4);
   f.max_exponent = emax;
-  if (f.exponent_bits < 1 || f.exponent_bits > 8 || f.mantissa_bits < 1 || f.mantissa_bits > 23 ||
-      emax < -149 || emax > 127)
-    throw Error("range float: corrupt block header (exponent bits " +
-                std::to_string(f.exponent_bits) + ", mantissa bits " +
-                std::to_string(f.mantissa_bits) + ", emax " + std::to_string(emax) + ")");
+  if (f.exponent_bits < 1 || f.exponent_bits > 8 || f.mantissa_bits < 1 || f.mantissa_bits > 23 || emax < -149 ||
+      emax > 127)
+    throw Error("range float: corrupt block header (exponent bits " + std::to_string(f.exponent_bits) +
+                ", mantissa bits " + std::to_string(f.mantissa_bits) + ", emax " + std::to_string(emax) + ")");
   const std::uint64_t payload = in.size() - kRangeFloatHeaderBytes;
   if (count > payload * 8 / std::uint64_t(f.bits_per_value()))
     throw Error("range float: the block claims " + std::to_string(count) + " values but holds " +
                 std::to_string(payload) + " bytes (truncated or corrupt)");
   const std::size_t total = std::size_t(range_float_bytes(count, f));
-  detail::BitReader r(in.subspan(kRangeFloatHeaderBytes, total - kRangeFloatHeaderBytes),
-                      "range float");
+  detail::BitReader r(in.subspan(kRangeFloatHeaderBytes, total - kRangeFloatHeaderBytes), "range float");
   out.resize(std::size_t(count));
   const int bits = f.bits_per_value();
   for (float& v : out) v = from_code(r.get(bits), f);

@@ -41,28 +41,45 @@ const std::vector<CompressorInfo>& registry() {
     std::vector<CompressorInfo> v;
     for (const fitting::ThresholdMethodInfo& m : fitting::threshold_methods())
       v.push_back({m.name, m.summary, kAllgather, true, true, threshold_options(m),
-                   [&m](double d, const CompressorOptions& o) {
-                     return detail::make_threshold_compressor(m, d, o);
-                   },
+                   [&m](double d, const CompressorOptions& o) { return detail::make_threshold_compressor(m, d, o); },
                    m.available});
     const std::vector<std::string_view> quantizer_options{"--bits", "--seed"};  // seed: the rounding
     const CompressorInfo others[] = {
-        {"randomk", "k elements drawn uniformly at random", kAllgather, true, true, {"--seed"},
+        {"randomk",
+         "k elements drawn uniformly at random",
+         kAllgather,
+         true,
+         true,
+         {"--seed"},
          [](double d, const CompressorOptions& o) { return detail::make_randomk(d, o.seed); }},
-        {"none", "no compression: the dense gradient, all-reduced", Exchange::allreduce, false, false, {},
+        {"none",
+         "no compression: the dense gradient, all-reduced",
+         Exchange::allreduce,
+         false,
+         false,
+         {},
          [](double, const CompressorOptions&) { return detail::make_none(); }},
-        {"variance", "variance-based: an element is sent once its sum outweighs its variance",
-         kAllgather, false, false, {"--variance-alpha", "--variance-zeta"}, detail::make_variance},
+        {"variance",
+         "variance-based: an element is sent once its sum outweighs its variance",
+         kAllgather,
+         false,
+         false,
+         {"--variance-alpha", "--variance-zeta"},
+         detail::make_variance},
         {"qsgd-mn", "unbiased stochastic quantizer, one scale (--bits)", kCollective, false, false, quantizer_options,
          [](double, const CompressorOptions& o) { return detail::make_quantizer(detail::Scales::one, o); }},
-        {"qsgd-mn-ts", "unbiased quantizer with two scales (--bits lo,hi)", kCollective, false, false, quantizer_options,
+        {"qsgd-mn-ts", "unbiased quantizer with two scales (--bits lo,hi)", kCollective, false, false,
+         quantizer_options,
          [](double, const CompressorOptions& o) { return detail::make_quantizer(detail::Scales::two, o); }},
         {"qsgd-mn-ms", "unbiased quantizer with several scales (--bits)", kCollective, false, false, quantizer_options,
-         [](double, const CompressorOptions& o) {
-           return detail::make_quantizer(detail::Scales::several, o);
-         }},
-        {"fft", "the largest chunked-FFT coefficients as range-based floats", kCollective, true, false,
-         {"--backend", "--fft-exponent-bits", "--fft-mantissa-bits", "--fft-chunk"}, detail::make_fft,
+         [](double, const CompressorOptions& o) { return detail::make_quantizer(detail::Scales::several, o); }},
+        {"fft",
+         "the largest chunked-FFT coefficients as range-based floats",
+         kCollective,
+         true,
+         false,
+         {"--backend", "--fft-exponent-bits", "--fft-mantissa-bits", "--fft-chunk"},
+         detail::make_fft,
          fft_available},
     };
     v.insert(v.end(), std::begin(others), std::end(others));
@@ -80,8 +97,8 @@ std::string known_names() {
 std::span<const CompressorInfo> compressor_registry() { return registry(); }
 
 const CompressorInfo& compressor_info(std::string_view name) {
-  const auto it = std::find_if(registry().begin(), registry().end(),
-                               [&](const CompressorInfo& row) { return row.name == name; });
+  const auto it =
+      std::find_if(registry().begin(), registry().end(), [&](const CompressorInfo& row) { return row.name == name; });
   if (it == registry().end())
     throw Error("unknown compressor '" + std::string(name) + "': choose one of " + known_names());
   return *it;
@@ -148,16 +165,19 @@ ExchangeMode resolve_exchange(ExchangeMode mode, int workers, double density, bo
 
 std::string_view to_string(ExchangeMode mode) {
   switch (mode) {
-    case ExchangeMode::shared: return "shared";
-    case ExchangeMode::sparse_allreduce: return "sparse-allreduce";
-    case ExchangeMode::automatic: return "auto";
-    case ExchangeMode::allgather: break;
+    case ExchangeMode::shared:
+      return "shared";
+    case ExchangeMode::sparse_allreduce:
+      return "sparse-allreduce";
+    case ExchangeMode::automatic:
+      return "auto";
+    case ExchangeMode::allgather:
+      break;
   }
   return "allgather";
 }
 
-std::unique_ptr<Compressor> make_compressor(std::string_view name, double density,
-                                            const CompressorOptions& options) {
+std::unique_ptr<Compressor> make_compressor(std::string_view name, double density, const CompressorOptions& options) {
   fitting::check_density(density);
   if (options.stages < 0) throw Error("compressor: stages must be 0 (adaptive) or >= 1");
   return compressor_info(name).make(density, options);

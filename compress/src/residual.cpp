@@ -23,8 +23,8 @@ ResidualMemory::Accumulation ResidualMemory::begin_accumulate(std::string_view n
   Slot& s = slot(name);
   if (s.e.empty()) s.e.assign(n, 0.0f);
   if (s.e.size() != n)
-    throw Error("residual memory: '" + std::string(name) + "' had " + std::to_string(s.e.size()) +
-                " elements, now " + std::to_string(n));
+    throw Error("residual memory: '" + std::string(name) + "' had " + std::to_string(s.e.size()) + " elements, now " +
+                std::to_string(n));
   s.acc.resize(n);
   s.pending = true;
   return {s.e, s.acc};
@@ -48,13 +48,12 @@ std::span<const float> ResidualMemory::accumulate(std::string_view name, std::sp
 
 void ResidualMemory::commit(std::string_view name, const Payload& p, const Compressor& c) {
   Slot& s = slot(name);
-  if (!s.pending)
-    throw Error("residual memory: commit('" + std::string(name) + "') without accumulate()");
+  if (!s.pending) throw Error("residual memory: commit('" + std::string(name) + "') without accumulate()");
   if (p.n != s.acc.size())
-    throw Error("residual memory: payload for '" + std::string(name) + "' has n = " +
-                std::to_string(p.n) + ", the vector has " + std::to_string(s.acc.size()));
+    throw Error("residual memory: payload for '" + std::string(name) + "' has n = " + std::to_string(p.n) +
+                ", the vector has " + std::to_string(s.acc.size()));
   if (p.kind == PayloadKind::sparse) {
-    s.e.swap(s.acc);  // e = acc ...
+    s.e.swap(s.acc);                                              // e = acc ...
     for (std::int32_t i : p.indices) s.e[std::size_t(i)] = 0.0f;  // ... with what was sent zeroed
   } else {
     std::vector<float> decoded(p.n);
@@ -80,12 +79,10 @@ void ResidualMemory::keep(std::string_view name) {
 
 void ResidualMemory::commit_decoded(std::string_view name, std::span<const float> sent) {
   Slot& s = slot(name);
-  if (!s.pending)
-    throw Error("residual memory: commit('" + std::string(name) + "') without accumulate()");
+  if (!s.pending) throw Error("residual memory: commit('" + std::string(name) + "') without accumulate()");
   if (sent.size() != s.acc.size())
     throw Error("residual memory: decoded contribution for '" + std::string(name) + "' has " +
-                std::to_string(sent.size()) + " elements, the vector " +
-                std::to_string(s.acc.size()));
+                std::to_string(sent.size()) + " elements, the vector " + std::to_string(s.acc.size()));
   for (std::size_t i = 0; i < sent.size(); ++i) s.e[i] = s.acc[i] - sent[i];
   s.pending = false;
 }
@@ -117,8 +114,7 @@ void ResidualMemory::assign(std::string_view name, std::vector<float> e) {
 
 std::span<float> ResidualMemory::residual_for_update(std::string_view name) {
   Slot& s = slot(name);
-  if (s.pending)
-    throw Error("residual memory: '" + std::string(name) + "' is mid-step; update it between steps");
+  if (s.pending) throw Error("residual memory: '" + std::string(name) + "' is mid-step; update it between steps");
   return s.e;
 }
 
@@ -129,12 +125,8 @@ void ResidualMemory::erase(std::string_view name) {
 
 bool ResidualMemory::contains(std::string_view name) const { return slots_.count(name) != 0; }
 
-std::span<const float> ResidualMemory::residual(std::string_view name) const {
-  return slot(name).e;
-}
+std::span<const float> ResidualMemory::residual(std::string_view name) const { return slot(name).e; }
 
-std::span<const float> ResidualMemory::accumulator(std::string_view name) const {
-  return slot(name).acc;
-}
+std::span<const float> ResidualMemory::accumulator(std::string_view name) const { return slot(name).acc; }
 
 }  // namespace gs::compress

@@ -114,8 +114,10 @@ void ResidentResiduals::commit(const std::string& slot) {
 template <class T>
 void ResidentResiduals::grow(kernels::DeviceArray<T>& a, std::uint64_t n) {
   if (a.size() >= n) return;
-  if constexpr (std::is_same_v<T, float>) a = ops_.floats(n);
-  else a = ops_.ints(n);
+  if constexpr (std::is_same_v<T, float>)
+    a = ops_.floats(n);
+  else
+    a = ops_.ints(n);
 }
 
 ResidentResiduals::Room& ResidentResiduals::gather_room(const std::string& slot, std::uint64_t capacity,
@@ -130,7 +132,7 @@ ResidentResiduals::Room& ResidentResiduals::gather_room(const std::string& slot,
 }
 
 ResidentResiduals::Room& ResidentResiduals::upload_room(const std::string& slot, std::uint64_t most,
-                                                          std::uint64_t usual) {
+                                                        std::uint64_t usual) {
   Room& r = at(slot).room;
   const std::uint64_t room = std::max<std::uint64_t>({most, usual, 1});
   grow(r.up_idx, room);

@@ -22,9 +22,9 @@
 namespace gs::compress::detail {
 
 struct SharedOutcome {
-  bool skipped = false;  // a worker met NaN or Inf: nothing was exchanged
-  Payload mine;          // this worker's contribution: its accumulator at the shared indices
-  CompressInfo info;     // the leader's selection (its count and stages, on every worker)
+  bool skipped = false;          // a worker met NaN or Inf: nothing was exchanged
+  Payload mine;                  // this worker's contribution: its accumulator at the shared indices
+  CompressInfo info;             // the leader's selection (its count and stages, on every worker)
   std::uint64_t wire_bytes = 0;  // what this worker put into the all-reduces
 };
 

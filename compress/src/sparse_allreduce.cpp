@@ -76,7 +76,8 @@ std::vector<Pair> split_and_reduce(const Payload& sel, std::span<const std::uint
           std::uint64_t(q.index) >= bounds[std::size_t(me) + 1])
         throw Error("sparse all-reduce: worker " + std::to_string(s) + " sent index " + std::to_string(q.index) +
                     " outside this worker's region [" + std::to_string(bounds[std::size_t(me)]) + ", " +
-                    std::to_string(bounds[std::size_t(me) + 1]) + ") (do all workers run the same model and settings?)");
+                    std::to_string(bounds[std::size_t(me) + 1]) +
+                    ") (do all workers run the same model and settings?)");
       mine_in.push_back(q);
     }
   std::stable_sort(mine_in.begin(), mine_in.end(), [](const Pair& a, const Pair& b) { return a.index < b.index; });
@@ -242,7 +243,8 @@ SparseAllreduceOutcome sparse_allreduce(Compressor& c, std::span<const float> ac
   r.next_bounds.assign(bounds.begin(), bounds.end());
   const std::size_t f = update.size();
   if (f >= std::size_t(w)) {
-    for (int d = 1; d < w; ++d) r.next_bounds[std::size_t(d)] = std::uint64_t(update[f * std::size_t(d) / std::size_t(w)]);
+    for (int d = 1; d < w; ++d)
+      r.next_bounds[std::size_t(d)] = std::uint64_t(update[f * std::size_t(d) / std::size_t(w)]);
   }
 
   // The statistics count this worker's selection, as the all-gather's do (the density watch

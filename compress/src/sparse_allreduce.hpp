@@ -31,10 +31,10 @@
 namespace gs::compress::detail {
 
 struct SparseAllreduceOutcome {
-  bool skipped = false;  // a worker met NaN or Inf: nothing was gathered
-  Payload mine;          // this worker's contribution: its selected values at the update's indices
-  CompressInfo info;     // its selection's
-  std::uint64_t wire_bytes = 0;   // what this worker sent (its own parts excluded)
+  bool skipped = false;                    // a worker met NaN or Inf: nothing was gathered
+  Payload mine;                            // this worker's contribution: its selected values at the update's indices
+  CompressInfo info;                       // its selection's
+  std::uint64_t wire_bytes = 0;            // what this worker sent (its own parts excluded)
   std::vector<std::uint64_t> next_bounds;  // W + 1 region bounds for the next step
 };
 
@@ -59,7 +59,6 @@ Regions load_regions(StateReader& r);
 
 // out (acc.size()) receives the update (zeros off its indices). bounds: this vector's regions.
 SparseAllreduceOutcome sparse_allreduce(Compressor& c, std::span<const float> acc, std::string_view tensor,
-                                        std::span<const std::uint64_t> bounds, Collectives& comm,
-                                        std::span<float> out);
+                                        std::span<const std::uint64_t> bounds, Collectives& comm, std::span<float> out);
 
 }  // namespace gs::compress::detail

@@ -10,8 +10,7 @@
 
 namespace gs::compress {
 
-WarmupSchedule WarmupSchedule::of(std::int64_t steps, std::string_view kind, double start_density,
-                                  double density) {
+WarmupSchedule WarmupSchedule::of(std::int64_t steps, std::string_view kind, double start_density, double density) {
   WarmupSchedule w;
   w.steps = steps;
   w.kind = parse_kind(kind);
@@ -36,15 +35,14 @@ double WarmupSchedule::density_at(std::int64_t step) const {
 }
 
 void WarmupSchedule::check(bool density_based, std::string_view compressor, const Names& names) const {
-  if (steps < 0)
-    throw Error(std::string(names.steps) + " must be >= 0, got " + std::to_string(steps));
+  if (steps < 0) throw Error(std::string(names.steps) + " must be >= 0, got " + std::to_string(steps));
   if (kind == Kind::exponential && steps == 0)
     throw Error(std::string(names.kind) + " exponential does nothing without " + std::string(names.steps) +
                 " (the steps it walks the density down over): give both, or neither");
   if (!exponential() && start_density != WarmupSchedule{}.start_density) {
     std::ostringstream m;
-    m << names.start_density << " " << start_density << " does nothing without " << names.kind
-      << " exponential and " << names.steps << " > 0: drop it";
+    m << names.start_density << " " << start_density << " does nothing without " << names.kind << " exponential and "
+      << names.steps << " > 0: drop it";
     throw Error(m.str());
   }
   if (!exponential()) return;
@@ -53,8 +51,8 @@ void WarmupSchedule::check(bool density_based, std::string_view compressor, cons
                 std::string(compressor) + "' has no density; use the dense warm-up");
   if (!(start_density > density && start_density <= 1.0)) {
     std::ostringstream m;
-    m << names.start_density << " " << start_density << " must lie above " << names.density << " ("
-      << density << ") and at most 1 for an exponential warm-up";
+    m << names.start_density << " " << start_density << " must lie above " << names.density << " (" << density
+      << ") and at most 1 for an exponential warm-up";
     throw Error(m.str());
   }
 }
@@ -68,8 +66,7 @@ DensitySchedule::Kind DensitySchedule::parse_kind(std::string_view name) {
 
 std::string_view DensitySchedule::to_string(Kind k) { return enum_name(kScheduleKinds, k); }
 
-void DensitySchedule::check(bool density_based, std::string_view compressor, double density,
-                            const Names& names) const {
+void DensitySchedule::check(bool density_based, std::string_view compressor, double density, const Names& names) const {
   std::ostringstream m;
   if (!adaptive()) {
     const DensitySchedule defaults;
@@ -87,8 +84,7 @@ void DensitySchedule::check(bool density_based, std::string_view compressor, dou
       << "' has no density; use the constant schedule";
   } else if (!(high > density && high <= 1.0)) {
     m << names.high << " " << high << " must lie above " << names.density << " (" << density
-      << ") and at most 1: it is the density of a critical regime, " << names.density
-      << " the density otherwise";
+      << ") and at most 1: it is the density of a critical regime, " << names.density << " the density otherwise";
   } else if (interval < 1) {
     m << names.interval << " must be at least 1 (steps between checks), got " << interval;
   } else if (!(eta > 0.0 && std::isfinite(eta))) {
@@ -190,7 +186,8 @@ CompressionGate::When CompressionGate::parse(std::string_view name) {
 std::string_view CompressionGate::to_string(When w) { return w == When::always ? "always" : "auto"; }
 
 CompressionGate::CompressionGate(When when, std::int64_t interval) : when_(when), interval_(interval) {
-  if (interval < 1) throw Error("the interval of compress-when auto must be at least 1 step, got " + std::to_string(interval));
+  if (interval < 1)
+    throw Error("the interval of compress-when auto must be at least 1 step, got " + std::to_string(interval));
 }
 
 bool CompressionGate::dense_at(std::int64_t step) const {
@@ -209,7 +206,8 @@ void CompressionGate::add(std::int64_t step, bool dense, double seconds) {
 }
 
 void CompressionGate::choose(std::int64_t next_step, std::span<const float> max_times) {
-  if (max_times.size() != 2) throw Error("compress-when auto: two times to choose from, got " + std::to_string(max_times.size()));
+  if (max_times.size() != 2)
+    throw Error("compress-when auto: two times to choose from, got " + std::to_string(max_times.size()));
   const double dense = max_times[0], compressed = max_times[1];
   const bool first = look_at_ < 0;
   dense_ = dense < compressed;
@@ -266,8 +264,8 @@ std::string DensityWatch::add(double quality) {
   warned_ = true;
   std::ostringstream m;
   m.precision(3);
-  m << "the achieved density has averaged " << mean << "x the target over the last " << kWindow
-    << " compressed steps, " << low << " of them below half of it and " << high
+  m << "the achieved density has averaged " << mean << "x the target over the last " << kWindow << " compressed steps, "
+    << low << " of them below half of it and " << high
     << " above twice it: the bytes sent are not what the ratio asks for; the per-step statistics "
        "show the density (and SIDCo's stages) step by step";
   return m.str();

@@ -37,30 +37,32 @@ bool StockDense::open(BucketCompressor& c, Collectives& comm, unsigned element_b
 
 void StockDense::prepare(BucketCompressor& c, int index, std::span<float> g, std::span<const BucketParam> params,
                          Collectives& comm, bool last, double hook_seconds, unsigned element_bytes) {
-  c.run_bucket(index, g.size(), element_bytes, last, hook_seconds, comm,
-               [&](TimedCollectives&, StepStats&) {
-                 require_dense(c.step_open_ && c.uncompressed_, index);
-                 const std::string slot = c.place(params, g.size(), index);
-                 const std::string tensor = detail::tensor_name(*c.compressor_, slot, index);
-                 detail::BucketWork w = c.work(index, slot, tensor);
-                 detail::flush_dense(w, g, g);
-                 return false;
-               },
-               BucketCompressor::Part::prepare);
+  c.run_bucket(
+      index, g.size(), element_bytes, last, hook_seconds, comm,
+      [&](TimedCollectives&, StepStats&) {
+        require_dense(c.step_open_ && c.uncompressed_, index);
+        const std::string slot = c.place(params, g.size(), index);
+        const std::string tensor = detail::tensor_name(*c.compressor_, slot, index);
+        detail::BucketWork w = c.work(index, slot, tensor);
+        detail::flush_dense(w, g, g);
+        return false;
+      },
+      BucketCompressor::Part::prepare);
 }
 
 void StockDense::finish(BucketCompressor& c, int index, std::span<float> sum, Collectives& comm, bool last,
                         double comm_seconds, unsigned element_bytes) {
-  c.run_bucket(index, sum.size(), element_bytes, last, 0.0, comm,
-               [&](TimedCollectives& timed, StepStats& s) {
-                 require_dense(c.step_open_ && c.uncompressed_, index);
-                 s.comm_seconds += comm_seconds;
-                 timed.link_bytes += TimedCollectives::allreduce_link_bytes(comm.world_size(), double(sum.size_bytes()));
-                 const bool skipped = detail::finish_dense(sum, comm.world_size(), s);
-                 if (skipped) std::fill(sum.begin(), sum.end(), 0.0f);
-                 return skipped;
-               },
-               BucketCompressor::Part::finish);
+  c.run_bucket(
+      index, sum.size(), element_bytes, last, 0.0, comm,
+      [&](TimedCollectives& timed, StepStats& s) {
+        require_dense(c.step_open_ && c.uncompressed_, index);
+        s.comm_seconds += comm_seconds;
+        timed.link_bytes += TimedCollectives::allreduce_link_bytes(comm.world_size(), double(sum.size_bytes()));
+        const bool skipped = detail::finish_dense(sum, comm.world_size(), s);
+        if (skipped) std::fill(sum.begin(), sum.end(), 0.0f);
+        return skipped;
+      },
+      BucketCompressor::Part::finish);
 }
 
 }  // namespace gs::compress

@@ -39,13 +39,11 @@ class Hub {
     if (!cv_.wait_for(lock, timeout_, [&] { return generation_ != gen || aborted_; })) {
       aborted_ = true;
       cv_.notify_all();
-      throw Error(std::string("in-process collective '") + what +
-                  "': timed out waiting for the other workers");
+      throw Error(std::string("in-process collective '") + what + "': timed out waiting for the other workers");
     }
     // The barrier completed even if a worker failed right after leaving it: only an abort that
     // came before everyone arrived is this collective's failure.
-    if (generation_ == gen)
-      throw Error(std::string("in-process collective '") + what + "': a worker failed");
+    if (generation_ == gen) throw Error(std::string("in-process collective '") + what + "': a worker failed");
   }
 
   void abort() {
@@ -125,8 +123,8 @@ class ThreadCollectives final : public Collectives {
     hub_.arrive_and_wait(what);
     for (int r = 0; r < hub_.workers(); ++r)
       if (hub_.slot(r).size() != v.size_bytes())
-        throw Error(std::string("in-process all-reduce ") + what + ": worker " +
-                    std::to_string(r) + " gave a buffer of another size");
+        throw Error(std::string("in-process all-reduce ") + what + ": worker " + std::to_string(r) +
+                    " gave a buffer of another size");
     std::vector<T> acc(v.size());
     std::memcpy(acc.data(), hub_.slot(0).data(), v.size_bytes());
     for (int r = 1; r < hub_.workers(); ++r) {
@@ -143,8 +141,7 @@ class ThreadCollectives final : public Collectives {
 
 }  // namespace
 
-void run_workers(int workers, const std::function<void(Collectives&)>& fn,
-                 std::chrono::milliseconds timeout) {
+void run_workers(int workers, const std::function<void(Collectives&)>& fn, std::chrono::milliseconds timeout) {
   if (workers < 1) throw Error("run_workers: need at least one worker");
   Hub hub(workers, timeout);
   std::vector<std::exception_ptr> errors(static_cast<std::size_t>(workers));

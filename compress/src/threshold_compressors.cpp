@@ -48,9 +48,12 @@ class ThresholdCompressor final : public Compressor {
     if (density != this->density()) carry_.clear();
     Compressor::set_density(density);
     if (!adaptive_stages()) return;
-    if (density >= 1.0) controller_.reset();
-    else if (controller_) controller_->retarget(density);
-    else controller_.emplace(density);
+    if (density >= 1.0)
+      controller_.reset();
+    else if (controller_)
+      controller_->retarget(density);
+    else
+      controller_.emplace(density);
   }
 
   Compressed compress(std::span<const float> acc, std::string_view tensor) override {
@@ -136,8 +139,9 @@ class ThresholdCompressor final : public Compressor {
     calls_ = r.get<std::uint64_t>();
     const bool had = r.get<std::uint8_t>() != 0;
     if (had && !controller_ && staged())
-      r.fail("it was saved by SIDCo as published (its adaptive stage controller): resume with "
-             "--sidco-as-published (Python: sidco_as_published=True), as it was made");
+      r.fail(
+          "it was saved by SIDCo as published (its adaptive stage controller): resume with "
+          "--sidco-as-published (Python: sidco_as_published=True), as it was made");
     r.expect(had, controller_.has_value(), "the adaptive stage controller");
     if (controller_) controller_->load_state(r);
     carry_.clear();
@@ -147,7 +151,8 @@ class ThresholdCompressor final : public Compressor {
       Carry c;
       c.n = r.get<std::uint64_t>();
       c.scale = r.get<double>();
-      if (!(c.scale > 0.0 && std::isfinite(c.scale))) r.fail("has a carried SIDCo threshold scale that is not positive");
+      if (!(c.scale > 0.0 && std::isfinite(c.scale)))
+        r.fail("has a carried SIDCo threshold scale that is not positive");
       if (!carries()) r.fail("carries SIDCo thresholds for a compressor that does not carry them");
       carry_.emplace(std::move(name), c);
     }
@@ -247,9 +252,8 @@ class ThresholdCompressor final : public Compressor {
   // (the stage controller's input). nonfinite: NaN/Inf in the input.
   Compressed finish(Compressed c, kernels::Selection<std::int32_t>&& sel, std::uint64_t nonfinite) {
     // The backend's last selection is the one sent (the CPU's lives in the payload only).
-    resident_ = selector_->kind() == kernels::BackendKind::cpu || c.info.n == 0
-                    ? kernels::Selector::Resident{}
-                    : selector_->resident_selection();
+    resident_ = selector_->kind() == kernels::BackendKind::cpu || c.info.n == 0 ? kernels::Selector::Resident{}
+                                                                                : selector_->resident_selection();
     c.payload.n = c.info.n;
     c.payload.indices = std::move(sel.indices);
     c.payload.values = std::move(sel.values);

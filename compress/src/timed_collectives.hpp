@@ -26,12 +26,24 @@ class TimedCollectives final : public Collectives {
   double link_bytes = 0.0;
   int world_size() const override { return inner_.world_size(); }
   int rank() const override { return inner_.rank(); }
-  void allreduce_max(std::span<float> v) override { reduce(v, [&] { inner_.allreduce_max(v); }); }
-  void allreduce_min(std::span<std::int8_t> v) override { reduce(v, [&] { inner_.allreduce_min(v); }); }
-  void allreduce_sum(std::span<std::int8_t> v) override { reduce(v, [&] { inner_.allreduce_sum(v); }); }
-  void allreduce_sum(std::span<std::int32_t> v) override { reduce(v, [&] { inner_.allreduce_sum(v); }); }
-  void allreduce_sum(std::span<std::int64_t> v) override { reduce(v, [&] { inner_.allreduce_sum(v); }); }
-  void allreduce_sum(std::span<float> v) override { reduce(v, [&] { inner_.allreduce_sum(v); }); }
+  void allreduce_max(std::span<float> v) override {
+    reduce(v, [&] { inner_.allreduce_max(v); });
+  }
+  void allreduce_min(std::span<std::int8_t> v) override {
+    reduce(v, [&] { inner_.allreduce_min(v); });
+  }
+  void allreduce_sum(std::span<std::int8_t> v) override {
+    reduce(v, [&] { inner_.allreduce_sum(v); });
+  }
+  void allreduce_sum(std::span<std::int32_t> v) override {
+    reduce(v, [&] { inner_.allreduce_sum(v); });
+  }
+  void allreduce_sum(std::span<std::int64_t> v) override {
+    reduce(v, [&] { inner_.allreduce_sum(v); });
+  }
+  void allreduce_sum(std::span<float> v) override {
+    reduce(v, [&] { inner_.allreduce_sum(v); });
+  }
   std::vector<std::vector<std::byte>> allgather(std::span<const std::byte> mine) override {
     std::vector<std::vector<std::byte>> r;
     timed([&] { r = inner_.allgather(mine); });
@@ -80,6 +92,5 @@ class TimedCollectives final : public Collectives {
 
   Collectives& inner_;
 };
-
 
 }  // namespace gs::compress

@@ -23,8 +23,7 @@ namespace {
 
 class VarianceCompressor final : public Compressor {
  public:
-  VarianceCompressor(double density, double alpha, double zeta)
-      : Compressor(density), alpha_(alpha), zeta_(zeta) {}
+  VarianceCompressor(double density, double alpha, double zeta) : Compressor(density), alpha_(alpha), zeta_(zeta) {}
 
   std::string_view name() const override { return "variance"; }
   bool needs_gradient_variance() const override { return true; }
@@ -32,18 +31,15 @@ class VarianceCompressor final : public Compressor {
   void add_gradient_variance(std::string_view tensor, std::span<const float> v) override {
     for (std::size_t i = 0; i < v.size(); ++i)
       if (!std::isfinite(v[i]) || v[i] < 0.0f)
-        throw Error("variance compressor: the gradient variance of '" + std::string(tensor) +
-                    "' has " + (std::isfinite(v[i]) ? "a negative" : "a non-finite") +
-                    " element at " + std::to_string(i) +
+        throw Error("variance compressor: the gradient variance of '" + std::string(tensor) + "' has " +
+                    (std::isfinite(v[i]) ? "a negative" : "a non-finite") + " element at " + std::to_string(i) +
                     ": it must be a sum of squares (check the per-sample gradients)");
     auto it = state_.find(tensor);
-    if (it == state_.end())
-      it = state_.emplace(std::string(tensor), State{std::vector<float>(v.size(), 0.0f)}).first;
+    if (it == state_.end()) it = state_.emplace(std::string(tensor), State{std::vector<float>(v.size(), 0.0f)}).first;
     State& s = it->second;
     if (s.v.size() != v.size())
-      throw Error("variance compressor: '" + std::string(tensor) + "' had " +
-                  std::to_string(s.v.size()) + " elements and now " + std::to_string(v.size()) +
-                  ": a vector must keep its size between steps");
+      throw Error("variance compressor: '" + std::string(tensor) + "' had " + std::to_string(s.v.size()) +
+                  " elements and now " + std::to_string(v.size()) + ": a vector must keep its size between steps");
     if (s.fresh)
       throw Error("variance compressor: the gradient variance of '" + std::string(tensor) +
                   "' was given twice for one step: give it once before each compress()");
@@ -59,9 +55,9 @@ class VarianceCompressor final : public Compressor {
                   "set_gradient_variance) before each compress()");
     State& s = it->second;
     if (s.v.size() != acc.size())
-      throw Error("variance compressor: '" + std::string(tensor) + "' has " +
-                  std::to_string(acc.size()) + " elements but its gradient variance " +
-                  std::to_string(s.v.size()) + ": a vector must keep its size between steps");
+      throw Error("variance compressor: '" + std::string(tensor) + "' has " + std::to_string(acc.size()) +
+                  " elements but its gradient variance " + std::to_string(s.v.size()) +
+                  ": a vector must keep its size between steps");
     for (std::size_t i = 0; i < acc.size(); ++i)
       if (!std::isfinite(acc[i]))
         throw Error("variance compressor: '" + std::string(tensor) + "' holds NaN or Inf (element " +

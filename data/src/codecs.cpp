@@ -18,13 +18,10 @@ constexpr unsigned kBloscByteShuffle = 1, kBloscBitShuffle = 2, kBloscLz4 = 1;
 const std::vector<SnapshotCodec> kCodecs = {
     {"none", "raw floats, no filter: the least work for the writer", 0, ""},
     {"shuffle", "HDF5's byte shuffle alone (it reorders bytes; the file is as large as raw)", 0, ""},
-    {"deflate", "byte shuffle then deflate (zlib) at deflate_level: the smallest file, the most work",
-     0, ""},
+    {"deflate", "byte shuffle then deflate (zlib) at deflate_level: the smallest file, the most work", 0, ""},
     {"lz4", "byte shuffle then LZ4", kLz4Filter, "hdf5-filter-plugin"},
-    {"blosc-lz4", "Blosc with its byte shuffle and LZ4", kBloscFilter,
-     "hdf5-filter-plugin-blosc-serial"},
-    {"blosc-bitshuffle", "Blosc with its bit shuffle and LZ4", kBloscFilter,
-     "hdf5-filter-plugin-blosc-serial"},
+    {"blosc-lz4", "Blosc with its byte shuffle and LZ4", kBloscFilter, "hdf5-filter-plugin-blosc-serial"},
+    {"blosc-bitshuffle", "Blosc with its bit shuffle and LZ4", kBloscFilter, "hdf5-filter-plugin-blosc-serial"},
 };
 
 }  // namespace
@@ -38,8 +35,7 @@ std::vector<std::string> snapshot_codec_names() {
 }
 
 const SnapshotCodec& snapshot_codec(const std::string& name) {
-  const auto it = std::find_if(kCodecs.begin(), kCodecs.end(),
-                               [&](const SnapshotCodec& c) { return name == c.name; });
+  const auto it = std::find_if(kCodecs.begin(), kCodecs.end(), [&](const SnapshotCodec& c) { return name == c.name; });
   if (it == kCodecs.end())
     throw Error("unknown snapshot compression '" + name + "': use " + join(snapshot_codec_names(), ", "));
   return *it;
@@ -52,13 +48,13 @@ bool codec_available(const SnapshotCodec& codec) {
 
 namespace h5 {
 
-void set_codec_filters(hid_t dcpl, const SnapshotCodec& codec, int deflate_level,
-                       const std::filesystem::path& file, const std::string& where) {
+void set_codec_filters(hid_t dcpl, const SnapshotCodec& codec, int deflate_level, const std::filesystem::path& file,
+                       const std::string& where) {
   const std::string name = codec.name;
   if (name == "none") return;
   if (!codec_available(codec))
-    throw Error(file.string() + ": compression '" + name + "' needs HDF5's filter " +
-                std::to_string(codec.filter_id) + " (Debian package " + codec.package +
+    throw Error(file.string() + ": compression '" + name + "' needs HDF5's filter " + std::to_string(codec.filter_id) +
+                " (Debian package " + codec.package +
                 "), which libhdf5 cannot load here: install it, or choose another compression (" +
                 join(snapshot_codec_names(), ", ") + ")");
   // Blosc shuffles inside its own filter; the others get HDF5's byte shuffle first, which groups

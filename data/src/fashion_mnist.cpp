@@ -33,21 +33,18 @@ class IdxStream {
  public:
   explicit IdxStream(const std::filesystem::path& path) : path_(path) {
     std::error_code ec;
-    if (!std::filesystem::is_regular_file(path, ec))
-      throw gs::Error(path.string() + ": no such IDX file");
+    if (!std::filesystem::is_regular_file(path, ec)) throw gs::Error(path.string() + ": no such IDX file");
     file_.reset(gzopen(path.c_str(), "rb"));
     if (!file_) throw gs::Error(path.string() + ": cannot open the IDX file");
   }
 
   // Reads exactly n bytes or throws naming how many were missing.
   // n bytes; `before` and `total` place them in a longer read, for the message when it ends early.
-  void read_exact(void* out, std::int64_t n, const char* what, std::int64_t before = 0,
-                  std::int64_t total = -1) {
+  void read_exact(void* out, std::int64_t n, const char* what, std::int64_t before = 0, std::int64_t total = -1) {
     auto* p = static_cast<unsigned char*>(out);
     std::int64_t done = 0;
     while (done < n) {
-      const auto want = static_cast<unsigned>(
-          std::min<std::int64_t>(n - done, std::numeric_limits<int>::max() / 2));
+      const auto want = static_cast<unsigned>(std::min<std::int64_t>(n - done, std::numeric_limits<int>::max() / 2));
       const int got = gzread(file_.get(), p + done, want);
       if (got < 0) {
         int code = 0;
@@ -57,8 +54,8 @@ class IdxStream {
       }
       if (got == 0)
         throw gs::Error(path_.string() + ": file ends early: " + what + " needs " +
-                        std::to_string(total < 0 ? n : total) + " bytes, only " +
-                        std::to_string(before + done) + " present");
+                        std::to_string(total < 0 ? n : total) + " bytes, only " + std::to_string(before + done) +
+                        " present");
       done += got;
     }
   }
@@ -79,23 +76,20 @@ class IdxStream {
   std::uint32_t read_be32(const char* what) {
     std::array<unsigned char, 4> b{};
     read_exact(b.data(), 4, what);
-    return (std::uint32_t{b[0]} << 24) | (std::uint32_t{b[1]} << 16) | (std::uint32_t{b[2]} << 8) |
-           std::uint32_t{b[3]};
+    return (std::uint32_t{b[0]} << 24) | (std::uint32_t{b[1]} << 16) | (std::uint32_t{b[2]} << 8) | std::uint32_t{b[3]};
   }
 
   void expect_end() {
     unsigned char extra = 0;
     const int got = gzread(file_.get(), &extra, 1);
-    if (got != 0)
-      throw gs::Error(path_.string() + ": data continues past the size its header gives");
+    if (got != 0) throw gs::Error(path_.string() + ": data continues past the size its header gives");
   }
 
   void expect_magic(std::uint32_t expected, const char* kind) {
     const std::uint32_t magic = read_be32("the magic number");
     if (magic != expected)
-      throw gs::Error(path_.string() + ": magic number " + std::to_string(magic) +
-                      " is not that of an IDX " + kind + " file (" + std::to_string(expected) +
-                      ")");
+      throw gs::Error(path_.string() + ": magic number " + std::to_string(magic) + " is not that of an IDX " + kind +
+                      " file (" + std::to_string(expected) + ")");
   }
 
   const std::filesystem::path& path() const { return path_; }
@@ -115,8 +109,8 @@ IdxImages read_idx_images(const std::filesystem::path& path) {
   images.rows = in.read_be32("the row count");
   images.cols = in.read_be32("the column count");
   if (images.rows == 0 || images.cols == 0)
-    throw gs::Error(path.string() + ": images of " + std::to_string(images.rows) + "x" +
-                    std::to_string(images.cols) + " pixels hold nothing");
+    throw gs::Error(path.string() + ": images of " + std::to_string(images.rows) + "x" + std::to_string(images.cols) +
+                    " pixels hold nothing");
   // Each factor is below 2^32: the product is checked one factor at a time, before it can overflow.
   const bool too_many = images.cols > kMaxBytes / images.rows ||
                         (images.count > 0 && images.rows * images.cols > kMaxBytes / images.count);
@@ -142,8 +136,7 @@ IdxLabels read_idx_labels(const std::filesystem::path& path) {
 }
 
 std::filesystem::path fashion_mnist_dir() {
-  if (const char* env = std::getenv("GS_FASHION_MNIST_DIR"); env != nullptr && *env != '\0')
-    return env;
+  if (const char* env = std::getenv("GS_FASHION_MNIST_DIR"); env != nullptr && *env != '\0') return env;
   return "/usr/share/datasets/fashion-mnist";
 }
 
@@ -222,14 +215,12 @@ FashionMnist read_fashion_mnist(const std::string& split, const std::filesystem:
     throw gs::Error(images_path.string() + ": Fashion-MNIST images are 28x28, these are " +
                     std::to_string(data.images.rows) + "x" + std::to_string(data.images.cols));
   if (static_cast<std::int64_t>(data.labels.labels.size()) != data.images.count)
-    throw gs::Error(labels_path.string() + ": holds " +
-                    std::to_string(data.labels.labels.size()) + " labels but " +
-                    images_path.string() + " holds " + std::to_string(data.images.count) +
-                    " images");
+    throw gs::Error(labels_path.string() + ": holds " + std::to_string(data.labels.labels.size()) + " labels but " +
+                    images_path.string() + " holds " + std::to_string(data.images.count) + " images");
   for (std::size_t i = 0; i < data.labels.labels.size(); ++i)
     if (data.labels.labels[i] > 9)
-      throw gs::Error(labels_path.string() + ": label " + std::to_string(data.labels.labels[i]) +
-                      " at index " + std::to_string(i) + " is outside 0..9");
+      throw gs::Error(labels_path.string() + ": label " + std::to_string(data.labels.labels[i]) + " at index " +
+                      std::to_string(i) + " is outside 0..9");
   return data;
 }
 }  // namespace

@@ -38,8 +38,8 @@ void fail(const std::filesystem::path& file, const std::string& what) {
 hid_t open_image(std::span<const std::byte> bytes, const std::filesystem::path& name) {
   // The smallest HDF5 file (a superblock and a root group) is hundreds of bytes; the signature
   // alone is 8.
-  if (bytes.size() < 8) throw gs::Error(name.string() + ": " + std::to_string(bytes.size()) +
-                                        " bytes cannot be an HDF5 file");
+  if (bytes.size() < 8)
+    throw gs::Error(name.string() + ": " + std::to_string(bytes.size()) + " bytes cannot be an HDF5 file");
   H5Handle fapl = plist_handle(H5Pcreate(H5P_FILE_ACCESS), name, "opening the file image");
   check(H5Pset_fapl_core(fapl.get(), 64 * 1024, false), name, "opening the file image");
   // HDF5 copies the image (the default callbacks), so the caller's buffer is only read.
@@ -48,8 +48,7 @@ hid_t open_image(std::span<const std::byte> bytes, const std::filesystem::path& 
   return H5Fopen(name.c_str(), H5F_ACC_RDONLY, fapl.get());
 }
 
-H5Handle checked(hid_t id, Closer closer, const std::filesystem::path& file,
-                 const std::string& what) {
+H5Handle checked(hid_t id, Closer closer, const std::filesystem::path& file, const std::string& what) {
   if (id < 0) fail(file, what);
   return H5Handle(id, closer);
 }
@@ -69,23 +68,19 @@ H5Handle string_type(const std::filesystem::path& file) {
   return t;
 }
 
-void write_string_attr(hid_t obj, const char* name, const std::string& value,
-                       const std::filesystem::path& file) {
+void write_string_attr(hid_t obj, const char* name, const std::string& value, const std::filesystem::path& file) {
   const std::string what = std::string("writing attribute '") + name + "'";
   H5Handle type = string_type(file);
   H5Handle space = space_handle(H5Screate(H5S_SCALAR), file, what);
-  H5Handle attr = attr_handle(
-      H5Acreate2(obj, name, type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT), file, what);
+  H5Handle attr = attr_handle(H5Acreate2(obj, name, type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT), file, what);
   const char* data = value.c_str();
   check(H5Awrite(attr.get(), type.get(), &data), file, what);
 }
 
-void write_int_attr(hid_t obj, const char* name, hid_t mem_type, const void* value,
-                    const std::filesystem::path& file) {
+void write_int_attr(hid_t obj, const char* name, hid_t mem_type, const void* value, const std::filesystem::path& file) {
   const std::string what = std::string("writing attribute '") + name + "'";
   H5Handle space = space_handle(H5Screate(H5S_SCALAR), file, what);
-  H5Handle attr = attr_handle(
-      H5Acreate2(obj, name, mem_type, space.get(), H5P_DEFAULT, H5P_DEFAULT), file, what);
+  H5Handle attr = attr_handle(H5Acreate2(obj, name, mem_type, space.get(), H5P_DEFAULT, H5P_DEFAULT), file, what);
   check(H5Awrite(attr.get(), mem_type, value), file, what);
 }
 
@@ -95,18 +90,15 @@ void write_int64_array_attr(hid_t obj, const char* name, const std::vector<std::
   // A 0-d tensor's shape is an empty 1-d array (h5py reads it as shape (0,)).
   const hsize_t dims[1] = {values.size()};
   H5Handle space = space_handle(H5Screate_simple(1, dims, nullptr), file, what);
-  H5Handle attr = attr_handle(
-      H5Acreate2(obj, name, H5T_STD_I64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT), file, what);
+  H5Handle attr = attr_handle(H5Acreate2(obj, name, H5T_STD_I64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT), file, what);
   const std::int64_t dummy = 0;
-  check(H5Awrite(attr.get(), H5T_NATIVE_INT64, values.empty() ? &dummy : values.data()), file,
-        what);
+  check(H5Awrite(attr.get(), H5T_NATIVE_INT64, values.empty() ? &dummy : values.data()), file, what);
 }
 
 bool has_attr(hid_t obj, const char* name) { return H5Aexists(obj, name) > 0; }
 
 namespace {
-H5Handle open_attr(hid_t obj, const char* name, const std::filesystem::path& file,
-                   const std::string& where) {
+H5Handle open_attr(hid_t obj, const char* name, const std::filesystem::path& file, const std::string& where) {
   if (!has_attr(obj, name))
     throw gs::Error(file.string() + ": " + where + " has no attribute '" + name +
                     "': not a gradscope snapshot, or a damaged one");
@@ -114,15 +106,14 @@ H5Handle open_attr(hid_t obj, const char* name, const std::filesystem::path& fil
                      "opening attribute '" + std::string(name) + "' of " + where);
 }
 
-[[noreturn]] void bad_attr(const std::filesystem::path& file, const std::string& where,
-                           const char* name, const char* expected) {
-  throw gs::Error(file.string() + ": attribute '" + name + "' of " + where + " is not " +
-                  expected + ": not a gradscope snapshot, or a damaged one");
+[[noreturn]] void bad_attr(const std::filesystem::path& file, const std::string& where, const char* name,
+                           const char* expected) {
+  throw gs::Error(file.string() + ": attribute '" + name + "' of " + where + " is not " + expected +
+                  ": not a gradscope snapshot, or a damaged one");
 }
 
 // Scalar or one-element attribute of integer class.
-H5Handle open_int_attr(hid_t obj, const char* name, const std::filesystem::path& file,
-                       const std::string& where) {
+H5Handle open_int_attr(hid_t obj, const char* name, const std::filesystem::path& file, const std::string& where) {
   H5Handle attr = open_attr(obj, name, file, where);
   H5Handle type = type_handle(H5Aget_type(attr.get()), file, "reading attribute type");
   H5Handle space = space_handle(H5Aget_space(attr.get()), file, "reading attribute space");
@@ -132,8 +123,7 @@ H5Handle open_int_attr(hid_t obj, const char* name, const std::filesystem::path&
 }
 }  // namespace
 
-std::string read_string_attr(hid_t obj, const char* name, const std::filesystem::path& file,
-                             const std::string& where) {
+std::string read_string_attr(hid_t obj, const char* name, const std::filesystem::path& file, const std::string& where) {
   const std::string what = "reading attribute '" + std::string(name) + "' of " + where;
   H5Handle attr = open_attr(obj, name, file, where);
   H5Handle type = type_handle(H5Aget_type(attr.get()), file, what);
@@ -161,8 +151,7 @@ std::string read_string_attr(hid_t obj, const char* name, const std::filesystem:
   return value;
 }
 
-std::int64_t read_int_attr(hid_t obj, const char* name, const std::filesystem::path& file,
-                           const std::string& where) {
+std::int64_t read_int_attr(hid_t obj, const char* name, const std::filesystem::path& file, const std::string& where) {
   H5Handle attr = open_int_attr(obj, name, file, where);
   std::int64_t value = 0;
   check(H5Aread(attr.get(), H5T_NATIVE_INT64, &value), file,
@@ -179,8 +168,7 @@ std::uint64_t read_uint64_attr(hid_t obj, const char* name, const std::filesyste
   return value;
 }
 
-std::vector<std::int64_t> read_int64_array_attr(hid_t obj, const char* name,
-                                                const std::filesystem::path& file,
+std::vector<std::int64_t> read_int64_array_attr(hid_t obj, const char* name, const std::filesystem::path& file,
                                                 const std::string& where) {
   const std::string what = "reading attribute '" + std::string(name) + "' of " + where;
   H5Handle attr = open_attr(obj, name, file, where);

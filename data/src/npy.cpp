@@ -21,8 +21,7 @@ namespace {
 // Just enough of Python's literal syntax for .npy headers: strings, True/False, tuples of ints.
 class HeaderParser {
  public:
-  HeaderParser(const std::string& text, const std::filesystem::path& path)
-      : s_(text), path_(path) {}
+  HeaderParser(const std::string& text, const std::filesystem::path& path) : s_(text), path_(path) {}
 
   struct Fields {
     std::string descr;
@@ -73,8 +72,8 @@ class HeaderParser {
     while (pos_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[pos_]))) ++pos_;
   }
   [[noreturn]] void malformed(const std::string& expected) {
-    bad(path_, "malformed .npy header (expected " + expected + " at offset " +
-                   std::to_string(pos_) + " of \"" + s_ + "\")");
+    bad(path_,
+        "malformed .npy header (expected " + expected + " at offset " + std::to_string(pos_) + " of \"" + s_ + "\")");
   }
   void expect(char c) {
     skip_space();
@@ -140,8 +139,7 @@ std::string read_header(std::ifstream& in, const std::filesystem::path& path, st
                         std::uint64_t& data_start) {
   unsigned char pre[8] = {};
   in.read(reinterpret_cast<char*>(pre), 8);
-  if (in.gcount() < 8 || std::memcmp(pre, "\x93NUMPY", 6) != 0)
-    bad(path, "not a NumPy .npy file (bad magic)");
+  if (in.gcount() < 8 || std::memcmp(pre, "\x93NUMPY", 6) != 0) bad(path, "not a NumPy .npy file (bad magic)");
   const int major = pre[6], minor = pre[7];
   std::uint64_t header_len = 0;
   std::uint64_t prefix = 0;
@@ -153,8 +151,7 @@ std::string read_header(std::ifstream& in, const std::filesystem::path& path, st
   } else if (major == 2 || major == 3) {
     unsigned char b[4] = {};
     in.read(reinterpret_cast<char*>(b), 4);
-    header_len = b[0] | (std::uint64_t{b[1]} << 8) | (std::uint64_t{b[2]} << 16) |
-                 (std::uint64_t{b[3]} << 24);
+    header_len = b[0] | (std::uint64_t{b[1]} << 8) | (std::uint64_t{b[2]} << 16) | (std::uint64_t{b[3]} << 24);
     prefix = 12;
   } else {
     bad(path, ".npy format version " + std::to_string(major) + "." + std::to_string(minor) +
@@ -171,8 +168,7 @@ std::string read_header(std::ifstream& in, const std::filesystem::path& path, st
 }  // namespace
 
 NpyArray read_npy(const std::filesystem::path& path) {
-  static_assert(std::endian::native == std::endian::little,
-                "the .npy reader assumes a little-endian machine");
+  static_assert(std::endian::native == std::endian::little, "the .npy reader assumes a little-endian machine");
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) throw MissingFile(path.string() + ": no such file");
   std::ifstream in(path, std::ios::binary);
@@ -228,10 +224,8 @@ NpyArray read_npy(const std::filesystem::path& path) {
 
 void write_npy(const std::filesystem::path& path, const std::vector<float>& values, bool force) {
   std::error_code ec;
-  if (!force && std::filesystem::exists(path, ec))
-    bad(path, "file exists; refusing to overwrite it (use --force)");
-  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" +
-                       std::to_string(values.size()) + ",), }";
+  if (!force && std::filesystem::exists(path, ec)) bad(path, "file exists; refusing to overwrite it (use --force)");
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + std::to_string(values.size()) + ",), }";
   // Pad with spaces so the data starts on a 64-byte boundary, as NumPy does.
   const std::size_t total = 10 + header.size() + 1;
   header.append((64 - total % 64) % 64, ' ');
@@ -239,13 +233,19 @@ void write_npy(const std::filesystem::path& path, const std::vector<float>& valu
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (!out) bad(path, "cannot create the file");
   const std::uint16_t len = static_cast<std::uint16_t>(header.size());
-  const unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0,
+  const unsigned char pre[10] = {0x93,
+                                 'N',
+                                 'U',
+                                 'M',
+                                 'P',
+                                 'Y',
+                                 1,
+                                 0,
                                  static_cast<unsigned char>(len & 0xff),
                                  static_cast<unsigned char>(len >> 8)};
   out.write(reinterpret_cast<const char*>(pre), 10);
   out.write(header.data(), static_cast<std::streamsize>(header.size()));
-  out.write(reinterpret_cast<const char*>(values.data()),
-            static_cast<std::streamsize>(values.size() * sizeof(float)));
+  out.write(reinterpret_cast<const char*>(values.data()), static_cast<std::streamsize>(values.size() * sizeof(float)));
   out.close();
   if (!out) bad(path, "write failed");
 }

@@ -38,13 +38,12 @@ hsize_t rows_of(hid_t dset, const std::filesystem::path& path, const std::string
 }
 
 // Reads rows [first, first + n) of a 1-d dataset converted to mem_type.
-void read_rows(hid_t dset, hid_t mem_type, hsize_t first, hsize_t n, void* out,
-               const std::filesystem::path& path, const std::string& what) {
+void read_rows(hid_t dset, hid_t mem_type, hsize_t first, hsize_t n, void* out, const std::filesystem::path& path,
+               const std::string& what) {
   if (n == 0) return;
   H5Handle fspace = h5::space_handle(H5Dget_space(dset), path, what);
   const hsize_t start[1] = {first}, count[1] = {n};
-  h5::check(H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start, nullptr, count, nullptr),
-            path, what);
+  h5::check(H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start, nullptr, count, nullptr), path, what);
   H5Handle mspace = h5::space_handle(H5Screate_simple(1, count, nullptr), path, what);
   h5::check(H5Dread(dset, mem_type, mspace.get(), fspace.get(), H5P_DEFAULT, out), path, what);
 }
@@ -135,10 +134,11 @@ void OpenFile::open_file(const std::filesystem::path& path) {
     if (swmr_error != stack) stack += "; with SWMR read: " + swmr_error;
     H5Eclear2(H5E_DEFAULT);
     if (stack.find("truncated") != std::string::npos)
-      bad_layout(path, "file is truncated (shorter than its HDF5 superblock says); it was cut "
-                       "off while copying or writing (HDF5: " + stack + ")");
-    if (is_hdf5 < 0)
-      bad_layout(path, "cannot open as HDF5; not an HDF5 file or unreadable (HDF5: " + stack + ")");
+      bad_layout(path,
+                 "file is truncated (shorter than its HDF5 superblock says); it was cut "
+                 "off while copying or writing (HDF5: " +
+                     stack + ")");
+    if (is_hdf5 < 0) bad_layout(path, "cannot open as HDF5; not an HDF5 file or unreadable (HDF5: " + stack + ")");
     bad_layout(path, "cannot open the HDF5 file (HDF5: " + stack + ")");
   }
   file = H5Handle(id, H5Fclose);
@@ -165,13 +165,12 @@ void OpenFile::read_meta(const std::filesystem::path& path) {
   if (!h5::has_attr(root, "format"))
     bad_layout(path, "HDF5 file without a 'format' root attribute: not a gradscope snapshot");
   const std::string format = h5::read_string_attr(root, "format", path, "the root group");
-  if (format != kSnapshotFormat)
-    bad_layout(path, "format is '" + format + "', not '" + kSnapshotFormat + "'");
+  if (format != kSnapshotFormat) bad_layout(path, "format is '" + format + "', not '" + kSnapshotFormat + "'");
   const std::int64_t version = h5::read_int_attr(root, "format_version", path, "the root group");
   if (version != kSnapshotFormatVersion)
     bad_layout(path, "snapshot format version " + std::to_string(version) +
-                         " is not supported; this build reads version " +
-                         std::to_string(kSnapshotFormatVersion) + " (upgrade gradscope)");
+                         " is not supported; this build reads version " + std::to_string(kSnapshotFormatVersion) +
+                         " (upgrade gradscope)");
   meta.format_version = static_cast<int>(version);
   meta.model = h5::read_string_attr(root, "model", path, "the root group");
   meta.dataset = h5::read_string_attr(root, "dataset", path, "the root group");
@@ -182,31 +181,25 @@ void OpenFile::read_meta(const std::filesystem::path& path) {
 
 void OpenFile::open_layers(const std::filesystem::path& path) {
   if (!link_exists(file.get(), "layers")) bad_layout(path, "snapshot has no /layers group");
-  H5Handle group = h5::group_handle(H5Gopen2(file.get(), "layers", H5P_DEFAULT), path,
-                                    "opening /layers");
+  H5Handle group = h5::group_handle(H5Gopen2(file.get(), "layers", H5P_DEFAULT), path, "opening /layers");
   // Creation order (the model's order) when the group tracks it, else name order.
   unsigned crt_flags = 0;
   {
     H5Handle gcpl = h5::plist_handle(H5Gget_create_plist(group.get()), path, "reading /layers");
     h5::check(H5Pget_link_creation_order(gcpl.get(), &crt_flags), path, "reading /layers");
   }
-  const H5_index_t order =
-      (crt_flags & H5P_CRT_ORDER_TRACKED) != 0 ? H5_INDEX_CRT_ORDER : H5_INDEX_NAME;
+  const H5_index_t order = (crt_flags & H5P_CRT_ORDER_TRACKED) != 0 ? H5_INDEX_CRT_ORDER : H5_INDEX_NAME;
   std::vector<std::string> names;
-  h5::check(H5Literate(group.get(), order, H5_ITER_INC, nullptr, collect_name, &names), path,
-            "listing /layers");
+  h5::check(H5Literate(group.get(), order, H5_ITER_INC, nullptr, collect_name, &names), path, "listing /layers");
   if (names.empty()) bad_layout(path, "/layers holds no layers");
 
   for (const auto& name : names) {
     const std::string where = "/layers/" + name;
-    H5Handle lg = h5::group_handle(H5Gopen2(group.get(), name.c_str(), H5P_DEFAULT), path,
-                                   "opening " + where);
+    H5Handle lg = h5::group_handle(H5Gopen2(group.get(), name.c_str(), H5P_DEFAULT), path, "opening " + where);
     if (!link_exists(lg.get(), "grad")) bad_layout(path, where + " has no 'grad' dataset");
     if (!link_exists(lg.get(), "step")) bad_layout(path, where + " has no 'step' dataset");
-    H5Handle grad = h5::dataset_handle(H5Dopen2(lg.get(), "grad", H5P_DEFAULT), path,
-                                       "opening " + where + "/grad");
-    H5Handle step = h5::dataset_handle(H5Dopen2(lg.get(), "step", H5P_DEFAULT), path,
-                                       "opening " + where + "/step");
+    H5Handle grad = h5::dataset_handle(H5Dopen2(lg.get(), "grad", H5P_DEFAULT), path, "opening " + where + "/grad");
+    H5Handle step = h5::dataset_handle(H5Dopen2(lg.get(), "step", H5P_DEFAULT), path, "opening " + where + "/step");
     LayerInfo info{name, h5::read_int64_array_attr(grad.get(), "shape", path, where + "/grad")};
     for (std::int64_t d : info.shape)
       if (d <= 0) bad_layout(path, where + "/grad attribute 'shape' holds a non-positive size");
@@ -216,13 +209,11 @@ void OpenFile::open_layers(const std::filesystem::path& path) {
       bad_layout(path, where + "/grad is not float32");
     H5Handle gspace = h5::space_handle(H5Dget_space(grad.get()), path, "reading " + where + "/grad");
     hsize_t gdims[2] = {0, 0};
-    if (H5Sget_simple_extent_ndims(gspace.get()) != 2)
-      bad_layout(path, where + "/grad is not 2-d [steps x numel]");
+    if (H5Sget_simple_extent_ndims(gspace.get()) != 2) bad_layout(path, where + "/grad is not 2-d [steps x numel]");
     H5Sget_simple_extent_dims(gspace.get(), gdims, nullptr);
     if (static_cast<std::int64_t>(gdims[1]) != info.numel())
       bad_layout(path, "sizes disagree: " + where + "/grad rows hold " + std::to_string(gdims[1]) +
-                           " values but its shape attribute gives " +
-                           std::to_string(info.numel()));
+                           " values but its shape attribute gives " + std::to_string(info.numel()));
     H5Handle stype = h5::type_handle(H5Dget_type(step.get()), path, "reading " + where + "/step");
     H5Handle sspace = h5::space_handle(H5Dget_space(step.get()), path, "reading " + where + "/step");
     if (H5Tget_class(stype.get()) != H5T_INTEGER || H5Sget_simple_extent_ndims(sspace.get()) != 1)
@@ -237,8 +228,7 @@ void OpenFile::open_layers(const std::filesystem::path& path) {
 
 void OpenFile::open_steps(const std::filesystem::path& path) {
   if (!link_exists(file.get(), "steps")) bad_layout(path, "snapshot has no /steps dataset");
-  steps_dset = h5::dataset_handle(H5Dopen2(file.get(), "steps", H5P_DEFAULT), path,
-                                  "opening /steps");
+  steps_dset = h5::dataset_handle(H5Dopen2(file.get(), "steps", H5P_DEFAULT), path, "opening /steps");
   H5Handle type = h5::type_handle(H5Dget_type(steps_dset.get()), path, "reading /steps");
   H5Handle space = h5::space_handle(H5Dget_space(steps_dset.get()), path, "reading /steps");
   if (H5Tget_class(type.get()) != H5T_COMPOUND || H5Sget_simple_extent_ndims(space.get()) != 1)
@@ -280,8 +270,8 @@ std::size_t SnapshotReader::Impl::refresh() {
     msg << "sizes disagree: /steps has " << n_steps << " rows";
     for (std::size_t i = 0; i < layers.size(); ++i)
       if (grad_rows[i] != n_steps || step_rows[i] != n_steps)
-        msg << ", /layers/" << layers[i].name << " has " << grad_rows[i] << " grad rows and "
-            << step_rows[i] << " step rows";
+        msg << ", /layers/" << layers[i].name << " has " << grad_rows[i] << " grad rows and " << step_rows[i]
+            << " step rows";
     bad_layout(path, msg.str() + " (more than one step apart: the file is damaged)");
   }
   const hsize_t old = steps.size();
@@ -295,16 +285,14 @@ std::size_t SnapshotReader::Impl::refresh() {
               "reading /layers/" + layers[i].name + "/step");
     for (hsize_t r = 0; r < n_new; ++r)
       if (layer_step[r] != rows[r].step)
-        bad_layout(path, "/layers/" + layers[i].name + "/step row " + std::to_string(old + r) +
-                             " is step " + std::to_string(layer_step[r]) + " but /steps says " +
-                             std::to_string(rows[r].step));
+        bad_layout(path, "/layers/" + layers[i].name + "/step row " + std::to_string(old + r) + " is step " +
+                             std::to_string(layer_step[r]) + " but /steps says " + std::to_string(rows[r].step));
   }
   for (const auto& r : rows) steps.push_back({r.step, r.loss, r.lr});
   return steps.size();
 }
 
-SnapshotReader::SnapshotReader(const std::filesystem::path& path)
-    : impl_(std::make_unique<Impl>()) {
+SnapshotReader::SnapshotReader(const std::filesystem::path& path) : impl_(std::make_unique<Impl>()) {
   h5::silence_errors();
   impl_->path = path;
   impl_->attach(open_shared(path));
@@ -336,8 +324,8 @@ std::size_t SnapshotReader::layer_index(const std::string& name) const {
   const auto& layers = impl_->open->layers;
   for (std::size_t i = 0; i < layers.size(); ++i)
     if (layers[i].name == name) return i;
-  throw gs::Error(impl_->path.string() + ": no layer '" + name + "'; layers are: " +
-                  join(layers, ", ", [](const auto& l) { return l.name; }));
+  throw gs::Error(impl_->path.string() + ": no layer '" + name +
+                  "'; layers are: " + join(layers, ", ", [](const auto& l) { return l.name; }));
 }
 
 std::size_t SnapshotReader::step_index(std::int64_t step) const {
@@ -378,9 +366,9 @@ std::optional<std::int64_t> even_spacing(const std::vector<StepRecord>& steps) {
 std::string describe_steps(const std::vector<StepRecord>& steps) {
   if (steps.empty()) return "no steps are recorded";
   const auto every = even_spacing(steps);
-  return "recorded steps run from " + std::to_string(steps.front().step) + " to " +
-         std::to_string(steps.back().step) + (every ? ", every " + std::to_string(*every) : std::string()) +
-         " (" + std::to_string(steps.size()) + (steps.size() == 1 ? " step)" : " steps)");
+  return "recorded steps run from " + std::to_string(steps.front().step) + " to " + std::to_string(steps.back().step) +
+         (every ? ", every " + std::to_string(*every) : std::string()) + " (" + std::to_string(steps.size()) +
+         (steps.size() == 1 ? " step)" : " steps)");
 }
 
 bool open_for_reading(const std::filesystem::path& path) {
@@ -391,38 +379,34 @@ bool open_for_reading(const std::filesystem::path& path) {
   return it != registry().end() && !it->second.expired();
 }
 
-void SnapshotReader::read(std::size_t step_index, std::size_t layer_index,
-                          std::span<float> out) const {
+void SnapshotReader::read(std::size_t step_index, std::size_t layer_index, std::span<float> out) const {
   h5::silence_errors();
   const Impl& s = *impl_;
   if (step_index >= s.steps.size())
-    throw gs::Error(s.path.string() + ": step index " + std::to_string(step_index) +
-                    " is out of range; " + std::to_string(s.steps.size()) + " steps recorded");
+    throw gs::Error(s.path.string() + ": step index " + std::to_string(step_index) + " is out of range; " +
+                    std::to_string(s.steps.size()) + " steps recorded");
   if (layer_index >= s.open->layers.size())
-    throw gs::Error(s.path.string() + ": layer index " + std::to_string(layer_index) +
-                    " is out of range; " + std::to_string(s.open->layers.size()) + " layers");
+    throw gs::Error(s.path.string() + ": layer index " + std::to_string(layer_index) + " is out of range; " +
+                    std::to_string(s.open->layers.size()) + " layers");
   const auto numel = static_cast<hsize_t>(s.open->layers[layer_index].numel());
   if (out.size() != numel)
-    throw gs::Error(s.path.string() + ": reading layer '" + s.open->layers[layer_index].name +
-                    "' needs room for " + std::to_string(numel) + " floats, got " +
-                    std::to_string(out.size()));
-  const std::string what = "reading layer '" + s.open->layers[layer_index].name + "' at step " +
-                           std::to_string(s.steps[step_index].step);
+    throw gs::Error(s.path.string() + ": reading layer '" + s.open->layers[layer_index].name + "' needs room for " +
+                    std::to_string(numel) + " floats, got " + std::to_string(out.size()));
+  const std::string what =
+      "reading layer '" + s.open->layers[layer_index].name + "' at step " + std::to_string(s.steps[step_index].step);
   const hid_t dset = s.open->grads[layer_index].get();
   std::lock_guard lock(s.open->mutex);  // no refresh of another reader in between
   H5Handle fspace = h5::space_handle(H5Dget_space(dset), s.path, what);
   const hsize_t start[2] = {step_index, 0}, count[2] = {1, numel};
-  h5::check(H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start, nullptr, count, nullptr),
-            s.path, what);
+  h5::check(H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start, nullptr, count, nullptr), s.path, what);
   H5Handle mspace = h5::space_handle(H5Screate_simple(2, count, nullptr), s.path, what);
-  h5::check(H5Dread(dset, H5T_NATIVE_FLOAT, mspace.get(), fspace.get(), H5P_DEFAULT, out.data()),
-            s.path, what);
+  h5::check(H5Dread(dset, H5T_NATIVE_FLOAT, mspace.get(), fspace.get(), H5P_DEFAULT, out.data()), s.path, what);
 }
 
 std::vector<float> SnapshotReader::read(std::size_t step_index, std::size_t layer_index) const {
   if (layer_index >= impl_->open->layers.size())
-    throw gs::Error(impl_->path.string() + ": layer index " + std::to_string(layer_index) +
-                    " is out of range; " + std::to_string(impl_->open->layers.size()) + " layers");
+    throw gs::Error(impl_->path.string() + ": layer index " + std::to_string(layer_index) + " is out of range; " +
+                    std::to_string(impl_->open->layers.size()) + " layers");
   std::vector<float> out(static_cast<std::size_t>(impl_->open->layers[layer_index].numel()));
   read(step_index, layer_index, out);
   return out;
@@ -443,9 +427,8 @@ void SnapshotReader::for_each_step(
     std::size_t first, std::size_t last,
     const std::function<void(std::size_t, const StepRecord&, std::span<const float>)>& fn) const {
   if (first > last || last > impl_->steps.size())
-    throw gs::Error(impl_->path.string() + ": step range [" + std::to_string(first) + ", " +
-                    std::to_string(last) + ") is outside the " +
-                    std::to_string(impl_->steps.size()) + " recorded steps");
+    throw gs::Error(impl_->path.string() + ": step range [" + std::to_string(first) + ", " + std::to_string(last) +
+                    ") is outside the " + std::to_string(impl_->steps.size()) + " recorded steps");
   // One buffer reused for every step: memory stays at one model's worth.
   std::vector<float> flat(static_cast<std::size_t>(impl_->open->total_numel));
   for (std::size_t i = first; i < last; ++i) {

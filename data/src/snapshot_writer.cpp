@@ -35,12 +35,10 @@ std::string utc_now_iso8601() {
 }
 
 void validate_layers(const std::filesystem::path& path, const std::vector<LayerInfo>& layers) {
-  if (layers.empty())
-    throw gs::Error(path.string() + ": a snapshot needs at least one layer");
+  if (layers.empty()) throw gs::Error(path.string() + ": a snapshot needs at least one layer");
   std::set<std::string> seen;
   for (const auto& layer : layers) {
-    if (layer.name.empty() || layer.name == "." || layer.name == ".." ||
-        layer.name.find('/') != std::string::npos)
+    if (layer.name.empty() || layer.name == "." || layer.name == ".." || layer.name.find('/') != std::string::npos)
       throw gs::Error(path.string() + ": layer name '" + layer.name +
                       "' is not usable as an HDF5 group name (empty, '.', '..' or holds '/')");
     if (!seen.insert(layer.name).second)
@@ -75,19 +73,19 @@ void check_destination(const std::filesystem::path& path, bool force, const std:
   namespace fs = std::filesystem;
   std::error_code ec;
   if (fs::is_directory(path, ec))
-    throw gs::Error(path.string() + ": is a directory; give a file name inside it, e.g. " +
-                    (path / "run.h5").string());
+    throw gs::Error(path.string() + ": is a directory; give a file name inside it, e.g. " + (path / "run.h5").string());
   const fs::path parent = path.has_parent_path() ? path.parent_path() : fs::path(".");
   if (!fs::is_directory(parent, ec))
-    throw gs::MissingFile(path.string() + ": the directory " + parent.string() +
-                    " does not exist; create it first");
+    throw gs::MissingFile(path.string() + ": the directory " + parent.string() + " does not exist; create it first");
   if (!fs::exists(path, ec)) return;
   if (!force) throw gs::Error(path.string() + ": file exists; refusing to overwrite it (use " + force_words + ")");
   if (open_for_writing(path))
-    throw gs::Error(path.string() + ": a recorder of this process still writes it; close that recorder "
+    throw gs::Error(path.string() +
+                    ": a recorder of this process still writes it; close that recorder "
                     "first (Python: rec.close(), or record inside `with gradscope.Recorder(...)`)");
   if (open_for_reading(path))
-    throw gs::Error(path.string() + ": it is open for reading in this process; close its readers first "
+    throw gs::Error(path.string() +
+                    ": it is open for reading in this process; close its readers first "
                     "(Python: snap.close(), or read inside `with gradscope.open_snapshot(...) as snap`)");
 }
 
@@ -152,10 +150,8 @@ void SnapshotWriter::Impl::create(const SnapshotMeta& meta, const WriterOptions&
   h5::check(H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_LATEST, H5F_LIBVER_LATEST), path,
             "asking for the latest file format");
   // EXCL keeps the no-overwrite promise even if the file appears between our check and here.
-  file = h5::file_handle(
-      H5Fcreate(path.c_str(), options.force ? H5F_ACC_TRUNC : H5F_ACC_EXCL, H5P_DEFAULT,
-                fapl.get()),
-      path, "cannot create the snapshot file");
+  file = h5::file_handle(H5Fcreate(path.c_str(), options.force ? H5F_ACC_TRUNC : H5F_ACC_EXCL, H5P_DEFAULT, fapl.get()),
+                         path, "cannot create the snapshot file");
 
   const hid_t root = file.get();
   h5::write_string_attr(root, "format", kSnapshotFormat, path);
@@ -164,19 +160,16 @@ void SnapshotWriter::Impl::create(const SnapshotMeta& meta, const WriterOptions&
   h5::write_string_attr(root, "model", meta.model, path);
   h5::write_string_attr(root, "dataset", meta.dataset, path);
   h5::write_int_attr(root, "seed", H5T_NATIVE_UINT64, &meta.seed, path);
-  h5::write_string_attr(root, "created", meta.created.empty() ? utc_now_iso8601() : meta.created,
-                        path);
+  h5::write_string_attr(root, "created", meta.created.empty() ? utc_now_iso8601() : meta.created, path);
   h5::write_string_attr(root, "gradscope_version",
-                        meta.gradscope_version.empty() ? std::string(gs::kVersion)
-                                                       : meta.gradscope_version,
-                        path);
+                        meta.gradscope_version.empty() ? std::string(gs::kVersion) : meta.gradscope_version, path);
 
   // /layers remembers creation order so readers list layers as the model declared them.
   H5Handle gcpl = h5::plist_handle(H5Pcreate(H5P_GROUP_CREATE), path, "creating /layers");
-  h5::check(H5Pset_link_creation_order(gcpl.get(), H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED),
-            path, "creating /layers");
-  H5Handle layers_group = h5::group_handle(
-      H5Gcreate2(root, "layers", H5P_DEFAULT, gcpl.get(), H5P_DEFAULT), path, "creating /layers");
+  h5::check(H5Pset_link_creation_order(gcpl.get(), H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED), path,
+            "creating /layers");
+  H5Handle layers_group =
+      h5::group_handle(H5Gcreate2(root, "layers", H5P_DEFAULT, gcpl.get(), H5P_DEFAULT), path, "creating /layers");
   for (const auto& layer : layers) create_layer(layers_group.get(), layer, options);
 
   row_type = h5::step_row_type(path);
@@ -192,12 +185,10 @@ void SnapshotWriter::Impl::create(const SnapshotMeta& meta, const WriterOptions&
   }
 }
 
-void SnapshotWriter::Impl::create_layer(hid_t layers_group, const LayerInfo& layer,
-                                        const WriterOptions& options) {
+void SnapshotWriter::Impl::create_layer(hid_t layers_group, const LayerInfo& layer, const WriterOptions& options) {
   const std::string where = "creating /layers/" + layer.name;
-  H5Handle group = h5::group_handle(
-      H5Gcreate2(layers_group, layer.name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), path,
-      where);
+  H5Handle group = h5::group_handle(H5Gcreate2(layers_group, layer.name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                                    path, where);
 
   const auto numel = static_cast<hsize_t>(layer.numel());
   const hsize_t dims[2] = {0, numel}, maxdims[2] = {H5S_UNLIMITED, numel};
@@ -207,38 +198,34 @@ void SnapshotWriter::Impl::create_layer(hid_t layers_group, const LayerInfo& lay
   h5::check(H5Pset_chunk(dcpl.get(), 2, chunk), path, where);
   // Level 0 keeps its old meaning, raw floats, whatever the codec.
   if (options.deflate_level > 0)
-    h5::set_codec_filters(dcpl.get(), snapshot_codec(options.compression), options.deflate_level,
-                          path, where);
-  H5Handle grad = h5::dataset_handle(H5Dcreate2(group.get(), "grad", H5T_IEEE_F32LE, space.get(),
-                                                H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
-                                     path, where + "/grad");
+    h5::set_codec_filters(dcpl.get(), snapshot_codec(options.compression), options.deflate_level, path, where);
+  H5Handle grad = h5::dataset_handle(
+      H5Dcreate2(group.get(), "grad", H5T_IEEE_F32LE, space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT), path,
+      where + "/grad");
   h5::write_int64_array_attr(grad.get(), "shape", layer.shape, path);
 
   const hsize_t sdims[1] = {0}, smax[1] = {H5S_UNLIMITED}, schunk[1] = {1024};
   H5Handle sspace = h5::space_handle(H5Screate_simple(1, sdims, smax), path, where);
   H5Handle scpl = h5::plist_handle(H5Pcreate(H5P_DATASET_CREATE), path, where);
   h5::check(H5Pset_chunk(scpl.get(), 1, schunk), path, where);
-  H5Handle step = h5::dataset_handle(H5Dcreate2(group.get(), "step", H5T_STD_I64LE, sspace.get(),
-                                                H5P_DEFAULT, scpl.get(), H5P_DEFAULT),
-                                     path, where + "/step");
+  H5Handle step = h5::dataset_handle(
+      H5Dcreate2(group.get(), "step", H5T_STD_I64LE, sspace.get(), H5P_DEFAULT, scpl.get(), H5P_DEFAULT), path,
+      where + "/step");
   grads.push_back(std::move(grad));
   steps_of_layer.push_back(std::move(step));
 }
 
-SnapshotWriter::SnapshotWriter(const std::filesystem::path& path, SnapshotMeta meta,
-                               std::vector<LayerInfo> layers, WriterOptions options)
+SnapshotWriter::SnapshotWriter(const std::filesystem::path& path, SnapshotMeta meta, std::vector<LayerInfo> layers,
+                               WriterOptions options)
     : impl_(std::make_unique<Impl>()) {
   h5::silence_errors();
   impl_->path = path;
   if (options.deflate_level < 0 || options.deflate_level > 9)
-    throw gs::Error(path.string() + ": deflate level " + std::to_string(options.deflate_level) +
-                    " is outside 0..9");
-  if (options.max_chunk_elements < 1)
-    throw gs::Error(path.string() + ": max_chunk_elements must be at least 1");
+    throw gs::Error(path.string() + ": deflate level " + std::to_string(options.deflate_level) + " is outside 0..9");
+  if (options.max_chunk_elements < 1) throw gs::Error(path.string() + ": max_chunk_elements must be at least 1");
   if (meta.format_version != kSnapshotFormatVersion)
     throw gs::Error(path.string() + ": this build writes snapshot format version " +
-                    std::to_string(kSnapshotFormatVersion) + " only, not " +
-                    std::to_string(meta.format_version));
+                    std::to_string(kSnapshotFormatVersion) + " only, not " + std::to_string(meta.format_version));
   snapshot_codec(options.compression);  // an unknown name fails before anything is made
   validate_layers(path, layers);
   check_destination(path, options.force);
@@ -265,25 +252,21 @@ SnapshotWriter::~SnapshotWriter() {
 SnapshotWriter::SnapshotWriter(SnapshotWriter&&) noexcept = default;
 SnapshotWriter& SnapshotWriter::operator=(SnapshotWriter&&) noexcept = default;
 
-void SnapshotWriter::append(const StepRecord& record,
-                            std::span<const std::span<const float>> grads) {
+void SnapshotWriter::append(const StepRecord& record, std::span<const std::span<const float>> grads) {
   h5::silence_errors();
   if (!impl_ || !impl_->file)
-    throw gs::Error((impl_ ? impl_->path.string() : std::string("snapshot")) +
-                    ": append after close");
+    throw gs::Error((impl_ ? impl_->path.string() : std::string("snapshot")) + ": append after close");
   Impl& s = *impl_;
   if (grads.size() != s.layers.size())
-    throw gs::Error(s.path.string() + ": append got " + std::to_string(grads.size()) +
-                    " gradient arrays for " + std::to_string(s.layers.size()) + " layers");
+    throw gs::Error(s.path.string() + ": append got " + std::to_string(grads.size()) + " gradient arrays for " +
+                    std::to_string(s.layers.size()) + " layers");
   for (std::size_t i = 0; i < grads.size(); ++i)
     if (static_cast<std::int64_t>(grads[i].size()) != s.layers[i].numel())
       throw gs::Error(s.path.string() + ": layer '" + s.layers[i].name + "' needs " +
-                      std::to_string(s.layers[i].numel()) + " floats, append got " +
-                      std::to_string(grads[i].size()));
+                      std::to_string(s.layers[i].numel()) + " floats, append got " + std::to_string(grads[i].size()));
   if (s.written > 0 && record.step <= s.last_step)
-    throw gs::Error(s.path.string() + ": step " + std::to_string(record.step) +
-                    " does not follow step " + std::to_string(s.last_step) +
-                    "; steps must increase");
+    throw gs::Error(s.path.string() + ": step " + std::to_string(record.step) + " does not follow step " +
+                    std::to_string(s.last_step) + "; steps must increase");
   if (s.losses_written > 0 && record.step <= s.last_loss_step)
     throw gs::Error(s.path.string() + ": step " + std::to_string(record.step) + " does not follow step " +
                     std::to_string(s.last_loss_step) + " of /losses; steps must increase");
@@ -291,36 +274,30 @@ void SnapshotWriter::append(const StepRecord& record,
   const auto row = static_cast<hsize_t>(s.written);
   // Layers first, /steps last: a reader counts a step once its /steps row exists.
   for (std::size_t i = 0; i < grads.size(); ++i) {
-    const std::string what = "appending step " + std::to_string(record.step) + " to layer '" +
-                             s.layers[i].name + "'";
+    const std::string what = "appending step " + std::to_string(record.step) + " to layer '" + s.layers[i].name + "'";
     const auto numel = static_cast<hsize_t>(s.layers[i].numel());
     const hsize_t new_dims[2] = {row + 1, numel};
     h5::check(H5Dset_extent(s.grads[i].get(), new_dims), s.path, what);
     H5Handle fspace = h5::space_handle(H5Dget_space(s.grads[i].get()), s.path, what);
     const hsize_t start[2] = {row, 0}, count[2] = {1, numel};
-    h5::check(H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start, nullptr, count, nullptr),
-              s.path, what);
+    h5::check(H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start, nullptr, count, nullptr), s.path, what);
     H5Handle mspace = h5::space_handle(H5Screate_simple(2, count, nullptr), s.path, what);
-    h5::check(H5Dwrite(s.grads[i].get(), H5T_NATIVE_FLOAT, mspace.get(), fspace.get(),
-                       H5P_DEFAULT, grads[i].data()),
+    h5::check(H5Dwrite(s.grads[i].get(), H5T_NATIVE_FLOAT, mspace.get(), fspace.get(), H5P_DEFAULT, grads[i].data()),
               s.path, what);
 
     const hsize_t sdims[1] = {row + 1}, sstart[1] = {row}, one[1] = {1};
     h5::check(H5Dset_extent(s.steps_of_layer[i].get(), sdims), s.path, what);
     H5Handle sspace = h5::space_handle(H5Dget_space(s.steps_of_layer[i].get()), s.path, what);
-    h5::check(H5Sselect_hyperslab(sspace.get(), H5S_SELECT_SET, sstart, nullptr, one, nullptr),
-              s.path, what);
+    h5::check(H5Sselect_hyperslab(sspace.get(), H5S_SELECT_SET, sstart, nullptr, one, nullptr), s.path, what);
     H5Handle smem = h5::space_handle(H5Screate_simple(1, one, nullptr), s.path, what);
-    h5::check(H5Dwrite(s.steps_of_layer[i].get(), H5T_NATIVE_INT64, smem.get(), sspace.get(),
-                       H5P_DEFAULT, &record.step),
-              s.path, what);
+    h5::check(
+        H5Dwrite(s.steps_of_layer[i].get(), H5T_NATIVE_INT64, smem.get(), sspace.get(), H5P_DEFAULT, &record.step),
+        s.path, what);
   }
   s.write_losses({&record, 1});
-  s.write_step_rows(s.steps.get(), row, {&record, 1},
-                    "appending step " + std::to_string(record.step) + " to /steps");
+  s.write_step_rows(s.steps.get(), row, {&record, 1}, "appending step " + std::to_string(record.step) + " to /steps");
   // The step is durable (and visible to SWMR readers) once this returns.
-  h5::check(H5Fflush(s.file.get(), H5F_SCOPE_LOCAL), s.path, "flushing step " +
-                                                                 std::to_string(record.step));
+  h5::check(H5Fflush(s.file.get(), H5F_SCOPE_LOCAL), s.path, "flushing step " + std::to_string(record.step));
   ++s.written;
   s.last_step = record.step;
 }

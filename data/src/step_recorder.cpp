@@ -14,8 +14,7 @@ namespace {
 class SnapshotSink final : public StepSink {
  public:
   explicit SnapshotSink(SnapshotWriter writer) : writer_(std::move(writer)) {}
-  void append(const StepRecord& record,
-              std::span<const std::span<const float>> grads) override {
+  void append(const StepRecord& record, std::span<const std::span<const float>> grads) override {
     writer_.append(record, grads);
   }
   void append_losses(std::span<const StepRecord> records) override { writer_.append_losses(records); }
@@ -31,12 +30,10 @@ std::unique_ptr<StepSink> snapshot_sink(SnapshotWriter writer) {
   return std::make_unique<SnapshotSink>(std::move(writer));
 }
 
-StepRecorder::StepRecorder(std::vector<LayerInfo> layers, std::unique_ptr<StepSink> sink,
-                           RecorderOptions options)
+StepRecorder::StepRecorder(std::vector<LayerInfo> layers, std::unique_ptr<StepSink> sink, RecorderOptions options)
     : options_(options), layers_(std::move(layers)), sink_(std::move(sink)) {
   if (options_.every < 1)
-    throw Error("recording interval must be at least 1 step (got " +
-                std::to_string(options_.every) + ")");
+    throw Error("recording interval must be at least 1 step (got " + std::to_string(options_.every) + ")");
   if (options_.queue_depth < 1) throw Error("recorder queue depth must be at least 1");
   if (!sink_) throw Error("gradient recorder needs a sink to write to");
   if (layers_.empty()) throw Error("model has no trainable parameters to record");
@@ -61,8 +58,7 @@ void StepRecorder::throw_if_failed() {
 bool StepRecorder::begin_step(std::int64_t step) {
   if (finished_) throw Error("gradient recorder already finished: no more steps can be recorded");
   if (step <= last_step_)
-    throw Error("training steps must increase: step " + std::to_string(step) + " after " +
-                std::to_string(last_step_));
+    throw Error("training steps must increase: step " + std::to_string(step) + " after " + std::to_string(last_step_));
   if (current_ != nullptr) throw Error("begin_step called twice without end_step");
   throw_if_failed();
   last_step_ = step;
@@ -84,12 +80,11 @@ bool StepRecorder::begin_step(std::int64_t step) {
 void StepRecorder::put(std::size_t layer, std::span<const float> grad) {
   if (current_ == nullptr) return;
   if (layer >= layers_.size())
-    throw Error("gradient recorder: layer " + std::to_string(layer) + " of " +
-                std::to_string(layers_.size()));
+    throw Error("gradient recorder: layer " + std::to_string(layer) + " of " + std::to_string(layers_.size()));
   auto& dest = current_->grads[layer];
   if (grad.size() != dest.size())
-    throw Error("gradient recorder: layer '" + layers_[layer].name + "' has " +
-                std::to_string(dest.size()) + " elements, its gradient " + std::to_string(grad.size()));
+    throw Error("gradient recorder: layer '" + layers_[layer].name + "' has " + std::to_string(dest.size()) +
+                " elements, its gradient " + std::to_string(grad.size()));
   // A parameter used twice in one graph reaches its leaf hook once, already summed; adding here
   // keeps the result right should a hook ever fire twice.
   if (current_->filled[layer]) {

@@ -31,11 +31,11 @@ namespace {
 // conv-bn-relu-conv-bn plus the input, then relu: the block of a residual network.
 struct ResidualBlockImpl : torch::nn::Module {
   explicit ResidualBlockImpl(int channels)
-      : conv1(register_module("conv1", torch::nn::Conv2d(
-                                           torch::nn::Conv2dOptions(channels, channels, 3).padding(1).bias(false)))),
+      : conv1(register_module(
+            "conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(channels, channels, 3).padding(1).bias(false)))),
         bn1(register_module("bn1", torch::nn::BatchNorm2d(channels))),
-        conv2(register_module("conv2", torch::nn::Conv2d(
-                                           torch::nn::Conv2dOptions(channels, channels, 3).padding(1).bias(false)))),
+        conv2(register_module(
+            "conv2", torch::nn::Conv2d(torch::nn::Conv2dOptions(channels, channels, 3).padding(1).bias(false)))),
         bn2(register_module("bn2", torch::nn::BatchNorm2d(channels))) {}
   torch::Tensor forward(const torch::Tensor& x) {
     auto y = torch::relu(bn1(conv1(x)));
@@ -81,16 +81,26 @@ Options parse(int argc, char** argv) {
     const std::string a = argv[i];
     if (i + 1 >= argc) throw gs::Error("option " + a + " needs a value");
     const std::string v = argv[++i];
-    if (a == "--rank") o.rank = std::stoi(v);
-    else if (a == "--world") o.world = std::stoi(v);
-    else if (a == "--port") o.port = std::stoi(v);
-    else if (a == "--steps") o.steps = std::stoll(v);
-    else if (a == "--batch") o.batch = std::stoll(v);
-    else if (a == "--compressor") o.compressor = v;
-    else if (a == "--ratio") o.density = std::stod(v);
-    else if (a == "--lr") o.lr = std::stod(v);
-    else if (a == "--record") o.record = v;
-    else throw gs::Error("unknown option " + a);
+    if (a == "--rank")
+      o.rank = std::stoi(v);
+    else if (a == "--world")
+      o.world = std::stoi(v);
+    else if (a == "--port")
+      o.port = std::stoi(v);
+    else if (a == "--steps")
+      o.steps = std::stoll(v);
+    else if (a == "--batch")
+      o.batch = std::stoll(v);
+    else if (a == "--compressor")
+      o.compressor = v;
+    else if (a == "--ratio")
+      o.density = std::stod(v);
+    else if (a == "--lr")
+      o.lr = std::stod(v);
+    else if (a == "--record")
+      o.record = v;
+    else
+      throw gs::Error("unknown option " + a);
   }
   if (o.rank < 0 || o.port <= 0) throw gs::Error("give --rank and --port (and --world)");
   return o;
@@ -126,8 +136,8 @@ int run(const Options& o) {
   // behind step().
   gs::compress::CompressorOptions copt;
   copt.seed = 1000 + std::uint64_t(o.rank);
-  gs::compress::ModelCompressor mc(gs::distributed::tensor_specs(*model), gs::compress::Granularity::model,
-                                   0, gs::compress::make_compressor(o.compressor, o.density, copt));
+  gs::compress::ModelCompressor mc(gs::distributed::tensor_specs(*model), gs::compress::Granularity::model, 0,
+                                   gs::compress::make_compressor(o.compressor, o.density, copt));
   torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(o.lr).momentum(0.9));
 
   std::optional<gs::train::GradientRecorder> recorder;
@@ -136,8 +146,7 @@ int run(const Options& o) {
     meta.model = "resnet-small";
     meta.dataset = "fashion-mnist";
     meta.seed = 1;
-    recorder.emplace(*model, gs::data::SnapshotWriter(o.record, meta,
-                                                      gs::train::parameter_layers(*model)),
+    recorder.emplace(*model, gs::data::SnapshotWriter(o.record, meta, gs::train::parameter_layers(*model)),
                      gs::train::RecorderOptions{.every = 5});
   }
 
@@ -164,8 +173,8 @@ int run(const Options& o) {
     sent += double(stats.bytes_sent);
     dense += double(stats.dense_bytes);
     if (o.rank == 0 && (step % 10 == 0 || step + 1 == o.steps))
-      std::printf("step %lld loss %.4f density %.4f quality %.3f\n", (long long)step,
-                  loss.item<double>(), stats.density(), stats.quality());
+      std::printf("step %lld loss %.4f density %.4f quality %.3f\n", (long long)step, loss.item<double>(),
+                  stats.density(), stats.quality());
   }
   if (recorder) recorder->finish();
 
@@ -176,8 +185,7 @@ int run(const Options& o) {
   std::vector<float> differs = {flat == ref ? 0.0f : 1.0f};
   comm.allreduce_sum(std::span<float>(differs));
   if (o.rank == 0) {
-    std::printf("sent %.4f of the dense bytes with %s at density %g\n", sent / dense,
-                o.compressor.c_str(), o.density);
+    std::printf("sent %.4f of the dense bytes with %s at density %g\n", sent / dense, o.compressor.c_str(), o.density);
     std::printf("test accuracy %.2f%% on 1000 images\n",
                 100.0 * test_accuracy(model, gs::train::fashion_mnist_tensors("test"), 1000));
     std::printf("replicas agree: %s\n", differs[0] == 0.0f ? "yes" : "NO");

@@ -38,8 +38,7 @@ class Net(torch.nn.Module):
 
 
 def worker(rank, args, port):
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                            world_size=args.workers)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=args.workers)
     torch.set_num_threads(1)
     torch.manual_seed(0)
     model = Net()
@@ -68,10 +67,14 @@ def worker(rank, args, port):
         with torch.no_grad():
             accuracy = (model(tx).argmax(1) == ty).float().mean().item()
         s = state.summary()
-        print(f"{args.method} at density {state.ratio}, {args.workers} workers, {args.steps} steps: "
-              f"test accuracy {100 * accuracy:.2f}%")
-        print(f"sent {s['bytes_per_step']:.0f} of {s['dense_bytes_per_step']:.0f} dense bytes per step, "
-              f"quality {s['quality_mean']:.3f}, hook {s['hook_ms_per_step']:.2f} ms per step")
+        print(
+            f"{args.method} at density {state.ratio}, {args.workers} workers, {args.steps} steps: "
+            f"test accuracy {100 * accuracy:.2f}%"
+        )
+        print(
+            f"sent {s['bytes_per_step']:.0f} of {s['dense_bytes_per_step']:.0f} dense bytes per step, "
+            f"quality {s['quality_mean']:.3f}, hook {s['hook_ms_per_step']:.2f} ms per step"
+        )
     dist.barrier()
     dist.destroy_process_group()
 
@@ -82,8 +85,9 @@ def main():
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--method", default="sidco-e", choices=gradscope.compressor_names())
-    p.add_argument("--ratio", type=float, default=None,
-                   help="density (default 0.01; methods that are not density-based take none)")
+    p.add_argument(
+        "--ratio", type=float, default=None, help="density (default 0.01; methods that are not density-based take none)"
+    )
     p.add_argument("--record", default="ddp-example.h5")
     args = p.parse_args()
     with socket.socket() as s:

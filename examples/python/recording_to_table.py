@@ -15,10 +15,18 @@ import gradscope
 # 1. Record every 2nd of 20 training steps of a small CNN with BatchNorm (random data stands for a dataset).
 torch.manual_seed(0)
 model = torch.nn.Sequential(
-    torch.nn.Conv2d(1, 16, 3, padding=1, bias=False), torch.nn.BatchNorm2d(16), torch.nn.ReLU(),
-    torch.nn.Conv2d(16, 32, 3, padding=1, bias=False), torch.nn.BatchNorm2d(32), torch.nn.ReLU(),
-    torch.nn.AdaptiveAvgPool2d(4), torch.nn.Flatten(), torch.nn.Linear(512, 64), torch.nn.ReLU(),
-    torch.nn.Linear(64, 10))
+    torch.nn.Conv2d(1, 16, 3, padding=1, bias=False),
+    torch.nn.BatchNorm2d(16),
+    torch.nn.ReLU(),
+    torch.nn.Conv2d(16, 32, 3, padding=1, bias=False),
+    torch.nn.BatchNorm2d(32),
+    torch.nn.ReLU(),
+    torch.nn.AdaptiveAvgPool2d(4),
+    torch.nn.Flatten(),
+    torch.nn.Linear(512, 64),
+    torch.nn.ReLU(),
+    torch.nn.Linear(64, 10),
+)
 opt = torch.optim.SGD(model.parameters(), lr=0.05)
 with gradscope.Recorder(model, "run.h5", every=2, force=True) as rec:
     for step in range(20):

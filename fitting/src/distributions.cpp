@@ -83,15 +83,9 @@ Laplace::Laplace(double mu, double b) : mu_(mu), b_(b) {
 double logpdf(const Exponential& d, double x) { return formula::exponential_logpdf(x, d.beta()); }
 double pdf(const Exponential& d, double x) { return std::exp(logpdf(d, x)); }
 double cdf(const Exponential& d, double x) { return formula::exponential_cdf(x, d.beta()); }
-double cdf(const Complement<Exponential>& c) {
-  return formula::exponential_sf(c.value, c.dist.beta());
-}
-double log_cdf(const Exponential& d, double x) {
-  return x <= 0.0 ? -kInf : std::log(-std::expm1(-x / d.beta()));
-}
-double log_cdf(const Complement<Exponential>& c) {
-  return c.value <= 0.0 ? 0.0 : -c.value / c.dist.beta();
-}
+double cdf(const Complement<Exponential>& c) { return formula::exponential_sf(c.value, c.dist.beta()); }
+double log_cdf(const Exponential& d, double x) { return x <= 0.0 ? -kInf : std::log(-std::expm1(-x / d.beta())); }
+double log_cdf(const Complement<Exponential>& c) { return c.value <= 0.0 ? 0.0 : -c.value / c.dist.beta(); }
 double quantile(const Exponential& d, double p) {
   check_probability(p, "quantile(Exponential)");
   return formula::exponential_quantile(p, d.beta());
@@ -118,8 +112,7 @@ double cdf(const Gamma& d, double x) {
   return x <= 0.0 ? 0.0 : boost::math::gamma_p(d.alpha(), x / d.beta(), Policy());
 }
 double cdf(const Complement<Gamma>& c) {
-  return c.value <= 0.0 ? 1.0
-                        : boost::math::gamma_q(c.dist.alpha(), c.value / c.dist.beta(), Policy());
+  return c.value <= 0.0 ? 1.0 : boost::math::gamma_q(c.dist.alpha(), c.value / c.dist.beta(), Policy());
 }
 double log_cdf(const Gamma& d, double x) {
   if (x <= 0.0) return -kInf;
@@ -151,16 +144,10 @@ double mean(const Gamma& d) { return d.alpha() * d.beta(); }
 double variance(const Gamma& d) { return d.alpha() * d.beta() * d.beta(); }
 
 // ---- generalized Pareto ------------------------------------------------------------------------
-double logpdf(const GeneralizedPareto& d, double x) {
-  return formula::gpareto_logpdf(x, d.xi(), d.sigma());
-}
+double logpdf(const GeneralizedPareto& d, double x) { return formula::gpareto_logpdf(x, d.xi(), d.sigma()); }
 double pdf(const GeneralizedPareto& d, double x) { return std::exp(logpdf(d, x)); }
-double cdf(const GeneralizedPareto& d, double x) {
-  return formula::gpareto_cdf(x, d.xi(), d.sigma());
-}
-double cdf(const Complement<GeneralizedPareto>& c) {
-  return formula::gpareto_sf(c.value, c.dist.xi(), c.dist.sigma());
-}
+double cdf(const GeneralizedPareto& d, double x) { return formula::gpareto_cdf(x, d.xi(), d.sigma()); }
+double cdf(const Complement<GeneralizedPareto>& c) { return formula::gpareto_sf(c.value, c.dist.xi(), c.dist.sigma()); }
 double log_cdf(const GeneralizedPareto& d, double x) {
   if (x <= 0.0) return -kInf;
   const double logsf = formula::gpareto_logsf(x, d.xi(), d.sigma());
@@ -179,9 +166,7 @@ double quantile(const Complement<GeneralizedPareto>& c) {
   if (c.value == 0.0) return c.dist.upper();
   return formula::gpareto_quantile_c(c.value, c.dist.xi(), c.dist.sigma());
 }
-double mean(const GeneralizedPareto& d) {
-  return d.xi() < 1.0 ? d.sigma() / (1.0 - d.xi()) : kInf;
-}
+double mean(const GeneralizedPareto& d) { return d.xi() < 1.0 ? d.sigma() / (1.0 - d.xi()) : kInf; }
 double variance(const GeneralizedPareto& d) {
   const double xi = d.xi(), s = d.sigma();
   return xi < 0.5 ? s * s / ((1.0 - xi) * (1.0 - xi) * (1.0 - 2.0 * xi)) : kInf;
@@ -191,9 +176,7 @@ double variance(const GeneralizedPareto& d) {
 double logpdf(const Normal& d, double x) { return formula::normal_logpdf(x, d.mu(), d.sigma()); }
 double pdf(const Normal& d, double x) { return std::exp(logpdf(d, x)); }
 double cdf(const Normal& d, double x) { return formula::normal_cdf(x, d.mu(), d.sigma()); }
-double cdf(const Complement<Normal>& c) {
-  return formula::normal_sf(c.value, c.dist.mu(), c.dist.sigma());
-}
+double cdf(const Complement<Normal>& c) { return formula::normal_sf(c.value, c.dist.mu(), c.dist.sigma()); }
 namespace {
 // ln Phi(z) for the standard normal, accurate also where Phi underflows (z < -37).
 double log_std_normal_cdf(double z) {
@@ -207,9 +190,7 @@ double log_std_normal_cdf(double z) {
 }
 }  // namespace
 double log_cdf(const Normal& d, double x) { return log_std_normal_cdf((x - d.mu()) / d.sigma()); }
-double log_cdf(const Complement<Normal>& c) {
-  return log_std_normal_cdf(-(c.value - c.dist.mu()) / c.dist.sigma());
-}
+double log_cdf(const Complement<Normal>& c) { return log_std_normal_cdf(-(c.value - c.dist.mu()) / c.dist.sigma()); }
 double quantile(const Normal& d, double p) {
   check_probability(p, "quantile(Normal)");
   return formula::normal_quantile(p, d.mu(), d.sigma());
@@ -222,9 +203,7 @@ double mean(const Normal& d) { return d.mu(); }
 double variance(const Normal& d) { return d.sigma() * d.sigma(); }
 
 // ---- Laplace -----------------------------------------------------------------------------------
-double logpdf(const Laplace& d, double x) {
-  return -std::log(2.0 * d.b()) - std::fabs(x - d.mu()) / d.b();
-}
+double logpdf(const Laplace& d, double x) { return -std::log(2.0 * d.b()) - std::fabs(x - d.mu()) / d.b(); }
 double pdf(const Laplace& d, double x) { return std::exp(logpdf(d, x)); }
 double cdf(const Laplace& d, double x) {
   const double z = (x - d.mu()) / d.b();
@@ -317,8 +296,10 @@ std::vector<std::pair<std::string, double>> params(const Sid& d) {
 int parameter_count(const Sid& d) { return d.index() == 0 ? 1 : 2; }
 
 const std::vector<std::string>& parameter_names(std::string_view dist) {
-  static const std::vector<std::pair<std::string_view, std::vector<std::string>>> names = {
-      {"exponential", {"beta"}}, {"gamma", {"alpha", "beta"}}, {"gpareto", {"xi", "sigma"}}, {"normal", {"mu", "sigma"}}};
+  static const std::vector<std::pair<std::string_view, std::vector<std::string>>> names = {{"exponential", {"beta"}},
+                                                                                           {"gamma", {"alpha", "beta"}},
+                                                                                           {"gpareto", {"xi", "sigma"}},
+                                                                                           {"normal", {"mu", "sigma"}}};
   for (const auto& [d, n] : names)
     if (d == dist) return n;
   throw Error("unknown distribution '" + std::string(dist) + "': use exponential, gamma, gpareto or normal");

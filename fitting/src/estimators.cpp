@@ -20,8 +20,8 @@ namespace {
 void require_count(const MagnitudeStats& s, std::uint64_t need, const char* fn) {
   if (s.count < need) {
     std::ostringstream os;
-    os << fn << ": needs at least " << need << " finite non-zero value(s), got " << s.count
-       << " (" << s.zeros << " zero, " << s.nonfinite << " non-finite excluded)";
+    os << fn << ": needs at least " << need << " finite non-zero value(s), got " << s.count << " (" << s.zeros
+       << " zero, " << s.nonfinite << " non-finite excluded)";
     throw Error(os.str());
   }
 }
@@ -104,8 +104,7 @@ MagnitudeStats gp_data(MagnitudePasses& passes, double threshold, double shift) 
   const MagnitudeStats y = passes.stats_above(threshold, shift);
   if (y.count < 2 || !(y.max > y.min) || !(y.max > 0.0)) {
     std::ostringstream os;
-    os << "fit_gpareto_mle: needs at least 2 distinct positive values above " << threshold
-       << ", got " << y.count;
+    os << "fit_gpareto_mle: needs at least 2 distinct positive values above " << threshold << ", got " << y.count;
     throw Error(os.str());
   }
   return y;
@@ -160,24 +159,21 @@ ProfileMax maximise_profile(Profile&& profile, double lower, double ymean) {
 }
 
 // The law at theta from xi(theta) = mean ln(1 + theta y) (theta = 0: the exponential).
-GpMleResult gp_at(const MagnitudeStats& y, double theta, double xi, double loglik, int npasses,
-                  bool converged) {
+GpMleResult gp_at(const MagnitudeStats& y, double theta, double xi, double loglik, int npasses, bool converged) {
   if (theta == 0.0) return {GeneralizedPareto(0.0, y.mean()), loglik, y.count, npasses, converged};
   return {GeneralizedPareto(xi, xi / theta), loglik, y.count, npasses, converged};
 }
 
 // The same when the search kept only the profile's value at theta: one more pass for xi.
-GpMleResult gp_result(MagnitudePasses& passes, double threshold, double shift,
-                      const MagnitudeStats& y, double theta, double loglik, int npasses,
-                      bool converged) {
+GpMleResult gp_result(MagnitudePasses& passes, double threshold, double shift, const MagnitudeStats& y, double theta,
+                      double loglik, int npasses, bool converged) {
   if (theta == 0.0) return gp_at(y, theta, 0.0, loglik, npasses, converged);
   const GpSums g = passes.gp_sums(theta, threshold, shift);
   return gp_at(y, theta, g.sum_log1p / double(y.count), loglik, npasses + 1, converged);
 }
 
 // The search of maximise_profile with every profile value a full pass (gp_sums).
-GpMleResult gp_mle_full(MagnitudePasses& passes, double threshold, double shift,
-                        const MagnitudeStats& y) {
+GpMleResult gp_mle_full(MagnitudePasses& passes, double threshold, double shift, const MagnitudeStats& y) {
   const double n = double(y.count), ymean = y.mean();
   int npasses = 0;
   auto profile = [&](double theta) {
@@ -208,8 +204,8 @@ struct ProfilePoint {
   double xi = 0.0;  // xi(theta): the law's shape at this point, without another pass
   double l = kNegInf, dl = 0.0, d2l = 0.0;
 };
-ProfilePoint profile_point(MagnitudePasses& passes, double threshold, double shift, double n,
-                           double ymean, double theta) {
+ProfilePoint profile_point(MagnitudePasses& passes, double threshold, double shift, double n, double ymean,
+                           double theta) {
   const GpSums g = passes.gp_sums(theta, threshold, shift);
   ProfilePoint p;
   p.theta = theta;
@@ -230,8 +226,7 @@ ProfilePoint profile_point(MagnitudePasses& passes, double threshold, double shi
 struct WeightedSample {
   std::vector<double> ys, weight;
 };
-WeightedSample thin_sample(std::span<const double> sorted_sample, double threshold, double shift,
-                           double y_max) {
+WeightedSample thin_sample(std::span<const double> sorted_sample, double threshold, double shift, double y_max) {
   const auto first = std::upper_bound(sorted_sample.begin(), sorted_sample.end(), threshold);
   const auto avail = static_cast<std::size_t>(sorted_sample.end() - first);
   const std::size_t take = std::min(avail, kGpBracketPoints);
@@ -291,8 +286,8 @@ GpMleResult fit_gpareto_mle(MagnitudePasses& passes, double threshold, double sh
   return gp_mle_full(passes, threshold, shift, gp_data(passes, threshold, shift));
 }
 
-GpMleResult fit_gpareto_mle(MagnitudePasses& passes, std::span<const double> sorted_sample,
-                            double threshold, double shift) {
+GpMleResult fit_gpareto_mle(MagnitudePasses& passes, std::span<const double> sorted_sample, double threshold,
+                            double shift) {
   const MagnitudeStats y = gp_data(passes, threshold, shift);
   const double n = double(y.count), ymean = y.mean(), lower = -1.0 / y.max;
 

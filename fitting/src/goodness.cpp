@@ -21,8 +21,7 @@ constexpr double kPi = std::numbers::pi;
 
 void check_sorted(std::span<const double> x, const char* fn) {
   if (x.empty()) throw Error(std::string(fn) + ": the sample is empty");
-  if (!std::is_sorted(x.begin(), x.end()))
-    throw Error(std::string(fn) + ": the sample must be sorted ascending");
+  if (!std::is_sorted(x.begin(), x.end())) throw Error(std::string(fn) + ": the sample must be sorted ascending");
 }
 
 // ---- Durbin matrix, Marsaglia-Tsang-Wang evaluation: P(D_n < d) ------------------------------
@@ -83,8 +82,8 @@ double durbin_cdf(std::uint64_t n, double d) {
   }
   const double entry = result.a[std::size_t(k - 1) * m + (k - 1)];
   if (!(entry > 0.0)) return 0.0;
-  const double logp = std::log(entry) + double(result.exponent) * std::numbers::ln2 +
-                      std::lgamma(double(n) + 1.0) - double(n) * std::log(double(n));
+  const double logp = std::log(entry) + double(result.exponent) * std::numbers::ln2 + std::lgamma(double(n) + 1.0) -
+                      double(n) * std::log(double(n));
   return std::clamp(std::exp(logp), 0.0, 1.0);
 }
 
@@ -102,8 +101,7 @@ double pelz_good_cdf(std::uint64_t n, double x) {
     const double w = std::exp(-m2 * pi2 / (8.0 * z2));
     k0 += w;
     k1 += w * (-z2 + pi2 * m2 / 4.0);
-    k2 += w * (6.0 * z6 + 2.0 * z4 + (2.0 * z4 - 5.0 * z2) * pi2 * m2 / 4.0 +
-               pi4 * (1.0 - 2.0 * z2) * m4 / 16.0);
+    k2 += w * (6.0 * z6 + 2.0 * z4 + (2.0 * z4 - 5.0 * z2) * pi2 * m2 / 4.0 + pi4 * (1.0 - 2.0 * z2) * m4 / 16.0);
     k3 += w * (-30.0 * z6 - 90.0 * z8 + pi2 * (135.0 * z4 - 96.0 * z6) * m2 / 4.0 +
                pi4 * (-60.0 * z2 + 212.0 * z4) * m4 / 16.0 + pi6 * (5.0 - 30.0 * z2) * m6 / 64.0);
   }
@@ -159,8 +157,10 @@ double loglik(const Sid& d, MagnitudePasses& passes, const MagnitudeStats& s) {
   return std::visit(
       [&](const auto& v) -> double {
         using T = std::decay_t<decltype(v)>;
-        if constexpr (std::is_same_v<T, GeneralizedPareto>) return 0.0;  // handled above
-        else return loglik(v, s);
+        if constexpr (std::is_same_v<T, GeneralizedPareto>)
+          return 0.0;  // handled above
+        else
+          return loglik(v, s);
       },
       d);
 }
@@ -243,8 +243,7 @@ double ks_pvalue(double d, std::uint64_t n) {
   // the smallest subnormal double, so it is 0 exactly as a double, without summing n terms.
   if (2.0 * nd2 > 746.0) return 0.0;
   if (d >= 0.5 || nd2 >= (n <= 140 ? 4.0 : 2.2)) return std::min(1.0, 2.0 * smirnov_sf(n, d));
-  if (n <= 140 || (n <= 100000 && nn * std::pow(d, 1.5) <= 1.4))
-    return std::clamp(1.0 - durbin_cdf(n, d), 0.0, 1.0);
+  if (n <= 140 || (n <= 100000 && nn * std::pow(d, 1.5) <= 1.4)) return std::clamp(1.0 - durbin_cdf(n, d), 0.0, 1.0);
   return std::clamp(1.0 - pelz_good_cdf(n, d), 0.0, 1.0);
 }
 
@@ -284,9 +283,7 @@ double segment_start(std::uint64_t s) { return std::bit_cast<double>(s << kSegme
 // d/dx ln f(x) for x > 0 in the support: what turns slopes into curvatures below.
 double score(const Exponential& d, double) { return -1.0 / d.beta(); }
 double score(const Gamma& d, double x) { return (d.alpha() - 1.0) / x - 1.0 / d.beta(); }
-double score(const GeneralizedPareto& d, double x) {
-  return -(1.0 + d.xi()) / (d.sigma() + d.xi() * x);
-}
+double score(const GeneralizedPareto& d, double x) { return -(1.0 + d.xi()) / (d.sigma() + d.xi() * x); }
 double score(const Normal& d, double x) { return -(x - d.mu()) / (d.sigma() * d.sigma()); }
 
 // y, y' and y'' of F, ln F and ln S at one end of a segment. With f = F', s = (ln f)':
@@ -349,11 +346,8 @@ struct Segment {
 };
 
 bool agrees(const CdfPoint& a, const CdfPoint& b) {
-  auto close = [](double x, double y, double scale) {
-    return std::fabs(x - y) <= kSegmentTolerance * scale;
-  };
-  return close(a.cdf, b.cdf, 1.0) &&
-         close(a.log_cdf, b.log_cdf, std::max(1.0, std::fabs(b.log_cdf))) &&
+  auto close = [](double x, double y, double scale) { return std::fabs(x - y) <= kSegmentTolerance * scale; };
+  return close(a.cdf, b.cdf, 1.0) && close(a.log_cdf, b.log_cdf, std::max(1.0, std::fabs(b.log_cdf))) &&
          close(a.log_sf, b.log_sf, std::max(1.0, std::fabs(b.log_sf)));
 }
 
@@ -377,8 +371,7 @@ struct EdfAccumulator {
 };
 
 template <class Law>
-EdfChunk edf_chunk(const Law& law, std::span<const double> x, std::size_t begin, std::size_t end,
-                   EdfEvaluation how) {
+EdfChunk edf_chunk(const Law& law, std::span<const double> x, std::size_t begin, std::size_t end, EdfEvaluation how) {
   EdfAccumulator acc{double(x.size()), {}};
   auto exactly = [&](std::size_t from, std::size_t to) {
     CdfPoint p;

@@ -15,13 +15,11 @@ void validate(const FitReportOptions& o) {
   auto known = [](const std::vector<std::string>& all, const std::string& v) {
     return std::find(all.begin(), all.end(), v) != all.end();
   };
-  auto list = [](const std::vector<std::string>& all) {
-    return join(all, ", ");
-  };
+  auto list = [](const std::vector<std::string>& all) { return join(all, ", "); };
   for (const auto& d : o.dists)
     if (!known(all_dists(), d)) throw Error("unknown distribution '" + d + "': use " + list(all_dists()));
   for (const auto& m : o.methods) threshold_method(m);  // gs::Error listing the known ones
-  for (double r : o.densities) check_density(r);  // (0, 1], as every compressor takes
+  for (double r : o.densities) check_density(r);        // (0, 1], as every compressor takes
   if (o.stages < 0) throw Error("SIDCo stages must be at least 1 (or 0: by density)");
   if (o.ks_max_points == 0) throw Error("the KS sample size must be at least 1");
 }
@@ -85,7 +83,7 @@ FitReport fit_report(MagnitudePasses& passes, const FitReportOptions& o) {
       for (double density : o.densities) f.tail.push_back(tail_check(d, passes, s, density));
       f.qq = qq_points(d, sample, o.qq_points);
     } catch (const DeviceFailure&) {
-      throw;  // the machine failed, not the fit: never a row (see below)
+      throw;                             // the machine failed, not the fit: never a row (see below)
     } catch (const std::exception& e) {  // gs::Error, or a numerical failure of Boost.Math
       f.error = e.what();
     }

@@ -19,8 +19,7 @@ std::uint64_t count_selected(MagnitudePasses& passes, double threshold) {
   return passes.count_above(selection_bound(threshold));
 }
 
-ThresholdResult counted_threshold(std::string method, MagnitudePasses& passes, double density,
-                                  double eta, int stages) {
+ThresholdResult counted_threshold(std::string method, MagnitudePasses& passes, double density, double eta, int stages) {
   ThresholdResult r;
   r.method = std::move(method);
   r.density = density;
@@ -122,10 +121,17 @@ bool SidcoStages::first(const MagnitudeStats& s) {
   if (p_.failure == SidcoFitFailure::none) return more;
   // The fit's own error, which says what was wrong with the values.
   switch (p_.failure) {
-    case SidcoFitFailure::exponential: (void)fit_exponential(s); break;
-    case SidcoFitFailure::gpareto_moments: (void)fit_gpareto_moments(s); break;
-    case SidcoFitFailure::gamma_closed_form: (void)fit_gamma_closed_form(s); break;
-    case SidcoFitFailure::none: break;
+    case SidcoFitFailure::exponential:
+      (void)fit_exponential(s);
+      break;
+    case SidcoFitFailure::gpareto_moments:
+      (void)fit_gpareto_moments(s);
+      break;
+    case SidcoFitFailure::gamma_closed_form:
+      (void)fit_gamma_closed_form(s);
+      break;
+    case SidcoFitFailure::none:
+      break;
   }
   throw Error(std::string(name()) + ": stage 1's fit has no valid parameters on these values (mean " +
               std::to_string(s.mean()) + ", " + std::to_string(s.count) + " non-zero values)");
@@ -156,15 +162,14 @@ SidcoStages run_stages(MagnitudePasses& passes, double density, SidcoVariant var
   SidcoStages plan(passes.size(), density, variant, stages, recount);
   plan.set_scale(scale);
   bool more = plan.first(passes.stats_light(plan.first_fields()));
-  while (more)
-    more = plan.tail(passes.stats_above_light(plan.threshold(), plan.threshold(), plan.tail_fields()));
+  while (more) more = plan.tail(passes.stats_above_light(plan.threshold(), plan.threshold(), plan.tail_fields()));
   return plan;
 }
 
 }  // namespace
 
-ThresholdResult sidco_estimate(MagnitudePasses& passes, double density, SidcoVariant variant,
-                               int stages, bool recount) {
+ThresholdResult sidco_estimate(MagnitudePasses& passes, double density, SidcoVariant variant, int stages,
+                               bool recount) {
   const SidcoStages plan = run_stages(passes, density, variant, stages, recount);
   ThresholdResult r;
   r.method = std::string(plan.name());
@@ -174,8 +179,8 @@ ThresholdResult sidco_estimate(MagnitudePasses& passes, double density, SidcoVar
   return r;
 }
 
-ThresholdResult sidco_threshold(MagnitudePasses& passes, double density, SidcoVariant variant,
-                                int stages, SidcoRule rule) {
+ThresholdResult sidco_threshold(MagnitudePasses& passes, double density, SidcoVariant variant, int stages,
+                                SidcoRule rule) {
   const SidcoStages plan = run_stages(passes, density, variant, stages, rule.recount, rule.scale);
   const std::string name(plan.name());
   const double eta = plan.threshold();
@@ -281,8 +286,7 @@ double SidcoTopkBound::first(std::span<const float> sample) {
     const std::size_t begin = r * kLineLength, end = std::min(sample.size(), begin + kLineLength);
     int c = 0;
 #pragma omp simd reduction(+ : c)
-    for (std::size_t i = begin; i < end; ++i)
-      c += std::fabs(sample[i]) >= q && std::isfinite(sample[i]) ? 1 : 0;
+    for (std::size_t i = begin; i < end; ++i) c += std::fabs(sample[i]) >= q && std::isfinite(sample[i]) ? 1 : 0;
     sum_c += c;
     sum_cc += double(c) * c;
   }
@@ -328,8 +332,8 @@ ThresholdResult sidco_topk_threshold(MagnitudePasses& passes, double density, in
   const std::uint64_t finite = s.count + s.zeros;
   if (plan.k() > finite) {
     std::ostringstream os;
-    os << "sidco-topk: k = " << plan.k() << " exceeds the " << finite << " finite values ("
-       << s.nonfinite << " non-finite): lower the ratio";
+    os << "sidco-topk: k = " << plan.k() << " exceeds the " << finite << " finite values (" << s.nonfinite
+       << " non-finite): lower the ratio";
     throw Error(os.str());
   }
   while (!plan.holds(passes.count_above(bound), finite)) bound = plan.lower();
@@ -400,7 +404,10 @@ ThresholdResult redsync_threshold(MagnitudePasses& passes, double density) {
     const std::uint64_t nnz = count_selected(passes, eta);
     ++steps;
     if (nnz > k && nnz < 2 * k) break;
-    if (2 * nnz < k) r = t; else l = t;
+    if (2 * nnz < k)
+      r = t;
+    else
+      l = t;
   }
   return counted_threshold("redsync", passes, density, eta, steps);
 }
@@ -412,15 +419,19 @@ ThresholdResult gaussianksgd_threshold(MagnitudePasses& passes, double density) 
   int corrections = 0;
   for (; corrections < 3; ++corrections) {
     const std::uint64_t nnz = count_selected(passes, eta);
-    if (3 * nnz < 2 * k) eta *= 0.5;
-    else if (3 * nnz > 4 * k) eta *= 1.5;
-    else break;
+    if (3 * nnz < 2 * k)
+      eta *= 0.5;
+    else if (3 * nnz > 4 * k)
+      eta *= 1.5;
+    else
+      break;
   }
   return counted_threshold("gaussianksgd", passes, density, eta, 1 + corrections);
 }
 
 int default_sidco_stages(double density) {
-  if (!(density > 0.0 && density <= 1.0)) throw Error("SIDCo: density must lie in (0, 1], got " + std::to_string(density));
+  if (!(density > 0.0 && density <= 1.0))
+    throw Error("SIDCo: density must lie in (0, 1], got " + std::to_string(density));
   return std::max(1, int(std::lround(std::log10(1.0 / density))));
 }
 
@@ -440,8 +451,10 @@ int StageController::record(double achieved_density) {
   sum_ += achieved_density / density_;
   if (++count_ == 5) {
     const double estimate = sum_ / count_;
-    if (estimate > 1.2) --stages_;
-    else if (estimate < 0.8) ++stages_;
+    if (estimate > 1.2)
+      --stages_;
+    else if (estimate < 0.8)
+      ++stages_;
     stages_ = std::clamp(stages_, 1, max_stages_);
     sum_ = 0.0;
     count_ = 0;

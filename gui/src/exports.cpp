@@ -26,8 +26,7 @@ QString ratio_text(double density) { return QString::number(density, 'g', 6); }
 }  // namespace
 
 QString export_stem(const ExportContext& context) {
-  QString scope = context.scope == kModelScope ? QString("model")
-                                                : QString::fromStdString(context.scope);
+  QString scope = context.scope == kModelScope ? QString("model") : QString::fromStdString(context.scope);
   QString stem = QFileInfo(context.snapshot).completeBaseName();
   for (QString* part : {&stem, &scope})
     for (QChar& c : *part)
@@ -36,8 +35,7 @@ QString export_stem(const ExportContext& context) {
 }
 
 QString export_caption(const ExportContext& context) {
-  const QString scope = context.scope == kModelScope ? QString("whole model")
-                                                      : QString::fromStdString(context.scope);
+  const QString scope = context.scope == kModelScope ? QString("whole model") : QString::fromStdString(context.scope);
   return QString("%1, step %2, ratio %3").arg(scope).arg(context.step).arg(ratio_text(context.density));
 }
 
@@ -47,8 +45,7 @@ const QStringList& plot_export_names() {
 }
 
 const QStringList& csv_export_names() {
-  static const QStringList names{"thresholds", "histogram", "curves", "qq",
-                                 "ks",         "quality",   "stages"};
+  static const QStringList names{"thresholds", "histogram", "curves", "qq", "ks", "quality", "stages"};
   return names;
 }
 
@@ -67,8 +64,8 @@ QString plot_title_text(QCustomPlot* plot) {
   return title ? title->text() : QString();
 }
 
-std::vector<std::pair<QString, QString>> csv_exports(const VectorView* view,
-                                                     const TrainingSeries* series, double density) {
+std::vector<std::pair<QString, QString>> csv_exports(const VectorView* view, const TrainingSeries* series,
+                                                     double density) {
   QString thresholds = "method,density,n,threshold,selected,quality,stages,error\n";
   QString histogram = "bin_lo,bin_hi,count,density\n";
   QString curves = "dist,x,pdf\n";
@@ -77,40 +74,33 @@ std::vector<std::pair<QString, QString>> csv_exports(const VectorView* view,
     for (const auto& entry : view->report.thresholds) {
       const auto& t = entry.result;
       if (!same_density(t.density, density)) continue;
-      thresholds += QString("%1,%2,%3,%4,%5,%6,%7,%8\n")
-                        .arg(field(t.method), number(t.density), QString::number(view->n),
-                             number(t.threshold), QString::number(t.selected), number(t.quality),
-                             QString::number(t.stages), field(entry.error));
+      thresholds +=
+          QString("%1,%2,%3,%4,%5,%6,%7,%8\n")
+              .arg(field(t.method), number(t.density), QString::number(view->n), number(t.threshold),
+                   QString::number(t.selected), number(t.quality), QString::number(t.stages), field(entry.error));
     }
     const auto& h = view->histogram;
     for (std::size_t i = 0; i < h.counts.size(); ++i) {
       const double a = h.edge(i), b = h.edge(i + 1);
-      const double d = view->finite_nonzero
-                           ? double(h.counts[i]) / (double(view->finite_nonzero) * (b - a))
-                           : 0.0;
-      histogram += QString("%1,%2,%3,%4\n")
-                       .arg(number(a), number(b), QString::number(h.counts[i]), number(d));
+      const double d = view->finite_nonzero ? double(h.counts[i]) / (double(view->finite_nonzero) * (b - a)) : 0.0;
+      histogram += QString("%1,%2,%3,%4\n").arg(number(a), number(b), QString::number(h.counts[i]), number(d));
     }
     for (const auto& c : view->curves)
       for (std::size_t j = 0; j < c.x.size(); ++j)
         curves += QString("%1,%2,%3\n").arg(field(c.dist), number(c.x[j]), number(c.pdf[j]));
     for (const auto& f : view->report.fits)
       for (const auto& p : f.qq)
-        qq += QString("%1,%2,%3,%4\n")
-                  .arg(field(f.dist), number(p.probability), number(p.fitted), number(p.sample));
+        qq += QString("%1,%2,%3,%4\n").arg(field(f.dist), number(p.probability), number(p.fitted), number(p.sample));
   }
   QString ks = "step,dist,ks_D\n";
   QString quality = "step,method,density,quality\n";
   QString stages = "step,method,density,stages\n";
   if (series) {
-    for (const auto& p : series->ks)
-      ks += QString("%1,%2,%3\n").arg(p.step).arg(field(p.dist), number(p.ks_D));
+    for (const auto& p : series->ks) ks += QString("%1,%2,%3\n").arg(p.step).arg(field(p.dist), number(p.ks_D));
     for (const auto& p : series->methods) {
       if (!same_density(p.density, density)) continue;
-      quality += QString("%1,%2,%3,%4\n").arg(p.step).arg(field(p.method), number(p.density),
-                                                            number(p.quality));
-      stages += QString("%1,%2,%3,%4\n").arg(p.step).arg(field(p.method), number(p.density),
-                                                           QString::number(p.stages));
+      quality += QString("%1,%2,%3,%4\n").arg(p.step).arg(field(p.method), number(p.density), number(p.quality));
+      stages += QString("%1,%2,%3,%4\n").arg(p.step).arg(field(p.method), number(p.density), QString::number(p.stages));
     }
   }
   const QString texts[] = {thresholds, histogram, curves, qq, ks, quality, stages};

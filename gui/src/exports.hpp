@@ -42,8 +42,8 @@ QString plot_title_text(QCustomPlot* plot);
 // The CSV files (name as in csv_export_names, text) of what the window shows: the threshold table
 // and histogram, fitted curves and QQ points of `view`, and the KS, quality and stages series at
 // `density` of `series`. A null view or series gives header-only files.
-std::vector<std::pair<QString, QString>> csv_exports(const VectorView* view,
-                                                     const TrainingSeries* series, double density);
+std::vector<std::pair<QString, QString>> csv_exports(const VectorView* view, const TrainingSeries* series,
+                                                     double density);
 
 // Writes text to path; false with *error set when it cannot.
 bool write_text_file(const QString& path, const QString& text, QString* error);

@@ -43,8 +43,7 @@ void offscreen_for_batch(int argc, char** argv) {
 // The command line, parsed and checked.
 struct Cli {
   QString file, analysis, screenshot, layer, csv_dir;
-  bool live = false, shot = false, csv = false, force = false, has_layer = false, has_step = false,
-       has_ratio = false;
+  bool live = false, shot = false, csv = false, force = false, has_layer = false, has_step = false, has_ratio = false;
   double ratio = 0.0;
   qlonglong step = 0;
   std::string backend;
@@ -52,18 +51,21 @@ struct Cli {
 };
 
 void add_options(QCommandLineParser& parser) {
-  parser.setApplicationDescription(
-      "Gradient distributions and threshold estimates of a gradscope snapshot file.");
+  parser.setApplicationDescription("Gradient distributions and threshold estimates of a gradscope snapshot file.");
   parser.addHelpOption();
   parser.addVersionOption();
   parser.addPositionalArgument("FILE", "snapshot file (gradscope capture / train --record)", "[FILE]");
   parser.addOptions({
-      {"analysis", "analysis file of FILE (default: FILE's stem + .analysis.h5 when it exists); "
-                   "refused when it is not an analysis of FILE", "A.h5"},
+      {"analysis",
+       "analysis file of FILE (default: FILE's stem + .analysis.h5 when it exists); "
+       "refused when it is not an analysis of FILE",
+       "A.h5"},
       {"live", "follow FILE while it is being written"},
       {"screenshot", "render the window offscreen to OUT.png and exit", "OUT.png"},
-      {"export-csv", "write the threshold table and every plotted series as CSV files "
-                     "(FILESTEM-LAYER-stepS-rR-NAME.csv) into DIR and exit", "DIR"},
+      {"export-csv",
+       "write the threshold table and every plotted series as CSV files "
+       "(FILESTEM-LAYER-stepS-rR-NAME.csv) into DIR and exit",
+       "DIR"},
       {"layer", "layer to show (\"(model)\": the whole model)", "NAME"},
       {"step", "training step to show (default: the last)", "S"},
       {"ratio", "target density of the thresholds (default 0.01)", "R"},
@@ -114,11 +116,16 @@ int read_cli(const QCommandLineParser& parser, Cli& cli) {
 // Whether the command line holds one of the options QApplication takes for itself (-style NAME,
 // -platform NAME, ...): only QApplication can tell those from mistakes.
 bool has_qt_option(int argc, char** argv) {
-  static const char* const qt_options[] = {
-      "platform", "platformpluginpath", "platformtheme", "plugin",   "qwindowgeometry",
-      "qwindowicon", "qwindowtitle",  "reverse",       "session",  "style",
-      "stylesheet", "widgetcount",    "display",       "geometry", "qmljsdebugger",
-      "nograb",     "dograb",         "name",          "title",    "visual"};
+  static const char* const qt_options[] = {"platform",        "platformpluginpath",
+                                           "platformtheme",   "plugin",
+                                           "qwindowgeometry", "qwindowicon",
+                                           "qwindowtitle",    "reverse",
+                                           "session",         "style",
+                                           "stylesheet",      "widgetcount",
+                                           "display",         "geometry",
+                                           "qmljsdebugger",   "nograb",
+                                           "dograb",          "name",
+                                           "title",           "visual"};
   for (int i = 1; i < argc; ++i) {
     const char* a = argv[i];
     if (a[0] != '-') continue;
@@ -147,8 +154,7 @@ int batch(QApplication& app, gs::gui::MainWindow& window, const Cli& cli) {
   if (cli.csv) {
     if (!QDir().mkpath(cli.csv_dir)) return fail("could not create the folder " + cli.csv_dir);
     for (const QString& path : window.csvExportPaths(cli.csv_dir))
-      if (QFileInfo::exists(path) && !cli.force)
-        return fail(path + " exists; pass --force to overwrite it", 2);
+      if (QFileInfo::exists(path) && !cli.force) return fail(path + " exists; pass --force to overwrite it", 2);
   }
   int code = 0;
   QObject::connect(&window, &gs::gui::MainWindow::failed, &app, [&](const QString& message) {
@@ -164,9 +170,8 @@ int batch(QApplication& app, gs::gui::MainWindow& window, const Cli& cli) {
           code = fail("could not write " + cli.screenshot);
         } else {
           std::printf("%s: first plot after %.2f s, all plots after %.2f s; wrote %s (%dx%d)\n",
-                      cli.file.toLocal8Bit().constData(), window.firstPlotSeconds(),
-                      window.allPlotsSeconds(), cli.screenshot.toLocal8Bit().constData(),
-                      pixmap.width(), pixmap.height());
+                      cli.file.toLocal8Bit().constData(), window.firstPlotSeconds(), window.allPlotsSeconds(),
+                      cli.screenshot.toLocal8Bit().constData(), pixmap.width(), pixmap.height());
         }
       }
       if (cli.csv && code == 0) {
@@ -204,8 +209,7 @@ int main(int argc, char** argv) {
   const bool parsed = parser.parse(args);
   if (parsed) {
     if (parser.isSet("help") || parser.isSet("help-all")) {
-      std::fputs(parser.helpText().replace("<executable_name>", "gradscope-gui").toLocal8Bit().constData(),
-                 stdout);
+      std::fputs(parser.helpText().replace("<executable_name>", "gradscope-gui").toLocal8Bit().constData(), stdout);
       return 0;
     }
     if (parser.isSet("version")) {

@@ -36,8 +36,7 @@
 
 namespace gs::gui {
 
-MainWindow::MainWindow(ViewOptions options, QWidget* parent)
-    : QMainWindow(parent), options_(std::move(options)) {
+MainWindow::MainWindow(ViewOptions options, QWidget* parent) : QMainWindow(parent), options_(std::move(options)) {
   setWindowTitle("gradscope");
   buildUi();
   buildMenus();
@@ -46,10 +45,8 @@ MainWindow::MainWindow(ViewOptions options, QWidget* parent)
   connect(&step_debounce_, &QTimer::timeout, this, [this] { requestView(); });
   live_timer_.setInterval(1000);
   connect(&live_timer_, &QTimer::timeout, this, [this] { pollLive(); });
-  connect(&view_watcher_, &QFutureWatcher<ViewJobResult>::finished, this,
-          [this] { viewFinished(); });
-  connect(&series_watcher_, &QFutureWatcher<SeriesJobResult>::finished, this,
-          [this] { seriesFinished(); });
+  connect(&view_watcher_, &QFutureWatcher<ViewJobResult>::finished, this, [this] { viewFinished(); });
+  connect(&series_watcher_, &QFutureWatcher<SeriesJobResult>::finished, this, [this] { seriesFinished(); });
   // Fits a 1366x768 laptop screen and a 720p capture; docs/gui.md's screenshot is this size.
   resize(1280, 720);
 }
@@ -94,8 +91,7 @@ void MainWindow::buildToolbar() {
   slider_->setToolTip("Recorded step (PageUp/PageDown, Home/End)");
   toolbar->addWidget(slider_);
   step_label_ = new QLabel(" no file ");
-  step_label_->setMinimumWidth(
-      step_label_->fontMetrics().horizontalAdvance(" step 999999999  (9999 of 9999) "));
+  step_label_->setMinimumWidth(step_label_->fontMetrics().horizontalAdvance(" step 999999999  (9999 of 9999) "));
   toolbar->addWidget(step_label_);
   toolbar->addSeparator();
   toolbar->addWidget(new QLabel(" Ratio "));
@@ -219,13 +215,13 @@ std::vector<QCustomPlot*> MainWindow::plots() const { return {hist_, qq_, ks_, q
 void MainWindow::buildMenus() {
   QMenu* file = menuBar()->addMenu("&File");
   file->addAction("&Open snapshot...", QKeySequence::Open, this, [this] {
-    const QString path = QFileDialog::getOpenFileName(this, "Open snapshot", QString(),
-                                                      "HDF5 snapshots (*.h5 *.hdf5);;All files (*)");
+    const QString path =
+        QFileDialog::getOpenFileName(this, "Open snapshot", QString(), "HDF5 snapshots (*.h5 *.hdf5);;All files (*)");
     if (!path.isEmpty()) openSnapshot(path);
   });
   file->addAction("Open &analysis file...", QKeySequence(Qt::CTRL | Qt::Key_A), this, [this] {
-    const QString path = QFileDialog::getOpenFileName(
-        this, "Open analysis file", QString(), "Analysis files (*.h5 *.hdf5);;All files (*)");
+    const QString path = QFileDialog::getOpenFileName(this, "Open analysis file", QString(),
+                                                      "Analysis files (*.h5 *.hdf5);;All files (*)");
     if (!path.isEmpty()) openAnalysis(path);
   });
   file->addSeparator();
@@ -241,8 +237,7 @@ void MainWindow::buildMenus() {
   }
   file->addAction("Export all plots to &folder...", QKeySequence(Qt::CTRL | Qt::Key_E), this,
                   [this] { exportAllDialog(false); });
-  file->addAction("Export table and series as &CSV to folder...",
-                  QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_E), this,
+  file->addAction("Export table and series as &CSV to folder...", QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_E), this,
                   [this] { exportAllDialog(true); });
   file->addSeparator();
   file->addAction("&Quit", QKeySequence::Quit, this, [this] { close(); });
@@ -296,8 +291,7 @@ void MainWindow::fitSelectionPane() {
   // Columns as their contents and headers need, the frame, and room for a vertical scroll bar.
   auto needed = [this](QAbstractItemView* view, QHeaderView* header, int columns) {
     int w = 2 * view->frameWidth() + style()->pixelMetric(QStyle::PM_ScrollBarExtent) + 8;
-    for (int c = 0; c < columns; ++c)
-      w += std::max(view->sizeHintForColumn(c), header->sectionSizeHint(c));
+    for (int c = 0; c < columns; ++c) w += std::max(view->sizeHintForColumn(c), header->sectionSizeHint(c));
     return w;
   };
   const int want = std::max(needed(tree_, tree_->header(), tree_->columnCount()),
@@ -326,13 +320,9 @@ void MainWindow::clearError() {
 
 QString MainWindow::errorText() const { return error_; }
 
-double MainWindow::density() const {
-  return ratio_box_->count() ? ratio_box_->currentData().toDouble() : 0.0;
-}
+double MainWindow::density() const { return ratio_box_->count() ? ratio_box_->currentData().toDouble() : 0.0; }
 
-std::size_t MainWindow::stepCount() const {
-  return std::size_t(slider_->maximum()) + (reader_ ? 1 : 0);
-}
+std::size_t MainWindow::stepCount() const { return std::size_t(slider_->maximum()) + (reader_ ? 1 : 0); }
 
 bool MainWindow::openSnapshot(const QString& path, const QString& analysis) {
   // Open the new file before letting go of the one shown: a file that cannot be opened leaves the
@@ -347,8 +337,7 @@ bool MainWindow::openSnapshot(const QString& path, const QString& analysis) {
                   "View > Follow live file, or open it again later");
   } catch (const std::exception& e) {
     showError(QString("Cannot open %1: %2%3")
-                  .arg(path, e.what(),
-                       reader_ ? " (still showing " + QFileInfo(path_).fileName() + ")" : ""));
+                  .arg(path, e.what(), reader_ ? " (still showing " + QFileInfo(path_).fileName() + ")" : ""));
     return false;
   }
   if (series_cancel_) *series_cancel_ = true;
@@ -407,8 +396,7 @@ bool MainWindow::openAnalysis(const QString& path) {
     const double keep = density();
     std::vector<double> all = options_.report.densities;
     for (double r : densities)
-      if (std::none_of(all.begin(), all.end(), [r](double a) { return std::abs(a - r) <= 1e-9 * r; }))
-        all.push_back(r);
+      if (std::none_of(all.begin(), all.end(), [r](double a) { return std::abs(a - r) <= 1e-9 * r; })) all.push_back(r);
     options_.report.densities = all;
     fillRatios(all);
     if (keep > 0) selectRatio(keep);
@@ -416,11 +404,10 @@ bool MainWindow::openAnalysis(const QString& path) {
       status_label_->setText("Analysis file " + QFileInfo(path).fileName() + " " + analysis_note_);
   } catch (const std::exception& e) {
     // Kept in the banner until another file is opened: the plots would not say it.
-    analysis_error_ =
-        QString("Cannot use analysis file %1: %2 (the series over training come from the %3)")
-            .arg(path, e.what(),
-                 analysis_file_.isEmpty() ? QString("snapshot")
-                                          : "analysis file " + QFileInfo(analysis_file_).fileName());
+    analysis_error_ = QString("Cannot use analysis file %1: %2 (the series over training come from the %3)")
+                          .arg(path, e.what(),
+                               analysis_file_.isEmpty() ? QString("snapshot")
+                                                        : "analysis file " + QFileInfo(analysis_file_).fileName());
     showError(analysis_error_);
     requestSeries();  // the cancelled series, from the source kept
     return false;

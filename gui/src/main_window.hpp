@@ -64,16 +64,16 @@ class MainWindow : public QMainWindow {
   // shown, the series keeping their source) when it cannot be read or is no analysis of the
   // snapshot (another model, other layers or another recording: match_analysis).
   bool openAnalysis(const QString& path);
-  QString analysisFile() const { return analysis_file_; }  // in use; empty: none
-  QString analysisNote() const { return analysis_note_; }  // how its steps differ, or empty
+  QString analysisFile() const { return analysis_file_; }    // in use; empty: none
+  QString analysisNote() const { return analysis_note_; }    // how its steps differ, or empty
   QString analysisError() const { return analysis_error_; }  // why the last one was refused
   // Selections; false (with the message shown) when the scope, step or density is not there.
-  bool selectScope(const QString& scope);      // a layer name or "(model)"
+  bool selectScope(const QString& scope);       // a layer name or "(model)"
   bool selectStep(std::int64_t training_step);  // a recorded step
   // Added to the chooser when new; a density the series lack (a new one, or one the analysis
   // file lacks) is computed from the snapshot.
   bool selectRatio(double density);
-  void setLive(bool on);                        // follow a file that is still being written
+  void setLive(bool on);  // follow a file that is still being written
 
   // What is shown, for exported file names and titles (the view's scope and step once drawn,
   // else the selection's).
@@ -136,7 +136,7 @@ class MainWindow : public QMainWindow {
   void redrawView();
   void showHistogramFirst(std::uint64_t generation, std::shared_ptr<const VectorView> partial);
   void redrawSeries();
-  bool seriesShowable() const;                // series_ is of the scope shown
+  bool seriesShowable() const;  // series_ is of the scope shown
   bool seriesHasDensity(double density) const;
   // "computing n of N" in the plots over training that wait for the series job.
   void showSeriesProgress(int done, int total);
@@ -146,7 +146,7 @@ class MainWindow : public QMainWindow {
   void exportPlotDialog(QCustomPlot* plot);
   void exportAllDialog(bool csv);
   bool mayReplace(const QStringList& paths);  // asks when some exist
-  void updateCaptions();  // titles and suggested export names follow what is shown
+  void updateCaptions();                      // titles and suggested export names follow what is shown
   void maybeIdle();
   std::vector<QCustomPlot*> plots() const;
 
@@ -162,7 +162,7 @@ class MainWindow : public QMainWindow {
   QFutureWatcher<ViewJobResult> view_watcher_;
   QFutureWatcher<SeriesJobResult> series_watcher_;
   std::shared_ptr<std::atomic<bool>> series_cancel_;
-  bool series_deferred_ = false;  // waits for the view job: the first plot comes first
+  bool series_deferred_ = false;            // waits for the view job: the first plot comes first
   int series_done_ = 0, series_total_ = 0;  // the running series job's progress
   // From startSeries() to seriesFinished(): the job's progress, queued before its end, is shown
   // even when the worker is already done (isRunning() would drop it).
@@ -185,8 +185,7 @@ class MainWindow : public QMainWindow {
   ElidedLabel* status_label_ = nullptr;
   QProgressBar* progress_ = nullptr;
   QAction* live_action_ = nullptr;
-  QCustomPlot *hist_ = nullptr, *qq_ = nullptr, *ks_ = nullptr, *quality_ = nullptr,
-              *stages_ = nullptr;
+  QCustomPlot *hist_ = nullptr, *qq_ = nullptr, *ks_ = nullptr, *quality_ = nullptr, *stages_ = nullptr;
 };
 
 }  // namespace gs::gui

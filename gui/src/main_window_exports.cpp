@@ -16,17 +16,17 @@ namespace gs::gui {
 void MainWindow::exportPlotDialog(QCustomPlot* plot) {
   // The dialog asks before it replaces a file.
   const QString suggested = plot->property("gs_export_name").toString();
-  const QString path = QFileDialog::getSaveFileName(
-      this, "Export plot", (suggested.isEmpty() ? QString("plot") : suggested) + ".png",
-      "PNG image (*.png);;PDF document (*.pdf)");
+  const QString path =
+      QFileDialog::getSaveFileName(this, "Export plot", (suggested.isEmpty() ? QString("plot") : suggested) + ".png",
+                                   "PNG image (*.png);;PDF document (*.pdf)");
   if (path.isEmpty()) return;
   QString error;
   if (!export_plot(plot, path, &error)) showError(error);
 }
 
 void MainWindow::exportAllDialog(bool csv) {
-  const QString dir = QFileDialog::getExistingDirectory(
-      this, csv ? "Export table and series as CSV to" : "Export all plots to");
+  const QString dir =
+      QFileDialog::getExistingDirectory(this, csv ? "Export table and series as CSV to" : "Export all plots to");
   if (dir.isEmpty()) return;
   if (!mayReplace(csv ? csvExportPaths(dir) : plotExportPaths(dir))) return;
   if (csv)
@@ -45,8 +45,7 @@ bool MainWindow::mayReplace(const QStringList& paths) {
                                    .arg(existing.size())
                                    .arg(paths.size())
                                    .arg(existing.first()),
-                               QMessageBox::Yes | QMessageBox::No,
-                               QMessageBox::No) == QMessageBox::Yes;
+                               QMessageBox::Yes | QMessageBox::No, QMessageBox::No) == QMessageBox::Yes;
 }
 
 ExportContext MainWindow::exportContext() const {

@@ -33,15 +33,13 @@ QString threshold_text(double v) { return std::isfinite(v) ? QString::number(v, 
 }  // namespace
 
 bool MainWindow::busy() const {
-  return view_watcher_.isRunning() || series_watcher_.isRunning() || step_debounce_.isActive() ||
-         series_deferred_;
+  return view_watcher_.isRunning() || series_watcher_.isRunning() || step_debounce_.isActive() || series_deferred_;
 }
 
 void MainWindow::maybeIdle() {
   if (view_watcher_.isRunning() || series_watcher_.isRunning()) return;
   progress_->hide();
-  if (all_plots_seconds_ < 0 && view_ && series_)
-    all_plots_seconds_ = double(open_clock_.nsecsElapsed()) * 1e-9;
+  if (all_plots_seconds_ < 0 && view_ && series_) all_plots_seconds_ = double(open_clock_.nsecsElapsed()) * 1e-9;
   if (!step_debounce_.isActive()) emit idle();
 }
 
@@ -52,10 +50,7 @@ void MainWindow::updateStepLabel() {
     std::lock_guard lock(hdf5_mutex());
     if (row_ < reader_->steps().size()) step = reader_->steps()[row_].step;
   }
-  step_label_->setText(QString(" step %1  (%2 of %3) ")
-                           .arg(step)
-                           .arg(row_ + 1)
-                           .arg(slider_->maximum() + 1));
+  step_label_->setText(QString(" step %1  (%2 of %3) ").arg(step).arg(row_ + 1).arg(slider_->maximum() + 1));
 }
 
 // ---- the selected step ------------------------------------------------------------------------
@@ -86,14 +81,14 @@ void MainWindow::startView() {
       {
         std::lock_guard lock(hdf5_mutex());
         step = reader->steps().at(row).step;
-        g = scope == kModelScope ? reader->read_model(row)
-                                 : reader->read(row, reader->layer_index(scope));
+        g = scope == kModelScope ? reader->read_model(row) : reader->read(row, reader->layer_index(scope));
       }
       // The histogram is one pass: show it while the fits (many passes) run.
       auto view = std::make_shared<VectorView>(histogram_view(g, scope, step, options));
       auto partial = std::make_shared<const VectorView>(*view);
       QMetaObject::invokeMethod(
-          self, [self, generation, partial] {
+          self,
+          [self, generation, partial] {
             if (self) self->showHistogramFirst(generation, partial);
           },
           Qt::QueuedConnection);
@@ -106,8 +101,7 @@ void MainWindow::startView() {
   }));
 }
 
-void MainWindow::showHistogramFirst(std::uint64_t generation,
-                                    std::shared_ptr<const VectorView> partial) {
+void MainWindow::showHistogramFirst(std::uint64_t generation, std::shared_ptr<const VectorView> partial) {
   if (generation != view_generation_ || !view_watcher_.isRunning()) return;
   plot_histogram(hist_, *partial, density());
   if (first_plot_seconds_ < 0) first_plot_seconds_ = double(open_clock_.nsecsElapsed()) * 1e-9;
@@ -167,8 +161,7 @@ void MainWindow::fillTable() {
     table_->insertRow(row);
     auto cell = [&](int col, const QString& text) {
       auto* item = new QTableWidgetItem(text);
-      item->setTextAlignment(col == 0 ? Qt::AlignLeft | Qt::AlignVCenter
-                                      : Qt::AlignRight | Qt::AlignVCenter);
+      item->setTextAlignment(col == 0 ? Qt::AlignLeft | Qt::AlignVCenter : Qt::AlignRight | Qt::AlignVCenter);
       table_->setItem(row, col, item);
       return item;
     };
@@ -223,16 +216,18 @@ void MainWindow::startSeries() {
   const std::uint64_t generation = series_generation_;
   QPointer<MainWindow> self = this;
   auto progress = [self, generation](int done, int total) {
-    QMetaObject::invokeMethod(self, [self, generation, done, total] {
-      if (self && generation == self->series_generation_) self->showSeriesProgress(done, total);
-    }, Qt::QueuedConnection);
+    QMetaObject::invokeMethod(
+        self,
+        [self, generation, done, total] {
+          if (self && generation == self->series_generation_) self->showSeriesProgress(done, total);
+        },
+        Qt::QueuedConnection);
   };
   series_watcher_.setFuture(QtConcurrent::run([source, cancel, scope, shown, generation, progress] {
     SeriesJobResult out;
     out.generation = generation;
     try {
-      out.series =
-          std::make_shared<const TrainingSeries>(source->load(scope, shown, progress, *cancel));
+      out.series = std::make_shared<const TrainingSeries>(source->load(scope, shown, progress, *cancel));
     } catch (const std::exception& e) {
       out.error = QString("over training (%1): %2").arg(QString::fromStdString(scope), failure_text(e));
     }

@@ -25,8 +25,7 @@ void make_interactive(QCustomPlot* plot) {
     if (auto* graph = qobject_cast<QCPGraph*>(plot->plottableAt(pos, false, &index));
         graph && index >= 0 && index < graph->dataCount()) {
       const auto point = graph->data()->at(index);
-      text = QString("%1\nx = %2, y = %3")
-                 .arg(graph->name(), format_number(point->key), format_number(point->value));
+      text = QString("%1\nx = %2, y = %3").arg(graph->name(), format_number(point->key), format_number(point->value));
     }
     QToolTip::showText(event->globalPosition().toPoint(), text, plot);
   });
@@ -42,8 +41,7 @@ void make_interactive(QCustomPlot* plot) {
       const QString path = QFileDialog::getSaveFileName(plot, "Export plot", base + suffix, filter);
       if (path.isEmpty()) return;
       QString error;
-      if (!analyzer::plots::export_plot(plot, path, &error))
-        QMessageBox::warning(plot, "Export failed", error);
+      if (!analyzer::plots::export_plot(plot, path, &error)) QMessageBox::warning(plot, "Export failed", error);
     };
     menu.addAction("Export as PNG...", [save] { save("PNG image (*.png)", ".png"); });
     menu.addAction("Export as PDF...", [save] { save("PDF document (*.pdf)", ".pdf"); });

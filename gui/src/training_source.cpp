@@ -19,8 +19,7 @@ std::mutex& hdf5_mutex() {
 }
 
 bool has_density(const std::vector<double>& densities, double d) {
-  return std::any_of(densities.begin(), densities.end(),
-                     [d](double r) { return std::abs(r - d) <= 1e-9 * d; });
+  return std::any_of(densities.begin(), densities.end(), [d](double r) { return std::abs(r - d) <= 1e-9 * d; });
 }
 
 // ---- on the fly -------------------------------------------------------------------------------
@@ -28,22 +27,17 @@ bool has_density(const std::vector<double>& densities, double d) {
 SnapshotTrainingSource::SnapshotTrainingSource(std::shared_ptr<const data::SnapshotReader> reader,
                                                fitting::FitReportOptions options, std::string backend,
                                                std::size_t max_steps)
-    : reader_(std::move(reader)),
-      options_(std::move(options)),
-      backend_(std::move(backend)),
-      max_steps_(max_steps) {
+    : reader_(std::move(reader)), options_(std::move(options)), backend_(std::move(backend)), max_steps_(max_steps) {
   if (!reader_) throw Error("no snapshot to compute the series from");
   if (max_steps_ < 2) throw Error("the series needs at least 2 steps");
   options_.qq_points = 1;  // the series shows no QQ plot
 }
 
 std::string SnapshotTrainingSource::describe() const {
-  return "computed from the snapshot (fit_report, up to " + std::to_string(max_steps_) +
-         " steps)";
+  return "computed from the snapshot (fit_report, up to " + std::to_string(max_steps_) + " steps)";
 }
 
-std::vector<std::size_t> SnapshotTrainingSource::rows_for(std::size_t recorded,
-                                                          std::size_t max_steps) {
+std::vector<std::size_t> SnapshotTrainingSource::rows_for(std::size_t recorded, std::size_t max_steps) {
   std::vector<std::size_t> rows;
   if (recorded == 0) return rows;
   const std::size_t stride = (recorded + max_steps - 2) / (max_steps - 1);
@@ -52,21 +46,18 @@ std::vector<std::size_t> SnapshotTrainingSource::rows_for(std::size_t recorded,
   return rows;
 }
 
-TrainingSeries SnapshotTrainingSource::load(const std::string& scope, double density,
-                                            const SeriesProgress& progress,
+TrainingSeries SnapshotTrainingSource::load(const std::string& scope, double density, const SeriesProgress& progress,
                                             const std::atomic<bool>& cancel) {
   return visit(scope, density, true, progress, cancel);
 }
 
 TrainingSeries SnapshotTrainingSource::loadDensity(const std::string& scope, double density,
-                                                   const SeriesProgress& progress,
-                                                   const std::atomic<bool>& cancel) {
+                                                   const SeriesProgress& progress, const std::atomic<bool>& cancel) {
   return visit(scope, density, false, progress, cancel);
 }
 
 TrainingSeries SnapshotTrainingSource::visit(const std::string& scope, double density, bool fits,
-                                             const SeriesProgress& progress,
-                                             const std::atomic<bool>& cancel) {
+                                             const SeriesProgress& progress, const std::atomic<bool>& cancel) {
   TrainingSeries out;
   out.scope = scope;
   out.origin = describe();
@@ -103,12 +94,10 @@ TrainingSeries SnapshotTrainingSource::visit(const std::string& scope, double de
         StepEntry entry;
         auto passes = kernels::make_passes(values(), backend);
         const fitting::FitReport report = fitting::fit_report(*passes, options_);
-        for (const auto& f : report.fits)
-          entry.ks.push_back({step, f.dist, f.error.empty() ? f.ks_D : std::nan("")});
+        for (const auto& f : report.fits) entry.ks.push_back({step, f.dist, f.error.empty() ? f.ks_D : std::nan("")});
         for (const auto& t : report.thresholds)
           entry.methods.push_back({step, t.result.method, t.result.density,
-                                   t.error.empty() ? t.result.quality : std::nan(""),
-                                   t.result.stages});
+                                   t.error.empty() ? t.result.quality : std::nan(""), t.result.stages});
         it = cache_.emplace(key, std::move(entry)).first;
       }
       if (fits) out.ks.insert(out.ks.end(), it->second.ks.begin(), it->second.ks.end());
@@ -123,8 +112,8 @@ TrainingSeries SnapshotTrainingSource::visit(const std::string& scope, double de
         const fitting::FitReport report = fitting::fit_report(*passes, extra_options);
         std::vector<MethodPoint> points;
         for (const auto& t : report.thresholds)
-          points.push_back({step, t.result.method, t.result.density,
-                            t.error.empty() ? t.result.quality : std::nan(""), t.result.stages});
+          points.push_back({step, t.result.method, t.result.density, t.error.empty() ? t.result.quality : std::nan(""),
+                            t.result.stages});
         it = extra_.emplace(key, std::move(points)).first;
       }
       out.methods.insert(out.methods.end(), it->second.begin(), it->second.end());
@@ -168,31 +157,28 @@ std::string first_layer_difference(const data::SnapshotReader& snapshot,
 
 }  // namespace
 
-AnalysisMatch match_analysis(const data::SnapshotReader& snapshot,
-                             const analyzer::AnalysisReader& analysis) {
+AnalysisMatch match_analysis(const data::SnapshotReader& snapshot, const analyzer::AnalysisReader& analysis) {
   AnalysisMatch out;
   const analyzer::SourceIdentity& made_of = analysis.source();
   const data::SnapshotMeta& meta = snapshot.meta();
   if (made_of.model != meta.model) {
-    out.mismatch = "it was made of model '" + made_of.model + "', the snapshot records model '" +
-                   meta.model + "'";
+    out.mismatch = "it was made of model '" + made_of.model + "', the snapshot records model '" + meta.model + "'";
     return out;
   }
   std::vector<std::pair<std::string, std::vector<std::int64_t>>> shapes;
   for (const auto& l : snapshot.layers()) shapes.emplace_back(l.name, l.shape);
-  const analyzer::SourceIdentity mine =
-      analyzer::source_identity(snapshot.path(), meta.created, shapes, meta.model);
+  const analyzer::SourceIdentity mine = analyzer::source_identity(snapshot.path(), meta.created, shapes, meta.model);
   if (mine.layers_hash != made_of.layers_hash) {
     out.mismatch = first_layer_difference(snapshot, analysis.vectors());
     if (out.mismatch.empty())
-      out.mismatch = "its layer shapes differ from the snapshot's (layers hash " +
-                     made_of.layers_hash + ", the snapshot's " + mine.layers_hash + ")";
+      out.mismatch = "its layer shapes differ from the snapshot's (layers hash " + made_of.layers_hash +
+                     ", the snapshot's " + mine.layers_hash + ")";
     return out;
   }
   // Same model and layers, but another capture: its numbers describe other gradients.
   if (made_of.created != meta.created) {
-    out.mismatch = "it was made of another recording (created " + made_of.created +
-                   "), the snapshot was created " + meta.created;
+    out.mismatch =
+        "it was made of another recording (created " + made_of.created + "), the snapshot was created " + meta.created;
     return out;
   }
   std::set<std::int64_t> recorded, analysed;
@@ -208,17 +194,15 @@ AnalysisMatch match_analysis(const data::SnapshotReader& snapshot,
   for (std::int64_t s : analysed)
     if (!recorded.count(s) && !first_extra) first_extra = s;
   if (first_missing)
-    out.note = "covers " + std::to_string(common) + " of the snapshot's " +
-               std::to_string(recorded.size()) + " recorded steps (step " +
-               std::to_string(*first_missing) + " is not analysed)";
+    out.note = "covers " + std::to_string(common) + " of the snapshot's " + std::to_string(recorded.size()) +
+               " recorded steps (step " + std::to_string(*first_missing) + " is not analysed)";
   if (first_extra)
-    out.note += std::string(out.note.empty() ? "" : "; ") + "has steps the snapshot lacks (first: " +
-                std::to_string(*first_extra) + ")";
+    out.note += std::string(out.note.empty() ? "" : "; ") +
+                "has steps the snapshot lacks (first: " + std::to_string(*first_extra) + ")";
   return out;
 }
 
-AnalysisTrainingSource::AnalysisTrainingSource(std::filesystem::path path,
-                                               const data::SnapshotReader& snapshot,
+AnalysisTrainingSource::AnalysisTrainingSource(std::filesystem::path path, const data::SnapshotReader& snapshot,
                                                std::unique_ptr<SnapshotTrainingSource> fallback)
     : path_(std::move(path)), fallback_(std::move(fallback)) {
   std::lock_guard lock(hdf5_mutex());
@@ -234,8 +218,7 @@ std::string AnalysisTrainingSource::describe() const {
   return "analysis file " + path_.filename().string() + (note_.empty() ? "" : " (" + note_ + ")");
 }
 
-TrainingSeries AnalysisTrainingSource::load(const std::string& scope, double density,
-                                            const SeriesProgress& progress,
+TrainingSeries AnalysisTrainingSource::load(const std::string& scope, double density, const SeriesProgress& progress,
                                             const std::atomic<bool>& cancel) {
   TrainingSeries out;
   {
@@ -255,8 +238,8 @@ TrainingSeries AnalysisTrainingSource::load(const std::string& scope, double den
     out.methods.insert(out.methods.end(), extra.methods.begin(), extra.methods.end());
     std::ostringstream ratio;
     ratio << std::setprecision(6) << density;
-    out.origin += "; ratio " + ratio.str() + " " +
-                  fallback_->describe() + " (" + path_.filename().string() + " lacks it)";
+    out.origin +=
+        "; ratio " + ratio.str() + " " + fallback_->describe() + " (" + path_.filename().string() + " lacks it)";
     return out;
   }
   if (progress) progress(1, 1);
@@ -277,9 +260,10 @@ std::filesystem::path find_analysis_beside(const std::filesystem::path& snapshot
   return {};
 }
 
-std::unique_ptr<TrainingSource> make_training_source(
-    std::shared_ptr<const data::SnapshotReader> reader, const std::filesystem::path& analysis,
-    const fitting::FitReportOptions& options, const std::string& backend) {
+std::unique_ptr<TrainingSource> make_training_source(std::shared_ptr<const data::SnapshotReader> reader,
+                                                     const std::filesystem::path& analysis,
+                                                     const fitting::FitReportOptions& options,
+                                                     const std::string& backend) {
   if (!reader) throw Error("no snapshot to compute the series from");
   const data::SnapshotReader& snapshot = *reader;
   auto on_the_fly = std::make_unique<SnapshotTrainingSource>(std::move(reader), options, backend);

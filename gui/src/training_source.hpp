@@ -41,8 +41,8 @@ class TrainingSource {
   // one shown; computed when the source lacks it, 0: none asked for) besides those the source
   // has. Stops early (returning what it has) when cancel becomes true. gs::Error on unreadable
   // data.
-  virtual TrainingSeries load(const std::string& scope, double density,
-                              const SeriesProgress& progress, const std::atomic<bool>& cancel) = 0;
+  virtual TrainingSeries load(const std::string& scope, double density, const SeriesProgress& progress,
+                              const std::atomic<bool>& cancel) = 0;
 };
 
 // Whether densities holds d (relative tolerance 1e-9, as the charts match densities).
@@ -55,15 +55,14 @@ bool has_density(const std::vector<double>& densities, double d);
 // thrown (gs::DeviceFailure), never a point.
 class SnapshotTrainingSource final : public TrainingSource {
  public:
-  SnapshotTrainingSource(std::shared_ptr<const data::SnapshotReader> reader,
-                         fitting::FitReportOptions options, std::string backend = "auto",
-                         std::size_t max_steps = 40);
+  SnapshotTrainingSource(std::shared_ptr<const data::SnapshotReader> reader, fitting::FitReportOptions options,
+                         std::string backend = "auto", std::size_t max_steps = 40);
   std::string describe() const override;
   TrainingSeries load(const std::string& scope, double density, const SeriesProgress& progress,
                       const std::atomic<bool>& cancel) override;
   // The methods at one density only (no fits): what an analysis file lacking it needs.
-  TrainingSeries loadDensity(const std::string& scope, double density,
-                             const SeriesProgress& progress, const std::atomic<bool>& cancel);
+  TrainingSeries loadDensity(const std::string& scope, double density, const SeriesProgress& progress,
+                             const std::atomic<bool>& cancel);
   // The snapshot rows load() visits when the file has `recorded` rows.
   static std::vector<std::size_t> rows_for(std::size_t recorded, std::size_t max_steps);
 
@@ -72,8 +71,8 @@ class SnapshotTrainingSource final : public TrainingSource {
     std::vector<KsPoint> ks;
     std::vector<MethodPoint> methods;
   };
-  TrainingSeries visit(const std::string& scope, double density, bool fits,
-                       const SeriesProgress& progress, const std::atomic<bool>& cancel);
+  TrainingSeries visit(const std::string& scope, double density, bool fits, const SeriesProgress& progress,
+                       const std::atomic<bool>& cancel);
   std::shared_ptr<const data::SnapshotReader> reader_;
   fitting::FitReportOptions options_;
   std::string backend_;
@@ -89,8 +88,7 @@ class SnapshotTrainingSource final : public TrainingSource {
 struct AnalysisMatch {
   std::string mismatch, note;
 };
-AnalysisMatch match_analysis(const data::SnapshotReader& snapshot,
-                             const analyzer::AnalysisReader& analysis);
+AnalysisMatch match_analysis(const data::SnapshotReader& snapshot, const analyzer::AnalysisReader& analysis);
 
 // The rows of an analysis file for the scope; a scope the file lacks (another granularity) falls
 // back to `fallback`, and a density it lacks is computed by `fallback` (thresholds only).
@@ -119,8 +117,9 @@ std::filesystem::path find_analysis_beside(const std::filesystem::path& snapshot
 
 // The analysis file when analysis is not empty (gs::Error if it cannot be read or is no analysis
 // of reader's snapshot), else on the fly on `backend`.
-std::unique_ptr<TrainingSource> make_training_source(
-    std::shared_ptr<const data::SnapshotReader> reader, const std::filesystem::path& analysis,
-    const fitting::FitReportOptions& options, const std::string& backend = "auto");
+std::unique_ptr<TrainingSource> make_training_source(std::shared_ptr<const data::SnapshotReader> reader,
+                                                     const std::filesystem::path& analysis,
+                                                     const fitting::FitReportOptions& options,
+                                                     const std::string& backend = "auto");
 
 }  // namespace gs::gui

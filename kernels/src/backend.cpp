@@ -53,8 +53,9 @@ void check_backend_name(std::string_view name) {
   if (name != "cpu" && name != "cuda-host" && name != "auto" && name != "cuda")
     throw gs::Error("unknown backend '" + std::string(name) + "': use auto, cpu or cuda (or cuda-host)");
   if (name == "cuda" && !cuda_built())
-    throw gs::Error("backend 'cuda': this build has no CUDA backend (configure with "
-                    "-DGS_ENABLE_CUDA=ON where nvcc is present), use --backend cpu or auto");
+    throw gs::Error(
+        "backend 'cuda': this build has no CUDA backend (configure with "
+        "-DGS_ENABLE_CUDA=ON where nvcc is present), use --backend cpu or auto");
 }
 
 BackendKind resolve_backend(std::string_view name, [[maybe_unused]] int device) {
@@ -97,8 +98,7 @@ void check_log_histogram_args(double lo, double hi, int bins) {
 }
 
 void check_threshold(double threshold, const char* what) {
-  if (std::isnan(threshold))
-    throw gs::Error(std::string(what) + ": the threshold is NaN; pass a number (>= 0)");
+  if (std::isnan(threshold)) throw gs::Error(std::string(what) + ": the threshold is NaN; pass a number (>= 0)");
 }
 
 }  // namespace gs::kernels

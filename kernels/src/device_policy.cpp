@@ -8,11 +8,12 @@
 namespace gs::kernels {
 
 DeviceError device_error(std::string_view status_name, std::string_view status_text, std::string_view where) {
-  std::string msg = "CUDA error: " + std::string(status_name) + " (" + std::string(status_text) + ") in " +
-                    std::string(where);
+  std::string msg =
+      "CUDA error: " + std::string(status_name) + " (" + std::string(status_text) + ") in " + std::string(where);
   if (status_name == "cudaErrorNoKernelImageForDevice" || status_name == "cudaErrorInvalidDeviceFunction")
-    msg += "; this build has no kernel for the device: rebuild with its architecture in "
-           "CMAKE_CUDA_ARCHITECTURES, or use --backend cpu";
+    msg +=
+        "; this build has no kernel for the device: rebuild with its architecture in "
+        "CMAKE_CUDA_ARCHITECTURES, or use --backend cpu";
   return DeviceError(msg, status_name == "cudaErrorMemoryAllocation");
 }
 
@@ -23,8 +24,10 @@ std::uint64_t grid_blocks(int multiprocessors, std::uint64_t threads, std::uint6
 }
 
 DeviceGuard::DeviceGuard(DeviceRuntime& rt, int device) : rt_(rt), previous_(rt.current_device()) {
-  if (previous_ != device) rt_.set_device(device);
-  else previous_ = -1;
+  if (previous_ != device)
+    rt_.set_device(device);
+  else
+    previous_ = -1;
 }
 DeviceGuard::~DeviceGuard() {
   if (previous_ < 0) return;
@@ -36,17 +39,15 @@ DeviceGuard::~DeviceGuard() {
 
 namespace {
 
-std::string capability(const DeviceProperties& p) {
-  return std::to_string(p.major) + "." + std::to_string(p.minor);
-}
+std::string capability(const DeviceProperties& p) { return std::to_string(p.major) + "." + std::to_string(p.minor); }
 
 }  // namespace
 
 void DevicePolicy::check_device(int device) {
   const int count = rt_.device_count();
   if (device < 0 || device >= count)
-    throw gs::Error("CUDA backend: device " + std::to_string(device) + " does not exist (" +
-                    std::to_string(count) + " visible: " + rt_.status() + ")");
+    throw gs::Error("CUDA backend: device " + std::to_string(device) + " does not exist (" + std::to_string(count) +
+                    " visible: " + rt_.status() + ")");
 }
 
 DevicePolicy::PerDevice& DevicePolicy::slot(int device) {
@@ -67,12 +68,13 @@ const DeviceProperties& DevicePolicy::properties(int device) {
 
 std::string DevicePolicy::unusable_reason(int device) {
   const DeviceProperties& p = properties(device);
-  const std::string which = "device " + std::to_string(device) + " (" + p.name + ", compute capability " +
-                            capability(p) + ")";
+  const std::string which =
+      "device " + std::to_string(device) + " (" + p.name + ", compute capability " + capability(p) + ")";
   if (!p.kernel_image)
     return which + " cannot run this build's kernels (no kernel image for it: rebuild with " +
            std::to_string(p.major * 10 + p.minor) + " in CMAKE_CUDA_ARCHITECTURES)";
-  if (!p.memory_pools) return which + " has no stream-ordered memory pools (cudaMemPoolCreate), which the CUDA backend allocates from";
+  if (!p.memory_pools)
+    return which + " has no stream-ordered memory pools (cudaMemPoolCreate), which the CUDA backend allocates from";
   return {};
 }
 
@@ -147,10 +149,13 @@ std::uint64_t cub_kernels(Cub algorithm, std::uint64_t items, int key_bits) {
   // Tiles of the sm_75 to sm_90 policies of CCCL 3.0: 256 threads of 16 items for the reduction,
   // 256 x 8 for the radix sort's single-tile kernel.
   switch (algorithm) {
-    case Cub::reduce: return items <= 256 * 16 ? 1 : 2;  // one tile, or the pass and its merge
+    case Cub::reduce:
+      return items <= 256 * 16 ? 1 : 2;  // one tile, or the pass and its merge
     case Cub::select:
-    case Cub::histogram: return 2;  // the tile states' (the bins') initialisation, then the sweep
-    case Cub::radix_sort: return items <= 256 * 8 ? 1 : 4 + 2 * std::uint64_t((key_bits + 7) / 8);
+    case Cub::histogram:
+      return 2;  // the tile states' (the bins') initialisation, then the sweep
+    case Cub::radix_sort:
+      return items <= 256 * 8 ? 1 : 4 + 2 * std::uint64_t((key_bits + 7) / 8);
   }
   return 0;
 }

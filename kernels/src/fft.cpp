@@ -33,9 +33,8 @@ std::uint64_t check_fft_sizes(const char* what, std::uint64_t real_size, std::ui
                 std::to_string(len));
   const std::uint64_t batch = real_size / len;
   if (spectrum_size != 2 * batch * RealFft::bins(len))
-    throw Error(who + "the spectrum holds " + std::to_string(spectrum_size) + " floats; " +
-                std::to_string(batch) + " chunks of " + std::to_string(len) + " need " +
-                std::to_string(2 * batch * RealFft::bins(len)));
+    throw Error(who + "the spectrum holds " + std::to_string(spectrum_size) + " floats; " + std::to_string(batch) +
+                " chunks of " + std::to_string(len) + " need " + std::to_string(2 * batch * RealFft::bins(len)));
   return batch;
 }
 
@@ -92,8 +91,7 @@ class PlanCache {
   Plans get(std::uint64_t len) {
     std::lock_guard lock(mu_);
     if (auto it = plans_.find(len); it != plans_.end()) return it->second;
-    if (len > kMaxFftwLength)
-      throw Error("real FFT (FFTW3): a chunk of " + std::to_string(len) + " exceeds 2^30");
+    if (len > kMaxFftwLength) throw Error("real FFT (FFTW3): a chunk of " + std::to_string(len) + " exceeds 2^30");
     Aligned<float> real;
     Aligned<fftwf_complex> spec;
     real.resize(len);
@@ -177,9 +175,10 @@ std::unique_ptr<RealFft> make_real_fft(BackendKind kind) {
 #if GS_HAVE_FFTW3
   return std::make_unique<FftwRealFft>();
 #else
-  throw Error("real FFT on the CPU: this build lacks FFTW3 (single precision, pkg-config fftw3f); "
-              "install libfftw3-dev (scripts/setup.sh) and configure the build again, or use the "
-              "cuda backend (cuFFT) on a GPU machine");
+  throw Error(
+      "real FFT on the CPU: this build lacks FFTW3 (single precision, pkg-config fftw3f); "
+      "install libfftw3-dev (scripts/setup.sh) and configure the build again, or use the "
+      "cuda backend (cuFFT) on a GPU machine");
 #endif
 }
 

@@ -24,8 +24,7 @@ class LruCache {
   using OnEvict = std::function<void(const Key&, Value&)>;
 
   // gs::Error for capacity 0 (a cache that keeps nothing returns nothing it made).
-  explicit LruCache(std::size_t capacity, OnEvict on_evict = {})
-      : capacity_(capacity), on_evict_(std::move(on_evict)) {
+  explicit LruCache(std::size_t capacity, OnEvict on_evict = {}) : capacity_(capacity), on_evict_(std::move(on_evict)) {
     if (capacity_ == 0) throw gs::Error("LruCache: the capacity must be at least 1");
   }
   ~LruCache() { clear(); }

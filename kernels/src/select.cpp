@@ -27,7 +27,8 @@ float min_magnitude(const std::vector<float>& v) {
 }  // namespace
 
 Selector::Resident Selector::resident_selection() const {
-  throw Error("the " + std::string(to_string(kind())) + " backend keeps no selection of its own: read "
+  throw Error("the " + std::string(to_string(kind())) +
+              " backend keeps no selection of its own: read "
               "the one it returned");
 }
 
@@ -40,9 +41,7 @@ class CpuSelector final : public Selector {
   std::unique_ptr<fitting::MagnitudePasses> passes(const float* g, std::uint64_t n) override {
     return std::make_unique<cpu::CpuPasses>(span(g, n));
   }
-  std::uint64_t nonfinite(const float* g, std::uint64_t n) override {
-    return n - cpu::count_above(span(g, n), -1.0);
-  }
+  std::uint64_t nonfinite(const float* g, std::uint64_t n) override { return n - cpu::count_above(span(g, n), -1.0); }
   void above(const float* g, std::uint64_t n, double threshold, Selection<std::int32_t>& out) override {
     out = cpu::select_above(span(g, n), threshold);
   }
@@ -56,8 +55,8 @@ class CpuSelector final : public Selector {
                                Selection<std::int32_t>& out) override {
     return cpu::sidco_topk(span(g, n), density, stages, out, &workspace_);
   }
-  SidcoSelectResult sidco(const float* g, std::uint64_t n, double density, fitting::SidcoVariant variant,
-                          int stages, fitting::SidcoRule rule, Selection<std::int32_t>& out) override {
+  SidcoSelectResult sidco(const float* g, std::uint64_t n, double density, fitting::SidcoVariant variant, int stages,
+                          fitting::SidcoRule rule, Selection<std::int32_t>& out) override {
     return cpu::sidco_select(span(g, n), density, variant, stages, rule, out, SidcoRoute::automatic, &workspace_);
   }
   // On the host: the selection in this selector's own buffers until fetch() moves it out.
@@ -96,7 +95,9 @@ SelectionReport CpuSelector::run(const float* g, std::uint64_t n, const SelectRe
       fall_back(g, n, k, out);
       rep.threshold = std::numeric_limits<double>::quiet_NaN();
       break;
-    case SelectRequest::Rule::above: above(g, n, r.threshold, out); break;
+    case SelectRequest::Rule::above:
+      above(g, n, r.threshold, out);
+      break;
     case SelectRequest::Rule::topk:
       topk(g, n, k, out);
       rep.exact = 1;
@@ -140,9 +141,12 @@ SelectionReport CpuSelector::run(const float* g, std::uint64_t n, const SelectRe
       } catch (const gs::Error&) {
         if (!r.fallback) throw;  // a sample without a finite value
       }
-      if (t && t->exact) topk(g, n, k, out);
-      else if (t) above(g, n, fitting::selection_bound(t->threshold), out);  // at or above it
-      else fall_back(g, n, k, out);
+      if (t && t->exact)
+        topk(g, n, k, out);
+      else if (t)
+        above(g, n, fitting::selection_bound(t->threshold), out);  // at or above it
+      else
+        fall_back(g, n, k, out);
       rep.threshold = std::numeric_limits<double>::quiet_NaN();
       if (t) {
         rep.threshold = t->threshold;
@@ -160,8 +164,10 @@ SelectionReport CpuSelector::run(const float* g, std::uint64_t n, const SelectRe
 
 std::unique_ptr<VectorOps> make_vector_ops(BackendKind kind, int device) {
   switch (kind) {
-    case BackendKind::cpu: break;
-    case BackendKind::cuda_host: return cuda_host::make_vector_ops(device);
+    case BackendKind::cpu:
+      break;
+    case BackendKind::cuda_host:
+      return cuda_host::make_vector_ops(device);
     case BackendKind::cuda:
 #if defined(GS_HAVE_CUDA)
       resolve_backend("cuda", device);  // throws, saying why, without a usable GPU (asks that device only)
@@ -177,8 +183,10 @@ std::unique_ptr<VectorOps> make_vector_ops(BackendKind kind, int device) {
 
 std::unique_ptr<Selector> make_selector(BackendKind kind, void* stream) {
   switch (kind) {
-    case BackendKind::cpu: return std::make_unique<CpuSelector>();
-    case BackendKind::cuda_host: return cuda_host::make_selector();
+    case BackendKind::cpu:
+      return std::make_unique<CpuSelector>();
+    case BackendKind::cuda_host:
+      return cuda_host::make_selector();
     case BackendKind::cuda:
 #if defined(GS_HAVE_CUDA)
       resolve_backend("cuda");  // throws, saying why, without a usable GPU

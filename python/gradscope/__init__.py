@@ -28,9 +28,28 @@ from .datasets import fashion_mnist
 from .readers import Layer, Snapshot, Step, analyze, layer_kinds, open_snapshot
 from .recorder import Recorder
 
-__all__ = ["Analysis", "Error", "Law", "Layer", "MissingFileError", "Recorder", "Snapshot", "Step",
-           "__version__", "analyze", "compressor_names", "ddp", "default_sidco_stages", "fashion_mnist", "fit",
-           "fitted", "layer_kinds", "load_analysis", "open_snapshot", "select"]
+__all__ = [
+    "Analysis",
+    "Error",
+    "Law",
+    "Layer",
+    "MissingFileError",
+    "Recorder",
+    "Snapshot",
+    "Step",
+    "__version__",
+    "analyze",
+    "compressor_names",
+    "ddp",
+    "default_sidco_stages",
+    "fashion_mnist",
+    "fit",
+    "fitted",
+    "layer_kinds",
+    "load_analysis",
+    "open_snapshot",
+    "select",
+]
 
 
 def default_sidco_stages(ratio):

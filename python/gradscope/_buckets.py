@@ -22,8 +22,20 @@ _FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
 class Bucket:
     """One bucket as DDP handed it over, and what the state's thread needs of it."""
 
-    __slots__ = ("index", "keys", "params", "grad", "bucket", "last", "where", "comm", "host", "ready", "result",
-                 "hook_s")
+    __slots__ = (
+        "index",
+        "keys",
+        "params",
+        "grad",
+        "bucket",
+        "last",
+        "where",
+        "comm",
+        "host",
+        "ready",
+        "result",
+        "hook_s",
+    )
 
     def __init__(self, index, keys, params, grad, bucket, last, where):
         self.index, self.keys, self.params, self.grad, self.bucket = index, keys, params, grad, bucket
@@ -62,14 +74,23 @@ class BucketExchange:
         """State.exchange: the bucket's Future, its work queued."""
         t0 = time.perf_counter()
         if grad.dtype not in _FLOAT_DTYPES:
-            raise TypeError(f"bucket {index} has dtype {grad.dtype}: gradscope compresses float32, "
-                            "float16, bfloat16 and float64 gradients")
+            raise TypeError(
+                f"bucket {index} has dtype {grad.dtype}: gradscope compresses float32, "
+                "float16, bfloat16 and float64 gradients"
+            )
         self._check_optimizer_once(parameters)
         self._check_ratio(index, grad.numel())
         refused = self._model.refusal(index, [id(p) for p in parameters], last)
         keys = [] if refused is not None else self.regrouping.keys(parameters)
-        b = Bucket(index, keys, [(k, p.numel()) for k, p in zip(keys, parameters)], grad, bucket, last,
-                   self._streams.where(grad))
+        b = Bucket(
+            index,
+            keys,
+            [(k, p.numel()) for k, p in zip(keys, parameters)],
+            grad,
+            bucket,
+            last,
+            self._streams.where(grad),
+        )
         b.comm = self._group.collectives(grad.device)
         if self._stock_dense(b, bucket, refused):
             if refused is not None:
@@ -106,9 +127,13 @@ class BucketExchange:
         s = self._settings
         if not self._ratio_checked and 0 < s.ratio * n < 0.5:
             self._ratio_checked = True
-            warnings.warn(f"gradscope.ddp.State({s.method!r}, ratio={s.ratio:g}) asks {s.ratio * n:.2g} elements of "
-                          f"bucket {index}'s {n}: a bucket sends at least one, {1 / (s.ratio * n):.3g} times the "
-                          f"ratio; a ratio of at least {1 / n:.2g} is kept as asked", RuntimeWarning, stacklevel=2)
+            warnings.warn(
+                f"gradscope.ddp.State({s.method!r}, ratio={s.ratio:g}) asks {s.ratio * n:.2g} elements of "
+                f"bucket {index}'s {n}: a bucket sends at least one, {1 / (s.ratio * n):.3g} times the "
+                f"ratio; a ratio of at least {1 / n:.2g} is kept as asked",
+                RuntimeWarning,
+                stacklevel=2,
+            )
 
     def _stock_dense(self, b, bucket, refused):
         """Whether bucket b goes DDP's own all-reduce way (StockDenseStep): decided at a step's first
@@ -116,8 +141,14 @@ class BucketExchange:
         (not a direct exchange() call, whose caller keeps grad) outside a restored grouping."""
         if not self.regrouping.mid_step:
             self._stock = None
-            if (self.stock_dense and self._settings.when == "auto" and refused is None and bucket is not None
-                    and b.where is None and not self.regrouping.restoring):
+            if (
+                self.stock_dense
+                and self._settings.when == "auto"
+                and refused is None
+                and bucket is not None
+                and b.where is None
+                and not self.regrouping.restoring
+            ):
                 self._thread.drain()  # the core is the caller's: the last step's tasks have ended
                 try:
                     opened = self._core.stock_open(b.comm, b.grad.element_size())
@@ -136,8 +167,10 @@ class BucketExchange:
         """Waits for the queued buckets; gradscope.Error mid-step."""
         self._thread.drain()
         if self._core.mid_step or self.regrouping.mid_step:
-            raise _gradscope.Error("the state is mid-step (its last bucket has not come yet): take it "
-                                   "between steps, after backward() returned")
+            raise _gradscope.Error(
+                "the state is mid-step (its last bucket has not come yet): take it "
+                "between steps, after backward() returned"
+            )
 
     def _check_optimizer_once(self, parameters):
         """At the first bucket: the optimizers holding its parameters (found among Python's live
@@ -156,7 +189,8 @@ class BucketExchange:
                 f"gradscope.ddp.State(momentum_correction={s.momentum_correction:g}) keeps the momentum in the "
                 f"hook, and the optimizer holding the model's parameters keeps one of its own ({text}): the "
                 f"momentum would apply twice; {advice}, or give State(..., optimizer_momentum_ok=True) if you "
-                "mean it (gradscope.ddp.check_optimizer says the same)")
+                "mean it (gradscope.ddp.check_optimizer says the same)"
+            )
 
     # ---- on the state's thread ---------------------------------------------------------------
 
@@ -182,8 +216,11 @@ class BucketExchange:
             variance = self._variance(b.bucket)
             reached = True
             out = self._core_exchange(b, b.index, b.host, b.params, b.last, variance, b.hook_s)
-            b.result.set_result(out if out.dtype == b.grad.dtype and b.grad.device.type == "cpu"
-                                else out.to(device=b.grad.device, dtype=b.grad.dtype))
+            b.result.set_result(
+                out
+                if out.dtype == b.grad.dtype and b.grad.device.type == "cpu"
+                else out.to(device=b.grad.device, dtype=b.grad.dtype)
+            )
         except Exception as e:  # noqa: BLE001 - every error reaches the caller through its Future
             self._fail([b], e, reached)
 
@@ -221,8 +258,10 @@ class BucketExchange:
                 hook_s = sum(b.hook_s for b in held)
                 for index, work, variance, params, last in step.buckets(values, variances):
                     closed = last
-                    step.take_update(params, self._core_exchange(held[0], index, work, params, last, variance,
-                                                                 hook_s if last else 0.0))
+                    step.take_update(
+                        params,
+                        self._core_exchange(held[0], index, work, params, last, variance, hook_s if last else 0.0),
+                    )
                 for b, mine in step.updates():
                     if b.where is None:
                         b.result.set_result(mine.to(device=b.grad.device, dtype=b.grad.dtype))
@@ -257,20 +296,47 @@ class BucketExchange:
         self.regrouping.saw(index, [k for k, _ in params], last)
         if b.where is None:
             out = self._host_out(b, index, work.numel())
-            self._core.exchange(index, work.data_ptr(), work.numel(), params, b.comm, out.data_ptr(), last,
-                                v_address, v_n, hook_s, b.grad.element_size())  # dense bytes in its dtype
+            self._core.exchange(
+                index,
+                work.data_ptr(),
+                work.numel(),
+                params,
+                b.comm,
+                out.data_ptr(),
+                last,
+                v_address,
+                v_n,
+                hook_s,
+                b.grad.element_size(),
+            )  # dense bytes in its dtype
         else:
             backend, device = b.where
-            self._core.exchange_resident(index, work.data_ptr(), work.numel(), params, b.comm, last, v_address,
-                                         v_n, hook_s, backend, device, self._streams.caller_stream(b.where),
-                                         b.grad.element_size())
+            self._core.exchange_resident(
+                index,
+                work.data_ptr(),
+                work.numel(),
+                params,
+                b.comm,
+                last,
+                v_address,
+                v_n,
+                hook_s,
+                backend,
+                device,
+                self._streams.caller_stream(b.where),
+                b.grad.element_size(),
+            )
             out = work
         if last:
             warning = self._core.take_warning()
             if warning:
                 s = self._settings
-                warnings.warn(f"gradscope.ddp.State({s.method!r}, ratio={s.ratio:g}): {warning} "
-                              "(state.steps; docs/python.md, 'Density')", RuntimeWarning, stacklevel=2)
+                warnings.warn(
+                    f"gradscope.ddp.State({s.method!r}, ratio={s.ratio:g}): {warning} "
+                    "(state.steps; docs/python.md, 'Density')",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
         return out
 
 
@@ -289,9 +355,11 @@ def momentum_advice(optimizer, group):
     momentum of its own beside momentum correction's: the same words wherever it is refused."""
     betas = group.get("betas")
     if betas is not None and betas[0]:
-        return (f"give {optimizer} betas=(0.0, {betas[1]:g}): Adam-like optimizers would average the hook's "
-                "velocity again, so the update would lag twice; betas[0] = 0 keeps only their per-coordinate "
-                "scaling of it")
+        return (
+            f"give {optimizer} betas=(0.0, {betas[1]:g}): Adam-like optimizers would average the hook's "
+            "velocity again, so the update would lag twice; betas[0] = 0 keeps only their per-coordinate "
+            "scaling of it"
+        )
     return f"make it {optimizer}(..., momentum=0)"
 
 

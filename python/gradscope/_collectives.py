@@ -15,8 +15,7 @@ def _tensor_at(address, n, dtype, device):
         typestr = {torch.float32: "<f4", torch.int32: "<i4"}[dtype]
 
         class _Memory:  # the CUDA array interface: torch reads device memory through it
-            __cuda_array_interface__ = {"shape": (n,), "typestr": typestr, "data": (address, False),
-                                        "version": 2}
+            __cuda_array_interface__ = {"shape": (n,), "typestr": typestr, "data": (address, False), "version": 2}
 
         return torch.as_tensor(_Memory(), device=device)
     ctype = {torch.float32: ctypes.c_float, torch.int32: ctypes.c_int32}[dtype]
@@ -124,7 +123,7 @@ class TorchCollectives:
         outs = [torch.empty(longest, dtype=torch.uint8, device=self.device) for _ in sizes]
         dist.all_gather(outs, padded, group=self.group)
         every = self._to_host(torch.cat(outs))
-        return [bytes(every[r * longest:r * longest + s].numpy()) for r, s in enumerate(sizes)]
+        return [bytes(every[r * longest : r * longest + s].numpy()) for r, s in enumerate(sizes)]
 
     def alltoall(self, parts):
         """parts[r] (bytes) to worker r only; what every worker had for this one, in rank order:
@@ -138,13 +137,13 @@ class TorchCollectives:
         at = 0
         for p, n in zip(parts, send):
             if n > 1:
-                flat[at:at + n - 1] = torch.frombuffer(bytearray(p), dtype=torch.uint8)
+                flat[at : at + n - 1] = torch.frombuffer(bytearray(p), dtype=torch.uint8)
             at += n
         out = torch.empty(sum(recv), dtype=torch.uint8, device=self.device)
         dist.all_to_all_single(out, self._to_device(flat), recv, send, group=self.group)
         out = self._to_host(out)
         got, at = [], 0
         for n in recv:
-            got.append(bytes(out[at:at + n - 1].numpy()))
+            got.append(bytes(out[at : at + n - 1].numpy()))
             at += n
         return got

@@ -31,8 +31,11 @@ class DeviceStreams:
         """The stream (an integer cudaStream_t) the core's work on a bucket at `where` is ordered
         after: this thread's current one on a CUDA device, the stand-in for it on cuda-host's."""
         backend, device = where
-        return (torch.cuda.current_stream(device).cuda_stream if backend == "cuda"
-                else _gradscope.cuda_host_caller_stream(device))
+        return (
+            torch.cuda.current_stream(device).cuda_stream
+            if backend == "cuda"
+            else _gradscope.cuda_host_caller_stream(device)
+        )
 
     @contextlib.contextmanager
     def on_device(self, where, buckets):

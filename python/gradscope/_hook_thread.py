@@ -22,8 +22,7 @@ class HookThread:
     def put(self, run, arg):
         """Queues run(arg)."""
         if self._thread is None:
-            self._thread = threading.Thread(target=_run_tasks, args=(self._tasks,), daemon=True,
-                                            name="gradscope-ddp")
+            self._thread = threading.Thread(target=_run_tasks, args=(self._tasks,), daemon=True, name="gradscope-ddp")
             self._thread.start()
             weakref.finalize(self, _stop_tasks, self._tasks, self._thread)
         with self._busy:
@@ -39,8 +38,9 @@ class HookThread:
         """Waits until every queued task is done (a checkpoint is taken between steps)."""
         with self._busy:
             if not self._busy.wait_for(lambda: self._queued == 0, timeout=timeout_s):
-                raise _gradscope.Error(f"{self._queued} bucket(s) still queued after {timeout_s:g} s: "
-                                       "take the state between steps")
+                raise _gradscope.Error(
+                    f"{self._queued} bucket(s) still queued after {timeout_s:g} s: " "take the state between steps"
+                )
 
 
 def _run_tasks(tasks):

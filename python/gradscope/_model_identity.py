@@ -41,6 +41,8 @@ class ModelIdentity:
             if last:
                 self.stage = Stage.KNOWN
             return None
-        return _gradscope.Error(f"bucket {index} holds parameters this State did not see in its first "
-                                "step: one State per DDP model (it is registered on a second model); "
-                                "make a gradscope.ddp.State for each model")
+        return _gradscope.Error(
+            f"bucket {index} holds parameters this State did not see in its first "
+            "step: one State per DDP model (it is registered on a second model); "
+            "make a gradscope.ddp.State for each model"
+        )

@@ -93,16 +93,19 @@ class RegroupedStep:
         numel)], last), from each held bucket's values and variances ({id(bucket): tensor})."""
         for j, (index, keys) in enumerate(self.layout):
             part = [self._pieces[k] for k in keys]
-            work = as_float32(torch.cat([values[id(b)][o:o + n] for b, o, n in part]))
-            variance = (None if variances[id(self.held[0])] is None
-                        else torch.cat([variances[id(b)][o:o + n] for b, o, n in part]))
+            work = as_float32(torch.cat([values[id(b)][o : o + n] for b, o, n in part]))
+            variance = (
+                None
+                if variances[id(self.held[0])] is None
+                else torch.cat([variances[id(b)][o : o + n] for b, o, n in part])
+            )
             yield index, work, variance, [(k, n) for k, (_, _, n) in zip(keys, part)], j == len(self.layout) - 1
 
     def take_update(self, params, out):
         """The update `out` of a saved bucket of `params`."""
         offset = 0
         for k, n in params:
-            self._update[k] = out[offset:offset + n]
+            self._update[k] = out[offset : offset + n]
             offset += n
 
     def updates(self):

@@ -37,7 +37,9 @@ class Setting:
     shared: bool = False  # compared across the ranks at the first bucket (as text: a float's repr, else str)
     pickled: bool = False  # pickled as given beside the state_dict (what the state_dict does not hold)
     attr: str | None = None  # the State's public attribute holding it
-    kind: Any = _P.KEYWORD_ONLY  # POSITIONAL_OR_KEYWORD: method, ratio; VAR_KEYWORD: the **options; None: read from them
+    kind: Any = (
+        _P.KEYWORD_ONLY
+    )  # POSITIONAL_OR_KEYWORD: method, ratio; VAR_KEYWORD: the **options; None: read from them
     doc: str = ""  # its paragraph of State's help
 
     @property
@@ -67,19 +69,23 @@ def _check_history(history):
 
 def _real(name):
     """A row's conversion to float: a real number (not a bool, not text), else a TypeError."""
+
     def convert(value):
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
             raise TypeError(f"{name} must be a real number, got {type(value).__name__} {value!r}")
         return float(value)
+
     return convert
 
 
 def _whole(name):
     """A row's conversion to int: a whole number (not a bool, not a float, not text), else a TypeError."""
+
     def convert(value):
         if isinstance(value, bool) or not isinstance(value, numbers.Integral):
             raise TypeError(f"{name} must be a whole number, got {type(value).__name__} {value!r}")
         return int(value)
+
     return convert
 
 
@@ -88,6 +94,7 @@ def _text(name):
         if not isinstance(value, str):
             raise TypeError(f"{name} must be a string, got {type(value).__name__} {value!r}")
         return value
+
     return convert
 
 
@@ -96,6 +103,7 @@ def _switch(name):
         if not isinstance(value, bool):
             raise TypeError(f"{name} must be True or False, got {type(value).__name__} {value!r}")
         return value
+
     return convert
 
 
@@ -105,76 +113,194 @@ def _option_texts(options):
 
 
 SETTINGS = (
-    Setting("method", "sidco-e", check=_check_method, core="new", shared=True, attr="method",
-            kind=_P.POSITIONAL_OR_KEYWORD,
-            doc="any name of `gradscope train --compressor` (gradscope.compressor_names())."),
-    Setting("ratio", None, core="new", shared=True, attr="ratio", kind=_P.POSITIONAL_OR_KEYWORD,  # density_for
-            doc="the density, the fraction of elements to send, in (0, 1]; default None: 0.01. A method "
-                "that is not density-based (none, the quantizers, variance) runs at 1 and refuses any other."),
-    Setting("process_group", saved=False,
-            doc="the ranks to average over (default: the whole job). The hook's collectives run on a group "
-                "of their own over the same ranks, made at the first bucket, where every worker is: making "
-                "a State does no communication, so workers may make it wherever they like. A group is made "
-                "by the whole job (torch.distributed.new_group), so with a subgroup pass hook_group=, a "
-                "group you made for the hook alone."),
-    Setting("variance", saved=False, pickled=True, attr="variance",
-            doc='for method "variance", a callable(bucket) returning the bucket\'s per-element sum of squared '
-                "per-sample gradients / B^2 (a tensor like bucket.buffer())."),
-    Setting("options", {}, convert=_option_texts, core="new", pickled=True, kind=_P.VAR_KEYWORD,
-            doc="the compressor options of the C++ table (stages, bits, variance_alpha, variance_zeta, "
-                "fft_exponent_bits, fft_mantissa_bits, fft_chunk, backend, seed); the seed is made per worker. "
-                "An option the method does not read (bits for sidco-e; the registry's row says which it reads) "
-                "is refused, as `gradscope train` refuses its flag; backend is read for every method. backend: "
-                'where the selection runs, "auto" (the default: the GPU when there is a usable one), "cuda", '
-                '"cpu" (a CUDA bucket is then copied to the host and its update back) or "cuda-host" (the CUDA '
-                "path's code on the host, rank r's buckets on fake device r: for checking that path without a GPU)."),
+    Setting(
+        "method",
+        "sidco-e",
+        check=_check_method,
+        core="new",
+        shared=True,
+        attr="method",
+        kind=_P.POSITIONAL_OR_KEYWORD,
+        doc="any name of `gradscope train --compressor` (gradscope.compressor_names()).",
+    ),
+    Setting(
+        "ratio",
+        None,
+        core="new",
+        shared=True,
+        attr="ratio",
+        kind=_P.POSITIONAL_OR_KEYWORD,  # density_for
+        doc="the density, the fraction of elements to send, in (0, 1]; default None: 0.01. A method "
+        "that is not density-based (none, the quantizers, variance) runs at 1 and refuses any other.",
+    ),
+    Setting(
+        "process_group",
+        saved=False,
+        doc="the ranks to average over (default: the whole job). The hook's collectives run on a group "
+        "of their own over the same ranks, made at the first bucket, where every worker is: making "
+        "a State does no communication, so workers may make it wherever they like. A group is made "
+        "by the whole job (torch.distributed.new_group), so with a subgroup pass hook_group=, a "
+        "group you made for the hook alone.",
+    ),
+    Setting(
+        "variance",
+        saved=False,
+        pickled=True,
+        attr="variance",
+        doc='for method "variance", a callable(bucket) returning the bucket\'s per-element sum of squared '
+        "per-sample gradients / B^2 (a tensor like bucket.buffer()).",
+    ),
+    Setting(
+        "options",
+        {},
+        convert=_option_texts,
+        core="new",
+        pickled=True,
+        kind=_P.VAR_KEYWORD,
+        doc="the compressor options of the C++ table (stages, bits, variance_alpha, variance_zeta, "
+        "fft_exponent_bits, fft_mantissa_bits, fft_chunk, backend, seed); the seed is made per worker. "
+        "An option the method does not read (bits for sidco-e; the registry's row says which it reads) "
+        "is refused, as `gradscope train` refuses its flag; backend is read for every method. backend: "
+        'where the selection runs, "auto" (the default: the GPU when there is a usable one), "cuda", '
+        '"cpu" (a CUDA bucket is then copied to the host and its update back) or "cuda-host" (the CUDA '
+        "path's code on the host, rank r's buckets on fake device r: for checking that path without a GPU).",
+    ),
     Setting("seed", 1, convert=_whole("seed"), shared=True, kind=None),  # one stream a worker: Settings.make_core
-    Setting("warmup_steps", 0, convert=_whole("warmup_steps"), saved="warmup", core="new", shared=True,
-            doc='warmup_steps, warmup ("dense" | "exponential"), warmup_start_ratio: as `gradscope train '
-                '--warmup-steps --warmup-schedule --warmup-start-ratio`.'),
+    Setting(
+        "warmup_steps",
+        0,
+        convert=_whole("warmup_steps"),
+        saved="warmup",
+        core="new",
+        shared=True,
+        doc='warmup_steps, warmup ("dense" | "exponential"), warmup_start_ratio: as `gradscope train '
+        "--warmup-steps --warmup-schedule --warmup-start-ratio`.",
+    ),
     Setting("warmup", "dense", convert=_text("warmup"), saved="warmup", core="new", shared=True),
     Setting("warmup_start_ratio", 0.25, convert=_real("warmup_start_ratio"), saved="warmup", core="new", shared=True),
-    Setting("history", 1000, convert=_whole("history"), check=_check_history, match=False, core="new",
-            doc="how many recent steps state.steps keeps (summary() covers every step)."),
-    Setting("timeout", None, convert=lambda t: None if t is None else float(t), check=_check_timeout,
-            saved=False, pickled=True, attr="timeout",
-            doc="seconds any of the hook's collectives may wait for the other workers (default: the default "
-                "process group's, init_process_group(timeout=...))."),
+    Setting(
+        "history",
+        1000,
+        convert=_whole("history"),
+        check=_check_history,
+        match=False,
+        core="new",
+        doc="how many recent steps state.steps keeps (summary() covers every step).",
+    ),
+    Setting(
+        "timeout",
+        None,
+        convert=lambda t: None if t is None else float(t),
+        check=_check_timeout,
+        saved=False,
+        pickled=True,
+        attr="timeout",
+        doc="seconds any of the hook's collectives may wait for the other workers (default: the default "
+        "process group's, init_process_group(timeout=...)).",
+    ),
     Setting("hook_group", saved=False),  # with process_group
-    Setting("device_timing", False, convert=_switch("device_timing"), saved=False, attr="device_timing",
-            doc="time each CUDA bucket's compress and exchange with CUDA events on the hook's stream "
-                "(device_ms())."),
-    Setting("density_schedule", "constant", convert=_text("density_schedule"), saved="density_schedule", core="set_density_schedule",
-            shared=True,
-            doc='density_schedule ("constant" | "accordion"), density_high, density_interval, density_eta: as '
-                "`gradscope train --density-schedule --density-high --density-interval --density-eta`: after "
-                "the warm-up, Accordion's density_high in critical regimes, `ratio` otherwise."),
-    Setting("density_high", 0.1, convert=_real("density_high"), saved="density_schedule", core="set_density_schedule", shared=True),
-    Setting("density_interval", 20, convert=_whole("density_interval"), saved="density_schedule", core="set_density_schedule", shared=True),
-    Setting("density_eta", 0.5, convert=_real("density_eta"), saved="density_schedule", core="set_density_schedule", shared=True),
-    Setting("momentum_correction", 0.0, convert=_real("momentum_correction"), core="set_momentum_correction", shared=True,
-            attr="momentum_correction",
-            doc="DGC's momentum correction (as `gradscope train --momentum-correction`): the momentum each "
-                "worker keeps before sparsification, per parameter (0: off). The optimizer must then have no "
-                "momentum of its own: at its first bucket the State looks for the optimizers holding the "
-                "bucket's parameters and refuses the step when one keeps a momentum (SGD's momentum, Adam-like "
-                "betas[0]), unless optimizer_momentum_ok=True (check_optimizer says why, and what to do with Adam)."),
-    Setting("optimizer_momentum_ok", False, convert=_switch("optimizer_momentum_ok"), saved=False, pickled=True, attr="optimizer_momentum_ok"),
-    Setting("when", "always", convert=_text("when"), saved="when", older="always", core="set_compress_when", shared=True,
-            doc='when ("always" | "auto"), when_interval: as `gradscope train --compress-when '
-                '--compress-when-interval`: with "auto" a step sends dense while dense is the faster exchange '
-                "(both timed, the choice the same on every rank), and looks at the other mode from time to time "
-                "(every when_interval steps, times the ratio of the two times)."),
-    Setting("when_interval", 50, convert=_whole("when_interval"), saved="when", older=50, core="set_compress_when", shared=True),
-    Setting("exchange", "allgather", convert=_text("exchange"), older="allgather", core="set_exchange", shared=True,
-            attr="exchange_mode",
-            doc='exchange ("allgather" | "shared" | "sparse-allreduce" | "auto"): as `gradscope train --exchange`: '
-                '"shared" all-reduces every rank\'s values at one set of indices per bucket (a rotating leader\'s '
-                'selection); "sparse-allreduce" has each rank sum one region of the indices (sent to it by '
-                "all-to-all) and all-gathers the largest sums (up to 3k). Either keeps a rank's bytes near 2k "
-                "to 4k pairs whatever the ranks, where the all-gather's grow with them. \"auto\": of the "
-                "all-gather and the sparse all-reduce, the one of fewer link bytes at this number of ranks and "
-                "density."),
+    Setting(
+        "device_timing",
+        False,
+        convert=_switch("device_timing"),
+        saved=False,
+        attr="device_timing",
+        doc="time each CUDA bucket's compress and exchange with CUDA events on the hook's stream " "(device_ms()).",
+    ),
+    Setting(
+        "density_schedule",
+        "constant",
+        convert=_text("density_schedule"),
+        saved="density_schedule",
+        core="set_density_schedule",
+        shared=True,
+        doc='density_schedule ("constant" | "accordion"), density_high, density_interval, density_eta: as '
+        "`gradscope train --density-schedule --density-high --density-interval --density-eta`: after "
+        "the warm-up, Accordion's density_high in critical regimes, `ratio` otherwise.",
+    ),
+    Setting(
+        "density_high",
+        0.1,
+        convert=_real("density_high"),
+        saved="density_schedule",
+        core="set_density_schedule",
+        shared=True,
+    ),
+    Setting(
+        "density_interval",
+        20,
+        convert=_whole("density_interval"),
+        saved="density_schedule",
+        core="set_density_schedule",
+        shared=True,
+    ),
+    Setting(
+        "density_eta",
+        0.5,
+        convert=_real("density_eta"),
+        saved="density_schedule",
+        core="set_density_schedule",
+        shared=True,
+    ),
+    Setting(
+        "momentum_correction",
+        0.0,
+        convert=_real("momentum_correction"),
+        core="set_momentum_correction",
+        shared=True,
+        attr="momentum_correction",
+        doc="DGC's momentum correction (as `gradscope train --momentum-correction`): the momentum each "
+        "worker keeps before sparsification, per parameter (0: off). The optimizer must then have no "
+        "momentum of its own: at its first bucket the State looks for the optimizers holding the "
+        "bucket's parameters and refuses the step when one keeps a momentum (SGD's momentum, Adam-like "
+        "betas[0]), unless optimizer_momentum_ok=True (check_optimizer says why, and what to do with Adam).",
+    ),
+    Setting(
+        "optimizer_momentum_ok",
+        False,
+        convert=_switch("optimizer_momentum_ok"),
+        saved=False,
+        pickled=True,
+        attr="optimizer_momentum_ok",
+    ),
+    Setting(
+        "when",
+        "always",
+        convert=_text("when"),
+        saved="when",
+        older="always",
+        core="set_compress_when",
+        shared=True,
+        doc='when ("always" | "auto"), when_interval: as `gradscope train --compress-when '
+        '--compress-when-interval`: with "auto" a step sends dense while dense is the faster exchange '
+        "(both timed, the choice the same on every rank), and looks at the other mode from time to time "
+        "(every when_interval steps, times the ratio of the two times).",
+    ),
+    Setting(
+        "when_interval",
+        50,
+        convert=_whole("when_interval"),
+        saved="when",
+        older=50,
+        core="set_compress_when",
+        shared=True,
+    ),
+    Setting(
+        "exchange",
+        "allgather",
+        convert=_text("exchange"),
+        older="allgather",
+        core="set_exchange",
+        shared=True,
+        attr="exchange_mode",
+        doc='exchange ("allgather" | "shared" | "sparse-allreduce" | "auto"): as `gradscope train --exchange`: '
+        "\"shared\" all-reduces every rank's values at one set of indices per bucket (a rotating leader's "
+        'selection); "sparse-allreduce" has each rank sum one region of the indices (sent to it by '
+        "all-to-all) and all-gathers the largest sums (up to 3k). Either keeps a rank's bytes near 2k "
+        'to 4k pairs whatever the ranks, where the all-gather\'s grow with them. "auto": of the '
+        "all-gather and the sparse all-reduce, the one of fewer link bytes at this number of ranks and "
+        "density.",
+    ),
 )
 
 # Keywords that act only beside another keyword's value: given away from their default without it,
@@ -193,9 +319,14 @@ for _row in SETTINGS:
 # keyword only (a new row changes no positional call), the compressor options last (**options).
 # gradscope.ddp.State.__init__ spells it out, annotated; a test checks that the two agree.
 SIGNATURE = inspect.Signature(
-    [_P(row.name, row.kind, default=row.default) for kind in (_P.POSITIONAL_OR_KEYWORD, _P.KEYWORD_ONLY)
-     for row in SETTINGS if row.kind is kind]
-    + [_P(row.name, row.kind) for row in SETTINGS if row.kind is _P.VAR_KEYWORD])
+    [
+        _P(row.name, row.kind, default=row.default)
+        for kind in (_P.POSITIONAL_OR_KEYWORD, _P.KEYWORD_ONLY)
+        for row in SETTINGS
+        if row.kind is kind
+    ]
+    + [_P(row.name, row.kind) for row in SETTINGS if row.kind is _P.VAR_KEYWORD]
+)
 
 
 def _joined(values):
@@ -207,8 +338,18 @@ def help_text(width=100):
     """The keywords' paragraphs of State's help, from the rows (a paragraph that names its
     keywords itself, as one on several rows does, is taken as it is)."""
     texts = (row.doc if row.doc.startswith(row.name) else f"{row.name}: {row.doc}" for row in SETTINGS if row.doc)
-    return "".join(textwrap.fill(text, width, initial_indent="    ", subsequent_indent="        ",
-                                 break_on_hyphens=False, break_long_words=False) + "\n" for text in texts)
+    return "".join(
+        textwrap.fill(
+            text,
+            width,
+            initial_indent="    ",
+            subsequent_indent="        ",
+            break_on_hyphens=False,
+            break_long_words=False,
+        )
+        + "\n"
+        for text in texts
+    )
 
 
 class Settings:
@@ -231,12 +372,15 @@ class Settings:
         defaults = {row.name: row.convert(row.default) if row.convert else row.default for row in SETTINGS}
         for name, (other, acts, words) in COMPANIONS.items():
             if values[name] != defaults[name] and not acts(values[other]):
-                raise ValueError(f"{name}={given[name]!r} does nothing with {other}={values[other]!r}: give "
-                                 f"{words} too, or leave {name} out")
+                raise ValueError(
+                    f"{name}={given[name]!r} does nothing with {other}={values[other]!r}: give "
+                    f"{words} too, or leave {name} out"
+                )
         ratio = density_for(given["method"], given["ratio"], default=0.01)
         if not dist.is_initialized():
-            raise _gradscope.Error("gradscope.ddp.State needs torch.distributed: call "
-                                   "torch.distributed.init_process_group first")
+            raise _gradscope.Error(
+                "gradscope.ddp.State needs torch.distributed: call " "torch.distributed.init_process_group first"
+            )
         self.given = given
         self.values = values
         self.values["ratio"] = ratio
@@ -285,9 +429,11 @@ class Settings:
                     if a != b:
                         key, theirs, value = option, typed_option(option, a), typed_option(option, b)
                         break
-            raise _gradscope.Error(f"the state_dict was saved with {key}={theirs!r}, this State has "
-                                   f"{key}={value!r}: load each rank's own state into a State made "
-                                   "with the same settings")
+            raise _gradscope.Error(
+                f"the state_dict was saved with {key}={theirs!r}, this State has "
+                f"{key}={value!r}: load each rank's own state into a State made "
+                "with the same settings"
+            )
 
     def pickled(self):
         """What pickles beside the state_dict: the rows it does not hold, as given."""
@@ -323,8 +469,11 @@ class Settings:
         out = []
         for row in SETTINGS:
             if row.kind is _P.VAR_KEYWORD:
-                out += [(o["key"], repr(typed_option(o["key"], self.options.get(o["key"], o["default"]))))
-                        for o in _gradscope.compressor_options() if o["key"] not in ("backend", "seed")]
+                out += [
+                    (o["key"], repr(typed_option(o["key"], self.options.get(o["key"], o["default"]))))
+                    for o in _gradscope.compressor_options()
+                    if o["key"] not in ("backend", "seed")
+                ]
             elif row.shared:
                 value = self.values[row.name]
                 out.append((row.name, repr(value) if isinstance(value, float) else str(value)))

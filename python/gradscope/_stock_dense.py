@@ -47,8 +47,9 @@ class StockDenseStep:
         values = grad if grad.dtype == torch.float32 and grad.is_contiguous() else grad.float().contiguous()
         if self._error is None:
             try:
-                self._core.stock_prepare(b.index, values.data_ptr(), values.numel(), b.params, b.comm, b.last,
-                                         hook_s, b.grad.element_size())
+                self._core.stock_prepare(
+                    b.index, values.data_ptr(), values.numel(), b.params, b.comm, b.last, hook_s, b.grad.element_size()
+                )
             except Exception as e:  # noqa: BLE001 - every error reaches the caller through its Future
                 self._error = e
         # Every worker all-reduces every bucket, this one's values failed or not: no peer is left
@@ -72,8 +73,7 @@ class StockDenseStep:
 
     def _closing(self, last):
         """The last bucket's Future: the step closed once every all-reduce started is done."""
-        return torch.futures.collect_all([d for _, _, _, d, _ in self._buckets]).then(
-            lambda _: self._close(last))
+        return torch.futures.collect_all([d for _, _, _, d, _ in self._buckets]).then(lambda _: self._close(last))
 
     def _close(self, last):
         """At the last all-reduce: every bucket finished by the core, in order, and its Future set."""
@@ -82,8 +82,9 @@ class StockDenseStep:
                 raise self._error
             spans = [(issued, d.value()) for (_, _, issued, d, _) in self._buckets]  # an all-reduce's error
             for (b, values, _, _, _), seconds in zip(self._buckets, busy_seconds(spans)):
-                self._core.stock_finish(b.index, values.data_ptr(), values.numel(), b.comm, b.last, seconds,
-                                        b.grad.element_size())
+                self._core.stock_finish(
+                    b.index, values.data_ptr(), values.numel(), b.comm, b.last, seconds, b.grad.element_size()
+                )
         except Exception as e:  # noqa: BLE001
             if self._core.mid_step:  # an all-reduce failed before the core closed the step
                 self._core.fail_bucket(True)

@@ -26,22 +26,26 @@ def float32_view(x, what="the input", devices=("cpu",)):
     (C-contiguous float32). The caller keeps x alive while the address is used."""
     if isinstance(x, torch.Tensor):
         if x.layout != torch.strided:
-            raise ValueError(f"{what} is a {x.layout} tensor: gradscope reads dense (strided) tensors; "
-                             "convert it with .to_dense()")
+            raise ValueError(
+                f"{what} is a {x.layout} tensor: gradscope reads dense (strided) tensors; "
+                "convert it with .to_dense()"
+            )
         if x.device.type not in devices:
             where = " or ".join(devices)
             raise ValueError(f"{what} is on {x.device}: gradscope reads it on {where} here")
         if x.dtype != torch.float32:
-            raise TypeError(f"{what} has dtype {x.dtype}: gradscope reads float32 tensors; "
-                            "convert it with .float()")
+            raise TypeError(f"{what} has dtype {x.dtype}: gradscope reads float32 tensors; " "convert it with .float()")
         if not x.is_contiguous():
-            raise ValueError(f"{what} is not contiguous (strides {x.stride()} for shape "
-                             f"{tuple(x.shape)}): pass .contiguous() (a copy)")
+            raise ValueError(
+                f"{what} is not contiguous (strides {x.stride()} for shape "
+                f"{tuple(x.shape)}): pass .contiguous() (a copy)"
+            )
         return x.data_ptr(), x.numel(), x.device.type
     if isinstance(x, np.ndarray):
         if x.dtype != np.float32:
-            raise TypeError(f"{what} has dtype {x.dtype}: gradscope reads float32 arrays; "
-                            "convert it with .astype(numpy.float32)")
+            raise TypeError(
+                f"{what} has dtype {x.dtype}: gradscope reads float32 arrays; " "convert it with .astype(numpy.float32)"
+            )
         if not x.flags["C_CONTIGUOUS"]:
             raise ValueError(f"{what} is not C-contiguous: pass numpy.ascontiguousarray(...) (a copy)")
         return x.ctypes.data, x.size, "cpu"
@@ -56,8 +60,9 @@ def stream_of(x, stream=None):
     if stream is None:
         stream = torch.cuda.current_stream(index)
     elif stream.device.index != index:
-        raise ValueError(f"the stream is on {stream.device} but the tensor on {x.device}: "
-                         "pass a stream of the tensor's device")
+        raise ValueError(
+            f"the stream is on {stream.device} but the tensor on {x.device}: " "pass a stream of the tensor's device"
+        )
     return index, stream.cuda_stream
 
 

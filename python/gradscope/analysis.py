@@ -28,9 +28,12 @@ def _pandas():
 def columns_as_tables(tables):
     """{name: [(column, values)]} as pandas DataFrames when pandas imports, else as dicts of NumPy
     arrays (strings as object arrays of str)."""
-    columns = {name: {column: np.array(values, dtype=object) if isinstance(values, list) else values
-                      for column, values in cols}
-               for name, cols in tables.items()}
+    columns = {
+        name: {
+            column: np.array(values, dtype=object) if isinstance(values, list) else values for column, values in cols
+        }
+        for name, cols in tables.items()
+    }
     pandas = _pandas()
     if pandas is not None:
         return {name: pandas.DataFrame(cols) for name, cols in columns.items()}
@@ -173,12 +176,12 @@ def fitted(dist, params):
     names = _gradscope.parameter_names(dist)
     if hasattr(params, "keys"):
         keys = ["param1", "param2"] if "param1" in params.keys() else names
-        missing = [k for k in keys[:len(names)] if k not in params.keys()]
+        missing = [k for k in keys[: len(names)] if k not in params.keys()]
         if missing:
             raise KeyError(f"fitted: {dist} needs {', '.join(names)} (or param1, param2); {', '.join(missing)} missing")
-        values = [float(params[k]) for k in keys[:len(names)]]
+        values = [float(params[k]) for k in keys[: len(names)]]
     else:
-        values = [float(v) for v in params][:len(names)]
+        values = [float(v) for v in params][: len(names)]
     if len(values) < len(names) or any(math.isnan(v) for v in values):
         raise ValueError(f"fitted: {dist} needs {len(names)} parameters ({', '.join(names)}), got {params!r}")
     return Law(dist, values)

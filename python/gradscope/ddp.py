@@ -54,8 +54,12 @@ from ._state_settings import FORMAT, Settings, help_text
 # compress_s, compress_cpu_s (the same work in the thread's CPU time), comm_s and hook_s, buckets,
 # skipped, warmup, critical: at density_high).
 StepStats = dataclasses.make_dataclass(
-    "StepStats", [(name, type(value), dataclasses.field(default=value))
-                  for name, value in _gradscope.BucketCompressor.step_stats_defaults().items()])
+    "StepStats",
+    [
+        (name, type(value), dataclasses.field(default=value))
+        for name, value in _gradscope.BucketCompressor.step_stats_defaults().items()
+    ],
+)
 StepStats.__doc__ = "What one training step cost and achieved, over every bucket of this worker (the C++ core's)."
 StepStats.__module__ = __name__  # pickles as gradscope.ddp.StepStats
 
@@ -72,15 +76,31 @@ class State:
     The keywords (one row each of gradscope._state_settings.SETTINGS):
     """
 
-    def __init__(self, method: str = "sidco-e", ratio: float | None = None, *,
-                 process_group: dist.ProcessGroup | None = None,
-                 variance: Callable[[dist.GradBucket], torch.Tensor] | None = None,
-                 warmup_steps: int = 0, warmup: str = "dense", warmup_start_ratio: float = 0.25,
-                 history: int = 1000, timeout: float | None = None, hook_group: dist.ProcessGroup | None = None,
-                 device_timing: bool = False, density_schedule: str = "constant", density_high: float = 0.1,
-                 density_interval: int = 20, density_eta: float = 0.5, momentum_correction: float = 0.0,
-                 optimizer_momentum_ok: bool = False, when: str = "always", when_interval: int = 50,
-                 exchange: str = "allgather", **options: Any) -> None:
+    def __init__(
+        self,
+        method: str = "sidco-e",
+        ratio: float | None = None,
+        *,
+        process_group: dist.ProcessGroup | None = None,
+        variance: Callable[[dist.GradBucket], torch.Tensor] | None = None,
+        warmup_steps: int = 0,
+        warmup: str = "dense",
+        warmup_start_ratio: float = 0.25,
+        history: int = 1000,
+        timeout: float | None = None,
+        hook_group: dist.ProcessGroup | None = None,
+        device_timing: bool = False,
+        density_schedule: str = "constant",
+        density_high: float = 0.1,
+        density_interval: int = 20,
+        density_eta: float = 0.5,
+        momentum_correction: float = 0.0,
+        optimizer_momentum_ok: bool = False,
+        when: str = "always",
+        when_interval: int = 50,
+        exchange: str = "allgather",
+        **options: Any,
+    ) -> None:
         # The keywords are the rows of _state_settings.SETTINGS, in their order (a test checks it).
         keywords = {name: value for name, value in locals().items() if name not in ("self", "options", "__class__")}
         self._settings = settings = Settings(**keywords, **options)
@@ -89,8 +109,10 @@ class State:
         self.process_group, self.rank, self.world_size = group.process_group, group.rank, group.world_size
         self._core = settings.make_core(self.rank)
         if self._core.needs_gradient_variance and settings.variance is None:
-            raise ValueError(f"compressor {settings.method!r} weighs elements by their gradient variance: "
-                             "give State(variance=callable(bucket) -> tensor)")
+            raise ValueError(
+                f"compressor {settings.method!r} weighs elements by their gradient variance: "
+                "give State(variance=callable(bucket) -> tensor)"
+            )
         self._streams = DeviceStreams(settings.options.get("backend"), self.rank, settings.device_timing)
         self._buckets = BucketExchange(settings, self._core, self._group, self._streams)
 
@@ -119,8 +141,7 @@ class State:
         """Per-step statistics over every finished, non-skipped step, as gradscope train reports.
         The hook's cost is compress_ms_per_step + comm_ms_per_step (the state's thread);
         hook_ms_per_step is only the hook calls that hand the buckets over."""
-        return dict({"method": self.method, "ratio": self.ratio, "workers": self.world_size},
-                    **self._core.summary())
+        return dict({"method": self.method, "ratio": self.ratio, "workers": self.world_size}, **self._core.summary())
 
     def device_ms(self):
         """With device_timing: the milliseconds the last finished step's CUDA buckets spent in
@@ -136,8 +157,14 @@ class State:
         statistics, the grouping of the last step's buckets), plus the settings it belongs to.
         Between steps; waits for queued buckets."""
         self._buckets.drain()
-        return {"format": FORMAT, **self._settings.saved(), "rank": self.rank, "world_size": self.world_size,
-                "core": self._core.save_state(), "layout": self._buckets.regrouping.saved()}
+        return {
+            "format": FORMAT,
+            **self._settings.saved(),
+            "rank": self.rank,
+            "world_size": self.world_size,
+            "core": self._core.save_state(),
+            "layout": self._buckets.regrouping.saved(),
+        }
 
     def load_state_dict(self, d):
         """Continues from state_dict() d, saved by the same rank of a run with the same settings.
@@ -196,7 +223,8 @@ def check_optimizer(optimizer, state):
             f"State(momentum_correction={state.momentum_correction:g}) keeps the momentum in the hook, and "
             f"{type(optimizer).__name__}'s parameter group {i} keeps one of its own ({momentum}): the momentum "
             f"would apply twice; {momentum_advice(type(optimizer).__name__, group)}, or drop "
-            "momentum_correction and keep the optimizer's momentum")
+            "momentum_correction and keep the optimizer's momentum"
+        )
 
 
 def _value(fut):

@@ -24,9 +24,11 @@ from ._options import table_texts, typed_default
 from .analysis import columns_as_tables
 
 Layer = collections.namedtuple("Layer", "name shape numel kind")
-Layer.__doc__ = ("A parameter of the recorded model: name, shape (a tuple), numel, and kind (the layer kind "
-                 "the analysis groups by, docs/analysis-format.md: conv weight, linear weight, embedding, "
-                 "bias, norm weight, norm bias, 1-d weight, parameter, scalar)")
+Layer.__doc__ = (
+    "A parameter of the recorded model: name, shape (a tuple), numel, and kind (the layer kind "
+    "the analysis groups by, docs/analysis-format.md: conv weight, linear weight, embedding, "
+    "bias, norm weight, norm bias, 1-d weight, parameter, scalar)"
+)
 Step = collections.namedtuple("Step", "step loss lr")
 Step.__doc__ = "A recorded training step: its number, loss and learning rate"
 
@@ -108,8 +110,10 @@ class Snapshot:
     def __repr__(self):
         if self.closed:
             return f"<gradscope.Snapshot {self.path!r}: closed>"
-        return (f"<gradscope.Snapshot {self.path!r}: model {self.model!r}, {len(self.layers)} layers, "
-                f"{self.total_numel} values a step, {len(self)} steps>")
+        return (
+            f"<gradscope.Snapshot {self.path!r}: model {self.model!r}, {len(self.layers)} layers, "
+            f"{self.total_numel} values a step, {len(self)} steps>"
+        )
 
 
 def _numpy_column(values, name):
@@ -155,8 +159,10 @@ def _steps_text(steps):
     try:
         items = list(steps)
     except TypeError:
-        raise TypeError(f"steps: give training-step numbers (an int, a range, a slice or a list of them), "
-                        f"got {type(steps).__name__}") from None
+        raise TypeError(
+            f"steps: give training-step numbers (an int, a range, a slice or a list of them), "
+            f"got {type(steps).__name__}"
+        ) from None
     if not items:
         raise ValueError("steps: the list is empty; give the training steps to analyse (snap.steps lists them)")
     return ",".join(_steps_text(item) for item in items)
@@ -194,4 +200,6 @@ def analyze(snapshot, out, progress=None, **options):
 
 
 if analyze.__doc__:  # none under python -OO
-    analyze.__doc__ += "".join(f"\n    {key}={typed_default(row)!r}: {row['help']}" for key, row in _ANALYZE_ROWS.items())
+    analyze.__doc__ += "".join(
+        f"\n    {key}={typed_default(row)!r}: {row['help']}" for key, row in _ANALYZE_ROWS.items()
+    )

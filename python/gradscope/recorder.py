@@ -17,15 +17,30 @@ import torch
 
 from . import _gradscope
 
-_FORGOT_BEGIN = ("Recorder: a gradient arrived outside a step: call rec.begin_step(step) before "
-                 "backward() and rec.end_step(loss, lr) after it")
-_END_WITHOUT_BEGIN = ("Recorder: end_step() without begin_step(): call rec.begin_step(step) before "
-                      "each step's backward(), then rec.end_step(loss, lr) once after it")
+_FORGOT_BEGIN = (
+    "Recorder: a gradient arrived outside a step: call rec.begin_step(step) before "
+    "backward() and rec.end_step(loss, lr) after it"
+)
+_END_WITHOUT_BEGIN = (
+    "Recorder: end_step() without begin_step(): call rec.begin_step(step) before "
+    "each step's backward(), then rec.end_step(loss, lr) once after it"
+)
 
 
 class Recorder:
-    def __init__(self, model, path, every=10, force=False, queue_depth=4, compression=None, deflate=4,
-                 dataset="", seed=0, read_grad=False):
+    def __init__(
+        self,
+        model,
+        path,
+        every=10,
+        force=False,
+        queue_depth=4,
+        compression=None,
+        deflate=4,
+        dataset="",
+        seed=0,
+        read_grad=False,
+    ):
         if not isinstance(model, torch.nn.Module):
             raise TypeError(f"Recorder records a torch.nn.Module, got {type(model).__name__}")
         params = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
@@ -34,9 +49,18 @@ class Recorder:
         layers = [(name, list(p.shape)) for name, p in params]
         if compression is None:
             compression = _gradscope.default_snapshot_codec()
-        self._core = _gradscope.StepRecorder(os.fspath(path), layers, type(model).__name__, dataset,
-                                             int(seed), int(every), int(queue_depth), bool(force),
-                                             str(compression), int(deflate))
+        self._core = _gradscope.StepRecorder(
+            os.fspath(path),
+            layers,
+            type(model).__name__,
+            dataset,
+            int(seed),
+            int(every),
+            int(queue_depth),
+            bool(force),
+            str(compression),
+            int(deflate),
+        )
         self.path = os.fspath(path)
         self._in_step = False  # between begin_step and end_step
         # read_grad: no hooks; end_step reads each .grad as it is then (under DDP, averaged).
@@ -49,6 +73,7 @@ class Recorder:
                 raise _gradscope.Error(_FORGOT_BEGIN)
             if self._core.capturing:
                 self._put(layer, grad)
+
         return hook
 
     def _put(self, layer, grad):

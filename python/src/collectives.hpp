@@ -116,11 +116,10 @@ class PythonDeviceCollectives final : public compress::DeviceCollectives {
     pybind11::gil_scoped_acquire gil;
     impl_ = pybind11::object();
   }
-  void allgather(const std::int32_t* indices, const float* values, std::uint64_t count,
-                 std::int32_t* indices_all, float* values_all) override {
+  void allgather(const std::int32_t* indices, const float* values, std::uint64_t count, std::int32_t* indices_all,
+                 float* values_all) override {
     pybind11::gil_scoped_acquire gil;
-    impl_.attr("allgather_pairs")(address(indices), address(values), count, address(indices_all),
-                                  address(values_all));
+    impl_.attr("allgather_pairs")(address(indices), address(values), count, address(indices_all), address(values_all));
     count_copies(impl_);
   }
   void allreduce_sum(float* values, std::uint64_t n) override {

@@ -42,11 +42,9 @@ std::vector<compress::BucketParam> bucket_params(const ParamList& params) {
 class BucketHandle {
  public:
   BucketHandle(const std::string& name, double density, const std::map<std::string, std::string>& options,
-               std::int64_t warmup_steps, const std::string& warmup, double warmup_start_density,
-               std::size_t history) {
+               std::int64_t warmup_steps, const std::string& warmup, double warmup_start_density, std::size_t history) {
     const auto w = compress::WarmupSchedule::of(warmup_steps, warmup, warmup_start_density, density);
-    w.check(compress::density_based(name), name,
-            {"warmup_steps", "warmup", "warmup_start_ratio", "ratio"});
+    w.check(compress::density_based(name), name, {"warmup_steps", "warmup", "warmup_start_ratio", "ratio"});
     core_ = std::make_unique<compress::BucketCompressor>(
         compress::make_compressor(name, density, parse_options(options)), w, history);
   }
@@ -55,10 +53,9 @@ class BucketHandle {
   // update into n floats at out. collectives: the Python object with rank, world_size,
   // allreduce_max/min/sum and allgather (gradscope.ddp.TorchCollectives). element_bytes: the
   // element size of the bucket's own dtype, which the dense bytes count.
-  void exchange(int index, std::uintptr_t g, std::uint64_t n,
-                const ParamList& params,
-                py::object collectives, std::uintptr_t out, bool last, std::uintptr_t variance,
-                std::uint64_t variance_n, double hook_seconds, unsigned element_bytes) {
+  void exchange(int index, std::uintptr_t g, std::uint64_t n, const ParamList& params, py::object collectives,
+                std::uintptr_t out, bool last, std::uintptr_t variance, std::uint64_t variance_n, double hook_seconds,
+                unsigned element_bytes) {
     const std::vector<compress::BucketParam> ps = bucket_params(params);
     PythonCollectives comm(std::move(collectives));
     py::gil_scoped_release free;
@@ -73,8 +70,7 @@ class BucketHandle {
   // after the work; 0 for none. collectives: as exchange()'s; when its `device_collectives` is
   // true, it also all-gathers and all-reduces device memory (allgather_pairs,
   // allreduce_sum_device).
-  void exchange_resident(int index, std::uintptr_t address, std::uint64_t n,
-                         const ParamList& params,
+  void exchange_resident(int index, std::uintptr_t address, std::uint64_t n, const ParamList& params,
                          py::object collectives, bool last, std::uintptr_t variance, std::uint64_t variance_n,
                          double hook_seconds, const std::string& backend, int device, std::uintptr_t stream,
                          unsigned element_bytes) {
@@ -120,8 +116,7 @@ class BucketHandle {
                     double comm_seconds, unsigned element_bytes) {
     PythonCollectives comm(std::move(collectives));
     py::gil_scoped_release free;
-    compress::StockDense::finish(*core_, index, span_at<float>(address, n), comm, last, comm_seconds,
-                                 element_bytes);
+    compress::StockDense::finish(*core_, index, span_at<float>(address, n), comm, last, comm_seconds, element_bytes);
   }
 
   py::list history() const {
@@ -155,64 +150,71 @@ void bind_ddp(py::module_& m) {
   py::class_<BucketHandle>(m, "BucketCompressor")
       .def(py::init<const std::string&, double, const std::map<std::string, std::string>&, std::int64_t,
                     const std::string&, double, std::size_t>(),
-           py::arg("name"), py::arg("density"), py::arg("options"), py::arg("warmup_steps"),
-           py::arg("warmup"), py::arg("warmup_start_density"), py::arg("history"))
-      .def("exchange", &BucketHandle::exchange, py::arg("index"), py::arg("address"), py::arg("n"),
-           py::arg("params"), py::arg("collectives"), py::arg("out"), py::arg("last"),
-           py::arg("variance"), py::arg("variance_n"), py::arg("hook_seconds"), py::arg("element_bytes") = 4u)
-      .def("exchange_resident", &BucketHandle::exchange_resident, py::arg("index"), py::arg("address"),
-           py::arg("n"), py::arg("params"), py::arg("collectives"), py::arg("last"), py::arg("variance"),
-           py::arg("variance_n"), py::arg("hook_seconds"), py::arg("backend"), py::arg("device"),
-           py::arg("stream"), py::arg("element_bytes") = 4u)
+           py::arg("name"), py::arg("density"), py::arg("options"), py::arg("warmup_steps"), py::arg("warmup"),
+           py::arg("warmup_start_density"), py::arg("history"))
+      .def("exchange", &BucketHandle::exchange, py::arg("index"), py::arg("address"), py::arg("n"), py::arg("params"),
+           py::arg("collectives"), py::arg("out"), py::arg("last"), py::arg("variance"), py::arg("variance_n"),
+           py::arg("hook_seconds"), py::arg("element_bytes") = 4u)
+      .def("exchange_resident", &BucketHandle::exchange_resident, py::arg("index"), py::arg("address"), py::arg("n"),
+           py::arg("params"), py::arg("collectives"), py::arg("last"), py::arg("variance"), py::arg("variance_n"),
+           py::arg("hook_seconds"), py::arg("backend"), py::arg("device"), py::arg("stream"),
+           py::arg("element_bytes") = 4u)
       .def("stock_open", &BucketHandle::stock_open, py::arg("collectives"), py::arg("element_bytes"))
       .def("stock_prepare", &BucketHandle::stock_prepare, py::arg("index"), py::arg("address"), py::arg("n"),
            py::arg("params"), py::arg("collectives"), py::arg("last"), py::arg("hook_seconds"),
            py::arg("element_bytes"))
       .def("stock_finish", &BucketHandle::stock_finish, py::arg("index"), py::arg("address"), py::arg("n"),
            py::arg("collectives"), py::arg("last"), py::arg("comm_seconds"), py::arg("element_bytes"))
-      .def("name_parameters",
-           [](BucketHandle& h, int index, const ParamList& params) {
-             const std::vector<compress::BucketParam> ps = bucket_params(params);
-             std::uint64_t n = 0;
-             for (const auto& p : ps) n += p.numel;
-             h.get().name_parameters(ps, n, index);
-           },
-           py::arg("index"), py::arg("params"))
-      .def("fail_bucket", [](BucketHandle& h, bool last) { h.get().fail_bucket(last); }, py::arg("last"))
-      .def("set_density_schedule",
-           [](BucketHandle& h, const std::string& kind, double high, std::int64_t interval, double eta) {
-             compress::DensitySchedule s;
-             s.kind = compress::DensitySchedule::parse_kind(kind);
-             s.high = high;
-             s.interval = interval;
-             s.eta = eta;
-             h.get().set_density_schedule(
-                 s, {"density_schedule", "density_high", "density_interval", "density_eta", "ratio"});
-           },
-           py::arg("kind"), py::arg("high"), py::arg("interval"), py::arg("eta"))
-      .def("set_momentum_correction",
-           [](BucketHandle& h, double m) { h.get().set_momentum_correction(m, "momentum_correction"); },
-           py::arg("momentum"))
-      .def("set_shared_settings",
-           [](BucketHandle& h, const std::vector<std::pair<std::string, std::string>>& settings,
-              const std::string& advice) {
-             std::vector<compress::Setting> v;
-             for (const auto& [name, value] : settings) v.push_back({name, value});
-             h.get().set_shared_settings(std::move(v), advice);
-           },
-           py::arg("settings"), py::arg("advice"))
-      .def("refuse_steps", [](BucketHandle& h, const std::string& why) { h.get().refuse_steps(why); },
-           py::arg("why"))
-      .def("set_compress_when",
-           [](BucketHandle& h, const std::string& when, std::int64_t interval) {
-             h.get().set_compress_when(compress::CompressionGate::parse(when), interval);
-           },
-           py::arg("when"), py::arg("interval"))
-      .def("set_exchange",
-           [](BucketHandle& h, const std::string& exchange) {
-             h.get().set_exchange(compress::exchange_mode(exchange, "exchange"));
-           },
-           py::arg("exchange"))
+      .def(
+          "name_parameters",
+          [](BucketHandle& h, int index, const ParamList& params) {
+            const std::vector<compress::BucketParam> ps = bucket_params(params);
+            std::uint64_t n = 0;
+            for (const auto& p : ps) n += p.numel;
+            h.get().name_parameters(ps, n, index);
+          },
+          py::arg("index"), py::arg("params"))
+      .def(
+          "fail_bucket", [](BucketHandle& h, bool last) { h.get().fail_bucket(last); }, py::arg("last"))
+      .def(
+          "set_density_schedule",
+          [](BucketHandle& h, const std::string& kind, double high, std::int64_t interval, double eta) {
+            compress::DensitySchedule s;
+            s.kind = compress::DensitySchedule::parse_kind(kind);
+            s.high = high;
+            s.interval = interval;
+            s.eta = eta;
+            h.get().set_density_schedule(
+                s, {"density_schedule", "density_high", "density_interval", "density_eta", "ratio"});
+          },
+          py::arg("kind"), py::arg("high"), py::arg("interval"), py::arg("eta"))
+      .def(
+          "set_momentum_correction",
+          [](BucketHandle& h, double m) { h.get().set_momentum_correction(m, "momentum_correction"); },
+          py::arg("momentum"))
+      .def(
+          "set_shared_settings",
+          [](BucketHandle& h, const std::vector<std::pair<std::string, std::string>>& settings,
+             const std::string& advice) {
+            std::vector<compress::Setting> v;
+            for (const auto& [name, value] : settings) v.push_back({name, value});
+            h.get().set_shared_settings(std::move(v), advice);
+          },
+          py::arg("settings"), py::arg("advice"))
+      .def(
+          "refuse_steps", [](BucketHandle& h, const std::string& why) { h.get().refuse_steps(why); }, py::arg("why"))
+      .def(
+          "set_compress_when",
+          [](BucketHandle& h, const std::string& when, std::int64_t interval) {
+            h.get().set_compress_when(compress::CompressionGate::parse(when), interval);
+          },
+          py::arg("when"), py::arg("interval"))
+      .def(
+          "set_exchange",
+          [](BucketHandle& h, const std::string& exchange) {
+            h.get().set_exchange(compress::exchange_mode(exchange, "exchange"));
+          },
+          py::arg("exchange"))
       .def_property_readonly("critical", [](BucketHandle& h) { return h.get().regimes().critical(); })
       .def("history", &BucketHandle::history)
       .def("last_step",

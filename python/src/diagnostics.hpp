@@ -9,9 +9,9 @@
 namespace gs::python {
 
 struct Diagnostics {
-  std::map<int, std::uint64_t> (*cuda_host_work_by_device)();  // work done on each fake device
-  void (*cuda_host_reset_work)();                              // and the counts below but the probes
-  std::uint64_t (*cuda_host_legacy_stream_orders)();           // orderings with the legacy stream
+  std::map<int, std::uint64_t> (*cuda_host_work_by_device)();   // work done on each fake device
+  void (*cuda_host_reset_work)();                               // and the counts below but the probes
+  std::uint64_t (*cuda_host_legacy_stream_orders)();            // orderings with the legacy stream
   std::map<int, std::uint64_t> (*cuda_host_syncs_by_device)();  // blocking synchronizations, every kind
   std::uint64_t (*backend_probes)();  // times backend auto or cuda asked the CUDA runtime about a device
   bool (*cuda_available)();           // a usable GPU, as the device policy says

@@ -43,12 +43,10 @@ void bind_readers(py::module_& m);
 
 namespace {
 
-
 // One compressor made by name, as Python's gradscope.ddp.State and gradscope.select use it.
 class CompressorHandle {
  public:
-  CompressorHandle(const std::string& name, double density,
-                   const std::map<std::string, std::string>& options)
+  CompressorHandle(const std::string& name, double density, const std::map<std::string, std::string>& options)
       : c_(compress::make_compressor(name, density, parse_options(options))) {}
 
   // compress() of n floats at `acc` (host memory): (indices int64, values float32, encoded payload
@@ -78,16 +76,16 @@ class CompressorHandle {
 
   // out (n floats) = the mean over workers of the encoded payloads (in rank order), as
   // Compressor::aggregate. Every payload is checked (size, index range) before use.
-  void aggregate(const std::vector<py::array_t<std::uint8_t, py::array::c_style>>& payloads,
-                 std::uintptr_t out, std::uint64_t n) {
+  void aggregate(const std::vector<py::array_t<std::uint8_t, py::array::c_style>>& payloads, std::uintptr_t out,
+                 std::uint64_t n) {
     std::vector<compress::Payload> decoded;
     for (std::size_t r = 0; r < payloads.size(); ++r) {
       const auto& a = payloads[r];
-      decoded.push_back(compress::decode(std::span<const std::byte>(
-          reinterpret_cast<const std::byte*>(a.data()), std::size_t(a.size()))));
+      decoded.push_back(compress::decode(
+          std::span<const std::byte>(reinterpret_cast<const std::byte*>(a.data()), std::size_t(a.size()))));
       if (decoded.back().n != n)
-        throw Error("worker " + std::to_string(r) + " sent a payload of " +
-                    std::to_string(decoded.back().n) + " elements for a vector of " + std::to_string(n));
+        throw Error("worker " + std::to_string(r) + " sent a payload of " + std::to_string(decoded.back().n) +
+                    " elements for a vector of " + std::to_string(n));
     }
     py::gil_scoped_release free;
     c_->aggregate(decoded, span_at<float>(out, n));
@@ -95,8 +93,8 @@ class CompressorHandle {
 
   // Exchange::collective: the compressor's own rounds over `collectives` (a Python object with
   // rank, world_size, allreduce_max/min/sum and allgather). sent and mean get n floats each.
-  py::tuple exchange(std::uintptr_t acc, std::uint64_t n, const std::string& tensor,
-                     py::object collectives, std::uintptr_t sent, std::uintptr_t mean) {
+  py::tuple exchange(std::uintptr_t acc, std::uint64_t n, const std::string& tensor, py::object collectives,
+                     std::uintptr_t sent, std::uintptr_t mean) {
     PythonCollectives comm(std::move(collectives));
     compress::Compressor::Exchanged r;
     {
@@ -141,8 +139,7 @@ std::string fit_json(std::uintptr_t address, std::uint64_t n, const std::vector<
   options.densities = densities;
   py::gil_scoped_release free;
   const auto passes = kernels::make_passes(span_at<const float>(address, n), kind);
-  return analyzer::fit_json(fitting::fit_report(*passes, options), input, std::string(kernels::to_string(kind)))
-      .dump();
+  return analyzer::fit_json(fitting::fit_report(*passes, options), input, std::string(kernels::to_string(kind))).dump();
 }
 
 // The stand-in for torch's stream on a cuda-host fake device (gradscope.ddp's backend "cuda-host"),
@@ -155,14 +152,16 @@ void bind_devices(py::module_& m) {
         "(an H200's, commit cdd4df1's GPU run); a step's StepStats.launches and elements_passed give it.");
   m.def("cuda_host_caller_stream",
         [](int device) { return reinterpret_cast<std::uintptr_t>(ch::caller_stream(device)); });
-  static const Diagnostics diagnostics{
-      &ch::work_by_device, &ch::reset_work_by_device, &ch::legacy_stream_orders,
-      +[] {
-        std::map<int, std::uint64_t> out;
-        for (const auto& [device, c] : ch::syncs_by_device()) out[device] = c.total();
-        return out;
-      },
-      &gs::kernels::backend_probes, &gs::kernels::cuda_available};
+  static const Diagnostics diagnostics{&ch::work_by_device,
+                                       &ch::reset_work_by_device,
+                                       &ch::legacy_stream_orders,
+                                       +[] {
+                                         std::map<int, std::uint64_t> out;
+                                         for (const auto& [device, c] : ch::syncs_by_device()) out[device] = c.total();
+                                         return out;
+                                       },
+                                       &gs::kernels::backend_probes,
+                                       &gs::kernels::cuda_available};
   m.attr("_diagnostics") = py::capsule(&diagnostics, kDiagnosticsCapsule);
 }
 
@@ -231,15 +230,18 @@ void bind_compressors(py::module_& m) {
   m.def("default_sidco_stages", &gs::fitting::default_sidco_stages, py::arg("ratio"));
   // The rules the front ends share, written once in C++ (docs/architecture.md).
   m.def("worker_seed", &compress::worker_seed, py::arg("seed"), py::arg("rank"));
-  m.def("check_density", [](double density, const std::string& what) {
-    gs::fitting::check_density(density, what);
-    return density;
-  }, py::arg("density"), py::arg("what") = "ratio");
+  m.def(
+      "check_density",
+      [](double density, const std::string& what) {
+        gs::fitting::check_density(density, what);
+        return density;
+      },
+      py::arg("density"), py::arg("what") = "ratio");
   m.def("density_for", &compress::density_for, py::arg("name"), py::arg("ratio"), py::arg("fallback"),
         py::arg("what") = "ratio");
   py::class_<CompressorHandle>(m, "Compressor")
-      .def(py::init<const std::string&, double, const std::map<std::string, std::string>&>(),
-           py::arg("name"), py::arg("density"), py::arg("options") = std::map<std::string, std::string>{})
+      .def(py::init<const std::string&, double, const std::map<std::string, std::string>&>(), py::arg("name"),
+           py::arg("density"), py::arg("options") = std::map<std::string, std::string>{})
       .def("compress", &CompressorHandle::compress, py::arg("address"), py::arg("n"), py::arg("tensor"))
       .def("compress_resident", &CompressorHandle::compress_resident, py::arg("address"), py::arg("n"),
            py::arg("tensor"), py::arg("device") = -1, py::arg("stream") = std::uintptr_t{0})
@@ -264,13 +266,16 @@ void bind_compressors(py::module_& m) {
 void bind_fit_and_data(py::module_& m) {
   m.def("fit_json", &fit_json, py::arg("address"), py::arg("n"), py::arg("densities"), py::arg("backend"),
         py::arg("input"));
-  m.def("fashion_mnist", [](const std::string& split) {
-    const gs::data::FashionMnist d = gs::data::load_fashion_mnist(split);
-    const auto& im = d.images;
-    py::array_t<std::uint8_t> pixels({im.count, im.rows, im.cols}, im.pixels.data());
-    py::array_t<std::uint8_t> labels(py::ssize_t(d.labels.labels.size()), d.labels.labels.data());
-    return py::make_tuple(pixels, labels);
-  }, py::arg("split"));
+  m.def(
+      "fashion_mnist",
+      [](const std::string& split) {
+        const gs::data::FashionMnist d = gs::data::load_fashion_mnist(split);
+        const auto& im = d.images;
+        py::array_t<std::uint8_t> pixels({im.count, im.rows, im.cols}, im.pixels.data());
+        py::array_t<std::uint8_t> labels(py::ssize_t(d.labels.labels.size()), d.labels.labels.data());
+        return py::make_tuple(pixels, labels);
+      },
+      py::arg("split"));
 }
 
 }  // namespace

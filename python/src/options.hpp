@@ -55,8 +55,8 @@ std::string in_python_words(std::string m, const std::vector<OptionRow<C>>& rows
   for (const auto& [flag, word] : swaps) {
     for (std::size_t at = m.find(flag); at != std::string::npos; at = m.find(flag, at)) {
       const std::size_t end = at + flag.size();
-      const bool whole = (at == 0 || !part_of_flag(m[at - 1])) &&
-                         (flag.back() == '\'' || end == m.size() || !part_of_flag(m[end]));
+      const bool whole =
+          (at == 0 || !part_of_flag(m[at - 1])) && (flag.back() == '\'' || end == m.size() || !part_of_flag(m[end]));
       if (!whole) {
         at = end;
         continue;

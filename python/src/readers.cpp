@@ -165,8 +165,10 @@ py::object attribute_value(const analyzer::AttributeValue& value) {
   return std::visit(
       [](const auto& v) -> py::object {
         using T = std::decay_t<decltype(v)>;
-        if constexpr (std::is_same_v<T, std::vector<double>>) return owned_array(std::vector<double>(v));
-        else return py::cast(v);
+        if constexpr (std::is_same_v<T, std::vector<double>>)
+          return owned_array(std::vector<double>(v));
+        else
+          return py::cast(v);
       },
       value);
 }
@@ -192,10 +194,12 @@ py::tuple read_analysis(const std::string& path) {
       py::object values = std::visit(
           [](auto& v) -> py::object {
             using T = typename std::decay_t<decltype(v)>::value_type;
-            if constexpr (std::is_same_v<T, std::string>) return py::cast(v);
+            if constexpr (std::is_same_v<T, std::string>)
+              return py::cast(v);
             else if constexpr (std::is_same_v<T, std::uint8_t>)  // the store's flags
               return owned_array(std::move(v)).attr("astype")("bool");
-            else return owned_array(std::move(v));
+            else
+              return owned_array(std::move(v));
           },
           c.values);
       columns.append(py::make_tuple(c.name, values));
@@ -238,13 +242,17 @@ void bind_readers(py::module_& m) {
   m.def("analyze_options", [] { return option_row_dicts(analyzer::analyze_options()); });
   m.def("read_analysis", &read_analysis, py::arg("path"));
   m.def("law_values", &law_values, py::arg("dist"), py::arg("params"), py::arg("what"), py::arg("values"));
-  m.def("parameter_names", [](const std::string& dist) { return fitting::parameter_names(dist); }, py::arg("dist"));
+  m.def(
+      "parameter_names", [](const std::string& dist) { return fitting::parameter_names(dist); }, py::arg("dist"));
   // The layer kind of each (name, shape), in order (analyzer::layer_kinds).
-  m.def("layer_kinds", [](const std::vector<std::pair<std::string, std::vector<std::int64_t>>>& layers) {
-    std::vector<data::LayerInfo> infos;
-    for (const auto& [name, shape] : layers) infos.push_back({name, shape});
-    return analyzer::layer_kinds(infos);
-  }, py::arg("layers"));
+  m.def(
+      "layer_kinds",
+      [](const std::vector<std::pair<std::string, std::vector<std::int64_t>>>& layers) {
+        std::vector<data::LayerInfo> infos;
+        for (const auto& [name, shape] : layers) infos.push_back({name, shape});
+        return analyzer::layer_kinds(infos);
+      },
+      py::arg("layers"));
 }
 
 }  // namespace gs::python

@@ -20,10 +20,10 @@ namespace gs::python {
 void bind_recorder(py::module_& m) {
   using data::StepRecorder;
   py::class_<StepRecorder>(m, "StepRecorder")
-      .def(py::init([](const std::string& path, const std::vector<std::pair<std::string, std::vector<std::int64_t>>>& layers,
-                       const std::string& model, const std::string& dataset, std::uint64_t seed,
-                       std::int64_t every, std::size_t queue_depth, bool force,
-                       const std::string& compression, int deflate_level) {
+      .def(py::init([](const std::string& path,
+                       const std::vector<std::pair<std::string, std::vector<std::int64_t>>>& layers,
+                       const std::string& model, const std::string& dataset, std::uint64_t seed, std::int64_t every,
+                       std::size_t queue_depth, bool force, const std::string& compression, int deflate_level) {
              // Python's words for force, checked before the writer's own check would say --force.
              data::check_destination(path, force, "force=True");
              std::vector<data::LayerInfo> infos;
@@ -36,13 +36,12 @@ void bind_recorder(py::module_& m) {
              wo.force = force;
              wo.compression = compression;
              wo.deflate_level = deflate_level;
-             return std::make_unique<StepRecorder>(
-                 infos, data::snapshot_sink(data::SnapshotWriter(path, meta, infos, wo)),
-                 data::RecorderOptions{every, queue_depth});
+             return std::make_unique<StepRecorder>(infos,
+                                                   data::snapshot_sink(data::SnapshotWriter(path, meta, infos, wo)),
+                                                   data::RecorderOptions{every, queue_depth});
            }),
-           py::arg("path"), py::arg("layers"), py::arg("model"), py::arg("dataset"), py::arg("seed"),
-           py::arg("every"), py::arg("queue_depth"), py::arg("force"),
-           py::arg("compression"), py::arg("deflate_level"))
+           py::arg("path"), py::arg("layers"), py::arg("model"), py::arg("dataset"), py::arg("seed"), py::arg("every"),
+           py::arg("queue_depth"), py::arg("force"), py::arg("compression"), py::arg("deflate_level"))
       .def("begin_step", &StepRecorder::begin_step, py::call_guard<py::gil_scoped_release>())
       .def("put",
            [](StepRecorder& r, std::size_t layer, std::uintptr_t address, std::uint64_t n) {

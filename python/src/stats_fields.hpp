@@ -63,35 +63,35 @@ const std::vector<StatField<S>>& stat_fields();
 template <>
 inline const std::vector<StatField<compress::StepStats>>& stat_fields<compress::StepStats>() {
   using S = compress::StepStats;
-  static const std::vector<StatField<S>> f = selection_fields_and<S>({
-      {"stages", get<&S::stages>},
-      {"corrected", get<&S::corrected>},
-      {"exact", get<&S::exact>},
-      {"estimate_quality", get_or_none<&S::estimate_quality>},
-      {"bytes_sent", get<&S::bytes_sent>},
-      {"dense_bytes", get<&S::dense_bytes>},
-      {"gathered_bytes", get<&S::gathered_bytes>},
-      {"link_bytes", get<&S::link_bytes>},
-      {"host_device_bytes", get<&S::host_device_bytes>},
-      {"host_device_gathered_bytes", get<&S::host_device_gathered_bytes>},
-      {"host_syncs", get<&S::host_syncs>},
-      {"launches", get<&S::launches>},
-      {"single_thread_launches", get<&S::single_thread_launches>},
-      {"allocations", get<&S::allocations>},
-      {"events_created", get<&S::events_created>},
-      {"scratch_queries", get<&S::scratch_queries>},
-      {"elements_passed", get<&S::elements_passed>},
-      {"overflow", get<&S::overflow>},
-      {"compress_s", get<&S::compress_seconds>},
-      {"compress_cpu_s", get<&S::compress_cpu_seconds>},
-      {"comm_s", get<&S::comm_seconds>},
-      {"hook_s", get<&S::hook_seconds>},
-      {"buckets", get<&S::buckets>},
-      {"skipped", get<&S::skipped>},
-      {"warmup", get<&S::warmup>},
-      {"dense", get<&S::dense>},
-      {"critical", get<&S::critical>},
-      {"exchange", &exchange_name}});
+  static const std::vector<StatField<S>> f =
+      selection_fields_and<S>({{"stages", get<&S::stages>},
+                               {"corrected", get<&S::corrected>},
+                               {"exact", get<&S::exact>},
+                               {"estimate_quality", get_or_none<&S::estimate_quality>},
+                               {"bytes_sent", get<&S::bytes_sent>},
+                               {"dense_bytes", get<&S::dense_bytes>},
+                               {"gathered_bytes", get<&S::gathered_bytes>},
+                               {"link_bytes", get<&S::link_bytes>},
+                               {"host_device_bytes", get<&S::host_device_bytes>},
+                               {"host_device_gathered_bytes", get<&S::host_device_gathered_bytes>},
+                               {"host_syncs", get<&S::host_syncs>},
+                               {"launches", get<&S::launches>},
+                               {"single_thread_launches", get<&S::single_thread_launches>},
+                               {"allocations", get<&S::allocations>},
+                               {"events_created", get<&S::events_created>},
+                               {"scratch_queries", get<&S::scratch_queries>},
+                               {"elements_passed", get<&S::elements_passed>},
+                               {"overflow", get<&S::overflow>},
+                               {"compress_s", get<&S::compress_seconds>},
+                               {"compress_cpu_s", get<&S::compress_cpu_seconds>},
+                               {"comm_s", get<&S::comm_seconds>},
+                               {"hook_s", get<&S::hook_seconds>},
+                               {"buckets", get<&S::buckets>},
+                               {"skipped", get<&S::skipped>},
+                               {"warmup", get<&S::warmup>},
+                               {"dense", get<&S::dense>},
+                               {"critical", get<&S::critical>},
+                               {"exchange", &exchange_name}});
   return f;
 }
 
@@ -127,13 +127,12 @@ inline const std::vector<StatField<compress::RunSummary>>& stat_fields<compress:
 template <>
 inline const std::vector<StatField<compress::CompressInfo>>& stat_fields<compress::CompressInfo>() {
   using S = compress::CompressInfo;
-  static const std::vector<StatField<S>> f = selection_fields_and<S>({
-      {"threshold", get<&S::threshold>},
-      {"stages", get<&S::stages>},
-      {"corrected", get<&S::corrected>},
-      {"exact", get<&S::exact>},
-      {"estimate_quality", get<&S::estimate_quality>},
-      {"nonfinite", get<&S::nonfinite>}});
+  static const std::vector<StatField<S>> f = selection_fields_and<S>({{"threshold", get<&S::threshold>},
+                                                                      {"stages", get<&S::stages>},
+                                                                      {"corrected", get<&S::corrected>},
+                                                                      {"exact", get<&S::exact>},
+                                                                      {"estimate_quality", get<&S::estimate_quality>},
+                                                                      {"nonfinite", get<&S::nonfinite>}});
   return f;
 }
 

@@ -33,8 +33,7 @@ std::vector<std::vector<std::span<const float>>> step_spans(const Steps& grads, 
     if (int(grads[s].size()) != workers) throw Error("every step needs one gradient per worker");
     for (const auto& g : grads[s]) {
       if (std::uint64_t(g.size()) != numel)
-        throw Error("a gradient has " + std::to_string(g.size()) + " elements, the buckets " +
-                    std::to_string(numel));
+        throw Error("a gradient has " + std::to_string(g.size()) + " elements, the buckets " + std::to_string(numel));
       in[s].emplace_back(g.data(), std::size_t(g.size()));
     }
   }
@@ -46,10 +45,11 @@ std::vector<std::vector<std::span<const float>>> step_spans(const Steps& grads, 
 // gradient at step s (the buckets laid end to end); the result, the mean update every worker got.
 // momentum_correction: ModelCompressor::set_momentum_correction's momentum (0: off). Each worker's
 // seed is made from the options' as gradscope.ddp.State makes it.
-std::vector<std::vector<py::array_t<float>>> model_compressor_steps(
-    const std::string& name, double density, const std::map<std::string, std::string>& options,
-    const std::vector<std::uint64_t>& bucket_sizes, const Steps& grads, double momentum_correction,
-    const std::string& exchange) {
+std::vector<std::vector<py::array_t<float>>> model_compressor_steps(const std::string& name, double density,
+                                                                    const std::map<std::string, std::string>& options,
+                                                                    const std::vector<std::uint64_t>& bucket_sizes,
+                                                                    const Steps& grads, double momentum_correction,
+                                                                    const std::string& exchange) {
   const int workers = grads.empty() ? 0 : int(grads.front().size());
   std::vector<compress::TensorSpec> specs;
   std::uint64_t numel = 0;
@@ -58,16 +58,14 @@ std::vector<std::vector<py::array_t<float>>> model_compressor_steps(
     numel += bucket_sizes[b];
   }
   const auto in = step_spans(grads, workers, numel);
-  std::vector<std::vector<std::vector<float>>> out(grads.size(),
-                                                   std::vector<std::vector<float>>(std::size_t(workers)));
+  std::vector<std::vector<std::vector<float>>> out(grads.size(), std::vector<std::vector<float>>(std::size_t(workers)));
   const compress::CompressorOptions base = parse_options(options);
   {
     py::gil_scoped_release free;
     compress::run_workers(workers, [&](compress::Collectives& comm) {
       compress::CompressorOptions o = base;
       o.seed = compress::worker_seed(base.seed, std::uint64_t(comm.rank()));
-      compress::ModelCompressor mc(specs, compress::Granularity::layer, 0,
-                                   compress::make_compressor(name, density, o));
+      compress::ModelCompressor mc(specs, compress::Granularity::layer, 0, compress::make_compressor(name, density, o));
       mc.set_momentum_correction(momentum_correction);
       mc.set_exchange(compress::exchange_mode(exchange, "exchange"));
       for (std::size_t s = 0; s < in.size(); ++s) {

@@ -13,26 +13,23 @@ namespace gs::analyzer::test {
 inline double nan_as_value(double v) { return std::isnan(v) ? -1e308 : v; }
 
 inline auto fields(const StepRow& r) { return std::make_tuple(r.step, r.row, r.loss, r.lr); }
-inline auto fields(const VectorRow& r) {
-  return std::make_tuple(r.step, r.scope, r.kind, r.n, r.zeros, r.nonfinite);
-}
+inline auto fields(const VectorRow& r) { return std::make_tuple(r.step, r.scope, r.kind, r.n, r.zeros, r.nonfinite); }
 inline auto fields(const FitRow& r) {
   return std::make_tuple(r.step, r.scope, r.kind, r.dist, nan_as_value(r.param1), nan_as_value(r.param2),
-                         nan_as_value(r.loglik), nan_as_value(r.aic), nan_as_value(r.ks_D),
-                         nan_as_value(r.ks_p), nan_as_value(r.ad_A2), r.ks_n, r.ks_subsampled, r.error);
+                         nan_as_value(r.loglik), nan_as_value(r.aic), nan_as_value(r.ks_D), nan_as_value(r.ks_p),
+                         nan_as_value(r.ad_A2), r.ks_n, r.ks_subsampled, r.error);
 }
 inline auto fields(const TailRow& r) {
-  return std::make_tuple(r.step, r.scope, r.dist, r.density, nan_as_value(r.threshold),
-                         nan_as_value(r.predicted), r.observed);
+  return std::make_tuple(r.step, r.scope, r.dist, r.density, nan_as_value(r.threshold), nan_as_value(r.predicted),
+                         r.observed);
 }
 inline auto fields(const QQRow& r) {
-  return std::make_tuple(r.step, r.scope, r.dist, r.probability, nan_as_value(r.fitted),
-                         nan_as_value(r.sample));
+  return std::make_tuple(r.step, r.scope, r.dist, r.probability, nan_as_value(r.fitted), nan_as_value(r.sample));
 }
 inline auto fields(const ThresholdRow& r) {
-  return std::make_tuple(r.step, r.scope, r.kind, r.method, r.density, nan_as_value(r.threshold),
-                         r.stages, r.selected, nan_as_value(r.quality), nan_as_value(r.exact_threshold),
-                         nan_as_value(r.rel_error), r.error, r.n, r.too_small);
+  return std::make_tuple(r.step, r.scope, r.kind, r.method, r.density, nan_as_value(r.threshold), r.stages, r.selected,
+                         nan_as_value(r.quality), nan_as_value(r.exact_threshold), nan_as_value(r.rel_error), r.error,
+                         r.n, r.too_small);
 }
 
 template <class Row>

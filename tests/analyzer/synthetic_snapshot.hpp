@@ -37,9 +37,8 @@ inline std::vector<float> synthetic_values(std::uint64_t seed, std::int64_t step
 }
 
 // Writes steps first_step, first_step + every, ... (count of them) to path.
-inline void write_synthetic_snapshot(const std::filesystem::path& path, std::size_t count,
-                                     std::uint64_t seed = 7, std::int64_t every = 10,
-                                     const std::string& created = "2026-01-02T03:04:05Z") {
+inline void write_synthetic_snapshot(const std::filesystem::path& path, std::size_t count, std::uint64_t seed = 7,
+                                     std::int64_t every = 10, const std::string& created = "2026-01-02T03:04:05Z") {
   data::SnapshotMeta meta;
   meta.model = "synthetic";
   meta.dataset = "none";

@@ -21,8 +21,10 @@ using gs::testing::TempDir;
 
 // Same double, NaN equal to NaN.
 void expect_same(double stored, double expected, const std::string& what) {
-  if (std::isnan(expected)) EXPECT_TRUE(std::isnan(stored)) << what;
-  else EXPECT_EQ(stored, expected) << what;
+  if (std::isnan(expected))
+    EXPECT_TRUE(std::isnan(stored)) << what;
+  else
+    EXPECT_EQ(stored, expected) << what;
 }
 
 AnalyzeConfig small_config(const TempDir& dir) {
@@ -48,9 +50,8 @@ TEST(Analyze, AgreesWithFitReportOnTheSameStepAndVector) {
   const data::SnapshotReader snap(c.input);
   for (const std::string scope : {"fc1.weight", "conv1.bias", "(model)"}) {
     const std::size_t row = 1;  // step 10
-    const VectorChoice choice = choose_vector(
-        snap, snap.steps()[row].step,
-        scope == kModelScope ? std::nullopt : std::optional<std::string>(scope));
+    const VectorChoice choice = choose_vector(snap, snap.steps()[row].step,
+                                              scope == kModelScope ? std::nullopt : std::optional<std::string>(scope));
     const std::vector<float> v = read_vector(snap, choice);
     kernels::cpu::CpuPasses passes(v);
     const fitting::FitReport rep = fitting::fit_report(passes, c.fit_options());
@@ -222,7 +223,8 @@ TEST(AnalyzeConfigTest, StepSelectionPicksTrainingStepsNotRows) {
   // Nothing selected, or a named step not recorded: the error says which steps exist.
   const std::string none = test::error_of([&] { StepSelection::parse("100:200").rows(steps); });
   EXPECT_NE(none.find("selects no recorded step; recorded steps run from 0 to 40, every 10 (5 steps)"),
-            std::string::npos) << none;
+            std::string::npos)
+      << none;
   const std::string missing = test::error_of([&] { StepSelection::parse("0,15").rows(steps); });
   EXPECT_NE(missing.find("step 15 is not recorded; recorded steps run from 0 to 40"), std::string::npos) << missing;
   EXPECT_NE(test::error_of([&] { StepSelection::parse("0:10").rows({}); }).find("no steps are recorded"),
@@ -242,9 +244,9 @@ TEST(AnalyzeConfigTest, JoinedSelectionsAreTheUnionInFewestPieces) {
   auto joined = [](const char* a, const char* b) {
     return StepSelection::parse(a).joined(StepSelection::parse(b)).to_string();
   };
-  EXPECT_EQ(joined("0:100", "0:200"), "0:200:1");     // a wider range
-  EXPECT_EQ(joined("100:200", "0:100"), "0:200:1");   // ranges that meet
-  EXPECT_EQ(joined("0:100:10", "50::10"), "0::10");   // one stride and phase, overlapping
+  EXPECT_EQ(joined("0:100", "0:200"), "0:200:1");                // a wider range
+  EXPECT_EQ(joined("100:200", "0:100"), "0:200:1");              // ranges that meet
+  EXPECT_EQ(joined("0:100:10", "50::10"), "0::10");              // one stride and phase, overlapping
   EXPECT_EQ(joined("0:100:10", "5:50:10"), "0:100:10,5:50:10");  // another phase stays apart
   EXPECT_EQ(joined("20", "20"), "20");
   EXPECT_EQ(joined("20", "21"), "20:22:1");

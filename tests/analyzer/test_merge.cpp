@@ -43,8 +43,9 @@ TEST(Merge, ShardsMergedEqualOneRun) {
   test::expect_same_store(AnalysisReader(dir / "merged.h5"), AnalysisReader(dir / "single.h5"));
 
   // Nothing is replaced without force; with it, the same store again.
-  EXPECT_NE(error_of([&] { merge_stores({dir / "a.h5", dir / "b.h5"}, dir / "merged.h5", false); })
-                .find("already exists"),
+  EXPECT_NE(error_of([&] {
+              merge_stores({dir / "a.h5", dir / "b.h5"}, dir / "merged.h5", false);
+            }).find("already exists"),
             std::string::npos);
   merge_stores({dir / "a.h5", dir / "b.h5"}, dir / "merged.h5", true);
   test::expect_same_store(AnalysisReader(dir / "merged.h5"), AnalysisReader(dir / "single.h5"));
@@ -67,17 +68,21 @@ TEST(Merge, RefusesShardsOfAnotherRunOrThatDoNotTile) {
   analyze(foreign);
 
   const auto merged = dir / "m.h5";
-  EXPECT_NE(error_of([&] { merge_stores({dir / "a.h5", dir / "gap.h5"}, merged, false); })
-                .find("must end where the second begins"),
+  EXPECT_NE(error_of([&] {
+              merge_stores({dir / "a.h5", dir / "gap.h5"}, merged, false);
+            }).find("must end where the second begins"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { merge_stores({dir / "a.h5", dir / "other.h5"}, merged, false); })
-                .find("other options"),
+  EXPECT_NE(error_of([&] {
+              merge_stores({dir / "a.h5", dir / "other.h5"}, merged, false);
+            }).find("other options"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { merge_stores({dir / "a.h5", dir / "stride.h5"}, merged, false); })
-                .find("strides differ"),
+  EXPECT_NE(error_of([&] {
+              merge_stores({dir / "a.h5", dir / "stride.h5"}, merged, false);
+            }).find("strides differ"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { merge_stores({dir / "a.h5", dir / "foreign.h5"}, merged, false); })
-                .find("another snapshot"),
+  EXPECT_NE(error_of([&] {
+              merge_stores({dir / "a.h5", dir / "foreign.h5"}, merged, false);
+            }).find("another snapshot"),
             std::string::npos);
   EXPECT_NE(error_of([&] { merge_stores({}, merged, false); }).find("no analysis file"), std::string::npos);
   EXPECT_FALSE(std::filesystem::exists(merged));  // nothing half-made

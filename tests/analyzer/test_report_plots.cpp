@@ -97,9 +97,8 @@ TEST(ReportPlots, EveryPlotIsADrawnPngEmbeddedWithACaption) {
 
   const std::string md = read_text(c.report_dir / "report.md");
   for (const char* file :
-       {"ks-conv-weight.png", "ks-bias.png", "ks-linear-weight.png", "ks-norm-weight.png",
-        "ks-whole-model.png", "quality-0.1.png", "quality-0.01.png", "threshold-error.png",
-        "histogram.png", "qq.png"}) {
+       {"ks-conv-weight.png", "ks-bias.png", "ks-linear-weight.png", "ks-norm-weight.png", "ks-whole-model.png",
+        "quality-0.1.png", "quality-0.01.png", "threshold-error.png", "histogram.png", "qq.png"}) {
     expect_drawn_png(c.report_dir / file);
     expect_embedded(md, file);
   }
@@ -125,8 +124,7 @@ TEST(ReportPlots, NothingIsReplacedWithoutForce) {
     export_outputs(c, reader, plots::render_report_plots);
     FAIL() << "an existing PNG was replaced without force";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("ks-conv-weight.png: already exists; pass --force"),
-              std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("ks-conv-weight.png: already exists; pass --force"), std::string::npos)
         << e.what();
   }
   // Refused before drawing anything: the missing one was not written either.
@@ -147,8 +145,7 @@ TEST(ReportPlots, WithoutTheSnapshotTheHistogramIsANote) {
   export_outputs(c, reader, plots::render_report_plots);
   const std::string md = read_text(c.report_dir / "report.md");
   EXPECT_FALSE(fs::exists(c.report_dir / "histogram.png"));
-  EXPECT_NE(md.find("- Histogram skipped: the snapshot could not be read"), std::string::npos)
-      << md;
+  EXPECT_NE(md.find("- Histogram skipped: the snapshot could not be read"), std::string::npos) << md;
   // No whole model: the per-vector plots show the largest layer, fc1.weight (3200 values).
   EXPECT_FALSE(fs::exists(c.report_dir / "ks-whole-model.png"));
   expect_drawn_png(c.report_dir / "qq.png");
@@ -190,9 +187,8 @@ TEST(ReportPlots, ZeroThresholdErrorIsWrittenNotDrawnAsABar) {
   plots::ensure_application();
   QCustomPlot plot;
   plots::setup_plot(&plot, "threshold error");
-  const std::vector<plots::ErrorBar> bars = {{"sidco-e", 0.01, 6, 0.05, 0.01, 0.2},
-                                             {"sidco-topk", 0.01, 6, 0.0, 0.0, 0.0},
-                                             {"dgc", 0.01, 6, 0.0, 0.0, 0.3}};
+  const std::vector<plots::ErrorBar> bars = {
+      {"sidco-e", 0.01, 6, 0.05, 0.01, 0.2}, {"sidco-topk", 0.01, 6, 0.0, 0.0, 0.0}, {"dgc", 0.01, 6, 0.0, 0.0, 0.3}};
   plots::plot_threshold_error(&plot, bars);
   QCPBars* drawn = nullptr;
   for (int i = 0; i < plot.plottableCount(); ++i)
@@ -226,12 +222,9 @@ TEST(ReportPlots, KindSeriesAreMediansOverTheKindsScopes) {
     if (failed) f.error = "too few values";
     return f;
   };
-  const std::vector<FitRow> fits = {fit(0, "a.bias", kKindBias, 0.1, false),
-                                    fit(0, "b.bias", kKindBias, 0.4, false),
-                                    fit(0, "c.bias", kKindBias, 0.3, false),
-                                    fit(10, "a.bias", kKindBias, nan, true),
-                                    fit(10, "b.bias", kKindBias, 0.2, false),
-                                    fit(0, "w", kKindLinear, 0.9, false)};
+  const std::vector<FitRow> fits = {fit(0, "a.bias", kKindBias, 0.1, false),  fit(0, "b.bias", kKindBias, 0.4, false),
+                                    fit(0, "c.bias", kKindBias, 0.3, false),  fit(10, "a.bias", kKindBias, nan, true),
+                                    fit(10, "b.bias", kKindBias, 0.2, false), fit(0, "w", kKindLinear, 0.9, false)};
   const auto kind = plots::series_from_rows(fits, {}, kKindBias, plots::SeriesOf::kind);
   ASSERT_EQ(kind.steps, (std::vector<std::int64_t>{0, 10}));
   ASSERT_EQ(kind.ks.size(), 2u);

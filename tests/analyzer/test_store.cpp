@@ -250,8 +250,8 @@ TEST(Store, TablesAsColumnsAndAttributesAsStored) {
   const std::vector<Column> fits = r.table("fits");
   std::vector<std::string> names;
   for (const auto& col : fits) names.push_back(col.name);
-  EXPECT_EQ(names, (std::vector<std::string>{"step", "scope", "kind", "dist", "param1", "param2", "loglik",
-                                             "aic", "ks_D", "ks_p", "ad_A2", "ks_n", "ks_subsampled", "error"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"step", "scope", "kind", "dist", "param1", "param2", "loglik", "aic",
+                                             "ks_D", "ks_p", "ad_A2", "ks_n", "ks_subsampled", "error"}));
   const auto rows = r.fits();
   const auto& scope = std::get<std::vector<std::string>>(fits[1].values);
   const auto& ks_D = std::get<std::vector<double>>(fits[8].values);
@@ -311,7 +311,7 @@ TEST(Store, RowsOfAnUncommittedStepAreDropped) {
   EXPECT_EQ(AnalysisReader(c.output).fits().size(), fits_committed);  // the reader skips it
   EXPECT_EQ(std::get<std::vector<std::int64_t>>(AnalysisReader(c.output).table("fits").front().values).size(),
             fits_committed);  // and so do its columns
-  analyze(c);  // opening for append truncates the cut-off rows
+  analyze(c);                 // opening for append truncates the cut-off rows
   hid_t f = H5Fopen(c.output.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   hid_t d = H5Dopen2(f, "fits", H5P_DEFAULT);
   hid_t space = H5Dget_space(d);

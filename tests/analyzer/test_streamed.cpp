@@ -108,8 +108,7 @@ TEST(Streamed, EveryPassEqualsTheInMemoryOne) {
   for (auto [lines, length] : {std::pair<std::uint64_t, std::uint64_t>{64, 16}, {4096, 128}}) {
     const auto ss = streamed.spread_sample(lines, length), sm = memory.spread_sample(lines, length);
     ASSERT_EQ(ss.size(), sm.size());
-    for (std::size_t i = 0; i < ss.size(); ++i)
-      ASSERT_TRUE(same(ss[i], sm[i])) << lines << " lines, at " << i;
+    for (std::size_t i = 0; i < ss.size(); ++i) ASSERT_TRUE(same(ss[i], sm[i])) << lines << " lines, at " << i;
   }
 }
 

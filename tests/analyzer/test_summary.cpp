@@ -18,8 +18,8 @@ namespace {
 namespace fs = std::filesystem;
 using gs::testing::TempDir;
 
-FitRow fit(std::int64_t step, const std::string& scope, const std::string& kind,
-           const std::string& dist, double aic, double ks) {
+FitRow fit(std::int64_t step, const std::string& scope, const std::string& kind, const std::string& dist, double aic,
+           double ks) {
   FitRow f;
   f.step = step;
   f.scope = scope;
@@ -32,8 +32,8 @@ FitRow fit(std::int64_t step, const std::string& scope, const std::string& kind,
   return f;
 }
 
-ThresholdRow th(std::int64_t step, const std::string& scope, const std::string& method, double density,
-                double quality, double rel, double seconds) {
+ThresholdRow th(std::int64_t step, const std::string& scope, const std::string& method, double density, double quality,
+                double rel, double seconds) {
   ThresholdRow t;
   t.step = step;
   t.scope = scope;
@@ -144,8 +144,8 @@ TEST(Summary, CountsWinsAndQuantilesByHand) {
   EXPECT_NEAR(q.p95, 1.27, 1e-12);
   EXPECT_NEAR(q.median_abs_rel_error, 0.15, 1e-12);  // of 0.1, 0.2, 0, 0.4
   ASSERT_EQ(s.overhead.size(), 1u);
-  EXPECT_NEAR(s.overhead[0].median_seconds, 0.0065, 1e-12);        // of 0.001 0.01 0.003 0.03
-  EXPECT_NEAR(s.overhead[0].median_model_seconds, 0.02, 1e-12);    // of 0.01, 0.03
+  EXPECT_NEAR(s.overhead[0].median_seconds, 0.0065, 1e-12);      // of 0.001 0.01 0.003 0.03
+  EXPECT_NEAR(s.overhead[0].median_model_seconds, 0.02, 1e-12);  // of 0.01, 0.03
 
   const nlohmann::json j = summary_json(s);
   EXPECT_EQ(j["kinds"][0]["best_by_aic"], "gamma");
@@ -154,11 +154,11 @@ TEST(Summary, CountsWinsAndQuantilesByHand) {
   std::ostringstream text;
   print_summary(text, s);
   EXPECT_NE(text.str().find("best by AIC gamma"), std::string::npos) << text.str();
-  const std::string md = markdown_report(
-      reader, s, {{{"KS D over training", "ks.png", "KS D per SID."}}, {"QQ plot skipped."}});
+  const std::string md =
+      markdown_report(reader, s, {{{"KS D over training", "ks.png", "KS D per SID."}}, {"QQ plot skipped."}});
   EXPECT_NE(md.find("| conv weight | gamma | 2 | 1 |"), std::string::npos) << md;
-  EXPECT_NE(md.find("![KS D over training](ks.png)\n\n*KS D per SID.*\n\n- QQ plot skipped.\n"),
-            std::string::npos) << md;
+  EXPECT_NE(md.find("![KS D over training](ks.png)\n\n*KS D per SID.*\n\n- QQ plot skipped.\n"), std::string::npos)
+      << md;
 }
 
 // Minimal RFC 4180 reader for the checks below.
@@ -172,9 +172,12 @@ std::vector<std::vector<std::string>> read_csv(const fs::path& file) {
     for (std::size_t i = 0; i < line.size(); ++i) {
       const char ch = line[i];
       if (quoted) {
-        if (ch == '"' && i + 1 < line.size() && line[i + 1] == '"') cells.back() += '"', ++i;
-        else if (ch == '"') quoted = false;
-        else cells.back() += ch;
+        if (ch == '"' && i + 1 < line.size() && line[i + 1] == '"')
+          cells.back() += '"', ++i;
+        else if (ch == '"')
+          quoted = false;
+        else
+          cells.back() += ch;
       } else if (ch == '"') {
         quoted = true;
       } else if (ch == ',') {
@@ -209,8 +212,10 @@ TEST(Summary, CsvHoldsEveryRowAndRoundTripsNumbers) {
     EXPECT_EQ(std::stoll(fits[i + 1][0]), stored[i].step);
     EXPECT_EQ(fits[i + 1][1], stored[i].scope);
     EXPECT_EQ(fits[i + 1][3], stored[i].dist);
-    if (std::isnan(stored[i].param1)) EXPECT_EQ(fits[i + 1][4], "nan");
-    else EXPECT_EQ(std::strtod(fits[i + 1][4].c_str(), nullptr), stored[i].param1);  // exact
+    if (std::isnan(stored[i].param1))
+      EXPECT_EQ(fits[i + 1][4], "nan");
+    else
+      EXPECT_EQ(std::strtod(fits[i + 1][4].c_str(), nullptr), stored[i].param1);  // exact
     EXPECT_EQ(std::strtod(fits[i + 1][8].c_str(), nullptr), stored[i].ks_D);
   }
   const auto th = read_csv(dir / "csv" / "thresholds.csv");

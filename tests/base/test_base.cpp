@@ -14,7 +14,7 @@ TEST(Base, QuantileMatchesNumpy) {
   EXPECT_TRUE(std::isnan(gs::quantile({}, 0.5)));
   EXPECT_DOUBLE_EQ(gs::quantile({3.0}, 0.05), 3.0);
   EXPECT_NEAR(gs::quantile({1, 2, 3, 4, 10}, 0.95), 8.8, 1e-12);  // numpy: 8.8
-  EXPECT_NEAR(gs::quantile({5, NAN, 1}, 0.5), 3.0, 1e-12);       // NaN ignored
+  EXPECT_NEAR(gs::quantile({5, NAN, 1}, 0.5), 3.0, 1e-12);        // NaN ignored
   EXPECT_DOUBLE_EQ(gs::median({4, 1, 3, 2}), 2.5);                // even count: mean of the middle
 }
 

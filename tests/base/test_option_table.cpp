@@ -32,7 +32,8 @@ struct Config {
   Inner inner;
 };
 
-#define FIELD(expr) [](auto& c) -> auto& { return expr; }
+#define FIELD(expr) \
+  [](auto& c) -> auto& { return expr; }
 
 std::vector<gs::OptionRow<Config>> table() {
   return {
@@ -62,14 +63,19 @@ const gs::OptionRow<Config>& row(const std::vector<gs::OptionRow<Config>>& t, co
   throw std::logic_error("no row " + flag);
 }
 
-
 TEST(OptionTable, EveryKindReadsWhatItWrites) {
   const auto t = table();
   Config c;
-  const std::pair<const char*, const char*> values[] = {
-      {"--name", "b"},     {"--out", "dir/y.h5"},     {"--count", "-7"},   {"--seed", "18446744073709551615"},
-      {"--rate-of-fire", "0.1"}, {"--on", "1"},       {"--bits", "2,4,8"}, {"--alpha", "1e-300"},
-      {"--ratios", "0.5,0.001,1e-300"}, {"--names", "gamma,top-k"}};
+  const std::pair<const char*, const char*> values[] = {{"--name", "b"},
+                                                        {"--out", "dir/y.h5"},
+                                                        {"--count", "-7"},
+                                                        {"--seed", "18446744073709551615"},
+                                                        {"--rate-of-fire", "0.1"},
+                                                        {"--on", "1"},
+                                                        {"--bits", "2,4,8"},
+                                                        {"--alpha", "1e-300"},
+                                                        {"--ratios", "0.5,0.001,1e-300"},
+                                                        {"--names", "gamma,top-k"}};
   for (const auto& [flag, text] : values) {
     row(t, flag).set(c, text);
     EXPECT_EQ(row(t, flag).get(c), text) << flag;
@@ -97,9 +103,8 @@ TEST(OptionTable, TextThatIsNoSuchValueNamesTheFlag) {
   const auto t = table();
   Config c;
   const std::pair<const char*, const char*> bad[] = {
-      {"--count", "3x"}, {"--count", ""},  {"--count", "1.5"}, {"--seed", "-1"},   {"--rate-of-fire", "fast"},
-      {"--rate-of-fire", ""}, {"--on", "yes"}, {"--bits", "2,,4"}, {"--alpha", "1e"},
-      {"--ratios", "0.1,x"}};
+      {"--count", "3x"},      {"--count", ""}, {"--count", "1.5"}, {"--seed", "-1"},  {"--rate-of-fire", "fast"},
+      {"--rate-of-fire", ""}, {"--on", "yes"}, {"--bits", "2,,4"}, {"--alpha", "1e"}, {"--ratios", "0.1,x"}};
   for (const auto& [flag, text] : bad) {
     const std::string msg = error_message([&] { row(t, flag).set(c, text); });
     EXPECT_EQ(msg.rfind(flag, 0), 0u) << flag << " '" << text << "': " << msg;

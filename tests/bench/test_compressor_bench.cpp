@@ -29,8 +29,8 @@ TEST(CompressorBench, RowsDescribeEachCompressor) {
   EXPECT_LT(topk.rel_error, 1.0);
   const auto& none = rows[1];
   EXPECT_EQ(none.target_density, 1.0);
-  EXPECT_LT(none.rel_error, 1e-6);  // float sum of three vectors vs the double mean
-  EXPECT_EQ(rows[2].target_density, 1.0);    // quantizers: no density
+  EXPECT_LT(none.rel_error, 1e-6);         // float sum of three vectors vs the double mean
+  EXPECT_EQ(rows[2].target_density, 1.0);  // quantizers: no density
   EXPECT_DOUBLE_EQ(rows[2].density, 1.0);
   EXPECT_LT(rows[2].wire_bytes, none.wire_bytes);
   EXPECT_EQ(rows[3].target_density, 1.0);  // variance: its test decides, one row

@@ -63,13 +63,16 @@ def main():
         check(abs(ours / beta - 1) <= 1e-4, f"{name}: exponential beta {ours} vs scipy {beta}")
         a, _, b = stats.gamma.fit(x, floc=0)
         pa, pb = fits["gamma"]["params"]["alpha"], fits["gamma"]["params"]["beta"]
-        check(abs(pa / a - 1) <= 1e-4 and abs(pb / b - 1) <= 1e-4,
-              f"{name}: gamma alpha,beta {pa},{pb} vs scipy {a},{b}")
+        check(
+            abs(pa / a - 1) <= 1e-4 and abs(pb / b - 1) <= 1e-4, f"{name}: gamma alpha,beta {pa},{pb} vs scipy {a},{b}"
+        )
         c, _, s = stats.genpareto.fit(x, floc=0)
         scipy_ll = np.sum(stats.genpareto.logpdf(x, c, 0, s))
         ll = fits["gpareto"]["loglik"]
-        check(ll >= scipy_ll - 1e-9 * abs(scipy_ll),
-              f"{name}: gpareto loglik {ll!r} >= scipy {scipy_ll!r} (xi {fits['gpareto']['params']['xi']} vs {c})")
+        check(
+            ll >= scipy_ll - 1e-9 * abs(scipy_ll),
+            f"{name}: gpareto loglik {ll!r} >= scipy {scipy_ll!r} (xi {fits['gpareto']['params']['xi']} vs {c})",
+        )
         laws = {
             "exponential": stats.expon(0, ours),
             "gamma": stats.gamma(pa, 0, pb),
@@ -78,8 +81,10 @@ def main():
         }
         for dist, law in laws.items():
             d = stats.kstest(x, law.cdf).statistic
-            check(abs(fits[dist]["ks_D"] - d) <= 1e-6 and fits[dist]["ks_n"] == len(x),
-                  f"{name}: {dist} KS D {fits[dist]['ks_D']!r} vs scipy {d!r}")
+            check(
+                abs(fits[dist]["ks_D"] - d) <= 1e-6 and fits[dist]["ks_n"] == len(x),
+                f"{name}: {dist} KS D {fits[dist]['ks_D']!r} vs scipy {d!r}",
+            )
     if failures:
         print(f"{len(failures)} check(s) failed")
         sys.exit(1)

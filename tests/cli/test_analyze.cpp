@@ -28,14 +28,13 @@ TEST(AnalyzeCli, ShardsMergeIntoTheStoreOfOneRun) {
   TempDir dir;
   test::write_synthetic_snapshot(dir / "snap.h5", 5);
   const std::string base = (dir / "snap.h5").string() + " --ratios 0.1,0.01 --backend cpu --quiet --out ";
-  for (const std::string shard : {"single.h5 --steps 0:", "p0.h5 --steps 0:20", "p1.h5 --steps 20:40 --jobs 1",
-                                   "p2.h5 --steps 40:"}) {
+  for (const std::string shard :
+       {"single.h5 --steps 0:", "p0.h5 --steps 0:20", "p1.h5 --steps 20:40 --jobs 1", "p2.h5 --steps 40:"}) {
     const CliRun r = run(base + (dir / shard).string(), dir);
     ASSERT_EQ(r.status, 0) << shard << ": " << r.err;
   }
-  const std::string merge = "merge --json --out " + (dir / "merged.h5").string() + " " +
-                            (dir / "p2.h5").string() + " " + (dir / "p0.h5").string() + " " +
-                            (dir / "p1.h5").string();
+  const std::string merge = "merge --json --out " + (dir / "merged.h5").string() + " " + (dir / "p2.h5").string() +
+                            " " + (dir / "p0.h5").string() + " " + (dir / "p1.h5").string();
   CliRun r = run_gradscope(merge, dir);
   ASSERT_EQ(r.status, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
@@ -53,10 +52,9 @@ TEST(AnalyzeCli, JsonCsvReportAndAppend) {
   TempDir dir;
   const std::string created = "2026-02-02T02:02:02Z";
   test::write_synthetic_snapshot(dir / "snap.h5", 2, 7, 10, created);
-  const std::string base = (dir / "snap.h5").string() + " --out " + (dir / "a.h5").string() +
-                           " --ratios 0.1,0.01 --backend cpu";
-  const std::string exports =
-      " --csv " + (dir / "csv").string() + " --report " + (dir / "rep").string();
+  const std::string base =
+      (dir / "snap.h5").string() + " --out " + (dir / "a.h5").string() + " --ratios 0.1,0.01 --backend cpu";
+  const std::string exports = " --csv " + (dir / "csv").string() + " --report " + (dir / "rep").string();
   CliRun r = run(base + exports + " --json --quiet", dir);
   ASSERT_EQ(r.status, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);

@@ -135,8 +135,9 @@ TEST(Checkpoint, ResumesPastEveryWindowAtRealisticSteps) {
 // A worker killed (SIGKILL) at step 38: the launcher restarts every worker from the checkpoint
 // after step 25, and the run ends as the uninterrupted one.
 TEST(Checkpoint, AKilledWorkerPastStep20IsRestartedFromItsCheckpoint) {
-  const std::string run = "--model mlp --batch 32 --seed 4 --lr 0.05 --quiet --workers 2 --steps 45 --json "
-                          "--compressor sidco-e --ratio 0.01 --momentum-correction";
+  const std::string run =
+      "--model mlp --batch 32 --seed 4 --lr 0.05 --quiet --workers 2 --steps 45 --json "
+      "--compressor sidco-e --ratio 0.01 --momentum-correction";
   const auto uninterrupted = json_of(gradscope(run));
   TempDir d;
   const fs::path root = d.path() / "ckpt";
@@ -152,8 +153,8 @@ TEST(Checkpoint, AKilledWorkerPastStep20IsRestartedFromItsCheckpoint) {
 TEST(Checkpoint, ALostWorkerIsRestartedFromTheLastCheckpoint) {
   TempDir d;
   const fs::path root = d.path() / "ckpt";
-  const std::string run = kRun + " --compressor sidco-e --ratio 0.01 --json --checkpoint " +
-                          root.string() + " --checkpoint-every 4";
+  const std::string run =
+      kRun + " --compressor sidco-e --ratio 0.01 --json --checkpoint " + root.string() + " --checkpoint-every 4";
   const auto uninterrupted = json_of(gradscope(kRun + " --compressor sidco-e --ratio 0.01 --json"));
   const ProcResult r = gradscope(run + " --max-restarts 1", "GS_DIST_FAULT=rank=1,step=9,action=exit");
   const auto restarted = json_of(r);
@@ -183,14 +184,15 @@ TEST(Checkpoint, CheckpointsThatDoNotFitAreRefusedInOneLine) {
   EXPECT_NE(one_line(gradscope(any_model + " --lr 0.05 --workers 2 --model cnn" + resume)).find("model mlp"),
             std::string::npos);
   EXPECT_NE(one_line(gradscope("--model mlp --batch 32 --seed 4 --quiet --steps 12 --compressor topk "
-                               "--ratio 0.01 --lr 0.05 --workers 2" + resume))
+                               "--ratio 0.01 --lr 0.05 --workers 2" +
+                               resume))
                 .find("compressor sidco-e"),
             std::string::npos);
   EXPECT_NE(one_line(gradscope(base + " --lr 0.1 --workers 2" + resume)).find("--lr 0.05 (this run: 0.1)"),
             std::string::npos);
   // Old checkpoints are never mixed with a new run's, nor deleted without --force.
-  EXPECT_NE(one_line(gradscope(base + " --lr 0.05 --workers 2 --checkpoint " + root.string() +
-                               " --checkpoint-every 4")).find("--force"),
+  EXPECT_NE(one_line(gradscope(base + " --lr 0.05 --workers 2 --checkpoint " + root.string() + " --checkpoint-every 4"))
+                .find("--force"),
             std::string::npos);
 
   // The latest checkpoint's rank 1 file: one byte flipped, then cut short.
@@ -245,14 +247,13 @@ TEST(Checkpoint, OnlyTheLatestAreKeptAndAKillMidWriteLosesNone) {
   EXPECT_EQ(checkpoint_names(root), (std::vector<std::string>{"step-00000008", "step-00000010"}));
   fs::remove_all(root);
   ASSERT_EQ(gradscope(run + every + " --keep-checkpoints 3").rc, 0);
-  EXPECT_EQ(checkpoint_names(root),
-            (std::vector<std::string>{"step-00000006", "step-00000008", "step-00000010"}));
+  EXPECT_EQ(checkpoint_names(root), (std::vector<std::string>{"step-00000006", "step-00000008", "step-00000010"}));
 
   // Rank 1 is killed halfway through its file of the checkpoint after step 6; with one kept, the
   // one after step 4 must still be there, whole.
   fs::remove_all(root);
-  const ProcResult killed = gradscope(run + every + " --keep-checkpoints 1",
-                                      "GS_DIST_FAULT=rank=1,step=6,action=kill-in-checkpoint");
+  const ProcResult killed =
+      gradscope(run + every + " --keep-checkpoints 1", "GS_DIST_FAULT=rank=1,step=6,action=kill-in-checkpoint");
   EXPECT_NE(killed.rc, 0);
   EXPECT_NE(killed.err.find("worker 1"), std::string::npos) << killed.err;
   EXPECT_FALSE(fs::exists(step_dir(root, 6) / "manifest.json"));
@@ -289,8 +290,9 @@ namespace {
 // equal: workers that chose otherwise would call other collectives), a run resumes to the bit
 // past a choice, and settings that would do nothing are refused.
 TEST(ExchangeModes, AutoAndSharedRunAgreeAndResumeExactly) {
-  const std::string base = "--model mlp --batch 32 --seed 4 --lr 0.05 --quiet --workers 2 --steps 30 --json "
-                           "--compressor sidco-e --ratio 0.01 --momentum-correction";
+  const std::string base =
+      "--model mlp --batch 32 --seed 4 --lr 0.05 --quiet --workers 2 --steps 30 --json "
+      "--compressor sidco-e --ratio 0.01 --momentum-correction";
   for (const std::string mode :
        {" --compress-when auto --compress-when-interval 3", " --exchange shared", " --exchange sparse-allreduce"}) {
     TempDir d;
@@ -315,14 +317,16 @@ TEST(ExchangeModes, AutoAndSharedRunAgreeAndResumeExactly) {
     }
   }
   // The sparse all-reduce over Gloo's all-to-all at an odd number of workers: the replicas agree.
-  const auto three = json_of(gradscope("--model mlp --batch 32 --seed 4 --lr 0.05 --quiet --workers 3 --steps 6 "
-                                       "--json --compressor topk --ratio 0.01 --exchange sparse-allreduce"));
+  const auto three =
+      json_of(gradscope("--model mlp --batch 32 --seed 4 --lr 0.05 --quiet --workers 3 --steps 6 "
+                        "--json --compressor topk --ratio 0.01 --exchange sparse-allreduce"));
   EXPECT_EQ(three["replica_max_diff"].get<double>(), 0.0);
   for (const auto& s : three["per_step"]) EXPECT_EQ(s["exchange"], "sparse-allreduce");
   // --exchange auto at 8 workers: the sparse all-reduce, each step says so (below 7 at this density
   // the all-gather: ExchangeAuto.* and the hook's test at 3 ranks).
-  const auto eight = json_of(gradscope("--model mlp --batch 32 --seed 4 --lr 0.05 --quiet --steps 3 --json "
-                                       "--compressor topk --ratio 0.01 --exchange auto --workers 8"));
+  const auto eight =
+      json_of(gradscope("--model mlp --batch 32 --seed 4 --lr 0.05 --quiet --steps 3 --json "
+                        "--compressor topk --ratio 0.01 --exchange auto --workers 8"));
   EXPECT_EQ(eight["replica_max_diff"].get<double>(), 0.0);
   for (const auto& s : eight["per_step"]) EXPECT_EQ(s["exchange"], "sparse-allreduce");
   EXPECT_NE(one_line(gradscope("--steps 2 --compress-when-interval 7")).find("--compress-when-interval does nothing"),

@@ -30,7 +30,8 @@ std::size_t lines(const std::string& s) { return std::size_t(std::count(s.begin(
 void expect_stopped(const CliRun& r) {
   EXPECT_EQ(r.status, 1) << r.err;
   EXPECT_EQ(lines(r.err), 1u) << r.err;
-  EXPECT_EQ(r.err.rfind("gradscope: error: device failure: CUDA error: cudaErrorMemoryAllocation (out of memory)", 0), 0u)
+  EXPECT_EQ(r.err.rfind("gradscope: error: device failure: CUDA error: cudaErrorMemoryAllocation (out of memory)", 0),
+            0u)
       << r.err;
   EXPECT_NE(r.err.find("pass --on-device-error cpu"), std::string::npos) << r.err;
   EXPECT_EQ(r.out, "");
@@ -58,8 +59,8 @@ TEST(DeviceErrorsCli, FitStopsOrFitsAgainOnTheCpu) {
     expect_stopped(run_gradscope("fit " + input + " --backend cuda-host --json", dir, fail_after(after)));
     expect_stopped(run_gradscope("fit " + input + " --backend cuda-host", dir, fail_after(after)));
 
-    const CliRun r = run_gradscope("fit " + input + " --backend cuda-host --on-device-error cpu --json", dir,
-                                   fail_after(after));
+    const CliRun r =
+        run_gradscope("fit " + input + " --backend cuda-host --on-device-error cpu --json", dir, fail_after(after));
     ASSERT_EQ(r.status, 0) << r.err;
     EXPECT_EQ(lines(r.err), 1u) << r.err;
     EXPECT_NE(r.err.find("gradscope: warning: device failure on the cuda-host backend (CUDA error: "
@@ -75,8 +76,7 @@ TEST(DeviceErrorsCli, FitStopsOrFitsAgainOnTheCpu) {
   }
   EXPECT_FALSE(ref.contains("device_error"));
   // A table on a terminal says the backend too.
-  const CliRun table =
-      run_gradscope("fit " + input + " --backend cuda-host --on-device-error cpu", dir, fail_after(0));
+  const CliRun table = run_gradscope("fit " + input + " --backend cuda-host --on-device-error cpu", dir, fail_after(0));
   ASSERT_EQ(table.status, 0) << table.err;
   EXPECT_NE(table.out.find("backend cpu"), std::string::npos) << table.out;
   EXPECT_EQ(table.out.find("out of memory"), std::string::npos) << table.out;
@@ -89,8 +89,8 @@ TEST(DeviceErrorsCli, FitStopsOrFitsAgainOnTheCpu) {
 TEST(DeviceErrorsCli, AnalyzeStopsOrAnalysesOnTheCpu) {
   TempDir dir;
   test::write_synthetic_snapshot(dir / "snap.h5", 2);
-  const std::string base = (dir / "snap.h5").string() + " --ratios 0.01 --backend cuda-host --force --out " +
-                           (dir / "a.h5").string();
+  const std::string base =
+      (dir / "snap.h5").string() + " --ratios 0.01 --backend cuda-host --force --out " + (dir / "a.h5").string();
   CliRun r = run_gradscope("analyze " + base + " --quiet", dir, fail_after(0));
   expect_stopped(r);
   EXPECT_NE(r.err.find("the steps analysed before it stay in"), std::string::npos) << r.err;
@@ -101,8 +101,7 @@ TEST(DeviceErrorsCli, AnalyzeStopsOrAnalysesOnTheCpu) {
                        "cudaErrorMemoryAllocation (out of memory)"),
             std::string::npos)
       << r.err;
-  EXPECT_NE(r.err.find("step 0 and the later ones were analysed on the CPU backend"), std::string::npos)
-      << r.err;
+  EXPECT_NE(r.err.find("step 0 and the later ones were analysed on the CPU backend"), std::string::npos) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["backend"], "cpu");
   EXPECT_EQ(j["device_error_backend"], "cuda-host");

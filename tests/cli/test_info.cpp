@@ -13,8 +13,8 @@ namespace {
 using CliRun = gs::testing::CommandRun;
 
 CliRun run_cli(const std::string& args, const std::filesystem::path& stderr_file) {
-  return gs::testing::run_command(std::string("'") + GS_GRADSCOPE_BIN + "' " + args + " 2>'" +
-                                  stderr_file.string() + "'");
+  return gs::testing::run_command(std::string("'") + GS_GRADSCOPE_BIN + "' " + args + " 2>'" + stderr_file.string() +
+                                  "'");
 }
 
 std::string slurp(const std::filesystem::path& p) {

@@ -26,9 +26,8 @@ const fs::path kGradscope = GS_GRADSCOPE_BIN;
 
 // A directory of its own per test, removed at the end.
 struct Scratch {
-  fs::path dir = fs::temp_directory_path() /
-                 ("gs-torch-commands-" + std::to_string(::getpid()) + "-" +
-                  ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  fs::path dir = fs::temp_directory_path() / ("gs-torch-commands-" + std::to_string(::getpid()) + "-" +
+                                              ::testing::UnitTest::GetInstance()->current_test_info()->name());
   Scratch() {
     fs::remove_all(dir);
     fs::create_directories(dir);
@@ -69,8 +68,7 @@ TEST(TorchCommands, GradscopeTorchHasTheSameRowsAndEveryOtherCommand) {
   for (const auto& c : gs::cli::kTorchCommands) EXPECT_TRUE(lists(r.out, c)) << c.name << "\n" << r.out;
   const CliRun light = run(quoted(kGradscope) + " --help");
   const std::string subcommands = light.out.substr(light.out.find("Subcommands:"));
-  EXPECT_NE(r.out.find(subcommands), std::string::npos) << "gradscope:\n" << light.out << "gradscope-torch:\n"
-                                                          << r.out;
+  EXPECT_NE(r.out.find(subcommands), std::string::npos) << "gradscope:\n" << light.out << "gradscope-torch:\n" << r.out;
 }
 
 TEST(TorchCommands, TheWholeCommandLineReachesGradscopeTorch) {
@@ -94,8 +92,7 @@ TEST(TorchCommands, AMissingGradscopeTorchIsNamed) {
   fs::copy_file(kGradscope, s.dir / "gradscope");
   const CliRun r = run(quoted(s.dir / "gradscope") + " train --steps 1");
   EXPECT_EQ(r.status, 1) << r.out;
-  EXPECT_NE(r.out.find((s.dir / "gradscope-torch").string() + ", which is missing"), std::string::npos)
-      << r.out;
+  EXPECT_NE(r.out.find((s.dir / "gradscope-torch").string() + ", which is missing"), std::string::npos) << r.out;
   // The other commands do not need it.
   const CliRun version = run(quoted(s.dir / "gradscope") + " --version");
   EXPECT_EQ(version.status, 0) << version.out;

@@ -26,19 +26,18 @@ using namespace gs::distributed::test;
 
 // Two workers placed by hand (as on two machines), each with its own extra args and env.
 std::pair<ProcResult, ProcResult> manual_pair(const std::string& common, const std::string& extra0,
-                                const std::string& extra1, const std::string& env1 = "",
-                                int limit1 = 120) {
+                                              const std::string& extra1, const std::string& env1 = "",
+                                              int limit1 = 120) {
   TempDir d;
   const int port = gs::distributed::free_loopback_port();
   auto worker = [&](int rank, const std::string& extra, const std::string& env, int limit) {
     const auto p = d.path() / std::to_string(rank);
     return "(" + env + " timeout -s KILL " + std::to_string(limit) + " " + GS_GRADSCOPE_BIN + " train " + common +
-           " --workers 2 --rank " + std::to_string(rank) + " --master-port " +
-           std::to_string(port) + " " + extra + " >" + p.string() + ".out 2>" + p.string() +
-           ".err; echo $? >" + p.string() + ".rc)";
+           " --workers 2 --rank " + std::to_string(rank) + " --master-port " + std::to_string(port) + " " + extra +
+           " >" + p.string() + ".out 2>" + p.string() + ".err; echo $? >" + p.string() + ".rc)";
   };
-  const std::string cmd = "bash -c '" + worker(0, extra0, "", 120) + " & " + worker(1, extra1, env1, limit1) +
-                          " & wait'";
+  const std::string cmd =
+      "bash -c '" + worker(0, extra0, "", 120) + " & " + worker(1, extra1, env1, limit1) + " & wait'";
   std::system(cmd.c_str());
   auto read = [&](int rank) {
     ProcResult r;
@@ -74,8 +73,8 @@ TEST(DistTraining, TwoWorkersStayEqualAndLossFalls) {
   // Sparse and dense exchanges, the variance method (per-sample variances from the model) and
   // momentum correction (the velocity in the compressor, masked where sent).
   for (const std::string comp : {"topk", "none", "sidco-e", "variance", "sidco-e --momentum-correction"}) {
-    const ProcResult r = gradscope(kShort + " --compressor " + comp +
-                            " --ratio 0.01 --workers 2 --steps 40 --json --timeout 30");
+    const ProcResult r =
+        gradscope(kShort + " --compressor " + comp + " --ratio 0.01 --workers 2 --steps 40 --json --timeout 30");
     ASSERT_EQ(r.rc, 0) << comp << ": " << r.err;
     const auto j = nlohmann::json::parse(r.out);
     EXPECT_EQ(j["replica_max_diff"].get<double>(), 0.0) << comp;
@@ -170,9 +169,9 @@ TEST(DistTraining, DenseWarmupThenCompression) {
 // from --warmup-start-ratio to --ratio (top-k sends exactly floor(ratio n) pairs of 8 bytes);
 // quality describes the steps at --ratio; a start ratio not above --ratio is refused.
 TEST(DistTraining, ExponentialWarmupWalksTheRatioDown) {
-  const ProcResult r = gradscope(kShort + " --compressor topk --ratio 0.01 --workers 2 --steps 10" +
-                                 " --warmup-steps 4 --warmup-schedule exponential" +
-                                 " --warmup-start-ratio 0.16 --json --timeout 30");
+  const ProcResult r =
+      gradscope(kShort + " --compressor topk --ratio 0.01 --workers 2 --steps 10" +
+                " --warmup-steps 4 --warmup-schedule exponential" + " --warmup-start-ratio 0.16 --json --timeout 30");
   ASSERT_EQ(r.rc, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["replica_max_diff"].get<double>(), 0.0);
@@ -203,8 +202,9 @@ TEST(DistTraining, ExponentialWarmupWalksTheRatioDown) {
   EXPECT_NE(idle.rc, 0);
   EXPECT_NE(idle.err.find("--warmup-schedule exponential does nothing without --warmup-steps"), std::string::npos)
       << idle.err;
-  EXPECT_NE(gradscope(kShort + " --compressor topk --ratio 0.1 --steps 2 --warmup-steps 1" +
-                      " --warmup-schedule linear").rc, 0);
+  EXPECT_NE(
+      gradscope(kShort + " --compressor topk --ratio 0.1 --steps 2 --warmup-steps 1" + " --warmup-schedule linear").rc,
+      0);
 }
 
 // --lr-schedule cosine: every step's rate is lr * (1 + cos(pi * step / steps)) / 2 on both workers
@@ -261,8 +261,8 @@ TEST(DistTraining, QuantizerBitsAreForwardedAndChecked) {
   // 2 workers: offset codes sum in 6-bit lanes (10 per int64 word) at 4 bits, 10-bit lanes (6 per
   // word) at 8 bits.
   for (const auto& [bits, lanes] : {std::pair<std::string, double>{"4", 10}, {"8", 6}}) {
-    const ProcResult r = gradscope(kShort + " --compressor qsgd-mn --bits " + bits +
-                                   " --workers 2 --steps 3 --json --timeout 30");
+    const ProcResult r =
+        gradscope(kShort + " --compressor qsgd-mn --bits " + bits + " --workers 2 --steps 3 --json --timeout 30");
     ASSERT_EQ(r.rc, 0) << r.err;
     const auto j = nlohmann::json::parse(r.out);
     const double n = j["parameters"].get<double>();
@@ -297,29 +297,27 @@ TEST(DistTraining, ManualPlacementMatchesTheLauncher) {
 }
 
 TEST(DistTraining, MismatchedConfigurationsAreRefused) {
-  const auto [r0, r1] = manual_pair(kNoLr + " --compressor topk --ratio 0.01 --steps 5 --timeout 20",
-                                    "--lr 0.05", "--lr 0.1");
+  const auto [r0, r1] =
+      manual_pair(kNoLr + " --compressor topk --ratio 0.01 --steps 5 --timeout 20", "--lr 0.05", "--lr 0.1");
   EXPECT_NE(r0.rc, 0);
   EXPECT_NE(r1.rc, 0);
   // Both stop with the same line, naming the setting and both values.
   for (const std::string& err : {r0.err, r1.err})
-    EXPECT_NE(err.find("the workers' settings differ: --lr is 0.1 on worker 1 and 0.05 on worker 0"),
-              std::string::npos)
+    EXPECT_NE(err.find("the workers' settings differ: --lr is 0.1 on worker 1 and 0.05 on worker 0"), std::string::npos)
         << err;
 }
 
 TEST(DistTraining, DeadWorkerStopsTheLauncher) {
   const ProcResult r = gradscope(kShort + " --compressor topk --ratio 0.01 --workers 2 --steps 200",
-                          "GS_DIST_FAULT=rank=1,step=5,action=exit");
+                                 "GS_DIST_FAULT=rank=1,step=5,action=exit");
   EXPECT_NE(r.rc, 0);
   EXPECT_NE(r.err.find("worker 1 failed"), std::string::npos) << r.err;
 }
 
 TEST(DistTraining, PeerThatDiesOrHangsMakesTheOtherFail) {
   for (const std::string action : {"exit", "hang"}) {
-    const auto [r0, r1] = manual_pair(
-        kShort + " --compressor topk --ratio 0.01 --steps 200 --timeout 4", "", "",
-        "GS_DIST_FAULT=rank=1,step=3,action=" + action, 20);
+    const auto [r0, r1] = manual_pair(kShort + " --compressor topk --ratio 0.01 --steps 200 --timeout 4", "", "",
+                                      "GS_DIST_FAULT=rank=1,step=3,action=" + action, 20);
     // Rank 0 ends on its own with an error (the 120 s kill would give 137) after --timeout 4; a
     // hung rank 1 only ends by its 20 s kill.
     EXPECT_EQ(r0.rc, 1) << action << ": " << r0.err;
@@ -333,7 +331,7 @@ TEST(DistTraining, PeerThatDiesOrHangsMakesTheOtherFail) {
 
 TEST(DistTraining, NonFiniteGradientSkipsTheStepEverywhere) {
   const ProcResult r = gradscope(kShort + " --compressor topk --ratio 0.01 --workers 2 --steps 12 --json",
-                          "GS_DIST_FAULT=rank=1,step=4,action=nan");
+                                 "GS_DIST_FAULT=rank=1,step=4,action=nan");
   ASSERT_EQ(r.rc, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["skipped_steps"].get<int>(), 1);
@@ -365,8 +363,7 @@ TEST(DistTraining, BadOptionsAreRefused) {
 TEST(DistTraining, RecordCapturesRawGradientsWhileTraining) {
   TempDir d;
   const auto file = d.path() / "grads.h5";
-  const ProcResult r = gradscope(kShort + " --compressor sidco-e --ratio 0.01 --steps 3 --record " +
-                                 file.string());
+  const ProcResult r = gradscope(kShort + " --compressor sidco-e --ratio 0.01 --steps 3 --record " + file.string());
   ASSERT_EQ(r.rc, 0) << r.err;
   gs::data::SnapshotReader reader(file);
   EXPECT_EQ(reader.step_count(), 3u);

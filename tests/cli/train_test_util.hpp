@@ -30,8 +30,7 @@ inline std::string slurp(const fs::path& p) {
 class TempDir {
  public:
   TempDir() {
-    path_ = fs::temp_directory_path() /
-            ("gs_dist_" + std::to_string(::getpid()) + "_" + std::to_string(counter_++));
+    path_ = fs::temp_directory_path() / ("gs_dist_" + std::to_string(::getpid()) + "_" + std::to_string(counter_++));
     fs::create_directories(path_);
   }
   ~TempDir() { fs::remove_all(path_); }
@@ -44,11 +43,10 @@ class TempDir {
 
 // Runs `env gradscope COMMAND args` under a hard 120 s limit (so a broken test fails instead of
 // hanging).
-inline ProcResult gradscope_command(const std::string& command, const std::string& args,
-                                    const std::string& env = "") {
+inline ProcResult gradscope_command(const std::string& command, const std::string& args, const std::string& env = "") {
   TempDir d;
-  const std::string cmd = env + " timeout -s KILL 120 " + GS_GRADSCOPE_BIN + " " + command + " " + args +
-                          " >" + (d.path() / "out").string() + " 2>" + (d.path() / "err").string();
+  const std::string cmd = env + " timeout -s KILL 120 " + GS_GRADSCOPE_BIN + " " + command + " " + args + " >" +
+                          (d.path() / "out").string() + " 2>" + (d.path() / "err").string();
   const int st = std::system(cmd.c_str());
   ProcResult r;
   r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;

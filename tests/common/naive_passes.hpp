@@ -65,8 +65,7 @@ class NaivePasses final : public gs::fitting::MagnitudePasses {
     return s;
   }
 
-  std::vector<double> sorted_sample(std::uint64_t max_points, std::uint64_t seed,
-                                    bool* subsampled) override {
+  std::vector<double> sorted_sample(std::uint64_t max_points, std::uint64_t seed, bool* subsampled) override {
     std::vector<double> x = finite_nonzero();
     const bool sub = x.size() > max_points;
     if (sub) {
@@ -95,8 +94,7 @@ class NaivePasses final : public gs::fitting::MagnitudePasses {
     std::vector<float> out;
     for (std::uint64_t l = 0; l < lines; ++l) {
       const std::uint64_t start = gs::fitting::spread_line_start(g_.size(), lines, line_length, l);
-      out.insert(out.end(), g_.begin() + std::ptrdiff_t(start),
-                 g_.begin() + std::ptrdiff_t(start + line_length));
+      out.insert(out.end(), g_.begin() + std::ptrdiff_t(start), g_.begin() + std::ptrdiff_t(start + line_length));
     }
     return out;
   }

@@ -12,8 +12,7 @@ class TempDir {
   TempDir() {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
     path_ = std::filesystem::temp_directory_path() /
-            (std::string("gs_test_") + info->test_suite_name() + "_" + info->name() + "_" +
-             std::to_string(::getpid()));
+            (std::string("gs_test_") + info->test_suite_name() + "_" + info->name() + "_" + std::to_string(::getpid()));
     std::filesystem::remove_all(path_);
     std::filesystem::create_directories(path_);
   }

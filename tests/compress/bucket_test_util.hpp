@@ -52,8 +52,8 @@ inline std::unique_ptr<compress::BucketCompressor> make_bucket(const std::string
 class ThreadDeviceCollectives final : public compress::DeviceCollectives {
  public:
   explicit ThreadDeviceCollectives(compress::Collectives& c) : c_(c) {}
-  void allgather(const std::int32_t* indices, const float* values, std::uint64_t count,
-                 std::int32_t* indices_all, float* values_all) override {
+  void allgather(const std::int32_t* indices, const float* values, std::uint64_t count, std::int32_t* indices_all,
+                 float* values_all) override {
     gather(indices, count, indices_all);
     gather(values, count, values_all);
   }

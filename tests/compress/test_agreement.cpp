@@ -26,9 +26,9 @@ namespace {
 // What each of `workers` threads raised ("(no error)": nothing), in rank order.
 std::vector<std::string> errors_of(int workers, const std::function<void(Collectives&)>& fn) {
   std::vector<std::string> errors(static_cast<std::size_t>(workers));
-  run_workers(workers, [&](Collectives& comm) {
-    errors[std::size_t(comm.rank())] = error_message([&] { fn(comm); });
-  }, std::chrono::milliseconds(20000));
+  run_workers(
+      workers, [&](Collectives& comm) { errors[std::size_t(comm.rank())] = error_message([&] { fn(comm); }); },
+      std::chrono::milliseconds(20000));
   return errors;
 }
 

@@ -28,7 +28,6 @@ using gs::testing::seeded;
 // Two buckets of parameters {10: 300, 11: 200} and {12: 77}.
 const std::vector<std::vector<BucketParam>> kBuckets = {{{10, 300}, {11, 200}}, {{12, 77}}};
 
-
 }  // namespace
 
 class BucketEqualsModel : public ::testing::TestWithParam<std::string> {};
@@ -60,8 +59,7 @@ TEST_P(BucketEqualsModel, MeanUpdatesToTheBit) {
   for (int r = 0; r < kWorkers; ++r)
     for (int s = 0; s < kSteps; ++s) {
       if (method == "none") {  // float sums in another order (per bucket vs whole): equal to rounding
-        for (std::size_t i = 0; i < n0 + n1; ++i)
-          EXPECT_NEAR(bucket_out[r][s][i], model_out[r][s][i], 1e-9) << i;
+        for (std::size_t i = 0; i < n0 + n1; ++i) EXPECT_NEAR(bucket_out[r][s][i], model_out[r][s][i], 1e-9) << i;
       } else {
         EXPECT_EQ(bucket_out[r][s], model_out[r][s]) << method << " step " << s << " worker " << r;
       }
@@ -69,8 +67,7 @@ TEST_P(BucketEqualsModel, MeanUpdatesToTheBit) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Kinds, BucketEqualsModel,
-                         ::testing::Values("sidco-e", "sidco-gp", "topk", "dgc", "randomk", "none",
-                                           "qsgd-mn", "fft"),
+                         ::testing::Values("sidco-e", "sidco-gp", "topk", "dgc", "randomk", "none", "qsgd-mn", "fft"),
                          [](const auto& info) {
                            std::string s = info.param;
                            for (auto& c : s) c = c == '-' ? '_' : c;
@@ -145,10 +142,10 @@ TEST(BucketCompressor, ANonFiniteBucketIsSkippedEverywhereAndTenInARowFail) {
         auto g = grad(577, std::uint64_t(s * 10 + r));
         if (s >= 2 && r == 1) g[5] = std::nanf("");  // worker 1 goes bad from step 2 on
         std::vector<float> out(577, 1.0f);
-        bc->exchange(0, std::span<const float>(g).first(500), kBuckets[0], comm,
-                     std::span<float>(out).first(500), false);
-        bc->exchange(1, std::span<const float>(g).subspan(500), kBuckets[1], comm,
-                     std::span<float>(out).subspan(500), true);
+        bc->exchange(0, std::span<const float>(g).first(500), kBuckets[0], comm, std::span<float>(out).first(500),
+                     false);
+        bc->exchange(1, std::span<const float>(g).subspan(500), kBuckets[1], comm, std::span<float>(out).subspan(500),
+                     true);
         skipped[std::size_t(r)].push_back(bc->last_step_skipped());
         if (bc->last_step_skipped()) {
           for (float v : std::span<float>(out).first(500)) ASSERT_EQ(v, 0.0f);  // zeros, everywhere
@@ -190,8 +187,9 @@ TEST(BucketCompressor, WarmupSchedulesAreTheTrainersOnes) {
   }
   WarmupSchedule bad = expo;
   bad.start_density = 0.005;  // below the density
-  EXPECT_NE(error_message([&] { bad.check(true, "topk", {"warmup_steps", "warmup", "warmup_start_ratio", "ratio"}); })
-                .find("warmup_start_ratio 0.005 must lie above ratio"),
+  EXPECT_NE(error_message([&] {
+              bad.check(true, "topk", {"warmup_steps", "warmup", "warmup_start_ratio", "ratio"});
+            }).find("warmup_start_ratio 0.005 must lie above ratio"),
             std::string::npos);
 }
 
@@ -226,13 +224,15 @@ TEST(BucketCompressor, BadBucketsAreRefusedNamingTheProblem) {
   SoloCollectives solo;
   auto bc = make_bucket("topk", 0.05, 0);
   std::vector<float> g(100, 1.0f), out(100);
-  EXPECT_NE(error_message([&] { bc->exchange(3, g, {{{1, 99}}}, solo, out, true); })
-                .find("bucket 3: 100 elements for parameters of 99"),
+  EXPECT_NE(error_message([&] {
+              bc->exchange(3, g, {{{1, 99}}}, solo, out, true);
+            }).find("bucket 3: 100 elements for parameters of 99"),
             std::string::npos);
   bc->exchange(0, g, {{{1, 100}}}, solo, out, true);
   std::vector<float> g2(50, 1.0f), out2(50);
-  EXPECT_NE(error_message([&] { bc->exchange(0, g2, {{{1, 50}}}, solo, out2, true); })
-                .find("had 100 elements and now has 50"),
+  EXPECT_NE(error_message([&] {
+              bc->exchange(0, g2, {{{1, 50}}}, solo, out2, true);
+            }).find("had 100 elements and now has 50"),
             std::string::npos);
 }
 
@@ -250,10 +250,10 @@ TEST(BucketCompressor, DenseBytesCountTheModelsDtype) {
       for (std::uint64_t s = 0; s < 2; ++s) {
         const auto g = grad(577, s);
         std::vector<float> out(577);
-        bc->exchange(0, std::span<const float>(g).first(500), kBuckets[0], solo,
-                     std::span<float>(out).first(500), false, {}, 0.0, size);
-        bc->exchange(1, std::span<const float>(g).subspan(500), kBuckets[1], solo,
-                     std::span<float>(out).subspan(500), true, {}, 0.0, size);
+        bc->exchange(0, std::span<const float>(g).first(500), kBuckets[0], solo, std::span<float>(out).first(500),
+                     false, {}, 0.0, size);
+        bc->exchange(1, std::span<const float>(g).subspan(500), kBuckets[1], solo, std::span<float>(out).subspan(500),
+                     true, {}, 0.0, size);
       }
       by_size[size].assign(bc->history().begin(), bc->history().end());
       EXPECT_DOUBLE_EQ(bc->summary().dense_bytes_per_step, 577.0 * size) << method;
@@ -267,8 +267,9 @@ TEST(BucketCompressor, DenseBytesCountTheModelsDtype) {
   SoloCollectives solo;
   auto bc = make_bucket("topk", 0.05, 0);
   std::vector<float> g(100, 1.0f), out(100);
-  EXPECT_NE(error_message([&] { bc->exchange(0, g, {{{1, 100}}}, solo, out, true, {}, 0.0, 0); })
-                .find("bucket 0: an element of 0 bytes"),
+  EXPECT_NE(error_message([&] {
+              bc->exchange(0, g, {{{1, 100}}}, solo, out, true, {}, 0.0, 0);
+            }).find("bucket 0: an element of 0 bytes"),
             std::string::npos);
   EXPECT_EQ(bc->steps(), 0);  // the step was abandoned, not counted
 }
@@ -302,7 +303,7 @@ TEST(StepRules, RunStatisticsSummariseEveryStep) {
     f.skipped = s == 4;
     f.warmup = s == 0;
     f.n = 100;
-    f.selected = 1;  // density 0.01
+    f.selected = 1;                       // density 0.01
     f.target_density = 0.01 / (1.0 + s);  // quality 1 + s
     f.bytes_sent = 100 * std::uint64_t(s);
     st.add(f);
@@ -310,7 +311,7 @@ TEST(StepRules, RunStatisticsSummariseEveryStep) {
   const RunSummary sum = st.summary();
   EXPECT_EQ(sum.steps, 5);
   EXPECT_EQ(sum.skipped_steps, 1);
-  EXPECT_DOUBLE_EQ(sum.quality_mean, 3.0);  // steps 1 to 3: not the warm-up, not the skipped one
+  EXPECT_DOUBLE_EQ(sum.quality_mean, 3.0);      // steps 1 to 3: not the warm-up, not the skipped one
   EXPECT_DOUBLE_EQ(sum.bytes_per_step, 150.0);  // steps 0 to 3
 }
 
@@ -390,10 +391,10 @@ TEST(BucketCompressor, ASkippedStepLeavesEveryResidualAsItWas) {
       auto step = [&](std::uint64_t seed, bool poison) {
         auto g = grad(577, seed * 10 + std::uint64_t(r));
         if (poison && r == 1) g[550] = std::nanf("");  // in the second bucket only
-        bc->exchange(0, std::span<const float>(g).first(500), kBuckets[0], comm,
-                     std::span<float>(out).first(500), false);
-        bc->exchange(1, std::span<const float>(g).subspan(500), kBuckets[1], comm,
-                     std::span<float>(out).subspan(500), true);
+        bc->exchange(0, std::span<const float>(g).first(500), kBuckets[0], comm, std::span<float>(out).first(500),
+                     false);
+        bc->exchange(1, std::span<const float>(g).subspan(500), kBuckets[1], comm, std::span<float>(out).subspan(500),
+                     true);
       };
       step(1, false);
       if (skip) {
@@ -437,8 +438,8 @@ TEST(BucketCompressor, AFailedBucketAbandonsItsStep) {
             }).find("bucket 1: 200 elements for parameters of 199"),
             std::string::npos);
   EXPECT_NE(error_message([&] {
-              a->exchange(2, std::span<const float>(g).subspan(500), three[2], solo,
-                          std::span<float>(out).subspan(500), true);
+              a->exchange(2, std::span<const float>(g).subspan(500), three[2], solo, std::span<float>(out).subspan(500),
+                          true);
             }).find("an earlier bucket of this step failed"),
             std::string::npos);
   EXPECT_EQ(a->steps(), 1);

@@ -27,15 +27,14 @@ using gs::testing::grad;
 using gs::testing::laplace;
 using gs::testing::ThreadDeviceCollectives;
 
-
 std::unique_ptr<BucketCompressor> make_bucket(const std::string& method, double density, int rank,
                                               const std::string& backend, WarmupSchedule w = {}) {
   return gs::testing::make_bucket(method, density, rank, w, backend);
 }
 
 // Buckets as DDP hands them over: step 0 in registration order, later steps regrouped.
-const std::vector<std::vector<std::vector<BucketParam>>> kLayouts = {
-    {{{10, 3000}, {11, 2000}}, {{12, 770}}}, {{{12, 770}, {11, 2000}}, {{10, 3000}}}};
+const std::vector<std::vector<std::vector<BucketParam>>> kLayouts = {{{{10, 3000}, {11, 2000}}, {{12, 770}}},
+                                                                     {{{12, 770}, {11, 2000}}, {{10, 3000}}}};
 
 // One worker's updates over `steps` steps: the host path (backend cpu) or the device path
 // (cuda-host, its buckets on fake device `device`, with or without device collectives).
@@ -55,8 +54,8 @@ std::vector<std::vector<float>> run(const std::string& method, double density, C
       if (device) {
         const ch::DeviceMemory on(g.data(), g.size() * sizeof(float), fake_device);
         const gs::kernels::CallerStream caller(fake_device, ch::caller_stream(fake_device));
-        bc->exchange_resident({int(b), g.data(), n, gs::kernels::BackendKind::cuda_host, fake_device}, layout[b],
-                              comm, device_comm ? &dc : nullptr, last);
+        bc->exchange_resident({int(b), g.data(), n, gs::kernels::BackendKind::cuda_host, fake_device}, layout[b], comm,
+                              device_comm ? &dc : nullptr, last);
         step_out.insert(step_out.end(), g.begin(), g.end());
       } else {
         std::vector<float> o(n);
@@ -238,8 +237,8 @@ TEST(CudaHostBucketRules, OneStateServesOneDevice) {
   auto g = grad(1000, 1);
   {
     const ch::DeviceMemory on(g.data(), g.size() * sizeof(float), 1);
-    bc->exchange_resident({0, g.data(), 1000, gs::kernels::BackendKind::cuda_host, 1}, std::vector<BucketParam>{{1, 1000}},
-                          solo, nullptr, true);
+    bc->exchange_resident({0, g.data(), 1000, gs::kernels::BackendKind::cuda_host, 1},
+                          std::vector<BucketParam>{{1, 1000}}, solo, nullptr, true);
   }
   const ch::DeviceMemory on(g.data(), g.size() * sizeof(float), 2);
   try {

@@ -284,9 +284,10 @@ struct Ledger {
 // where the decisions chose it (DGC's passes: 8.24 a step on average, 10.79 in a step whose
 // hierarchical step takes a bucket's exact top-k); the send buffer packed, and the sum's zeros
 // written with the skip decided, in one launch each.
-const std::map<std::string, Ledger> kLedgerToday = {
-    {"sidco-e", {27, 0, 0, 0, 0, 9.08}}, {"topk", {20, 0, 0, 0, 0, 9.08}},
-    {"dgc", {29, 0, 0, 0, 0, 10.79}},    {"sidco-topk", {47, 0, 0, 0, 0, 8.69}}};
+const std::map<std::string, Ledger> kLedgerToday = {{"sidco-e", {27, 0, 0, 0, 0, 9.08}},
+                                                    {"topk", {20, 0, 0, 0, 0, 9.08}},
+                                                    {"dgc", {29, 0, 0, 0, 0, 10.79}},
+                                                    {"sidco-topk", {47, 0, 0, 0, 0, 8.69}}};
 
 TEST(DeviceWork, EachBucketQueuesNoMoreThanItsLedger) {
   for (const auto& [method, bound] : kLedgerToday) {
@@ -399,5 +400,6 @@ TEST(DeviceWork, ScratchSizesAreAskedOncePerKey) {
     EXPECT_EQ(gs::kernels::device_work().scratch_queries - q0, 4u);
     gs::kernels::work::forget_scratch_size(key);
     EXPECT_EQ(gs::kernels::work::scratch_size(key, query), 104u) << "a size CUB refused is asked again";
-  }).join();
+  })
+      .join();
 }

@@ -46,9 +46,9 @@ TEST(Registry, EveryNameMakesItsCompressor) {
   for (auto name : compressor_names()) {
     auto c = make_compressor(name, 0.01);
     EXPECT_EQ(c->name(), name);
-    const Exchange want = name == "none"                ? Exchange::allreduce
+    const Exchange want = name == "none"                                 ? Exchange::allreduce
                           : name.starts_with("qsgd-mn") || name == "fft" ? Exchange::collective
-                                                        : Exchange::allgather;
+                                                                         : Exchange::allgather;
     EXPECT_EQ(c->exchange(), want) << name;
     EXPECT_EQ(compressor_info(name).exchange, want) << name;  // the registry row says the same
   }
@@ -123,8 +123,7 @@ TEST(TopK, TiesStillGiveExactlyK) {
   const auto out = c->compress(g, "w");
   ASSERT_EQ(out.payload.count(), 10u);
   EXPECT_EQ(out.payload.indices[0], 0);
-  EXPECT_TRUE(std::find(out.payload.indices.begin(), out.payload.indices.end(), 3) !=
-              out.payload.indices.end());
+  EXPECT_TRUE(std::find(out.payload.indices.begin(), out.payload.indices.end(), 3) != out.payload.indices.end());
 }
 
 // sidco-topk sends what topk sends, ties and non-finite values included: the same set, found
@@ -176,7 +175,9 @@ TEST(None, SendsEverythingDense) {
   c->decode_sum(sum, 2, mean);
   for (std::size_t i = 0; i < g.size(); ++i) EXPECT_FLOAT_EQ(mean[i], 1.5f * g[i]);
   auto topk = make_compressor("topk", 0.5);
-  EXPECT_THROW(topk->decode_sum(Payload{.kind = PayloadKind::sparse, .n = 3, .indices = {}, .values = {}}, 2, std::span<float>(mean.data(), 3)), gs::Error);
+  EXPECT_THROW(topk->decode_sum(Payload{.kind = PayloadKind::sparse, .n = 3, .indices = {}, .values = {}}, 2,
+                                std::span<float>(mean.data(), 3)),
+               gs::Error);
 }
 
 TEST(Aggregate, ScatterAddsAndDividesByWorkers) {
@@ -246,14 +247,10 @@ TEST_P(ThresholdQuality, WithinBand) {
 
 INSTANTIATE_TEST_SUITE_P(
     Synthetic, ThresholdQuality,
-    ::testing::Values(QualityCase{"sidco-e", 0.01, 0, 0.8, 1.25},
-                      QualityCase{"sidco-e", 0.001, 0, 0.8, 1.25},
-                      QualityCase{"sidco-p", 0.01, 0, 0.8, 1.25},
-                      QualityCase{"sidco-p", 0.001, 1, 0.5, 1.5},
-                      QualityCase{"sidco-gp", 0.01, 1, 0.7, 1.4},
-                      QualityCase{"sidco-gp", 0.001, 1, 0.7, 1.4},
-                      QualityCase{"dgc", 0.01, 0, 0.6, 1.34},
-                      QualityCase{"redsync", 0.01, 0, 0.4, 2.0},
+    ::testing::Values(QualityCase{"sidco-e", 0.01, 0, 0.8, 1.25}, QualityCase{"sidco-e", 0.001, 0, 0.8, 1.25},
+                      QualityCase{"sidco-p", 0.01, 0, 0.8, 1.25}, QualityCase{"sidco-p", 0.001, 1, 0.5, 1.5},
+                      QualityCase{"sidco-gp", 0.01, 1, 0.7, 1.4}, QualityCase{"sidco-gp", 0.001, 1, 0.7, 1.4},
+                      QualityCase{"dgc", 0.01, 0, 0.6, 1.34}, QualityCase{"redsync", 0.01, 0, 0.4, 2.0},
                       QualityCase{"gaussianksgd", 0.01, 0, 0.3, 3.0}),
     [](const auto& info) {
       std::string s(info.param.name);
@@ -279,34 +276,34 @@ TEST(SetRatio, CompressorsFollowTheNewRatio) {
   EXPECT_EQ(topk->density(), 0.01);
 
   for (const bool published : {true, false})
-  for (std::string_view name : {"sidco-e", "sidco-gp"}) {
-    SCOPED_TRACE(published ? "as published" : "with the count correction");
-    auto c = make_compressor(name, 0.25, {.seed = 3, .sidco_as_published = published});
-    // A geometric walk from 0.25 to 0.01 over 10 steps, then 10 steps at 0.01.
-    double sum = 0.0;
-    for (int s = 0; s < 20; ++s) {
-      const double r = s < 10 ? 0.25 * std::pow(0.04, s / 10.0) : 0.01;
-      c->set_density(r);
-      const auto o = c->compress(laplace(n, 100 + s), "w");
-      EXPECT_EQ(o.info.target_density, r) << name << " step " << s;
-      EXPECT_GT(o.info.quality(), 0.5) << name << " step " << s;
-      EXPECT_LT(o.info.quality(), 2.0) << name << " step " << s;
-      if (s >= 10) sum += o.info.quality();
-      // SIDCo-E fits Laplace data exactly: one stage is enough (the count the controller starts
-      // at for 0.25, default_sidco_stages), and a controller still aiming at an earlier, larger
-      // density would read each step as an undershoot and add stages. With the count correction
-      // the stage count is default_sidco_stages at each step's density.
-      if (name == "sidco-e") {
-        EXPECT_EQ(o.info.stages, published ? 1 : gs::fitting::default_sidco_stages(r)) << "step " << s;
+    for (std::string_view name : {"sidco-e", "sidco-gp"}) {
+      SCOPED_TRACE(published ? "as published" : "with the count correction");
+      auto c = make_compressor(name, 0.25, {.seed = 3, .sidco_as_published = published});
+      // A geometric walk from 0.25 to 0.01 over 10 steps, then 10 steps at 0.01.
+      double sum = 0.0;
+      for (int s = 0; s < 20; ++s) {
+        const double r = s < 10 ? 0.25 * std::pow(0.04, s / 10.0) : 0.01;
+        c->set_density(r);
+        const auto o = c->compress(laplace(n, 100 + s), "w");
+        EXPECT_EQ(o.info.target_density, r) << name << " step " << s;
+        EXPECT_GT(o.info.quality(), 0.5) << name << " step " << s;
+        EXPECT_LT(o.info.quality(), 2.0) << name << " step " << s;
+        if (s >= 10) sum += o.info.quality();
+        // SIDCo-E fits Laplace data exactly: one stage is enough (the count the controller starts
+        // at for 0.25, default_sidco_stages), and a controller still aiming at an earlier, larger
+        // density would read each step as an undershoot and add stages. With the count correction
+        // the stage count is default_sidco_stages at each step's density.
+        if (name == "sidco-e") {
+          EXPECT_EQ(o.info.stages, published ? 1 : gs::fitting::default_sidco_stages(r)) << "step " << s;
+        }
+        c->end_step();
       }
+      EXPECT_GE(sum / 10, 0.8) << name;
+      EXPECT_LE(sum / 10, 1.25) << name;
+      c->set_density(1.0);  // everything finite, no estimate
+      EXPECT_EQ(c->compress(g, "w").payload.count(), n);
       c->end_step();
     }
-    EXPECT_GE(sum / 10, 0.8) << name;
-    EXPECT_LE(sum / 10, 1.25) << name;
-    c->set_density(1.0);  // everything finite, no estimate
-    EXPECT_EQ(c->compress(g, "w").payload.count(), n);
-    c->end_step();
-  }
 }
 
 TEST(Dgc, NeverSendsMoreThanFourThirdsK) {

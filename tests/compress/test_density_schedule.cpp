@@ -29,8 +29,8 @@ DensitySchedule accordion(std::int64_t interval, double high = 0.1, double eta =
   return s;
 }
 
-const DensitySchedule::Names kNames = {"--density-schedule", "--density-high", "--density-interval",
-                                       "--density-eta", "--ratio"};
+const DensitySchedule::Names kNames = {"--density-schedule", "--density-high", "--density-interval", "--density-eta",
+                                       "--ratio"};
 
 // Feeds the detector one interval of steps whose gradient norm is `norm` (squared norms summed
 // over one worker), then takes the check step's decision; returns the regime after it.

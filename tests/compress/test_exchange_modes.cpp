@@ -161,8 +161,10 @@ TEST(CompressWhenAuto, EveryWorkerChoosesAlikeAndTheFasterModeWins) {
     EXPECT_FALSE(flags[0][0]);
     EXPECT_TRUE(flags[0][1]);
     const long dense_after = std::count(flags[0].begin() + 2, flags[0].end(), true);
-    if (dense_slow) EXPECT_LE(dense_after, 1) << "compression is the faster: dense only in a look";
-    else EXPECT_GE(dense_after, 9) << "dense is the faster: compression only in a look";
+    if (dense_slow)
+      EXPECT_LE(dense_after, 1) << "compression is the faster: dense only in a look";
+    else
+      EXPECT_GE(dense_after, 9) << "dense is the faster: compression only in a look";
   }
 }
 
@@ -175,7 +177,8 @@ TEST(CompressWhenAuto, ErrorFeedbackLosesNothingAcrossTheSwitches) {
   std::vector<double> sent(7000, 0.0), grads(7000, 0.0);
   for (int s = 0; s < 10; ++s) {
     const auto out = step(*c, comm, s);
-    const auto g0 = gs::testing::grad(4000, 100 * std::uint64_t(s)), g1 = gs::testing::grad(3000, 100 * std::uint64_t(s) + 50);
+    const auto g0 = gs::testing::grad(4000, 100 * std::uint64_t(s)),
+               g1 = gs::testing::grad(3000, 100 * std::uint64_t(s) + 50);
     for (std::size_t i = 0; i < 7000; ++i) {
       sent[i] += out[i];
       grads[i] += i < 4000 ? g0[i] : g1[i - 4000];
@@ -320,13 +323,11 @@ TEST(SharedExchange, ResumesToTheBitAndRefusesCompressorsWithoutASparseSelection
     auto allgather = gs::testing::make_bucket("sidco-e", 0.01, comm.rank());
     allgather->set_momentum_correction(0.9, "momentum");
     gs::StateReader r2(saved, "state");
-    EXPECT_NE(error_message([&] { allgather->load_state(r2); }).find("the exchange"),
-              std::string::npos);
+    EXPECT_NE(error_message([&] { allgather->load_state(r2); }).find("the exchange"), std::string::npos);
   });
   for (const char* name : {"qsgd-mn", "none"}) {
     auto c = gs::testing::make_bucket(name, 1.0, 0);
-    EXPECT_NE(error_message([&] { c->set_shared_exchange(true); }).find("sends no sparse selection"),
-              std::string::npos)
+    EXPECT_NE(error_message([&] { c->set_shared_exchange(true); }).find("sends no sparse selection"), std::string::npos)
         << name;
   }
 }

@@ -52,8 +52,7 @@ bool fft_built() {
   if (!fft_built()) GTEST_SKIP() << "this build lacks FFTW3"
 
 std::unique_ptr<Compressor> make_fft(double density, int e = 3, int m = 10, std::uint64_t chunk = 0) {
-  return make_compressor("fft", density,
-                         {.fft_exponent_bits = e, .fft_mantissa_bits = m, .fft_chunk = chunk});
+  return make_compressor("fft", density, {.fft_exponent_bits = e, .fft_mantissa_bits = m, .fft_chunk = chunk});
 }
 
 struct Solo {
@@ -361,7 +360,7 @@ TEST(Fft, ErrorFeedbackKeepsWhatWasNotSent) {
       scale = std::max(scale, std::fabs(acc));
     }
     EXPECT_LE(worst, 1e-6 * scale) << "step " << step;  // residual = acc - sent, in float
-    EXPECT_GT(rel_l2(res, g), 0.1);  // the residual carries real mass
+    EXPECT_GT(rel_l2(res, g), 0.1);                     // the residual carries real mass
     e = res;
   }
 }

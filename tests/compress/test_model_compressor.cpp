@@ -114,8 +114,7 @@ TEST(ModelCompressorStep, MatchesCompressAndAggregateForEveryExchangeKind) {
     std::vector<Payload> payloads;
     std::unique_ptr<ModelCompressor> last;
     for (int r = 0; r < workers; ++r) {
-      last = std::make_unique<ModelCompressor>(kModel, Granularity::layer, 0,
-                                               make_compressor(name, 0.05));
+      last = std::make_unique<ModelCompressor>(kModel, Granularity::layer, 0, make_compressor(name, 0.05));
       payloads.push_back(last->compress(grads[std::size_t(r)]));
     }
     std::vector<float> ref(4530);

@@ -25,17 +25,17 @@ CompressorOptions with_changed(const std::string& flag) {
   CompressorOptions o;
   const auto& rows = compressor_option_rows();
   const auto row = std::find_if(rows.begin(), rows.end(), [&](const auto& r) { return r.flag == flag; });
-  const std::string text = flag == "--backend"  ? "cuda-host"
-                           : flag == "--bits"   ? "3"
-                           : flag == "--stages" ? "2"
-                           : flag == "--variance-alpha" ? "1.5"
-                           : flag == "--variance-zeta"  ? "0.5"
-                           : flag == "--fft-exponent-bits" ? "5"
-                           : flag == "--fft-mantissa-bits" ? "9"
-                           : flag == "--fft-chunk" ? "512"
+  const std::string text = flag == "--backend"              ? "cuda-host"
+                           : flag == "--bits"               ? "3"
+                           : flag == "--stages"             ? "2"
+                           : flag == "--variance-alpha"     ? "1.5"
+                           : flag == "--variance-zeta"      ? "0.5"
+                           : flag == "--fft-exponent-bits"  ? "5"
+                           : flag == "--fft-mantissa-bits"  ? "9"
+                           : flag == "--fft-chunk"          ? "512"
                            : flag == "--sidco-as-published" ? "1"
-                           : flag == "--sidco-estimate" ? "fit"
-                                                   : "7";  // --seed
+                           : flag == "--sidco-estimate"     ? "fit"
+                                                            : "7";  // --seed
   row->set(o, text);
   return o;
 }
@@ -97,14 +97,16 @@ TEST(OptionsRead, AnUnlistedOptionChangesNothing) {
 TEST(OptionsRead, UnreadOptionsAreRefusedNamingWhatIsRead) {
   const std::vector<std::string> bits = {"--bits"};
   const std::string msg = error_message([&] { check_options_read("sidco-e", bits); });
-  EXPECT_EQ(msg, "--bits does nothing for compressor 'sidco-e': drop it (sidco-e reads --backend, --stages, "
-                 "--sidco-as-published, --sidco-estimate)");
+  EXPECT_EQ(msg,
+            "--bits does nothing for compressor 'sidco-e': drop it (sidco-e reads --backend, --stages, "
+            "--sidco-as-published, --sidco-estimate)");
   EXPECT_NE(error_message([&] { check_options_read("sidco-e", bits, {}, OptionSpelling::keyword); })
                 .find("bits does nothing for compressor 'sidco-e': drop it (sidco-e reads backend, stages, "
                       "sidco_as_published, sidco_estimate)"),
             std::string::npos);
-  EXPECT_NE(error_message([&] { check_options_read("none", std::vector<std::string>{"--seed"}); })
-                .find("(none reads no option)"),
+  EXPECT_NE(error_message([&] {
+              check_options_read("none", std::vector<std::string>{"--seed"});
+            }).find("(none reads no option)"),
             std::string::npos);
   // What a compressor reads passes, and so does what the caller reads itself.
   EXPECT_NO_THROW(check_options_read("qsgd-mn", std::vector<std::string>{"--bits", "--seed"}));

@@ -199,8 +199,7 @@ TEST(Quantizers, AllReduceCompatibleAcrossWorkers) {
       });
       double m = 0.0;
       for (const auto& gw : g) m = std::max<double>(m, max_abs(gw));
-      const std::uint64_t expect =
-          4 + level_bytes(n, workers, s.size()) + sum_bytes(n, workers, s[0]);
+      const std::uint64_t expect = 4 + level_bytes(n, workers, s.size()) + sum_bytes(n, workers, s[0]);
       std::size_t moved = 0;  // elements where some worker's own level was finer than the agreed one
       for (std::size_t i = 0; i < n; ++i) {
         std::size_t agreed = s.size(), finest = 0;
@@ -244,14 +243,13 @@ TEST(Quantizers, SumFormatAtItsEdgesKeepsExtremeCodes) {
     int workers;
     std::uint64_t bytes;
   };
-  for (const Case& k : {
-           Case{"qsgd-mn", {}, 4, 4 + 8 * ((n + 8) / 9)},  // 120 <= 127, but 7-bit lanes beat int8
-           Case{"qsgd-mn", {}, 8, 4 + n},                  // int8: 8-bit lanes, 9.1 bits, lose
-           Case{"qsgd-mn", {}, 9, 4 + words},              // 135 > 127: 9-bit lanes, not int32
-           Case{"qsgd-mn-ts", {}, 2, 4 + 136 + n},         // 126 <= 127: int8
-           Case{"qsgd-mn-ts", {}, 3, 4 + 136 + words},     // 189: 9-bit lanes
-           Case{"qsgd-mn", {16}, 17, 4 + 4 * n},           // 2 x 17 x 65535 needs 22 bits: int32
-           Case{"qsgd-mn", {16}, 16, 4 + 8 * ((n + 2) / 3)}}) {  // 21 bits: 3 lanes
+  for (const Case& k : {Case{"qsgd-mn", {}, 4, 4 + 8 * ((n + 8) / 9)},        // 120 <= 127, but 7-bit lanes beat int8
+                        Case{"qsgd-mn", {}, 8, 4 + n},                        // int8: 8-bit lanes, 9.1 bits, lose
+                        Case{"qsgd-mn", {}, 9, 4 + words},                    // 135 > 127: 9-bit lanes, not int32
+                        Case{"qsgd-mn-ts", {}, 2, 4 + 136 + n},               // 126 <= 127: int8
+                        Case{"qsgd-mn-ts", {}, 3, 4 + 136 + words},           // 189: 9-bit lanes
+                        Case{"qsgd-mn", {16}, 17, 4 + 4 * n},                 // 2 x 17 x 65535 needs 22 bits: int32
+                        Case{"qsgd-mn", {16}, 16, 4 + 8 * ((n + 2) / 3)}}) {  // 21 bits: 3 lanes
     ASSERT_EQ(sum_bytes(n, k.workers, k.bits.empty() ? default_scales(k.name)[0] : 65535.0),
               k.bytes - 4 - level_bytes(n, k.workers, k.name == "qsgd-mn-ts" ? 2 : 1));
     if (k.name == "qsgd-mn-ts") {
@@ -262,8 +260,7 @@ TEST(Quantizers, SumFormatAtItsEdgesKeepsExtremeCodes) {
     run_workers(k.workers, [&](Collectives& comm) {
       auto g = laplace(n, 50 + comm.rank(), 1e-3f);
       for (std::size_t i = 0; i < 40; ++i) g[i] = i % 2 ? -1.0f : 1.0f;
-      auto c = make_compressor(k.name, 1.0,
-                               {.seed = 3 + std::uint64_t(comm.rank()), .quant_bits = k.bits});
+      auto c = make_compressor(k.name, 1.0, {.seed = 3 + std::uint64_t(comm.rank()), .quant_bits = k.bits});
       std::vector<float> sent(n);
       bytes[comm.rank()] = c->exchange(g, "w", comm, sent, mean[comm.rank()]).wire_bytes;
     });
@@ -376,9 +373,9 @@ TEST(Quantizers, NonFiniteInputFailsOnEveryWorkerNamingTheTensor) {
 
 TEST(Quantizers, BadOptionsThrow) {
   const std::vector<std::pair<std::string_view, std::vector<int>>> bad = {
-      {"qsgd-mn", {0}},        {"qsgd-mn", {17}},         {"qsgd-mn", {4, 6}},
-      {"qsgd-mn-ts", {6}},     {"qsgd-mn-ts", {10, 6}},   {"qsgd-mn-ts", {6, 6}},
-      {"qsgd-mn-ts", {6, 17}}, {"qsgd-mn-ms", {4}},       {"qsgd-mn-ms", {2, 4, 4, 8}},
+      {"qsgd-mn", {0}},        {"qsgd-mn", {17}},       {"qsgd-mn", {4, 6}},
+      {"qsgd-mn-ts", {6}},     {"qsgd-mn-ts", {10, 6}}, {"qsgd-mn-ts", {6, 6}},
+      {"qsgd-mn-ts", {6, 17}}, {"qsgd-mn-ms", {4}},     {"qsgd-mn-ms", {2, 4, 4, 8}},
       {"qsgd-mn-ms", {-1, 4}}};
   for (const auto& [name, bits] : bad)
     EXPECT_THROW(make_compressor(name, 1.0, {.quant_bits = bits}), gs::Error) << name;
@@ -425,8 +422,7 @@ TEST(ModelCompressorStep, CollectiveQuantizerPerLayer) {
     for (const auto& t : model) {
       double m = 0.0;
       for (int w = 0; w < workers; ++w)
-        for (std::uint64_t i = offset; i < offset + t.numel; ++i)
-          m = std::max(m, double(std::fabs(grads[w][i])));
+        for (std::uint64_t i = offset; i < offset + t.numel; ++i) m = std::max(m, double(std::fabs(grads[w][i])));
       for (std::uint64_t i = offset; i < offset + t.numel; ++i) {
         double truth = 0.0;
         for (int w = 0; w < workers; ++w) truth += grads[w][i];

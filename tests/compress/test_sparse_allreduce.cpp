@@ -25,7 +25,9 @@ namespace {
 
 const BucketParam kParams0[] = {{1, 4000}}, kParams1[] = {{2, 3000}};
 
-std::vector<float> grad0(int s, int rank) { return gs::testing::grad(4000, 100 * std::uint64_t(s) + std::uint64_t(rank)); }
+std::vector<float> grad0(int s, int rank) {
+  return gs::testing::grad(4000, 100 * std::uint64_t(s) + std::uint64_t(rank));
+}
 std::vector<float> grad1(int s, int rank) {
   return gs::testing::grad(3000, 100 * std::uint64_t(s) + 50 + std::uint64_t(rank));
 }
@@ -80,7 +82,10 @@ TEST(SparseAllreduce, EveryWorkerHoldsTheSameUpdateOfSummedSelectionsAtAnyWorldS
       for (std::size_t j = 0; j < sel.count(); ++j) pairs.emplace_back(sel.indices[j], sel.values[j]);
       for (const auto& [i, v] : pairs) {
         const auto it = sums.find(i);
-        if (it == sums.end()) sums[i] = v; else it->second += v;
+        if (it == sums.end())
+          sums[i] = v;
+        else
+          it->second += v;
       }
     }
     const std::span<const float> update(first[0].data(), 4000);
@@ -103,8 +108,10 @@ TEST(SparseAllreduce, EveryWorkerHoldsTheSameUpdateOfSummedSelectionsAtAnyWorldS
       float smallest_kept = INFINITY, largest_left = 0.0f;
       for (const auto& [i, v] : sums) {
         if (i < lo || i >= hi) continue;
-        if (update[std::size_t(i)] != 0.0f) smallest_kept = std::min(smallest_kept, std::fabs(v));
-        else largest_left = std::max(largest_left, std::fabs(v));
+        if (update[std::size_t(i)] != 0.0f)
+          smallest_kept = std::min(smallest_kept, std::fabs(v));
+        else
+          largest_left = std::max(largest_left, std::fabs(v));
       }
       EXPECT_LE(largest_left, smallest_kept) << w << " workers, region " << d;
     }
@@ -174,7 +181,7 @@ TEST(SparseAllreduce, AnEmptyRegionAndAWorkerWithAZeroGradientPass) {
     auto c = sparse_core("topk", comm.rank());
     for (int s = 0; s < 3; ++s) {
       auto g = gs::testing::grad(4000, 7 * std::uint64_t(s) + std::uint64_t(comm.rank()));
-      std::fill(g.begin() + 1000, g.end(), 0.0f);          // regions 1 to 3 (even bounds) get nothing
+      std::fill(g.begin() + 1000, g.end(), 0.0f);                 // regions 1 to 3 (even bounds) get nothing
       if (comm.rank() == 3) std::fill(g.begin(), g.end(), 0.0f);  // a worker with nothing to give
       std::vector<float> out(4000);
       c->exchange(0, g, kParams0, comm, out, true);
@@ -233,8 +240,8 @@ TEST(ExchangeAuto, ChoosesByTheLinkBytesOfTheModel) {
     for (double d : {0.3, 0.1, 0.01, 0.001, 0.0001}) {
       const double pair = 4.0 + (std::log2(1.0 / d) + 2.0) / 8.0, k = 1e6 * d;
       const double gather = (w - 1) * pair * k, reduce = (1.0 + std::min(3, w)) * (w - 1) / w * 8.0 * k;
-      const double chosen = resolve_exchange(ExchangeMode::automatic, w, d, true) == ExchangeMode::allgather ? gather
-                                                                                                               : reduce;
+      const double chosen =
+          resolve_exchange(ExchangeMode::automatic, w, d, true) == ExchangeMode::allgather ? gather : reduce;
       EXPECT_LE(chosen, gather) << w << " workers at " << d;
       EXPECT_EQ(chosen, std::min(gather, reduce)) << w << " workers at " << d;
     }
@@ -277,12 +284,30 @@ class CountingCollectives final : public Collectives {
   int reduces = 0, allgathers = 0, known = 0, alltoalls = 0;
   int world_size() const override { return inner_.world_size(); }
   int rank() const override { return inner_.rank(); }
-  void allreduce_max(std::span<float> v) override { ++reduces; inner_.allreduce_max(v); }
-  void allreduce_min(std::span<std::int8_t> v) override { ++reduces; inner_.allreduce_min(v); }
-  void allreduce_sum(std::span<std::int8_t> v) override { ++reduces; inner_.allreduce_sum(v); }
-  void allreduce_sum(std::span<std::int32_t> v) override { ++reduces; inner_.allreduce_sum(v); }
-  void allreduce_sum(std::span<std::int64_t> v) override { ++reduces; inner_.allreduce_sum(v); }
-  void allreduce_sum(std::span<float> v) override { ++reduces; inner_.allreduce_sum(v); }
+  void allreduce_max(std::span<float> v) override {
+    ++reduces;
+    inner_.allreduce_max(v);
+  }
+  void allreduce_min(std::span<std::int8_t> v) override {
+    ++reduces;
+    inner_.allreduce_min(v);
+  }
+  void allreduce_sum(std::span<std::int8_t> v) override {
+    ++reduces;
+    inner_.allreduce_sum(v);
+  }
+  void allreduce_sum(std::span<std::int32_t> v) override {
+    ++reduces;
+    inner_.allreduce_sum(v);
+  }
+  void allreduce_sum(std::span<std::int64_t> v) override {
+    ++reduces;
+    inner_.allreduce_sum(v);
+  }
+  void allreduce_sum(std::span<float> v) override {
+    ++reduces;
+    inner_.allreduce_sum(v);
+  }
   std::vector<std::vector<std::byte>> allgather(std::span<const std::byte> mine) override {
     ++allgathers;
     return inner_.allgather(mine);

@@ -65,8 +65,7 @@ TEST(CompressorState, EveryCompressorContinuesExactlyFromItsState) {
     restored->load_state(r);
     EXPECT_TRUE(r.at_end()) << name;
     EXPECT_EQ(state_of(*restored), saved) << name;
-    for (std::uint64_t s = 7; s < 14; ++s)
-      ASSERT_EQ(step(*original, s), step(*restored, s)) << name << " step " << s;
+    for (std::uint64_t s = 7; s < 14; ++s) ASSERT_EQ(step(*original, s), step(*restored, s)) << name << " step " << s;
     // Without the state the run differs (what the state holds matters), except for the dense
     // exchange, which carries nothing from step to step.
     auto fresh = make(name);

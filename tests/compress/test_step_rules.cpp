@@ -78,8 +78,8 @@ TEST(RegimeDetector, StatesThatCountedStepsOffStillLoad) {
   w.put(0.1);
   w.put(std::int64_t{20});
   w.put(0.5);
-  w.put(0.0);               // the sum (0: nothing added off)
-  w.put(std::int64_t{425}); // the steps it counted
+  w.put(0.0);                // the sum (0: nothing added off)
+  w.put(std::int64_t{425});  // the steps it counted
   w.put(-1.0);
   w.put<std::uint8_t>(1);
   RegimeDetector off;
@@ -143,15 +143,17 @@ TEST(StepRules, SettingsThatWouldDoNothingAreRefused) {
   WarmupSchedule w;
   w.density = 0.01;
   w.kind = WarmupSchedule::Kind::exponential;  // without steps
-  EXPECT_NE(error_message([&] { w.check(true, "sidco-e", kWarmupNames); })
-                .find("warmup exponential does nothing without warmup_steps"),
+  EXPECT_NE(error_message([&] {
+              w.check(true, "sidco-e", kWarmupNames);
+            }).find("warmup exponential does nothing without warmup_steps"),
             std::string::npos);
   WarmupSchedule start;
   start.density = 0.01;
   start.start_density = 0.5;  // dense warm-up (the default kind)
   start.steps = 10;
-  EXPECT_NE(error_message([&] { start.check(true, "sidco-e", kWarmupNames); })
-                .find("warmup_start_ratio 0.5 does nothing without warmup exponential"),
+  EXPECT_NE(error_message([&] {
+              start.check(true, "sidco-e", kWarmupNames);
+            }).find("warmup_start_ratio 0.5 does nothing without warmup exponential"),
             std::string::npos);
   start.kind = WarmupSchedule::Kind::exponential;
   EXPECT_NO_THROW(start.check(true, "sidco-e", kWarmupNames));
@@ -176,7 +178,7 @@ TEST(StepRules, AStepAtDensityOneGoesDense) {
   WarmupSchedule w;
   w.steps = 3;
   w.density = 0.01;
-  EXPECT_TRUE(sends_dense(w, 0, 0.01, true));   // the warm-up
+  EXPECT_TRUE(sends_dense(w, 0, 0.01, true));  // the warm-up
   EXPECT_FALSE(sends_dense(w, 3, 0.01, true));
   EXPECT_TRUE(sends_dense(w, 3, 1.0, true));    // ratio 1 of a sparsifier: dense
   EXPECT_FALSE(sends_dense(w, 3, 1.0, false));  // a quantizer at its nominal 1: its own codes

@@ -92,8 +92,7 @@ TEST(Variance, LargerAlphaSendsFewer) {
     const auto out = c->compress(acc, "w");
     validate(out.payload, true);
     std::uint64_t want = 0;
-    for (std::size_t i = 0; i < acc.size(); ++i)
-      want += double(acc[i]) * acc[i] > alpha * double(v[i]);
+    for (std::size_t i = 0; i < acc.size(); ++i) want += double(acc[i]) * acc[i] > alpha * double(v[i]);
     EXPECT_EQ(out.info.selected, want) << "alpha " << alpha;
     EXPECT_LT(out.info.selected, last) << "alpha " << alpha;
     EXPECT_GT(out.info.selected, 0u) << "alpha " << alpha;
@@ -109,8 +108,7 @@ TEST(Variance, ResidualInvariantExactThroughModelCompressor) {
   const std::vector<TensorSpec> model = {{"fc1.weight", 3000}, {"fc1.bias", 30}, {"fc2.weight", 1500}};
   const double alpha = 1.5, zeta = 0.9;
   for (auto gran : {Granularity::layer, Granularity::model, Granularity::bucket}) {
-    ModelCompressor mc(model, gran, 700,
-                       make_compressor("variance", 0.01, options(alpha, zeta)));
+    ModelCompressor mc(model, gran, 700, make_compressor("variance", 0.01, options(alpha, zeta)));
     std::vector<float> v_ref(mc.numel(), 0.0f), e_prev(mc.numel(), 0.0f);
     std::uint64_t total_sent = 0;
     for (int step = 0; step < 8; ++step) {

@@ -53,8 +53,7 @@ inline void expect_error(const std::function<void()>& fn, const std::vector<std:
   } catch (const gs::Error& e) {
     const std::string msg = e.what();
     for (const auto& part : parts)
-      EXPECT_NE(msg.find(part), std::string::npos) << "message \"" << msg << "\" lacks \"" << part
-                                                   << "\"";
+      EXPECT_NE(msg.find(part), std::string::npos) << "message \"" << msg << "\" lacks \"" << part << "\"";
   }
 }
 

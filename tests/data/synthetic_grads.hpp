@@ -10,8 +10,7 @@ namespace gs::data::test {
 
 // Gradient values that any process can regenerate from (seed, step, layer): normal, with a few
 // exact zeros, denormals and large magnitudes so bit-exactness is tested beyond easy values.
-inline std::vector<float> synthetic_grad(std::uint64_t seed, std::int64_t step, std::size_t layer,
-                                         std::int64_t numel) {
+inline std::vector<float> synthetic_grad(std::uint64_t seed, std::int64_t step, std::size_t layer, std::int64_t numel) {
   std::mt19937_64 rng(seed * 1000003ULL + static_cast<std::uint64_t>(step) * 7919ULL + layer);
   std::normal_distribution<float> normal(0.0f, 1e-3f);
   std::vector<float> v(static_cast<std::size_t>(numel));
@@ -28,9 +27,9 @@ inline std::vector<LayerInfo> odd_layers() {
   return {
       {"conv1.weight", {8, 3, 5, 5}},
       {"conv1.bias", {8}},
-      {"scale", {}},                 // 0-d
-      {"one", {1}},                  // 1 element
-      {"fc.weight", {37, 41}},       // 1517: bigger than the small test chunk cap
+      {"scale", {}},            // 0-d
+      {"one", {1}},             // 1 element
+      {"fc.weight", {37, 41}},  // 1517: bigger than the small test chunk cap
       {"fc.bias", {1, 1, 1, 7}},
       {"z.last", {3, 1, 2}},
   };

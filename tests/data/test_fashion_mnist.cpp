@@ -12,8 +12,8 @@ namespace gs::data::test {
 namespace {
 
 std::vector<unsigned char> be32(std::uint32_t v) {
-  return {static_cast<unsigned char>(v >> 24), static_cast<unsigned char>(v >> 16),
-          static_cast<unsigned char>(v >> 8), static_cast<unsigned char>(v)};
+  return {static_cast<unsigned char>(v >> 24), static_cast<unsigned char>(v >> 16), static_cast<unsigned char>(v >> 8),
+          static_cast<unsigned char>(v)};
 }
 
 // An IDX file from a header and a payload, gzip-compressed or raw.
@@ -28,8 +28,7 @@ void write_idx(const std::filesystem::path& path, const std::vector<std::uint32_
   if (gzip) {
     gzFile f = gzopen(path.c_str(), "wb");
     ASSERT_NE(f, nullptr);
-    ASSERT_EQ(gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size())),
-              static_cast<int>(bytes.size()));
+    ASSERT_EQ(gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size())), static_cast<int>(bytes.size()));
     gzclose(f);
   } else {
     std::ofstream(path, std::ios::binary)
@@ -48,10 +47,9 @@ std::vector<unsigned char> random_bytes(std::size_t n, unsigned mod, std::uint32
 void write_fake_split(const std::filesystem::path& dir, const std::string& prefix, std::uint32_t n,
                       const std::vector<unsigned char>& labels, bool gzip) {
   const std::string ext = gzip ? ".gz" : "";
-  write_idx(dir / (prefix + "-images-idx3-ubyte" + ext), {2051, n, 28, 28},
-            random_bytes(n * 784, 256, n), gzip);
-  write_idx(dir / (prefix + "-labels-idx1-ubyte" + ext), {2049, static_cast<std::uint32_t>(labels.size())},
-            labels, gzip);
+  write_idx(dir / (prefix + "-images-idx3-ubyte" + ext), {2051, n, 28, 28}, random_bytes(n * 784, 256, n), gzip);
+  write_idx(dir / (prefix + "-labels-idx1-ubyte" + ext), {2049, static_cast<std::uint32_t>(labels.size())}, labels,
+            gzip);
 }
 
 TEST(FashionMnist, InstalledTrainAndTestSplits) {
@@ -120,8 +118,7 @@ TEST(FashionMnistErrors, MissingDirectoryNamesThePackage) {
   const auto absent = dir / "nowhere";
   expect_error([&] { load_fashion_mnist("train", absent); },
                {absent.string(), "dataset-fashion-mnist", "GS_FASHION_MNIST_DIR"});
-  expect_error([&] { load_fashion_mnist("train", dir.path()); },
-               {"train-images-idx3-ubyte", "dataset-fashion-mnist"});
+  expect_error([&] { load_fashion_mnist("train", dir.path()); }, {"train-images-idx3-ubyte", "dataset-fashion-mnist"});
   expect_error([&] { load_fashion_mnist("validation", dir.path()); }, {"validation", "'train'"});
 }
 

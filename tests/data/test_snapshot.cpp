@@ -26,16 +26,15 @@ struct Written {
   std::vector<std::vector<std::vector<float>>> grads;  // [step][layer]
 };
 
-Written write_file(const std::filesystem::path& path, const std::vector<LayerInfo>& layers,
-                   int steps, std::uint64_t seed, WriterOptions options = {}) {
+Written write_file(const std::filesystem::path& path, const std::vector<LayerInfo>& layers, int steps,
+                   std::uint64_t seed, WriterOptions options = {}) {
   Written w;
   SnapshotWriter writer(path, test_meta(), layers, options);
   for (int s = 0; s < steps; ++s) {
     const StepRecord rec{s * 5 + 3, 2.5 / (s + 1.0) + 1e-9 * s, 0.1 * std::pow(0.9, s)};
     std::vector<std::vector<float>> g;
     std::vector<std::span<const float>> spans;
-    for (std::size_t l = 0; l < layers.size(); ++l)
-      g.push_back(synthetic_grad(seed, rec.step, l, layers[l].numel()));
+    for (std::size_t l = 0; l < layers.size(); ++l) g.push_back(synthetic_grad(seed, rec.step, l, layers[l].numel()));
     for (const auto& v : g) spans.emplace_back(v);
     writer.append(rec, spans);
     EXPECT_EQ(writer.steps_written(), static_cast<std::size_t>(s + 1));
@@ -152,8 +151,8 @@ TEST(Snapshot, ReadsAFileImageInMemory) {
   expect_error([&] { SnapshotReader(FileImage{bytes.first(5), "tiny.h5"}); }, {"tiny.h5", "5 bytes"});
   std::vector<char> garbled = raw;
   for (std::size_t i = 0; i < garbled.size(); i += 97) garbled[i] = char(garbled[i] ^ 0x5a);
-  EXPECT_THROW(SnapshotReader(FileImage{std::span<const std::byte>(
-                   reinterpret_cast<const std::byte*>(garbled.data()), garbled.size())}),
+  EXPECT_THROW(SnapshotReader(FileImage{
+                   std::span<const std::byte>(reinterpret_cast<const std::byte*>(garbled.data()), garbled.size())}),
                gs::Error);
 }
 
@@ -168,8 +167,7 @@ TEST(Snapshot, LookupsAndReadArgumentsAreChecked) {
   expect_error([&] { (void)r.read(0, 7); }, {path.string(), "out of range"});
   std::vector<float> small(5);
   expect_error([&] { r.read(0, 0, small); }, {path.string(), "600"});
-  expect_error([&] { r.for_each_step(2, 4, [](auto, auto&, auto) {}); },
-               {path.string(), "outside"});
+  expect_error([&] { r.for_each_step(2, 4, [](auto, auto&, auto) {}); }, {path.string(), "outside"});
 }
 
 TEST(Snapshot, StorageInfoReportsCompression) {
@@ -205,8 +203,7 @@ TEST(Snapshot, RefusesToOverwriteWithoutForce) {
   const auto layers = odd_layers();
   const Written first = write_file(path, layers, 2, 11);
   const auto size_before = std::filesystem::file_size(path);
-  expect_error([&] { SnapshotWriter(path, test_meta(), layers); },
-               {path.string(), "exists", "--force"});
+  expect_error([&] { SnapshotWriter(path, test_meta(), layers); }, {path.string(), "exists", "--force"});
   {
     // The original is intact and readable.
     EXPECT_EQ(std::filesystem::file_size(path), size_before);
@@ -237,10 +234,8 @@ TEST(Snapshot, WriterRejectsBadArguments) {
   expect_error([&] { SnapshotWriter(path, test_meta(), {}); }, {path.string(), "at least one"});
   expect_error([&] { SnapshotWriter(path, test_meta(), {{"a/b", {2}}}); }, {"a/b", "'/'"});
   expect_error([&] { SnapshotWriter(path, test_meta(), {{"", {2}}}); }, {path.string(), "empty"});
-  expect_error([&] { SnapshotWriter(path, test_meta(), {{"a", {2}}, {"a", {3}}}); },
-               {"'a'", "twice"});
-  expect_error([&] { SnapshotWriter(path, test_meta(), {{"a", {2, 0}}}); },
-               {"'a'", "non-positive"});
+  expect_error([&] { SnapshotWriter(path, test_meta(), {{"a", {2}}, {"a", {3}}}); }, {"'a'", "twice"});
+  expect_error([&] { SnapshotWriter(path, test_meta(), {{"a", {2, 0}}}); }, {"'a'", "non-positive"});
   WriterOptions bad_level;
   bad_level.deflate_level = 10;
   expect_error([&] { SnapshotWriter(path, test_meta(), {{"a", {2}}}, bad_level); }, {"0..9"});
@@ -248,14 +243,19 @@ TEST(Snapshot, WriterRejectsBadArguments) {
   v2.format_version = 2;
   expect_error([&] { SnapshotWriter(path, v2, {{"a", {2}}}); }, {"version 1"});
   EXPECT_FALSE(std::filesystem::exists(path));  // no half-made file left behind
-  expect_error([&] { SnapshotWriter(dir / "no/such/dir/x.h5", test_meta(), {{"a", {2}}}); },
-               {"no/such/dir/x.h5", "directory", "does not exist", "create it first"});
-  expect_error([&] { SnapshotWriter(dir.path(), test_meta(), {{"a", {2}}}); },
-               {dir.path().string(), "is a directory"});
+  expect_error(
+      [&] {
+        SnapshotWriter(dir / "no/such/dir/x.h5", test_meta(), {{"a", {2}}});
+      },
+      {"no/such/dir/x.h5", "directory", "does not exist", "create it first"});
+  expect_error([&] { SnapshotWriter(dir.path(), test_meta(), {{"a", {2}}}); }, {dir.path().string(), "is a directory"});
   WriterOptions bad_codec;
   bad_codec.compression = "zip";
-  expect_error([&] { SnapshotWriter(path, test_meta(), {{"a", {2}}}, bad_codec); },
-               {"unknown snapshot compression 'zip'", "none", "lz4"});
+  expect_error(
+      [&] {
+        SnapshotWriter(path, test_meta(), {{"a", {2}}}, bad_codec);
+      },
+      {"unknown snapshot compression 'zip'", "none", "lz4"});
 
   SnapshotWriter writer(path, test_meta(), {{"a", {2}}, {"b", {3}}});
   const std::vector<float> two{1, 2}, three{1, 2, 3};
@@ -332,13 +332,26 @@ TEST(Snapshot, H5DumpShowsDocumentedLayout) {
   const gs::testing::CommandRun h5dump = gs::testing::run_command("h5dump -H '" + path.string() + "' 2>&1");
   ASSERT_EQ(h5dump.status, 0) << h5dump.out;
   const std::string& out = h5dump.out;
-  for (const char* name :
-       {"ATTRIBUTE \"format\"", "ATTRIBUTE \"format_version\"", "ATTRIBUTE \"model\"",
-        "ATTRIBUTE \"dataset\"", "ATTRIBUTE \"seed\"", "ATTRIBUTE \"created\"",
-        "ATTRIBUTE \"gradscope_version\"", "GROUP \"layers\"", "GROUP \"conv1.weight\"",
-        "DATASET \"grad\"", "DATASET \"step\"", "ATTRIBUTE \"shape\"", "DATASET \"steps\"",
-        "H5T_IEEE_F32LE", "H5T_STD_I64LE", "H5T_IEEE_F64LE", "\"loss\"", "\"lr\"",
-        "( 3, 600 ) / ( H5S_UNLIMITED, 600 )", "H5T_STD_U64LE"})
+  for (const char* name : {"ATTRIBUTE \"format\"",
+                           "ATTRIBUTE \"format_version\"",
+                           "ATTRIBUTE \"model\"",
+                           "ATTRIBUTE \"dataset\"",
+                           "ATTRIBUTE \"seed\"",
+                           "ATTRIBUTE \"created\"",
+                           "ATTRIBUTE \"gradscope_version\"",
+                           "GROUP \"layers\"",
+                           "GROUP \"conv1.weight\"",
+                           "DATASET \"grad\"",
+                           "DATASET \"step\"",
+                           "ATTRIBUTE \"shape\"",
+                           "DATASET \"steps\"",
+                           "H5T_IEEE_F32LE",
+                           "H5T_STD_I64LE",
+                           "H5T_IEEE_F64LE",
+                           "\"loss\"",
+                           "\"lr\"",
+                           "( 3, 600 ) / ( H5S_UNLIMITED, 600 )",
+                           "H5T_STD_U64LE"})
     EXPECT_NE(out.find(name), std::string::npos) << "h5dump -H lacks " << name << "\n" << out;
 }
 

@@ -47,8 +47,7 @@ class Surgery {
 class SnapshotErrors : public ::testing::Test {
  protected:
   void TearDown() override {
-    EXPECT_EQ(H5Fget_obj_count(static_cast<hid_t>(H5F_OBJ_ALL), H5F_OBJ_ALL), 0)
-        << "HDF5 identifiers leaked";
+    EXPECT_EQ(H5Fget_obj_count(static_cast<hid_t>(H5F_OBJ_ALL), H5F_OBJ_ALL), 0) << "HDF5 identifiers leaked";
   }
 };
 
@@ -73,8 +72,7 @@ TEST_F(SnapshotErrors, Hdf5WithoutOurLayout) {
     ASSERT_GE(f, 0);
     const hsize_t dims[1] = {3};
     const hid_t space = H5Screate_simple(1, dims, nullptr);
-    const hid_t d = H5Dcreate2(f, "temperature", H5T_IEEE_F64LE, space, H5P_DEFAULT, H5P_DEFAULT,
-                               H5P_DEFAULT);
+    const hid_t d = H5Dcreate2(f, "temperature", H5T_IEEE_F64LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     const double t[3] = {20.5, 21.0, 19.8};
     H5Dwrite(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, t);
     H5Dclose(d);
@@ -171,8 +169,7 @@ TEST_F(SnapshotErrors, NumelDisagreesWithShape) {
     H5Aclose(a);
     H5Dclose(d);
   }
-  expect_error([&] { SnapshotReader r(path); },
-               {path.string(), "sizes disagree", "/layers/w/grad", "12", "15"});
+  expect_error([&] { SnapshotReader r(path); }, {path.string(), "sizes disagree", "/layers/w/grad", "12", "15"});
 }
 
 TEST_F(SnapshotErrors, LayerStepNumbersDisagreeWithSteps) {

@@ -23,8 +23,7 @@ constexpr auto kTimeout = std::chrono::seconds(30);
 
 class Helper {
  public:
-  Helper(const std::filesystem::path& file, int steps, const std::string& ack_dir,
-         int crash_after) {
+  Helper(const std::filesystem::path& file, int steps, const std::string& ack_dir, int crash_after) {
     const std::string steps_s = std::to_string(steps), crash_s = std::to_string(crash_after);
     std::vector<std::string> args{GS_SWMR_HELPER, file.string(), steps_s, ack_dir, crash_s};
     std::vector<char*> argv;
@@ -85,12 +84,10 @@ void expect_step_data(const SnapshotReader& r, std::size_t i) {
   ASSERT_EQ(r.steps()[i].step, static_cast<std::int64_t>(10 * i));
   EXPECT_EQ(r.steps()[i].loss, 1.0 / (1 + static_cast<double>(i)));
   for (std::size_t l = 0; l < layers.size(); ++l) {
-    const auto want = synthetic_grad(kSeed, static_cast<std::int64_t>(10 * i), l,
-                                     layers[l].numel());
+    const auto want = synthetic_grad(kSeed, static_cast<std::int64_t>(10 * i), l, layers[l].numel());
     const auto got = r.read(i, l);
     ASSERT_EQ(got.size(), want.size());
-    EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0)
-        << "step " << i << " layer " << l;
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0) << "step " << i << " layer " << l;
   }
 }
 
@@ -107,15 +104,13 @@ TEST(SnapshotSwmr, ReaderFollowsLiveWriterInAnotherProcess) {
   for (int k = 0; k < kSteps; ++k) {
     // The writer is blocked until we acknowledge step k, so exactly k + 1 steps exist.
     const auto deadline = std::chrono::steady_clock::now() + kTimeout;
-    while (reader->refresh() < static_cast<std::size_t>(k + 1) &&
-           std::chrono::steady_clock::now() < deadline)
+    while (reader->refresh() < static_cast<std::size_t>(k + 1) && std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
     ASSERT_EQ(reader->step_count(), static_cast<std::size_t>(k + 1)) << "waiting for step " << k;
     expect_step_data(*reader, static_cast<std::size_t>(k));
     if (k > 0) expect_step_data(*reader, 0);  // earlier steps stay readable
     // storage_info works mid-write too.
-    EXPECT_EQ(storage_info(*reader).raw_grad_bytes,
-              static_cast<std::uint64_t>(k + 1) * reader->total_numel() * 4);
+    EXPECT_EQ(storage_info(*reader).raw_grad_bytes, static_cast<std::uint64_t>(k + 1) * reader->total_numel() * 4);
     std::ofstream(dir / ("ack" + std::to_string(k))) << "ok\n";
   }
   EXPECT_EQ(helper.wait(), 0);

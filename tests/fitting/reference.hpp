@@ -50,15 +50,15 @@ inline std::vector<float> reference_sample(const std::string& name) {
 inline ::testing::AssertionResult near_rel(double a, double b, double rel) {
   const double tol = rel * (b == 0.0 ? 1.0 : std::fabs(b));
   if (std::fabs(a - b) <= tol || (std::isinf(a) && a == b)) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << a << " vs " << b << " (rel diff "
-                                       << std::fabs(a - b) / std::fabs(b) << " > " << rel << ")";
+  return ::testing::AssertionFailure() << a << " vs " << b << " (rel diff " << std::fabs(a - b) / std::fabs(b) << " > "
+                                       << rel << ")";
 }
 
 // Python's repr of the probabilities make_reference.py uses, with their values.
 inline const std::vector<std::pair<std::string, double>>& reference_probabilities() {
-  static const std::vector<std::pair<std::string, double>> p = {
-      {"0.5", 0.5},       {"0.1", 0.1},     {"0.01", 1e-2},   {"0.001", 1e-3},
-      {"0.0001", 1e-4},   {"1e-05", 1e-5},  {"1e-06", 1e-6},  {"1e-07", 1e-7}};
+  static const std::vector<std::pair<std::string, double>> p = {{"0.5", 0.5},    {"0.1", 0.1},     {"0.01", 1e-2},
+                                                                {"0.001", 1e-3}, {"0.0001", 1e-4}, {"1e-05", 1e-5},
+                                                                {"1e-06", 1e-6}, {"1e-07", 1e-7}};
   return p;
 }
 

@@ -121,8 +121,8 @@ TEST(Estimators, GpMleOnShiftedExceedances) {
 }
 
 TEST(Estimators, ZerosAndNonFiniteAreExcluded) {
-  std::vector<float> x = {0.5f, 1.5f, 0.0f, std::numeric_limits<float>::quiet_NaN(), -1.0f,
-                          std::numeric_limits<float>::infinity(), 0.0f};
+  std::vector<float> x = {
+      0.5f, 1.5f, 0.0f, std::numeric_limits<float>::quiet_NaN(), -1.0f, std::numeric_limits<float>::infinity(), 0.0f};
   const auto s = stats_of(x);
   EXPECT_EQ(s.count, 3u);
   EXPECT_EQ(s.excluded(), 4u);
@@ -173,7 +173,7 @@ TEST(Estimators, GpMleBracketedOnTheSampleMatchesTheFullSearch) {
   std::vector<std::vector<float>> data(4, std::vector<float>(n));
   for (std::size_t i = 0; i < n; ++i) {
     const double uu = u(rng);
-    data[0][i] = float(0.01 * std::expm1(-0.3 * std::log1p(-uu)) / 0.3);   // xi = 0.3
+    data[0][i] = float(0.01 * std::expm1(-0.3 * std::log1p(-uu)) / 0.3);    // xi = 0.3
     data[1][i] = float(0.01 * std::expm1(0.25 * std::log1p(-uu)) / -0.25);  // xi = -0.25
     data[2][i] = float(gd(rng) * (i % 3 == 0 ? -1.0 : 1.0));
     // |normal|, as most layers of a ResNet-50 gradient: the maximum sits next to theta = -1/max y,

@@ -76,7 +76,7 @@ TEST(Goodness, FiniteSampleKsMatchesKstwo) {
 TEST(Goodness, KsPvalueEdges) {
   EXPECT_EQ(gs::fitting::ks_pvalue(0.0, 10), 1.0);
   EXPECT_EQ(gs::fitting::ks_pvalue(1.0, 10), 0.0);
-  EXPECT_EQ(gs::fitting::ks_pvalue(0.04, 10), 1.0);  // below the smallest possible D = 1/(2n)
+  EXPECT_EQ(gs::fitting::ks_pvalue(0.04, 10), 1.0);                       // below the smallest possible D = 1/(2n)
   EXPECT_TRUE(near_rel(gs::fitting::ks_pvalue(0.9, 1), 0.1 * 2, 1e-12));  // n = 1: P(D > d) = 2 (1 - d)
   EXPECT_THROW(gs::fitting::ks_pvalue(0.1, 0), gs::Error);
   EXPECT_THROW(gs::fitting::ks_statistic(gs::fitting::Exponential(1.0), std::vector<double>{}), gs::Error);
@@ -164,7 +164,8 @@ TEST(Goodness, EdfStatisticsMatchSerialFormulasOnLargeSamples) {
   for (auto& v : x) v = gd(rng);
   std::sort(x.begin(), x.end());
   const std::vector<gs::fitting::Sid> laws = {gs::fitting::Exponential(0.006), gs::fitting::Gamma(0.62, 0.0098),
-                                     gs::fitting::GeneralizedPareto(0.2, 0.005), gs::fitting::Normal(0.006, 0.008)};
+                                              gs::fitting::GeneralizedPareto(0.2, 0.005),
+                                              gs::fitting::Normal(0.006, 0.008)};
   for (const gs::fitting::Sid& d : laws) {
     SCOPED_TRACE(std::string(gs::fitting::name(d)));
     const double m = double(x.size());

@@ -45,10 +45,11 @@ TEST(Report, FitsAndThresholdsOnGammaData) {
   // Each law's likelihood is the closed form at its parameters (the generalized Pareto's comes
   // from its search, without another pass over the data).
   const gs::fitting::MagnitudeStats s = passes.stats();
-  const gs::fitting::Sid laws[] = {gs::fitting::Exponential(r.fits[0].params[0].second),
-                          gs::fitting::Gamma(r.fits[1].params[0].second, r.fits[1].params[1].second),
-                          gs::fitting::GeneralizedPareto(r.fits[2].params[0].second, r.fits[2].params[1].second),
-                          gs::fitting::Normal(r.fits[3].params[0].second, r.fits[3].params[1].second)};
+  const gs::fitting::Sid laws[] = {
+      gs::fitting::Exponential(r.fits[0].params[0].second),
+      gs::fitting::Gamma(r.fits[1].params[0].second, r.fits[1].params[1].second),
+      gs::fitting::GeneralizedPareto(r.fits[2].params[0].second, r.fits[2].params[1].second),
+      gs::fitting::Normal(r.fits[3].params[0].second, r.fits[3].params[1].second)};
   for (std::size_t i = 0; i < 4; ++i)
     EXPECT_NEAR(r.fits[i].loglik, gs::fitting::loglik(laws[i], passes, s), 1e-12 * std::fabs(r.fits[i].loglik))
         << r.fits[i].dist;
@@ -139,8 +140,8 @@ TEST(Report, EdgeCasesAreRecordedNotThrown) {
   std::vector<float> one = {0.3f};
   NaivePasses p1(one);
   r = gs::fitting::fit_report(p1);
-  EXPECT_TRUE(r.fits[0].error.empty());   // exponential: beta = the value
-  EXPECT_FALSE(r.fits[1].error.empty());  // gamma needs spread
+  EXPECT_TRUE(r.fits[0].error.empty());            // exponential: beta = the value
+  EXPECT_FALSE(r.fits[1].error.empty());           // gamma needs spread
   EXPECT_EQ(r.thresholds[0].result.selected, 1u);  // top-k: k = 1
 
   std::vector<float> two = {0.3f, -0.9f};
@@ -188,7 +189,9 @@ class FailingPasses final : public gs::fitting::MagnitudePasses {
   std::int64_t calls() const { return calls_; }
 
   std::uint64_t size() const override { return inner_.size(); }
-  gs::fitting::MagnitudeStats stats() override { return call([&] { return inner_.stats(); }); }
+  gs::fitting::MagnitudeStats stats() override {
+    return call([&] { return inner_.stats(); });
+  }
   gs::fitting::MagnitudeStats stats_above(double t, double s) override {
     return call([&] { return inner_.stats_above(t, s); });
   }
@@ -198,14 +201,18 @@ class FailingPasses final : public gs::fitting::MagnitudePasses {
   gs::fitting::MagnitudeStats stats_above_light(double t, double s, gs::fitting::StatsFields f) override {
     return call([&] { return inner_.stats_above_light(t, s, f); });
   }
-  std::uint64_t count_above(double t) override { return call([&] { return inner_.count_above(t); }); }
+  std::uint64_t count_above(double t) override {
+    return call([&] { return inner_.count_above(t); });
+  }
   gs::fitting::GpSums gp_sums(double theta, double t, double s) override {
     return call([&] { return inner_.gp_sums(theta, t, s); });
   }
   std::vector<double> sorted_sample(std::uint64_t m, std::uint64_t seed, bool* sub) override {
     return call([&] { return inner_.sorted_sample(m, seed, sub); });
   }
-  double kth_largest(std::uint64_t k) override { return call([&] { return inner_.kth_largest(k); }); }
+  double kth_largest(std::uint64_t k) override {
+    return call([&] { return inner_.kth_largest(k); });
+  }
   std::vector<float> random_sample(std::uint64_t m, std::uint64_t seed) override {
     return call([&] { return inner_.random_sample(m, seed); });
   }
@@ -245,8 +252,7 @@ TEST(Report, DeviceFailuresEndTheReportAndNeverBecomeARow) {
       const gs::fitting::FitReport r = gs::fitting::fit_report(failing, o);
       ADD_FAILURE() << "the report returned after a device failure";
       for (const auto& f : r.fits) EXPECT_EQ(f.error.find("out of memory"), std::string::npos) << f.dist;
-      for (const auto& t : r.thresholds)
-        EXPECT_EQ(t.error.find("out of memory"), std::string::npos) << t.result.method;
+      for (const auto& t : r.thresholds) EXPECT_EQ(t.error.find("out of memory"), std::string::npos) << t.result.method;
     } catch (const gs::DeviceFailure& e) {
       EXPECT_EQ(e.what(), device);
     }

@@ -34,9 +34,12 @@ const std::vector<float>& synthetic(Law law) {
   v.resize(1'000'000);
   for (auto& x : v) {
     double m = 0.0;
-    if (law == Law::laplace) m = e(rng);
-    else if (law == Law::gamma) m = g(rng);
-    else m = 0.01 * std::expm1(-0.2 * std::log1p(-u(rng))) / 0.2;
+    if (law == Law::laplace)
+      m = e(rng);
+    else if (law == Law::gamma)
+      m = g(rng);
+    else
+      m = 0.01 * std::expm1(-0.2 * std::log1p(-u(rng))) / 0.2;
     x = float(u(rng) < 0.5 ? -m : m);
   }
   return v;
@@ -59,9 +62,10 @@ TEST_P(SidcoQuality, WithinTenPercentOfTarget) {
   const auto [law, variant, stages, recount] = GetParam();
   NaivePasses passes(synthetic(law));
   for (double density : {0.1, 0.01, 0.001}) {
-    const auto r = gs::fitting::sidco_threshold(passes, density, variant, stages, gs::fitting::SidcoRule{recount, false});
-    EXPECT_NEAR(r.quality, 1.0, 0.1) << gs::fitting::method_name(variant) << " law " << int(law)
-                                     << " delta " << density << " stages " << r.stages;
+    const auto r =
+        gs::fitting::sidco_threshold(passes, density, variant, stages, gs::fitting::SidcoRule{recount, false});
+    EXPECT_NEAR(r.quality, 1.0, 0.1) << gs::fitting::method_name(variant) << " law " << int(law) << " delta " << density
+                                     << " stages " << r.stages;
     EXPECT_EQ(r.method, gs::fitting::method_name(variant));
     EXPECT_DOUBLE_EQ(r.quality, double(r.selected) / 1e6 / density);
     EXPECT_EQ(r.selected, passes.count_above(r.threshold));
@@ -72,23 +76,16 @@ TEST_P(SidcoQuality, WithinTenPercentOfTarget) {
 using V = gs::fitting::SidcoVariant;
 INSTANTIATE_TEST_SUITE_P(
     Reference, SidcoQuality,
-    ::testing::Values(SidcoCase{Law::laplace, V::exponential, 3, false},
-                      SidcoCase{Law::laplace, V::pareto, 3, false},
+    ::testing::Values(SidcoCase{Law::laplace, V::exponential, 3, false}, SidcoCase{Law::laplace, V::pareto, 3, false},
                       SidcoCase{Law::laplace, V::gamma_pareto, 3, false},
-                      SidcoCase{Law::gamma, V::exponential, 3, false},
-                      SidcoCase{Law::gamma, V::pareto, 4, false},
-                      SidcoCase{Law::gamma, V::gamma_pareto, 3, false},
-                      SidcoCase{Law::gpareto, V::pareto, 3, false}));
+                      SidcoCase{Law::gamma, V::exponential, 3, false}, SidcoCase{Law::gamma, V::pareto, 4, false},
+                      SidcoCase{Law::gamma, V::gamma_pareto, 3, false}, SidcoCase{Law::gpareto, V::pareto, 3, false}));
 INSTANTIATE_TEST_SUITE_P(
     Recount, SidcoQuality,
-    ::testing::Values(SidcoCase{Law::laplace, V::exponential, 3, true},
-                      SidcoCase{Law::laplace, V::pareto, 3, true},
-                      SidcoCase{Law::laplace, V::gamma_pareto, 3, true},
-                      SidcoCase{Law::gamma, V::exponential, 3, true},
-                      SidcoCase{Law::gamma, V::pareto, 3, true},
-                      SidcoCase{Law::gamma, V::gamma_pareto, 3, true},
-                      SidcoCase{Law::gpareto, V::pareto, 3, true},
-                      SidcoCase{Law::gpareto, V::gamma_pareto, 3, true}));
+    ::testing::Values(SidcoCase{Law::laplace, V::exponential, 3, true}, SidcoCase{Law::laplace, V::pareto, 3, true},
+                      SidcoCase{Law::laplace, V::gamma_pareto, 3, true}, SidcoCase{Law::gamma, V::exponential, 3, true},
+                      SidcoCase{Law::gamma, V::pareto, 3, true}, SidcoCase{Law::gamma, V::gamma_pareto, 3, true},
+                      SidcoCase{Law::gpareto, V::pareto, 3, true}, SidcoCase{Law::gpareto, V::gamma_pareto, 3, true}));
 
 TEST(Sidco, RecountCorrectsTheFirstStageError) {
   // Gamma first stage on generalized-Pareto data misses 0.25; recount removes the carried error.
@@ -101,12 +98,15 @@ TEST(Sidco, RecountCorrectsTheFirstStageError) {
 TEST(Sidco, SingleStageIsTheSidQuantile) {
   NaivePasses passes(synthetic(Law::laplace));
   const auto s = passes.stats();
-  const auto r = gs::fitting::sidco_threshold(passes, 0.01, gs::fitting::SidcoVariant::exponential, 1, gs::fitting::SidcoRule::published());
+  const auto r = gs::fitting::sidco_threshold(passes, 0.01, gs::fitting::SidcoVariant::exponential, 1,
+                                              gs::fitting::SidcoRule::published());
   EXPECT_EQ(r.stages, 1);
   EXPECT_DOUBLE_EQ(r.threshold, -s.mean() * std::log(0.01));
-  const auto p = gs::fitting::sidco_threshold(passes, 0.01, gs::fitting::SidcoVariant::pareto, 1, gs::fitting::SidcoRule::published());
+  const auto p = gs::fitting::sidco_threshold(passes, 0.01, gs::fitting::SidcoVariant::pareto, 1,
+                                              gs::fitting::SidcoRule::published());
   EXPECT_DOUBLE_EQ(p.threshold, gs::fitting::sid_threshold(gs::fitting::fit_gpareto_moments(s), 0.01));
-  const auto g = gs::fitting::sidco_threshold(passes, 0.01, gs::fitting::SidcoVariant::gamma_pareto, 1, gs::fitting::SidcoRule::published());
+  const auto g = gs::fitting::sidco_threshold(passes, 0.01, gs::fitting::SidcoVariant::gamma_pareto, 1,
+                                              gs::fitting::SidcoRule::published());
   EXPECT_DOUBLE_EQ(g.threshold, gs::fitting::sid_threshold(gs::fitting::fit_gamma_closed_form(s), 0.01));
 }
 
@@ -119,13 +119,15 @@ TEST(Sidco, TwoStagesFollowTheAlgorithmByHand) {
   const auto s = passes.stats();
   const double eta1 = -s.mean() * std::log(0.25);
   std::vector<double> y;
-  for (float x : v) if (x > eta1) y.push_back(x);
+  for (float x : v)
+    if (x > eta1) y.push_back(x);
   const double t = *std::min_element(y.begin(), y.end());
   double mean = 0.0;
   for (double yy : y) mean += yy - t;
   mean /= double(y.size());
   const double eta2 = t - mean * std::log(0.001 / 0.25);
-  const auto r = gs::fitting::sidco_threshold(passes, 0.001, gs::fitting::SidcoVariant::exponential, 2, gs::fitting::SidcoRule::published());
+  const auto r = gs::fitting::sidco_threshold(passes, 0.001, gs::fitting::SidcoVariant::exponential, 2,
+                                              gs::fitting::SidcoRule::published());
   EXPECT_EQ(r.stages, 2);
   EXPECT_TRUE(near_rel(r.threshold, eta2, 1e-12));
 }
@@ -135,7 +137,8 @@ TEST(Sidco, ZerosDoNotDiluteTheTarget) {
   v.resize(200000);
   for (std::size_t i = 0; i < v.size(); i += 2) v[i] = 0.0f;  // half zeros
   NaivePasses passes(v);
-  const auto r = gs::fitting::sidco_threshold(passes, 0.01, gs::fitting::SidcoVariant::exponential, 1, gs::fitting::SidcoRule::published());
+  const auto r = gs::fitting::sidco_threshold(passes, 0.01, gs::fitting::SidcoVariant::exponential, 1,
+                                              gs::fitting::SidcoRule::published());
   EXPECT_NEAR(r.quality, 1.0, 0.1);
 }
 
@@ -159,7 +162,8 @@ TEST(Sidco, MostlyZerosStillReachTheTargetWithSeveralStages) {
         EXPECT_NEAR(r.quality, 1.0, 0.1);
       }
   // A target above the non-zero count keeps every non-zero value, in one stage.
-  const auto all = gs::fitting::sidco_threshold(passes, 0.2, gs::fitting::SidcoVariant::exponential, 3, gs::fitting::SidcoRule::published());
+  const auto all = gs::fitting::sidco_threshold(passes, 0.2, gs::fitting::SidcoVariant::exponential, 3,
+                                                gs::fitting::SidcoRule::published());
   EXPECT_EQ(all.threshold, 0.0);
   EXPECT_EQ(all.selected, (v.size() + 4) / 9);
   EXPECT_EQ(all.stages, 1);
@@ -239,11 +243,15 @@ TEST(Thresholds, BadInputsThrow) {
   NaivePasses passes(v);
   for (double bad : {0.0, -0.1, 1.0, 1.5, std::numeric_limits<double>::quiet_NaN()}) {
     EXPECT_THROW(gs::fitting::topk_threshold(passes, bad), gs::Error) << bad;
-    EXPECT_THROW(gs::fitting::sidco_threshold(passes, bad, gs::fitting::SidcoVariant::exponential, 2, gs::fitting::SidcoRule::published()), gs::Error);
+    EXPECT_THROW(gs::fitting::sidco_threshold(passes, bad, gs::fitting::SidcoVariant::exponential, 2,
+                                              gs::fitting::SidcoRule::published()),
+                 gs::Error);
     EXPECT_THROW(gs::fitting::sid_threshold(gs::fitting::Exponential(1.0), bad), gs::Error);
     EXPECT_THROW(gs::fitting::StageController{bad}, gs::Error);
   }
-  EXPECT_THROW(gs::fitting::sidco_threshold(passes, 0.1, gs::fitting::SidcoVariant::exponential, 0, gs::fitting::SidcoRule::published()), gs::Error);
+  EXPECT_THROW(gs::fitting::sidco_threshold(passes, 0.1, gs::fitting::SidcoVariant::exponential, 0,
+                                            gs::fitting::SidcoRule::published()),
+               gs::Error);
   EXPECT_THROW(gs::fitting::threshold_by_name("topq", passes, 0.1, 1, 0), gs::Error);
   std::vector<float> none;
   NaivePasses empty(none);
@@ -271,7 +279,8 @@ TEST(Thresholds, TargetCount) {
 TEST(Thresholds, DegenerateDataGiveDocumentedResults) {
   std::vector<float> zeros(50, 0.0f);
   NaivePasses zp(zeros);
-  const auto r = gs::fitting::sidco_threshold(zp, 0.1, gs::fitting::SidcoVariant::pareto, 3, gs::fitting::SidcoRule::published());
+  const auto r =
+      gs::fitting::sidco_threshold(zp, 0.1, gs::fitting::SidcoVariant::pareto, 3, gs::fitting::SidcoRule::published());
   EXPECT_EQ(r.selected, 0u);
   EXPECT_EQ(r.stages, 0);
   EXPECT_EQ(gs::fitting::redsync_threshold(zp, 0.1).selected, 0u);
@@ -281,14 +290,18 @@ TEST(Thresholds, DegenerateDataGiveDocumentedResults) {
   EXPECT_THROW(gs::fitting::gaussianksgd_threshold(zp, 0.1), gs::Error);  // no spread
   std::vector<float> equal(40, 0.25f);
   NaivePasses ep(equal);
-  const auto e = gs::fitting::sidco_threshold(ep, 0.1, gs::fitting::SidcoVariant::gamma_pareto, 3, gs::fitting::SidcoRule::published());
+  const auto e = gs::fitting::sidco_threshold(ep, 0.1, gs::fitting::SidcoVariant::gamma_pareto, 3,
+                                              gs::fitting::SidcoRule::published());
   EXPECT_EQ(e.stages, 1);  // degenerate: exponential first stage only
   EXPECT_GT(e.threshold, 0.25);
   EXPECT_EQ(e.selected, 0u);
   std::vector<float> one = {0.4f};
   NaivePasses op(one);
   EXPECT_EQ(gs::fitting::topk_threshold(op, 0.5).selected, 1u);  // k = max(1, 0) = 1
-  EXPECT_EQ(gs::fitting::sidco_threshold(op, 0.5, gs::fitting::SidcoVariant::exponential, 1, gs::fitting::SidcoRule::published()).stages, 1);
+  EXPECT_EQ(gs::fitting::sidco_threshold(op, 0.5, gs::fitting::SidcoVariant::exponential, 1,
+                                         gs::fitting::SidcoRule::published())
+                .stages,
+            1);
 }
 
 TEST(Thresholds, NonFiniteValuesAreNeverSelected) {
@@ -311,15 +324,15 @@ TEST(StageController, MovesAndClamps) {
   EXPECT_EQ(gs::fitting::StageController(0.1).max_stages(), 4);
   EXPECT_EQ(gs::fitting::StageController(0.01).max_stages(), 7);
   for (int i = 0; i < 4; ++i) EXPECT_EQ(c.record(0.002), 2);  // decides every 5 steps
-  EXPECT_EQ(c.record(0.002), 1);                               // overshoot: fewer stages
+  EXPECT_EQ(c.record(0.002), 1);                              // overshoot: fewer stages
   for (int i = 0; i < 5; ++i) c.record(0.002);
-  EXPECT_EQ(c.stages(), 1);                                    // clamped at 1
+  EXPECT_EQ(c.stages(), 1);  // clamped at 1
   for (int i = 0; i < 5; ++i) c.record(0.0005);
-  EXPECT_EQ(c.stages(), 2);                                    // undershoot: more stages
+  EXPECT_EQ(c.stages(), 2);  // undershoot: more stages
   for (int i = 0; i < 5; ++i) c.record(0.001);
-  EXPECT_EQ(c.stages(), 2);                                    // on target: unchanged
+  EXPECT_EQ(c.stages(), 2);  // on target: unchanged
   for (int i = 0; i < 100; ++i) c.record(0.0001);
-  EXPECT_EQ(c.stages(), 10);                                   // clamped at ceil(log2(1/density))
+  EXPECT_EQ(c.stages(), 10);  // clamped at ceil(log2(1/density))
 }
 
 // A new target keeps the stage count (clamped) and the window: each step is judged against the
@@ -328,17 +341,17 @@ TEST(StageController, RetargetJudgesEachStepAgainstItsOwnTarget) {
   gs::fitting::StageController c(0.001, 5);
   c.retarget(0.1);
   EXPECT_EQ(c.max_stages(), 4);
-  EXPECT_EQ(c.stages(), 4);  // clamped
-  for (int i = 0; i < 2; ++i) c.record(0.1);      // on target at 0.1
+  EXPECT_EQ(c.stages(), 4);                   // clamped
+  for (int i = 0; i < 2; ++i) c.record(0.1);  // on target at 0.1
   c.retarget(0.01);
   EXPECT_EQ(c.max_stages(), 7);
-  for (int i = 0; i < 2; ++i) c.record(0.01);     // on target at 0.01
-  EXPECT_EQ(c.record(0.01), 4);                   // window of 5 on target: unchanged
+  for (int i = 0; i < 2; ++i) c.record(0.01);  // on target at 0.01
+  EXPECT_EQ(c.record(0.01), 4);                // window of 5 on target: unchanged
   // Had the window been judged against the last target only, the 0.1 steps would read as 10x.
   c.retarget(0.05);
   for (int i = 0; i < 4; ++i) c.record(0.05);
-  EXPECT_EQ(c.record(0.01), 4);                   // mean 0.84: still inside [0.8, 1.2]
-  for (int i = 0; i < 5; ++i) c.record(0.2);      // 4x over
+  EXPECT_EQ(c.record(0.01), 4);               // mean 0.84: still inside [0.8, 1.2]
+  for (int i = 0; i < 5; ++i) c.record(0.2);  // 4x over
   EXPECT_EQ(c.stages(), 3);
   EXPECT_THROW(c.retarget(0.0), gs::Error);
   EXPECT_THROW(c.retarget(1.0), gs::Error);
@@ -387,8 +400,8 @@ TEST(SidcoCorrection, ItBringsASelectionOutsideItsBandBackAtTheCostOfOneCount) {
       for (const int stages : {1, 2, 3}) {
         SCOPED_TRACE(std::to_string(int(variant)) + " " + std::to_string(density) + " " + std::to_string(stages));
         gs::testing::NaivePasses published_passes(g), passes(g);
-        const auto published =
-            gs::fitting::sidco_threshold(published_passes, density, variant, stages, gs::fitting::SidcoRule::published());
+        const auto published = gs::fitting::sidco_threshold(published_passes, density, variant, stages,
+                                                            gs::fitting::SidcoRule::published());
         const auto corrected = gs::fitting::sidco_threshold(passes, density, variant, stages);
         const bool outside = published.quality < 0.8 || published.quality > 1.25;
         EXPECT_EQ(corrected.corrected, outside);

@@ -20,7 +20,9 @@ class HostilePeers final : public gs::compress::Collectives {
   explicit HostilePeers(gs::fuzz::Stream& in) : in_(in) {}
   int world_size() const override { return 3; }
   int rank() const override { return 0; }
-  void allreduce_max(std::span<float> v) override { fold(v, [](float a, float b) { return std::fmax(a, b); }); }
+  void allreduce_max(std::span<float> v) override {
+    fold(v, [](float a, float b) { return std::fmax(a, b); });
+  }
   void allreduce_min(std::span<std::int8_t> v) override {
     fold(v, [](std::int8_t a, std::int8_t b) { return std::min(a, b); });
   }
@@ -33,7 +35,9 @@ class HostilePeers final : public gs::compress::Collectives {
   void allreduce_sum(std::span<std::int64_t> v) override {
     fold(v, [](std::int64_t a, std::int64_t b) { return std::int64_t(std::uint64_t(a) + std::uint64_t(b)); });
   }
-  void allreduce_sum(std::span<float> v) override { fold(v, [](float a, float b) { return a + b; }); }
+  void allreduce_sum(std::span<float> v) override {
+    fold(v, [](float a, float b) { return a + b; });
+  }
   std::vector<std::vector<std::byte>> allgather(std::span<const std::byte> mine) override {
     std::vector<std::vector<std::byte>> all{std::vector<std::byte>(mine.begin(), mine.end())};
     for (int peer = 1; peer < 3; ++peer) {
@@ -69,8 +73,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (name == "variance") return 0;  // needs per-sample variances; its payload is a sparse one
   const std::vector<gs::compress::TensorSpec> tensors{{"w", 300}, {"b", 20}};
   try {
-    gs::compress::ModelCompressor mc(tensors, gs::compress::Granularity::layer, 0,
-                                     gs::compress::make_compressor(name, gs::compress::density_based(name) ? 0.05 : 1.0));
+    gs::compress::ModelCompressor mc(
+        tensors, gs::compress::Granularity::layer, 0,
+        gs::compress::make_compressor(name, gs::compress::density_based(name) ? 0.05 : 1.0));
     std::vector<float> grad(mc.numel()), out(mc.numel());
     for (std::size_t i = 0; i < grad.size(); ++i) grad[i] = std::sin(float(i)) * 1e-3f;
     HostilePeers peers(in);

@@ -63,7 +63,7 @@ inline hid_t space_from(Stream& in, hsize_t& points) {
 
 // A type from the input, with the bytes of `points` values of it (strings: fixed length).
 inline hid_t type_from(Stream& in, hsize_t points, std::vector<std::byte>& values, bool& vlen) {
-  static const hid_t numeric[] = {H5T_NATIVE_INT8,  H5T_NATIVE_INT32, H5T_NATIVE_INT64,
+  static const hid_t numeric[] = {H5T_NATIVE_INT8,   H5T_NATIVE_INT32, H5T_NATIVE_INT64,
                                   H5T_NATIVE_UINT64, H5T_NATIVE_FLOAT, H5T_NATIVE_DOUBLE};
   const unsigned pick = in.take<std::uint8_t>() % 8;
   vlen = pick == 7;
@@ -82,8 +82,7 @@ inline hid_t type_from(Stream& in, hsize_t points, std::vector<std::byte>& value
 
 // Writes an attribute or a dataset's values; vlen strings from the input's bytes as text.
 template <class Write>
-inline void write_values(hid_t type, bool vlen, std::span<const std::byte> values, hsize_t points,
-                         Write write) {
+inline void write_values(hid_t type, bool vlen, std::span<const std::byte> values, hsize_t points, Write write) {
   if (!vlen) {
     write(type, values.data());
     return;
@@ -193,8 +192,7 @@ inline std::vector<std::byte> edited_image(std::span<const std::byte> base, Stre
 }
 
 // base (a file's bytes) edited by the whole input.
-inline std::vector<std::byte> edited_image(const std::string& base, const std::uint8_t* data,
-                                           std::size_t size) {
+inline std::vector<std::byte> edited_image(const std::string& base, const std::uint8_t* data, std::size_t size) {
   Stream edits(data, size);
   return edited_image(std::as_bytes(std::span(base)), edits);
 }

@@ -43,8 +43,8 @@ using gs::fuzz::slurp;
 
 // An .npy file by hand: any dtype text, shape and order, data as given.
 std::string npy(const std::string& descr, const std::string& shape, bool fortran, const std::string& body) {
-  std::string header = "{'descr': '" + descr + "', 'fortran_order': " + (fortran ? "True" : "False") +
-                       ", 'shape': " + shape + ", }";
+  std::string header =
+      "{'descr': '" + descr + "', 'fortran_order': " + (fortran ? "True" : "False") + ", 'shape': " + shape + ", }";
   while ((10 + header.size() + 1) % 64 != 0) header += ' ';
   header += '\n';
   std::string out = "\x93NUMPY";
@@ -61,15 +61,14 @@ void npy_seeds(const fs::path& tmp) {
   put("npy", "f4_1d.npy", slurp(tmp / "a.npy"));
   std::vector<double> d(12);
   for (std::size_t i = 0; i < d.size(); ++i) d[i] = 1e-3 * double(i) - 5e-3;
-  put("npy", "f8_3x4.npy", npy("<f8", "(3, 4)", false, std::string(reinterpret_cast<const char*>(d.data()), d.size() * 8)));
+  put("npy", "f8_3x4.npy",
+      npy("<f8", "(3, 4)", false, std::string(reinterpret_cast<const char*>(d.data()), d.size() * 8)));
   put("npy", "f4_fortran.npy", npy("<f4", "(2, 2)", true, std::string(16, '\0')));
   put("npy", "f4_scalar.npy", npy("<f4", "()", false, std::string(4, '\0')));
   put("npy", "f4_empty.npy", npy("<f4", "(0,)", false, ""));
 }
 
-std::string be32(std::uint32_t v) {
-  return {char(v >> 24), char(v >> 16), char(v >> 8), char(v)};
-}
+std::string be32(std::uint32_t v) { return {char(v >> 24), char(v >> 16), char(v >> 8), char(v)}; }
 std::string gzip(const std::string& raw) {
   z_stream z{};
   deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
@@ -143,7 +142,8 @@ void option_seeds() {
   put("train_options", "sidco", "--model\ncnn\n--compressor\nsidco-e\n--ratio\n0.01\n--workers\n2");
   put("train_options", "warmup",
       "--compressor\ndgc\n--warmup-steps\n10\n--warmup-schedule\nexponential\n--warmup-start-ratio\n0.25");
-  put("train_options", "quantizer", "--compressor\nqsgd-mn-ts\n--bits\n6,10\n--granularity\nbucket\n--bucket-size\n1000");
+  put("train_options", "quantizer",
+      "--compressor\nqsgd-mn-ts\n--bits\n6,10\n--granularity\nbucket\n--bucket-size\n1000");
   put("train_options", "flags", "--momentum-correction\n--compressor\ntopk\n--json\n--quiet\n--lr-schedule\ncosine");
 }
 

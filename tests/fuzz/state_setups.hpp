@@ -19,10 +19,10 @@ namespace gs::fuzz {
 
 struct StateSetup {
   const char* method;
-  double momentum;     // momentum correction (0: off)
-  bool accordion;      // Accordion's density schedule, checks every 5 steps
-  std::int64_t warmup; // dense warm-up steps
-  bool model;          // a ModelCompressor (gradscope train's) instead of a BucketCompressor
+  double momentum;      // momentum correction (0: off)
+  bool accordion;       // Accordion's density schedule, checks every 5 steps
+  std::int64_t warmup;  // dense warm-up steps
+  bool model;           // a ModelCompressor (gradscope train's) instead of a BucketCompressor
 };
 
 inline const std::vector<StateSetup>& state_setups() {
@@ -84,13 +84,17 @@ class StateSubject {
 
   std::string save() const {
     StateWriter w;
-    if (model_) model_->save_state(w);
-    else bucket_->save_state(w);
+    if (model_)
+      model_->save_state(w);
+    else
+      bucket_->save_state(w);
     return w.take();
   }
   void load(StateReader& r) {
-    if (model_) model_->load_state(r);
-    else bucket_->load_state(r);
+    if (model_)
+      model_->load_state(r);
+    else
+      bucket_->load_state(r);
   }
 
  private:

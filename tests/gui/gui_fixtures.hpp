@@ -33,8 +33,7 @@ struct SnapshotSpec {
 };
 
 // Writes steps 0, 10, 20, ... and returns every step's flattened model (layers in order).
-inline std::vector<std::vector<float>> write_snapshot(const std::filesystem::path& path,
-                                                      int steps, std::uint64_t seed,
+inline std::vector<std::vector<float>> write_snapshot(const std::filesystem::path& path, int steps, std::uint64_t seed,
                                                       const SnapshotSpec& spec = {}) {
   const auto& layers = spec.layers;
   data::SnapshotMeta meta;

@@ -111,9 +111,13 @@ TEST(GuiTrainingSource, OnTheFlySeriesMatchFitReportPerStep) {
   SnapshotTrainingSource source(reader, options);
   std::atomic<bool> cancel{false};
   int calls = 0;
-  const TrainingSeries series =
-      source.load("fc.weight", 0.0, [&](int done, int total) { ++calls; EXPECT_LE(done, total); },
-                  cancel);
+  const TrainingSeries series = source.load(
+      "fc.weight", 0.0,
+      [&](int done, int total) {
+        ++calls;
+        EXPECT_LE(done, total);
+      },
+      cancel);
   EXPECT_EQ(calls, 3);
   ASSERT_EQ(series.steps, (std::vector<std::int64_t>{0, 10, 20}));
   const std::size_t offset = 16 * 8 * 3 * 3, n = 64 * 100;
@@ -146,9 +150,8 @@ TEST(GuiTrainingSource, DeviceFailuresAreThrownNotPoints) {
   fitting::FitReportOptions options;
   options.densities = {0.01};
   std::atomic<bool> cancel{false};
-  const std::int64_t allocations = gs::testing::cuda_host_allocations([&] {
-    SnapshotTrainingSource(reader, options, "cuda-host").load("fc.weight", 0.0, {}, cancel);
-  });
+  const std::int64_t allocations = gs::testing::cuda_host_allocations(
+      [&] { SnapshotTrainingSource(reader, options, "cuda-host").load("fc.weight", 0.0, {}, cancel); });
   ASSERT_GT(allocations, 8);
   for (int part = 0; part < 8; ++part) {
     SnapshotTrainingSource source(reader, options, "cuda-host");

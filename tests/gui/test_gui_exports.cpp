@@ -61,8 +61,7 @@ TEST(GuiExports, WindowExportsWithContextAndNeverReplacesUnasked) {
   EXPECT_EQ(export_stem(w.exportContext()), stem);
 
   // Every plot's title names what it shows; the single-plot export suggests the context's name.
-  const QCustomPlot* plots[] = {w.histogramPlot(), w.qqPlot(), w.ksPlot(), w.qualityPlot(),
-                                w.stagesPlot()};
+  const QCustomPlot* plots[] = {w.histogramPlot(), w.qqPlot(), w.ksPlot(), w.qualityPlot(), w.stagesPlot()};
   for (int i = 0; i < 5; ++i) {
     auto* plot = const_cast<QCustomPlot*>(plots[i]);
     EXPECT_TRUE(plot_title_text(plot).endsWith("\nfc.weight, step 10, ratio 0.01"))

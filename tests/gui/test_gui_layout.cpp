@@ -80,8 +80,7 @@ TEST(GuiRatio, ATypedRatioIsTheOneSelected) {
   std::span<const float> last(models[2].data() + kFcOffset, kFcSize);
   for (int row = 0; row < w.thresholdTable()->rowCount(); ++row) {
     if (w.thresholdTable()->item(row, 0)->text() != "sidco-e") continue;
-    EXPECT_EQ(w.thresholdTable()->item(row, 3)->text(),
-              QString::number(direct_quality(last, "sidco-e", 0.05), 'f', 3));
+    EXPECT_EQ(w.thresholdTable()->item(row, 3)->text(), QString::number(direct_quality(last, "sidco-e", 0.05), 'f', 3));
   }
   QCPGraph* quality = find_graph(w.qualityPlot(), "sidco-e");
   ASSERT_NE(quality, nullptr) << plot_message(w.qualityPlot()).toStdString();
@@ -135,16 +134,14 @@ TEST(GuiRatio, ARatioTheAnalysisLacksIsComputedFromTheSnapshot) {
     EXPECT_TRUE(w.errorText().isEmpty()) << w.errorText().toStdString();
     ASSERT_NE(w.series(), nullptr);
     EXPECT_NE(w.series()->origin.find("analysis file s.analysis.h5"), std::string::npos);
-    EXPECT_NE(w.series()->origin.find("computed from the snapshot"), std::string::npos)
-        << w.series()->origin;
+    EXPECT_NE(w.series()->origin.find("computed from the snapshot"), std::string::npos) << w.series()->origin;
     EXPECT_TRUE(plot_message(w.qualityPlot()).isEmpty()) << plot_message(w.qualityPlot()).toStdString();
     QCPGraph* quality = find_graph(w.qualityPlot(), "sidco-gp");
     ASSERT_NE(quality, nullptr);
     ASSERT_EQ(quality->dataCount(), 3);
     for (int s = 0; s < 3; ++s)
       EXPECT_DOUBLE_EQ(quality->data()->at(s)->value,
-                       direct_quality({models[std::size_t(s)].data() + kFcOffset, kFcSize},
-                                      "sidco-gp", r));
+                       direct_quality({models[std::size_t(s)].data() + kFcOffset, kFcSize}, "sidco-gp", r));
     EXPECT_NE(find_graph(w.stagesPlot(), "sidco-e"), nullptr);
     EXPECT_NE(find_graph(w.ksPlot(), "gamma"), nullptr);
   }
@@ -183,8 +180,7 @@ TEST(GuiSeries, PlotsSayComputingNOfNWhileTheSeriesCompute) {
     QProgressBar* bar = w.progressBar();
     if (!bar->isVisible() || bar->text().isEmpty()) return;
     ++bar_checks;
-    EXPECT_LE(bar->fontMetrics().horizontalAdvance(bar->text()) + 8, bar->width())
-        << bar->text().toStdString();
+    EXPECT_LE(bar->fontMetrics().horizontalAdvance(bar->text()) + 8, bar->width()) << bar->text().toStdString();
   });
   ASSERT_TRUE(w.openSnapshot(qpath(dir / "s.h5")));
   ASSERT_TRUE(wait_idle(w));
@@ -238,8 +234,7 @@ TEST(GuiLayout, FitsIn1280x720WithNoLegendOverDataAndNothingClipped) {
   EXPECT_LE(w.minimumSizeHint().width(), 1280);
   EXPECT_LE(w.minimumSizeHint().height(), 720);
 
-  const QCustomPlot* plots[] = {w.histogramPlot(), w.qqPlot(), w.ksPlot(), w.qualityPlot(),
-                                w.stagesPlot()};
+  const QCustomPlot* plots[] = {w.histogramPlot(), w.qqPlot(), w.ksPlot(), w.qualityPlot(), w.stagesPlot()};
   for (const QCustomPlot* p : plots) {
     const QString name = p->property("gs_title").toString();
     SCOPED_TRACE(name.toStdString());
@@ -353,8 +348,7 @@ TEST(GuiQQ, LogAxesReachTheTail) {
     const auto lo = std::size_t(pos);
     const double sample = x[lo] + (pos - double(lo)) * (x[std::min(lo + 1, x.size() - 1)] - x[lo]);
     EXPECT_NEAR(q.sample, sample, 1e-12 * sample) << q.probability;
-    EXPECT_NEAR(q.fitted, fitting::quantile_c(law, 1.0 - q.probability), 1e-6 * q.fitted)
-        << q.probability;
+    EXPECT_NEAR(q.fitted, fitting::quantile_c(law, 1.0 - q.probability), 1e-6 * q.fitted) << q.probability;
     tail += q.probability >= 0.999;
     top = std::max(top, q.probability);
   }

@@ -27,14 +27,12 @@ using testing::write_snapshot;
 
 constexpr const char* kCreated = "2024-06-01T12:00:00Z";
 
-SnapshotSpec spec(std::string model = "cnn", std::vector<data::LayerInfo> layers =
-                                                 testing::synthetic_layers()) {
+SnapshotSpec spec(std::string model = "cnn", std::vector<data::LayerInfo> layers = testing::synthetic_layers()) {
   return {std::move(model), std::move(layers), kCreated};
 }
 
 // An analysis of every layer and the whole model at density 0.01; steps: "" for all.
-void analyze(const std::filesystem::path& snapshot, const std::filesystem::path& out,
-             const std::string& steps = "") {
+void analyze(const std::filesystem::path& snapshot, const std::filesystem::path& out, const std::string& steps = "") {
   analyzer::AnalyzeConfig config;
   config.input = snapshot;
   config.output = out;
@@ -55,9 +53,7 @@ std::string refusal(const std::filesystem::path& snapshot, const std::filesystem
   return {};
 }
 
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 TEST(GuiAnalysisMatch, TheFirstDifferenceIsNamedAndFewerStepsAreANote) {
   TempDir dir;
@@ -149,22 +145,17 @@ TEST(GuiAnalysisMatch, WindowAndCommandLineRefuseAMismatch) {
   // The command line: refused in one line, non-zero, no screenshot; fewer steps: a line, exit 0.
   QString out;
   const QString png = qpath(dir / "shot.png");
-  EXPECT_EQ(run_gui({qpath(dir / "cnn.h5"), "--analysis", qpath(dir / "lstm.analysis.h5"),
-                     "--screenshot", png},
-                    &out),
+  EXPECT_EQ(run_gui({qpath(dir / "cnn.h5"), "--analysis", qpath(dir / "lstm.analysis.h5"), "--screenshot", png}, &out),
             1);
   EXPECT_TRUE(out.contains("model 'lstm', the snapshot records model 'cnn'")) << out.toStdString();
   EXPECT_EQ(out.count("gradscope-gui:"), 1) << out.toStdString();  // one line
   EXPECT_FALSE(std::filesystem::exists(dir / "shot.png"));
   EXPECT_EQ(run_gui({qpath(dir / "cnn.h5"), "--analysis", qpath(dir / "lstm.analysis.h5")}, &out), 1);
   EXPECT_TRUE(out.contains("model 'lstm'")) << out.toStdString();
-  EXPECT_EQ(run_gui({qpath(dir / "cnn.h5"), "--analysis", qpath(dir / "part.analysis.h5"),
-                     "--screenshot", png},
-                    &out),
+  EXPECT_EQ(run_gui({qpath(dir / "cnn.h5"), "--analysis", qpath(dir / "part.analysis.h5"), "--screenshot", png}, &out),
             0)
       << out.toStdString();
-  EXPECT_TRUE(out.contains("part.analysis.h5 covers 2 of the snapshot's 3 recorded steps"))
-      << out.toStdString();
+  EXPECT_TRUE(out.contains("part.analysis.h5 covers 2 of the snapshot's 3 recorded steps")) << out.toStdString();
   EXPECT_TRUE(std::filesystem::exists(dir / "shot.png"));
 }
 
@@ -206,11 +197,9 @@ TEST(GuiHistogram, EmptyBinsAreGapsAndCurvesStayOnTheSupport) {
   while (h.counts[first] == 0) ++first;
   ASSERT_EQ(h.counts[first + 1], 0u);
   const double density = view.bin_density[0];
-  const int y = int(std::lround(
-      (plot.yAxis->coordToPixel(density) + plot.axisRect()->bottom()) / 2.0));
+  const int y = int(std::lround((plot.yAxis->coordToPixel(density) + plot.axisRect()->bottom()) / 2.0));
   auto x_at = [&](double edge_a, double edge_b, double at) {  // at: 0 left edge .. 1 right edge
-    return int(std::lround(plot.xAxis->coordToPixel(edge_a) * (1 - at) +
-                           plot.xAxis->coordToPixel(edge_b) * at));
+    return int(std::lround(plot.xAxis->coordToPixel(edge_a) * (1 - at) + plot.xAxis->coordToPixel(edge_b) * at));
   };
   const QRgb filled = image.pixel(x_at(h.edge(first), h.edge(first + 1), 0.5), y);
   EXPECT_NE(filled, qRgb(255, 255, 255));

@@ -103,8 +103,7 @@ TEST(GuiWindow, PlotsMatchDirectComputation) {
     const fitting::ThresholdEntry* t = find_threshold(report, method, 0.01);
     ASSERT_NE(t, nullptr) << method;
     EXPECT_EQ(w.thresholdTable()->item(row, 1)->text(), QString::number(t->result.threshold, 'e', 2));
-    EXPECT_EQ(w.thresholdTable()->item(row, 2)->text(),
-              QLocale().toString(qulonglong(t->result.selected)));
+    EXPECT_EQ(w.thresholdTable()->item(row, 2)->text(), QLocale().toString(qulonglong(t->result.selected)));
   }
 
   // QQ points of the chosen law (gamma by default): the view's tail points (GuiQQ checks them
@@ -126,14 +125,12 @@ TEST(GuiWindow, PlotsMatchDirectComputation) {
   EXPECT_DOUBLE_EQ(ks->data()->at(1)->value, gamma->ks_D);
   QCPGraph* quality = find_graph(w.qualityPlot(), "sidco-e");
   ASSERT_NE(quality, nullptr);
-  EXPECT_DOUBLE_EQ(quality->data()->at(1)->value,
-                   find_threshold(report, "sidco-e", 0.01)->result.quality);
+  EXPECT_DOUBLE_EQ(quality->data()->at(1)->value, find_threshold(report, "sidco-e", 0.01)->result.quality);
   EXPECT_NE(find_graph(w.qualityPlot(), "ideal"), nullptr);
   EXPECT_NE(find_graph(w.qualityPlot(), QString::fromUtf8("\u00b120%")), nullptr);
   QCPGraph* stages = find_graph(w.stagesPlot(), "sidco-gp");
   ASSERT_NE(stages, nullptr);
-  EXPECT_NEAR(stages->data()->at(1)->value,
-              find_threshold(report, "sidco-gp", 0.01)->result.stages, 0.1);
+  EXPECT_NEAR(stages->data()->at(1)->value, find_threshold(report, "sidco-gp", 0.01)->result.stages, 0.1);
 
   // Another density moves the lines without a new job.
   ASSERT_TRUE(w.selectRatio(0.001));
@@ -142,8 +139,7 @@ TEST(GuiWindow, PlotsMatchDirectComputation) {
     QCPGraph* graph = w.histogramPlot()->graph(i);
     const std::string method = graph->property("gs_method").toString().toStdString();
     if (!method.empty()) {
-      EXPECT_DOUBLE_EQ(graph->data()->at(0)->key,
-                       find_threshold(report, method, 0.001)->result.threshold);
+      EXPECT_DOUBLE_EQ(graph->data()->at(0)->key, find_threshold(report, method, 0.001)->result.threshold);
     }
   }
 }
@@ -204,8 +200,7 @@ TEST(GuiWindow, ADeviceFailureIsAMessageNotRows) {
     ASSERT_TRUE(w.openSnapshot(QString::fromStdString((dir / "s.h5").string())));
     ASSERT_TRUE(wait_idle(w));
     const std::string error = w.errorText().toStdString();
-    EXPECT_NE(error.find("device failure: CUDA error: cudaErrorMemoryAllocation (out of memory)"),
-              std::string::npos)
+    EXPECT_NE(error.find("device failure: CUDA error: cudaErrorMemoryAllocation (out of memory)"), std::string::npos)
         << error;
     EXPECT_NE(error.find("--backend cpu"), std::string::npos) << error;
     EXPECT_EQ(error.find('\n'), std::string::npos) << error;
@@ -281,10 +276,7 @@ TEST(GuiScreenshot, RendersTheWindowAndRefusesToOverwrite) {
   const QString file = QString::fromStdString((dir / "s.h5").string());
   const QString png = QString::fromStdString((dir / "shot.png").string());
   QString out;
-  ASSERT_EQ(run_gui({file, "--screenshot", png, "--layer", "conv1.weight", "--step", "10", "--ratio",
-                 "0.01"},
-                &out),
-            0)
+  ASSERT_EQ(run_gui({file, "--screenshot", png, "--layer", "conv1.weight", "--step", "10", "--ratio", "0.01"}, &out), 0)
       << out.toStdString();
   EXPECT_TRUE(out.contains("first plot after")) << out.toStdString();
   const QImage image(png);
@@ -302,8 +294,7 @@ TEST(GuiScreenshot, RendersTheWindowAndRefusesToOverwrite) {
 
   { std::ofstream(dir / "bad.h5") << "garbage"; }
   const QString bad_png = QString::fromStdString((dir / "bad.png").string());
-  EXPECT_EQ(run_gui({QString::fromStdString((dir / "bad.h5").string()), "--screenshot", bad_png}, &out),
-            1);
+  EXPECT_EQ(run_gui({QString::fromStdString((dir / "bad.h5").string()), "--screenshot", bad_png}, &out), 1);
   EXPECT_TRUE(out.contains("Cannot open")) << out.toStdString();
   EXPECT_FALSE(std::filesystem::exists(dir / "bad.png"));
   EXPECT_EQ(run_gui({file, "--screenshot", bad_png, "--layer", "nope"}, &out), 1);

@@ -43,8 +43,7 @@ Picked run_guarded(const std::string& name, std::uint64_t capacity, Call call) {
 // Both index widths through one generic call.
 template <class Call>
 Picked either_width(const std::string& name, std::uint64_t capacity, bool int64, Call call) {
-  return int64 ? run_guarded<std::int64_t>(name, capacity, call)
-               : run_guarded<std::int32_t>(name, capacity, call);
+  return int64 ? run_guarded<std::int64_t>(name, capacity, call) : run_guarded<std::int32_t>(name, capacity, call);
 }
 
 class CpuOps final : public BackendOps {
@@ -65,12 +64,8 @@ class CpuOps final : public BackendOps {
     return gs::kernels::cpu::log_histogram(g, lo, hi, bins);
   }
   double sum(std::span<const float> g) override { return gs::kernels::cpu::sum(g); }
-  float kth_largest(std::span<const float> g, std::uint64_t k) override {
-    return gs::kernels::cpu::kth_largest(g, k);
-  }
-  std::uint64_t count_above(std::span<const float> g, double t) override {
-    return gs::kernels::cpu::count_above(g, t);
-  }
+  float kth_largest(std::span<const float> g, std::uint64_t k) override { return gs::kernels::cpu::kth_largest(g, k); }
+  std::uint64_t count_above(std::span<const float> g, double t) override { return gs::kernels::cpu::count_above(g, t); }
   std::vector<float> random_sample(std::span<const float> g, std::uint64_t m, std::uint64_t seed) override {
     return gs::kernels::cpu::random_sample(g, m, seed);
   }
@@ -124,18 +119,20 @@ class CudaOps final : public BackendOps {
  public:
   std::string name() const override { return "cuda"; }
   Picked compact(std::span<const float> g, double t, std::uint64_t capacity, bool int64) override {
-    return int64 ? run<std::int64_t>(g, capacity, [&](const float* d_g, auto* d_idx, float* d_val) {
-      return cu::compact_above(d_g, g.size(), t, d_idx, d_val, capacity, nullptr);
-    })
+    return int64 ? run<std::int64_t>(g, capacity,
+                                     [&](const float* d_g, auto* d_idx, float* d_val) {
+                                       return cu::compact_above(d_g, g.size(), t, d_idx, d_val, capacity, nullptr);
+                                     })
                  : run<std::int32_t>(g, capacity, [&](const float* d_g, auto* d_idx, float* d_val) {
                      return cu::compact_above(d_g, g.size(), t, d_idx, d_val, capacity, nullptr);
                    });
   }
   Picked topk(std::span<const float> g, std::uint64_t k, bool int64) override {
-    return int64 ? run<std::int64_t>(g, k, [&](const float* d_g, auto* d_idx, float* d_val) {
-      cu::topk(d_g, g.size(), k, d_idx, d_val, nullptr);
-      return k;
-    })
+    return int64 ? run<std::int64_t>(g, k,
+                                     [&](const float* d_g, auto* d_idx, float* d_val) {
+                                       cu::topk(d_g, g.size(), k, d_idx, d_val, nullptr);
+                                       return k;
+                                     })
                  : run<std::int32_t>(g, k, [&](const float* d_g, auto* d_idx, float* d_val) {
                      cu::topk(d_g, g.size(), k, d_idx, d_val, nullptr);
                      return k;
@@ -212,8 +209,10 @@ void BackendTest::SetUp() {
 
 std::unique_ptr<BackendOps> make_ops(BackendKind kind) {
   switch (kind) {
-    case BackendKind::cpu: return std::make_unique<CpuOps>();
-    case BackendKind::cuda_host: return std::make_unique<CudaHostOps>();
+    case BackendKind::cpu:
+      return std::make_unique<CpuOps>();
+    case BackendKind::cuda_host:
+      return std::make_unique<CudaHostOps>();
     case BackendKind::cuda:
 #if defined(GS_HAVE_CUDA)
       return std::make_unique<CudaOps>();

@@ -26,14 +26,22 @@ enum class Shape { normal, laplace, student3, pareto, uniform, ties, specials, c
 
 inline const char* shape_name(Shape s) {
   switch (s) {
-    case Shape::normal: return "normal";
-    case Shape::laplace: return "laplace";
-    case Shape::student3: return "student_t3";
-    case Shape::pareto: return "pareto";
-    case Shape::uniform: return "uniform";
-    case Shape::ties: return "ties";
-    case Shape::specials: return "nan_inf_zero";
-    case Shape::centre_taps: return "centre_taps";
+    case Shape::normal:
+      return "normal";
+    case Shape::laplace:
+      return "laplace";
+    case Shape::student3:
+      return "student_t3";
+    case Shape::pareto:
+      return "pareto";
+    case Shape::uniform:
+      return "uniform";
+    case Shape::ties:
+      return "ties";
+    case Shape::specials:
+      return "nan_inf_zero";
+    case Shape::centre_taps:
+      return "centre_taps";
   }
   return "?";
 }
@@ -54,21 +62,41 @@ inline std::vector<float> make_data(Shape shape, std::size_t n, std::uint64_t se
   for (auto& v : g) {
     const double s = sign(rng) ? 1.0 : -1.0;
     switch (shape) {
-      case Shape::normal: v = float(normal(rng)); break;
-      case Shape::laplace: v = float(s * expo(rng)); break;
-      case Shape::student3: v = float(1e-2 * student(rng)); break;
-      case Shape::pareto: v = float(s * 1e-4 * std::pow(1.0 - std::uniform_real_distribution<double>(0, 1)(rng), -1.0 / 1.5)); break;
-      case Shape::uniform: v = float(unif(rng)); break;
-      case Shape::ties: v = float(s * 0.125 * tie(rng)); break;
-      case Shape::centre_taps: v = (&v - g.data()) % 9 == 4 ? float(s * expo(rng)) : 0.0f; break;
+      case Shape::normal:
+        v = float(normal(rng));
+        break;
+      case Shape::laplace:
+        v = float(s * expo(rng));
+        break;
+      case Shape::student3:
+        v = float(1e-2 * student(rng));
+        break;
+      case Shape::pareto:
+        v = float(s * 1e-4 * std::pow(1.0 - std::uniform_real_distribution<double>(0, 1)(rng), -1.0 / 1.5));
+        break;
+      case Shape::uniform:
+        v = float(unif(rng));
+        break;
+      case Shape::ties:
+        v = float(s * 0.125 * tie(rng));
+        break;
+      case Shape::centre_taps:
+        v = (&v - g.data()) % 9 == 4 ? float(s * expo(rng)) : 0.0f;
+        break;
       case Shape::specials: {
         const double u = std::uniform_real_distribution<double>(0, 1)(rng);
-        if (u < 0.01) v = std::numeric_limits<float>::quiet_NaN();
-        else if (u < 0.015) v = std::numeric_limits<float>::infinity();
-        else if (u < 0.02) v = -std::numeric_limits<float>::infinity();
-        else if (u < 0.07) v = 0.0f;
-        else if (u < 0.071) v = float(s * 1e-40);
-        else v = float(s * expo(rng));
+        if (u < 0.01)
+          v = std::numeric_limits<float>::quiet_NaN();
+        else if (u < 0.015)
+          v = std::numeric_limits<float>::infinity();
+        else if (u < 0.02)
+          v = -std::numeric_limits<float>::infinity();
+        else if (u < 0.07)
+          v = 0.0f;
+        else if (u < 0.071)
+          v = float(s * 1e-40);
+        else
+          v = float(s * expo(rng));
         break;
       }
     }
@@ -82,7 +110,7 @@ struct Picked {
   std::vector<float> values;
 };
 
-constexpr std::size_t kGuard = 64;          // elements of poison on each side of an output
+constexpr std::size_t kGuard = 64;  // elements of poison on each side of an output
 constexpr std::int32_t kPoisonIndex = -777;
 constexpr std::uint32_t kPoisonBits = 0x7fc0dead;  // a NaN payload no kernel writes
 
@@ -112,8 +140,8 @@ class BackendOps {
   virtual float kth_largest(std::span<const float> g, std::uint64_t k) = 0;
   virtual std::uint64_t count_above(std::span<const float> g, double t) = 0;
   virtual std::vector<float> random_sample(std::span<const float> g, std::uint64_t m, std::uint64_t seed) = 0;
-  virtual std::vector<double> sorted_sample(std::span<const float> g, std::uint64_t max_points,
-                                            std::uint64_t seed, bool* subsampled) = 0;
+  virtual std::vector<double> sorted_sample(std::span<const float> g, std::uint64_t max_points, std::uint64_t seed,
+                                            bool* subsampled) = 0;
 };
 
 // Every backend the table-driven suites are instantiated for: cpu, cuda and cuda-host. The cuda
@@ -129,7 +157,7 @@ class BackendTest : public ::testing::TestWithParam<gs::kernels::BackendKind> {
   gs::kernels::BackendKind kind() const { return GetParam(); }
 };
 
-#define GS_INSTANTIATE_FOR_BACKENDS(Suite)                                                   \
+#define GS_INSTANTIATE_FOR_BACKENDS(Suite)                                                      \
   INSTANTIATE_TEST_SUITE_P(Backends, Suite, ::testing::ValuesIn(::gs::testing::all_backends()), \
                            ::gs::testing::backend_param_name)
 

@@ -24,12 +24,12 @@
 namespace gs::testing {
 namespace {
 
-#define GS_REQUIRE_GPU()                                                                   \
-  do {                                                                                     \
-    if (!gs::kernels::cuda_built()) GTEST_SKIP() << "this build has no CUDA backend";      \
-    if (!gs::kernels::cuda_available())                                                    \
-      GTEST_SKIP() << "no usable GPU on this machine: CUDA suites run on a GPU machine "   \
-                      "(scripts/gpu-check.sh)";                                            \
+#define GS_REQUIRE_GPU()                                                                 \
+  do {                                                                                   \
+    if (!gs::kernels::cuda_built()) GTEST_SKIP() << "this build has no CUDA backend";    \
+    if (!gs::kernels::cuda_available())                                                  \
+      GTEST_SKIP() << "no usable GPU on this machine: CUDA suites run on a GPU machine " \
+                      "(scripts/gpu-check.sh)";                                          \
   } while (0)
 
 // Every table-driven case instantiated for cuda has a cuda_host twin of the same name (ctest -L
@@ -104,8 +104,7 @@ TEST(CudaLarge, VectorsPastThe32BitLimits) {
     ASSERT_EQ(cudaMemGetInfo(&free_bytes, &total), cudaSuccess);
     const std::uint64_t need = 4 * n + 12 * repeats * above_in_chunk + (std::uint64_t{512} << 20);
     if (free_bytes < need) {
-      std::cout << "[ SKIPPED  ] n = " << n << ": needs " << need / 1e9 << " GB, " << free_bytes / 1e9
-                << " GB free\n";
+      std::cout << "[ SKIPPED  ] n = " << n << ": needs " << need / 1e9 << " GB, " << free_bytes / 1e9 << " GB free\n";
       continue;
     }
     SCOPED_TRACE("n = " + std::to_string(n));

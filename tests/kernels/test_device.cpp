@@ -324,7 +324,7 @@ TEST(CudaHostDevice, GridFollowsTheDevicesMultiprocessors) {
   EXPECT_EQ(grid_blocks(2, 256, 1), 1u);
   EXPECT_EQ(grid_blocks(2, 256, 0), 1u);
   EXPECT_EQ(grid_blocks(2, 256, 256 * 3), 3u);
-  EXPECT_EQ(grid_blocks(2, 256, 1u << 24), 16u);    // 8 blocks per SM
+  EXPECT_EQ(grid_blocks(2, 256, 1u << 24), 16u);  // 8 blocks per SM
   EXPECT_EQ(grid_blocks(132, 256, 1u << 24), 1056u);
 }
 

@@ -30,8 +30,7 @@ template <class T>
 class GuardedBuffer {
  public:
   GuardedBuffer() = default;
-  explicit GuardedBuffer(std::size_t count)
-      : bytes_((count + kGuard) * sizeof(T), kGuardByte), count_(count) {}
+  explicit GuardedBuffer(std::size_t count) : bytes_((count + kGuard) * sizeof(T), kGuardByte), count_(count) {}
   GuardedBuffer(GuardedBuffer&&) noexcept = default;
   GuardedBuffer& operator=(GuardedBuffer&& o) noexcept {
     check();

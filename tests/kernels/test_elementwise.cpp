@@ -34,8 +34,8 @@ TEST(ThresholdAsFloat, FloatComparisonEqualsDoubleComparison) {
   for (int i = 0; i < 200000; ++i) {
     const double t = i % 3 == 0 ? double(float(u(rng))) : u(rng);  // on and between floats
     const float tf = threshold_as_float(t);
-    for (float x : {float(t), std::nextafter(float(t), 0.0f), std::nextafter(float(t), 3.0f), tf,
-                    std::nextafter(tf, 3.0f)}) {
+    for (float x :
+         {float(t), std::nextafter(float(t), 0.0f), std::nextafter(float(t), 3.0f), tf, std::nextafter(tf, 3.0f)}) {
       ASSERT_EQ(x > tf, double(x) > t) << "t=" << t << " x=" << x;
     }
   }

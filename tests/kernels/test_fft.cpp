@@ -44,8 +44,7 @@ double l1(std::span<const float> x, std::size_t from, std::size_t count) {
 struct FftCase {
   std::uint64_t len, batch;
 };
-const FftCase kCases[] = {{1, 1}, {1, 4}, {2, 3}, {3, 2}, {8, 1}, {17, 3}, {64, 2}, {1000, 2},
-                          {4096, 3}, {4099, 1}};
+const FftCase kCases[] = {{1, 1}, {1, 4}, {2, 3}, {3, 2}, {8, 1}, {17, 3}, {64, 2}, {1000, 2}, {4096, 3}, {4099, 1}};
 
 #define GS_REQUIRE_CPU_FFT() \
   if (!gs::kernels::real_fft_available(BackendKind::cpu)) GTEST_SKIP() << "this build lacks FFTW3"

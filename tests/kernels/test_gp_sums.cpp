@@ -52,8 +52,8 @@ TEST(CpuGpSums, VectorPassMatchesScalarPassOnGradientLikeData) {
         std::vector<double> thetas{-1.0 / ymax * (1.0 - 1e-9), -0.5 / ymax, 0.0};
         for (int e = -12; e <= 16; e += 4) thetas.push_back(std::pow(10.0, 0.5 * e) / ymean);
         for (double theta : thetas) {
-          SCOPED_TRACE(std::string(shape_name(shape)) + " n=" + std::to_string(n) + " t=" +
-                       std::to_string(t) + " theta=" + std::to_string(theta));
+          SCOPED_TRACE(std::string(shape_name(shape)) + " n=" + std::to_string(n) + " t=" + std::to_string(t) +
+                       " theta=" + std::to_string(theta));
           expect_gp_near(cpu::gp_sums(g, theta, t, shift), cpu::detail::gp_sums_scalar(g, theta, t, shift), 1e-12);
         }
       }

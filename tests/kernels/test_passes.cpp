@@ -33,10 +33,9 @@ std::vector<Case> cases() {
   const char* most = std::getenv("GS_PASSES_MAX_N");
   const std::size_t max_n = most ? std::strtoull(most, nullptr, 10) : SIZE_MAX;
   std::vector<Case> c;
-  for (Shape s : {Shape::normal, Shape::laplace, Shape::student3, Shape::pareto, Shape::uniform,
-                  Shape::ties, Shape::specials})
-    for (std::size_t n : {std::size_t{1}, std::size_t{31}, std::size_t{1000}, std::size_t{131075}})
-      c.push_back({s, n});
+  for (Shape s :
+       {Shape::normal, Shape::laplace, Shape::student3, Shape::pareto, Shape::uniform, Shape::ties, Shape::specials})
+    for (std::size_t n : {std::size_t{1}, std::size_t{31}, std::size_t{1000}, std::size_t{131075}}) c.push_back({s, n});
   for (Shape s : {Shape::student3, Shape::specials}) c.push_back({s, 1000007});
   std::erase_if(c, [max_n](const Case& x) { return x.n > max_n; });
   return c;
@@ -131,9 +130,8 @@ TEST_P(PassesVsOracle, EveryPassOnEveryShapeAndSize) {
       const auto rs = passes->random_sample(257, 5);
       ASSERT_EQ(rs.size(), 257u);
       for (float v : rs) {
-        const bool in_data = std::any_of(g.begin(), g.end(), [v](float x) {
-          return std::fabs(x) == v || (std::isnan(v) && std::isnan(x));
-        });
+        const bool in_data = std::any_of(
+            g.begin(), g.end(), [v](float x) { return std::fabs(x) == v || (std::isnan(v) && std::isnan(x)); });
         EXPECT_TRUE(in_data) << v;
         if (!in_data) break;
       }
@@ -229,8 +227,8 @@ TEST(Backend, ResolveNames) {
     } catch (const gs::Error& e) {
       const std::string msg = e.what();
       EXPECT_NE(msg.find("cpu"), std::string::npos) << msg;
-      EXPECT_TRUE(msg.find("no usable GPU") != std::string::npos ||
-                  msg.find("no CUDA backend") != std::string::npos) << msg;
+      EXPECT_TRUE(msg.find("no usable GPU") != std::string::npos || msg.find("no CUDA backend") != std::string::npos)
+          << msg;
     }
   }
   EXPECT_EQ(gs::kernels::to_string(BackendKind::cuda), "cuda");

@@ -33,8 +33,7 @@ Picked reference_topk(std::span<const float> g, std::uint64_t k) {
   std::vector<std::int64_t> order;
   for (std::size_t i = 0; i < g.size(); ++i)
     if (std::isfinite(g[i])) order.push_back(std::int64_t(i));
-  std::stable_sort(order.begin(), order.end(),
-                   [&](auto a, auto b) { return std::fabs(g[a]) > std::fabs(g[b]); });
+  std::stable_sort(order.begin(), order.end(), [&](auto a, auto b) { return std::fabs(g[a]) > std::fabs(g[b]); });
   order.resize(k);
   std::sort(order.begin(), order.end());
   Picked p;
@@ -56,8 +55,7 @@ void expect_same(const Picked& got, const Picked& ref) {
 }
 
 const std::vector<std::size_t> kSizes{0, 1, 31, 1000, 65536, 131075, 1000007};
-const std::vector<Shape> kShapes{Shape::laplace, Shape::student3, Shape::ties, Shape::specials,
-                                 Shape::uniform};
+const std::vector<Shape> kShapes{Shape::laplace, Shape::student3, Shape::ties, Shape::specials, Shape::uniform};
 
 class Compaction : public BackendTest {};
 class TopK : public BackendTest {};
@@ -67,24 +65,23 @@ TEST_P(Compaction, MatchesReferenceExactly) {
   std::uint64_t seed = 500;
   const auto ops = make_ops(kind());
   for (Shape s : kShapes)
-      for (std::size_t n : kSizes) {
-        if (n == 1000007 && s != Shape::specials && s != Shape::ties) continue;
-        const auto g = make_data(s, n, ++seed);
-        std::vector<double> mags;
-        for (float v : g)
-          if (std::isfinite(v)) mags.push_back(std::fabs(double(v)));
-        std::sort(mags.begin(), mags.end());
-        std::vector<double> ts{0.0};
-        for (double q : {0.5, 0.9, 0.999})
-          if (!mags.empty()) ts.push_back(mags[std::size_t(q * double(mags.size() - 1))]);
-        for (double t : ts) {
-          SCOPED_TRACE(ops->name() + " " + shape_name(s) + " n=" + std::to_string(n) +
-                       " t=" + std::to_string(t));
-          const Picked ref = reference_compact(g, t);
-          expect_same(ops->compact(g, t, n, false), ref);      // capacity n
-          expect_same(ops->compact(g, t, ref.indices.size(), true), ref);  // exact capacity
-        }
+    for (std::size_t n : kSizes) {
+      if (n == 1000007 && s != Shape::specials && s != Shape::ties) continue;
+      const auto g = make_data(s, n, ++seed);
+      std::vector<double> mags;
+      for (float v : g)
+        if (std::isfinite(v)) mags.push_back(std::fabs(double(v)));
+      std::sort(mags.begin(), mags.end());
+      std::vector<double> ts{0.0};
+      for (double q : {0.5, 0.9, 0.999})
+        if (!mags.empty()) ts.push_back(mags[std::size_t(q * double(mags.size() - 1))]);
+      for (double t : ts) {
+        SCOPED_TRACE(ops->name() + " " + shape_name(s) + " n=" + std::to_string(n) + " t=" + std::to_string(t));
+        const Picked ref = reference_compact(g, t);
+        expect_same(ops->compact(g, t, n, false), ref);                  // capacity n
+        expect_same(ops->compact(g, t, ref.indices.size(), true), ref);  // exact capacity
       }
+    }
 }
 
 TEST_P(Compaction, TooSmallBufferThrowsWithoutWriting) {
@@ -105,8 +102,7 @@ TEST(CpuCompaction, TooSmallBufferLeavesTheCallersBuffer) {
   std::vector<float> val(need - 1, 2.0f);
   EXPECT_THROW(gs::kernels::cpu::compact_above(g, 1e-4, std::span(idx), std::span(val)), gs::Error);
   EXPECT_TRUE(std::all_of(idx.begin(), idx.end(), [](auto v) { return v == -5; }));
-  EXPECT_THROW(gs::kernels::cpu::compact_above(g, std::nan(""), std::span(idx), std::span(val)),
-               gs::Error);
+  EXPECT_THROW(gs::kernels::cpu::compact_above(g, std::nan(""), std::span(idx), std::span(val)), gs::Error);
 }
 
 TEST(CpuCompaction, Int32IndicesRefuseHugeInputs) {
@@ -114,8 +110,7 @@ TEST(CpuCompaction, Int32IndicesRefuseHugeInputs) {
   const float one = 1.0f;
   const std::span<const float> huge(&one, (std::size_t{1} << 31) + 1);
   std::vector<std::int32_t> idx(1);
-  EXPECT_THROW(gs::kernels::cpu::compact_above(huge, 0.5, std::span(idx), std::span<float>()),
-               gs::Error);
+  EXPECT_THROW(gs::kernels::cpu::compact_above(huge, 0.5, std::span(idx), std::span<float>()), gs::Error);
   EXPECT_THROW(gs::kernels::cpu::topk(huge, 1, std::span(idx), std::span<float>()), gs::Error);
 }
 
@@ -127,8 +122,7 @@ TEST(CpuCompaction, SelectionHelpersAndSkippedValues) {
   EXPECT_EQ(std::vector<std::int64_t>(s32.indices.begin(), s32.indices.end()), ref.indices);
   EXPECT_EQ(s64.indices, ref.indices);
   std::vector<std::int64_t> idx(ref.indices.size());
-  EXPECT_EQ(gs::kernels::cpu::compact_above(g, 2e-3, std::span(idx), std::span<float>()),
-            ref.indices.size());
+  EXPECT_EQ(gs::kernels::cpu::compact_above(g, 2e-3, std::span(idx), std::span<float>()), ref.indices.size());
   EXPECT_EQ(idx, ref.indices);
 }
 
@@ -136,20 +130,19 @@ TEST_P(TopK, ExactlyKLargestWithLowIndexTies) {
   std::uint64_t seed = 900;
   const auto ops = make_ops(kind());
   for (Shape s : kShapes)
-      for (std::size_t n : kSizes) {
-        if (n == 0) continue;
-        if (n == 1000007 && s != Shape::ties && s != Shape::student3) continue;
-        const auto g = make_data(s, n, ++seed);
-        const std::uint64_t finite = std::count_if(g.begin(), g.end(), [](float v) { return std::isfinite(v); });
-        for (std::uint64_t k : {std::uint64_t{1}, finite / 1000 + 1, finite / 10, finite / 2, finite}) {
-          if (k == 0 || k > finite) continue;
-          SCOPED_TRACE(ops->name() + " " + shape_name(s) + " n=" + std::to_string(n) +
-                       " k=" + std::to_string(k));
-          const Picked ref = reference_topk(g, k);
-          expect_same(ops->topk(g, k, false), ref);
-          expect_same(ops->topk(g, k, true), ref);
-        }
+    for (std::size_t n : kSizes) {
+      if (n == 0) continue;
+      if (n == 1000007 && s != Shape::ties && s != Shape::student3) continue;
+      const auto g = make_data(s, n, ++seed);
+      const std::uint64_t finite = std::count_if(g.begin(), g.end(), [](float v) { return std::isfinite(v); });
+      for (std::uint64_t k : {std::uint64_t{1}, finite / 1000 + 1, finite / 10, finite / 2, finite}) {
+        if (k == 0 || k > finite) continue;
+        SCOPED_TRACE(ops->name() + " " + shape_name(s) + " n=" + std::to_string(n) + " k=" + std::to_string(k));
+        const Picked ref = reference_topk(g, k);
+        expect_same(ops->topk(g, k, false), ref);
+        expect_same(ops->topk(g, k, true), ref);
       }
+    }
 }
 
 TEST_P(TopK, BadArguments) {
@@ -170,39 +163,46 @@ TEST_P(LogHistogram, MatchesReferenceBins) {
   std::uint64_t seed = 300;
   const auto ops = make_ops(kind());
   for (Shape s : {Shape::laplace, Shape::pareto, Shape::specials})
-      for (std::size_t n : {std::size_t{0}, std::size_t{31}, std::size_t{200003}}) {
-        const auto g = make_data(s, n, ++seed);
-        const double lo = 1e-6, hi = 1e-1;
-        const int bins = 97;
-        gs::kernels::LogHistogram ref;
-        ref.counts.assign(bins, 0);
-        const double lw = bins / std::log(hi / lo);
-        for (float v : g) {
-          const double x = std::fabs(double(v));
-          if (!std::isfinite(x)) ++ref.nonfinite;
-          else if (x == 0) ++ref.zeros;
-          else if (x < lo) ++ref.below;
-          else if (x >= hi) ++ref.above;
-          else ++ref.counts[std::min<std::size_t>(bins - 1, std::size_t((std::log(x) - std::log(lo)) * lw))];
-        }
-        SCOPED_TRACE(ops->name() + " " + shape_name(s) + " n=" + std::to_string(n));
-        const auto h = ops->histogram(g, lo, hi, bins);
-        EXPECT_EQ(h.zeros, ref.zeros);
-        EXPECT_EQ(h.nonfinite, ref.nonfinite);
-        EXPECT_EQ(h.below, ref.below);
-        EXPECT_EQ(h.above, ref.above);
-        ASSERT_EQ(h.counts.size(), std::size_t(bins));
-        // On the host (cpu, cuda-host): exact. CUDA's log may differ from the host's by an ulp,
-        // which moves an element sitting on a bin edge: at most 1 in 10^5 may change bins (total
-        // is exact above).
-        std::uint64_t moved = 0;
-        for (int b = 0; b < bins; ++b)
-          moved += std::uint64_t(std::llabs(std::int64_t(h.counts[b]) - std::int64_t(ref.counts[b])));
-        if (kind() != gs::kernels::BackendKind::cuda) EXPECT_EQ(moved, 0u);
-        else EXPECT_LE(moved, 2 * (n / 100000 + 1));
-        EXPECT_DOUBLE_EQ(h.edge(0), lo);
-        EXPECT_NEAR(h.edge(bins), hi, 1e-12 * hi);
+    for (std::size_t n : {std::size_t{0}, std::size_t{31}, std::size_t{200003}}) {
+      const auto g = make_data(s, n, ++seed);
+      const double lo = 1e-6, hi = 1e-1;
+      const int bins = 97;
+      gs::kernels::LogHistogram ref;
+      ref.counts.assign(bins, 0);
+      const double lw = bins / std::log(hi / lo);
+      for (float v : g) {
+        const double x = std::fabs(double(v));
+        if (!std::isfinite(x))
+          ++ref.nonfinite;
+        else if (x == 0)
+          ++ref.zeros;
+        else if (x < lo)
+          ++ref.below;
+        else if (x >= hi)
+          ++ref.above;
+        else
+          ++ref.counts[std::min<std::size_t>(bins - 1, std::size_t((std::log(x) - std::log(lo)) * lw))];
       }
+      SCOPED_TRACE(ops->name() + " " + shape_name(s) + " n=" + std::to_string(n));
+      const auto h = ops->histogram(g, lo, hi, bins);
+      EXPECT_EQ(h.zeros, ref.zeros);
+      EXPECT_EQ(h.nonfinite, ref.nonfinite);
+      EXPECT_EQ(h.below, ref.below);
+      EXPECT_EQ(h.above, ref.above);
+      ASSERT_EQ(h.counts.size(), std::size_t(bins));
+      // On the host (cpu, cuda-host): exact. CUDA's log may differ from the host's by an ulp,
+      // which moves an element sitting on a bin edge: at most 1 in 10^5 may change bins (total
+      // is exact above).
+      std::uint64_t moved = 0;
+      for (int b = 0; b < bins; ++b)
+        moved += std::uint64_t(std::llabs(std::int64_t(h.counts[b]) - std::int64_t(ref.counts[b])));
+      if (kind() != gs::kernels::BackendKind::cuda)
+        EXPECT_EQ(moved, 0u);
+      else
+        EXPECT_LE(moved, 2 * (n / 100000 + 1));
+      EXPECT_DOUBLE_EQ(h.edge(0), lo);
+      EXPECT_NEAR(h.edge(bins), hi, 1e-12 * hi);
+    }
   EXPECT_THROW(ops->histogram({}, 0.0, 1.0, 10), gs::Error);
   EXPECT_THROW(ops->histogram({}, 1.0, 1.0, 10), gs::Error);
   EXPECT_THROW(ops->histogram({}, 1e-3, 1.0, 0), gs::Error);
@@ -237,23 +237,25 @@ TEST_P(Selector, PlacesOnceAndSelectsAsTheReferences) {
         EXPECT_EQ(std::vector<std::int64_t>(out.indices.begin(), out.indices.end()), ref.indices) << k;
       }
       if (n >= 1000) {
-        const auto r = sel->sidco(d, n, 0.01, gs::fitting::SidcoVariant::exponential, 2, gs::fitting::SidcoRule::published(), out);
+        const auto r =
+            sel->sidco(d, n, 0.01, gs::fitting::SidcoVariant::exponential, 2, gs::fitting::SidcoRule::published(), out);
         EXPECT_EQ(r.selected, out.indices.size());
-        EXPECT_EQ(r.nonfinite, n - finite);  // every backend counts them (the compressors report it)
+        EXPECT_EQ(r.nonfinite, n - finite);                    // every backend counts them (the compressors report it)
         const Picked ref = reference_compact(g, r.threshold);  // exactly what is above its threshold
         EXPECT_EQ(std::vector<std::int64_t>(out.indices.begin(), out.indices.end()), ref.indices);
         EXPECT_GE(r.stages, s == Shape::centre_taps ? 2 : 1);
         // The same threshold as the CPU's pipeline, up to the rounding of its float-block sums
         // (relative error at most 8 * 2^-24, gs/fitting/passes.hpp).
         gs::kernels::cpu::Selection<std::int32_t> cpu_out;
-        const auto c =
-            gs::kernels::cpu::sidco_select(g, 0.01, gs::fitting::SidcoVariant::exponential, 2, gs::fitting::SidcoRule::published(), cpu_out);
+        const auto c = gs::kernels::cpu::sidco_select(g, 0.01, gs::fitting::SidcoVariant::exponential, 2,
+                                                      gs::fitting::SidcoRule::published(), cpu_out);
         EXPECT_NEAR(r.threshold, c.threshold, 1e-6 * c.threshold);
         // With the count correction, the rule the CPU's pipeline follows: inside the band the
         // selection stands, above it the one at the threshold stepped up on its excess (or g's
         // exact top-k), below it the one at the corrected threshold.
         for (const double density : {0.01, 0.001}) {
-          const auto rc = sel->sidco(d, n, density, gs::fitting::SidcoVariant::exponential, 2, gs::fitting::SidcoRule{}, out);
+          const auto rc =
+              sel->sidco(d, n, density, gs::fitting::SidcoVariant::exponential, 2, gs::fitting::SidcoRule{}, out);
           gs::kernels::cpu::Selection<std::int32_t> cpu_corrected;
           const auto cc = gs::kernels::cpu::sidco_select(g, density, gs::fitting::SidcoVariant::exponential, 2,
                                                          gs::fitting::SidcoRule{}, cpu_corrected);

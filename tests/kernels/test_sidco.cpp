@@ -25,8 +25,10 @@ void expect_light_near(const fitting::MagnitudeStats& got, const fitting::Magnit
   EXPECT_EQ(got.nonfinite, ref.nonfinite);
   // The sum alone may be summed in float blocks (passes.hpp: relative error <= 8 * 2^-24).
   EXPECT_NEAR(got.sum, ref.sum, (squares ? rel(ref.count) : 8.0 * 0x1p-24) * ref.sum + 1e-300);
-  if (squares) EXPECT_NEAR(got.sum_sq, ref.sum_sq, rel(ref.count) * ref.sum_sq + 1e-300);
-  else EXPECT_TRUE(std::isnan(got.sum_sq));
+  if (squares)
+    EXPECT_NEAR(got.sum_sq, ref.sum_sq, rel(ref.count) * ref.sum_sq + 1e-300);
+  else
+    EXPECT_TRUE(std::isnan(got.sum_sq));
   EXPECT_TRUE(std::isnan(got.sum_log));  // not asked for: NaN, so a misuse shows
   EXPECT_TRUE(std::isnan(got.sum_signed));
   if (ref.count) {
@@ -130,16 +132,17 @@ TEST(SidcoSelect, EveryRouteMatchesFittingAndCompactExactly) {
           for (auto variant : {fitting::SidcoVariant::exponential, fitting::SidcoVariant::pareto,
                                fitting::SidcoVariant::gamma_pareto}) {
             if (variant != fitting::SidcoVariant::exponential && m != 3) continue;
-            SCOPED_TRACE(std::string(shape_name(shape)) + " n=" + std::to_string(n) + " delta=" +
-                         std::to_string(delta) + " M=" + std::to_string(m) + " " +
+            SCOPED_TRACE(std::string(shape_name(shape)) + " n=" + std::to_string(n) +
+                         " delta=" + std::to_string(delta) + " M=" + std::to_string(m) + " " +
                          std::string(fitting::method_name(variant)));
-            const fitting::ThresholdResult ref = gs::fitting::sidco_threshold(naive, delta, variant, m, gs::fitting::SidcoRule::published());
-            for (auto route : {cpu::SidcoRoute::full_passes, cpu::SidcoRoute::candidates,
-                               cpu::SidcoRoute::predicted, cpu::SidcoRoute::automatic}) {
+            const fitting::ThresholdResult ref =
+                gs::fitting::sidco_threshold(naive, delta, variant, m, gs::fitting::SidcoRule::published());
+            for (auto route : {cpu::SidcoRoute::full_passes, cpu::SidcoRoute::candidates, cpu::SidcoRoute::predicted,
+                               cpu::SidcoRoute::automatic}) {
               std::vector<std::int32_t> idx(n, -1);
               std::vector<float> val(n, 0.0f);
-              const auto r = cpu::sidco_select(g, delta, variant, m, gs::fitting::SidcoRule::published(), std::span(idx),
-                                               std::span(val), route, &ws);
+              const auto r = cpu::sidco_select(g, delta, variant, m, gs::fitting::SidcoRule::published(),
+                                               std::span(idx), std::span(val), route, &ws);
               EXPECT_EQ(r.stages, ref.stages);
               // SIDCo-E's stages sum in float blocks (passes.hpp): each stage's mean is within
               // 8 * 2^-24 of the oracle's, and the stages compound it; the others sum in double.
@@ -171,7 +174,9 @@ TEST(SidcoSelect, EveryRouteMatchesFittingAndCompactExactly) {
               const double d2 = 1.5 * std::pow(delta / 0.25, 1.0 / (m - 1));
               const bool bound = m > 1 && d2 < 1.0;
               const bool automatic_predicts = bound && 0.25 * d2 <= 0.10 * (1.0 + 1e-9);
-              if ((route == cpu::SidcoRoute::predicted || (route == cpu::SidcoRoute::automatic && automatic_predicts)) && tail) {
+              if ((route == cpu::SidcoRoute::predicted ||
+                   (route == cpu::SidcoRoute::automatic && automatic_predicts)) &&
+                  tail) {
                 EXPECT_EQ(r.route, cpu::SidcoRoute::predicted);
                 // Laplace data (|x| exponential) keeps every stage above the predicted bound:
                 // two reads of g whatever M, with candidates about 1.5x stage 2's count.
@@ -184,7 +189,8 @@ TEST(SidcoSelect, EveryRouteMatchesFittingAndCompactExactly) {
               }
               // The Selection form returns the same.
               cpu::Selection<std::int32_t> sel;
-              const auto r2 = cpu::sidco_select(g, delta, variant, m, gs::fitting::SidcoRule::published(), sel, route, &ws);
+              const auto r2 =
+                  cpu::sidco_select(g, delta, variant, m, gs::fitting::SidcoRule::published(), sel, route, &ws);
               EXPECT_EQ(r2.threshold, r.threshold);
               ASSERT_EQ(sel.indices.size(), r.selected);
               EXPECT_TRUE(std::equal(sel.indices.begin(), sel.indices.end(), idx.begin()));
@@ -211,16 +217,16 @@ TEST(SidcoSelect, TheCountCorrectionOnEveryRoute) {
       for (double delta : {0.01, 0.001})
         for (int m : {1, 2, 3})
           for (auto variant : {fitting::SidcoVariant::exponential, fitting::SidcoVariant::gamma_pareto}) {
-            SCOPED_TRACE(std::string(shape_name(shape)) + " n=" + std::to_string(n) + " delta=" +
-                         std::to_string(delta) + " M=" + std::to_string(m) + " " +
+            SCOPED_TRACE(std::string(shape_name(shape)) + " n=" + std::to_string(n) +
+                         " delta=" + std::to_string(delta) + " M=" + std::to_string(m) + " " +
                          std::string(fitting::method_name(variant)));
             const fitting::ThresholdResult ref = gs::fitting::sidco_threshold(naive, delta, variant, m);
             const std::uint64_t k = gs::fitting::target_count(n, delta);
             std::vector<std::int32_t> top(k);
             std::vector<float> top_val(k);
             cpu::topk(g, k, std::span(top), std::span(top_val));
-            for (auto route : {cpu::SidcoRoute::full_passes, cpu::SidcoRoute::candidates,
-                               cpu::SidcoRoute::predicted, cpu::SidcoRoute::automatic}) {
+            for (auto route : {cpu::SidcoRoute::full_passes, cpu::SidcoRoute::candidates, cpu::SidcoRoute::predicted,
+                               cpu::SidcoRoute::automatic}) {
               cpu::Selection<std::int32_t> published_sel, sel;
               const auto published = cpu::sidco_select(g, delta, variant, m, gs::fitting::SidcoRule::published(),
                                                        published_sel, route, &ws);
@@ -277,8 +283,8 @@ TEST(SidcoSelect, ACarriedScaleBelowOneStillSelectsFromTheCandidates) {
     fitting::SidcoRule rule = fitting::SidcoRule::published();
     rule.scale = scale;
     cpu::Selection<std::int32_t> sel, full;
-    const auto r = cpu::sidco_select(g, 0.01, fitting::SidcoVariant::exponential, 2, rule, sel,
-                                     cpu::SidcoRoute::automatic, &ws);
+    const auto r =
+        cpu::sidco_select(g, 0.01, fitting::SidcoVariant::exponential, 2, rule, sel, cpu::SidcoRoute::automatic, &ws);
     const auto f = cpu::sidco_select(g, 0.01, fitting::SidcoVariant::exponential, 2, rule, full,
                                      cpu::SidcoRoute::full_passes, &ws);
     EXPECT_EQ(r.threshold, f.threshold);
@@ -296,9 +302,9 @@ TEST(SidcoSelect, ACarriedScaleBelowOneStillSelectsFromTheCandidates) {
 TEST(StatsAsWritten, AreTheStatsOfTheWrittenVectorToTheBit) {
   const std::size_t n = 3 * cpu::kChunk + 17;
   const auto src = make_data(Shape::specials, n, 9501);
-  for (const auto& fields : {fitting::StatsFields{}, fitting::sidco_first_fields(fitting::SidcoVariant::pareto),
-                             fitting::sidco_first_fields(fitting::SidcoVariant::gamma_pareto),
-                             fitting::StatsFields::all()}) {
+  for (const auto& fields :
+       {fitting::StatsFields{}, fitting::sidco_first_fields(fitting::SidcoVariant::pareto),
+        fitting::sidco_first_fields(fitting::SidcoVariant::gamma_pareto), fitting::StatsFields::all()}) {
     std::vector<float> out(n, -1.0f);
     std::vector<int> filled((n + cpu::kChunk - 1) / cpu::kChunk, 0);
     const auto got = cpu::stats_as_written(out, fields, [&](std::size_t b, std::size_t e) {
@@ -306,16 +312,16 @@ TEST(StatsAsWritten, AreTheStatsOfTheWrittenVectorToTheBit) {
       for (std::size_t i = b; i < e; ++i) out[i] = 0.5f * src[i];
     });
     for (int f : filled) EXPECT_EQ(f, 1) << "each chunk written once";
-    for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(std::bit_cast<std::uint32_t>(out[i]),
-                                                  std::bit_cast<std::uint32_t>(0.5f * src[i]));
+    for (std::size_t i = 0; i < n; ++i)
+      ASSERT_EQ(std::bit_cast<std::uint32_t>(out[i]), std::bit_cast<std::uint32_t>(0.5f * src[i]));
     const auto want = cpu::stats(out, fields);
     EXPECT_EQ(got.count, want.count);
     EXPECT_EQ(got.zeros, want.zeros);
     EXPECT_EQ(got.nonfinite, want.nonfinite);
     EXPECT_GT(want.nonfinite, 0u);
-    for (auto field : {&fitting::MagnitudeStats::sum, &fitting::MagnitudeStats::sum_sq,
-                       &fitting::MagnitudeStats::sum_log, &fitting::MagnitudeStats::sum_signed,
-                       &fitting::MagnitudeStats::min, &fitting::MagnitudeStats::max})
+    for (auto field :
+         {&fitting::MagnitudeStats::sum, &fitting::MagnitudeStats::sum_sq, &fitting::MagnitudeStats::sum_log,
+          &fitting::MagnitudeStats::sum_signed, &fitting::MagnitudeStats::min, &fitting::MagnitudeStats::max})
       EXPECT_EQ(std::bit_cast<std::uint64_t>(got.*field), std::bit_cast<std::uint64_t>(want.*field));
   }
 }
@@ -328,8 +334,8 @@ TEST(SidcoSelect, GivenFirstStatisticsSelectTheSameWithOneReadFewer) {
   cpu::SidcoWorkspace ws;
   for (const std::size_t n : {std::size_t{300001}, (std::size_t{1} << 20) + 77}) {
     const auto g = make_data(Shape::laplace, n, 9600 + n % 97);
-    for (const auto variant : {fitting::SidcoVariant::exponential, fitting::SidcoVariant::pareto,
-                               fitting::SidcoVariant::gamma_pareto})
+    for (const auto variant :
+         {fitting::SidcoVariant::exponential, fitting::SidcoVariant::pareto, fitting::SidcoVariant::gamma_pareto})
       for (const int stages : {1, 2, 3}) {
         SCOPED_TRACE(::testing::Message() << "n " << n << ", variant " << int(variant) << ", stages " << stages);
         const auto first = cpu::stats(g, fitting::sidco_first_fields(variant));
@@ -355,8 +361,8 @@ TEST(SidcoSelect, GivenFirstStatisticsSelectTheSameWithOneReadFewer) {
   const auto g = make_data(Shape::laplace, 5000, 9700);
   const auto other = cpu::stats(std::span(g).first(4999), fitting::StatsFields{});
   cpu::Selection<std::int32_t> sel;
-  EXPECT_THROW(cpu::sidco_select(g, 0.01, fitting::SidcoVariant::exponential, 1, {}, sel,
-                                 cpu::SidcoRoute::automatic, nullptr, &other),
+  EXPECT_THROW(cpu::sidco_select(g, 0.01, fitting::SidcoVariant::exponential, 1, {}, sel, cpu::SidcoRoute::automatic,
+                                 nullptr, &other),
                gs::Error);
 }
 
@@ -389,11 +395,13 @@ TEST(SidcoSelect, SampledFirstStageReadsOnceOrFallsBack) {
       for (auto route : {cpu::SidcoRoute::predicted, cpu::SidcoRoute::automatic, cpu::SidcoRoute::full_passes}) {
         SCOPED_TRACE(std::string(c.name) + " delta=" + std::to_string(delta) + " M=" + std::to_string(m) +
                      " route=" + std::to_string(int(route)));
-        const fitting::ThresholdResult ref = gs::fitting::sidco_threshold(naive, delta, fitting::SidcoVariant::exponential, m, gs::fitting::SidcoRule::published());
+        const fitting::ThresholdResult ref = gs::fitting::sidco_threshold(
+            naive, delta, fitting::SidcoVariant::exponential, m, gs::fitting::SidcoRule::published());
         std::vector<std::int32_t> idx(n, -1);
         std::vector<float> val(n, 0.0f);
-        const auto r = cpu::sidco_select(c.g, delta, fitting::SidcoVariant::exponential, m, gs::fitting::SidcoRule::published(), std::span(idx),
-                                         std::span(val), route, &ws);
+        const auto r =
+            cpu::sidco_select(c.g, delta, fitting::SidcoVariant::exponential, m, gs::fitting::SidcoRule::published(),
+                              std::span(idx), std::span(val), route, &ws);
         EXPECT_EQ(r.stages, 1);
         EXPECT_NEAR(r.threshold, ref.threshold, 4e-6 * ref.threshold);
         const auto want = reference_indices(c.g, r.threshold);
@@ -406,8 +414,8 @@ TEST(SidcoSelect, SampledFirstStageReadsOnceOrFallsBack) {
           EXPECT_GT(r.nonfinite, 0u);
         }
         // automatic takes the sampled route while its candidates (3x delta) stay within 10% of g.
-        const bool sampled = route == cpu::SidcoRoute::predicted ||
-                             (route == cpu::SidcoRoute::automatic && 3.0 * delta <= 0.10);
+        const bool sampled =
+            route == cpu::SidcoRoute::predicted || (route == cpu::SidcoRoute::automatic && 3.0 * delta <= 0.10);
         if (!sampled) {
           EXPECT_EQ(r.route, cpu::SidcoRoute::full_passes);
           EXPECT_EQ(r.full_reads, 2);
@@ -425,7 +433,8 @@ TEST(SidcoSelect, SampledFirstStageReadsOnceOrFallsBack) {
         }
         // The Selection form returns the same.
         cpu::Selection<std::int32_t> sel;
-        const auto r2 = cpu::sidco_select(c.g, delta, fitting::SidcoVariant::exponential, m, gs::fitting::SidcoRule::published(), sel, route, &ws);
+        const auto r2 = cpu::sidco_select(c.g, delta, fitting::SidcoVariant::exponential, m,
+                                          gs::fitting::SidcoRule::published(), sel, route, &ws);
         EXPECT_EQ(r2.threshold, r.threshold);
         ASSERT_EQ(sel.indices.size(), r.selected);
         EXPECT_TRUE(std::equal(sel.indices.begin(), sel.indices.end(), idx.begin()));
@@ -438,13 +447,15 @@ TEST(SidcoSelect, RecountAndEstimateAgreeWithFitting) {
   NaivePasses naive(g);
   cpu::CpuPasses passes(g);
   for (bool recount : {false, true}) {
-    const auto ref = gs::fitting::sidco_threshold(naive, 0.001, fitting::SidcoVariant::exponential, 4, gs::fitting::SidcoRule{recount, false});
+    const auto ref = gs::fitting::sidco_threshold(naive, 0.001, fitting::SidcoVariant::exponential, 4,
+                                                  gs::fitting::SidcoRule{recount, false});
     const auto est = gs::fitting::sidco_estimate(passes, 0.001, fitting::SidcoVariant::exponential, 4, recount);
     EXPECT_NEAR(est.threshold, ref.threshold, 1e-9 * ref.threshold);
     EXPECT_EQ(est.stages, ref.stages);
     EXPECT_EQ(est.selected, 0u);  // the estimate does not count
     cpu::Selection<std::int32_t> sel;
-    const auto r = cpu::sidco_select(g, 0.001, fitting::SidcoVariant::exponential, 4, gs::fitting::SidcoRule{recount, false}, sel);
+    const auto r =
+        cpu::sidco_select(g, 0.001, fitting::SidcoVariant::exponential, 4, gs::fitting::SidcoRule{recount, false}, sel);
     EXPECT_NEAR(r.threshold, ref.threshold, 1e-9 * ref.threshold);
   }
 }
@@ -453,18 +464,24 @@ TEST(SidcoSelect, BadArgumentsThrowBeforeWriting) {
   const auto g = make_data(Shape::laplace, 50000, 5);
   std::vector<std::int32_t> idx(10, -7);
   std::vector<float> val(10, 3.0f);
-  for (auto route : {cpu::SidcoRoute::full_passes, cpu::SidcoRoute::candidates,
-                     cpu::SidcoRoute::predicted}) {
-    EXPECT_THROW(cpu::sidco_select(g, 0.01, fitting::SidcoVariant::exponential, 2, gs::fitting::SidcoRule::published(), std::span(idx),
-                                   std::span(val), route),
+  for (auto route : {cpu::SidcoRoute::full_passes, cpu::SidcoRoute::candidates, cpu::SidcoRoute::predicted}) {
+    EXPECT_THROW(cpu::sidco_select(g, 0.01, fitting::SidcoVariant::exponential, 2, gs::fitting::SidcoRule::published(),
+                                   std::span(idx), std::span(val), route),
                  gs::Error);  // ~500 selected, room for 10
     EXPECT_TRUE(std::all_of(idx.begin(), idx.end(), [](auto v) { return v == -7; }));
   }
   cpu::Selection<std::int32_t> sel;
-  EXPECT_THROW(cpu::sidco_select(g, 0.0, fitting::SidcoVariant::exponential, 2, gs::fitting::SidcoRule::published(), sel), gs::Error);
-  EXPECT_THROW(cpu::sidco_select(g, 1.5, fitting::SidcoVariant::exponential, 2, gs::fitting::SidcoRule::published(), sel), gs::Error);
-  EXPECT_THROW(cpu::sidco_select(g, 0.01, fitting::SidcoVariant::exponential, 0, gs::fitting::SidcoRule::published(), sel), gs::Error);
-  EXPECT_THROW(cpu::sidco_select(std::span<const float>(), 0.01, fitting::SidcoVariant::exponential, 2, gs::fitting::SidcoRule::published(), sel),
+  EXPECT_THROW(
+      cpu::sidco_select(g, 0.0, fitting::SidcoVariant::exponential, 2, gs::fitting::SidcoRule::published(), sel),
+      gs::Error);
+  EXPECT_THROW(
+      cpu::sidco_select(g, 1.5, fitting::SidcoVariant::exponential, 2, gs::fitting::SidcoRule::published(), sel),
+      gs::Error);
+  EXPECT_THROW(
+      cpu::sidco_select(g, 0.01, fitting::SidcoVariant::exponential, 0, gs::fitting::SidcoRule::published(), sel),
+      gs::Error);
+  EXPECT_THROW(cpu::sidco_select(std::span<const float>(), 0.01, fitting::SidcoVariant::exponential, 2,
+                                 gs::fitting::SidcoRule::published(), sel),
                gs::Error);
 }
 

@@ -22,8 +22,7 @@ Picked oracle(std::span<const float> g, double density) {
   std::vector<std::int64_t> order;
   for (std::size_t i = 0; i < g.size(); ++i)
     if (std::isfinite(g[i])) order.push_back(std::int64_t(i));
-  std::stable_sort(order.begin(), order.end(),
-                   [&](auto a, auto b) { return std::fabs(g[a]) > std::fabs(g[b]); });
+  std::stable_sort(order.begin(), order.end(), [&](auto a, auto b) { return std::fabs(g[a]) > std::fabs(g[b]); });
   order.resize(std::min<std::size_t>(order.size(), gs::fitting::target_count(g.size(), density)));
   std::sort(order.begin(), order.end());
   Picked p;
@@ -43,14 +42,12 @@ class SidcoTopk : public BackendTest {};
 TEST_P(SidcoTopk, SelectsExactlyWhatTopkSelects) {
   std::uint64_t seed = 4000;
   const auto selector = gs::kernels::make_selector(kind());  // reused across calls, as a compressor does
-  for (Shape s : {Shape::laplace, Shape::student3, Shape::pareto, Shape::ties, Shape::specials,
-                  Shape::uniform})
+  for (Shape s : {Shape::laplace, Shape::student3, Shape::pareto, Shape::ties, Shape::specials, Shape::uniform})
     for (std::size_t n : {0, 1, 31, 1000, 65536, 131075, 1000007}) {
       if (n == 1000007 && s != Shape::specials && s != Shape::ties) continue;
       const auto g = make_data(s, n, ++seed);
       for (double density : {1.0, 0.1, 0.01, 0.001}) {
-        SCOPED_TRACE(std::string(shape_name(s)) + " n=" + std::to_string(n) +
-                     " density=" + std::to_string(density));
+        SCOPED_TRACE(std::string(shape_name(s)) + " n=" + std::to_string(n) + " density=" + std::to_string(density));
         cpu::Selection<std::int32_t> got;
         const auto r = selector->sidco_topk(selector->place(g), n, density, 2, got);
         const Picked want = oracle(g, density);

@@ -25,19 +25,38 @@ using gs::kernels::detail::sorted_widened;
 constexpr float kMax = std::numeric_limits<float>::max();
 constexpr float kDenormMin = std::numeric_limits<float>::denorm_min();
 
-enum class Values { full_range, subnormal, repeats, one_value, low_digit, top_digit, middle_digits, outer_digits, laplace };
+enum class Values {
+  full_range,
+  subnormal,
+  repeats,
+  one_value,
+  low_digit,
+  top_digit,
+  middle_digits,
+  outer_digits,
+  laplace
+};
 
 const char* values_name(Values v) {
   switch (v) {
-    case Values::full_range: return "full_range";
-    case Values::subnormal: return "subnormal";
-    case Values::repeats: return "repeats";
-    case Values::one_value: return "one_value";
-    case Values::low_digit: return "low_digit";
-    case Values::top_digit: return "top_digit";
-    case Values::middle_digits: return "middle_digits";
-    case Values::outer_digits: return "outer_digits";
-    case Values::laplace: return "laplace";
+    case Values::full_range:
+      return "full_range";
+    case Values::subnormal:
+      return "subnormal";
+    case Values::repeats:
+      return "repeats";
+    case Values::one_value:
+      return "one_value";
+    case Values::low_digit:
+      return "low_digit";
+    case Values::top_digit:
+      return "top_digit";
+    case Values::middle_digits:
+      return "middle_digits";
+    case Values::outer_digits:
+      return "outer_digits";
+    case Values::laplace:
+      return "laplace";
   }
   return "?";
 }
@@ -52,17 +71,33 @@ std::vector<float> positive_values(Values kind, std::size_t n, std::uint64_t see
   std::vector<float> x(n);
   for (float& v : x) {
     switch (kind) {
-      case Values::full_range: v = bits(1u, 0x7f7fffffu); break;        // every finite key
-      case Values::subnormal: v = bits(1u, 0x007fffffu); break;         // below FLT_MIN
-      case Values::repeats: v = std::array{kDenormMin, 0.5f, kMax}[rng() % 3]; break;
-      case Values::one_value: v = 3.0f; break;                          // every digit shared
-      case Values::low_digit: v = bits(0x3f800000u, 0x3f8000ffu); break;  // keys differ in bits 0-7
-      case Values::top_digit: v = std::ldexp(1.0f, int(rng() % 200) - 100); break;  // exponents only
-      case Values::middle_digits: v = bits(0x3f800000u, 0x3fbfffffu); break;  // top digit shared
+      case Values::full_range:
+        v = bits(1u, 0x7f7fffffu);
+        break;  // every finite key
+      case Values::subnormal:
+        v = bits(1u, 0x007fffffu);
+        break;  // below FLT_MIN
+      case Values::repeats:
+        v = std::array{kDenormMin, 0.5f, kMax}[rng() % 3];
+        break;
+      case Values::one_value:
+        v = 3.0f;
+        break;  // every digit shared
+      case Values::low_digit:
+        v = bits(0x3f800000u, 0x3f8000ffu);
+        break;  // keys differ in bits 0-7
+      case Values::top_digit:
+        v = std::ldexp(1.0f, int(rng() % 200) - 100);
+        break;  // exponents only
+      case Values::middle_digits:
+        v = bits(0x3f800000u, 0x3fbfffffu);
+        break;                    // top digit shared
       case Values::outer_digits:  // bits 8-23 shared
         v = std::bit_cast<float>((std::uint32_t(1 + rng() % 0x7e) << 24) | (0x5555u << 8) | std::uint32_t(rng() % 256));
         break;
-      case Values::laplace: v = float(expo(rng)) + kDenormMin; break;
+      case Values::laplace:
+        v = float(expo(rng)) + kDenormMin;
+        break;
     }
   }
   return x;
@@ -78,9 +113,8 @@ constexpr std::size_t kSizes[] = {0, 1, 2, 3, 255, 256, 257, 4099, 200003, (std:
 
 TEST(SortedWidened, EqualsStdSortOnAwkwardValues) {
   std::uint64_t seed = 500;
-  for (Values kind : {Values::full_range, Values::subnormal, Values::repeats, Values::one_value,
-                      Values::low_digit, Values::top_digit, Values::middle_digits, Values::outer_digits,
-                      Values::laplace})
+  for (Values kind : {Values::full_range, Values::subnormal, Values::repeats, Values::one_value, Values::low_digit,
+                      Values::top_digit, Values::middle_digits, Values::outer_digits, Values::laplace})
     for (std::size_t n : kSizes) {
       SCOPED_TRACE(std::string(values_name(kind)) + " n=" + std::to_string(n));
       std::vector<float> x = positive_values(kind, n, ++seed);
@@ -108,8 +142,10 @@ std::vector<float> with_specials(Values kind, std::size_t n, std::uint64_t seed)
                             std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity()};
   for (float& v : g) {
     const std::uint64_t u = rng() % 100;
-    if (u < 5) v = specials[u];
-    else if (u < 50) v = -v;
+    if (u < 5)
+      v = specials[u];
+    else if (u < 50)
+      v = -v;
   }
   return g;
 }
@@ -140,8 +176,8 @@ std::vector<double> reference_subsample(const std::vector<float>& g, std::uint64
 
 TEST(CpuSortedSample, EverythingEqualsStdSortReference) {
   std::uint64_t seed = 700;
-  for (Values kind : {Values::full_range, Values::subnormal, Values::repeats, Values::one_value,
-                      Values::top_digit, Values::laplace})
+  for (Values kind :
+       {Values::full_range, Values::subnormal, Values::repeats, Values::one_value, Values::top_digit, Values::laplace})
     for (std::size_t n : kSizes) {
       SCOPED_TRACE(std::string(values_name(kind)) + " n=" + std::to_string(n));
       const std::vector<float> g = with_specials(kind, n, ++seed);

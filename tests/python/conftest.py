@@ -45,6 +45,7 @@ def _worker_context():
     global _WORKER_CONTEXT
     if _WORKER_CONTEXT is None:
         import multiprocessing
+
         ctx = multiprocessing.get_context("forkserver")
         ctx.set_forkserver_preload(["torch", "torch.distributed", "gradscope", "gradscope.ddp", "forked_worker"])
         _WORKER_CONTEXT = ctx
@@ -62,14 +63,17 @@ def _start(script, argv, env, log):
                 return p.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
                 return None
+
         return wait, p.kill
     import forked_worker
+
     p = _worker_context().Process(target=forked_worker.run, args=(script, argv, env, log))
     p.start()
 
     def wait(timeout):
         p.join(timeout)
         return p.exitcode
+
     return wait, p.kill
 
 
@@ -81,9 +85,10 @@ def run_script(script, mode, world, tmp_path, *args, timeout=240):
     outs = [str(tmp_path / f"{mode}-{world}-{r}.pt") for r in range(world)]
     logs = [str(tmp_path / f"{mode}-{world}-{r}.log") for r in range(world)]
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    workers = [_start(os.path.join(HERE, script), [mode, str(r), str(world), url, outs[r], *map(str, args)],
-                      env, logs[r])
-               for r in range(world)]
+    workers = [
+        _start(os.path.join(HERE, script), [mode, str(r), str(world), url, outs[r], *map(str, args)], env, logs[r])
+        for r in range(world)
+    ]
     codes = []
     try:
         for wait, _ in workers:

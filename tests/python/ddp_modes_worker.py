@@ -50,7 +50,7 @@ def batches(rank, world, steps, seed=0):
     x, y = gradscope.fashion_mnist("train", 4096)
     shard = torch.arange(rank, 4096, world)
     for step in range(steps):
-        idx = shard[(step * BATCH) % (len(shard) - BATCH):][:BATCH]
+        idx = shard[(step * BATCH) % (len(shard) - BATCH) :][:BATCH]
         yield step, x[idx], y[idx]
 
 
@@ -130,8 +130,7 @@ def dtype_exchange(rank, world, out, steps):
     (each bucket's values representable in float16 and bfloat16 alike): Gloo in torch 1.13 has no
     bfloat16, so DDP cannot start on a bfloat16 model there, but the hook's path is this one."""
     params = [torch.nn.Parameter(torch.zeros(300)), torch.nn.Parameter(torch.zeros(77))]
-    states = {d: gddp.State("sidco-e", 0.05, timeout=TIMEOUT_S)
-              for d in ("float32", "float16", "bfloat16", "float64")}
+    states = {d: gddp.State("sidco-e", 0.05, timeout=TIMEOUT_S) for d in ("float32", "float16", "bfloat16", "float64")}
     gen = torch.Generator().manual_seed(rank)
     results = {d: [] for d in states}
     for _ in range(steps):
@@ -154,9 +153,13 @@ def nan_run(rank, world, out, steps):
         try:
             loss.backward()
         except RuntimeError as e:
-            error = {"step": step, "type": type(e).__name__, "message": str(e),
-                     "last_error": type(state.last_error).__name__,
-                     "is_gradscope_error": isinstance(state.last_error, gradscope.Error)}
+            error = {
+                "step": step,
+                "type": type(e).__name__,
+                "message": str(e),
+                "last_error": type(state.last_error).__name__,
+                "is_gradscope_error": isinstance(state.last_error, gradscope.Error),
+            }
             break
         skipped.append(state.step_skipped)
     torch.save({"skipped": skipped, "error": error, "summary": state.summary()}, out)
@@ -194,7 +197,7 @@ def shared_state(rank, world, out, steps, how):
         torch.manual_seed(seed)
         ddps.append(torch.nn.parallel.DistributedDataParallel(BranchNet(), bucket_cap_mb=0.02))
         ddps[-1].register_comm_hook(state, gddp.hook)
-    (_, x, y), = batches(rank, world, 1)
+    ((_, x, y),) = batches(rank, world, 1)
     loss = lambda d: torch.nn.functional.cross_entropy(d(x), y)  # noqa: E731
     error = None
     try:
@@ -205,8 +208,7 @@ def shared_state(rank, world, out, steps, how):
             (loss(ddps[0]) + loss(ddps[1])).backward()
     except RuntimeError as e:
         error = str(e)
-    torch.save({"error": error, "steps": state.summary()["steps"],
-                "last_error": str(state.last_error)}, out)
+    torch.save({"error": error, "steps": state.summary()["steps"], "last_error": str(state.last_error)}, out)
 
 
 def checkpointed(mode, rank, world, out, steps, path):
@@ -225,16 +227,25 @@ def checkpointed(mode, rank, world, out, steps, path):
         if step >= start:
             losses.append(step_once("plain", ddp, opt, state, x, y, step))
     if mode == "save":
-        torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(),
-                    "gradscope": state.state_dict(), "step": stop}, path)
+        torch.save(
+            {"model": model.state_dict(), "optimizer": opt.state_dict(), "gradscope": state.state_dict(), "step": stop},
+            path,
+        )
     save_result(out, [model], [state], losses)
 
 
 def save_result(out, models, states, losses):
     params = torch.cat([p.detach().double().flatten() for m in models for p in m.parameters()])
-    torch.save({"params": params, "losses": losses, "summaries": [s.summary() for s in states],
-                "steps": [[vars(st) for st in s.steps] for s in states],
-                "dtypes": sorted({str(p.dtype) for m in models for p in m.parameters()})}, out)
+    torch.save(
+        {
+            "params": params,
+            "losses": losses,
+            "summaries": [s.summary() for s in states],
+            "steps": [[vars(st) for st in s.steps] for s in states],
+            "dtypes": sorted({str(p.dtype) for m in models for p in m.parameters()}),
+        },
+        out,
+    )
 
 
 def main():

@@ -40,10 +40,14 @@ BATCH = 32
 # and 25 carry over), past six checks.
 ACCORDION = {"density_schedule": "accordion", "density_high": 0.2, "density_interval": 4, "density_eta": 0.3}
 MOMENTUM_CORRECTION = {"momentum_correction": 0.9}
-VARIANTS = {"": {}, "accordion": ACCORDION, "mc": MOMENTUM_CORRECTION,
-            "accordion-mc": dict(ACCORDION, **MOMENTUM_CORRECTION),
-            "shared-mc": dict(MOMENTUM_CORRECTION, exchange="shared"),
-            "sparse-mc": dict(MOMENTUM_CORRECTION, exchange="sparse-allreduce")}
+VARIANTS = {
+    "": {},
+    "accordion": ACCORDION,
+    "mc": MOMENTUM_CORRECTION,
+    "accordion-mc": dict(ACCORDION, **MOMENTUM_CORRECTION),
+    "shared-mc": dict(MOMENTUM_CORRECTION, exchange="shared"),
+    "sparse-mc": dict(MOMENTUM_CORRECTION, exchange="sparse-allreduce"),
+}
 
 
 def save_step(steps):
@@ -92,7 +96,7 @@ def batches(rank, world, steps):
     x, y = gradscope.fashion_mnist("train", 2048)
     shard = torch.arange(rank, 2048, world)
     for step in range(steps):
-        idx = shard[(step * BATCH) % (len(shard) - BATCH):][:BATCH]
+        idx = shard[(step * BATCH) % (len(shard) - BATCH) :][:BATCH]
         yield step, x[idx], y[idx]
 
 
@@ -102,11 +106,13 @@ def squared_gradient(bucket):
 
 def layouts_hook(log):
     """gradscope's hook, noting each step's buckets as DDP hands them over (index, parameter names)."""
+
     def hook(state, bucket):
         if bucket.index() == 0:
             log.append([])
         log[-1].append([id(p) for p in bucket.parameters()])
         return gddp.hook(state, bucket)
+
     return hook
 
 
@@ -160,14 +166,19 @@ def checkpointed(mode, rank, world, out, steps, prefix, variant=""):
             if step < start:
                 continue
             if mode == "whole" and step == half:
-                torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(),
-                            "gradscope": state.state_dict()}, f"{prefix}.{method}.{rank}")
+                torch.save(
+                    {"model": model.state_dict(), "optimizer": opt.state_dict(), "gradscope": state.state_dict()},
+                    f"{prefix}.{method}.{rank}",
+                )
             train(ddp, opt, x, y)
-        results[method] = {"params": torch.cat([p.detach().flatten() for p in model.parameters()]),
-                           "layouts": names(model, log), "summary": state.summary(),
-                           "critical": [s.critical for s in state.steps],
-                           "target_density": [s.target_density for s in state.steps],
-                           "dense": [s.dense for s in state.steps]}
+        results[method] = {
+            "params": torch.cat([p.detach().flatten() for p in model.parameters()]),
+            "layouts": names(model, log),
+            "summary": state.summary(),
+            "critical": [s.critical for s in state.steps],
+            "target_density": [s.target_density for s in state.steps],
+            "dense": [s.dense for s in state.steps],
+        }
     torch.save(results, out)
 
 
@@ -184,8 +195,9 @@ def late_state(rank, world, out, steps):
     opt = torch.optim.SGD(ddp.parameters(), lr=0.05)
     for _, x, y in batches(rank, world, steps):
         train(ddp, opt, x, y)
-    torch.save({"params": torch.cat([p.detach().flatten() for p in model.parameters()]),
-                "summary": state.summary()}, out)
+    torch.save(
+        {"params": torch.cat([p.detach().flatten() for p in model.parameters()]), "summary": state.summary()}, out
+    )
 
 
 class SmallGru(torch.nn.Module):
@@ -222,16 +234,29 @@ def gru(rank, world, out, steps, options):
         warnings.simplefilter("always")
         for _, x, y in batches(0 if symmetric else rank, world, steps):
             train(ddp, opt, x, y)
-    torch.save({"steps": [vars(s) for s in state.steps], "summary": state.summary(),
-                "warnings": [str(w.message) for w in caught if w.category is RuntimeWarning]}, out)
+    torch.save(
+        {
+            "steps": [vars(s) for s in state.steps],
+            "summary": state.summary(),
+            "warnings": [str(w.message) for w in caught if w.category is RuntimeWarning],
+        },
+        out,
+    )
 
 
 # mismatch: rank 0 makes State("sidco-e", 0.01); the last rank's State differs by these settings.
-MISMATCH = {"ratio": {"ratio": 0.02}, "method": {"method": "topk"}, "momentum": {"momentum_correction": 0.9},
-            "warmup": {"warmup_steps": 5}, "accordion": {"density_schedule": "accordion"},
-            "quantizer": {"method": "qsgd-mn", "ratio": None}, "stages": {"stages": 2},
-            "when": {"when": "auto"}, "exchange": {"exchange": "shared"},
-            "published": {"sidco_as_published": True}}
+MISMATCH = {
+    "ratio": {"ratio": 0.02},
+    "method": {"method": "topk"},
+    "momentum": {"momentum_correction": 0.9},
+    "warmup": {"warmup_steps": 5},
+    "accordion": {"density_schedule": "accordion"},
+    "quantizer": {"method": "qsgd-mn", "ratio": None},
+    "stages": {"stages": 2},
+    "when": {"when": "auto"},
+    "exchange": {"exchange": "shared"},
+    "published": {"sidco_as_published": True},
+}
 
 
 def auto(rank, world, out, steps):
@@ -244,8 +269,14 @@ def auto(rank, world, out, steps):
     opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
     for _, x, y in batches(rank, world, steps):
         train(ddp, opt, x, y)
-    torch.save({"dense": [s.dense for s in state.steps], "state": state.state_dict(),
-                "params": torch.cat([p.detach().flatten() for p in model.parameters()])}, out)
+    torch.save(
+        {
+            "dense": [s.dense for s in state.steps],
+            "state": state.state_dict(),
+            "params": torch.cat([p.detach().flatten() for p in model.parameters()]),
+        },
+        out,
+    )
 
 
 # stock: the dense warm-up of a when="auto" state, then its first compressed step
@@ -263,8 +294,15 @@ def stock(rank, world, out, steps, arg):
         torch.manual_seed(0)
         model = Reordered()
         ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.03)
-        state = gddp.State("sidco-e", 0.01, timeout=TIMEOUT_S, when="auto", when_interval=1000,
-                           warmup_steps=STOCK_WARMUP, momentum_correction=0.9)
+        state = gddp.State(
+            "sidco-e",
+            0.01,
+            timeout=TIMEOUT_S,
+            when="auto",
+            when_interval=1000,
+            warmup_steps=STOCK_WARMUP,
+            momentum_correction=0.9,
+        )
         state._buckets.stock_dense = way == "stock"
         ddp.register_comm_hook(state, gddp.hook)
         opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.0)
@@ -282,8 +320,9 @@ def stock(rank, world, out, steps, arg):
             if step < start:
                 continue
             if kind == "save" and step == int(at):
-                torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(),
-                            "gradscope": state.state_dict()}, path)
+                torch.save(
+                    {"model": model.state_dict(), "optimizer": opt.state_dict(), "gradscope": state.state_dict()}, path
+                )
             if kind == "nan" and step == 2 and rank == 0:
                 x = x.clone()
                 x[0, 0] = float("nan")
@@ -293,11 +332,14 @@ def stock(rank, world, out, steps, arg):
             if not state.step_skipped:
                 opt.step()
         counted = [k for k in state.summary() if not k.endswith("ms_per_step")]
-        results[way] = {"params": torch.cat([p.detach().flatten() for p in model.parameters()]),
-                        "dense": [s.dense for s in state.steps], "skipped": skipped,
-                        "stock_steps": state._buckets.stock_steps,
-                        "summary": {k: state.summary()[k] for k in counted},
-                        "link_bytes": [s.link_bytes for s in state.steps]}
+        results[way] = {
+            "params": torch.cat([p.detach().flatten() for p in model.parameters()]),
+            "dense": [s.dense for s in state.steps],
+            "skipped": skipped,
+            "stock_steps": state._buckets.stock_steps,
+            "summary": {k: state.summary()[k] for k in counted},
+            "link_bytes": [s.link_bytes for s in state.steps],
+        }
     torch.save(results, out)
 
 
@@ -344,11 +386,15 @@ def optimizer_momentum(rank, world, out, case):
     torch.manual_seed(0)
     model = Reordered()
     ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.03)
-    state = gddp.State("sidco-e", 0.01, timeout=TIMEOUT_S, momentum_correction=0.9,
-                       optimizer_momentum_ok=case == "sgd-ok")
+    state = gddp.State(
+        "sidco-e", 0.01, timeout=TIMEOUT_S, momentum_correction=0.9, optimizer_momentum_ok=case == "sgd-ok"
+    )
     ddp.register_comm_hook(state, gddp.hook)
-    opt = (torch.optim.Adam(ddp.parameters(), lr=1e-3) if case == "adam"
-           else torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.0 if case == "sgd-plain" else 0.9))
+    opt = (
+        torch.optim.Adam(ddp.parameters(), lr=1e-3)
+        if case == "adam"
+        else torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.0 if case == "sgd-plain" else 0.9)
+    )
     errors = []
     for _, x, y in batches(rank, world, 2):
         try:

@@ -73,7 +73,7 @@ def train(rank, world, out, method, ratio, steps):
     losses, skipped = [], []
     batch = 32
     for step in range(steps):
-        idx = shard[(step * batch) % (len(shard) - batch):][:batch]
+        idx = shard[(step * batch) % (len(shard) - batch) :][:batch]
         loss = torch.nn.functional.cross_entropy(ddp(x[idx]), y[idx])
         opt.zero_grad()
         loss.backward()
@@ -87,8 +87,14 @@ def train(rank, world, out, method, ratio, steps):
 
 def device(rank, world, out, method, ratio, steps, backend):
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(784, 512), torch.nn.ReLU(),
-                                torch.nn.Linear(512, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10))
+    model = torch.nn.Sequential(
+        torch.nn.Flatten(),
+        torch.nn.Linear(784, 512),
+        torch.nn.ReLU(),
+        torch.nn.Linear(512, 256),
+        torch.nn.ReLU(),
+        torch.nn.Linear(256, 10),
+    )
     ddp = torch.nn.parallel.DistributedDataParallel(model)
     state = gddp.State(method, ratio, backend="cpu" if backend == "cpu" else "cuda-host")
     if backend == "cuda-host-device":
@@ -100,16 +106,23 @@ def device(rank, world, out, method, ratio, steps, backend):
     _testing.cuda_host_reset_work()
     losses = []
     for step in range(steps):
-        idx = shard[(step * 32) % (len(shard) - 32):][:32]
+        idx = shard[(step * 32) % (len(shard) - 32) :][:32]
         loss = torch.nn.functional.cross_entropy(ddp(x[idx]), y[idx])
         opt.zero_grad()
         loss.backward()
         opt.step()
         losses.append(float(loss))
     params = torch.cat([p.detach().flatten() for p in model.parameters()])
-    torch.save({"params": params, "losses": losses, "summary": state.summary(),
-                "work": _testing.cuda_host_work_by_device(),
-                "legacy_orders": _testing.cuda_host_legacy_stream_orders()}, out)
+    torch.save(
+        {
+            "params": params,
+            "losses": losses,
+            "summary": state.summary(),
+            "work": _testing.cuda_host_work_by_device(),
+            "legacy_orders": _testing.cuda_host_legacy_stream_orders(),
+        },
+        out,
+    )
 
 
 def exchange(rank, world, out, method, ratio, steps, momentum=0.0, how="allgather"):
@@ -118,8 +131,9 @@ def exchange(rank, world, out, method, ratio, steps, momentum=0.0, how="allgathe
     params = [[torch.nn.Parameter(torch.zeros(s)) for s in bucket] for bucket in shapes]
     # The reference samples with seed 5: give it to the methods that read a seed (the others refuse it).
     reads = next(r for r in _gradscope.compressors() if r["name"] == method)["options"]
-    state = gddp.State(method, ratio, **({"seed": 5} if "seed" in reads else {}),
-                        momentum_correction=momentum, exchange=how)
+    state = gddp.State(
+        method, ratio, **({"seed": 5} if "seed" in reads else {}), momentum_correction=momentum, exchange=how
+    )
     gen = torch.Generator().manual_seed(100 + rank)
     inputs, outputs = [], []
     for step in range(steps):
@@ -134,10 +148,16 @@ def exchange(rank, world, out, method, ratio, steps, momentum=0.0, how="allgathe
         inputs.append(torch.cat(step_in))
         outputs.append(torch.cat(step_out))
     fields = ("estimate_quality", "exact", "corrected", "buckets", "quality", "exchange")
-    torch.save({"inputs": inputs, "outputs": outputs,
-                "bucket_sizes": [sum(p.numel() for p in b) for b in params],
-                "steps": [{f: getattr(s, f) for f in fields} for s in state.steps],
-                "summary": state.summary()}, out)
+    torch.save(
+        {
+            "inputs": inputs,
+            "outputs": outputs,
+            "bucket_sizes": [sum(p.numel() for p in b) for b in params],
+            "steps": [{f: getattr(s, f) for f in fields} for s in state.steps],
+            "summary": state.summary(),
+        },
+        out,
+    )
 
 
 def returns_early(rank, out):
@@ -163,9 +183,19 @@ def returns_early(rank, out):
         error, error_type = str(e), type(e).__name__
     is_gradscope_error = isinstance(state.last_error, gradscope.Error) and isinstance(state.last_error, RuntimeError)
     again = state.exchange(0, g, bucket, last=True).wait()
-    torch.save({"returned_s": returned_s, "done_at_return": done_at_return, "mean": mean,
-                "error": error, "error_type": error_type, "is_gradscope_error": is_gradscope_error,
-                "again": again, "steps": len(state.steps)}, out)
+    torch.save(
+        {
+            "returned_s": returned_s,
+            "done_at_return": done_at_return,
+            "mean": mean,
+            "error": error,
+            "error_type": error_type,
+            "is_gradscope_error": is_gradscope_error,
+            "again": again,
+            "steps": len(state.steps),
+        },
+        out,
+    )
 
 
 class PoisonedState(gddp.State):
@@ -189,8 +219,16 @@ def main():
         if mode == "train":
             train(rank, world, out, method, ratio, steps)
         elif mode == "exchange":
-            exchange(rank, world, out, method, ratio, steps, float(sys.argv[9]) if len(sys.argv) > 9 else 0.0,
-                     sys.argv[10] if len(sys.argv) > 10 else "allgather")
+            exchange(
+                rank,
+                world,
+                out,
+                method,
+                ratio,
+                steps,
+                float(sys.argv[9]) if len(sys.argv) > 9 else 0.0,
+                sys.argv[10] if len(sys.argv) > 10 else "allgather",
+            )
         elif mode == "device":
             device(rank, world, out, method, ratio, steps, sys.argv[9])
         elif mode == "early":

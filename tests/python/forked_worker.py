@@ -23,6 +23,7 @@ def run(script, argv, env, log):
     threads = env.get("OMP_NUM_THREADS")
     if threads:
         import torch
+
         torch.set_num_threads(int(threads))
     sys.argv = [script, *argv]
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))

@@ -12,8 +12,7 @@ import time
 import torch
 import torch.distributed as dist
 
-NAMES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-         "GLOO_SOCKET_IFNAME")
+NAMES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "GLOO_SOCKET_IFNAME")
 
 
 def main():
@@ -37,8 +36,10 @@ def main():
         expected = world * (world + 1) / 2
         if not bool(torch.all(t == expected)) or not bool(torch.all(big == world)):
             sys.exit(f"netlab_worker: all_reduce gave {t.tolist()}, expected {expected}")
-        print(f"netlab_worker: ok: sum {expected:g} over {world} workers; "
-              f"1 MiB all_reduce {elapsed * 1000:.0f} ms", flush=True)
+        print(
+            f"netlab_worker: ok: sum {expected:g} over {world} workers; " f"1 MiB all_reduce {elapsed * 1000:.0f} ms",
+            flush=True,
+        )
     dist.destroy_process_group()
 
 

@@ -27,8 +27,7 @@ def laplace(n, seed):
 def cli_fit(gradscope_bin, tmp_path, values):
     path = tmp_path / "g.npy"
     np.save(path, values.numpy())
-    out = subprocess.run([gradscope_bin, "fit", str(path), "--json"], check=True,
-                         capture_output=True, text=True).stdout
+    out = subprocess.run([gradscope_bin, "fit", str(path), "--json"], check=True, capture_output=True, text=True).stdout
     return json.loads(out)
 
 
@@ -54,8 +53,7 @@ def test_fit_takes_numpy_arrays():
     assert gradscope.fit(a, ratios=(0.01,), backend="cpu")["n"] == 10_000
 
 
-@pytest.mark.parametrize("method", ["topk", "sidco-e", "sidco-p", "sidco-gp", "sidco-topk", "redsync",
-                                    "gaussianksgd"])
+@pytest.mark.parametrize("method", ["topk", "sidco-e", "sidco-p", "sidco-gp", "sidco-topk", "redsync", "gaussianksgd"])
 def test_select_agrees_with_the_cli_fit(gradscope_bin, tmp_path, method):
     t = laplace(200_000, 3)
     cli = cli_fit(gradscope_bin, tmp_path, t)
@@ -101,7 +99,9 @@ def test_select_and_fit_share_the_default_stage_count():
 def test_no_sidco_variant_selects_nothing_from_a_vector_with_values():
     # 99% of the magnitudes at the maximum: the fitted laws put the threshold at or above it
     # (sidco-e at 4.6 with one stage); the selection then falls back to the exact top-k.
-    t = torch.cat([torch.ones(9900), torch.full((100,), 0.5)])[torch.randperm(10_000, generator=torch.Generator().manual_seed(1))]
+    t = torch.cat([torch.ones(9900), torch.full((100,), 0.5)])[
+        torch.randperm(10_000, generator=torch.Generator().manual_seed(1))
+    ]
     for method in ("sidco-e", "sidco-p", "sidco-gp"):
         for stages in (1, 2, 3):
             _, values, info = gradscope.select(t, method, 0.01, stages=stages, backend="cpu")
@@ -130,16 +130,19 @@ def test_the_cuda_backends_code_selects_what_the_cpu_selects():
         quantizer.compress_resident(t.data_ptr(), t.numel(), "t")
 
 
-@pytest.mark.parametrize("bad, error, words", [
-    (torch.zeros(10, dtype=torch.float64), TypeError, "float64"),
-    (torch.zeros(10, dtype=torch.int32), TypeError, "int32"),
-    (torch.zeros(10, 10).t(), ValueError, "not contiguous"),
-    (torch.zeros(10, 10)[:, 0], ValueError, "not contiguous"),
-    (torch.zeros(10, device="meta"), ValueError, "meta"),
-    (torch.zeros(10).to_sparse(), ValueError, "sparse"),
-    (np.zeros(10, dtype=np.float64), TypeError, "float64"),
-    ([1.0, 2.0], TypeError, "list"),
-])
+@pytest.mark.parametrize(
+    "bad, error, words",
+    [
+        (torch.zeros(10, dtype=torch.float64), TypeError, "float64"),
+        (torch.zeros(10, dtype=torch.int32), TypeError, "int32"),
+        (torch.zeros(10, 10).t(), ValueError, "not contiguous"),
+        (torch.zeros(10, 10)[:, 0], ValueError, "not contiguous"),
+        (torch.zeros(10, device="meta"), ValueError, "meta"),
+        (torch.zeros(10).to_sparse(), ValueError, "sparse"),
+        (np.zeros(10, dtype=np.float64), TypeError, "float64"),
+        ([1.0, 2.0], TypeError, "list"),
+    ],
+)
 def test_bad_tensors_are_refused_naming_the_problem(bad, error, words):
     for call in (lambda: gradscope.fit(bad), lambda: gradscope.select(bad)):
         with pytest.raises(error, match=words):
@@ -164,8 +167,9 @@ def test_core_errors_arrive_with_the_cli_message(gradscope_bin, tmp_path):
     with pytest.raises(gradscope.Error) as py_error:
         gradscope.fit(t, backend="cuda")  # no GPU, or no CUDA backend: the core says which
     np.save(tmp_path / "t.npy", t.numpy())
-    cli = subprocess.run([gradscope_bin, "fit", str(tmp_path / "t.npy"), "--backend", "cuda"],
-                         capture_output=True, text=True)
+    cli = subprocess.run(
+        [gradscope_bin, "fit", str(tmp_path / "t.npy"), "--backend", "cuda"], capture_output=True, text=True
+    )
     assert cli.returncode == 1
     # The same message, with the CLI's flag written as the Python keyword.
     assert "--backend cpu or auto" in cli.stderr
@@ -216,8 +220,11 @@ def test_fit_takes_one_ratio_or_several_in_the_range_select_takes():
     assert info["selected"] == 19_999
     # The same refusals, from the same check, with the same words.
     for bad in (0.0, -0.1, 1.5, float("nan")):
-        for call in (lambda: gradscope.fit(t, ratios=bad), lambda: gradscope.fit(t, ratios=(0.1, bad)),
-                     lambda: gradscope.select(t, "topk", bad)):
+        for call in (
+            lambda: gradscope.fit(t, ratios=bad),
+            lambda: gradscope.fit(t, ratios=(0.1, bad)),
+            lambda: gradscope.select(t, "topk", bad),
+        ):
             with pytest.raises(ValueError, match=r"is outside \(0, 1\]"):
                 call()
     # A comma list as analyze takes it; each error names the option.
@@ -232,16 +239,21 @@ def test_fit_takes_one_ratio_or_several_in_the_range_select_takes():
 
 def test_options_a_method_does_not_read_are_refused():
     t = laplace(5000, 11)
-    refused = [(dict(method="topk", stages=2), "stages does nothing for compressor 'topk'"),
-               (dict(method="sidco-e", seed=7), "seed does nothing for compressor 'sidco-e'"),
-               (dict(method="randomk", backend="cuda-host"), "backend does nothing for compressor 'randomk'")]
+    refused = [
+        (dict(method="topk", stages=2), "stages does nothing for compressor 'topk'"),
+        (dict(method="sidco-e", seed=7), "seed does nothing for compressor 'sidco-e'"),
+        (dict(method="randomk", backend="cuda-host"), "backend does nothing for compressor 'randomk'"),
+    ]
     for kw, words in refused:
         with pytest.raises(gradscope.Error, match=re.escape(words)) as e:
             gradscope.select(t, ratio=0.01, **kw)
         assert "reads" in str(e.value)  # and says what the method does read
     # What each method reads is the C++ registry's row, the same that gradscope train checks.
     rows = {r["name"]: r["options"] for r in gradscope._gradscope.compressors()}
-    assert rows["sidco-e"] == ["backend", "stages", "sidco_as_published", "sidco_estimate"] and rows["dgc"] == ["seed", "backend"]
+    assert rows["sidco-e"] == ["backend", "stages", "sidco_as_published", "sidco_estimate"] and rows["dgc"] == [
+        "seed",
+        "backend",
+    ]
     assert rows["qsgd-mn"] == ["seed", "bits"] and rows["none"] == []
     for name in gradscope.sparse_selection_names():  # every option a method reads is taken
         kw = {"stages": 2} if "stages" in rows[name] else {}
@@ -253,20 +265,31 @@ def test_options_a_method_does_not_read_are_refused():
 
 def test_ddp_state_refuses_options_and_ratios_that_do_nothing():
     # Refused before anything else (no process group is needed to say so).
-    with pytest.raises(gradscope.Error, match=re.escape("bits does nothing for compressor 'sidco-e': "
-                                                        "drop it (sidco-e reads backend, stages, sidco_as_published, sidco_estimate)")):
+    with pytest.raises(
+        gradscope.Error,
+        match=re.escape(
+            "bits does nothing for compressor 'sidco-e': "
+            "drop it (sidco-e reads backend, stages, sidco_as_published, sidco_estimate)"
+        ),
+    ):
         gradscope.ddp.State("sidco-e", bits=3)
     with pytest.raises(gradscope.Error, match="seed does nothing for compressor 'sidco-e'"):
         gradscope.ddp.State("sidco-e", 0.01, seed=3)
     # A method that is not density-based takes no ratio but 1, and says why.
-    with pytest.raises(ValueError, match="ratio 0.01 does nothing for compressor 'qsgd-mn': it is not "
-                                         "density-based"):
+    with pytest.raises(
+        ValueError, match="ratio 0.01 does nothing for compressor 'qsgd-mn': it is not " "density-based"
+    ):
         gradscope.ddp.State("qsgd-mn", 0.01)
     with pytest.raises(ValueError, match="outside"):
         gradscope.ddp.State("sidco-e", 1.5)
     # Accepted as far as the process group, which this test has none of.
-    for args, kw in ((("qsgd-mn",), {"bits": 3, "seed": 2}), (("qsgd-mn", 1.0), {}), (("none",), {}),
-                     (("sidco-e",), {"stages": 2, "backend": "cpu"}), (("randomk", 0.1), {"backend": "cpu"})):
+    for args, kw in (
+        (("qsgd-mn",), {"bits": 3, "seed": 2}),
+        (("qsgd-mn", 1.0), {}),
+        (("none",), {}),
+        (("sidco-e",), {"stages": 2, "backend": "cpu"}),
+        (("randomk", 0.1), {"backend": "cpu"}),
+    ):
         with pytest.raises(gradscope.Error, match="needs torch.distributed"):
             gradscope.ddp.State(*args, **kw)
 
@@ -282,7 +305,7 @@ def _call_at(text, start):
     for i in range(start, len(text)):
         depth += {"(": 1, ")": -1}.get(text[i], 0)
         if depth == 0:
-            return text[start + 1:i]
+            return text[start + 1 : i]
     raise AssertionError(f"unbalanced parentheses in docs/python.md at {text[start:start + 60]!r}")
 
 
@@ -292,7 +315,7 @@ def documented_signatures():
     not parameters, is no signature and is left out)."""
     text = DOCS.read_text()
     start = text.index("\n## The API")
-    api = text[start:text.index("\n## ", start + 1)]
+    api = text[start : text.index("\n## ", start + 1)]
     blocks = re.findall(r"```python\n(.*?)```", api, re.S)
     inline = re.findall(r"`([^`\n]+)`", re.sub(r"```.*?```", "", api, flags=re.S))
     found = {}
@@ -310,10 +333,14 @@ def documented_signatures():
 def _signature(args):
     P = inspect.Parameter
     defaults = [None] * (len(args.args) - len(args.defaults)) + list(args.defaults)
-    params = [P(a.arg, P.POSITIONAL_OR_KEYWORD,
-                default=P.empty if d is None else ast.literal_eval(d)) for a, d in zip(args.args, defaults)]
-    params += [P(a.arg, P.KEYWORD_ONLY, default=P.empty if d is None else ast.literal_eval(d))
-               for a, d in zip(args.kwonlyargs, args.kw_defaults)]
+    params = [
+        P(a.arg, P.POSITIONAL_OR_KEYWORD, default=P.empty if d is None else ast.literal_eval(d))
+        for a, d in zip(args.args, defaults)
+    ]
+    params += [
+        P(a.arg, P.KEYWORD_ONLY, default=P.empty if d is None else ast.literal_eval(d))
+        for a, d in zip(args.kwonlyargs, args.kw_defaults)
+    ]
     if args.kwarg:
         params.append(P(args.kwarg.arg, P.VAR_KEYWORD))
     return inspect.Signature(params)
@@ -337,8 +364,10 @@ def test_the_docs_write_the_real_signatures():
 def _unannotated(signature):
     """The signature without its annotations (the docs write the names and defaults)."""
     P = inspect.Parameter
-    return signature.replace(parameters=[p.replace(annotation=P.empty) for p in signature.parameters.values()],
-                             return_annotation=inspect.Signature.empty)
+    return signature.replace(
+        parameters=[p.replace(annotation=P.empty) for p in signature.parameters.values()],
+        return_annotation=inspect.Signature.empty,
+    )
 
 
 def test_the_states_signature_is_its_table_of_settings():
@@ -346,10 +375,12 @@ def test_the_states_signature_is_its_table_of_settings():
     settings (state_dict, pickling, the ranks' agreement) holds the same names, kinds and defaults,
     in the same order."""
     from gradscope._state_settings import SIGNATURE
+
     real = inspect.signature(gradscope.ddp.State.__init__)
     params = list(real.parameters.values())[1:]  # self
-    assert [(p.name, p.kind, p.default) for p in params] == \
-        [(p.name, p.kind, p.default) for p in SIGNATURE.parameters.values()]
+    assert [(p.name, p.kind, p.default) for p in params] == [
+        (p.name, p.kind, p.default) for p in SIGNATURE.parameters.values()
+    ]
     assert all(p.annotation is not inspect.Parameter.empty for p in params), real
     # every keyword but the method and the ratio by keyword only: a new row changes no positional call
     assert [p.name for p in params if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD] == ["method", "ratio"]
@@ -359,6 +390,7 @@ def test_the_extensions_stub_is_what_the_built_module_makes():
     """python/gradscope/_gradscope.pyi is made from the built module (scripts/gradscope_stub.py):
     an IDE and mypy see what the extension takes and returns, and the stub cannot drift from it."""
     import sys
+
     root = pathlib.Path(__file__).resolve().parents[2]
     sys.path.insert(0, str(root / "scripts"))
     try:
@@ -366,8 +398,9 @@ def test_the_extensions_stub_is_what_the_built_module_makes():
     finally:
         sys.path.pop(0)
     committed = (root / "python" / "gradscope" / "_gradscope.pyi").read_text()
-    assert gradscope_stub.stub(gradscope._gradscope) == committed, \
-        "the stub is out of date: run PYTHONPATH=build/python python3 scripts/gradscope_stub.py"
+    assert (
+        gradscope_stub.stub(gradscope._gradscope) == committed
+    ), "the stub is out of date: run PYTHONPATH=build/python python3 scripts/gradscope_stub.py"
     assert (root / "python" / "gradscope" / "py.typed").exists()
 
 

@@ -9,8 +9,16 @@ from conftest import run_workers
 
 # Every exchange kind: sparse all-gather (SIDCo, top-k, DGC, random-k), all-reduce (none),
 # the compressors' own rounds (a quantizer, fft).
-EXCHANGE_METHODS = [("sidco-e", 0.05), ("sidco-gp", 0.05), ("topk", 0.05), ("dgc", 0.05),
-                    ("randomk", 0.05), ("none", 1.0), ("qsgd-mn", 1.0), ("fft", 0.05)]
+EXCHANGE_METHODS = [
+    ("sidco-e", 0.05),
+    ("sidco-gp", 0.05),
+    ("topk", 0.05),
+    ("dgc", 0.05),
+    ("randomk", 0.05),
+    ("none", 1.0),
+    ("qsgd-mn", 1.0),
+    ("fft", 0.05),
+]
 
 
 @pytest.mark.parametrize("world", [2, 4])
@@ -40,8 +48,10 @@ def test_device_buckets_stay_on_their_device_and_train_as_the_cpu_path(tmp_path,
     # the bit, with the selections gathered through Gloo's host all-gather and as device memory
     # (NCCL's way); no work on any other device than the rank's, none ordered with the legacy
     # stream; only the selection crosses.
-    runs = {b: [torch.load(o) for o in run_workers("device", world, tmp_path, "sidco-e", 0.01, 8, b)]
-            for b in ("cpu", "cuda-host", "cuda-host-device")}
+    runs = {
+        b: [torch.load(o) for o in run_workers("device", world, tmp_path, "sidco-e", 0.01, 8, b)]
+        for b in ("cpu", "cuda-host", "cuda-host-device")
+    }
     reference = runs["cpu"][0]["params"]
     for backend in ("cuda-host", "cuda-host-device"):
         for rank, r in enumerate(runs[backend]):
@@ -65,20 +75,27 @@ MOMENTUM_METHODS = [("sidco-e", 0.05, 0.9), ("topk", 0.05, 0.9), ("dgc", 0.05, 0
 
 # The sparse all-reduce (torch.distributed's all_to_all_single under the hook, the in-process
 # all-to-all under the reference): the same update at 3 ranks, its regions rebalanced each step.
-SPARSE_ALLREDUCE = [("topk", 0.05, 0.0, "sparse-allreduce"), ("sidco-e", 0.05, 0.9, "sparse-allreduce"),
-                    ("topk", 0.05, 0.0, "auto")]  # at 3 ranks and 0.05: the all-gather, by the link bytes
+SPARSE_ALLREDUCE = [
+    ("topk", 0.05, 0.0, "sparse-allreduce"),
+    ("sidco-e", 0.05, 0.9, "sparse-allreduce"),
+    ("topk", 0.05, 0.0, "auto"),
+]  # at 3 ranks and 0.05: the all-gather, by the link bytes
 
 
-@pytest.mark.parametrize("method,ratio,momentum,how",
-                         [(m, r, 0.0, "allgather") for m, r in EXCHANGE_METHODS] +
-                         [m + ("allgather",) for m in MOMENTUM_METHODS] + SPARSE_ALLREDUCE)
+@pytest.mark.parametrize(
+    "method,ratio,momentum,how",
+    [(m, r, 0.0, "allgather") for m, r in EXCHANGE_METHODS]
+    + [m + ("allgather",) for m in MOMENTUM_METHODS]
+    + SPARSE_ALLREDUCE,
+)
 def test_hook_equals_the_cpp_model_compressor(tmp_path, method, ratio, momentum, how):
     world, steps = 3, 4
     outs = run_workers("exchange", world, tmp_path, method, ratio, steps, momentum, how)
     results = [torch.load(o) for o in outs]
     grads = [[results[r]["inputs"][s].numpy() for r in range(world)] for s in range(steps)]
-    reference = _testing.model_compressor_steps(method, ratio, {"seed": "5"},
-                                                  results[0]["bucket_sizes"], grads, momentum, how)
+    reference = _testing.model_compressor_steps(
+        method, ratio, {"seed": "5"}, results[0]["bucket_sizes"], grads, momentum, how
+    )
     for s in range(steps):
         for r in range(world):
             got = results[r]["outputs"][s].numpy()

@@ -90,6 +90,7 @@ def test_the_model_a_state_serves_is_learned_in_its_first_step():
     # step goes to the core, which refuses it), after which the next step is learned again; once
     # known, any bucket holding another parameter is refused.
     from gradscope._model_identity import ModelIdentity, Stage
+
     m = ModelIdentity()
     assert m.refusal(0, [1, 2], False) is None and m.stage is Stage.LEARNING
     assert "one State per DDP model" in str(m.refusal(0, [7], False)) and m.stage is Stage.ABANDONED
@@ -123,7 +124,7 @@ def test_resume_in_new_processes_ends_bit_identical(tmp_path):
     assert torch.equal(resumed[0]["params"], whole[0]["params"])
     # the statistics carry on: steps and summary over the whole run
     assert resumed[0]["summaries"][0]["steps"] == steps
-    assert resumed[0]["losses"] == whole[0]["losses"][steps // 2:]
+    assert resumed[0]["losses"] == whole[0]["losses"][steps // 2 :]
 
 
 def test_an_error_in_the_hook_fails_backward_with_gradscopes_message(tmp_path):

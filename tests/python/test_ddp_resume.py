@@ -74,6 +74,7 @@ def test_accordion_and_momentum_correction_agree_and_resume_bit_identical(tmp_pa
 
 def test_momentum_correction_and_schedule_settings_are_checked(one_process_group):
     import gradscope.ddp as gddp
+
     state = gddp.State("sidco-e", 0.01, momentum_correction=0.9)
     model = torch.nn.Linear(4, 2)
     with pytest.raises(gradscope.Error, match="momentum=0"):
@@ -108,6 +109,7 @@ def test_ranks_may_make_their_state_at_different_points(tmp_path):
 def one_process_group(tmp_path):
     """torch.distributed in this process, alone (a State needs it; nothing is exchanged)."""
     import torch.distributed as dist
+
     if dist.is_initialized():
         yield
         return
@@ -124,6 +126,7 @@ def test_state_dicts_and_pickles_of_an_older_gradscope_load(one_process_group):
     import inspect
     import gradscope.ddp as gddp
     from gradscope._state_settings import SETTINGS
+
     state = gddp.State("sidco-e", 0.02, timeout=60)
     param = torch.nn.Parameter(torch.zeros(3000))
     state.exchange(0, torch.randn(3000), [param], True).wait()
@@ -147,6 +150,7 @@ def test_a_density_far_from_the_ratio_warns_once(one_process_group):
     vector of rare spikes sends about a third of its ratio at every step."""
     import warnings
     import gradscope.ddp as gddp
+
     state = gddp.State("gaussianksgd", 0.01, timeout=60)
     param = torch.nn.Parameter(torch.zeros(10000))
     g = torch.zeros(10000)
@@ -184,8 +188,11 @@ def test_bus_bytes_and_waits_are_the_same_on_every_rank_of_a_symmetric_job(tmp_p
     collectives and SIDCo's fit alone none, and only each bucket's report crosses; with device
     collectives and the carried estimate (the default) one wait a bucket, its selection coming down
     to teach the next step's threshold."""
-    extra = {"host": "", "device": ",device_collectives=1,sidco_estimate=fit",
-             "device-carried": ",device_collectives=1"}[gather]
+    extra = {
+        "host": "",
+        "device": ",device_collectives=1,sidco_estimate=fit",
+        "device-carried": ",device_collectives=1",
+    }[gather]
     ranks = run("gru", 2, tmp_path, 4, "backend=cuda-host,symmetric=1" + extra)
     (a, b) = (r["summary"] for r in ranks)
     own = [s["host_device_bytes_per_step"] - s["host_device_gathered_bytes_per_step"] for s in (a, b)]
@@ -199,7 +206,9 @@ def test_bus_bytes_and_waits_are_the_same_on_every_rank_of_a_symmetric_job(tmp_p
     assert all(s["launches"] >= s["buckets"] and s["elements_passed"] >= s["n"] for s in ranks[0]["steps"])
     if gather == "device":
         assert all(s["host_syncs"] == 0 for s in ranks[0]["steps"]), ranks[0]["steps"]
-        assert a["host_device_gathered_bytes_per_step"] == 0 and own[0] <= 80 * buckets, a  # one 80-byte report a bucket
+        assert (
+            a["host_device_gathered_bytes_per_step"] == 0 and own[0] <= 80 * buckets
+        ), a  # one 80-byte report a bucket
     elif gather == "device-carried":
         assert all(0 < s["host_syncs"] <= s["buckets"] for s in ranks[0]["steps"]), ranks[0]["steps"]
         assert a["host_device_gathered_bytes_per_step"] == 0, a
@@ -215,6 +224,7 @@ def test_making_a_state_asks_no_device_and_nccl_is_found_in_a_composite_backend(
     buffers in host memory."""
     import torch.distributed as dist
     import gradscope.ddp as gddp
+
     before = _testing.backend_probes()
     gddp.State("sidco-e", 0.01)
     gddp.State("topk", 0.05, backend="auto")
@@ -238,6 +248,7 @@ def test_the_copies_torch_makes_in_a_collective_count_as_bus_bytes_and_waits(one
     bucket's bus bytes and waits, beside its own copies."""
     import torch.distributed as dist
     import gradscope.ddp as gddp
+
     c = gddp.TorchCollectives(dist.group.WORLD, torch.device("cpu"))
     c.device = torch.device("meta")  # stands for the GPU the host buffers would go to
     assert c._to_device(torch.zeros(10)).device.type == "meta"
@@ -265,19 +276,22 @@ def test_the_copies_torch_makes_in_a_collective_count_as_bus_bytes_and_waits(one
     assert copying.host_syncs - plain.host_syncs == 2 * Copying.calls, (plain, copying)
 
 
-@pytest.mark.parametrize("case,setting", [
-    ("ratio", "ratio is 0.02 on worker 1 and 0.01 on worker 0"),
-    ("method", "method is topk on worker 1 and sidco-e on worker 0"),
-    ("momentum", "momentum_correction is 0.9 on worker 1 and 0.0 on worker 0"),
-    ("stages", "stages is 2 on worker 1 and 0 on worker 0"),
-    # these once hung until the group's timeout, or failed with a bare Gloo timeout
-    ("warmup", "warmup_steps is 5 on worker 1 and 0 on worker 0"),
-    ("accordion", "density_schedule is accordion on worker 1 and constant on worker 0"),
-    ("quantizer", "method is qsgd-mn on worker 1 and sidco-e on worker 0"),
-    ("when", "when is auto on worker 1 and always on worker 0"),
-    ("exchange", "exchange is shared on worker 1 and allgather on worker 0"),
-    ("published", "sidco_as_published is True on worker 1 and False on worker 0"),
-])
+@pytest.mark.parametrize(
+    "case,setting",
+    [
+        ("ratio", "ratio is 0.02 on worker 1 and 0.01 on worker 0"),
+        ("method", "method is topk on worker 1 and sidco-e on worker 0"),
+        ("momentum", "momentum_correction is 0.9 on worker 1 and 0.0 on worker 0"),
+        ("stages", "stages is 2 on worker 1 and 0 on worker 0"),
+        # these once hung until the group's timeout, or failed with a bare Gloo timeout
+        ("warmup", "warmup_steps is 5 on worker 1 and 0 on worker 0"),
+        ("accordion", "density_schedule is accordion on worker 1 and constant on worker 0"),
+        ("quantizer", "method is qsgd-mn on worker 1 and sidco-e on worker 0"),
+        ("when", "when is auto on worker 1 and always on worker 0"),
+        ("exchange", "exchange is shared on worker 1 and allgather on worker 0"),
+        ("published", "sidco_as_published is True on worker 1 and False on worker 0"),
+    ],
+)
 def test_ranks_whose_settings_differ_stop_with_one_line(tmp_path, case, setting):
     ranks = run("mismatch", 2, tmp_path, 2, case)
     for r in ranks:
@@ -311,6 +325,7 @@ def test_a_rank_without_the_hook_is_named_within_the_states_timeout(tmp_path):
 
 def test_ratios_are_real_numbers_and_options_that_do_nothing_are_refused(one_process_group):
     import gradscope.ddp as gddp
+
     for bad in ("0.01", True, [0.01]):
         with pytest.raises(TypeError, match="ratio must be a real number"):
             gddp.State("sidco-e", bad)
@@ -330,21 +345,28 @@ def test_ratios_are_real_numbers_and_options_that_do_nothing_are_refused(one_pro
 def test_keywords_take_their_own_types_and_companions_alone_are_refused(one_process_group):
     import re
     import gradscope.ddp as gddp
+
     for keyword, bad, words in [
-            ("momentum_correction", "0.9", "momentum_correction must be a real number, got str '0.9'"),
-            ("momentum_correction", True, "momentum_correction must be a real number, got bool True"),
-            ("warmup_steps", 2.5, "warmup_steps must be a whole number, got float 2.5"),
-            ("when_interval", "5", "when_interval must be a whole number, got str '5'"),
-            ("device_timing", 1, "device_timing must be True or False, got int 1"),
-            ("timeout", "60", "timeout must be a number of seconds, got str '60'")]:
+        ("momentum_correction", "0.9", "momentum_correction must be a real number, got str '0.9'"),
+        ("momentum_correction", True, "momentum_correction must be a real number, got bool True"),
+        ("warmup_steps", 2.5, "warmup_steps must be a whole number, got float 2.5"),
+        ("when_interval", "5", "when_interval must be a whole number, got str '5'"),
+        ("device_timing", 1, "device_timing must be True or False, got int 1"),
+        ("timeout", "60", "timeout must be a number of seconds, got str '60'"),
+    ]:
         with pytest.raises(TypeError, match=re.escape(words)):
             gddp.State("sidco-e", 0.01, **{keyword: bad})
-    with pytest.raises(ValueError, match=re.escape("when_interval=10 does nothing with when='always': give "
-                                                   'when="auto" too, or leave when_interval out')):
+    with pytest.raises(
+        ValueError,
+        match=re.escape(
+            "when_interval=10 does nothing with when='always': give " 'when="auto" too, or leave when_interval out'
+        ),
+    ):
         gddp.State("sidco-e", 0.01, when_interval=10)
     assert gddp.State("sidco-e", 0.01, when="auto", when_interval=10).state_dict()["when"] == ("auto", 10)
-    with pytest.raises(ValueError, match=re.escape("optimizer_momentum_ok=True does nothing with "
-                                                   "momentum_correction=0.0")):
+    with pytest.raises(
+        ValueError, match=re.escape("optimizer_momentum_ok=True does nothing with " "momentum_correction=0.0")
+    ):
         gddp.State("sidco-e", 0.01, optimizer_momentum_ok=True)
     # a load refused for another stage count names it as Python writes it
     saved = gddp.State("sidco-e", 0.01, stages=2).state_dict()
@@ -355,10 +377,12 @@ def test_keywords_take_their_own_types_and_companions_alone_are_refused(one_proc
 def test_a_ratio_below_one_element_of_a_bucket_warns_once(one_process_group):
     import warnings
     import gradscope.ddp as gddp
+
     state = gddp.State("sidco-e", 1e-9, timeout=60)
     param = torch.nn.Parameter(torch.zeros(3000))
-    with pytest.warns(RuntimeWarning, match=r"ratio=1e-09\) asks 3e-06 elements of bucket 0's 3000: a bucket "
-                                            r"sends at least one"):
+    with pytest.warns(
+        RuntimeWarning, match=r"ratio=1e-09\) asks 3e-06 elements of bucket 0's 3000: a bucket " r"sends at least one"
+    ):
         state.exchange(0, torch.randn(3000), [param], True).wait()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -368,6 +392,7 @@ def test_a_ratio_below_one_element_of_a_bucket_warns_once(one_process_group):
 
 def test_errors_speak_python(one_process_group):
     import gradscope.ddp as gddp
+
     with pytest.raises(gradscope.Error) as e:
         gddp.State("qsgd-mn", bits=[40])
     assert "--" not in str(e.value) and "bits" in str(e.value), str(e.value)
@@ -379,6 +404,7 @@ def test_errors_speak_python(one_process_group):
 
 def test_ratio_1_sends_the_dense_gradient(one_process_group):
     import gradscope.ddp as gddp
+
     state = gddp.State("sidco-e", 1.0, timeout=60)
     param = torch.nn.Parameter(torch.zeros(5000))
     g = torch.randn(5000)
@@ -392,10 +418,12 @@ def test_the_hook_group_takes_the_default_groups_timeout(tmp_path):
     import datetime
     import torch.distributed as dist
     from gradscope._hook_group import default_timeout
+
     if dist.is_initialized():
         pytest.skip("needs a process group of its own")
-    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'rdv'}", rank=0, world_size=1,
-                            timeout=datetime.timedelta(seconds=77))
+    dist.init_process_group(
+        "gloo", init_method=f"file://{tmp_path / 'rdv'}", rank=0, world_size=1, timeout=datetime.timedelta(seconds=77)
+    )
     try:
         assert default_timeout() == datetime.timedelta(seconds=77)
     finally:
@@ -412,6 +440,7 @@ def test_compress_when_auto_chooses_alike_on_every_rank(tmp_path):
 
 def test_exchange_and_when_settings_are_checked(one_process_group):
     import gradscope.ddp as gddp
+
     with pytest.raises(gradscope.Error, match="sends no sparse selection"):
         gddp.State("qsgd-mn", exchange="shared")
     with pytest.raises(gradscope.Error, match="unknown exchange 'broadcast'"):

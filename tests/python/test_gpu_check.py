@@ -46,12 +46,16 @@ def count_cases(binary, flt):
 
 
 def test_the_compress_cuda_filter_selects_cuda_cases_only(tmp_path):
-    suite = fake_suite(tmp_path, {
-        "Methods/CudaHostBucket": ["UpdatesEqualTheHostPathToTheBit/topk"],
-        "CudaHostBucketRules": ["OnlyTheSelectionCrossesTheBus"],
-        "CudaBucket": ["ExchangeResidentOnTheGpuEqualsTheHostPath"],
-        "Fft": ["CudaBackendMatchesCpu", "MatchesTheDirectDft"],
-        "Backends": ["SelectionCompressorsSendTheSameOnTheCudaBackendsCode"]})
+    suite = fake_suite(
+        tmp_path,
+        {
+            "Methods/CudaHostBucket": ["UpdatesEqualTheHostPathToTheBit/topk"],
+            "CudaHostBucketRules": ["OnlyTheSelectionCrossesTheBus"],
+            "CudaBucket": ["ExchangeResidentOnTheGpuEqualsTheHostPath"],
+            "Fft": ["CudaBackendMatchesCpu", "MatchesTheDirectDft"],
+            "Backends": ["SelectionCompressorsSendTheSameOnTheCudaBackendsCode"],
+        },
+    )
     flt = check_filter("COMPRESS_CUDA")
     m = report_module()
     picked = [c for c in m.listed_cases(suite) if m.gtest_filter_matches(flt, c)]
@@ -76,8 +80,11 @@ def test_the_check_filters_select_cases_of_the_built_suites():
     m = report_module()
     compress = build / "compress" / "test_compress"
     assert m.count_cases(str(compress), check_filter("COMPRESS_CUDA")) >= 2
-    assert not [c for c in m.listed_cases(str(compress))
-                if "CudaHost" in c and m.gtest_filter_matches(check_filter("COMPRESS_CUDA"), c)]
+    assert not [
+        c
+        for c in m.listed_cases(str(compress))
+        if "CudaHost" in c and m.gtest_filter_matches(check_filter("COMPRESS_CUDA"), c)
+    ]
     kernels = build / "kernels" / "gs_kernels_tests"
     for name in ("KERNELS_CUDA", "RACECHECK_KERNELS", "RACECHECK_SELECTIONS"):
         assert m.count_cases(str(kernels), check_filter(name)) > 0, name
@@ -86,23 +93,63 @@ def test_the_check_filters_select_cases_of_the_built_suites():
 def test_the_report_reads_the_targets_and_leaves_them_open_without_a_gpu_run():
     m = report_module()
     assert all(t["verdict"] == "open (not measured)" for t in m.targets([]))
-    figures = [{"test": "hook_nccl_world_1", "host_syncs_per_bucket_after_step_0": 0.0,
-                "bus_bytes_per_bucket_after_step_0": 64.0},
-               {"test": "hook_gloo_cuda_rank0", "host_syncs_per_step": 3.0, "buckets": 3},
-               {"test": "overlap", "overlap_ms": 0.5, "hook_device_ms_per_step": 4.0}]
+    figures = [
+        {
+            "test": "hook_nccl_world_1",
+            "host_syncs_per_bucket_after_step_0": 0.0,
+            "bus_bytes_per_bucket_after_step_0": 64.0,
+        },
+        {"test": "hook_gloo_cuda_rank0", "host_syncs_per_step": 3.0, "buckets": 3},
+        {"test": "overlap", "overlap_ms": 0.5, "hook_device_ms_per_step": 4.0},
+    ]
     selection = [  # sidco-e resident: 3.7 reads at 1e8, 0.37x torch.topk at most; sidco-topk 1.11x at 1e7
-        {"n": 10**7, "density": 0.01, "torch_topk_ms": 0.27, "sidco_e_resident_ms": 0.1,
-         "sidco_topk_resident_ms": 0.3, "sidco_topk_ms": 0.2, "read_ms": 0.02},
-        {"n": 10**8, "density": 0.01, "torch_topk_ms": 2.2, "sidco_e_resident_ms": 0.5,
-         "sidco_topk_resident_ms": 2.0, "sidco_topk_ms": 1.0, "read_ms": 0.134}]
-    steps = [{"step": "python-gpu-tests", "status": "ran", "figures": figures},
-             {"step": "benchmarks", "status": "ran", "figures": {"topk": selection, "ddp": {"rows": [
-                 {"mode": "plain DDP", "ms_per_step_median": 10.0},
-                 {"mode": "gradscope sidco-e 0.01", "ms_per_step_median": 12.0}]}}}]
+        {
+            "n": 10**7,
+            "density": 0.01,
+            "torch_topk_ms": 0.27,
+            "sidco_e_resident_ms": 0.1,
+            "sidco_topk_resident_ms": 0.3,
+            "sidco_topk_ms": 0.2,
+            "read_ms": 0.02,
+        },
+        {
+            "n": 10**8,
+            "density": 0.01,
+            "torch_topk_ms": 2.2,
+            "sidco_e_resident_ms": 0.5,
+            "sidco_topk_resident_ms": 2.0,
+            "sidco_topk_ms": 1.0,
+            "read_ms": 0.134,
+        },
+    ]
+    steps = [
+        {"step": "python-gpu-tests", "status": "ran", "figures": figures},
+        {
+            "step": "benchmarks",
+            "status": "ran",
+            "figures": {
+                "topk": selection,
+                "ddp": {
+                    "rows": [
+                        {"mode": "plain DDP", "ms_per_step_median": 10.0},
+                        {"mode": "gradscope sidco-e 0.01", "ms_per_step_median": 12.0},
+                    ]
+                },
+            },
+        },
+    ]
     verdicts = {t["target"]: t["verdict"] for t in m.targets(steps)}
-    assert verdicts == {"nccl-waits": "met", "gloo-waits": "met", "nccl-bus-bytes": "met", "sidco-e-reads": "met",
-                        "sidco-e-vs-topk": "met", "sidco-topk": "missed", "hook-ms": "met", "overlap": "missed",
-                        "resnet18": "missed"}, verdicts
+    assert verdicts == {
+        "nccl-waits": "met",
+        "gloo-waits": "met",
+        "nccl-bus-bytes": "met",
+        "sidco-e-reads": "met",
+        "sidco-e-vs-topk": "met",
+        "sidco-topk": "missed",
+        "hook-ms": "met",
+        "overlap": "missed",
+        "resnet18": "missed",
+    }, verdicts
     measured = {t["target"]: t["measured"] for t in m.targets(steps)}
     assert measured["sidco-e-reads"] == pytest.approx(0.5 / 0.134) and measured["overlap"] == pytest.approx(0.125)
     # The issue's bounds, not the last run's figures: 1.05x plain DDP is met, 1.2x is not.
@@ -117,31 +164,72 @@ def test_the_report_reads_the_targets_and_leaves_them_open_without_a_gpu_run():
 
 def test_the_report_tables_the_resident_selections():
     m = report_module()
-    row = {"n": 10**8, "density": 0.01, "k": 10**6, "torch_topk_ms": 2.0, "sidco_topk_ms": 3.0,
-           "sidco_topk_resident_ms": 1.8, "sidco_e_threshold_ms": 1.0, "sidco_e_select_ms": 1.4,
-           "gradscope_topk_ms": 2.5, "sidco_e_resident_ms": 0.5, "gradscope_topk_resident_ms": 1.5, "read_ms": 0.13}
+    row = {
+        "n": 10**8,
+        "density": 0.01,
+        "k": 10**6,
+        "torch_topk_ms": 2.0,
+        "sidco_topk_ms": 3.0,
+        "sidco_topk_resident_ms": 1.8,
+        "sidco_e_threshold_ms": 1.0,
+        "sidco_e_select_ms": 1.4,
+        "gradscope_topk_ms": 2.5,
+        "sidco_e_resident_ms": 0.5,
+        "gradscope_topk_resident_ms": 1.5,
+        "read_ms": 0.13,
+    }
     text = "\n".join(m.figures_markdown([{"step": "benchmarks", "status": "ran", "figures": {"topk": [row]}}]))
-    assert "sidco-e resident / torch.topk" in text and "| 1.800 | 1.000 | 1.400 | 0.500 | 2.500 | 1.500 | 0.900 | 0.250 |" in text, text
+    assert (
+        "sidco-e resident / torch.topk" in text
+        and "| 1.800 | 1.000 | 1.400 | 0.500 | 2.500 | 1.500 | 0.900 | 0.250 |" in text
+    ), text
 
 
 def run_report(tmp_path, steps, *extra, mode="dry"):
     """gpu_check_report.py over a steps.jsonl of `steps`: (exit status, results.json)."""
     import json
+
     work, out = tmp_path / "work", tmp_path / "out"
     work.mkdir(exist_ok=True)
     out.mkdir(exist_ok=True)
     (work / "steps.jsonl").write_text("".join(json.dumps(s) + "\n" for s in steps))
-    r = subprocess.run([sys.executable, str(REPORT), "--mode", mode, "--work", str(work), "--out", str(out),
-                        "--root", str(ROOT), "--build", str(tmp_path), "--seconds", "42", *extra],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [
+            sys.executable,
+            str(REPORT),
+            "--mode",
+            mode,
+            "--work",
+            str(work),
+            "--out",
+            str(out),
+            "--root",
+            str(ROOT),
+            "--build",
+            str(tmp_path),
+            "--seconds",
+            "42",
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+    )
     return r.returncode, json.loads((out / "results.json").read_text()), r.stdout
 
 
 def test_a_step_the_budget_cut_makes_the_check_incomplete_not_failed(tmp_path):
-    steps = [{"step": "bundle", "phase": "setup", "status": "ran", "seconds": 3, "rc": 0},
-             {"step": "build-timing", "phase": "timing", "status": "ran", "seconds": 10, "rc": 0},
-             {"step": "build-suites", "phase": "tests", "status": "cut: stopped when the check's 360 s ran out",
-              "seconds": 5, "rc": 124, "limit_s": 5}]
+    steps = [
+        {"step": "bundle", "phase": "setup", "status": "ran", "seconds": 3, "rc": 0},
+        {"step": "build-timing", "phase": "timing", "status": "ran", "seconds": 10, "rc": 0},
+        {
+            "step": "build-suites",
+            "phase": "tests",
+            "status": "cut: stopped when the check's 360 s ran out",
+            "seconds": 5,
+            "rc": 124,
+            "limit_s": 5,
+        },
+    ]
     rc, results, stdout = run_report(tmp_path, steps)
     assert rc == 2 and results["verdict"] == "incomplete" and not results["problems"], (rc, results["problems"])
     assert results["incomplete"] == ["build-suites: cut: stopped when the check's 360 s ran out"]
@@ -157,10 +245,18 @@ def test_a_step_the_budget_cut_makes_the_check_incomplete_not_failed(tmp_path):
 
 def test_a_sanitizer_that_cannot_use_the_device_is_no_failure_on_the_gpu(tmp_path):
     m = report_module()
-    steps = [{"step": name, "phase": "setup", "status": "ran", "seconds": 1, "rc": 0}
-             for name in ("bundle", "googletest", "configure", "cuda-filters")]
-    steps.append({"step": "memcheck", "phase": "sanitizers", "status": "unavailable: compute-sanitizer cannot run "
-                  "a CUDA case on this device (Device not supported)", "seconds": 0})
+    steps = [
+        {"step": name, "phase": "setup", "status": "ran", "seconds": 1, "rc": 0}
+        for name in ("bundle", "googletest", "configure", "cuda-filters")
+    ]
+    steps.append(
+        {
+            "step": "memcheck",
+            "phase": "sanitizers",
+            "status": "unavailable: compute-sanitizer cannot run " "a CUDA case on this device (Device not supported)",
+            "seconds": 0,
+        }
+    )
     problems = m.judge("gpu", steps, str(tmp_path), 1)
     assert not [p for p in problems if p.startswith("memcheck")], problems
     assert {s["step"]: s.get("result") for s in steps}["memcheck"] == "unavailable"

@@ -17,7 +17,8 @@ from conftest import rendezvous
 
 ROOT = Path(__file__).resolve().parents[2]
 
-SMOKE = textwrap.dedent("""
+SMOKE = textwrap.dedent(
+    """
     import sys
     import torch
     import torch.distributed as dist
@@ -46,7 +47,8 @@ SMOKE = textwrap.dedent("""
         print("steps", state.summary()["steps"])
     dist.barrier()
     dist.destroy_process_group()
-""")
+"""
+)
 
 
 def clean_env(**extra):
@@ -65,8 +67,17 @@ def ddp_smoke(python, where):
     script = where / "smoke.py"
     script.write_text(SMOKE)
     url = rendezvous(where)
-    procs = [subprocess.Popen([str(python), str(script), str(r), "2", url], cwd=where, env=clean_env(),
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for r in range(2)]
+    procs = [
+        subprocess.Popen(
+            [str(python), str(script), str(r), "2", url],
+            cwd=where,
+            env=clean_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for r in range(2)
+    ]
     try:
         outs = [p.communicate(timeout=180)[0] for p in procs]
     finally:
@@ -104,8 +115,13 @@ def pip_cmake_args(build):
         return "-DGS_ENABLE_CUDA=OFF -DCMAKE_BUILD_TYPE=None"
     # The same generator too: ccache's base_dir makes the paths relative to where the compiler
     # runs, the build folder with Ninja and each target's folder with Makefiles.
-    args = ["-G", f"'{cache['CMAKE_GENERATOR']}'", "-DGS_CCACHE=ON", f"-DCMAKE_BUILD_TYPE={cache['CMAKE_BUILD_TYPE']}",
-            f"-DGS_ENABLE_CUDA={cache['GS_ENABLE_CUDA']}"]
+    args = [
+        "-G",
+        f"'{cache['CMAKE_GENERATOR']}'",
+        "-DGS_CCACHE=ON",
+        f"-DCMAKE_BUILD_TYPE={cache['CMAKE_BUILD_TYPE']}",
+        f"-DGS_ENABLE_CUDA={cache['GS_ENABLE_CUDA']}",
+    ]
     if cache["GS_ENABLE_CUDA"] == "ON":
         args.append(f"-DCMAKE_CUDA_ARCHITECTURES={cache['CMAKE_CUDA_ARCHITECTURES']}")
     return " ".join(args)
@@ -114,8 +130,13 @@ def pip_cmake_args(build):
 def test_pip_install_into_a_venv_then_ddp_from_outside_the_tree(tmp_path):
     python = make_venv(tmp_path / "venv")
     env = clean_env(GS_CMAKE_ARGS=pip_cmake_args(os.environ.get("GS_BUILD_DIR")), GS_JOBS="2")
-    subprocess.run([str(python), "-m", "pip", "install", "--no-build-isolation", "--no-index", "-q", str(ROOT)],
-                   cwd=tmp_path, env=env, check=True, timeout=1800)
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "--no-build-isolation", "--no-index", "-q", str(ROOT)],
+        cwd=tmp_path,
+        env=env,
+        check=True,
+        timeout=1800,
+    )
     out = ddp_smoke(python, tmp_path)
     assert f"module {tmp_path / 'venv'}" in out, out  # the venv's copy, not the tree's
     assert "steps 5" in out, out
@@ -126,8 +147,12 @@ def test_cmake_install_puts_the_package_in_the_prefix_site_packages(tmp_path):
     build = os.environ.get("GS_BUILD_DIR")
     assert build, "GS_BUILD_DIR must name the CMake build tree (ctest sets it)"
     python = make_venv(tmp_path / "prefix")
-    subprocess.run(["cmake", "--install", build, "--prefix", str(tmp_path / "prefix")], check=True,
-                   stdout=subprocess.DEVNULL, timeout=600)
+    subprocess.run(
+        ["cmake", "--install", build, "--prefix", str(tmp_path / "prefix")],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        timeout=600,
+    )
     version = f"python{sys.version_info[0]}.{sys.version_info[1]}"
     assert (tmp_path / "prefix" / "lib" / version / "site-packages" / "gradscope" / "ddp.py").exists()
     out = ddp_smoke(python, tmp_path)

@@ -82,41 +82,51 @@ def pids_in(directory):
 # in a session of its own, which only the namespace sweep reaches), then runs BODY.
 def worker_sh(tmp_path, body):
     d = tmp_path
-    return ["sh", "-c", f"echo $$ > {d}/pid-{{rank}}; sleep 60 & echo $! > {d}/pid-{{rank}}-child; "
-                        f"setsid sleep 60 & echo $! > {d}/pid-{{rank}}-session; {body}"]
+    return [
+        "sh",
+        "-c",
+        f"echo $$ > {d}/pid-{{rank}}; sleep 60 & echo $! > {d}/pid-{{rank}}-child; "
+        f"setsid sleep 60 & echo $! > {d}/pid-{{rank}}-session; {body}",
+    ]
 
 
 def test_torch_gloo_all_reduce_over_100mbit_links(tmp_path):
     pytest.importorskip("torch")
     need_lab("100mbit")
     stats = tmp_path / "stats.json"
-    r = run_lab("--rate", "100mbit", "--workers", "2", "--stats", str(stats), "--", sys.executable, str(WORKER),
-                timeout=180)
+    r = run_lab(
+        "--rate", "100mbit", "--workers", "2", "--stats", str(stats), "--", sys.executable, str(WORKER), timeout=180
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     # Each worker's link carried the 1 MiB all-reduce (a 2-worker ring: 1 MiB each way) and the
     # rendezvous, headers included: the kernel's counters, not the worker's own account.
     counted = json.loads(stats.read_text())
     for key in ("tx_bytes", "rx_bytes"):
         assert len(counted[key]) == 2 and all(2**20 <= b <= 2.2 * 2**20 for b in counted[key]), counted
-    rates = re.findall(r"^netlab: worker (\d) link 100mbit: "
-                       r"measured ([\d.]+) Mbit/s up, ([\d.]+) Mbit/s down$", r.stderr, re.M)
+    rates = re.findall(
+        r"^netlab: worker (\d) link 100mbit: " r"measured ([\d.]+) Mbit/s up, ([\d.]+) Mbit/s down$", r.stderr, re.M
+    )
     assert [w for w, _, _ in rates] == ["0", "1"], r.stderr
     for _, up, down in rates:
         assert 60 <= float(up) <= 110 and 60 <= float(down) <= 110, r.stderr
     assert re.search(r"^\[rank 0\] netlab_worker: ok: sum 3 over 2 workers", r.stdout, re.M), r.stdout
     for rank in (0, 1):
         seen = re.search(rf"^\[rank {rank}\] netlab_worker: (.*)$", r.stdout, re.M).group(1)
-        assert f"RANK={rank} WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 MASTER_ADDR=10.77.0.1 " \
-               f"MASTER_PORT=29500 GLOO_SOCKET_IFNAME=gsl" in seen and seen.endswith(f"w{rank}"), seen
+        assert (
+            f"RANK={rank} WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 MASTER_ADDR=10.77.0.1 "
+            f"MASTER_PORT=29500 GLOO_SOCKET_IFNAME=gsl" in seen
+            and seen.endswith(f"w{rank}")
+        ), seen
 
 
 def test_environment_placeholders_and_output(tmp_path):
     need_lab()
-    script = ("echo env $RANK $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE $MASTER_ADDR $MASTER_PORT "
-              "$GLOO_SOCKET_IFNAME; "
-              "echo args {rank} {world_size} {master_addr} {master_port} {ifname} {other}")
-    r = run_lab("--rate", "none", "--no-measure", "--workers", "3", "--port", "1234", "--",
-                "sh", "-c", script)
+    script = (
+        "echo env $RANK $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE $MASTER_ADDR $MASTER_PORT "
+        "$GLOO_SOCKET_IFNAME; "
+        "echo args {rank} {world_size} {master_addr} {master_port} {ifname} {other}"
+    )
+    r = run_lab("--rate", "none", "--no-measure", "--workers", "3", "--port", "1234", "--", "sh", "-c", script)
     assert r.returncode == 0, r.stderr
     assert "measured" not in r.stderr
     lab = re.search(r"gsl(\d+)w0", r.stdout).group(1)
@@ -126,8 +136,19 @@ def test_environment_placeholders_and_output(tmp_path):
         assert f"[rank {rank}] args {rank} 3 10.77.0.1 1234 {ifname} {{other}}\n" in r.stdout, r.stdout
 
     logs = tmp_path / "logs"
-    r = run_lab("--rate", "none", "--no-measure", "--workers", "2", "--logs", str(logs), "--",
-                "sh", "-c", "echo out {rank}; echo err {rank} >&2")
+    r = run_lab(
+        "--rate",
+        "none",
+        "--no-measure",
+        "--workers",
+        "2",
+        "--logs",
+        str(logs),
+        "--",
+        "sh",
+        "-c",
+        "echo out {rank}; echo err {rank} >&2",
+    )
     assert r.returncode == 0 and r.stdout == "", r.stdout + r.stderr
     for rank in (0, 1):
         assert (logs / f"rank-{rank}.log").read_text() == f"out {rank}\nerr {rank}\n"
@@ -140,8 +161,11 @@ def test_measures_and_reports_each_link(rate, low):
     need_lab(rate)
     r = run_lab("--rate", rate, "--workers", "1", "--", "true")
     assert r.returncode == 0, r.stderr
-    line = re.search(rf"^netlab: worker 0 link {rate}: measured ([\d.]+) (Mbit|Gbit)/s up, "
-                     rf"([\d.]+) (Mbit|Gbit)/s down", r.stderr, re.M)
+    line = re.search(
+        rf"^netlab: worker 0 link {rate}: measured ([\d.]+) (Mbit|Gbit)/s up, " rf"([\d.]+) (Mbit|Gbit)/s down",
+        r.stderr,
+        re.M,
+    )
     assert line, r.stderr
     asked = netlab.parse_rate(rate) / 1e6
     for value, unit in ((line.group(1), line.group(2)), (line.group(3), line.group(4))):
@@ -174,9 +198,12 @@ def test_a_killed_worker_stops_the_others_even_one_that_ignores_sigterm(tmp_path
 def test_a_signal_to_the_lab_removes_it(tmp_path, sig):
     need_lab()
     before = host_state()
-    lab = subprocess.Popen(lab_argv("--rate", "none", "--no-measure", "--workers", "2", "--",
-                                    *worker_sh(tmp_path, "wait")),
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lab = subprocess.Popen(
+        lab_argv("--rate", "none", "--no-measure", "--workers", "2", "--", *worker_sh(tmp_path, "wait")),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 30
         while len(list(tmp_path.iterdir())) < 6 and time.monotonic() < deadline:
@@ -197,8 +224,9 @@ def test_a_signal_to_the_lab_removes_it(tmp_path, sig):
 
 def test_timeout_kills_the_workers(tmp_path):
     need_lab()
-    r = run_lab("--rate", "none", "--no-measure", "--workers", "2", "--timeout", "2", "--",
-                *worker_sh(tmp_path, "wait"))
+    r = run_lab(
+        "--rate", "none", "--no-measure", "--workers", "2", "--timeout", "2", "--", *worker_sh(tmp_path, "wait")
+    )
     assert r.returncode == 124
     expired = "netlab: --timeout 2 s expired with worker(s) 0, 1 still running; stopping them"
     assert expired in r.stderr.splitlines(), r.stderr
@@ -212,9 +240,11 @@ def test_an_error_while_building_removes_the_half_built_lab(tmp_path):
     # namespaces there were at that moment.
     fake = tmp_path / "bin"
     fake.mkdir()
-    (fake / "tc").write_text(f"#!/bin/sh\ncase \"$*\" in *w1*) ip netns list > {tmp_path}/at-failure; "
-                             f"echo 'simulated failure' >&2; exit 2;; esac\n"
-                             f"exec {shutil.which('tc')} \"$@\"\n")
+    (fake / "tc").write_text(
+        f'#!/bin/sh\ncase "$*" in *w1*) ip netns list > {tmp_path}/at-failure; '
+        f"echo 'simulated failure' >&2; exit 2;; esac\n"
+        f"exec {shutil.which('tc')} \"$@\"\n"
+    )
     (fake / "tc").chmod(0o755)
     env = dict(os.environ, PATH=f"{fake}:{os.environ['PATH']}")
     r = run_lab("--rate", "100mbit", "--workers", "2", "--", "true", env=env)
@@ -234,8 +264,11 @@ def test_cleanup_and_a_second_lab_remove_only_their_own(tmp_path):
         for ns in (leftover, foreign):
             subprocess.run(["ip", "netns", "add", ns], check=True)
         stray = subprocess.Popen(["ip", "netns", "exec", leftover, "sleep", "60"], start_new_session=True)
-        live = subprocess.Popen(lab_argv("--rate", "none", "--no-measure", "--workers", "1", "--",
-                                         "sleep", "60"), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        live = subprocess.Popen(
+            lab_argv("--rate", "none", "--no-measure", "--workers", "1", "--", "sleep", "60"),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         mine = f"gsl{live.pid}-w0"
         deadline = time.monotonic() + 30
         while mine not in namespaces() and time.monotonic() < deadline:
@@ -269,12 +302,16 @@ def test_cannot_run_says_why_in_one_line(tmp_path):
         as_nobody = ["runuser", "-u", "nobody", "--"]
     else:
         pytest.skip("neither setpriv nor runuser is installed")
-    probe = subprocess.run([*as_nobody, sys.executable, "-c", f"open({str(NETLAB)!r}).close()"],
-                           capture_output=True)
+    probe = subprocess.run([*as_nobody, sys.executable, "-c", f"open({str(NETLAB)!r}).close()"], capture_output=True)
     if probe.returncode != 0:
         pytest.skip(f"user nobody cannot run {sys.executable} on {NETLAB}")
-    r = subprocess.run([*as_nobody, *lab_argv("--rate", "100mbit", "--workers", "2", "--", "true")],
-                       capture_output=True, text=True, timeout=60, cwd="/")
+    r = subprocess.run(
+        [*as_nobody, *lab_argv("--rate", "100mbit", "--workers", "2", "--", "true")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd="/",
+    )
     assert r.returncode == 3
     assert r.stderr.splitlines() == [r.stderr.strip()], r.stderr
     assert r.stderr.startswith("netlab: needs root (uid 0)"), r.stderr
@@ -283,8 +320,9 @@ def test_cannot_run_says_why_in_one_line(tmp_path):
     fake.mkdir()
     (fake / "tc").write_text("#!/bin/sh\necho 'Error: Specified qdisc kind is unknown.' >&2\nexit 2\n")
     (fake / "tc").chmod(0o755)
-    r = run_lab("--rate", "100mbit", "--workers", "2", "--", "true",
-                env=dict(os.environ, PATH=f"{fake}:{os.environ['PATH']}"))
+    r = run_lab(
+        "--rate", "100mbit", "--workers", "2", "--", "true", env=dict(os.environ, PATH=f"{fake}:{os.environ['PATH']}")
+    )
     assert r.returncode == 3
     assert r.stderr.splitlines() == [r.stderr.strip()], r.stderr
     assert r.stderr.startswith("netlab: the tbf qdisc is not available: ") and "kind is unknown" in r.stderr

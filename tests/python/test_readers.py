@@ -73,8 +73,14 @@ def test_open_snapshot_reads_what_the_recorder_wrote(tmp_path):
     # A module's own parameters come first, then its children's.
     assert [layer.shape for layer in snap.layers] == [(4,), (), (3, 1, 3, 3), (3,), (4, 12), (4,)]
     assert [layer.numel for layer in snap.layers] == [4, 1, 27, 3, 48, 4]
-    assert [layer.kind for layer in snap.layers] == ["parameter", "scalar", "conv weight", "bias",
-                                                     "linear weight", "bias"]
+    assert [layer.kind for layer in snap.layers] == [
+        "parameter",
+        "scalar",
+        "conv weight",
+        "bias",
+        "linear weight",
+        "bias",
+    ]
     assert snap.total_numel == 87
     assert [s.step for s in snap] == [0, 3, 6] == [s.step for s in snap.steps] and len(snap) == 3
     for s in snap:
@@ -98,7 +104,9 @@ def test_errors_name_the_problem(tmp_path):
     snap = gradscope.open_snapshot(path)
     with pytest.raises(gradscope.Error, match=r"step 5 is not recorded; recorded steps run from 0 to 2"):
         snap.grad(5)
-    with pytest.raises(gradscope.Error, match=r"no layer 'fc.wieght'; layers are: scale, temperature, conv.weight, conv.bias"):
+    with pytest.raises(
+        gradscope.Error, match=r"no layer 'fc.wieght'; layers are: scale, temperature, conv.weight, conv.bias"
+    ):
         snap.grad(0, "fc.wieght")
     with pytest.raises(TypeError):
         snap.grad(1.5)
@@ -123,7 +131,8 @@ def test_errors_name_the_problem(tmp_path):
 # file open until a second line: the reader's test reads in between. Expected values go to .npy,
 # each before its step is recorded: the recorder's thread may flush a step to the file before
 # end_step returns, and a reader that sees the step then finds its .npy complete.
-WRITER = textwrap.dedent("""
+WRITER = textwrap.dedent(
+    """
     import sys
     import numpy as np
     import torch
@@ -144,7 +153,8 @@ WRITER = textwrap.dedent("""
             model.zero_grad()
         print("recorded", flush=True)
         sys.stdin.readline()
-""")
+"""
+)
 
 
 def wait_for(what, check, timeout=60):
@@ -163,8 +173,13 @@ def wait_for(what, check, timeout=60):
 
 
 def test_reads_a_snapshot_another_process_still_writes(tmp_path):
-    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path), HERE], env=python_env(),
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(tmp_path), HERE],
+        env=python_env(),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         path = tmp_path / "live.h5"
         snap = wait_for("the file", lambda: gradscope.open_snapshot(path))
@@ -199,11 +214,33 @@ def test_analyze_writes_the_store_the_cli_writes(gradscope_bin, tmp_path):
     snapshot = tmp_path / "run.h5"
     record(snapshot, 3)
     calls = []
-    result = gradscope.analyze(gradscope.open_snapshot(snapshot), tmp_path / "py.h5",
-                               progress=lambda *a: calls.append(a), ratios=(0.1, 0.01), jobs=1)
-    cli = json.loads(subprocess.run(
-        [gradscope_bin, "analyze", str(snapshot), "--out", str(tmp_path / "cli.h5"), "--ratios", "0.1,0.01",
-         "--jobs", "1", "--json", "--quiet"], check=True, capture_output=True, text=True).stdout)
+    result = gradscope.analyze(
+        gradscope.open_snapshot(snapshot),
+        tmp_path / "py.h5",
+        progress=lambda *a: calls.append(a),
+        ratios=(0.1, 0.01),
+        jobs=1,
+    )
+    cli = json.loads(
+        subprocess.run(
+            [
+                gradscope_bin,
+                "analyze",
+                str(snapshot),
+                "--out",
+                str(tmp_path / "cli.h5"),
+                "--ratios",
+                "0.1,0.01",
+                "--jobs",
+                "1",
+                "--json",
+                "--quiet",
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+    )
     assert sorted(result) == sorted(cli)
     for key in ("source", "created", "steps_selected", "steps_analyzed", "vectors_analyzed", "backend"):
         assert result[key] == cli[key], key
@@ -216,7 +253,7 @@ def test_analyze_writes_the_store_the_cli_writes(gradscope_bin, tmp_path):
     # every vector of every step once, step after step (the order within a step is the plan's)
     scopes = ["(model)"] + [layer.name for layer in gradscope.open_snapshot(snapshot).layers]
     for step in range(3):
-        notes = sorted(c[2] for c in calls[1 + 7 * step:8 + 7 * step])
+        notes = sorted(c[2] for c in calls[1 + 7 * step : 8 + 7 * step])
         assert notes == sorted(f"step {step} {s}" for s in scopes), notes
 
     py, ref = gradscope.load_analysis(tmp_path / "py.h5"), gradscope.load_analysis(tmp_path / "cli.h5")
@@ -286,9 +323,23 @@ def test_a_store_another_process_has_open_is_refused_in_one_line(tmp_path):
 def test_analyze_takes_the_cli_options_by_keyword(tmp_path):
     snapshot = tmp_path / "run.h5"
     record(snapshot, 4)
-    result = gradscope.analyze(snapshot, tmp_path / "a.h5", ratios=0.01, dists="gamma", methods=("topk",),
-                               granularity="model", steps="1:4:2", stages=2, ks_max_points=50, seed=7,
-                               jobs=1, memory=1, backend="cpu", on_device_error="cpu", csv=tmp_path / "csv")
+    result = gradscope.analyze(
+        snapshot,
+        tmp_path / "a.h5",
+        ratios=0.01,
+        dists="gamma",
+        methods=("topk",),
+        granularity="model",
+        steps="1:4:2",
+        stages=2,
+        ks_max_points=50,
+        seed=7,
+        jobs=1,
+        memory=1,
+        backend="cpu",
+        on_device_error="cpu",
+        csv=tmp_path / "csv",
+    )
     assert result["steps_analyzed"] == 2 and result["vectors_analyzed"] == 2
     a = gradscope.load_analysis(tmp_path / "a.h5")
     assert list(a["steps"]["step"]) == [1, 3] and set(a["fits"]["scope"]) == {"(model)"}
@@ -296,11 +347,13 @@ def test_analyze_takes_the_cli_options_by_keyword(tmp_path):
     assert (tmp_path / "csv" / "fits.csv").exists()
     with pytest.raises(TypeError, match=r"unknown analyze option 'ratio': the options are ratios, dists, methods"):
         gradscope.analyze(snapshot, tmp_path / "b.h5", ratio=0.01)
-    for bad, message in [({"stages": "x"}, "stages='x' is not an integer"),
-                         ({"granularity": "bucket"}, "unknown granularity 'bucket'"),
-                         ({"on_device_error": "retry"}, "on_device_error='retry' is not one of stop, cpu"),
-                         ({"memory": 0}, "memory must be at least 1 MiB"),
-                         ({"ratios": 2.0}, "2")]:
+    for bad, message in [
+        ({"stages": "x"}, "stages='x' is not an integer"),
+        ({"granularity": "bucket"}, "unknown granularity 'bucket'"),
+        ({"on_device_error": "retry"}, "on_device_error='retry' is not one of stop, cpu"),
+        ({"memory": 0}, "memory must be at least 1 MiB"),
+        ({"ratios": 2.0}, "2"),
+    ]:
         with pytest.raises(gradscope.Error, match=message):
             gradscope.analyze(snapshot, tmp_path / "b.h5", **bad)
     assert not (tmp_path / "b.h5").exists()
@@ -363,24 +416,30 @@ def walkthrough_in_docs():
     """The code block of docs/python.md's "From recording to a table"."""
     with open(os.path.join(HERE, "..", "..", "docs", "python.md")) as f:
         text = f.read()
-    section = text[text.index("## From recording to a table"):]
+    section = text[text.index("## From recording to a table") :]
     start = section.index("```python\n") + len("```python\n")
-    return section[start:section.index("```\n", start)]
+    return section[start : section.index("```\n", start)]
 
 
 def test_the_walkthrough_in_the_docs_is_the_example_and_runs(tmp_path):
     script = os.path.join(HERE, "..", "..", "examples", "python", "recording_to_table.py")
     with open(script) as f:
         assert walkthrough_in_docs() == f.read(), "docs/python.md must quote the example whole"
-    done = subprocess.run([sys.executable, script], cwd=tmp_path, env=python_env(MPLBACKEND="Agg"),
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, script],
+        cwd=tmp_path,
+        env=python_env(MPLBACKEND="Agg"),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "10 steps, 110 vectors" in done.stdout
     # The thresholds table filtered on too_small prints what the summary prints.
     lines = done.stdout.splitlines()
     starts = [i for i, line in enumerate(lines) if line.startswith("ratio ")]
     methods = len(gradscope.load_analysis(tmp_path / "run.analysis.h5").attrs["methods"].split(","))
-    assert len(starts) == 2 and lines[starts[0]:starts[0] + 2 + methods] == lines[starts[1]:starts[1] + 2 + methods]
+    assert len(starts) == 2 and lines[starts[0] : starts[0] + 2 + methods] == lines[starts[1] : starts[1] + 2 + methods]
     assert "norm weight" in done.stdout and "norm bias" in done.stdout
     assert gradscope.load_analysis(tmp_path / "run.analysis.h5")["steps"]["step"].tolist() == list(range(0, 20, 2))
     try:

@@ -28,14 +28,19 @@ class TwoTower(torch.nn.Module):
 
 
 def analyze_json(gradscope_bin, path, out):
-    done = subprocess.run([gradscope_bin, "analyze", str(path), "--out", str(out), "--json", "--quiet"],
-                          check=True, capture_output=True, text=True).stdout
+    done = subprocess.run(
+        [gradscope_bin, "analyze", str(path), "--out", str(out), "--json", "--quiet"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     return json.loads(done)
 
 
 def info_json(gradscope_bin, path):
-    out = subprocess.run([gradscope_bin, "info", str(path), "--json"], check=True,
-                         capture_output=True, text=True).stdout
+    out = subprocess.run(
+        [gradscope_bin, "info", str(path), "--json"], check=True, capture_output=True, text=True
+    ).stdout
     return json.loads(out)
 
 
@@ -53,8 +58,10 @@ def test_records_every_kth_step_and_reads_back(gradscope_bin, tmp_path):
             loss.backward()
             rec.end_step(loss, 0.1)
             if recorded:
-                expected[step] = {n: (p.grad.clone() if p.grad is not None else torch.zeros_like(p))
-                                  for n, p in model.named_parameters()}
+                expected[step] = {
+                    n: (p.grad.clone() if p.grad is not None else torch.zeros_like(p))
+                    for n, p in model.named_parameters()
+                }
             opt.step()
             if step == 4:  # the file opens while it is written (SWMR), with what is written so far
                 live = info_json(gradscope_bin, path)
@@ -84,8 +91,12 @@ def test_records_every_kth_step_and_reads_back(gradscope_bin, tmp_path):
     gui = os.environ.get("GS_GUI_BIN")
     if gui:  # the viewer renders it (offscreen)
         shot = tmp_path / "gui.png"
-        subprocess.run([gui, str(path), "--screenshot", str(shot)], check=True, capture_output=True,
-                       env=dict(os.environ, QT_QPA_PLATFORM="offscreen"))
+        subprocess.run(
+            [gui, str(path), "--screenshot", str(shot)],
+            check=True,
+            capture_output=True,
+            env=dict(os.environ, QT_QPA_PLATFORM="offscreen"),
+        )
         assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -169,8 +180,10 @@ def test_read_grad_records_grad_as_it_is_at_end_step(tmp_path):
     torch.manual_seed(2)
     model = TwoTower()
     paths = {mode: tmp_path / f"{mode}.h5" for mode in ("hooks", "grad")}
-    recs = {"hooks": gradscope.Recorder(model, paths["hooks"], every=1),
-            "grad": gradscope.Recorder(model, paths["grad"], every=1, read_grad=True)}
+    recs = {
+        "hooks": gradscope.Recorder(model, paths["hooks"], every=1),
+        "grad": gradscope.Recorder(model, paths["grad"], every=1, read_grad=True),
+    }
     for rec in recs.values():
         rec.begin_step(0)
     model(torch.randn(8, 12)).pow(2).mean().backward()

@@ -16,14 +16,33 @@ POINTS = "dense,sidco-e-0.01-accordion-mc"
 
 
 def frontier(*args):
-    return subprocess.run([sys.executable, str(FRONTIER), *args], capture_output=True, text=True, timeout=600,
-                          env=dict(os.environ, OMP_NUM_THREADS="1"))
+    return subprocess.run(
+        [sys.executable, str(FRONTIER), *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=dict(os.environ, OMP_NUM_THREADS="1"),
+    )
 
 
 def small(out):
     # 500 test images: the pipeline at a small size (a ResNet-18 reads the 10,000 in seconds a run)
-    return frontier("--workers", "2", "--steps", "6", "--seeds", "1", "--points", POINTS, "--long-steps", "0",
-                    "--eval-images", "500", "--out", str(out))
+    return frontier(
+        "--workers",
+        "2",
+        "--steps",
+        "6",
+        "--seeds",
+        "1",
+        "--points",
+        POINTS,
+        "--long-steps",
+        "0",
+        "--eval-images",
+        "500",
+        "--out",
+        str(out),
+    )
 
 
 def test_frontier_makes_its_runs_table_and_figure_then_reuses_the_runs(tmp_path):
@@ -64,19 +83,22 @@ def test_frontier_makes_its_runs_table_and_figure_then_reuses_the_runs(tmp_path)
     assert not list(out.glob("*.partial"))
     assert json.loads((out / "dense-w2-n6-s1.json").read_text())["point"] == "dense"
     # A run read on other test images than asked for is not reused as if it were comparable.
-    other = frontier("--workers", "2", "--steps", "6", "--seeds", "1", "--points", POINTS, "--long-steps", "0",
-                     "--out", str(out))
+    other = frontier(
+        "--workers", "2", "--steps", "6", "--seeds", "1", "--points", POINTS, "--long-steps", "0", "--out", str(out)
+    )
     assert other.returncode != 0
     assert "was evaluated on 500 test images and this invocation asks for 10000" in other.stderr, other.stderr
 
 
 def test_frontier_refuses_bad_options_before_it_starts_a_worker(tmp_path):
     out = tmp_path / "none"
-    for args, message in [(["--steps", "3"], "--steps 3: at least 6 steps"),
-                          (["--long-steps", "2"], "--long-steps 2: at least 6 steps"),
-                          (["--workers", "0"], "--workers 0: at least 1"),
-                          (["--eval-images", "0"], "--eval-images 0: from 1 to 10000"),
-                          (["--points", "dense,sidco-x"], "unknown point(s) sidco-x")]:
+    for args, message in [
+        (["--steps", "3"], "--steps 3: at least 6 steps"),
+        (["--long-steps", "2"], "--long-steps 2: at least 6 steps"),
+        (["--workers", "0"], "--workers 0: at least 1"),
+        (["--eval-images", "0"], "--eval-images 0: from 1 to 10000"),
+        (["--points", "dense,sidco-x"], "unknown point(s) sidco-x"),
+    ]:
         r = frontier(*args, "--out", str(out))
         assert r.returncode != 0
         assert message in r.stderr, r.stderr
@@ -84,8 +106,13 @@ def test_frontier_refuses_bad_options_before_it_starts_a_worker(tmp_path):
 
 
 def script(name, *args, timeout=900):
-    return subprocess.run([sys.executable, str(ROOT / "scripts" / name), *args], capture_output=True, text=True,
-                          timeout=timeout, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    return subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / name), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=dict(os.environ, OMP_NUM_THREADS="1"),
+    )
 
 
 def test_sidco_holds_its_density_under_momentum_correction(tmp_path):
@@ -93,8 +120,20 @@ def test_sidco_holds_its_density_under_momentum_correction(tmp_path):
     stage controller cycled: at least 90% of the compressed steps within [0.5, 2] of the ratio, at
     most one change of the stage count in any 20 steps past the first 20, the mean density within
     [0.8, 1.25] of the ratio (--check exits 1 otherwise)."""
-    r = script("controller.py", "--models", "cnn-bn", "--methods", "sidco-e", "--setups", "mc", "--steps", "60",
-               "--out", str(tmp_path / "controller"), "--check")
+    r = script(
+        "controller.py",
+        "--models",
+        "cnn-bn",
+        "--methods",
+        "sidco-e",
+        "--setups",
+        "mc",
+        "--steps",
+        "60",
+        "--out",
+        str(tmp_path / "controller"),
+        "--check",
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     row = next(line for line in r.stdout.splitlines() if line.startswith("| cnn-bn-sidco-e-mc-s1"))
     assert row.rstrip(" |").endswith("met"), row
@@ -105,9 +144,34 @@ def test_speedup_runs_its_whole_pipeline_in_six_steps(tmp_path):
     """scripts/speedup.py at 6 steps on loopback (the lab needs root; --no-lab times the unshaped
     rate without it): accuracy runs, timing runs, the table and the figure."""
     out = tmp_path / "speedup"
-    r = script("speedup.py", "--models", "vit", "--points", "sidco-e-mc", "--dense-lrs", "0.05",
-               "--workers", "2", "--steps", "6", "--eval-every", "3", "--seeds", "1", "--rates", "none", "--no-lab",
-               "--timing-steps", "8", "--timing-budget", "0", "--eval-images", "500", "--out", str(out))
+    r = script(
+        "speedup.py",
+        "--models",
+        "vit",
+        "--points",
+        "sidco-e-mc",
+        "--dense-lrs",
+        "0.05",
+        "--workers",
+        "2",
+        "--steps",
+        "6",
+        "--eval-every",
+        "3",
+        "--seeds",
+        "1",
+        "--rates",
+        "none",
+        "--no-lab",
+        "--timing-steps",
+        "8",
+        "--timing-budget",
+        "0",
+        "--eval-images",
+        "500",
+        "--out",
+        str(out),
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     for timed in (out / "time").glob("*.json"):  # the budget ends each at 3 warm + 2 timed steps
         assert len(json.loads(timed.read_text())["step_s"]) == 5, timed.name
@@ -127,16 +191,43 @@ def test_speedup_runs_its_whole_pipeline_in_six_steps(tmp_path):
     assert "| vit | none | dense, lr 0.05 |" in (out / "comparisons.table.md").read_text()
     assert (out / "time-to-target-vit.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert sorted(p.name for p in (out / "acc").glob("*.json")) == [
-        "vit-dense-lr0.05-w2-n6-s1.json", "vit-sidco-e-mc-w2-n6-s1.json"]
+        "vit-dense-lr0.05-w2-n6-s1.json",
+        "vit-sidco-e-mc-w2-n6-s1.json",
+    ]
     curve = json.loads((out / "acc" / "vit-sidco-e-mc-w2-n6-s1.json").read_text())["curve"]
     assert [step for step, _ in curve] == [3, 6]
     assert (out / "speedup-vit.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # A second report under its own name, from the runs made, with SIDCo-E at another learning rate
     # (one accuracy run more; its steps are sidco-e-mc's timing run): the first report stays.
     first = (out / "speedup.table.md").read_text()
-    again = script("speedup.py", "--phase", "report", "--models", "vit", "--points", "sidco-e-mc,sidco-e-mc-lr0.02",
-                   "--dense-lrs", "0.05", "--workers", "2", "--steps", "6", "--eval-every", "3", "--seeds", "1",
-                   "--rates", "none", "--no-lab", "--name", "one", "--eval-images", "500", "--out", str(out))
+    again = script(
+        "speedup.py",
+        "--phase",
+        "report",
+        "--models",
+        "vit",
+        "--points",
+        "sidco-e-mc,sidco-e-mc-lr0.02",
+        "--dense-lrs",
+        "0.05",
+        "--workers",
+        "2",
+        "--steps",
+        "6",
+        "--eval-every",
+        "3",
+        "--seeds",
+        "1",
+        "--rates",
+        "none",
+        "--no-lab",
+        "--name",
+        "one",
+        "--eval-images",
+        "500",
+        "--out",
+        str(out),
+    )
     assert again.returncode == 0, again.stdout + again.stderr
     assert (out / "speedup.table.md").read_text() == first
     named = (out / "speedup-one.table.md").read_text()
@@ -145,8 +236,9 @@ def test_speedup_runs_its_whole_pipeline_in_six_steps(tmp_path):
     assert not list((out / "time").glob("*lr0.02*"))
     assert (out / "speedup-vit-one.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # Each unknown one named, in one run: a point made up, auto at another rate, a rate not a number.
-    bad = script("speedup.py", "--points", "sidco-e-mc,sidco-x,sidco-e-mc-auto-lr0.01,fp16-lrx", "--out",
-                 str(tmp_path / "bad"))
+    bad = script(
+        "speedup.py", "--points", "sidco-e-mc,sidco-x,sidco-e-mc-auto-lr0.01,fp16-lrx", "--out", str(tmp_path / "bad")
+    )
     assert bad.returncode != 0, bad.stdout
     assert "unknown point(s) sidco-x, sidco-e-mc-auto-lr0.01, fp16-lrx:" in bad.stderr, bad.stderr
     assert not (tmp_path / "bad").exists()
@@ -157,8 +249,19 @@ def test_one_shot_sidco_lands_near_its_ratio_on_gradients_it_was_not_tuned_on():
     (scripts/one_shot_stages.py --seed 4: ResNet-18, a Transformer encoder and an LSTM, whole model
     and largest layer, every SIDCo variant, 0.01 and 0.001): every call within [0.5, 2] of the ratio,
     the median within [0.8, 1.25]."""
-    r = script("one_shot_stages.py", "--seed", "4", "--ratios", "0.01,0.001", "--stages", "2,3", "--check", "0.5,2",
-               "--median", "0.8,1.25")
+    r = script(
+        "one_shot_stages.py",
+        "--seed",
+        "4",
+        "--ratios",
+        "0.01,0.001",
+        "--stages",
+        "2,3",
+        "--check",
+        "0.5,2",
+        "--median",
+        "0.8,1.25",
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert "outside [0.5, 2.0]: none" in r.stdout and "within [0.8, 1.25]" in r.stdout, r.stdout
 
@@ -169,8 +272,20 @@ def test_hook_model_gives_the_modelled_device_time_of_each_step_from_the_cuda_ho
     import gradscope
 
     out = tmp_path / "hook.json"
-    r = script("hook_model.py", "--width", "96", "--layers", "2", "--bucket-mb", "0.03", "--steps", "4",
-               "--json", str(out), timeout=300)
+    r = script(
+        "hook_model.py",
+        "--width",
+        "96",
+        "--layers",
+        "2",
+        "--bucket-mb",
+        "0.03",
+        "--steps",
+        "4",
+        "--json",
+        str(out),
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
     d = json.loads(out.read_text())
     assert len(d["rows"]) == 2, d["rows"]

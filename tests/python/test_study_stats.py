@@ -45,8 +45,12 @@ def test_one_noisy_evaluation_does_not_decide_the_time_to_the_target():
 
 
 def test_the_fixed_target_is_dense_converged_accuracy_less_the_margin():
-    acc = {"dense-lr0.05": {1: {"curve": CURVE, "test_accuracy": 0.80},
-                            2: {"curve": [[s, a + 0.02] for s, a in CURVE], "test_accuracy": 0.82}}}
+    acc = {
+        "dense-lr0.05": {
+            1: {"curve": CURVE, "test_accuracy": 0.80},
+            2: {"curve": [[s, a + 0.02] for s, a in CURVE], "test_accuracy": 0.82},
+        }
+    }
     report = ["--phase", "report", "--models", "vit"]
     opts = speedup.parse(report + ["--target-margin", "0.5"])
     target, info = speedup.choose_target(acc, "dense-lr0.05", [1, 2], opts)
@@ -60,9 +64,14 @@ def test_the_fixed_target_is_dense_converged_accuracy_less_the_margin():
     assert given == {1: pytest.approx(0.785), 2: pytest.approx(0.785)}
 
 
-@pytest.mark.parametrize("args,message", [(["--target", "best"], "--target best"),
-                                          (["--target", "120"], "--target 120"),
-                                          (["--smooth", "2"], "--smooth 2: an odd number")])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--target", "best"], "--target best"),
+        (["--target", "120"], "--target 120"),
+        (["--smooth", "2"], "--smooth 2: an odd number"),
+    ],
+)
 def test_bad_target_options_are_refused(args, message, capsys):
     with pytest.raises(SystemExit):
         speedup.parse(["--no-lab", "--rates", "none"] + args)

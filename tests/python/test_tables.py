@@ -108,8 +108,11 @@ RULES = [
     (torch.nn.ModuleDict({"bn1": torch.nn.BatchNorm2d(4)}), "bn1.weight", "norm weight"),
     (torch.nn.ModuleDict({"norm1": torch.nn.LayerNorm(8)}), "norm1.weight", "norm weight"),
     (torch.nn.ModuleDict({"ln_f": torch.nn.LayerNorm(8)}), "ln_f.weight", "norm weight"),
-    (torch.nn.ModuleDict({"downsample": torch.nn.Sequential(torch.nn.Conv2d(2, 4, 1), torch.nn.BatchNorm2d(4))}),
-     "downsample.1.weight", "norm weight"),
+    (
+        torch.nn.ModuleDict({"downsample": torch.nn.Sequential(torch.nn.Conv2d(2, 4, 1), torch.nn.BatchNorm2d(4))}),
+        "downsample.1.weight",
+        "norm weight",
+    ),
     (torch.nn.ModuleDict({"rms_norm": Rms()}), "rms_norm.weight", "norm weight"),
     (torch.nn.ModuleDict({"act": torch.nn.PReLU(8)}), "act.weight", "1-d weight"),
     (torch.nn.ModuleDict({"embedding": torch.nn.Embedding(10, 8)}), "embedding.weight", "embedding"),
@@ -140,8 +143,12 @@ def test_fit_params_are_named_as_fit_names_them(analysed):
     path, _, analysis = analysed
     params = analysis.fit_params
     assert list(params.columns) == ["step", "scope", "kind", "dist", "name", "value"]
-    assert analysis.param_names == {"exponential": ["beta"], "gamma": ["alpha", "beta"],
-                                    "gpareto": ["xi", "sigma"], "normal": ["mu", "sigma"]}
+    assert analysis.param_names == {
+        "exponential": ["beta"],
+        "gamma": ["alpha", "beta"],
+        "gpareto": ["xi", "sigma"],
+        "normal": ["mu", "sigma"],
+    }
     fits = analysis.fits
     assert len(params) == sum(len(analysis.param_names[d]) for d in fits[fits.error == ""].dist)
     # The names and values gradscope.fit gives the same vector.
@@ -156,13 +163,16 @@ def test_fit_params_are_named_as_fit_names_them(analysed):
             assert got[name] == pytest.approx(value, rel=1e-12), (dist, name)
 
 
-@pytest.mark.parametrize("dist, params, law", [
-    ("exponential", (0.003, float("nan")), scipy.stats.expon(scale=0.003)),
-    ("gamma", (0.6, 0.004), scipy.stats.gamma(0.6, scale=0.004)),
-    ("gpareto", (0.2, 0.002), scipy.stats.genpareto(0.2, scale=0.002)),
-    ("gpareto", (-0.3, 0.002), scipy.stats.genpareto(-0.3, scale=0.002)),
-    ("normal", (0.001, 0.002), scipy.stats.norm(0.001, 0.002)),
-])
+@pytest.mark.parametrize(
+    "dist, params, law",
+    [
+        ("exponential", (0.003, float("nan")), scipy.stats.expon(scale=0.003)),
+        ("gamma", (0.6, 0.004), scipy.stats.gamma(0.6, scale=0.004)),
+        ("gpareto", (0.2, 0.002), scipy.stats.genpareto(0.2, scale=0.002)),
+        ("gpareto", (-0.3, 0.002), scipy.stats.genpareto(-0.3, scale=0.002)),
+        ("normal", (0.001, 0.002), scipy.stats.norm(0.001, 0.002)),
+    ],
+)
 def test_fitted_law_agrees_with_scipy(dist, params, law):
     fitted = gradscope.fitted(dist, params)
     x = np.array([1e-6, 1e-4, 1e-3, 2e-3, 4e-3, 6e-3])
@@ -202,10 +212,18 @@ def test_tails_threshold_is_the_isf_of_ratio_n_over_the_nonzero_count(analysed):
 
 def test_ratios_dists_and_methods_take_lists_or_comma_lists(tmp_path):
     record(tmp_path / "run.h5", steps=2)
-    listed = gradscope.analyze(tmp_path / "run.h5", tmp_path / "a.h5", ratios=[0.1, 0.01],
-                               dists=["gamma", "exponential"], methods=("topk", "dgc"), jobs=1)
-    comma = gradscope.analyze(tmp_path / "run.h5", tmp_path / "b.h5", ratios="0.1,0.01",
-                              dists="gamma,exponential", methods="topk,dgc", jobs=1)
+    listed = gradscope.analyze(
+        tmp_path / "run.h5",
+        tmp_path / "a.h5",
+        ratios=[0.1, 0.01],
+        dists=["gamma", "exponential"],
+        methods=("topk", "dgc"),
+        jobs=1,
+    )
+    comma = gradscope.analyze(
+        tmp_path / "run.h5", tmp_path / "b.h5", ratios="0.1,0.01", dists="gamma,exponential", methods="topk,dgc", jobs=1
+    )
+
     def untimed(result):
         return [{k: v for k, v in q.items() if k != "median_seconds"} for q in result["summary"]["quality"]]
 
@@ -213,12 +231,14 @@ def test_ratios_dists_and_methods_take_lists_or_comma_lists(tmp_path):
     a, b = gradscope.load_analysis(tmp_path / "a.h5"), gradscope.load_analysis(tmp_path / "b.h5")
     for key in ("ratios", "dists", "methods"):
         np.testing.assert_array_equal(a.attrs[key], b.attrs[key])
-    for bad, message in [({"ratios": "0.1,x"}, r"^ratios='x' is not a number"),
-                         ({"ratios": [0.1, "x"]}, r"^ratios='x' is not a number"),
-                         ({"ratios": [0.1, 2.0]}, r"^ratios: density 2 is outside \(0, 1\]"),
-                         ({"ratios": "0.1,0.1"}, r"^ratios: ratio 0.1.* is repeated"),
-                         ({"dists": "gamma,cauchy"}, r"^dists: unknown distribution 'cauchy'"),
-                         ({"methods": ["topk", "magic"]}, r"^methods: unknown method 'magic'")]:
+    for bad, message in [
+        ({"ratios": "0.1,x"}, r"^ratios='x' is not a number"),
+        ({"ratios": [0.1, "x"]}, r"^ratios='x' is not a number"),
+        ({"ratios": [0.1, 2.0]}, r"^ratios: density 2 is outside \(0, 1\]"),
+        ({"ratios": "0.1,0.1"}, r"^ratios: ratio 0.1.* is repeated"),
+        ({"dists": "gamma,cauchy"}, r"^dists: unknown distribution 'cauchy'"),
+        ({"methods": ["topk", "magic"]}, r"^methods: unknown method 'magic'"),
+    ]:
         with pytest.raises(gradscope.Error, match=message):
             gradscope.analyze(tmp_path / "run.h5", tmp_path / "c.h5", **bad)
     t = torch.randn(5000)
@@ -238,16 +258,25 @@ def test_steps_are_training_step_numbers(tmp_path):
     record(snapshot, steps=20, every=2)  # steps 0, 2, ..., 18 recorded
     options = dict(ratios=0.1, dists="exponential", methods="topk", jobs=1, force=True)
     out = tmp_path / "a.h5"
-    for steps, expected in [(4, [4]), (range(4, 12), [4, 6, 8, 10]), (slice(10, None), [10, 12, 14, 16, 18]),
-                            (slice(None, None, 8), [0, 8, 16]), ([18, 0], [0, 18]), ([range(0, 3), 16], [0, 2, 16]),
-                            (gradscope.Step(6, 0.0, 0.0), [6]), ("2:7", [2, 4, 6])]:
+    for steps, expected in [
+        (4, [4]),
+        (range(4, 12), [4, 6, 8, 10]),
+        (slice(10, None), [10, 12, 14, 16, 18]),
+        (slice(None, None, 8), [0, 8, 16]),
+        ([18, 0], [0, 18]),
+        ([range(0, 3), 16], [0, 2, 16]),
+        (gradscope.Step(6, 0.0, 0.0), [6]),
+        ("2:7", [2, 4, 6]),
+    ]:
         gradscope.analyze(snapshot, out, steps=steps, **options)
         assert steps_of(out) == expected, steps
     out.unlink()
-    for steps, message in [(5, r"^steps: step 5 is not recorded; recorded steps run from 0 to 18, every 2 \(10 steps\)"),
-                           (range(100, 200), r"^steps='100:200:1' selects no recorded step; recorded steps run from 0 to 18"),
-                           ([0, 7], "step 7 is not recorded"),
-                           (range(5, 5), "selects no step")]:
+    for steps, message in [
+        (5, r"^steps: step 5 is not recorded; recorded steps run from 0 to 18, every 2 \(10 steps\)"),
+        (range(100, 200), r"^steps='100:200:1' selects no recorded step; recorded steps run from 0 to 18"),
+        ([0, 7], "step 7 is not recorded"),
+        (range(5, 5), "selects no step"),
+    ]:
         with pytest.raises(gradscope.Error, match=message):
             gradscope.analyze(snapshot, out, steps=steps, **options)
         assert not out.exists()  # no silently empty analysis
@@ -260,11 +289,13 @@ def test_steps_are_training_step_numbers(tmp_path):
 def test_a_rerun_takes_the_options_in_any_order_and_adds_steps(tmp_path):
     snapshot, out = tmp_path / "run.h5", tmp_path / "a.h5"
     record(snapshot, steps=6)
-    first = gradscope.analyze(snapshot, out, ratios=(0.1, 0.01), dists="gamma,exponential", methods="topk,dgc",
-                              steps=range(0, 3), jobs=1)
+    first = gradscope.analyze(
+        snapshot, out, ratios=(0.1, 0.01), dists="gamma,exponential", methods="topk,dgc", steps=range(0, 3), jobs=1
+    )
     assert first["steps_analyzed"] == 3
-    again = gradscope.analyze(snapshot, out, ratios=(0.01, 0.1), dists=["exponential", "gamma"],
-                              methods="dgc,topk", steps=range(0, 6), jobs=1)
+    again = gradscope.analyze(
+        snapshot, out, ratios=(0.01, 0.1), dists=["exponential", "gamma"], methods="dgc,topk", steps=range(0, 6), jobs=1
+    )
     assert (again["steps_skipped"], again["steps_analyzed"], again["created"]) == (3, 3, False)
     a = gradscope.load_analysis(out)
     assert steps_of(out) == list(range(6)) and a.attrs["steps"] == "0:6:1"
@@ -309,8 +340,9 @@ def test_the_loss_of_every_step_is_stored(tmp_path, gradscope_bin):
     assert (curve.lr == 0.05).all()
     for s in recorded:
         assert curve.loss[s.step] == s.loss
-    info = json.loads(subprocess.run([gradscope_bin, "info", str(path), "--json"], check=True,
-                                     capture_output=True, text=True).stdout)
+    info = json.loads(
+        subprocess.run([gradscope_bin, "info", str(path), "--json"], check=True, capture_output=True, text=True).stdout
+    )
     assert info["loss"]["steps"] == 75 and len(info["loss"]["trajectory"]) == 75
     assert info["steps"]["count"] == 4
 
@@ -330,9 +362,12 @@ def test_a_snapshot_without_losses_gives_the_recorded_steps(tmp_path, gradscope_
 
 def test_a_missing_file_is_a_file_not_found_error(tmp_path):
     missing = tmp_path / "missing.h5"
-    for call in (lambda: gradscope.open_snapshot(missing), lambda: gradscope.load_analysis(missing),
-                 lambda: gradscope.analyze(missing, tmp_path / "a.h5"),
-                 lambda: gradscope.Recorder(BnNet(), tmp_path / "no" / "run.h5")):
+    for call in (
+        lambda: gradscope.open_snapshot(missing),
+        lambda: gradscope.load_analysis(missing),
+        lambda: gradscope.analyze(missing, tmp_path / "a.h5"),
+        lambda: gradscope.Recorder(BnNet(), tmp_path / "no" / "run.h5"),
+    ):
         with pytest.raises(FileNotFoundError) as e:
             call()
         assert isinstance(e.value, gradscope.Error) and isinstance(e.value, gradscope.MissingFileError)
@@ -441,10 +476,13 @@ def test_a_version_1_analysis_reads_with_n_and_too_small_filled_in(analysed, tmp
     # Appending to it, or merging it, would read its steps as rows: refused, with the way out.
     with pytest.raises(gradscope.Error, match=r"older gradscope \(analysis format version 1.*force=True"):
         gradscope.analyze(snapshot, old, ratios=(0.1, 0.01), jobs=1)
-    merged = subprocess.run([gradscope_bin, "merge", "--out", str(tmp_path / "m.h5"), str(old)],
-                            capture_output=True, text=True)
+    merged = subprocess.run(
+        [gradscope_bin, "merge", "--out", str(tmp_path / "m.h5"), str(old)], capture_output=True, text=True
+    )
     assert merged.returncode == 1 and "analysis format version 1" in merged.stderr
     with h5py.File(old, "r+") as f:
         f.attrs["format_version"] = np.int64(3)
-    with pytest.raises(gradscope.Error, match="analysis format version 3 is not supported; this build reads versions 1 to 2"):
+    with pytest.raises(
+        gradscope.Error, match="analysis format version 3 is not supported; this build reads versions 1 to 2"
+    ):
         gradscope.load_analysis(old)

@@ -44,7 +44,21 @@ def test_mypy_is_clean_on_the_package_and_the_docs_examples(tmp_path):
         path = tmp_path / f"{page.stem.lower().replace('-', '_')}_{n}.py"
         path.write_text("# mypy: disable-error-code=name-defined\nimport gradscope\nimport gradscope.ddp\n" + code)
         files.append(str(path))
-    out = subprocess.run([MYPY, "--python-executable", sys.executable, "--cache-dir", str(tmp_path / "cache"),
-                          "--no-error-summary", "--config-file", str(ROOT / "pyproject.toml"), "gradscope", *files],
-                         cwd=ROOT / "python", capture_output=True, text=True)
+    out = subprocess.run(
+        [
+            MYPY,
+            "--python-executable",
+            sys.executable,
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "--no-error-summary",
+            "--config-file",
+            str(ROOT / "pyproject.toml"),
+            "gradscope",
+            *files,
+        ],
+        cwd=ROOT / "python",
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 0, out.stdout + out.stderr

@@ -21,9 +21,8 @@ namespace {
 class Capture : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("gs_train_capture_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() / ("gs_train_capture_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -104,17 +103,29 @@ TEST_F(Capture, FileLayoutMatchesTheDocumentedFormat) {
   auto config = mlp("layout.h5", 12, 4);
   gs::train::run_capture(config);
   const std::string header = run_command("h5dump -H '" + config.out.string() + "' 2>&1");
-  for (const char* needle :
-       {"GROUP \"layers\"", "GROUP \"fc1.weight\"", "GROUP \"fc3.bias\"", "DATASET \"grad\"",
-        "DATASET \"step\"", "DATASET \"steps\"", "ATTRIBUTE \"format\"",
-        "ATTRIBUTE \"format_version\"", "ATTRIBUTE \"model\"", "ATTRIBUTE \"dataset\"",
-        "ATTRIBUTE \"seed\"", "ATTRIBUTE \"created\"", "ATTRIBUTE \"gradscope_version\"",
-        "ATTRIBUTE \"shape\"", "H5T_IEEE_F32LE", "( 3, 200704 )", "( 3, 10 )",
-        "H5T_STD_I64LE \"step\"", "H5T_IEEE_F64LE \"loss\"", "H5T_IEEE_F64LE \"lr\""})
+  for (const char* needle : {"GROUP \"layers\"",
+                             "GROUP \"fc1.weight\"",
+                             "GROUP \"fc3.bias\"",
+                             "DATASET \"grad\"",
+                             "DATASET \"step\"",
+                             "DATASET \"steps\"",
+                             "ATTRIBUTE \"format\"",
+                             "ATTRIBUTE \"format_version\"",
+                             "ATTRIBUTE \"model\"",
+                             "ATTRIBUTE \"dataset\"",
+                             "ATTRIBUTE \"seed\"",
+                             "ATTRIBUTE \"created\"",
+                             "ATTRIBUTE \"gradscope_version\"",
+                             "ATTRIBUTE \"shape\"",
+                             "H5T_IEEE_F32LE",
+                             "( 3, 200704 )",
+                             "( 3, 10 )",
+                             "H5T_STD_I64LE \"step\"",
+                             "H5T_IEEE_F64LE \"loss\"",
+                             "H5T_IEEE_F64LE \"lr\""})
     EXPECT_NE(header.find(needle), std::string::npos) << "missing " << needle << " in\n" << header;
   // Each layer's step dataset lists exactly the recorded steps.
-  const std::string steps =
-      run_command("h5dump -y -d /layers/fc2.weight/step '" + config.out.string() + "' 2>&1");
+  const std::string steps = run_command("h5dump -y -d /layers/fc2.weight/step '" + config.out.string() + "' 2>&1");
   const auto data = steps.find("DATA {");
   ASSERT_NE(data, std::string::npos) << steps;
   std::string values = steps.substr(data + 6, steps.find('}', data) - data - 6);
@@ -166,9 +177,7 @@ TEST_F(Capture, CnnAndLstmRecordEveryLayer) {
 
 TEST_F(Capture, RefusesToOverwriteWithoutForce) {
   auto config = mlp("kept.h5", 2, 1);
-  {
-    std::ofstream(config.out) << "precious";
-  }
+  { std::ofstream(config.out) << "precious"; }
   bool called = false;
   try {
     gs::train::run_capture(config, [&](const auto&) { called = true; });

@@ -73,22 +73,18 @@ TEST_P(PerSample, MatchesOneBackwardPerSample) {
     nonzero += ref[i] > 0.0;
   }
   EXPECT_GT(nonzero, v.size() / 4) << "too few elements tested";
-  std::cout << c.model << " " << (c.dtype == torch::kFloat64 ? "f64" : "f32") << ": " << v.size()
-            << " elements, " << nonzero << " non-zero, worst error / tolerance " << worst << "\n";
+  std::cout << c.model << " " << (c.dtype == torch::kFloat64 ? "f64" : "f32") << ": " << v.size() << " elements, "
+            << nonzero << " non-zero, worst error / tolerance " << worst << "\n";
 }
 
 // float64 models: exact up to the float32 output (rounding 6e-8 relative; measured worst 6% of the
 // tolerance). float32 models: the batched and per-sample paths sum in different orders (measured
 // worst about 4% of the tolerance).
-INSTANTIATE_TEST_SUITE_P(Models, PerSample,
-                         ::testing::Values(Case{"mlp", torch::kFloat64, 1e-6, 1e-12},
-                                           Case{"cnn", torch::kFloat64, 1e-6, 1e-12},
-                                           Case{"mlp", torch::kFloat32, 1e-4, 1e-7},
-                                           Case{"cnn", torch::kFloat32, 1e-4, 1e-7}),
-                         [](const auto& info) {
-                           return info.param.model +
-                                  (info.param.dtype == torch::kFloat64 ? "_f64" : "_f32");
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Models, PerSample,
+    ::testing::Values(Case{"mlp", torch::kFloat64, 1e-6, 1e-12}, Case{"cnn", torch::kFloat64, 1e-6, 1e-12},
+                      Case{"mlp", torch::kFloat32, 1e-4, 1e-7}, Case{"cnn", torch::kFloat32, 1e-4, 1e-7}),
+    [](const auto& info) { return info.param.model + (info.param.dtype == torch::kFloat64 ? "_f64" : "_f32"); });
 
 TEST(PerSampleErrors, UnsupportedModelsAndMisuseThrow) {
   torch::manual_seed(3);
@@ -97,8 +93,7 @@ TEST(PerSampleErrors, UnsupportedModelsAndMisuseThrow) {
     GradientVariance gv(*lstm);
     FAIL() << "no error for lstm";
   } catch (const gs::Error& e) {
-    EXPECT_NE(std::string(e.what()).find("the variance compressor supports mlp and cnn"),
-              std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("the variance compressor supports mlp and cnn"), std::string::npos);
   }
   EXPECT_EQ(lstm->tap(), nullptr);
 

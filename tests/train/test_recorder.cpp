@@ -26,8 +26,7 @@ class MemorySink final : public gs::train::StepSink {
  public:
   explicit MemorySink(std::vector<Recorded>* out, int fail_at = -1, int delay_ms = 0)
       : out_(out), fail_at_(fail_at), delay_ms_(delay_ms) {}
-  void append(const gs::data::StepRecord& record,
-              std::span<const std::span<const float>> grads) override {
+  void append(const gs::data::StepRecord& record, std::span<const std::span<const float>> grads) override {
     if (delay_ms_ > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms_));
     if (static_cast<int>(out_->size()) == fail_at_) throw gs::Error("disk full (simulated)");
     Recorded r{record, {}};
@@ -62,11 +61,10 @@ TEST(Models, FactoryBuildsEveryModelWithTorchParameterNames) {
   const std::vector<std::pair<std::string, std::vector<std::string>>> expected{
       {"mlp", {"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias", "fc3.weight", "fc3.bias"}},
       {"cnn",
-       {"conv1.weight", "conv1.bias", "conv2.weight", "conv2.bias", "fc1.weight", "fc1.bias",
-        "fc2.weight", "fc2.bias"}},
+       {"conv1.weight", "conv1.bias", "conv2.weight", "conv2.bias", "fc1.weight", "fc1.bias", "fc2.weight",
+        "fc2.bias"}},
       {"lstm",
-       {"lstm.weight_ih_l0", "lstm.weight_hh_l0", "lstm.bias_ih_l0", "lstm.bias_hh_l0",
-        "head.weight", "head.bias"}}};
+       {"lstm.weight_ih_l0", "lstm.weight_hh_l0", "lstm.bias_ih_l0", "lstm.bias_hh_l0", "head.weight", "head.bias"}}};
   ASSERT_EQ(gs::train::model_names(), (std::vector<std::string>{"mlp", "cnn", "lstm"}));
   for (const auto& [name, params] : expected) {
     auto model = gs::train::make_model(name);
@@ -151,8 +149,7 @@ TEST(Recorder, SlowSinkHoldsTrainingBackAndLosesNothing) {
   torch::manual_seed(12);
   auto model = gs::train::make_model("mlp");
   std::vector<Recorded> got;
-  GradientRecorder recorder(*model, std::make_unique<MemorySink>(&got, -1, 30),
-                            {.every = 1, .queue_depth = 1});
+  GradientRecorder recorder(*model, std::make_unique<MemorySink>(&got, -1, 30), {.every = 1, .queue_depth = 1});
   for (std::int64_t step = 0; step < 6; ++step) {
     recorder.begin_step(step);
     recorder.end_step(step_once(*model), 0.01);
@@ -166,8 +163,7 @@ TEST(Recorder, WriterThreadFailureSurfacesInTheTrainingThread) {
   torch::manual_seed(13);
   auto model = gs::train::make_model("mlp");
   std::vector<Recorded> got;
-  GradientRecorder recorder(*model, std::make_unique<MemorySink>(&got, /*fail_at=*/1),
-                            {.every = 1, .queue_depth = 1});
+  GradientRecorder recorder(*model, std::make_unique<MemorySink>(&got, /*fail_at=*/1), {.every = 1, .queue_depth = 1});
   std::string message;
   std::int64_t step = 0;
   try {
@@ -192,8 +188,7 @@ TEST(Recorder, FailureOnTheLastStepSurfacesAtFinish) {
   torch::manual_seed(14);
   auto model = gs::train::make_model("mlp");
   std::vector<Recorded> got;
-  GradientRecorder recorder(*model, std::make_unique<MemorySink>(&got, /*fail_at=*/0),
-                            {.every = 1, .queue_depth = 4});
+  GradientRecorder recorder(*model, std::make_unique<MemorySink>(&got, /*fail_at=*/0), {.every = 1, .queue_depth = 4});
   recorder.begin_step(0);
   recorder.end_step(step_once(*model), 0.01);
   EXPECT_THROW(recorder.finish(), gs::Error);
@@ -220,20 +215,16 @@ TEST(Recorder, UnusedParametersAreRecordedAsZeros) {
   ASSERT_EQ(got.size(), 1u);
   ASSERT_EQ(got[0].grads.size(), 4u);
   for (std::size_t l = 0; l < 2; ++l)
-    EXPECT_TRUE(std::any_of(got[0].grads[l].begin(), got[0].grads[l].end(),
-                            [](float v) { return v != 0.0f; }));
+    EXPECT_TRUE(std::any_of(got[0].grads[l].begin(), got[0].grads[l].end(), [](float v) { return v != 0.0f; }));
   for (std::size_t l = 2; l < 4; ++l)
-    EXPECT_TRUE(std::all_of(got[0].grads[l].begin(), got[0].grads[l].end(),
-                            [](float v) { return v == 0.0f; }));
+    EXPECT_TRUE(std::all_of(got[0].grads[l].begin(), got[0].grads[l].end(), [](float v) { return v == 0.0f; }));
 }
 
 TEST(Recorder, RejectsBadArguments) {
   auto model = gs::train::make_model("mlp");
   std::vector<Recorded> got;
-  EXPECT_THROW(GradientRecorder(*model, std::make_unique<MemorySink>(&got), {.every = 0}),
-               gs::Error);
-  EXPECT_THROW(GradientRecorder(*model, std::make_unique<MemorySink>(&got), {.queue_depth = 0}),
-               gs::Error);
+  EXPECT_THROW(GradientRecorder(*model, std::make_unique<MemorySink>(&got), {.every = 0}), gs::Error);
+  EXPECT_THROW(GradientRecorder(*model, std::make_unique<MemorySink>(&got), {.queue_depth = 0}), gs::Error);
   EXPECT_THROW(GradientRecorder(*model, std::unique_ptr<gs::train::StepSink>{}), gs::Error);
   GradientRecorder recorder(*model, std::make_unique<MemorySink>(&got), {});
   recorder.begin_step(5);
@@ -242,15 +233,13 @@ TEST(Recorder, RejectsBadArguments) {
 }
 
 TEST(Recorder, SnapshotWriterMustMatchTheModelsLayers) {
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("gs_train_rec_" + std::to_string(::getpid()));
+  const auto dir = std::filesystem::temp_directory_path() / ("gs_train_rec_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   auto mlp = gs::train::make_model("mlp");
   auto cnn = gs::train::make_model("cnn");
   gs::data::SnapshotMeta meta;
   meta.model = "cnn";
-  gs::data::SnapshotWriter writer(dir / "cnn.h5", meta, gs::train::parameter_layers(*cnn),
-                                  {.force = true});
+  gs::data::SnapshotWriter writer(dir / "cnn.h5", meta, gs::train::parameter_layers(*cnn), {.force = true});
   EXPECT_THROW(GradientRecorder(*mlp, std::move(writer)), gs::Error);
   std::filesystem::remove_all(dir);
 }

@@ -25,40 +25,41 @@ const std::vector<OptionRow<CaptureConfig>>& capture_options() {
   auto at_least = [](const char* flag, std::int64_t low) {
     return [flag, low](const auto& v) {
       if (std::int64_t(v) < low)
-        throw Error(std::string(flag) + " must be at least " + std::to_string(low) + " (got " +
-                    std::to_string(v) + ")");
+        throw Error(std::string(flag) + " must be at least " + std::to_string(low) + " (got " + std::to_string(v) +
+                    ")");
     };
   };
   static const std::vector<OptionRow<C>> table = {
       common_option<C>("--model"),
-      option_row<std::int64_t, C>("--steps", "training steps (SGD updates)",
-                                  [](auto& c) -> auto& { return c.steps; }, at_least("--steps", 1)),
-      option_row<std::int64_t, C>("--every", "record steps 0, K, 2K, ...",
-                                  [](auto& c) -> auto& { return c.every; }, at_least("--every", 1)),
+      option_row<std::int64_t, C>(
+          "--steps", "training steps (SGD updates)", [](auto& c) -> auto& { return c.steps; }, at_least("--steps", 1)),
+      option_row<std::int64_t, C>(
+          "--every", "record steps 0, K, 2K, ...", [](auto& c) -> auto& { return c.every; }, at_least("--every", 1)),
       common_option<C>("--batch"),
       common_option<C>("--lr"),
       common_option<C>("--momentum"),
       common_option<C>("--seed"),
-      option_row<int, C>("--threads", "compute threads (torch and BLAS)",
-                         [](auto& c) -> auto& { return c.threads; }, at_least("--threads", 1)),
-      option_row<std::string, C>("--compression",
-                                 "how the snapshot's gradients are compressed (lz4 is fast; deflate "
-                                 "is smaller and slower; none stores raw floats)",
-                                 [](auto& c) -> auto& { return c.compression; }, {},
-                                 data::snapshot_codec_names()),
-      option_row<int, C>("--deflate", "deflate level 0..9, for --compression deflate",
-                         [](auto& c) -> auto& { return c.deflate_level; },
-                         [](const int& v) {
-                           if (v < 0 || v > 9)
-                             throw Error("--deflate must be between 0 and 9 (got " + std::to_string(v) + ")");
-                         }),
-      option_row<std::filesystem::path, C>("--out", "snapshot file to write (.h5)",
-                                           [](auto& c) -> auto& { return c.out; },
-                                           [](const std::filesystem::path& p) {
-                                             if (p.empty())
-                                               throw Error("--out: name the snapshot file to write");
-                                           }),
-      option_row<bool, C>("--force", "overwrite --out if it exists", [](auto& c) -> auto& { return c.force; }),
+      option_row<int, C>(
+          "--threads", "compute threads (torch and BLAS)", [](auto& c) -> auto& { return c.threads; },
+          at_least("--threads", 1)),
+      option_row<std::string, C>(
+          "--compression",
+          "how the snapshot's gradients are compressed (lz4 is fast; deflate "
+          "is smaller and slower; none stores raw floats)",
+          [](auto& c) -> auto& { return c.compression; }, {}, data::snapshot_codec_names()),
+      option_row<int, C>(
+          "--deflate", "deflate level 0..9, for --compression deflate",
+          [](auto& c) -> auto& { return c.deflate_level; },
+          [](const int& v) {
+            if (v < 0 || v > 9) throw Error("--deflate must be between 0 and 9 (got " + std::to_string(v) + ")");
+          }),
+      option_row<std::filesystem::path, C>(
+          "--out", "snapshot file to write (.h5)", [](auto& c) -> auto& { return c.out; },
+          [](const std::filesystem::path& p) {
+            if (p.empty()) throw Error("--out: name the snapshot file to write");
+          }),
+      option_row<bool, C>(
+          "--force", "overwrite --out if it exists", [](auto& c) -> auto& { return c.force; }),
   };
   return table;
 }
@@ -123,8 +124,7 @@ CaptureResult run_capture(const CaptureConfig& config, const CaptureCallback& pr
   EpochBatches batches(train_set, torch::arange(n, torch::kInt64), config.batch,
                        [n](int) { return torch::randperm(n, torch::kInt64); });
 
-  torch::optim::SGD optimizer(model->parameters(),
-                              torch::optim::SGDOptions(config.lr).momentum(config.momentum));
+  torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(config.lr).momentum(config.momentum));
   model->train();
 
   CaptureResult result;
@@ -136,8 +136,7 @@ CaptureResult run_capture(const CaptureConfig& config, const CaptureCallback& pr
   const auto t_train = Clock::now();
   for (std::int64_t step = 0; step < config.steps; ++step) {
     const auto t_step = Clock::now();
-    const Batch batch = batches.get(static_cast<int>(step / batches.per_epoch()),
-                                    step % batches.per_epoch());
+    const Batch batch = batches.get(static_cast<int>(step / batches.per_epoch()), step % batches.per_epoch());
     optimizer.zero_grad();
     const bool recorded = recorder.begin_step(step);
     const double loss_value = forward_backward(*model, batch);

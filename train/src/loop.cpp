@@ -8,8 +8,7 @@
 
 namespace gs::train {
 
-EpochBatches::EpochBatches(const TensorDataset& set, torch::Tensor examples, std::int64_t batch,
-                           Shuffle shuffle)
+EpochBatches::EpochBatches(const TensorDataset& set, torch::Tensor examples, std::int64_t batch, Shuffle shuffle)
     : set_(set), examples_(std::move(examples)), batch_(batch), shuffle_(std::move(shuffle)) {
   if (batch_ < 1) throw Error("batch size must be at least 1");
   per_epoch_ = examples_.size(0) / batch_;

@@ -44,9 +44,9 @@ Lstm::Lstm() {
 }
 
 torch::Tensor Lstm::forward(torch::Tensor images) {
-  const auto rows = images.flatten(1, 2);   // [batch, 28 rows, 28 pixels]
-  auto output = std::get<0>(lstm_(rows));   // [batch, 28, 128]
-  return head_(output.select(1, -1));       // the state after the last row
+  const auto rows = images.flatten(1, 2);  // [batch, 28 rows, 28 pixels]
+  auto output = std::get<0>(lstm_(rows));  // [batch, 28, 128]
+  return head_(output.select(1, -1));      // the state after the last row
 }
 
 std::shared_ptr<Classifier> make_model(const std::string& name) {
@@ -72,11 +72,9 @@ TensorDataset fashion_mnist_tensors(const std::string& split, const std::filesys
   GS_ASSERT(static_cast<std::int64_t>(img.pixels.size()) == img.count * img.rows * img.cols);
   GS_ASSERT(static_cast<std::int64_t>(set.labels.labels.size()) == img.count);
   // from_blob borrows the vectors; the conversions below copy before they go out of scope.
-  auto pixels = torch::from_blob(set.images.pixels.data(), {img.count, 1, img.rows, img.cols},
-                                 torch::kUInt8);
+  auto pixels = torch::from_blob(set.images.pixels.data(), {img.count, 1, img.rows, img.cols}, torch::kUInt8);
   auto images = pixels.to(torch::kFloat32).div_(255.0).sub_(kFashionMnistMean).div_(kFashionMnistStd);
-  auto labels = torch::from_blob(set.labels.labels.data(), {img.count}, torch::kUInt8)
-                    .to(torch::kInt64);
+  auto labels = torch::from_blob(set.labels.labels.data(), {img.count}, torch::kUInt8).to(torch::kInt64);
   return {images.contiguous(), labels.contiguous()};
 }
 

@@ -11,15 +11,14 @@ namespace gs::train {
 namespace F = torch::nn::functional;
 
 namespace {
-Error unsupported(const std::string& why) {
-  return Error("the variance compressor supports mlp and cnn: " + why);
-}
+Error unsupported(const std::string& why) { return Error("the variance compressor supports mlp and cnn: " + why); }
 }  // namespace
 
 GradientVariance::GradientVariance(Classifier& model) : model_(model) {
   if (model.tap())
-    throw Error("gradient variance: the model already has a layer tap attached; use one "
-                "GradientVariance per model at a time");
+    throw Error(
+        "gradient variance: the model already has a layer tap attached; use one "
+        "GradientVariance per model at a time");
   // Which layer (and whether as bias) owns each parameter, by tensor identity.
   std::map<const void*, std::pair<std::size_t, bool>> owner;
   for (const auto& item : model.named_modules("", /*include_self=*/false)) {
@@ -49,8 +48,7 @@ GradientVariance::GradientVariance(Classifier& model) : model_(model) {
     if (!p.value().requires_grad()) continue;
     const auto it = owner.find(p.value().unsafeGetTensorImpl());
     if (it == owner.end())
-      throw unsupported("parameter '" + p.key() +
-                        "' is not the weight or bias of a Linear or Conv2d layer");
+      throw unsupported("parameter '" + p.key() + "' is not the weight or bias of a Linear or Conv2d layer");
     slots_.push_back({it->second.first, it->second.second, p.value().numel()});
     numel_ += p.value().numel();
   }
@@ -61,8 +59,7 @@ GradientVariance::~GradientVariance() {
   if (model_.tap() == this) model_.attach_tap(nullptr);
 }
 
-void GradientVariance::record(const torch::nn::Module& layer, const torch::Tensor& input,
-                              const torch::Tensor& output) {
+void GradientVariance::record(const torch::nn::Module& layer, const torch::Tensor& input, const torch::Tensor& output) {
   // Evaluation and no-grad forwards have no backward to follow: nothing to keep.
   if (!output.requires_grad()) return;
   for (auto& l : layers_)
@@ -92,11 +89,11 @@ std::pair<torch::Tensor, torch::Tensor> GradientVariance::layer_variance(const L
   const auto u = F::unfold(x, F::UnfoldFuncOptions(o.kernel_size())
                                   .dilation(o.dilation())
                                   .padding(*c10::get_if<torch::ExpandingArray<2>>(&o.padding()))
-                                  .stride(o.stride()));  // [B, Cin kh kw, L]
-  const auto dd = d.reshape({d.size(0), d.size(1), -1});   // [B, Cout, L]
+                                  .stride(o.stride()));   // [B, Cin kh kw, L]
+  const auto dd = d.reshape({d.size(0), d.size(1), -1});  // [B, Cout, L]
   GS_ASSERT(dd.size(2) == u.size(2));
-  const auto g = torch::bmm(dd, u.transpose(1, 2));        // per-sample weight gradients / B
-  const auto s = dd.sum(2);                                // per-sample bias gradients / B
+  const auto g = torch::bmm(dd, u.transpose(1, 2));  // per-sample weight gradients / B
+  const auto s = dd.sum(2);                          // per-sample bias gradients / B
   return {(g * g).sum(0).reshape(c.weight.sizes()), (s * s).sum(0)};
 }
 

@@ -11,27 +11,25 @@ namespace gs::train {
 namespace {
 
 bool same_layers(const std::vector<data::LayerInfo>& a, const std::vector<data::LayerInfo>& b) {
-  return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const auto& x, const auto& y) {
-    return x.name == y.name && x.shape == y.shape;
-  });
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(),
+                    [](const auto& x, const auto& y) { return x.name == y.name && x.shape == y.shape; });
 }
 
 }  // namespace
 
-GradientRecorder::GradientRecorder(torch::nn::Module& model, data::SnapshotWriter writer,
-                                   RecorderOptions options)
-    : GradientRecorder(model,
-                       [&]() {
-                         if (!same_layers(writer.layers(), parameter_layers(model)))
-                           throw Error("snapshot " + writer.path().string() +
-                                       " was created for other layers than the model's "
-                                       "parameters: create it with parameter_layers(model)");
-                         return snapshot_sink(std::move(writer));
-                       }(),
-                       options) {}
+GradientRecorder::GradientRecorder(torch::nn::Module& model, data::SnapshotWriter writer, RecorderOptions options)
+    : GradientRecorder(
+          model,
+          [&]() {
+            if (!same_layers(writer.layers(), parameter_layers(model)))
+              throw Error("snapshot " + writer.path().string() +
+                          " was created for other layers than the model's "
+                          "parameters: create it with parameter_layers(model)");
+            return snapshot_sink(std::move(writer));
+          }(),
+          options) {}
 
-GradientRecorder::GradientRecorder(torch::nn::Module& model, std::unique_ptr<StepSink> sink,
-                                   RecorderOptions options)
+GradientRecorder::GradientRecorder(torch::nn::Module& model, std::unique_ptr<StepSink> sink, RecorderOptions options)
     : core_(parameter_layers(model), std::move(sink), options) {
   std::size_t index = 0;
   for (const auto& item : model.named_parameters(/*recurse=*/true)) {

@@ -41,8 +41,7 @@ void fit_top_legend(QCustomPlot* plot) {
   if (count == 0) return;
   int widest = 1;
   for (int i = 0; i < count; ++i)
-    if (QCPAbstractLegendItem* item = legend->item(i))
-      widest = std::max(widest, item->minimumOuterSizeHint().width());
+    if (QCPAbstractLegendItem* item = legend->item(i)) widest = std::max(widest, item->minimumOuterSizeHint().width());
   const int spacing = legend->columnSpacing();
   const int room = plot->viewport().width() - legend->margins().left() - legend->margins().right() - 8;
   int columns = std::clamp((room + spacing) / (widest + spacing), 1, count);
@@ -66,22 +65,19 @@ void fit_to_width(QCustomPlot* plot) {
   if (plot->property("gs_legend_top").toBool()) fit_top_legend(plot);
   if (auto* title = qobject_cast<QCPTextElement*>(plot->plotLayout()->element(0, 0))) {
     // A text set since the last wrap (a new caption) is the one to wrap.
-    if (title->text() != title->property("gs_wrapped").toString())
-      title->setProperty("gs_full", title->text());
+    if (title->text() != title->property("gs_wrapped").toString()) title->setProperty("gs_full", title->text());
     const QString wrapped = wrap_words(title->property("gs_full").toString(), title->font(), width);
     title->setProperty("gs_wrapped", wrapped);
     if (title->text() != wrapped) title->setText(wrapped);
   }
   for (int i = 0; i < plot->itemCount(); ++i)
-    if (auto* text = qobject_cast<QCPItemText*>(plot->item(i));
-        text && text->objectName() == kMessageItem)
+    if (auto* text = qobject_cast<QCPItemText*>(plot->item(i)); text && text->objectName() == kMessageItem)
       text->setText(wrap_words(text->property("gs_full").toString(), text->font(), width));
 }
 
 QString plot_message(const QCustomPlot* plot) {
   for (int i = 0; i < plot->itemCount(); ++i)
-    if (const auto* text = qobject_cast<const QCPItemText*>(plot->item(i));
-        text && text->objectName() == kMessageItem)
+    if (const auto* text = qobject_cast<const QCPItemText*>(plot->item(i)); text && text->objectName() == kMessageItem)
       return text->property("gs_full").toString();
   return {};
 }

@@ -17,9 +17,10 @@
 namespace gs::analyzer::plots {
 
 QColor dist_color(const std::string& dist) {
-  static const std::map<std::string, QColor> colors = {
-      {"exponential", QColor(31, 119, 180)}, {"gamma", QColor(44, 160, 44)},
-      {"gpareto", QColor(148, 103, 189)},    {"normal", QColor(255, 127, 14)}};
+  static const std::map<std::string, QColor> colors = {{"exponential", QColor(31, 119, 180)},
+                                                       {"gamma", QColor(44, 160, 44)},
+                                                       {"gpareto", QColor(148, 103, 189)},
+                                                       {"normal", QColor(255, 127, 14)}};
   auto it = colors.find(dist);
   return it == colors.end() ? QColor(Qt::darkGray) : it->second;
 }
@@ -76,8 +77,7 @@ void clear_plot(QCustomPlot* plot) {
 
 void remember_view(QCustomPlot* plot) {
   plot->setProperty("gs_home", QVariantList{plot->xAxis->range().lower, plot->xAxis->range().upper,
-                                            plot->yAxis->range().lower,
-                                            plot->yAxis->range().upper});
+                                            plot->yAxis->range().lower, plot->yAxis->range().upper});
 }
 
 void mark_step(QCustomPlot* plot, std::optional<std::int64_t> step) {
@@ -88,8 +88,8 @@ void mark_step(QCustomPlot* plot, std::optional<std::int64_t> step) {
   line->setPen(QPen(QColor(120, 120, 120), 1, Qt::DotLine));
 }
 
-QCPGraph* add_graph(QCustomPlot* plot, const QString& name, const QVector<double>& x,
-                    const QVector<double>& y, const QPen& pen) {
+QCPGraph* add_graph(QCustomPlot* plot, const QString& name, const QVector<double>& x, const QVector<double>& y,
+                    const QPen& pen) {
   QCPGraph* g = plot->addGraph();
   g->setName(name);
   g->setData(x, y, true);
@@ -117,8 +117,7 @@ void set_step_axis(QCPAxis* axis) {
 
 void place_legend(QCustomPlot* plot, Qt::Alignment where) {
   plot->legend->setVisible(true);
-  if (plot->property("gs_legend_inside").toBool())
-    plot->axisRect()->insetLayout()->setInsetAlignment(0, where);
+  if (plot->property("gs_legend_inside").toBool()) plot->axisRect()->insetLayout()->setInsetAlignment(0, where);
 }
 
 // Log-log axes need positive values: the range of those in v (empty: none).
@@ -134,8 +133,8 @@ std::pair<double, double> positive_range(const QVector<double>& v) {
 void set_quality_ticks(QCPAxis* axis, double lo, double hi) {
   QSharedPointer<QCPAxisTickerText> ticker(new QCPAxisTickerText);
   const bool narrow = hi / lo < 5.0;
-  for (double t : {0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 0.8, 1.0, 1.2, 2.0, 5.0,
-                   10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0})
+  for (double t : {0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1,   0.2,   0.5,   0.8,   1.0,
+                   1.2,   2.0,   5.0,   10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0})
     if (narrow || (t != 0.8 && t != 1.2)) ticker->addTick(t, QString::number(t, 'g', 3));
   axis->setTicker(ticker);
 }
@@ -261,8 +260,7 @@ void plot_histogram(QCustomPlot* plot, const VectorView& view, double density) {
   std::size_t filled = 0;
   for (std::size_t i = 0; i < bins; ++i) {
     cx.push_back(std::sqrt(h.edge(i) * h.edge(i + 1)));
-    cy.push_back(h.counts[i] > 0 && filled < view.bin_density.size() ? view.bin_density[filled++]
-                                                                      : gap);
+    cy.push_back(h.counts[i] > 0 && filled < view.bin_density.size() ? view.bin_density[filled++] : gap);
   }
   cx.push_back(h.hi * std::sqrt(ratio));
   cy.push_back(gap);
@@ -277,25 +275,21 @@ void plot_histogram(QCustomPlot* plot, const VectorView& view, double density) {
   yhi *= 3.0;
   for (const auto& curve : view.curves) {
     if (!curve.error.empty() || curve.x.empty()) continue;
-    add_graph(plot, QString::fromStdString(curve.dist),
-              QVector<double>(curve.x.begin(), curve.x.end()),
-              QVector<double>(curve.pdf.begin(), curve.pdf.end()),
-              QPen(dist_color(curve.dist), 2.0));
+    add_graph(plot, QString::fromStdString(curve.dist), QVector<double>(curve.x.begin(), curve.x.end()),
+              QVector<double>(curve.pdf.begin(), curve.pdf.end()), QPen(dist_color(curve.dist), 2.0));
   }
   // Threshold lines run far beyond the view so they stay visible while panning.
   for (const auto& entry : view.report.thresholds) {
     const auto& r = entry.result;
-    if (std::abs(r.density - density) > 1e-9 * density || !entry.error.empty() || !(r.threshold > 0))
-      continue;
-    QCPGraph* line = add_graph(plot, QString::fromStdString(r.method),
-                               {r.threshold, r.threshold}, {ylo * 1e-6, yhi * 1e6},
-                               QPen(method_color(r.method), exact_method(r.method) ? 2.2 : 1.4,
-                                    exact_method(r.method) ? Qt::SolidLine : Qt::DashLine));
+    if (std::abs(r.density - density) > 1e-9 * density || !entry.error.empty() || !(r.threshold > 0)) continue;
+    QCPGraph* line =
+        add_graph(plot, QString::fromStdString(r.method), {r.threshold, r.threshold}, {ylo * 1e-6, yhi * 1e6},
+                  QPen(method_color(r.method), exact_method(r.method) ? 2.2 : 1.4,
+                       exact_method(r.method) ? Qt::SolidLine : Qt::DashLine));
     // The tooltip shows the threshold and the count selected; the table lists them all.
     line->setProperty("gs_method", QString::fromStdString(r.method));
-    line->setName(QString("%1 (%2 sel.)")
-                      .arg(QString::fromStdString(r.method),
-                           QLocale().toString(qulonglong(r.selected))));
+    line->setName(
+        QString("%1 (%2 sel.)").arg(QString::fromStdString(r.method), QLocale().toString(qulonglong(r.selected))));
   }
   // Inside the axes: two columns, the histogram and the laws, then the methods. (setWrap does not
   // move what is there: set it first, then rearrange by the fill order.) Above them: as many
@@ -314,8 +308,7 @@ void plot_histogram(QCustomPlot* plot, const VectorView& view, double density) {
 void plot_qq(QCustomPlot* plot, const VectorView& view, const std::string& dist) {
   const fitting::DistFit* fit = find_fit(view.report, dist);
   if (!fit || !fit->error.empty() || fit->qq.empty()) {
-    show_plot_message(plot, QString::fromStdString(
-                                fit ? dist + " fit failed: " + fit->error : "no " + dist + " fit"));
+    show_plot_message(plot, QString::fromStdString(fit ? dist + " fit failed: " + fit->error : "no " + dist + " fit"));
     return;
   }
   // Log-log: the points log-spaced in the upper tail (add_tail_qq) spread evenly, and the tail,
@@ -338,10 +331,8 @@ void plot_qq(QCustomPlot* plot, const VectorView& view, const std::string& dist)
   const auto [flo, fhi] = positive_range(fx);
   const auto [slo, shi] = positive_range(sy);
   const double lo = std::min(flo, slo) / 1.5, hi = std::max(fhi, shi) * 1.5;
-  add_graph(plot, "y = x", {lo / 1e3, hi * 1e3}, {lo / 1e3, hi * 1e3},
-            QPen(QColor(150, 150, 150), 1, Qt::DashLine));
-  QCPGraph* points = add_graph(plot, QString::fromStdString(dist), fx, sy,
-                               QPen(dist_color(dist), 1.5));
+  add_graph(plot, "y = x", {lo / 1e3, hi * 1e3}, {lo / 1e3, hi * 1e3}, QPen(QColor(150, 150, 150), 1, Qt::DashLine));
+  QCPGraph* points = add_graph(plot, QString::fromStdString(dist), fx, sy, QPen(dist_color(dist), 1.5));
   points->setLineStyle(QCPGraph::lsNone);
   points->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, 5));
   plot->xAxis->setRange(lo, hi);
@@ -351,8 +342,7 @@ void plot_qq(QCustomPlot* plot, const VectorView& view, const std::string& dist)
   plot->replot();
 }
 
-void plot_ks(QCustomPlot* plot, const TrainingSeries& series,
-             std::optional<std::int64_t> current_step) {
+void plot_ks(QCustomPlot* plot, const TrainingSeries& series, std::optional<std::int64_t> current_step) {
   clear_plot(plot);
   if (series.ks.empty()) {
     show_plot_message(plot, "no fits over training");
@@ -372,8 +362,7 @@ void plot_ks(QCustomPlot* plot, const TrainingSeries& series,
     hi = std::max(hi, p.ks_D);
   }
   for (const auto& [dist, xy] : by_dist) {
-    QCPGraph* g = add_graph(plot, QString::fromStdString(dist), xy.first, xy.second,
-                            QPen(dist_color(dist), 1.6));
+    QCPGraph* g = add_graph(plot, QString::fromStdString(dist), xy.first, xy.second, QPen(dist_color(dist), 1.6));
     g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, 4));
   }
   mark_step(plot, current_step);
@@ -399,8 +388,7 @@ void plot_quality(QCustomPlot* plot, const TrainingSeries& series, double densit
     hi = std::max(hi, p.quality);
   }
   if (by_method.empty()) {
-    show_plot_message(plot, QString("no thresholds at ratio %1 over training")
-                                .arg(format_number(density)));
+    show_plot_message(plot, QString("no thresholds at ratio %1 over training").arg(format_number(density)));
     return;
   }
   set_log_axis(plot->xAxis, false);
@@ -419,8 +407,7 @@ void plot_quality(QCustomPlot* plot, const TrainingSeries& series, double densit
   band_lo->removeFromLegend();
   add_graph(plot, "ideal", band_x, {1.0, 1.0}, QPen(Qt::black, 1.2));
   for (const auto& [method, xy] : by_method) {
-    QCPGraph* g = add_graph(plot, QString::fromStdString(method), xy.first, xy.second,
-                            QPen(method_color(method), 1.6));
+    QCPGraph* g = add_graph(plot, QString::fromStdString(method), xy.first, xy.second, QPen(method_color(method), 1.6));
     g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, 4));
   }
   mark_step(plot, current_step);
@@ -463,8 +450,7 @@ void plot_stages(QCustomPlot* plot, const TrainingSeries& series, double density
     QVector<double> y = xy.second;
     for (auto& v : y) v += offset;
     offset += 0.06;
-    QCPGraph* g = add_graph(plot, QString::fromStdString(method), xy.first, y,
-                            QPen(method_color(method), 1.6));
+    QCPGraph* g = add_graph(plot, QString::fromStdString(method), xy.first, y, QPen(method_color(method), 1.6));
     g->setLineStyle(QCPGraph::lsStepLeft);
     g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssSquare, 4));
   }
@@ -500,8 +486,7 @@ void plot_threshold_error(QCustomPlot* plot, const std::vector<ErrorBar>& bars) 
   std::vector<double> densities;
   double lo = std::numeric_limits<double>::infinity(), hi = 0.0;
   for (const auto& b : bars) {
-    if (std::find(methods.begin(), methods.end(), b.method) == methods.end())
-      methods.push_back(b.method);
+    if (std::find(methods.begin(), methods.end(), b.method) == methods.end()) methods.push_back(b.method);
     if (std::find(densities.begin(), densities.end(), b.density) == densities.end()) densities.push_back(b.density);
     for (double v : {b.p5, b.median, b.p95})
       if (std::isfinite(v) && v > 0) lo = std::min(lo, v), hi = std::max(hi, v);
@@ -515,14 +500,13 @@ void plot_threshold_error(QCustomPlot* plot, const std::vector<ErrorBar>& bars) 
   set_log_axis(plot->yAxis, true);
   plot->yAxis->setLabel("|threshold - top-k threshold| / top-k threshold");
   QSharedPointer<QCPAxisTickerText> names(new QCPAxisTickerText);
-  for (std::size_t m = 0; m < methods.size(); ++m)
-    names->addTick(double(m + 1), QString::fromStdString(methods[m]));
+  for (std::size_t m = 0; m < methods.size(); ++m) names->addTick(double(m + 1), QString::fromStdString(methods[m]));
   plot->xAxis->setScaleType(QCPAxis::stLinear);
   plot->xAxis->setTicker(names);
   plot->xAxis->setLabel("method (bar: median over vectors, whisker: 5th to 95th percentile)");
   // Ratios side by side within a method's slot; zero errors are written at the floor (log axis).
-  static const QColor palette[] = {QColor(31, 119, 180), QColor(255, 127, 14), QColor(44, 160, 44),
-                                   QColor(214, 39, 40), QColor(148, 103, 189)};
+  static const QColor palette[] = {QColor(31, 119, 180), QColor(255, 127, 14), QColor(44, 160, 44), QColor(214, 39, 40),
+                                   QColor(148, 103, 189)};
   const double width = 0.8 / double(densities.size());
   for (std::size_t r = 0; r < densities.size(); ++r) {
     auto* b = new QCPBars(plot->xAxis, plot->yAxis);

@@ -61,9 +61,7 @@ std::string number(double v) {
 std::string scope_words(const std::string& scope) {
   return scope == kModelScope ? "the whole model" : "`" + scope + "`";
 }
-std::string scope_title(const std::string& scope) {
-  return scope == kModelScope ? std::string(kKindModel) : scope;
-}
+std::string scope_title(const std::string& scope) { return scope == kModelScope ? std::string(kKindModel) : scope; }
 
 // The vector the per-vector plots show: the whole model when analysed, else the largest layer
 // (the first of equal ones), at the last step that holds it.
@@ -89,8 +87,7 @@ std::optional<Focus> choose_focus(const std::vector<VectorRow>& vectors) {
 }
 
 // The focus vector's values from the snapshot the analysis was made of, or a note saying why not.
-std::optional<std::vector<float>> read_focus(const AnalysisReader& reader, const Focus& focus,
-                                             std::string& note) {
+std::optional<std::vector<float>> read_focus(const AnalysisReader& reader, const Focus& focus, std::string& note) {
   const SourceIdentity& src = reader.source();
   try {
     data::SnapshotReader snap(src.path);
@@ -114,8 +111,9 @@ std::optional<std::vector<float>> read_focus(const AnalysisReader& reader, const
 void ensure_application() {
   if (QCoreApplication::instance()) {
     if (!qobject_cast<QApplication*>(QCoreApplication::instance()))
-      throw Error("plots need a QApplication, but this process runs a QCoreApplication: "
-                  "create a QApplication instead");
+      throw Error(
+          "plots need a QApplication, but this process runs a QCoreApplication: "
+          "create a QApplication instead");
     return;
   }
   // No display is needed or wanted: the plots are only ever saved to files. The platform goes on
@@ -129,8 +127,8 @@ void ensure_application() {
   const std::string locale = std::setlocale(LC_ALL, nullptr);
   // Start-up chatter about the desktop session (e.g. "XDG_RUNTIME_DIR not set") means nothing to a
   // command that only writes files: only errors pass while the application starts.
-  const QtMessageHandler previous = qInstallMessageHandler(
-      [](QtMsgType type, const QMessageLogContext&, const QString& message) {
+  const QtMessageHandler previous =
+      qInstallMessageHandler([](QtMsgType type, const QMessageLogContext&, const QString& message) {
         if (type == QtCriticalMsg || type == QtFatalMsg)
           std::fprintf(stderr, "%s\n", message.toLocal8Bit().constData());
       });
@@ -150,8 +148,7 @@ bool is_reference_method(const std::string& name) {
 }  // namespace
 
 std::vector<ErrorBar> threshold_error_bars(const std::vector<VectorRow>& vectors,
-                                           const std::vector<ThresholdRow>& thresholds,
-                                           const StoredOptions& options) {
+                                           const std::vector<ThresholdRow>& thresholds, const StoredOptions& options) {
   std::map<std::pair<std::int64_t, std::string>, std::uint64_t> size;
   for (const auto& v : vectors) size[{v.step, v.scope}] = v.n;
   std::map<std::pair<std::string, double>, std::vector<double>> errors;
@@ -190,51 +187,43 @@ void plan_over_training(const AnalysisReader& reader, const StoreRows& rows, con
   // Goodness of fit over training, per layer kind (the summary's order).
   const AnalysisSummary summary = summarize(reader);
   for (const auto& k : summary.kinds) {
-    auto series = std::make_shared<TrainingSeries>(
-        series_from_rows(fits, thresholds, k.kind, SeriesOf::kind));
-    const std::string over = k.kind == kKindModel
-                                 ? "of the whole model flattened"
-                                 : "as the median over the " + k.kind + " layers";
-    plan.push_back(
-        {{"KS statistic over training: " + k.kind, "ks-" + slug(k.kind) + ".png",
-          "Kolmogorov-Smirnov D of each SID fitted to |g| at every analysed step, " + over +
-              "; lower fits better. Best over training: " +
-              (k.best_by_aic.empty() ? "-" : k.best_by_aic) + " by AIC, " +
-              (k.best_by_ks.empty() ? "-" : k.best_by_ks) + " by KS."},
-         LegendPlace::top,
-         [series](QCustomPlot* p) { plot_ks(p, *series); }});
+    auto series = std::make_shared<TrainingSeries>(series_from_rows(fits, thresholds, k.kind, SeriesOf::kind));
+    const std::string over =
+        k.kind == kKindModel ? "of the whole model flattened" : "as the median over the " + k.kind + " layers";
+    plan.push_back({{"KS statistic over training: " + k.kind, "ks-" + slug(k.kind) + ".png",
+                     "Kolmogorov-Smirnov D of each SID fitted to |g| at every analysed step, " + over +
+                         "; lower fits better. Best over training: " + (k.best_by_aic.empty() ? "-" : k.best_by_aic) +
+                         " by AIC, " + (k.best_by_ks.empty() ? "-" : k.best_by_ks) + " by KS."},
+                    LegendPlace::top,
+                    [series](QCustomPlot* p) { plot_ks(p, *series); }});
   }
 
   // Estimation quality over training of the focus vector, per density.
-  auto focus_series = std::make_shared<TrainingSeries>(
-      series_from_rows(fits, thresholds, focus->scope, SeriesOf::scope));
+  auto focus_series =
+      std::make_shared<TrainingSeries>(series_from_rows(fits, thresholds, focus->scope, SeriesOf::scope));
   for (double r : options.densities)
-    plan.push_back(
-        {{"Estimation quality over training at ratio " + number(r) + ": " +
-              scope_title(focus->scope),
-          "quality-" + number(r) + ".png",
-          "Achieved / target density of each method at ratio " + number(r) + " for " +
-              scope_words(focus->scope) + " (" + std::to_string(focus->n) +
-              " values) at every analysed step; the black line at 1 is exact top-k, the band is "
-              "+-20%."},
-         LegendPlace::top,
-         [focus_series, r](QCustomPlot* p) { plot_quality(p, *focus_series, r); }});
+    plan.push_back({{"Estimation quality over training at ratio " + number(r) + ": " + scope_title(focus->scope),
+                     "quality-" + number(r) + ".png",
+                     "Achieved / target density of each method at ratio " + number(r) + " for " +
+                         scope_words(focus->scope) + " (" + std::to_string(focus->n) +
+                         " values) at every analysed step; the black line at 1 is exact top-k, the band is "
+                         "+-20%."},
+                    LegendPlace::top,
+                    [focus_series, r](QCustomPlot* p) { plot_quality(p, *focus_series, r); }});
 
   // Threshold error against exact top-k, over every vector large enough.
-  auto bars = std::make_shared<std::vector<ErrorBar>>(
-      threshold_error_bars(vectors, thresholds, options));
+  auto bars = std::make_shared<std::vector<ErrorBar>>(threshold_error_bars(vectors, thresholds, options));
   if (!bars->empty())
-    plan.push_back({{"Threshold error vs exact top-k", "threshold-error.png",
-                     "Median |threshold - top-k threshold| / top-k threshold of each method per "
-                     "ratio (whiskers: 5th to 95th percentile) over the vectors with n x ratio >= " +
-                         number(kMinTargetCountForQuality) +
-                         ", as in the quality table; an error of 0 is written \"0 (exact)\"."},
-                    LegendPlace::inside,
-                    [bars](QCustomPlot* p) { plot_threshold_error(p, *bars); }});
+    plan.push_back(
+        {{"Threshold error vs exact top-k", "threshold-error.png",
+          "Median |threshold - top-k threshold| / top-k threshold of each method per "
+          "ratio (whiskers: 5th to 95th percentile) over the vectors with n x ratio >= " +
+              number(kMinTargetCountForQuality) + ", as in the quality table; an error of 0 is written \"0 (exact)\"."},
+         LegendPlace::inside,
+         [bars](QCustomPlot* p) { plot_threshold_error(p, *bars); }});
   else
     out.notes.push_back("Threshold error plot skipped: no vector has n x ratio >= " +
                         number(kMinTargetCountForQuality) + " for any method but top-k.");
-
 }
 
 // The focus vector at its last step: the histogram of its values (from the snapshot) and the QQ
@@ -252,19 +241,18 @@ void plan_focus_vector(const AnalysisReader& reader, const StoreRows& rows, cons
   std::string note;
   if (auto g = read_focus(reader, *focus, note)) {
     try {
-      auto view = std::make_shared<VectorView>(
-          histogram_view(*g, focus->scope, focus->step, ViewOptions{}));
+      auto view = std::make_shared<VectorView>(histogram_view(*g, focus->scope, focus->step, ViewOptions{}));
       view->report = report;
       add_curves(*view, ViewOptions{}.curve_points);
-      plan.push_back(
-          {{"Histogram of |g| with fitted SIDs and thresholds at density " + number(mid_ratio) + ": " +
-                scope_title(focus->scope) + ", step " + std::to_string(focus->step),
-            "histogram.png",
-            "Density of |g| for " + at + " (" + std::to_string(view->finite_nonzero) +
-                " finite non-zero values, log-log axes) with each SID's fitted density and each "
-                "method's threshold at density " + number(mid_ratio) + " (top-k solid)."},
-           LegendPlace::inside,
-           [view, mid_ratio](QCustomPlot* p) { plot_histogram(p, *view, mid_ratio); }});
+      plan.push_back({{"Histogram of |g| with fitted SIDs and thresholds at density " + number(mid_ratio) + ": " +
+                           scope_title(focus->scope) + ", step " + std::to_string(focus->step),
+                       "histogram.png",
+                       "Density of |g| for " + at + " (" + std::to_string(view->finite_nonzero) +
+                           " finite non-zero values, log-log axes) with each SID's fitted density and each "
+                           "method's threshold at density " +
+                           number(mid_ratio) + " (top-k solid)."},
+                      LegendPlace::inside,
+                      [view, mid_ratio](QCustomPlot* p) { plot_histogram(p, *view, mid_ratio); }});
     } catch (const Error& e) {
       out.notes.push_back("Histogram skipped: " + std::string(e.what()) + ".");
     }
@@ -273,8 +261,7 @@ void plan_focus_vector(const AnalysisReader& reader, const StoreRows& rows, cons
   }
   const fitting::DistFit* best = nullptr;
   for (const auto& f : report.fits)
-    if (f.error.empty() && !f.qq.empty() && std::isfinite(f.aic) && (!best || f.aic < best->aic))
-      best = &f;
+    if (f.error.empty() && !f.qq.empty() && std::isfinite(f.aic) && (!best || f.aic < best->aic)) best = &f;
   if (best) {
     auto view = std::make_shared<VectorView>();
     view->report = report;
@@ -282,23 +269,21 @@ void plan_focus_vector(const AnalysisReader& reader, const StoreRows& rows, cons
     plan.push_back({{"QQ plot of the best SID by AIC (" + dist + "): " + scope_title(focus->scope) + ", step " +
                          std::to_string(focus->step),
                      "qq.png",
-                     "Sample quantiles of |g| for " + at + " against the quantiles of the fitted " +
-                         dist + " (lowest AIC there); points on the dashed identity line mean a "
+                     "Sample quantiles of |g| for " + at + " against the quantiles of the fitted " + dist +
+                         " (lowest AIC there); points on the dashed identity line mean a "
                          "perfect fit."},
                     LegendPlace::inside,
                     [view, dist](QCustomPlot* p) { plot_qq(p, *view, dist); }});
   } else {
     out.notes.push_back("QQ plot skipped: no fit with QQ points for " + at + ".");
   }
-
 }
 
 // Draws the plan into dir: nothing is drawn before every name is known to be free.
 void draw(const std::vector<Planned>& plan, const fs::path& dir, bool replace, ReportPlots& out) {
   for (const auto& p : plan) {
     const fs::path file = dir / p.image.file;
-    if (fs::exists(file) && !replace)
-      throw Error(file.string() + ": already exists; pass --force to replace it");
+    if (fs::exists(file) && !replace) throw Error(file.string() + ": already exists; pass --force to replace it");
   }
   for (const auto& p : plan) {
     QCustomPlot plot;

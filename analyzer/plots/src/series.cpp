@@ -11,8 +11,7 @@
 
 namespace gs::analyzer::plots {
 
-TrainingSeries series_from_rows(const std::vector<FitRow>& fits,
-                                const std::vector<ThresholdRow>& thresholds,
+TrainingSeries series_from_rows(const std::vector<FitRow>& fits, const std::vector<ThresholdRow>& thresholds,
                                 const std::string& name, SeriesOf of) {
   constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
   const auto matches = [&](const std::string& scope, const std::string& kind) {
@@ -43,8 +42,7 @@ TrainingSeries series_from_rows(const std::vector<FitRow>& fits,
   for (const auto& [key, values] : ks) out.ks.push_back({key.first, key.second, gs::quantile(values, 0.5)});
   for (const auto& [key, v] : methods) {
     const double stages = gs::quantile(v.stages, 0.5);
-    out.methods.push_back({std::get<0>(key), std::get<1>(key), std::get<2>(key),
-                           gs::quantile(v.quality, 0.5),
+    out.methods.push_back({std::get<0>(key), std::get<1>(key), std::get<2>(key), gs::quantile(v.quality, 0.5),
                            std::isfinite(stages) ? int(std::lround(stages)) : 0});
   }
   return out;

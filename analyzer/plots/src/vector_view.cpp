@@ -24,7 +24,7 @@ fitting::Sid sid_from_fit(const fitting::DistFit& fit) {
 }
 
 const fitting::ThresholdEntry* find_threshold(const fitting::FitReport& report, const std::string& method,
-                                     double density) {
+                                              double density) {
   for (const auto& t : report.thresholds)
     if (t.result.method == method && std::abs(t.result.density - density) <= 1e-9 * density) return &t;
   return nullptr;
@@ -47,8 +47,7 @@ VectorView analyse_vector(std::span<const float> g, const std::string& scope, st
 
 VectorView histogram_view(std::span<const float> g, const std::string& scope, std::int64_t step,
                           const ViewOptions& options) {
-  if (options.bins < 1 || options.curve_points < 2)
-    throw Error("histogram bins must be >= 1 and curve points >= 2");
+  if (options.bins < 1 || options.curve_points < 2) throw Error("histogram bins must be >= 1 and curve points >= 2");
   const Stopwatch watch;
   VectorView view;
   view.scope = scope;
@@ -152,8 +151,8 @@ void add_curves(VectorView& view, int curve_points) {
 }
 
 fitting::FitReport report_from_rows(const std::vector<FitRow>& fits, const std::vector<QQRow>& qq,
-                           const std::vector<ThresholdRow>& thresholds, std::int64_t step,
-                           const std::string& scope) {
+                                    const std::vector<ThresholdRow>& thresholds, std::int64_t step,
+                                    const std::string& scope) {
   fitting::FitReport report;
   for (const auto& f : fits) {
     if (f.step != step || f.scope != scope) continue;

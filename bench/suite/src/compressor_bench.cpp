@@ -67,8 +67,7 @@ double read_ms(const std::vector<float>& g, int repeats) {
 
 // One compressor at one density: the first step's error, density and bytes, then the median time
 // of `repeats` more steps.
-CompressorBenchRow measure(const CompressorBenchConfig& c, const Inputs& in, const std::string& name,
-                           double density) {
+CompressorBenchRow measure(const CompressorBenchConfig& c, const Inputs& in, const std::string& name, double density) {
   const std::size_t w = std::size_t(c.workers);
   const std::vector<TensorSpec> model = {{"g", c.n}};
   std::vector<std::unique_ptr<ModelCompressor>> mcs;
@@ -115,8 +114,8 @@ CompressorBenchRow measure(const CompressorBenchConfig& c, const Inputs& in, con
 
 }  // namespace
 
-std::vector<CompressorBenchRow> run_compressor_bench(
-    const CompressorBenchConfig& c, const std::function<void(const CompressorBenchRow&)>& on_row) {
+std::vector<CompressorBenchRow> run_compressor_bench(const CompressorBenchConfig& c,
+                                                     const std::function<void(const CompressorBenchRow&)>& on_row) {
   if (c.n < 1 || c.n > std::uint64_t(INT32_MAX)) throw Error("bench compressors: n must be in [1, 2^31)");
   if (c.workers < 1 || c.workers > 64) throw Error("bench compressors: workers must be in [1, 64]");
   if (c.repeats < 1) throw Error("bench compressors: repeats must be at least 1");
@@ -143,14 +142,13 @@ std::vector<CompressorBenchRow> run_compressor_bench(
 std::string compressor_bench_table(const std::vector<CompressorBenchRow>& rows) {
   std::ostringstream os;
   char line[240];
-  std::snprintf(line, sizeof line, "%-14s %7s %9s %3s %10s %8s %9s %10s %10s\n", "compressor", "ratio",
-                "n", "W", "step_ms", "x_read", "density", "vs_dense", "rel_error");
+  std::snprintf(line, sizeof line, "%-14s %7s %9s %3s %10s %8s %9s %10s %10s\n", "compressor", "ratio", "n", "W",
+                "step_ms", "x_read", "density", "vs_dense", "rel_error");
   os << line;
   for (const auto& r : rows) {
-    std::snprintf(line, sizeof line, "%-14s %7g %9llu %3d %10.3f %8.1f %9.5f %10.5f %10.4f\n",
-                  r.name.c_str(), r.target_density, static_cast<unsigned long long>(r.n), r.workers,
-                  r.median_ms, r.ratio_to_read(), r.density,
-                  r.dense_bytes > 0 ? r.wire_bytes / r.dense_bytes : 0.0, r.rel_error);
+    std::snprintf(line, sizeof line, "%-14s %7g %9llu %3d %10.3f %8.1f %9.5f %10.5f %10.4f\n", r.name.c_str(),
+                  r.target_density, static_cast<unsigned long long>(r.n), r.workers, r.median_ms, r.ratio_to_read(),
+                  r.density, r.dense_bytes > 0 ? r.wire_bytes / r.dense_bytes : 0.0, r.rel_error);
     os << line;
   }
   return os.str();
@@ -162,11 +160,11 @@ std::string compressor_bench_json(const std::vector<CompressorBenchRow>& rows) {
   os << "{\"rows\":[";
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const auto& r = rows[i];
-    os << (i ? "," : "") << "{\"compressor\":\"" << r.name << "\",\"ratio\":" << r.target_density
-       << ",\"n\":" << r.n << ",\"workers\":" << r.workers << ",\"median_ms\":" << r.median_ms
-       << ",\"read_ms\":" << r.read_ms << ",\"ratio_to_read\":" << r.ratio_to_read()
-       << ",\"density\":" << r.density << ",\"wire_bytes\":" << r.wire_bytes
-       << ",\"dense_bytes\":" << r.dense_bytes << ",\"rel_error\":" << r.rel_error << "}";
+    os << (i ? "," : "") << "{\"compressor\":\"" << r.name << "\",\"ratio\":" << r.target_density << ",\"n\":" << r.n
+       << ",\"workers\":" << r.workers << ",\"median_ms\":" << r.median_ms << ",\"read_ms\":" << r.read_ms
+       << ",\"ratio_to_read\":" << r.ratio_to_read() << ",\"density\":" << r.density
+       << ",\"wire_bytes\":" << r.wire_bytes << ",\"dense_bytes\":" << r.dense_bytes << ",\"rel_error\":" << r.rel_error
+       << "}";
   }
   os << "]}";
   return os.str();

@@ -127,9 +127,7 @@ void cpu_ops(const std::vector<float>& g, std::vector<std::int32_t>& idx, std::v
   ops.stats = [s] { return cpu::stats(s); };
   ops.count_above = [s](double t) { return cpu::count_above(s, t); };
   ops.compact = [s, &idx, &val](double t) { return cpu::compact_above(s, t, std::span(idx), std::span(val)); };
-  ops.topk = [s, &idx, &val](std::uint64_t k) {
-    cpu::topk(s, k, std::span(idx).first(k), std::span(val).first(k));
-  };
+  ops.topk = [s, &idx, &val](std::uint64_t k) { cpu::topk(s, k, std::span(idx).first(k), std::span(val).first(k)); };
   ops.passes = make_passes(s, BackendKind::cpu);
   ops.sidco_topk = [s, ws = std::make_shared<cpu::SidcoWorkspace>()](double d, Selection<std::int32_t>& out) {
     return cpu::sidco_topk(s, d, 2, out, ws.get());
@@ -154,7 +152,9 @@ void device_ops(const std::vector<float>& g, Ops& ops) {
   ops.compact = [p, n, pi, pv](double t) { return cuda::compact_above(p, n, t, pi, pv, n, nullptr); };
   ops.topk = [p, n, pi, pv](std::uint64_t k) { cuda::topk(p, n, k, pi, pv, nullptr); };
   ops.passes = cuda::make_device_passes(p, n, nullptr);
-  ops.sidco_topk = [p, n](double d, Selection<std::int32_t>& out) { return cuda::sidco_topk(p, n, d, 2, out, nullptr); };
+  ops.sidco_topk = [p, n](double d, Selection<std::int32_t>& out) {
+    return cuda::sidco_topk(p, n, d, 2, out, nullptr);
+  };
   ops.topk_passes = 3;
   std::shared_ptr<Selector> selector = make_selector(BackendKind::cuda, nullptr);
   ops.resident = [selector, p, n](const SelectRequest& r) {
@@ -232,7 +232,8 @@ void time_sidco(const KernelBenchConfig& config, Ops& ops, const std::vector<flo
                 cpu::SidcoWorkspace& workspace, const Emit& emit) {
   const std::uint64_t n = g.size();
   // The threshold alone (fitting's sidco_estimate: M light passes, no count).
-  auto t = time_ms(repeats, [&] { gs::fitting::sidco_estimate(*ops.passes, delta, gs::fitting::SidcoVariant::exponential, m); });
+  auto t = time_ms(repeats,
+                   [&] { gs::fitting::sidco_estimate(*ops.passes, delta, gs::fitting::SidcoVariant::exponential, m); });
   emit({"sidco-e", n, delta, m, t.first, t.second, read_ms, 0, m});
   if (config.backend != BackendKind::cpu) {
     // Threshold on the device passes, then the device compaction: M + 1 reads.
@@ -249,16 +250,17 @@ void time_sidco(const KernelBenchConfig& config, Ops& ops, const std::vector<flo
     r.variant = fitting::SidcoVariant::exponential;
     r.stages = m;
     t = time_ms(repeats, [&] { ops.resident(r); });
-    emit_resident("sidco-e:resident", ops, n, delta, t, read_ms, m,
-                  [&](const SelectionReport& rep) { return sidco_resident_reads(rep, r.sidco.correct); }, emit);
+    emit_resident(
+        "sidco-e:resident", ops, n, delta, t, read_ms, m,
+        [&](const SelectionReport& rep) { return sidco_resident_reads(rep, r.sidco.correct); }, emit);
     return;
   }
   const std::span<const float> s(g);
   for (const auto route : {cpu::SidcoRoute::full_passes, cpu::SidcoRoute::candidates, cpu::SidcoRoute::predicted}) {
     cpu::SidcoSelectResult r;
     t = time_ms(repeats, [&] {
-      r = cpu::sidco_select(s, delta, gs::fitting::SidcoVariant::exponential, m, gs::fitting::SidcoRule::published(), std::span(idx), std::span(val),
-                            route, &workspace);
+      r = cpu::sidco_select(s, delta, gs::fitting::SidcoVariant::exponential, m, gs::fitting::SidcoRule::published(),
+                            std::span(idx), std::span(val), route, &workspace);
     });
     const char* label = r.route == cpu::SidcoRoute::candidates  ? "sidco-e+compact:candidates"
                         : r.route == cpu::SidcoRoute::predicted ? "sidco-e+compact:predicted"
@@ -278,8 +280,8 @@ void time_sidco(const KernelBenchConfig& config, Ops& ops, const std::vector<flo
 
 // Every method at one density: count, compaction, SIDCo-E, sidco-topk, top-k (and the common
 // exact top-k by nth_element on the CPU).
-void time_density(const KernelBenchConfig& config, Ops& ops, const std::vector<float>& g, double delta,
-                  int repeats, double read_ms, std::vector<std::int32_t>& idx, std::vector<float>& val,
+void time_density(const KernelBenchConfig& config, Ops& ops, const std::vector<float>& g, double delta, int repeats,
+                  double read_ms, std::vector<std::int32_t>& idx, std::vector<float>& val,
                   cpu::SidcoWorkspace& workspace, const Emit& emit) {
   const std::uint64_t n = g.size();
   const std::uint64_t k = std::max<std::uint64_t>(1, static_cast<std::uint64_t>(std::floor(double(n) * delta)));
@@ -306,16 +308,18 @@ void time_density(const KernelBenchConfig& config, Ops& ops, const std::vector<f
     r.rule = SelectRequest::Rule::topk;
     r.k = k;
     t = time_ms(repeats, [&] { ops.resident(r); });
-    emit_resident("topk:resident", ops, n, delta, t, read_ms, 0,
-                  [](const SelectionReport&) { return 1 + kRadixTopkReads; }, emit);  // the finite count first
+    emit_resident(
+        "topk:resident", ops, n, delta, t, read_ms, 0, [](const SelectionReport&) { return 1 + kRadixTopkReads; },
+        emit);  // the finite count first
     // sidco-topk as the compressors run it: the finite count, the candidates above the sample's
     // bound, and g's own exact top-k where the bound did not hold.
     r.rule = SelectRequest::Rule::sidco_topk;
     r.density = delta;
     r.stages = 2;
     t = time_ms(repeats, [&] { ops.resident(r); });
-    emit_resident("sidco-topk:resident", ops, n, delta, t, read_ms, 2,
-                  [](const SelectionReport& rep) { return 2 + (rep.corrected ? kRadixTopkReads : 0); }, emit);
+    emit_resident(
+        "sidco-topk:resident", ops, n, delta, t, read_ms, 2,
+        [](const SelectionReport& rep) { return 2 + (rep.corrected ? kRadixTopkReads : 0); }, emit);
   }
   if (config.baselines && config.backend == BackendKind::cpu) {
     // The common exact top-k: magnitudes copied, nth_element, then a compaction at the k-th.
@@ -332,10 +336,10 @@ void time_density(const KernelBenchConfig& config, Ops& ops, const std::vector<f
 }  // namespace
 
 std::vector<KernelBenchRow> run_kernels_bench(const KernelBenchConfig& config,
-                                             const std::function<void(const KernelBenchRow&)>& progress) {
+                                              const std::function<void(const KernelBenchRow&)>& progress) {
   validate(config);
   if (config.backend == BackendKind::cuda && !cuda_available()) resolve_backend("cuda");  // throws why
-  const bool ledger_only = config.backend == BackendKind::cuda_host;  // counted, not timed
+  const bool ledger_only = config.backend == BackendKind::cuda_host;                      // counted, not timed
   std::vector<KernelBenchRow> rows;
   const Emit emit = [&](KernelBenchRow r) {
     if (config.backend != BackendKind::cpu) {
@@ -351,17 +355,19 @@ std::vector<KernelBenchRow> run_kernels_bench(const KernelBenchConfig& config,
       config.input.empty() ? config.sizes : std::vector<std::uint64_t>{config.input.size()};
   for (const std::uint64_t n : sizes) {
     std::vector<float> generated;
-    const std::vector<float>& g = config.input.empty() ? (generated = laplace_data(n, config.seed))
-                                                       : config.input;
+    const std::vector<float>& g = config.input.empty() ? (generated = laplace_data(n, config.seed)) : config.input;
     const int repeats = ledger_only          ? 1
                         : config.repeats > 0 ? config.repeats
                                              : static_cast<int>(std::clamp<std::uint64_t>(300'000'000 / n, 5, 31));
     Ops ops;
     std::vector<std::int32_t> idx;
     std::vector<float> val;
-    if (config.backend == BackendKind::cpu) cpu_ops(g, idx, val, ops);
-    else if (ledger_only) cuda_host_ops(g, ops);
-    else device_ops(g, ops);
+    if (config.backend == BackendKind::cpu)
+      cpu_ops(g, idx, val, ops);
+    else if (ledger_only)
+      cuda_host_ops(g, ops);
+    else
+      device_ops(g, ops);
     const double read_ms = time_passes(ops, n, repeats, emit);
     cpu::SidcoWorkspace workspace;
     for (const double delta : config.densities)
@@ -373,16 +379,16 @@ std::vector<KernelBenchRow> run_kernels_bench(const KernelBenchConfig& config,
 std::string kernels_bench_json(const KernelBenchConfig& config, const std::vector<KernelBenchRow>& rows) {
   std::ostringstream os;
   os.precision(6);
-  os << "{\"backend\":\"" << to_string(config.backend) << "\",\"threads\":" << cpu::threads()
-     << ",\"input\":\"" << (config.input.empty() ? "laplace" : json_text(config.input_name)) << "\""
+  os << "{\"backend\":\"" << to_string(config.backend) << "\",\"threads\":" << cpu::threads() << ",\"input\":\""
+     << (config.input.empty() ? "laplace" : json_text(config.input_name)) << "\""
      << ",\"cpu\":\"" << cpu_model() << "\",\"sidco_stages\":" << config.sidco_stages << ",\"rows\":[";
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const auto& r = rows[i];
-    os << (i ? "," : "") << "{\"method\":\"" << r.method << "\",\"n\":" << r.n
-       << ",\"density\":" << r.density << ",\"passes\":" << r.passes << ",\"median_ms\":" << r.median_ms
-       << ",\"min_ms\":" << r.min_ms << ",\"read_ms\":" << r.read_ms << ",\"ratio_to_read\":" << r.ratio()
-       << ",\"selected\":" << r.selected << ",\"stages\":" << r.stages << ",\"launches\":" << r.launches
-       << ",\"vector_passes\":" << r.vector_passes << ",\"model_ms\":" << r.model_ms << "}";
+    os << (i ? "," : "") << "{\"method\":\"" << r.method << "\",\"n\":" << r.n << ",\"density\":" << r.density
+       << ",\"passes\":" << r.passes << ",\"median_ms\":" << r.median_ms << ",\"min_ms\":" << r.min_ms
+       << ",\"read_ms\":" << r.read_ms << ",\"ratio_to_read\":" << r.ratio() << ",\"selected\":" << r.selected
+       << ",\"stages\":" << r.stages << ",\"launches\":" << r.launches << ",\"vector_passes\":" << r.vector_passes
+       << ",\"model_ms\":" << r.model_ms << "}";
   }
   os << "]}";
   return os.str();
@@ -392,13 +398,13 @@ std::string kernels_bench_table(const std::vector<KernelBenchRow>& rows) {
   std::ostringstream os;
   char line[200];
   const bool device = !rows.empty() && (rows.front().launches > 0);
-  std::snprintf(line, sizeof line, "%-27s %2s %11s %8s %6s %11s %9s %11s%s\n", "method", "M", "n", "density",
-                "passes", "median_ms", "x_read", "selected", device ? "  launches  g_passes  model_ms" : "");
+  std::snprintf(line, sizeof line, "%-27s %2s %11s %8s %6s %11s %9s %11s%s\n", "method", "M", "n", "density", "passes",
+                "median_ms", "x_read", "selected", device ? "  launches  g_passes  model_ms" : "");
   os << line;
   for (const auto& r : rows) {
     std::snprintf(line, sizeof line, "%-27s %2s %11llu %8g %6d %11.3f %9.2f %11llu", r.method.c_str(),
-                  r.stages ? std::to_string(r.stages).c_str() : "", static_cast<unsigned long long>(r.n), r.density, r.passes, r.median_ms, r.ratio(),
-                  static_cast<unsigned long long>(r.selected));
+                  r.stages ? std::to_string(r.stages).c_str() : "", static_cast<unsigned long long>(r.n), r.density,
+                  r.passes, r.median_ms, r.ratio(), static_cast<unsigned long long>(r.selected));
     os << line;
     if (device) {
       std::snprintf(line, sizeof line, "  %8llu %9.2f %9.3f", static_cast<unsigned long long>(r.launches),

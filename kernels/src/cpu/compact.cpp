@@ -21,8 +21,8 @@ constexpr std::size_t kBlock = 16;  // scalar path: elements tested together bef
 
 // Branch-free scalar form; blocks without hits are skipped after a vectorizable test.
 template <class Index>
-std::size_t compact_scalar(const float* val, const Index* src_idx, std::size_t begin,
-                           std::size_t end, float t, Index* out_idx, float* out_val, std::size_t out) {
+std::size_t compact_scalar(const float* val, const Index* src_idx, std::size_t begin, std::size_t end, float t,
+                           Index* out_idx, float* out_val, std::size_t out) {
   std::size_t i = begin;
   for (; i + kBlock <= end; i += kBlock) {
     unsigned hits = 0;
@@ -58,9 +58,8 @@ __attribute__((target("avx2"))) inline int keep_mask(__m256 v, __m256 tv) {
 // Index type I: int32 (permute the loaded or computed indices) or int64 (widen the permuted lane
 // numbers onto the base; candidate int64 indices take the scalar path instead).
 template <class Index>
-__attribute__((target("avx2"))) std::size_t compact_avx2(const float* val, const Index* src_idx,
-                                                         std::size_t begin, std::size_t end, float t,
-                                                         Index* out_idx, float* out_val,
+__attribute__((target("avx2"))) std::size_t compact_avx2(const float* val, const Index* src_idx, std::size_t begin,
+                                                         std::size_t end, float t, Index* out_idx, float* out_val,
                                                          std::size_t out) {
   const __m256 tv = _mm256_set1_ps(t);
   const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
@@ -97,18 +96,16 @@ __attribute__((target("avx2"))) std::size_t compact_avx2(const float* val, const
 
 }  // namespace
 
-std::size_t compact_range(const float* val, const std::int32_t* src_idx, std::size_t begin,
-                          std::size_t end, float t, std::int32_t* out_idx, float* out_val,
-                          std::size_t out) {
+std::size_t compact_range(const float* val, const std::int32_t* src_idx, std::size_t begin, std::size_t end, float t,
+                          std::int32_t* out_idx, float* out_val, std::size_t out) {
 #if defined(GS_HAVE_AVX2_PATH)
   if (has_avx2()) return compact_avx2(val, src_idx, begin, end, t, out_idx, out_val, out);
 #endif
   return compact_scalar(val, src_idx, begin, end, t, out_idx, out_val, out);
 }
 
-std::size_t compact_range(const float* val, const std::int64_t* src_idx, std::size_t begin,
-                          std::size_t end, float t, std::int64_t* out_idx, float* out_val,
-                          std::size_t out) {
+std::size_t compact_range(const float* val, const std::int64_t* src_idx, std::size_t begin, std::size_t end, float t,
+                          std::int64_t* out_idx, float* out_val, std::size_t out) {
 #if defined(GS_HAVE_AVX2_PATH)
   if (has_avx2() && src_idx == nullptr)
     return compact_avx2<std::int64_t>(val, nullptr, begin, end, t, out_idx, out_val, out);

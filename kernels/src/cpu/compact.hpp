@@ -25,12 +25,10 @@ namespace gs::kernels::cpu::detail {
 
 // Appends the kept elements of val[begin, end) at out_idx/out_val + out; returns the new out.
 // Index of element i: src_idx[i] when src_idx is set, else i. out_val may be null (no values).
-std::size_t compact_range(const float* val, const std::int32_t* src_idx, std::size_t begin,
-                          std::size_t end, float t, std::int32_t* out_idx, float* out_val,
-                          std::size_t out);
-std::size_t compact_range(const float* val, const std::int64_t* src_idx, std::size_t begin,
-                          std::size_t end, float t, std::int64_t* out_idx, float* out_val,
-                          std::size_t out);
+std::size_t compact_range(const float* val, const std::int32_t* src_idx, std::size_t begin, std::size_t end, float t,
+                          std::int32_t* out_idx, float* out_val, std::size_t out);
+std::size_t compact_range(const float* val, const std::int64_t* src_idx, std::size_t begin, std::size_t end, float t,
+                          std::int64_t* out_idx, float* out_val, std::size_t out);
 
 // A growable index/value output that is never value-initialized (fresh pages are touched only as
 // written).
@@ -55,7 +53,7 @@ struct Scratch {
 // Statistics of y = |v| - shift over the finite |v| > t of one block (cpu::stats_above's chunk
 // loop), for passes that organise their own blocks.
 fitting::MagnitudeStats stats_above_block(const float* v, std::size_t n, double threshold, double shift,
-                                 fitting::StatsFields fields);
+                                          fitting::StatsFields fields);
 
 // The same over every |v| (cpu::stats's chunk loop).
 fitting::MagnitudeStats stats_block(const float* v, std::size_t n, fitting::StatsFields fields);
@@ -66,15 +64,15 @@ fitting::MagnitudeStats stats_block(const float* v, std::size_t n, fitting::Stat
 // dense_hits: store every group's (possibly empty) packing without a branch, for blocks where many
 // groups have a hit (an unpredictable branch costs more there than the stores); else only groups
 // with hits are stored.
-fitting::MagnitudeStats stats_above_and_compact(const float* g, std::size_t begin, std::size_t end,
-                                       double threshold, double shift, fitting::StatsFields fields,
-                                       float pack, std::int32_t* out_idx, float* out_val,
-                                       std::size_t& out, bool dense_hits = false);
+fitting::MagnitudeStats stats_above_and_compact(const float* g, std::size_t begin, std::size_t end, double threshold,
+                                                double shift, fitting::StatsFields fields, float pack,
+                                                std::int32_t* out_idx, float* out_val, std::size_t& out,
+                                                bool dense_hits = false);
 
 // The same with the statistics of every |g| (cpu::stats's chunk loop) instead of the shifted ones.
 fitting::MagnitudeStats stats_and_compact(const float* g, std::size_t begin, std::size_t end,
-                                 fitting::StatsFields fields, float pack, std::int32_t* out_idx,
-                                 float* out_val, std::size_t& out, bool dense_hits = false);
+                                          fitting::StatsFields fields, float pack, std::int32_t* out_idx,
+                                          float* out_val, std::size_t& out, bool dense_hits = false);
 
 #if defined(__GNUC__) && defined(__x86_64__)
 inline bool has_avx2() {
@@ -102,9 +100,8 @@ inline constexpr PackTable kPack = make_pack_table();
 // returns the new out; writes 8 lanes (room needed), keeps popcount(m); without values, out_val
 // is not touched. Inline: fused loops call it per group.
 template <bool values = true>
-__attribute__((target("avx2"))) inline std::size_t pack_group8(__m256 v, __m256i ix, int m,
-                                                               std::int32_t* out_idx, float* out_val,
-                                                               std::size_t out) {
+__attribute__((target("avx2"))) inline std::size_t pack_group8(__m256 v, __m256i ix, int m, std::int32_t* out_idx,
+                                                               float* out_val, std::size_t out) {
   const __m256i perm = _mm256_load_si256(reinterpret_cast<const __m256i*>(kPack.lanes[m]));
   if constexpr (values) _mm256_storeu_ps(out_val + out, _mm256_permutevar8x32_ps(v, perm));
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(out_idx + out), _mm256_permutevar8x32_epi32(ix, perm));

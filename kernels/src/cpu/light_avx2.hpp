@@ -28,10 +28,9 @@ __attribute__((target("avx2"))) inline void log_parts_avx2(__m256 x, __m256i& e,
   const __m256 tiny = _mm256_cmp_ps(x, _mm256_set1_ps(1.17549435e-38f), _CMP_LT_OQ);
   const __m256 xs = _mm256_blendv_ps(x, _mm256_mul_ps(x, _mm256_set1_ps(16777216.0f)), tiny);
   const __m256i bits = _mm256_castps_si256(xs);
-  e = _mm256_sub_epi32(_mm256_and_si256(_mm256_srli_epi32(bits, 23), _mm256_set1_epi32(0xff)),
-                       _mm256_set1_epi32(127));
-  __m256 m = _mm256_castsi256_ps(_mm256_or_si256(_mm256_and_si256(bits, _mm256_set1_epi32(0x007fffff)),
-                                                 _mm256_set1_epi32(0x3f800000)));
+  e = _mm256_sub_epi32(_mm256_and_si256(_mm256_srli_epi32(bits, 23), _mm256_set1_epi32(0xff)), _mm256_set1_epi32(127));
+  __m256 m = _mm256_castsi256_ps(
+      _mm256_or_si256(_mm256_and_si256(bits, _mm256_set1_epi32(0x007fffff)), _mm256_set1_epi32(0x3f800000)));
   const __m256 fold = _mm256_cmp_ps(m, _mm256_set1_ps(1.41421356f), _CMP_GT_OQ);
   m = _mm256_blendv_ps(m, _mm256_mul_ps(m, _mm256_set1_ps(0.5f)), fold);
   e = _mm256_sub_epi32(e, _mm256_castps_si256(fold));  // all-ones mask = -1: e + 1 where folded
@@ -66,8 +65,8 @@ __attribute__((target("avx2"))) inline void log_parts_avx2(__m256 x, __m256i& e,
 // on the same read. It is copied before the unchecked run and restored for the checked one.
 struct NoExtra {
   template <bool checked>
-  __attribute__((target("avx2"), always_inline)) void operator()(std::bool_constant<checked>, __m256,
-                                                                  __m256, __m256) const {}
+  __attribute__((target("avx2"), always_inline)) void operator()(std::bool_constant<checked>, __m256, __m256,
+                                                                 __m256) const {}
 };
 __attribute__((target("avx2"))) inline std::uint64_t lane_total(__m256i v) {
   alignas(32) std::uint32_t a[8];
@@ -78,7 +77,7 @@ __attribute__((target("avx2"))) inline std::uint64_t lane_total(__m256i v) {
 }
 template <bool shifted, bool squares, bool logs, bool checked, class Extra>
 __attribute__((target("avx2"))) fitting::MagnitudeStats light_pass_avx2(const float* g, std::size_t n, float t,
-                                                               double shift, Extra& extra, bool& dirty) {
+                                                                        double shift, Extra& extra, bool& dirty) {
   static_assert(!logs || squares, "the full pass fills every sum");
   // Lane counts and exponent sums are 32-bit: at most 1 and 150 per group of 8 (callers pass
   // chunks of kChunk).
@@ -89,14 +88,11 @@ __attribute__((target("avx2"))) fitting::MagnitudeStats light_pass_avx2(const fl
   const __m256 lo_bound = _mm256_set1_ps(shifted ? t : 0.0f);
   const __m256d sh = _mm256_set1_pd(shifted ? shift : 0.0);
   const __m256i none_min = _mm256_set1_epi32(0x7f800000);
-  __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd(), q0 = _mm256_setzero_pd(),
-          q1 = _mm256_setzero_pd();
+  __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd(), q0 = _mm256_setzero_pd(), q1 = _mm256_setzero_pd();
   __m256i kmn = none_min, kmx = _mm256_setzero_si256();
   __m256i esum = _mm256_setzero_si256();  // |e| <= 150 per element: no overflow within a chunk
-  __m256i used = _mm256_setzero_si256(), zero_lanes = _mm256_setzero_si256(),
-          finite_lanes = _mm256_setzero_si256();
-  __m256d p0 = _mm256_setzero_pd(), p1 = _mm256_setzero_pd(), g0 = _mm256_setzero_pd(),
-          g1 = _mm256_setzero_pd();
+  __m256i used = _mm256_setzero_si256(), zero_lanes = _mm256_setzero_si256(), finite_lanes = _mm256_setzero_si256();
+  __m256d p0 = _mm256_setzero_pd(), p1 = _mm256_setzero_pd(), g0 = _mm256_setzero_pd(), g1 = _mm256_setzero_pd();
   constexpr bool float_blocks = !squares && !logs;
   const float shift_f = static_cast<float>(shifted ? shift : 0.0);
   const __m256 shf = _mm256_set1_ps(shift_f);
@@ -115,7 +111,8 @@ __attribute__((target("avx2"))) fitting::MagnitudeStats light_pass_avx2(const fl
       finite = _mm256_cmp_ps(x, fmax, _CMP_LE_OQ);
       use = _mm256_and_ps(use, finite);
       if constexpr (!shifted) {
-        zero_lanes = _mm256_sub_epi32(zero_lanes, _mm256_castps_si256(_mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_EQ_OQ)));
+        zero_lanes =
+            _mm256_sub_epi32(zero_lanes, _mm256_castps_si256(_mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_EQ_OQ)));
         finite_lanes = _mm256_sub_epi32(finite_lanes, _mm256_castps_si256(finite));
       }
     }
@@ -249,7 +246,7 @@ __attribute__((target("avx2"))) fitting::MagnitudeStats light_pass_avx2(const fl
 // Float blocks whose 8-term lane sums overflow (values above FLT_MAX / 8) take the double sums.
 template <bool shifted, bool squares, bool logs, class Extra>
 __attribute__((target("avx2"))) fitting::MagnitudeStats light_chunk_avx2_with(const float* g, std::size_t n, float t,
-                                                                     double shift, Extra& extra) {
+                                                                              double shift, Extra& extra) {
   const Extra before = extra;
   bool dirty = false;
   fitting::MagnitudeStats s = light_pass_avx2<shifted, squares, logs, false>(g, n, t, shift, extra, dirty);
@@ -269,7 +266,7 @@ __attribute__((target("avx2"))) fitting::MagnitudeStats light_chunk_avx2_with(co
 // The plain passes (no hook), as function pointers for pick().
 template <bool shifted, bool squares, bool logs = false>
 __attribute__((target("avx2"))) fitting::MagnitudeStats light_chunk_avx2(const float* g, std::size_t n, float t,
-                                                                double shift) {
+                                                                         double shift) {
   NoExtra none;
   return light_chunk_avx2_with<shifted, squares, logs>(g, n, t, shift, none);
 }

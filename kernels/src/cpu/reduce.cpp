@@ -50,7 +50,7 @@ enum Fields : unsigned { kBasic = 0, kSq = 1, kLogSigned = 2, kAll = kSq | kLogS
 // are NaN in the result.
 template <bool shifted, unsigned fields>
 [[gnu::always_inline]] inline fitting::MagnitudeStats stats_chunk_impl(const float* g, std::size_t n, float t,
-                                                               double shift) {
+                                                                       double shift) {
   // Every sum in double, counts and exponents included (exact: integers far below 2^53): GCC 12
   // vectorizes a reduction loop only when its accumulators share one type.
   double count = 0.0, zeros = 0.0, nonfinite = 0.0, sum_e = 0.0;
@@ -62,8 +62,10 @@ template <bool shifted, unsigned fields>
   for (std::size_t i = 0; i < n; ++i) {
     const std::uint32_t key = kernels::detail::magnitude_key(g[i]);
     bool use;
-    if constexpr (shifted) use = (key > kernels::detail::magnitude_key(t)) & (key < kernels::detail::kNonfiniteKey);
-    else use = (key != 0u) & (key < kernels::detail::kNonfiniteKey);
+    if constexpr (shifted)
+      use = (key > kernels::detail::magnitude_key(t)) & (key < kernels::detail::kNonfiniteKey);
+    else
+      use = (key != 0u) & (key < kernels::detail::kNonfiniteKey);
     const std::uint32_t kin = use ? key : 0x7f800000u, kax = use ? key : 0u;
     kmn = kin < kmn ? kin : kmn;
     kmx = kax > kmx ? kax : kmx;
@@ -123,7 +125,7 @@ template <bool shifted, unsigned fields>
 // stats_above when shift > threshold (y = |x - shift| may be 0 or not monotone in x): the plain
 // per-element form. No caller in this project takes this path; it exists for the contract.
 fitting::MagnitudeStats above_chunk_any_shift(const float* g, std::size_t n, float t, double shift,
-                                     fitting::StatsFields f) {
+                                              fitting::StatsFields f) {
   fitting::MagnitudeStats s;
   for (std::size_t i = 0; i < n; ++i)
     if (kernels::detail::selected_above(g[i], t)) gs::fitting::add(s, static_cast<double>(std::fabs(g[i])) - shift);
@@ -246,8 +248,8 @@ __attribute__((target("avx2"))) inline double lane_total(__m256d v) {
 // sum_inv and sum_inv2 to that). Lanes are added in a fixed order, so the result depends only on
 // the chunk, not on the thread count. Groups of 4 with no selected element are skipped: a high
 // threshold costs little more than a compare per group.
-__attribute__((target("avx2"))) fitting::GpSums gp_chunk_avx2(const float* g, std::size_t n, float t,
-                                                     double theta, double shift) {
+__attribute__((target("avx2"))) fitting::GpSums gp_chunk_avx2(const float* g, std::size_t n, float t, double theta,
+                                                              double shift) {
   const __m128 absmask = _mm_castsi128_ps(_mm_set1_epi32(0x7fffffff));
   const __m128 tv = _mm_set1_ps(t), fmax = _mm_set1_ps(kFloatMax);
   const __m256d thetav = _mm256_set1_pd(theta), shiftv = _mm256_set1_pd(shift);
@@ -272,21 +274,20 @@ __attribute__((target("avx2"))) fitting::GpSums gp_chunk_avx2(const float* g, st
   fitting::GpSums tail;
   for (; i < n; ++i)
     if (selected_above(g[i], t)) gp_add(tail, g[i], theta, shift);
-  return {count + tail.count, lane_total(sum_log1p) + tail.sum_log1p,
-          lane_total(sum_inv) + tail.sum_inv, lane_total(sum_inv2) + tail.sum_inv2};
+  return {count + tail.count, lane_total(sum_log1p) + tail.sum_log1p, lane_total(sum_inv) + tail.sum_inv,
+          lane_total(sum_inv2) + tail.sum_inv2};
 }
 #endif
 
 fitting::GpSums merge_gp(const fitting::GpSums& a, const fitting::GpSums& b) {
-  return {a.count + b.count, a.sum_log1p + b.sum_log1p, a.sum_inv + b.sum_inv,
-          a.sum_inv2 + b.sum_inv2};
+  return {a.count + b.count, a.sum_log1p + b.sum_log1p, a.sum_inv + b.sum_inv, a.sum_inv2 + b.sum_inv2};
 }
 
 }  // namespace
 
 namespace detail {
 fitting::MagnitudeStats stats_above_block(const float* v, std::size_t n, double threshold, double shift,
-                                 fitting::StatsFields fields) {
+                                          fitting::StatsFields fields) {
   const float t = threshold_as_float(threshold);
   if (!(shift <= threshold)) return above_chunk_any_shift(v, n, t, shift, fields);
   return pick(fields, true)(v, n, t, shift);
@@ -312,8 +313,7 @@ double sum(std::span<const float> g) {
 fitting::MagnitudeStats stats(std::span<const float> g, fitting::StatsFields fields) {
   const StatsChunkFn fn = pick(fields, false);
   return detail::reduce_chunks(
-      g, fitting::MagnitudeStats{}, [fn](const float* p, std::size_t n) { return fn(p, n, 0.0f, 0.0); },
-      merge_stats);
+      g, fitting::MagnitudeStats{}, [fn](const float* p, std::size_t n) { return fn(p, n, 0.0f, 0.0); }, merge_stats);
 }
 
 fitting::MagnitudeStats stats_as_written(std::span<const float> out, fitting::StatsFields fields,
@@ -331,7 +331,7 @@ fitting::MagnitudeStats stats_as_written(std::span<const float> out, fitting::St
 }
 
 fitting::MagnitudeStats stats_above(std::span<const float> g, double threshold, double shift,
-                           fitting::StatsFields fields) {
+                                    fitting::StatsFields fields) {
   check_threshold(threshold, "stats_above");
   if (!std::isfinite(shift)) throw gs::Error("stats_above: shift must be finite");
   const float t = threshold_as_float(threshold);
@@ -358,15 +358,12 @@ std::uint64_t count_above(std::span<const float> g, double threshold) {
 namespace {
 using GpChunkFn = fitting::GpSums (*)(const float*, std::size_t, float, double, double);
 
-fitting::GpSums gp_sums_with(GpChunkFn chunk, std::span<const float> g, double theta, double threshold,
-                    double shift) {
+fitting::GpSums gp_sums_with(GpChunkFn chunk, std::span<const float> g, double theta, double threshold, double shift) {
   check_threshold(threshold, "gp_sums");
-  if (!std::isfinite(theta) || !std::isfinite(shift))
-    throw gs::Error("gp_sums: theta and shift must be finite");
+  if (!std::isfinite(theta) || !std::isfinite(shift)) throw gs::Error("gp_sums: theta and shift must be finite");
   const float t = threshold_as_float(threshold);
   return detail::reduce_chunks(
-      g, fitting::GpSums{}, [=](const float* p, std::size_t n) { return chunk(p, n, t, theta, shift); },
-      merge_gp);
+      g, fitting::GpSums{}, [=](const float* p, std::size_t n) { return chunk(p, n, t, theta, shift); }, merge_gp);
 }
 }  // namespace
 

@@ -39,8 +39,8 @@ std::vector<Keyed> hash_filter(std::span<const float> g, std::uint64_t seed, std
 
 }  // namespace
 
-std::vector<double> sorted_sample(std::span<const float> g, std::uint64_t max_points,
-                                  std::uint64_t seed, bool* subsampled) {
+std::vector<double> sorted_sample(std::span<const float> g, std::uint64_t max_points, std::uint64_t seed,
+                                  bool* subsampled) {
   if (max_points == 0) throw gs::Error("sorted_sample: max_points must be at least 1");
   const std::uint64_t finite_nonzero = count_above(g, 0.0);  // pass 1
   if (finite_nonzero <= max_points) {
@@ -70,8 +70,7 @@ std::vector<float> random_sample(std::span<const float> g, std::uint64_t m, std:
   const std::uint64_t n = g.size();
 #pragma omp parallel for schedule(static) if (m > 65536)
   for (std::int64_t t = 0; t < static_cast<std::int64_t>(m); ++t) {
-    const std::uint64_t j = kernels::detail::hash_to_range(
-        element_hash(seed, static_cast<std::uint64_t>(t)), n);
+    const std::uint64_t j = kernels::detail::hash_to_range(element_hash(seed, static_cast<std::uint64_t>(t)), n);
     out[t] = std::fabs(g[j]);
   }
   return out;
@@ -84,8 +83,7 @@ std::uint64_t CpuPasses::count_above(double threshold) { return cpu::count_above
 fitting::GpSums CpuPasses::gp_sums(double theta, double threshold, double shift) {
   return cpu::gp_sums(g_, theta, threshold, shift);
 }
-std::vector<double> CpuPasses::sorted_sample(std::uint64_t max_points, std::uint64_t seed,
-                                             bool* subsampled) {
+std::vector<double> CpuPasses::sorted_sample(std::uint64_t max_points, std::uint64_t seed, bool* subsampled) {
   return cpu::sorted_sample(g_, max_points, seed, subsampled);
 }
 double CpuPasses::kth_largest(std::uint64_t k) { return cpu::kth_largest(g_, k); }
@@ -93,8 +91,7 @@ std::vector<float> CpuPasses::random_sample(std::uint64_t m, std::uint64_t seed)
   return cpu::random_sample(g_, m, seed);
 }
 
-void spread_sample(std::span<const float> g, std::uint64_t lines, std::uint64_t line_length,
-                   std::vector<float>& out) {
+void spread_sample(std::span<const float> g, std::uint64_t lines, std::uint64_t line_length, std::vector<float>& out) {
   if (lines == 0 || line_length == 0) throw gs::Error("spread_sample: lines and their length must be >= 1");
   if (g.size() < lines * line_length) {
     out.assign(g.begin(), g.end());

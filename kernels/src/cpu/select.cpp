@@ -25,8 +25,8 @@ using kernels::detail::magnitude_key;
 using kernels::detail::selected_above;
 using kernels::detail::threshold_as_float;
 
-constexpr std::size_t kBlock = 16;     // elements tested together before any write
-constexpr int kTopBits = 11;           // pass-1 digit: bits 30..20 of the key
+constexpr std::size_t kBlock = 16;  // elements tested together before any write
+constexpr int kTopBits = 11;        // pass-1 digit: bits 30..20 of the key
 constexpr int kLowBits = 31 - kTopBits;
 constexpr std::uint32_t kBins = 1u << kTopBits;
 constexpr std::uint32_t kFiniteBins = kNonfiniteKey >> kLowBits;  // bins >= this are Inf/NaN
@@ -81,8 +81,8 @@ void collect(const float* g, std::size_t begin, std::size_t end, Keep keep, Part
 
 // The two-list form for top-k: in one read, elements with sure(i) go to `a`, with cand(i) to `b`.
 template <class Index, class Sure, class Cand>
-void collect_two(const float* g, std::size_t begin, std::size_t end, Sure sure, Cand cand,
-                 Part<Index>& a, Part<Index>& b) {
+void collect_two(const float* g, std::size_t begin, std::size_t end, Sure sure, Cand cand, Part<Index>& a,
+                 Part<Index>& b) {
   std::size_t i = begin;
   for (; i + kBlock <= end; i += kBlock) {
     unsigned hits = 0;
@@ -129,12 +129,10 @@ std::vector<Part<Index>> collect_parallel(std::span<const float> g, Keep keep) {
 }
 
 template <class Index>
-void check_capacity(std::size_t need, std::span<Index> indices, std::span<float> values,
-                    const char* what) {
+void check_capacity(std::size_t need, std::span<Index> indices, std::span<float> values, const char* what) {
   if (indices.size() < need || (!values.empty() && values.size() < need))
-    throw gs::Error(std::string(what) + ": output buffers hold " + std::to_string(indices.size()) +
-                    " indices and " + std::to_string(values.size()) + " values but " +
-                    std::to_string(need) +
+    throw gs::Error(std::string(what) + ": output buffers hold " + std::to_string(indices.size()) + " indices and " +
+                    std::to_string(values.size()) + " values but " + std::to_string(need) +
                     " are needed; size them with count_above (or k, or the input length)");
 }
 
@@ -151,8 +149,8 @@ std::vector<Scratch<Index>> compact_to_scratch(std::span<const float> g, float t
     for (std::size_t c = begin; c < end; c += kChunk) {
       const std::size_t ce = std::min(end, c + kChunk);
       p.ensure(p.size + (ce - c));  // room for a whole chunk: the packed stores need it
-      p.size = detail::compact_range(g.data(), static_cast<const Index*>(nullptr), c, ce, t,
-                                     p.idx.get(), p.val.get(), p.size);
+      p.size = detail::compact_range(g.data(), static_cast<const Index*>(nullptr), c, ce, t, p.idx.get(), p.val.get(),
+                                     p.size);
     }
   });
   return parts;
@@ -173,8 +171,9 @@ std::uint64_t compact_impl(std::span<const float> g, double threshold, std::span
     std::vector<std::size_t> first(nt, 0), kept(nt, 0);
     for_thread_ranges(n, [&](int r, std::size_t begin, std::size_t end) {
       first[r] = begin;
-      kept[r] = detail::compact_range(g.data(), static_cast<const Index*>(nullptr), begin, end, t,
-                                      indices.data(), out_val, begin) - begin;
+      kept[r] = detail::compact_range(g.data(), static_cast<const Index*>(nullptr), begin, end, t, indices.data(),
+                                      out_val, begin) -
+                begin;
     });
     std::size_t at = kept[0];
     for (std::size_t r = 1; r < nt; ++r) {
@@ -259,13 +258,12 @@ DigitChoice choose_digit(const std::vector<std::uint64_t>& hist, std::uint64_t k
     if (cum + hist[b] >= k) return {b, cum};
     cum += hist[b];
   }
-  throw gs::Error(std::string(what) + ": k = " + std::to_string(k) + " exceeds the " +
-                  std::to_string(cum) + " finite elements; ask for at most that many");
+  throw gs::Error(std::string(what) + ": k = " + std::to_string(k) + " exceeds the " + std::to_string(cum) +
+                  " finite elements; ask for at most that many");
 }
 
 template <class Index>
-void topk_impl(std::span<const float> g, std::uint64_t k, std::span<Index> indices,
-               std::span<float> values) {
+void topk_impl(std::span<const float> g, std::uint64_t k, std::span<Index> indices, std::span<float> values) {
   check_index_range<Index>(g.size(), "topk");
   check_capacity(static_cast<std::size_t>(k), indices, values, "topk");
   if (k == 0) return;
@@ -337,12 +335,12 @@ void topk_impl(std::span<const float> g, std::uint64_t k, std::span<Index> indic
 
 }  // namespace
 
-std::uint64_t compact_above(std::span<const float> g, double threshold,
-                            std::span<std::int32_t> indices, std::span<float> values) {
+std::uint64_t compact_above(std::span<const float> g, double threshold, std::span<std::int32_t> indices,
+                            std::span<float> values) {
   return compact_impl(g, threshold, indices, values);
 }
-std::uint64_t compact_above(std::span<const float> g, double threshold,
-                            std::span<std::int64_t> indices, std::span<float> values) {
+std::uint64_t compact_above(std::span<const float> g, double threshold, std::span<std::int64_t> indices,
+                            std::span<float> values) {
   return compact_impl(g, threshold, indices, values);
 }
 
@@ -353,12 +351,10 @@ Selection<std::int64_t> select_above64(std::span<const float> g, double threshol
   return select_impl<std::int64_t>(g, threshold);
 }
 
-void topk(std::span<const float> g, std::uint64_t k, std::span<std::int32_t> indices,
-          std::span<float> values) {
+void topk(std::span<const float> g, std::uint64_t k, std::span<std::int32_t> indices, std::span<float> values) {
   topk_impl(g, k, indices, values);
 }
-void topk(std::span<const float> g, std::uint64_t k, std::span<std::int64_t> indices,
-          std::span<float> values) {
+void topk(std::span<const float> g, std::uint64_t k, std::span<std::int64_t> indices, std::span<float> values) {
   topk_impl(g, k, indices, values);
 }
 
@@ -368,8 +364,8 @@ float kth_largest(std::span<const float> g, std::uint64_t k) {
   const DigitChoice choice = choose_digit(hist, k, "kth_largest");
   const float* d = g.data();
   const std::uint32_t bin = choice.bin;
-  auto cand = collect_parallel<std::int64_t>(
-      g, [d, bin](std::size_t i) { return (magnitude_key(d[i]) >> kLowBits) == bin; });
+  auto cand =
+      collect_parallel<std::int64_t>(g, [d, bin](std::size_t i) { return (magnitude_key(d[i]) >> kLowBits) == bin; });
   std::vector<std::uint32_t> keys;
   for (auto& p : cand)
     for (std::size_t i = 0; i < p.size; ++i) keys.push_back(magnitude_key(p.val[i]));

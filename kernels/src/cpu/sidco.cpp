@@ -44,8 +44,8 @@ fitting::MagnitudeStats merge_in_order(const std::vector<fitting::MagnitudeStats
 // the x > pack_above are packed (the predicted route). whole: the statistics are those of every
 // x (stage 1's; threshold and shift unused) and the x > pack_above are packed (the sampled route).
 fitting::MagnitudeStats collect_candidates(std::span<const float> g, double threshold, double shift,
-                                  fitting::StatsFields f, SidcoWorkspace::Impl& w,
-                                  double pack_above, bool whole, int max_threads) {
+                                           fitting::StatsFields f, SidcoWorkspace::Impl& w, double pack_above,
+                                           bool whole, int max_threads) {
   const bool same = !whole && !(pack_above > threshold);
   const float t = threshold_as_float(same ? threshold : pack_above);
   const std::size_t chunks = detail::chunk_count(g.size());
@@ -53,35 +53,37 @@ fitting::MagnitudeStats collect_candidates(std::span<const float> g, double thre
   w.seg_begin.assign(chunks, 0);
   w.seg_len.assign(chunks, 0);
   w.chunk_stats.assign(chunks, fitting::MagnitudeStats{});
-  detail::for_thread_ranges(g.size(), [&](int r, std::size_t begin, std::size_t end) {
-    auto& p = w.parts[static_cast<std::size_t>(r)];
-    p.size = 0;
-    // Branchless packing once the previous chunk packed more than 1% of its elements (about 8% of
-    // the 8-lane groups hit: the branch then mispredicts often; docs/BENCHMARKS.md, "Branchless
-    // packing where hits are dense").
-    bool dense_hits = false;
-    for (std::size_t c = begin; c < end; c += kChunk) {
-      const std::size_t ce = std::min(end, c + kChunk);
-      p.ensure(p.size + (ce - c));  // room for a whole chunk: the packed stores need it
-      const std::size_t before = p.size;
-      const std::size_t ci = c / kChunk;
-      // Statistics over more than is packed: both in one loop over the chunk.
-      if (!same) {
-        w.chunk_stats[ci] =
-            whole ? detail::stats_and_compact(g.data(), c, ce, f, t, p.idx.get(), p.val.get(), p.size, dense_hits)
-                  : detail::stats_above_and_compact(g.data(), c, ce, threshold, shift, f, t, p.idx.get(),
-                                                    p.val.get(), p.size, dense_hits);
-        dense_hits = 100 * (p.size - before) > ce - c;
-      } else
-        p.size = detail::compact_range(g.data(), static_cast<const std::int32_t*>(nullptr), c, ce, t,
-                                       p.idx.get(), p.val.get(), p.size);
-      w.seg_begin[ci] = before;
-      w.seg_len[ci] = p.size - before;
-      if (same)
-        w.chunk_stats[ci] =
-            detail::stats_above_block(p.val.get() + before, p.size - before, threshold, shift, f);
-    }
-  }, max_threads);
+  detail::for_thread_ranges(
+      g.size(),
+      [&](int r, std::size_t begin, std::size_t end) {
+        auto& p = w.parts[static_cast<std::size_t>(r)];
+        p.size = 0;
+        // Branchless packing once the previous chunk packed more than 1% of its elements (about 8% of
+        // the 8-lane groups hit: the branch then mispredicts often; docs/BENCHMARKS.md, "Branchless
+        // packing where hits are dense").
+        bool dense_hits = false;
+        for (std::size_t c = begin; c < end; c += kChunk) {
+          const std::size_t ce = std::min(end, c + kChunk);
+          p.ensure(p.size + (ce - c));  // room for a whole chunk: the packed stores need it
+          const std::size_t before = p.size;
+          const std::size_t ci = c / kChunk;
+          // Statistics over more than is packed: both in one loop over the chunk.
+          if (!same) {
+            w.chunk_stats[ci] =
+                whole ? detail::stats_and_compact(g.data(), c, ce, f, t, p.idx.get(), p.val.get(), p.size, dense_hits)
+                      : detail::stats_above_and_compact(g.data(), c, ce, threshold, shift, f, t, p.idx.get(),
+                                                        p.val.get(), p.size, dense_hits);
+            dense_hits = 100 * (p.size - before) > ce - c;
+          } else
+            p.size = detail::compact_range(g.data(), static_cast<const std::int32_t*>(nullptr), c, ce, t, p.idx.get(),
+                                           p.val.get(), p.size);
+          w.seg_begin[ci] = before;
+          w.seg_len[ci] = p.size - before;
+          if (same)
+            w.chunk_stats[ci] = detail::stats_above_block(p.val.get() + before, p.size - before, threshold, shift, f);
+        }
+      },
+      max_threads);
   return merge_in_order(w.chunk_stats);
 }
 
@@ -103,16 +105,15 @@ void check_int32(std::size_t n) {
 
 namespace {
 
-using kernels::detail::threshold_as_float;
-using kernels::detail::selected_above;
 using detail::check_int32;
 using detail::collect_candidates;
 using detail::merge_in_order;
 using detail::workspace_total;
-
+using kernels::detail::selected_above;
+using kernels::detail::threshold_as_float;
 
 fitting::MagnitudeStats narrow_candidates(double threshold, double shift, fitting::StatsFields f, bool with_stats,
-                                 SidcoWorkspace::Impl& w) {
+                                          SidcoWorkspace::Impl& w) {
   const float t = threshold_as_float(threshold);
   const std::size_t chunks = w.seg_len.size();
   const int nt = static_cast<int>(w.parts.size());
@@ -124,13 +125,11 @@ fitting::MagnitudeStats narrow_candidates(double threshold, double shift, fittin
     const std::size_t c1 = detail::thread_first_chunk(chunks, r + 1, nt);
     for (std::size_t ci = c0; ci < c1; ++ci) {
       const std::size_t b = w.seg_begin[ci], before = out;
-      out = detail::compact_range(p.val.get(), p.idx.get(), b, b + w.seg_len[ci], t, p.idx.get(),
-                                  p.val.get(), out);
+      out = detail::compact_range(p.val.get(), p.idx.get(), b, b + w.seg_len[ci], t, p.idx.get(), p.val.get(), out);
       w.seg_begin[ci] = before;
       w.seg_len[ci] = out - before;
       if (with_stats)
-        w.chunk_stats[ci] =
-            detail::stats_above_block(p.val.get() + before, out - before, threshold, shift, f);
+        w.chunk_stats[ci] = detail::stats_above_block(p.val.get() + before, out - before, threshold, shift, f);
     }
     p.size = out;
   }
@@ -157,7 +156,7 @@ fitting::MagnitudeStats sample_stats(std::span<const float> g, fitting::StatsFie
 
 struct Pipeline {
   SidcoSelectResult result;
-  bool in_workspace = false;  // selection is in the workspace parts (candidates route)
+  bool in_workspace = false;                 // selection is in the workspace parts (candidates route)
   std::optional<fitting::SidcoStages> plan;  // for the count correction
 };
 
@@ -172,8 +171,8 @@ constexpr double kAutomaticMaxCandidates = 0.10;
 // strays: docs/BENCHMARKS.md, "Unchecked passes and a sampled first stage". Returns the
 // prediction's threshold, or -1 (0 when the sample holds nothing to fit) when the route is not
 // taken.
-double predicted_first_bound(std::span<const float> g, double density, fitting::SidcoVariant variant,
-                             SidcoRoute route, const fitting::SidcoStages& plan, SidcoWorkspace::Impl& w) {
+double predicted_first_bound(std::span<const float> g, double density, fitting::SidcoVariant variant, SidcoRoute route,
+                             const fitting::SidcoStages& plan, SidcoWorkspace::Impl& w) {
   constexpr double kSampleMargin = 3.0;
   if (!(variant == fitting::SidcoVariant::exponential && plan.single_stage() && g.size() >= kSampledMinN &&
         kSampleMargin * density < 1.0 &&
@@ -206,10 +205,11 @@ double tail_bound(std::size_t n, int stages, SidcoRoute route, const fitting::Si
   if (route == SidcoRoute::automatic || route == SidcoRoute::predicted) {
     const double d = kGuessMargin * plan.tail_density();
     // (with a hair of margin for pow's rounding at the edge of the 10%)
-    const bool worth = route == SidcoRoute::predicted ||
-                       kFirstStageShare * d <= kAutomaticMaxCandidates * (1.0 + 1e-9);
-    if (d < 1.0 && worth) bound = plan.threshold() + first_mean * std::log(1.0 / d);
-    else if (route == SidcoRoute::predicted) bound = plan.threshold();  // no room: pack at eta1
+    const bool worth = route == SidcoRoute::predicted || kFirstStageShare * d <= kAutomaticMaxCandidates * (1.0 + 1e-9);
+    if (d < 1.0 && worth)
+      bound = plan.threshold() + first_mean * std::log(1.0 / d);
+    else if (route == SidcoRoute::predicted)
+      bound = plan.threshold();  // no room: pack at eta1
   }
   // The candidates route is the predicted one with its bound at eta1 (every exceedance packed).
   constexpr std::size_t kCandidateMaxN = std::size_t{16} << 20;
@@ -258,10 +258,10 @@ Pipeline run_stages(std::span<const float> g, double density, fitting::SidcoVari
   // Given statistics leave nothing for the sampled route to save: stage 1 reads nothing.
   const double first_bound = given ? -1.0 : predicted_first_bound(g, density, variant, route, plan, w);
   const bool sampled = first_bound > 0.0;
-  const fitting::MagnitudeStats first =
-      given     ? *given
-      : sampled ? collect_candidates(g, 0.0, 0.0, plan.first_fields(), w, first_bound, true)
-                : cpu::stats(g, plan.first_fields());
+  const fitting::MagnitudeStats first = given ? *given
+                                        : sampled
+                                            ? collect_candidates(g, 0.0, 0.0, plan.first_fields(), w, first_bound, true)
+                                            : cpu::stats(g, plan.first_fields());
   out.result.nonfinite = first.nonfinite;
   bool more = plan.first(first);
   out.result.full_reads = given ? 0 : 1;
@@ -280,9 +280,8 @@ Pipeline run_stages(std::span<const float> g, double density, fitting::SidcoVari
   // read g again. The bound moves down with it, while it stays above stage 1's threshold.
   if (rule.scale < 1.0 && bound * rule.scale >= plan.threshold()) bound *= rule.scale;
   const bool packed = more && bound >= plan.threshold();
-  out.result.route = !packed                          ? SidcoRoute::full_passes
-                     : route == SidcoRoute::candidates ||
-                             (route == SidcoRoute::automatic && bound == plan.threshold())
+  out.result.route = !packed ? SidcoRoute::full_passes
+                     : route == SidcoRoute::candidates || (route == SidcoRoute::automatic && bound == plan.threshold())
                          ? SidcoRoute::candidates
                          : SidcoRoute::predicted;
   if (packed) {
@@ -307,7 +306,6 @@ void copy_out(const SidcoWorkspace::Impl& w, std::int32_t* idx, float* val) {
     at += p.size;
   }
 }
-
 
 }  // namespace
 
@@ -402,10 +400,9 @@ std::size_t correct_in_memory(Pipeline& p, fitting::SidcoRule rule, Held h, Rese
 
 }  // namespace
 
-SidcoSelectResult sidco_select(std::span<const float> g, double density, fitting::SidcoVariant variant,
-                               int stages, fitting::SidcoRule rule, std::span<std::int32_t> indices,
-                               std::span<float> values, SidcoRoute route, SidcoWorkspace* ws,
-                               const fitting::MagnitudeStats* first) {
+SidcoSelectResult sidco_select(std::span<const float> g, double density, fitting::SidcoVariant variant, int stages,
+                               fitting::SidcoRule rule, std::span<std::int32_t> indices, std::span<float> values,
+                               SidcoRoute route, SidcoWorkspace* ws, const fitting::MagnitudeStats* first) {
   check_int32(g.size());
   SidcoWorkspace local;
   auto& w = workspace_impl(ws ? *ws : local);
@@ -416,9 +413,9 @@ SidcoSelectResult sidco_select(std::span<const float> g, double density, fitting
   } else {
     const std::uint64_t total = workspace_total(w);
     if (indices.size() < total || (!values.empty() && values.size() < total))
-      throw gs::Error("sidco_select: output buffers hold " + std::to_string(indices.size()) +
-                      " indices and " + std::to_string(values.size()) + " values but " +
-                      std::to_string(total) + " are selected; size them with n or use the Selection form");
+      throw gs::Error("sidco_select: output buffers hold " + std::to_string(indices.size()) + " indices and " +
+                      std::to_string(values.size()) + " values but " + std::to_string(total) +
+                      " are selected; size them with n or use the Selection form");
     copy_out(w, indices.data(), values.empty() ? nullptr : values.data());
     p.result.selected = total;
   }
@@ -429,10 +426,9 @@ SidcoSelectResult sidco_select(std::span<const float> g, double density, fitting
   return p.result;
 }
 
-SidcoSelectResult sidco_select(std::span<const float> g, double density, fitting::SidcoVariant variant,
-                               int stages, fitting::SidcoRule rule, Selection<std::int32_t>& out,
-                               SidcoRoute route, SidcoWorkspace* ws,
-                               const fitting::MagnitudeStats* first) {
+SidcoSelectResult sidco_select(std::span<const float> g, double density, fitting::SidcoVariant variant, int stages,
+                               fitting::SidcoRule rule, Selection<std::int32_t>& out, SidcoRoute route,
+                               SidcoWorkspace* ws, const fitting::MagnitudeStats* first) {
   check_int32(g.size());
   SidcoWorkspace local;
   auto& w = workspace_impl(ws ? *ws : local);

@@ -53,8 +53,7 @@ float kth_largest(std::uint64_t k, SidcoWorkspace::Impl& w) {
   for (int r = 0; r < nt; ++r) {
     const auto& p = w.parts[static_cast<std::size_t>(r)];
     for (std::size_t i = 0; i < p.size; ++i)
-      if ((bits_of(p.val[i]) >> 19) == bucket)
-        in_bucket[static_cast<std::size_t>(r)].push_back(std::fabs(p.val[i]));
+      if ((bits_of(p.val[i]) >> 19) == bucket) in_bucket[static_cast<std::size_t>(r)].push_back(std::fabs(p.val[i]));
   }
   std::vector<float>& sort_scratch = w.sample;
   const RadixPick pick = radix_largest(
@@ -129,8 +128,8 @@ float keep_top(std::uint64_t k, SidcoWorkspace::Impl& w, Selection<std::int32_t>
 
 }  // namespace
 
-SidcoSelectResult sidco_topk(std::span<const float> g, double density, int stages,
-                             Selection<std::int32_t>& out, SidcoWorkspace* ws) {
+SidcoSelectResult sidco_topk(std::span<const float> g, double density, int stages, Selection<std::int32_t>& out,
+                             SidcoWorkspace* ws) {
   check_int32(g.size());
   SidcoWorkspace local;
   auto& w = workspace_impl(ws ? *ws : local);
@@ -148,7 +147,8 @@ SidcoSelectResult sidco_topk(std::span<const float> g, double density, int stage
   const int max_threads = g.size() < kSerialBelow ? 1 : 0;
   std::uint64_t keep = 0;
   for (;;) {  // one read of g per bound: every finite x above it packed, and the finite count
-    const fitting::MagnitudeStats s = collect_candidates(g, 0.0, 0.0, fitting::StatsFields{}, w, bound, true, max_threads);
+    const fitting::MagnitudeStats s =
+        collect_candidates(g, 0.0, 0.0, fitting::StatsFields{}, w, bound, true, max_threads);
     ++r.full_reads;
     r.nonfinite = s.nonfinite;
     const std::uint64_t finite = s.count + s.zeros;

@@ -22,7 +22,6 @@ struct SidcoWorkspace::Impl {
   fitting::SidcoTopkBound topk_plan{1, 1.0, 1};  // sidco_topk's plan, its buffers kept between calls
 };
 
-
 namespace detail {
 
 // One read of g: the candidates x > t into the workspace, and the statistics of y = x - shift

@@ -26,8 +26,7 @@ namespace gs::kernels::cuda::detail {
 
 template <class Acc, class Elem, class Merge>
 __global__ void __launch_bounds__(kThreads)
-    reduce_kernel(const float* __restrict__ g, std::uint64_t n, bool aligned, Elem elem, Merge merge,
-                  Acc* partials) {
+    reduce_kernel(const float* __restrict__ g, std::uint64_t n, bool aligned, Elem elem, Merge merge, Acc* partials) {
   const std::uint64_t tid = blockIdx.x * std::uint64_t(blockDim.x) + threadIdx.x;
   const std::uint64_t stride = std::uint64_t(gridDim.x) * blockDim.x;
   const Acc acc = portable::reduce_thread<Acc>(g, n, tid, stride, aligned, elem);
@@ -103,8 +102,8 @@ __global__ void __launch_bounds__(kThreads)
 // *done back to 0 and runs then(copy) on one thread.
 template <class Digit, class Then>
 __global__ void __launch_bounds__(kThreads)
-    gated_histogram_kernel(std::uint64_t n, Digit digit, int bins, unsigned long long* counts,
-                           const std::int32_t* gate, std::int32_t open, unsigned int* done, Then then) {
+    gated_histogram_kernel(std::uint64_t n, Digit digit, int bins, unsigned long long* counts, const std::int32_t* gate,
+                           std::int32_t open, unsigned int* done, Then then) {
   if (*gate != open) return;
   __shared__ unsigned int local[portable::kBins];
   __shared__ unsigned long long total[portable::kBins];
@@ -163,8 +162,10 @@ __global__ void log_histogram_kernel(const float* __restrict__ g, std::uint64_t 
   const std::uint64_t stride = std::uint64_t(gridDim.x) * blockDim.x;
   for (std::uint64_t i = blockIdx.x * std::uint64_t(blockDim.x) + threadIdx.x; i < n; i += stride) {
     const int s = slot(g[i]);
-    if (shared_ok) atomicAdd(&local[s], 1u);
-    else atomicAdd(&counts[s], 1ull);
+    if (shared_ok)
+      atomicAdd(&local[s], 1u);
+    else
+      atomicAdd(&counts[s], 1ull);
   }
   __syncthreads();
   if (shared_ok)
@@ -205,8 +206,10 @@ class CudaMark final : public DeviceMark {
     CudaStaging{}.record(event_, stream);  // makes one where none was spare (or it is another device's)
   }
   ~CudaMark() override {
-    if (spare_mark_events.events.size() < kSpareMarks) spare_mark_events.events.push_back(event_);
-    else CudaStaging{}.destroy(event_);
+    if (spare_mark_events.events.size() < kSpareMarks)
+      spare_mark_events.events.push_back(event_);
+    else
+      CudaStaging{}.destroy(event_);
   }
   bool done() override { return CudaStaging{}.done(event_); }
   void wait() override { CudaStaging{}.wait(event_); }
@@ -290,8 +293,8 @@ class CubPrims {
   // reduce_into, then then(0) on one thread of the device, in one launch (reduce_then_kernel):
   // *done, in device memory, must be 0 (the kernel leaves it so).
   template <class Acc, class Elem, class Merge, class Then>
-  void reduce_then(const float* g, std::uint64_t n, const Elem& elem, const Merge& merge, Acc* out,
-                   std::uint32_t* done, const Then& then) const {
+  void reduce_then(const float* g, std::uint64_t n, const Elem& elem, const Merge& merge, Acc* out, std::uint32_t* done,
+                   const Then& then) const {
     const int grid = grid_for(n);
     DeviceBuffer<unsigned char> own;
     Acc* partials = partials_room<Acc>(grid, own);
@@ -327,9 +330,12 @@ class CubPrims {
   T sum(std::uint64_t m, const F& f) const {
     DeviceBuffer<T> out(1, stream_);
     work::cub(work::Cub::reduce, m);
-    cub_run({work::Cub::reduce, m, 0, int(sizeof(T))}, [&](void* temp, std::size_t& bytes) {
-      return cub::DeviceReduce::Sum(temp, bytes, mapped(f), out.data(), static_cast<std::int64_t>(m), stream_);
-    }, stream_, scratch_);
+    cub_run(
+        {work::Cub::reduce, m, 0, int(sizeof(T))},
+        [&](void* temp, std::size_t& bytes) {
+          return cub::DeviceReduce::Sum(temp, bytes, mapped(f), out.data(), static_cast<std::int64_t>(m), stream_);
+        },
+        stream_, scratch_);
     return read_back(out.data(), stream_);
   }
 
@@ -364,7 +370,7 @@ class CubPrims {
     // device knows (the cuda-host twin counts them where it is).
     work::launch(grid_for(n), kThreads);
     gated_histogram_kernel<<<grid_for(n), kThreads, 0, stream_>>>(n, digit, bins, counts, gate, open,
-                                                                   reinterpret_cast<unsigned int*>(done), then);
+                                                                  reinterpret_cast<unsigned int*>(done), then);
     GS_CUDA_CHECK_LAUNCH();
   }
 
@@ -380,25 +386,30 @@ class CubPrims {
   template <class K>
   void sort_keys(const K* in, K* out, std::uint64_t m, int begin_bit, int end_bit, bool descending) const {
     work::cub(work::Cub::radix_sort, m, end_bit - begin_bit);
-    cub_run({work::Cub::radix_sort, m, end_bit - begin_bit, int(sizeof(K))}, [&](void* temp, std::size_t& bytes) {
-      const auto count = static_cast<std::int64_t>(m);
-      return descending
-                 ? cub::DeviceRadixSort::SortKeysDescending(temp, bytes, in, out, count, begin_bit, end_bit, stream_)
-                 : cub::DeviceRadixSort::SortKeys(temp, bytes, in, out, count, begin_bit, end_bit, stream_);
-    }, stream_, scratch_);
+    cub_run(
+        {work::Cub::radix_sort, m, end_bit - begin_bit, int(sizeof(K))},
+        [&](void* temp, std::size_t& bytes) {
+          const auto count = static_cast<std::int64_t>(m);
+          return descending ? cub::DeviceRadixSort::SortKeysDescending(temp, bytes, in, out, count, begin_bit, end_bit,
+                                                                       stream_)
+                            : cub::DeviceRadixSort::SortKeys(temp, bytes, in, out, count, begin_bit, end_bit, stream_);
+        },
+        stream_, scratch_);
   }
   template <class K, class V>
-  void sort_pairs(const K* kin, K* kout, const V* vin, V* vout, std::uint64_t m, int begin_bit,
-                  int end_bit, bool descending) const {
+  void sort_pairs(const K* kin, K* kout, const V* vin, V* vout, std::uint64_t m, int begin_bit, int end_bit,
+                  bool descending) const {
     work::cub(work::Cub::radix_sort, m, end_bit - begin_bit);
-    cub_run({work::Cub::radix_sort, m, end_bit - begin_bit, int(sizeof(K)), int(sizeof(V))},
-            [&](void* temp, std::size_t& bytes) {
-      const auto count = static_cast<std::int64_t>(m);
-      return descending ? cub::DeviceRadixSort::SortPairsDescending(temp, bytes, kin, kout, vin, vout, count,
-                                                                    begin_bit, end_bit, stream_)
-                        : cub::DeviceRadixSort::SortPairs(temp, bytes, kin, kout, vin, vout, count,
-                                                          begin_bit, end_bit, stream_);
-    }, stream_, scratch_);
+    cub_run(
+        {work::Cub::radix_sort, m, end_bit - begin_bit, int(sizeof(K)), int(sizeof(V))},
+        [&](void* temp, std::size_t& bytes) {
+          const auto count = static_cast<std::int64_t>(m);
+          return descending ? cub::DeviceRadixSort::SortPairsDescending(temp, bytes, kin, kout, vin, vout, count,
+                                                                        begin_bit, end_bit, stream_)
+                            : cub::DeviceRadixSort::SortPairs(temp, bytes, kin, kout, vin, vout, count, begin_bit,
+                                                              end_bit, stream_);
+        },
+        stream_, scratch_);
   }
 
  private:
@@ -420,9 +431,12 @@ class CubPrims {
     }
     work::cub(work::Cub::select, m);
     const auto store = thrust::make_tabulate_output_iterator(portable::BoundedStore<Index>{out, capacity});
-    cub_run({work::Cub::select, m, 0, int(sizeof(Index))}, [&](void* temp, std::size_t& bytes) {
-      return cub::DeviceSelect::If(temp, bytes, in, store, d_count, static_cast<std::int64_t>(m), pred, stream_);
-    }, stream_, scratch_);
+    cub_run(
+        {work::Cub::select, m, 0, int(sizeof(Index))},
+        [&](void* temp, std::size_t& bytes) {
+          return cub::DeviceSelect::If(temp, bytes, in, store, d_count, static_cast<std::int64_t>(m), pred, stream_);
+        },
+        stream_, scratch_);
   }
 
   cudaStream_t stream_;

@@ -22,11 +22,10 @@ inline DevicePolicy& policy() { return device_policy(); }
 }  // namespace gs::kernels::cuda::detail
 
 // Checks a CUDA status; a failure becomes DeviceError naming the call, the place and the reason.
-#define GS_CUDA_CHECK(expr)                                                        \
-  do {                                                                             \
-    const cudaError_t gs_status_ = (expr);                                         \
-    if (gs_status_ != cudaSuccess)                                                 \
-      ::gs::kernels::cuda::detail::throw_cuda(gs_status_, #expr, __FILE__, __LINE__); \
+#define GS_CUDA_CHECK(expr)                                                                                        \
+  do {                                                                                                             \
+    const cudaError_t gs_status_ = (expr);                                                                         \
+    if (gs_status_ != cudaSuccess) ::gs::kernels::cuda::detail::throw_cuda(gs_status_, #expr, __FILE__, __LINE__); \
   } while (0)
 
 // After a kernel launch: launch errors now, execution errors at the next synchronizing call.

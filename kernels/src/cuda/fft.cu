@@ -20,23 +20,31 @@ namespace {
 
 const char* cufft_name(cufftResult r) {
   switch (r) {
-    case CUFFT_SUCCESS: return "CUFFT_SUCCESS";
-    case CUFFT_INVALID_PLAN: return "CUFFT_INVALID_PLAN";
-    case CUFFT_ALLOC_FAILED: return "CUFFT_ALLOC_FAILED (out of device memory)";
-    case CUFFT_INVALID_VALUE: return "CUFFT_INVALID_VALUE";
-    case CUFFT_INTERNAL_ERROR: return "CUFFT_INTERNAL_ERROR";
-    case CUFFT_EXEC_FAILED: return "CUFFT_EXEC_FAILED";
-    case CUFFT_SETUP_FAILED: return "CUFFT_SETUP_FAILED";
-    case CUFFT_INVALID_SIZE: return "CUFFT_INVALID_SIZE";
-    default: return "cuFFT error";
+    case CUFFT_SUCCESS:
+      return "CUFFT_SUCCESS";
+    case CUFFT_INVALID_PLAN:
+      return "CUFFT_INVALID_PLAN";
+    case CUFFT_ALLOC_FAILED:
+      return "CUFFT_ALLOC_FAILED (out of device memory)";
+    case CUFFT_INVALID_VALUE:
+      return "CUFFT_INVALID_VALUE";
+    case CUFFT_INTERNAL_ERROR:
+      return "CUFFT_INTERNAL_ERROR";
+    case CUFFT_EXEC_FAILED:
+      return "CUFFT_EXEC_FAILED";
+    case CUFFT_SETUP_FAILED:
+      return "CUFFT_SETUP_FAILED";
+    case CUFFT_INVALID_SIZE:
+      return "CUFFT_INVALID_SIZE";
+    default:
+      return "cuFFT error";
   }
 }
 
 void check(cufftResult r, const char* expr, std::uint64_t len, std::uint64_t batch) {
   if (r != CUFFT_SUCCESS)
-    throw DeviceError(std::string("real FFT (cuFFT): ") + cufft_name(r) + " (" +
-                    std::to_string(int(r)) + ") in " + expr + " for " + std::to_string(batch) +
-                    " chunk(s) of " + std::to_string(len),
+    throw DeviceError(std::string("real FFT (cuFFT): ") + cufft_name(r) + " (" + std::to_string(int(r)) + ") in " +
+                          expr + " for " + std::to_string(batch) + " chunk(s) of " + std::to_string(len),
                       r == CUFFT_ALLOC_FAILED);
 }
 
@@ -82,8 +90,7 @@ class CufftRealFft final : public RealFft {
     DeviceGuard guard(detail::policy().runtime(), device_);
     reserve(in.size(), spectrum.size());
     copy_to_device(real_.data(), in.data(), in.size_bytes(), stream_);
-    check(cufftExecR2C(plan(len, batch, CUFFT_R2C), real_.data(),
-                       reinterpret_cast<cufftComplex*>(spec_.data())),
+    check(cufftExecR2C(plan(len, batch, CUFFT_R2C), real_.data(), reinterpret_cast<cufftComplex*>(spec_.data())),
           "cufftExecR2C", len, batch);
     copy_to_host(spectrum.data(), spec_.data(), spectrum.size_bytes(), stream_);  // synchronizes
   }
@@ -95,8 +102,7 @@ class CufftRealFft final : public RealFft {
     reserve(out.size(), spectrum.size());
     // c2r may overwrite its input: it is our device copy, never the caller's spectrum.
     copy_to_device(spec_.data(), spectrum.data(), spectrum.size_bytes(), stream_);
-    check(cufftExecC2R(plan(len, batch, CUFFT_C2R), reinterpret_cast<cufftComplex*>(spec_.data()),
-                       real_.data()),
+    check(cufftExecC2R(plan(len, batch, CUFFT_C2R), reinterpret_cast<cufftComplex*>(spec_.data()), real_.data()),
           "cufftExecC2R", len, batch);
     copy_to_host(out.data(), real_.data(), out.size_bytes(), stream_);
   }
@@ -121,8 +127,8 @@ class CufftRealFft final : public RealFft {
     if (r == CUFFT_SUCCESS) r = cufftSetAutoAllocation(h, 0);  // the shared work area instead
     // Basic layout: chunks back to back, len reals and bins complex values each.
     if (r == CUFFT_SUCCESS)
-      r = cufftMakePlanMany64(h, 1, n, nullptr, 1, r2c ? n[0] : bins, nullptr, 1, r2c ? bins : n[0],
-                              type, static_cast<long long>(batch), &work);
+      r = cufftMakePlanMany64(h, 1, n, nullptr, 1, r2c ? n[0] : bins, nullptr, 1, r2c ? bins : n[0], type,
+                              static_cast<long long>(batch), &work);
     if (r != CUFFT_SUCCESS) {
       cufftDestroy(h);
       check(r, "cufftSetStream/cufftMakePlanMany64", len, batch);

@@ -19,7 +19,7 @@ fitting::MagnitudeStats stats(const float* d_g, std::uint64_t n, cudaStream_t st
 }
 
 fitting::MagnitudeStats stats_above(const float* d_g, std::uint64_t n, double threshold, double shift,
-                           cudaStream_t stream) {
+                                    cudaStream_t stream) {
   CubCall c(d_g, stream);
   return portable::stats_above(c.prims(), d_g, n, threshold, shift);
 }
@@ -30,13 +30,12 @@ std::uint64_t count_above(const float* d_g, std::uint64_t n, double threshold, c
 }
 
 fitting::GpSums gp_sums(const float* d_g, std::uint64_t n, double theta, double threshold, double shift,
-               cudaStream_t stream) {
+                        cudaStream_t stream) {
   CubCall c(d_g, stream);
   return portable::gp_sums(c.prims(), d_g, n, theta, threshold, shift);
 }
 
-LogHistogram log_histogram(const float* d_g, std::uint64_t n, double lo, double hi, int bins,
-                           cudaStream_t stream) {
+LogHistogram log_histogram(const float* d_g, std::uint64_t n, double lo, double hi, int bins, cudaStream_t stream) {
   CubCall c(d_g, stream);
   return portable::log_histogram(c.prims(), d_g, n, lo, hi, bins);
 }

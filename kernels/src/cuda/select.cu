@@ -9,25 +9,23 @@ namespace gs::kernels::cuda {
 using detail::CubBackend;
 using detail::CubCall;
 
-std::uint64_t compact_above(const float* d_g, std::uint64_t n, double threshold,
-                            std::int32_t* d_indices, float* d_values, std::uint64_t capacity,
-                            cudaStream_t stream) {
+std::uint64_t compact_above(const float* d_g, std::uint64_t n, double threshold, std::int32_t* d_indices,
+                            float* d_values, std::uint64_t capacity, cudaStream_t stream) {
   CubCall c(d_g, stream);
   return portable::compact_above(c.prims(), d_g, n, threshold, d_indices, d_values, capacity);
 }
-std::uint64_t compact_above(const float* d_g, std::uint64_t n, double threshold,
-                            std::int64_t* d_indices, float* d_values, std::uint64_t capacity,
-                            cudaStream_t stream) {
+std::uint64_t compact_above(const float* d_g, std::uint64_t n, double threshold, std::int64_t* d_indices,
+                            float* d_values, std::uint64_t capacity, cudaStream_t stream) {
   CubCall c(d_g, stream);
   return portable::compact_above(c.prims(), d_g, n, threshold, d_indices, d_values, capacity);
 }
-void topk(const float* d_g, std::uint64_t n, std::uint64_t k, std::int32_t* d_indices,
-          float* d_values, cudaStream_t stream) {
+void topk(const float* d_g, std::uint64_t n, std::uint64_t k, std::int32_t* d_indices, float* d_values,
+          cudaStream_t stream) {
   CubCall c(d_g, stream);
   portable::topk(c.prims(), d_g, n, k, d_indices, d_values);
 }
-void topk(const float* d_g, std::uint64_t n, std::uint64_t k, std::int64_t* d_indices,
-          float* d_values, cudaStream_t stream) {
+void topk(const float* d_g, std::uint64_t n, std::uint64_t k, std::int64_t* d_indices, float* d_values,
+          cudaStream_t stream) {
   CubCall c(d_g, stream);
   portable::topk(c.prims(), d_g, n, k, d_indices, d_values);
 }

@@ -10,7 +10,7 @@ std::unique_ptr<VectorOps> make_vector_ops(int device) {
   if (const std::string why = policy.unusable_reason(device); !why.empty())
     throw gs::Error("CUDA backend: " + why + "; use --backend cpu");
   return std::make_unique<portable::PortableVectorOps<detail::CubBackend>>(detail::CubBackend{}, BackendKind::cuda,
-                                                                          device, policy.runtime());
+                                                                           device, policy.runtime());
 }
 
 }  // namespace gs::kernels::cuda

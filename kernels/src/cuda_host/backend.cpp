@@ -23,12 +23,12 @@ std::uint64_t count_above(const float* g, std::uint64_t n, double threshold) {
 fitting::GpSums gp_sums(const float* g, std::uint64_t n, double theta, double threshold, double shift) {
   return portable::gp_sums(p, g, n, theta, threshold, shift);
 }
-std::uint64_t compact_above(const float* g, std::uint64_t n, double threshold, std::int32_t* indices,
-                            float* values, std::uint64_t capacity) {
+std::uint64_t compact_above(const float* g, std::uint64_t n, double threshold, std::int32_t* indices, float* values,
+                            std::uint64_t capacity) {
   return portable::compact_above(p, g, n, threshold, indices, values, capacity);
 }
-std::uint64_t compact_above(const float* g, std::uint64_t n, double threshold, std::int64_t* indices,
-                            float* values, std::uint64_t capacity) {
+std::uint64_t compact_above(const float* g, std::uint64_t n, double threshold, std::int64_t* indices, float* values,
+                            std::uint64_t capacity) {
   return portable::compact_above(p, g, n, threshold, indices, values, capacity);
 }
 void topk(const float* g, std::uint64_t n, std::uint64_t k, std::int32_t* indices, float* values) {
@@ -37,9 +37,7 @@ void topk(const float* g, std::uint64_t n, std::uint64_t k, std::int32_t* indice
 void topk(const float* g, std::uint64_t n, std::uint64_t k, std::int64_t* indices, float* values) {
   portable::topk(p, g, n, k, indices, values);
 }
-float kth_largest(const float* g, std::uint64_t n, std::uint64_t k) {
-  return portable::kth_largest(p, g, n, k);
-}
+float kth_largest(const float* g, std::uint64_t n, std::uint64_t k) { return portable::kth_largest(p, g, n, k); }
 SidcoSelectResult sidco_topk(const float* g, std::uint64_t n, double density, int stages,
                              Selection<std::int32_t>& out) {
   return portable::sidco_topk(p, g, n, density, stages, out);
@@ -47,8 +45,8 @@ SidcoSelectResult sidco_topk(const float* g, std::uint64_t n, double density, in
 LogHistogram log_histogram(const float* g, std::uint64_t n, double lo, double hi, int bins) {
   return portable::log_histogram(p, g, n, lo, hi, bins);
 }
-std::vector<double> sorted_sample(const float* g, std::uint64_t n, std::uint64_t max_points,
-                                  std::uint64_t seed, bool* subsampled) {
+std::vector<double> sorted_sample(const float* g, std::uint64_t n, std::uint64_t max_points, std::uint64_t seed,
+                                  bool* subsampled) {
   return portable::sorted_sample(p, g, n, max_points, seed, subsampled);
 }
 void random_sample(const float* g, std::uint64_t n, std::uint64_t m, std::uint64_t seed, float* out) {

@@ -45,8 +45,10 @@ inline thread_local std::size_t spare_marks = 0;
 class HostMark final : public DeviceMark {
  public:
   explicit HostMark(std::uint64_t event) : event_(event) {
-    if (spare_marks > 0) --spare_marks;
-    else work::event_created();
+    if (spare_marks > 0)
+      --spare_marks;
+    else
+      work::event_created();
   }
   ~HostMark() override {
     if (spare_marks < kSpareMarks) ++spare_marks;
@@ -111,9 +113,9 @@ class HostPrims {
   template <class T>
   Buffer<T> alloc(std::size_t count) const {
     if (allocations_before_failure.load() >= 0 && allocations_before_failure.fetch_sub(1) == 0)
-      throw device_error("cudaErrorMemoryAllocation", "out of memory",
-                         "the cuda-host backend's allocation of " + std::to_string(count * sizeof(T)) +
-                             " bytes (injected)");
+      throw device_error(
+          "cudaErrorMemoryAllocation", "out of memory",
+          "the cuda-host backend's allocation of " + std::to_string(count * sizeof(T)) + " bytes (injected)");
     runtime().note_work();
     bytes_allocated += count * sizeof(T);
     return Buffer<T>(count);
@@ -183,8 +185,8 @@ class HostPrims {
   // reduce_then_kernel's twin: reduce_into's arithmetic in one launch (its last block merges and
   // decides), then then(0); *done must be 0, and stays so, as the kernel leaves it.
   template <class Acc, class Elem, class Merge, class Then>
-  void reduce_then(const float* g, std::uint64_t n, const Elem& elem, const Merge& merge, Acc* out,
-                   std::uint32_t* done, const Then& then) const {
+  void reduce_then(const float* g, std::uint64_t n, const Elem& elem, const Merge& merge, Acc* out, std::uint32_t* done,
+                   const Then& then) const {
     if (*done != 0) throw std::logic_error("reduce_then: its count of blocks done is not 0");
     partials_for<Acc>(n);
     work::launch(grid_for(n), kThreads, n);  // reduce_then_kernel
@@ -311,8 +313,8 @@ class HostPrims {
     std::stable_sort(out, out + m, order<K>(begin_bit, end_bit, descending));
   }
   template <class K, class V>
-  void sort_pairs(const K* kin, K* kout, const V* vin, V* vout, std::uint64_t m, int begin_bit,
-                  int end_bit, bool descending) const {
+  void sort_pairs(const K* kin, K* kout, const V* vin, V* vout, std::uint64_t m, int begin_bit, int end_bit,
+                  bool descending) const {
     runtime().note_work();
     work::cub(work::Cub::radix_sort, m, end_bit - begin_bit);
     scratch_for({work::Cub::radix_sort, m, end_bit - begin_bit, int(sizeof(K)), int(sizeof(V))},
@@ -320,8 +322,7 @@ class HostPrims {
     std::vector<std::uint64_t> perm(m);
     std::iota(perm.begin(), perm.end(), std::uint64_t{0});
     const auto less = order<K>(begin_bit, end_bit, descending);
-    std::stable_sort(perm.begin(), perm.end(),
-                     [&](std::uint64_t a, std::uint64_t b) { return less(kin[a], kin[b]); });
+    std::stable_sort(perm.begin(), perm.end(), [&](std::uint64_t a, std::uint64_t b) { return less(kin[a], kin[b]); });
     for (std::uint64_t j = 0; j < m; ++j) {
       kout[j] = kin[perm[j]];
       vout[j] = vin[perm[j]];
@@ -345,7 +346,8 @@ class HostPrims {
   void partials_for(std::uint64_t n) const {
     const std::uint64_t bytes = sizeof(Acc) * grid_for(n);
     runtime().note_work();
-    if (!scratch_) work::allocation();
+    if (!scratch_)
+      work::allocation();
     else if (scratch_->size() < bytes)
       *scratch_ = alloc<unsigned char>(std::max<std::uint64_t>(bytes, 2 * scratch_->size()));
   }
@@ -371,8 +373,10 @@ class HostPrims {
     const std::uint64_t bytes = work::scratch_size(key, [model] { return model; });
     if (scratch_ && scratch_->size() >= bytes) return;
     ++scratch_allocated;
-    if (scratch_) *scratch_ = alloc<unsigned char>(std::max<std::uint64_t>(bytes, 2 * scratch_->size()));
-    else work::allocation();  // the call's own temporary storage
+    if (scratch_)
+      *scratch_ = alloc<unsigned char>(std::max<std::uint64_t>(bytes, 2 * scratch_->size()));
+    else
+      work::allocation();  // the call's own temporary storage
   }
   template <class K>
   static auto radix_form(K key) {
@@ -381,8 +385,10 @@ class HostPrims {
     U u;
     std::memcpy(&u, &key, sizeof u);
     const U top = U(1) << (8 * sizeof(U) - 1);
-    if constexpr (std::is_floating_point_v<K>) u = (u & top) ? U(~u) : U(u | top);
-    else if constexpr (std::is_signed_v<K>) u ^= top;
+    if constexpr (std::is_floating_point_v<K>)
+      u = (u & top) ? U(~u) : U(u | top);
+    else if constexpr (std::is_signed_v<K>)
+      u ^= top;
     return u;
   }
   template <class K>

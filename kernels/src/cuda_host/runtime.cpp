@@ -171,8 +171,8 @@ std::uint64_t staging_allocations() { return staging().allocations(); }
 
 DeviceMemory::DeviceMemory(const void* data, std::size_t bytes, int device) : data_(data) {
   if (device < 0 || device >= kHostDevices)
-    throw gs::Error("cuda-host: device " + std::to_string(device) + " does not exist (" +
-                    std::to_string(kHostDevices) + " fake devices)");
+    throw gs::Error("cuda-host: device " + std::to_string(device) + " does not exist (" + std::to_string(kHostDevices) +
+                    " fake devices)");
   runtime().remember(data, bytes, device);
 }
 DeviceMemory::~DeviceMemory() { runtime().forget(data_); }

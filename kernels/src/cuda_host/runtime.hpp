@@ -60,7 +60,7 @@ class HostRuntime final : public DeviceRuntime {
   std::array<std::atomic<std::uint64_t>, kHostDevices> work_{};
   std::atomic<std::uint64_t> legacy_orders_{0};  // orderings with the legacy default stream
   std::array<std::array<std::atomic<std::uint64_t>, 3>, kHostDevices> syncs_{};  // by device and SyncKind
-  std::atomic<std::uint64_t> recorded_{0}, completed_{0};  // events recorded; done up to
+  std::atomic<std::uint64_t> recorded_{0}, completed_{0};                        // events recorded; done up to
   std::atomic<bool> lag_{false};
 };
 

@@ -45,8 +45,8 @@ GS_HD inline Four load_four(const float* g, std::uint64_t j) {
 // element step whose parameters live in device memory (a threshold the device computed) has
 // bind(), which reads them once per thread: {on, the step}; off, the thread reads nothing.
 template <class Acc, class Elem>
-GS_HD Acc reduce_thread(const float* g, std::uint64_t n, std::uint64_t tid, std::uint64_t stride,
-                        bool aligned, const Elem& elem) {
+GS_HD Acc reduce_thread(const float* g, std::uint64_t n, std::uint64_t tid, std::uint64_t stride, bool aligned,
+                        const Elem& elem) {
   if constexpr (requires { elem.bind(); }) {
     const auto bound = elem.bind();
     return bound.on ? reduce_thread<Acc>(g, n, tid, stride, aligned, bound.step) : Acc{};
@@ -161,7 +161,9 @@ struct AbovePred {
   const float* g;
   float t;
   template <class Index>
-  GS_HD bool operator()(Index i) const { return selected_above(g[i], t); }
+  GS_HD bool operator()(Index i) const {
+    return selected_above(g[i], t);
+  }
 };
 // sorted_sample's filter: finite non-zero x whose hash falls below the cutoff.
 struct HashBelow {

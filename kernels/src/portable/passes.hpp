@@ -80,18 +80,16 @@ template <class P>
 std::uint64_t count_above(P& p, const float* g, std::uint64_t n, double threshold) {
   check_threshold(threshold, "count_above");
   if (n == 0) return 0;
-  return p.template reduce<std::uint64_t>(
-      g, n, CountElem{kernels::detail::threshold_as_float(threshold)}, AddU64{});
+  return p.template reduce<std::uint64_t>(g, n, CountElem{kernels::detail::threshold_as_float(threshold)}, AddU64{});
 }
 
 template <class P>
 fitting::GpSums gp_sums(P& p, const float* g, std::uint64_t n, double theta, double threshold, double shift) {
   check_threshold(threshold, "gp_sums");
-  if (!std::isfinite(theta) || !std::isfinite(shift))
-    throw gs::Error("gp_sums: theta and shift must be finite");
+  if (!std::isfinite(theta) || !std::isfinite(shift)) throw gs::Error("gp_sums: theta and shift must be finite");
   if (n == 0) return fitting::GpSums{};
-  return p.template reduce<fitting::GpSums>(
-      g, n, GpElem{kernels::detail::threshold_as_float(threshold), theta, shift}, MergeGp{});
+  return p.template reduce<fitting::GpSums>(g, n, GpElem{kernels::detail::threshold_as_float(threshold), theta, shift},
+                                            MergeGp{});
 }
 
 template <class P>
@@ -117,16 +115,15 @@ void gather(P& p, const float* g, const Index* idx, std::uint64_t m, float* valu
 // selection counts and writes, so nothing lands past capacity, and a selection larger than
 // capacity throws (no values written). passes: 1.
 template <class P, class Index>
-std::uint64_t compact_above(P& p, const float* g, std::uint64_t n, double threshold, Index* indices,
-                            float* values, std::uint64_t capacity) {
+std::uint64_t compact_above(P& p, const float* g, std::uint64_t n, double threshold, Index* indices, float* values,
+                            std::uint64_t capacity) {
   check_threshold(threshold, "compact_above");
   check_index_range<Index>(n, "compact_above");
   const std::uint64_t m =
-      n == 0 ? 0
-             : p.select_if(n, AbovePred{g, kernels::detail::threshold_as_float(threshold)}, indices, capacity);
+      n == 0 ? 0 : p.select_if(n, AbovePred{g, kernels::detail::threshold_as_float(threshold)}, indices, capacity);
   if (m > capacity)
-    throw gs::Error("compact_above: output buffers hold " + std::to_string(capacity) + " but " +
-                    std::to_string(m) + " are needed; size them with count_above (or n)");
+    throw gs::Error("compact_above: output buffers hold " + std::to_string(capacity) + " but " + std::to_string(m) +
+                    " are needed; size them with count_above (or n)");
   gather(p, g, indices, m, values);
   p.synchronize();
   return m;
@@ -161,8 +158,8 @@ void exact_topk(P& p, ResidentState* st, unsigned long long* hist, const float* 
 // after `first` (a selection's StartState, where this is its first pass).
 template <class P, class First = NoStep>
 void count_finite(P& p, ResidentState* st, const float* g, std::uint64_t n, First first = {}) {
-  p.reduce_then(g, n, CountElem{kernels::detail::threshold_as_float(-1.0)}, AddU64{}, &st->counted,
-                &st->reduce_done, Both{first, TakeFinite{st}});
+  p.reduce_then(g, n, CountElem{kernels::detail::threshold_as_float(-1.0)}, AddU64{}, &st->counted, &st->reduce_done,
+                Both{first, TakeFinite{st}});
 }
 
 // A state for the exact top-k of k (k <= n) read back once at the end of the free functions.
@@ -194,8 +191,8 @@ void topk(P& p, const float* g, std::uint64_t n, std::uint64_t k, Index* indices
     throw gs::Error("topk: k = " + std::to_string(k) + " exceeds the " + std::to_string(n - done.report.nonfinite) +
                     " finite elements; ask for at most that many");
   if (done.picked != k)
-    throw gs::Error("topk: the selection found " + std::to_string(done.picked) + " elements for k = " +
-                    std::to_string(k) + "; was the vector modified while it was read?");
+    throw gs::Error("topk: the selection found " + std::to_string(done.picked) +
+                    " elements for k = " + std::to_string(k) + "; was the vector modified while it was read?");
 }
 
 template <class P>
@@ -226,8 +223,7 @@ void random_sample(P& p, const float* g, std::uint64_t n, std::uint64_t m, std::
 }
 
 template <class P>
-std::vector<float> spread_sample(P& p, const float* g, std::uint64_t n, std::uint64_t lines,
-                                 std::uint64_t len) {
+std::vector<float> spread_sample(P& p, const float* g, std::uint64_t n, std::uint64_t lines, std::uint64_t len) {
   if (lines == 0 || len == 0) throw gs::Error("spread_sample: lines and their length must be >= 1");
   if (n < lines * len) return p.download(g, n);
   auto out = p.template alloc<float>(lines * len);
@@ -245,8 +241,8 @@ std::vector<double> sort_to_host(P& p, const float* x, std::uint64_t m) {
 
 // As cpu::sorted_sample: the same elements for the same seed (smallest hashes).
 template <class P>
-std::vector<double> sorted_sample(P& p, const float* g, std::uint64_t n, std::uint64_t max_points,
-                                  std::uint64_t seed, bool* subsampled) {
+std::vector<double> sorted_sample(P& p, const float* g, std::uint64_t n, std::uint64_t max_points, std::uint64_t seed,
+                                  bool* subsampled) {
   if (max_points == 0) throw gs::Error("sorted_sample: max_points must be at least 1");
   const std::uint64_t finite_nonzero = count_above(p, g, n, 0.0);  // pass 1
   if (finite_nonzero <= max_points) {
@@ -295,9 +291,9 @@ struct TopkSelection {
   Buffer<P, Index> indices;
   Buffer<P, float> values;
   std::uint64_t count = 0;
-  double threshold = 0.0;  // the k-th largest |g| (0 when nothing is selected)
-  int reads = 0;           // reads of g for candidates (1 + fallbacks)
-  int stages = 0;          // SIDCo stages fitted on the sample
+  double threshold = 0.0;        // the k-th largest |g| (0 when nothing is selected)
+  int reads = 0;                 // reads of g for candidates (1 + fallbacks)
+  int stages = 0;                // SIDCo stages fitted on the sample
   std::uint64_t candidates = 0;  // the first read's
 };
 
@@ -309,7 +305,8 @@ TopkSelection<P, Index> sidco_topk(P& p, const float* g, std::uint64_t n, double
   check_index_range<Index>(n, "sidco-topk");
   plan.reset(n, density, stages);
   TopkSelection<P, Index> r;
-  double bound = plan.first(spread_sample(p, g, n, fitting::SidcoTopkBound::sample_lines(n), fitting::SidcoTopkBound::kLineLength));
+  double bound = plan.first(
+      spread_sample(p, g, n, fitting::SidcoTopkBound::sample_lines(n), fitting::SidcoTopkBound::kLineLength));
   Buffer<P, Index> own;
   if (!workspace || workspace->size() < n) {
     own = p.template alloc<Index>(n);
@@ -318,8 +315,7 @@ TopkSelection<P, Index> sidco_topk(P& p, const float* g, std::uint64_t n, double
   Buffer<P, Index>& cand = *workspace;
   std::uint64_t m = 0, finite = std::numeric_limits<std::uint64_t>::max();
   for (;;) {
-    m = n == 0 ? 0
-               : p.select_if(n, AbovePred{g, kernels::detail::threshold_as_float(bound)}, cand.data(), n);
+    m = n == 0 ? 0 : p.select_if(n, AbovePred{g, kernels::detail::threshold_as_float(bound)}, cand.data(), n);
     if (plan.reads() == 1) r.candidates = m;
     if (m < plan.k() && finite == std::numeric_limits<std::uint64_t>::max())
       finite = count_above(p, g, n, -1.0);  // only on a shortfall: is every finite x in?
@@ -400,8 +396,7 @@ class Passes final : public gs::fitting::MagnitudePasses {
   fitting::GpSums gp_sums(double theta, double t, double shift) override {
     return run([&](P& p) { return portable::gp_sums(p, g_, n_, theta, t, shift); });
   }
-  std::vector<double> sorted_sample(std::uint64_t max_points, std::uint64_t seed,
-                                    bool* subsampled) override {
+  std::vector<double> sorted_sample(std::uint64_t max_points, std::uint64_t seed, bool* subsampled) override {
     return run([&](P& p) { return portable::sorted_sample(p, g_, n_, max_points, seed, subsampled); });
   }
   double kth_largest(std::uint64_t k) override {

@@ -97,11 +97,13 @@ void sidco_resident(P& p, ResidentWorkspace<P>& w, const float* g, std::uint64_t
   if (tails == 0)
     p.reduce_then(g, n, StatsElem{}, MergeStats{}, &st->stats, done,
                   Both{start, Both{SidcoFirst{st}, SidcoStagesDone{st}}});
-  else p.reduce_then(g, n, StatsElem{}, MergeStats{}, &st->stats, done, Both{start, SidcoFirst{st}});
+  else
+    p.reduce_then(g, n, StatsElem{}, MergeStats{}, &st->stats, done, Both{start, SidcoFirst{st}});
   for (int i = 1; i <= tails; ++i) {
     if (i == tails)
       p.reduce_then(g, n, StatsAboveAt{st}, MergeStats{}, &st->stats, done, Both{SidcoTail{st}, SidcoStagesDone{st}});
-    else p.reduce_then(g, n, StatsAboveAt{st}, MergeStats{}, &st->stats, done, SidcoTail{st});
+    else
+      p.reduce_then(g, n, StatsAboveAt{st}, MergeStats{}, &st->stats, done, SidcoTail{st});
   }
   if (r.sidco.correct) p.reduce_then(g, n, StatsProbeAt{st}, MergeStats{}, &st->stats, done, SidcoCorrect{st});
   p.select_into(n, AboveAt{g, st}, w.idx.data(), w.idx.size(), &st->selected);
@@ -150,17 +152,18 @@ void sidco_topk_resident(P& p, ResidentWorkspace<P>& w, const float* g, std::uin
   radix_select(p, st, w.hist.data(), x, t.m, kModeSample);
   p.for_each(1, TopkBoundValue{st});
   for (int i = 1; i < r.stages; ++i) {
-    if (i + 1 == r.stages) p.reduce_then(x, t.m, StatsAboveAt{st}, MergeStats{}, &st->stats, &st->reduce_done,
-                                         Both{SidcoTail{st}, TopkBoundDone{st}});
-    else p.reduce_then(x, t.m, StatsAboveAt{st}, MergeStats{}, &st->stats, &st->reduce_done, SidcoTail{st});
+    if (i + 1 == r.stages)
+      p.reduce_then(x, t.m, StatsAboveAt{st}, MergeStats{}, &st->stats, &st->reduce_done,
+                    Both{SidcoTail{st}, TopkBoundDone{st}});
+    else
+      p.reduce_then(x, t.m, StatsAboveAt{st}, MergeStats{}, &st->stats, &st->reduce_done, SidcoTail{st});
   }
   if (r.stages == 1) p.for_each(1, TopkBoundDone{st});
   const std::uint64_t room = topk_candidate_room(n, request_k(r, n));  // reserved (the buffer may be larger)
   p.select_into(n, AboveAt{g, st}, w.cand.data(), room, &st->selected);
   p.for_each(1, TopkCandidates{st, room});
   p.for_each(room, CandidateValues<std::int32_t>{g, w.cand.data(), st, w.cand_val.data()});
-  exact_topk(p, st, w.hist.data(), w.cand_val.data(), room, w.ties.data(), w.ties.size(), w.idx.data(),
-             w.idx.size());
+  exact_topk(p, st, w.hist.data(), w.cand_val.data(), room, w.ties.data(), w.ties.size(), w.idx.data(), w.idx.size());
   p.for_each_upto(&st->picked, w.idx.size(), CandidateIndices<std::int32_t>{w.idx.data(), w.cand.data(), st});
   p.for_each(1, TopkOfG{st});
 }
@@ -174,16 +177,30 @@ inline ResidentState initial_state(std::uint64_t n, const SelectRequest& r) {
   s.correct = r.sidco.correct;
   s.band = r.sidco.band;
   switch (r.rule) {
-    case SelectRequest::Rule::above: s.rule = kRuleAbove; select_above_at(s, r.threshold); s.mode = kModeNone; break;
-    case SelectRequest::Rule::topk: s.rule = kRuleTopk; break;
+    case SelectRequest::Rule::above:
+      s.rule = kRuleAbove;
+      select_above_at(s, r.threshold);
+      s.mode = kModeNone;
+      break;
+    case SelectRequest::Rule::topk:
+      s.rule = kRuleTopk;
+      break;
     case SelectRequest::Rule::sidco:
       s.rule = kRuleSidco;
       s.plan = fitting::SidcoStages(n, r.density, r.variant, r.stages, r.sidco.recount).plan();
       s.plan.scale = r.sidco.scale;
       break;
-    case SelectRequest::Rule::dgc: s.rule = kRuleDgc; break;
-    case SelectRequest::Rule::top_nonzero: s.rule = kRuleTopNonzero; s.report.threshold = ::nan(""); break;
-    case SelectRequest::Rule::sidco_topk: s.rule = kRuleSidcoTopk; s.stages = r.stages; break;
+    case SelectRequest::Rule::dgc:
+      s.rule = kRuleDgc;
+      break;
+    case SelectRequest::Rule::top_nonzero:
+      s.rule = kRuleTopNonzero;
+      s.report.threshold = ::nan("");
+      break;
+    case SelectRequest::Rule::sidco_topk:
+      s.rule = kRuleSidcoTopk;
+      s.stages = r.stages;
+      break;
   }
   return s;
 }
@@ -203,15 +220,23 @@ void select_resident(P& p, ResidentWorkspace<P>& w, const float* g, std::uint64_
       count_finite(p, st, g, n, start);
       p.select_into(n, AboveAt{g, st}, w.idx.data(), w.idx.size(), &st->selected);
       break;
-    case SelectRequest::Rule::topk: count_finite(p, st, g, n, start); break;
-    case SelectRequest::Rule::sidco: sidco_resident(p, w, g, n, r, start); break;
-    case SelectRequest::Rule::dgc: dgc_resident(p, w, g, n, r, start); break;
+    case SelectRequest::Rule::topk:
+      count_finite(p, st, g, n, start);
+      break;
+    case SelectRequest::Rule::sidco:
+      sidco_resident(p, w, g, n, r, start);
+      break;
+    case SelectRequest::Rule::dgc:
+      dgc_resident(p, w, g, n, r, start);
+      break;
     case SelectRequest::Rule::top_nonzero:
       count_finite(p, st, g, n, start);
-      p.reduce_then(g, n, CountElem{kernels::detail::threshold_as_float(0.0)}, AddU64{}, &st->counted,
-                    &st->reduce_done, TakeNonzero{st});
+      p.reduce_then(g, n, CountElem{kernels::detail::threshold_as_float(0.0)}, AddU64{}, &st->counted, &st->reduce_done,
+                    TakeNonzero{st});
       break;
-    case SelectRequest::Rule::sidco_topk: sidco_topk_resident(p, w, g, n, r, start); break;
+    case SelectRequest::Rule::sidco_topk:
+      sidco_topk_resident(p, w, g, n, r, start);
+      break;
   }
   if (r.rule != SelectRequest::Rule::above)
     exact_topk(p, st, w.hist.data(), g, n, w.ties.data(), w.ties.size(), w.idx.data(), w.idx.size());

@@ -26,9 +26,9 @@ GS_HD inline int radix_shift(int digit) { return digit == 0 ? 20 : (digit == 1 ?
 GS_HD inline int radix_bins(int digit) { return digit == 0 ? int(kBins) : 1024; }
 
 struct RadixState {
-  std::uint32_t prefix = 0;   // the key's bits found so far
-  std::uint64_t k = 0;        // the rank still wanted among the keys with that prefix (1: largest)
-  std::int64_t last_tie = -1; // the highest index of the ties at the key that are kept
+  std::uint32_t prefix = 0;    // the key's bits found so far
+  std::uint64_t k = 0;         // the rank still wanted among the keys with that prefix (1: largest)
+  std::int64_t last_tie = -1;  // the highest index of the ties at the key that are kept
   std::int32_t found = 0;
 };
 
@@ -55,15 +55,15 @@ struct ResidentState {
   std::int32_t stepped = 0;   // SIDCo's correction stepped the threshold up (sidco_corrected_above)
   double band = 1.25;
   double density = 0.0;
-  double probe = 0.0;         // the threshold the next count reads
-  double select_at = -1.0;    // the threshold the selection above reads
+  double probe = 0.0;                      // the threshold the next count reads
+  double select_at = -1.0;                 // the threshold the selection above reads
   float probe_f = 0.0f, select_f = -1.0f;  // both as the passes compare (threshold_as_float)
-  std::uint64_t n = 0, k = 0; // the vector's size, the target count
-  std::uint64_t topk_k = 0;   // the current radix select's k
-  std::uint64_t counted = 0;   // the last count pass
-  std::uint64_t selected = 0;  // the selection above's full count
-  std::uint64_t picked = 0;    // the exact top-k's count
-  std::uint64_t ties = 0;      // ties at the key found
+  std::uint64_t n = 0, k = 0;              // the vector's size, the target count
+  std::uint64_t topk_k = 0;                // the current radix select's k
+  std::uint64_t counted = 0;               // the last count pass
+  std::uint64_t selected = 0;              // the selection above's full count
+  std::uint64_t picked = 0;                // the exact top-k's count
+  std::uint64_t ties = 0;                  // ties at the key found
   std::uint64_t finite = 0, nonzero = 0;
   fitting::MagnitudeStats stats;
   fitting::SidcoPlan plan;
@@ -124,7 +124,9 @@ struct AboveAt {  // the selection above `select_at`
   const float* g;
   const ResidentState* st;
   template <class Index>
-  GS_HD bool operator()(Index i) const { return st->mode == kModeAbove && selected_above(g[i], st->select_f); }
+  GS_HD bool operator()(Index i) const {
+    return st->mode == kModeAbove && selected_above(g[i], st->select_f);
+  }
 };
 struct RadixDigit {  // the digit of x[i] when its higher digits are the prefix found, else -1
   const float* x;
@@ -143,7 +145,9 @@ struct TieAt {  // the elements whose key is the one found
   const float* g;
   const ResidentState* st;
   template <class Index>
-  GS_HD bool operator()(Index i) const { return st->mode == kModeTopk && magnitude_key(g[i]) == st->radix.prefix; }
+  GS_HD bool operator()(Index i) const {
+    return st->mode == kModeTopk && magnitude_key(g[i]) == st->radix.prefix;
+  }
 };
 struct TopkAt {  // exact top-k: keys above the one found, and its ties up to the last one kept
   const float* g;
@@ -245,8 +249,10 @@ struct SidcoStagesDone {
     if (s.plan.failure != fitting::SidcoFitFailure::none) {
       s.report.estimate = ::nan("");
       s.report.threshold = ::nan("");
-      if (s.fallback) fall_back(s);
-      else s.report.failure = SelectionFailure::fit;
+      if (s.fallback)
+        fall_back(s);
+      else
+        s.report.failure = SelectionFailure::fit;
     } else if (s.correct) {
       probe_at(s, s.plan.eta);
     } else {
@@ -313,8 +319,10 @@ struct DgcSampleRank {
     const std::uint64_t f = s.counted;
     if (f == 0) {
       s.report.threshold = ::nan("");
-      if (s.fallback) fall_back(s);
-      else s.report.failure = SelectionFailure::sample;
+      if (s.fallback)
+        fall_back(s);
+      else
+        s.report.failure = SelectionFailure::sample;
       return;
     }
     pick_topk(s, fitting::formula::dgc_sample_rank(f, s.density));

@@ -70,8 +70,9 @@ class PortableSelector final : public Selector {
     auto call = b_.call(last_.indices);
     const SelectionReport r = fetch_selection(call.prims(), ws_, fetch_most_, out);
     if (r.failure == SelectionFailure::fit)
-      throw gs::Error("SIDCo: stage 1's fit has no valid parameters on these values (too few distinct non-zero "
-                      "values); a compressor sends the vector's top-k instead");
+      throw gs::Error(
+          "SIDCo: stage 1's fit has no valid parameters on these values (too few distinct non-zero "
+          "values); a compressor sends the vector's top-k instead");
     if (r.failure == SelectionFailure::sample) throw gs::Error("DGC: the random sample holds no finite value");
     last_.count = r.count;
     return r;

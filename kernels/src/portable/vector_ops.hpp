@@ -59,9 +59,8 @@ class PortableVectorOps final : public VectorOps {
     return run(v, [&](P& p) { return n == 0 ? 0.0 : p.template sum<double>(n, SquareAsDouble{v}); });
   }
   void upload(void* d_dst, const void* host, std::size_t bytes) override {
-    run(d_dst, [&](P& p) {
-      p.upload(static_cast<unsigned char*>(d_dst), static_cast<const unsigned char*>(host), bytes);
-    });
+    run(d_dst,
+        [&](P& p) { p.upload(static_cast<unsigned char*>(d_dst), static_cast<const unsigned char*>(host), bytes); });
   }
   void download(void* host, const void* d_src, std::size_t bytes) override {
     run(d_src, [&](P& p) {
@@ -81,8 +80,10 @@ class PortableVectorOps final : public VectorOps {
     run(out, [&](P& p) {
       // As Compressor::aggregate: zeros, ranks in order, the mean; the skip decided with the zeros.
       const GatheredSkip skip{idx_all, capacity + 1, workers, bucket_skip, step_skip};
-      if (n == 0) p.for_each(1, skip);
-      else p.for_each(n, ZerosAndSkip{out, skip});
+      if (n == 0)
+        p.for_each(1, skip);
+      else
+        p.for_each(n, ZerosAndSkip{out, skip});
       for (int r = 0; r < workers; ++r) {
         const std::uint64_t at = std::uint64_t(r) * (capacity + 1);
         p.for_each(capacity, AddSent{out, idx_all + at, val_all + at, bucket_skip});

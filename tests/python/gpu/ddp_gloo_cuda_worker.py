@@ -31,8 +31,12 @@ def main():
         opt.step()
     flat = torch.cat([p.detach().flatten() for p in model.parameters()]).cpu()
     digest = hashlib.sha256(flat.numpy().tobytes()).hexdigest()
-    print(json.dumps({"rank": rank, "digest": digest, "summary": state.summary(),
-                      "steps": [vars(s) for s in state.steps]}), flush=True)
+    print(
+        json.dumps(
+            {"rank": rank, "digest": digest, "summary": state.summary(), "steps": [vars(s) for s in state.steps]}
+        ),
+        flush=True,
+    )
     dist.barrier()
     dist.destroy_process_group()
 

@@ -37,8 +37,19 @@ def main():
     same = all(torch.equal(gathered[0], g) for g in gathered)
     finite = bool(torch.isfinite(flat).all())
     summary = state.summary()
-    print(json.dumps({"rank": rank, "device": local, "same": same, "finite": finite,
-                      "steps": summary["steps"], "density_mean": summary["density_mean"]}), flush=True)
+    print(
+        json.dumps(
+            {
+                "rank": rank,
+                "device": local,
+                "same": same,
+                "finite": finite,
+                "steps": summary["steps"],
+                "density_mean": summary["density_mean"],
+            }
+        ),
+        flush=True,
+    )
     dist.destroy_process_group()
     return 0 if same and finite and summary["steps"] == 10 else 1
 

@@ -82,13 +82,25 @@ def test_the_hook_keeps_cuda_buckets_on_the_gpu_over_nccl():
             opt.step()
         s = state.summary()
         later = state.steps[1:]  # the first step's settings agreement goes through the host
-        report("hook_nccl_world_1", {**{k: s[k] for k in ("density_mean", "host_device_bytes_per_step",
-                                                           "dense_bytes_per_step", "hook_ms_per_step",
-                                                           "host_syncs_per_step", "overflow_per_step")},
-                                     "buckets": later[-1].buckets,
-                                     "host_syncs_per_bucket_after_step_0": max(x.host_syncs / x.buckets for x in later),
-                                     "bus_bytes_per_bucket_after_step_0": max(x.host_device_bytes / x.buckets
-                                                                              for x in later)})
+        report(
+            "hook_nccl_world_1",
+            {
+                **{
+                    k: s[k]
+                    for k in (
+                        "density_mean",
+                        "host_device_bytes_per_step",
+                        "dense_bytes_per_step",
+                        "hook_ms_per_step",
+                        "host_syncs_per_step",
+                        "overflow_per_step",
+                    )
+                },
+                "buckets": later[-1].buckets,
+                "host_syncs_per_bucket_after_step_0": max(x.host_syncs / x.buckets for x in later),
+                "bus_bytes_per_bucket_after_step_0": max(x.host_device_bytes / x.buckets for x in later),
+            },
+        )
         assert s["steps"] == 8 and s["skipped_steps"] == 0
         assert 0 < s["density_mean"] < 0.05
         assert all(torch.isfinite(p).all() for p in model.parameters())
@@ -103,8 +115,12 @@ def test_the_hook_keeps_cuda_buckets_on_the_gpu_over_nccl():
 def test_the_hook_over_gloo_with_cuda_tensors_on_two_processes(tmp_path):
     worker = Path(__file__).with_name("ddp_gloo_cuda_worker.py")
     url = f"file://{tmp_path / 'rendezvous'}"
-    procs = [subprocess.Popen([sys.executable, str(worker), str(r), "2", url], stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True) for r in range(2)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(worker), str(r), "2", url], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        for r in range(2)
+    ]
     outs = [p.communicate(timeout=300)[0] for p in procs]
     assert all(p.returncode == 0 for p in procs), "\n".join(o[-3000:] for o in outs)
     ranks = [json.loads(line) for o in outs for line in o.splitlines() if line.startswith("{")]
@@ -117,8 +133,13 @@ def test_the_hook_over_gloo_with_cuda_tensors_on_two_processes(tmp_path):
         assert 0 < own <= 0.03 * s["dense_bytes_per_step"], s
         # Through the host: one wait a bucket, the selection coming down.
         assert all(x["host_syncs"] <= x["buckets"] for x in r["steps"]), r["steps"]
-        report(f"hook_gloo_cuda_rank{r['rank']}", {"own_bus_bytes_per_step": own,
-                                                    "gathered_bus_bytes_per_step": s["host_device_gathered_bytes_per_step"],
-                                                    "dense_bytes_per_step": s["dense_bytes_per_step"],
-                                                    "host_syncs_per_step": s["host_syncs_per_step"],
-                                                    "buckets": r["steps"][-1]["buckets"]})
+        report(
+            f"hook_gloo_cuda_rank{r['rank']}",
+            {
+                "own_bus_bytes_per_step": own,
+                "gathered_bus_bytes_per_step": s["host_device_gathered_bytes_per_step"],
+                "dense_bytes_per_step": s["dense_bytes_per_step"],
+                "host_syncs_per_step": s["host_syncs_per_step"],
+                "buckets": r["steps"][-1]["buckets"],
+            },
+        )

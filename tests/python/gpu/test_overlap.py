@@ -74,9 +74,14 @@ def test_one_hook_step_overlaps_the_backward_pass():
         t_plain, _ = backward_ms(torch.nn.parallel.DistributedDataParallel(model(), device_ids=[0], bucket_cap_mb=8))
         t_hook, h = hooked(gradscope.ddp.hook)
         t_sync, h_sync = hooked(synchronous)
-        figures = {"backward_ms_plain": t_plain, "backward_ms_hook": t_hook, "hook_device_ms_per_step": h,
-                   "overlap_ms": t_plain + h - t_hook, "backward_ms_synchronous_hook": t_sync,
-                   "overlap_ms_synchronous_hook": t_plain + h_sync - t_sync}
+        figures = {
+            "backward_ms_plain": t_plain,
+            "backward_ms_hook": t_hook,
+            "hook_device_ms_per_step": h,
+            "overlap_ms": t_plain + h - t_hook,
+            "backward_ms_synchronous_hook": t_sync,
+            "overlap_ms_synchronous_hook": t_plain + h_sync - t_sync,
+        }
         if os.environ.get("GS_GPU_CHECK_OUT"):
             with open(os.environ["GS_GPU_CHECK_OUT"], "a") as out:
                 out.write(json.dumps({"test": "overlap", **figures}) + "\n")

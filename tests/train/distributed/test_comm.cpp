@@ -102,8 +102,7 @@ TEST(Communicator, CollectiveQuantizerExchangesOverGloo) {
     EXPECT_EQ(means[w], means[0]);
     EXPECT_EQ(bytes[w], 4 + 8 * ((n + 30) / 31) + 8 * ((n + 6) / 7));
   }
-  for (std::size_t i = 0; i < n; ++i)
-    ASSERT_NEAR(means[0][i], (sents[0][i] + sents[1][i] + sents[2][i]) / 3.0, 1e-6);
+  for (std::size_t i = 0; i < n; ++i) ASSERT_NEAR(means[0][i], (sents[0][i] + sents[1][i] + sents[2][i]) / 3.0, 1e-6);
 }
 
 TEST(Communicator, AHungPeerEndsACollectiveWithAnError) {

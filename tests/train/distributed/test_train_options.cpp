@@ -14,14 +14,15 @@ namespace {
 
 using gs::distributed::TrainConfig;
 
-
 // A config parsed from "--flag value ..." arguments through the table, as the CLI and a worker do.
 TrainConfig parse(const std::vector<std::string>& args) {
   TrainConfig c;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const auto& row = gs::distributed::train_option(args[i]);
-    if (row.kind == gs::ValueKind::flag) row.set(c, "1");
-    else row.set(c, args.at(++i));
+    if (row.kind == gs::ValueKind::flag)
+      row.set(c, "1");
+    else
+      row.set(c, args.at(++i));
   }
   return c;
 }
@@ -40,12 +41,23 @@ TEST(TrainOptions, EveryRowReadsWhatItWrites) {
 }
 
 TEST(TrainOptions, OutOfRangeValuesAreRefusedNamingTheFlag) {
-  const std::pair<const char*, const char*> bad[] = {
-      {"--ratio", "0"},          {"--ratio", "1.5"},     {"--workers", "0"},   {"--batch", "0"},
-      {"--batch", "60001"},      {"--lr", "0"},          {"--lr", "inf"},      {"--momentum", "1"},
-      {"--momentum", "-0.1"},    {"--model", "resnet"},  {"--compressor", "zip"}, {"--epochs", "0"},
-      {"--steps", "-1"},         {"--timeout", "0"},     {"--keep-checkpoints", "0"},
-      {"--checkpoint-every", "-1"}, {"--granularity", "tensor"}};
+  const std::pair<const char*, const char*> bad[] = {{"--ratio", "0"},
+                                                     {"--ratio", "1.5"},
+                                                     {"--workers", "0"},
+                                                     {"--batch", "0"},
+                                                     {"--batch", "60001"},
+                                                     {"--lr", "0"},
+                                                     {"--lr", "inf"},
+                                                     {"--momentum", "1"},
+                                                     {"--momentum", "-0.1"},
+                                                     {"--model", "resnet"},
+                                                     {"--compressor", "zip"},
+                                                     {"--epochs", "0"},
+                                                     {"--steps", "-1"},
+                                                     {"--timeout", "0"},
+                                                     {"--keep-checkpoints", "0"},
+                                                     {"--checkpoint-every", "-1"},
+                                                     {"--granularity", "tensor"}};
   for (const auto& [flag, text] : bad) {
     TrainConfig c;
     gs::distributed::train_option(flag).set(c, text);
@@ -70,8 +82,9 @@ TEST(TrainOptions, CompressorOptionsTheMethodDoesNotReadAreRefused) {
     EXPECT_NE(msg.find(words), std::string::npos) << msg;
     EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
   }
-  EXPECT_NE(gs::testing::error_message([&] { parse({"--bits", "3"}).validate(); })
-                .find("(sidco-e reads --backend, --stages, --sidco-as-published, --sidco-estimate)"),
+  EXPECT_NE(gs::testing::error_message([&] {
+              parse({"--bits", "3"}).validate();
+            }).find("(sidco-e reads --backend, --stages, --sidco-as-published, --sidco-estimate)"),
             std::string::npos);
   EXPECT_NO_THROW(parse({"--compressor", "qsgd-mn", "--bits", "3"}).validate());
   EXPECT_NO_THROW(parse({"--compressor", "sidco-e", "--stages", "2", "--backend", "cpu"}).validate());
@@ -85,8 +98,9 @@ TEST(TrainOptions, CompressorOptionsTheMethodDoesNotReadAreRefused) {
 // the flag; the default or 1 passes and the run's density is 1.
 TEST(TrainOptions, ARatioThatDoesNothingIsRefused) {
   for (const char* name : {"none", "qsgd-mn", "variance"}) {
-    const std::string msg =
-        gs::testing::error_message([&] { parse({"--compressor", name, "--ratio", "0.5"}).validate(); });
+    const std::string msg = gs::testing::error_message([&] {
+      parse({"--compressor", name, "--ratio", "0.5"}).validate();
+    });
     EXPECT_EQ(msg.rfind("--ratio 0.5 does nothing for compressor '" + std::string(name) + "'", 0), 0u) << msg;
     EXPECT_EQ(parse({"--compressor", name}).run_density(), 1.0) << name;
     EXPECT_EQ(parse({"--compressor", name, "--ratio", "1"}).run_density(), 1.0) << name;

@@ -36,8 +36,7 @@ constexpr std::string_view kMayDiffer[] = {"checkpoint-every", "keep-checkpoints
 std::string sha256_raw(std::string_view bytes) {
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
-  if (EVP_Digest(bytes.data(), bytes.size(), md, &len, EVP_sha256(), nullptr) != 1 ||
-      len != kDigestBytes)
+  if (EVP_Digest(bytes.data(), bytes.size(), md, &len, EVP_sha256(), nullptr) != 1 || len != kDigestBytes)
     throw Error("SHA-256 failed (OpenSSL)");
   return std::string(reinterpret_cast<const char*>(md), len);
 }
@@ -66,10 +65,8 @@ std::map<std::int64_t, fs::path> step_dirs(const fs::path& root) {
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(root, ec)) {
     const std::string name = e.path().filename().string();
-    if (!e.is_directory() || name.rfind("step-", 0) != 0 || name.size() == 5 || name.size() > 5 + 18)
-      continue;
-    if (!std::all_of(name.begin() + 5, name.end(), [](char c) { return c >= '0' && c <= '9'; }))
-      continue;
+    if (!e.is_directory() || name.rfind("step-", 0) != 0 || name.size() == 5 || name.size() > 5 + 18) continue;
+    if (!std::all_of(name.begin() + 5, name.end(), [](char c) { return c >= '0' && c <= '9'; })) continue;
     out[std::stoll(name.substr(5))] = e.path();
   }
   return out;
@@ -126,13 +123,9 @@ std::string first_difference(const std::string& theirs, const std::string& ours)
 
 std::string sha256_hex(std::string_view bytes) { return hex(sha256_raw(bytes)); }
 
-fs::path temporary_path(const fs::path& path) {
-  return path.string() + ".tmp." + std::to_string(::getpid());
-}
+fs::path temporary_path(const fs::path& path) { return path.string() + ".tmp." + std::to_string(::getpid()); }
 
-fs::path rank_file(const fs::path& dir, int rank) {
-  return dir / ("rank-" + std::to_string(rank) + ".ckpt");
-}
+fs::path rank_file(const fs::path& dir, int rank) { return dir / ("rank-" + std::to_string(rank) + ".ckpt"); }
 
 void write_atomically(const fs::path& path, std::string_view bytes) {
   const fs::path tmp = temporary_path(path);
@@ -180,18 +173,16 @@ std::optional<CheckpointInfo> latest_checkpoint(const fs::path& root) {
 CheckpointInfo matching_checkpoint(const fs::path& dir, const TrainConfig& config) {
   if (!fs::is_directory(dir)) throw Error("--resume " + dir.string() + ": no such directory");
   const auto found = latest_checkpoint(dir);
-  if (!found)
-    throw Error("--resume " + dir.string() + " holds no complete checkpoint (no step-*/manifest.json)");
+  if (!found) throw Error("--resume " + dir.string() + " holds no complete checkpoint (no step-*/manifest.json)");
   const CheckpointInfo& info = *found;
   const std::string where = "checkpoint " + info.dir.string();
   if (info.workers != config.workers)
-    throw Error(where + " was written by " + std::to_string(info.workers) +
-                " workers; this run has --workers " + std::to_string(config.workers));
+    throw Error(where + " was written by " + std::to_string(info.workers) + " workers; this run has --workers " +
+                std::to_string(config.workers));
   if (info.model != config.model)
     throw Error(where + " is of model " + info.model + "; this run trains --model " + config.model);
   if (info.compressor != config.compressor)
-    throw Error(where + " is of compressor " + info.compressor + "; this run uses --compressor " +
-                config.compressor);
+    throw Error(where + " is of compressor " + info.compressor + "; this run uses --compressor " + config.compressor);
   if (const auto d = first_difference(info.description, config.shared_description()); !d.empty())
     throw Error(where + " was written with " + d);
   return info;
@@ -223,9 +214,9 @@ std::string read_rank_state(const fs::path& dir, int rank) {
   std::uint64_t n = 0;
   std::memcpy(&n, bytes.data() + 8, sizeof n);
   if (bytes.size() - kHeaderBytes != n)
-    throw Error("checkpoint file " + p.string() + " is truncated or padded: " +
-                std::to_string(bytes.size() - kHeaderBytes) + " bytes of payload, its header says " +
-                std::to_string(n));
+    throw Error("checkpoint file " + p.string() +
+                " is truncated or padded: " + std::to_string(bytes.size() - kHeaderBytes) +
+                " bytes of payload, its header says " + std::to_string(n));
   const std::string_view payload = std::string_view(bytes).substr(kHeaderBytes);
   if (sha256_raw(payload) != std::string_view(bytes).substr(16, kDigestBytes))
     throw Error("checkpoint file " + p.string() + " is corrupt: its SHA-256 does not match");
@@ -233,8 +224,8 @@ std::string read_rank_state(const fs::path& dir, int rank) {
 }
 
 void write_manifest(const CheckpointInfo& info) {
-  const nlohmann::json j = {{"format", kManifestFormat}, {"step", info.step},
-                            {"workers", info.workers},   {"model", info.model},
+  const nlohmann::json j = {{"format", kManifestFormat},     {"step", info.step},
+                            {"workers", info.workers},       {"model", info.model},
                             {"compressor", info.compressor}, {"config", info.description}};
   write_atomically(info.dir / "manifest.json", j.dump(2) + "\n");
 }
@@ -272,8 +263,8 @@ void prepare_checkpoint_root(const TrainConfig& config) {
   if (!dirs.empty() && config.resume.empty()) {
     if (!config.force)
       throw Error("--checkpoint " + root.string() + " already holds checkpoints (" +
-                  dirs.rbegin()->second.filename().string() + "); continue with --resume " +
-                  root.string() + ", or pass --force to delete them");
+                  dirs.rbegin()->second.filename().string() + "); continue with --resume " + root.string() +
+                  ", or pass --force to delete them");
     for (const auto& [step, dir] : dirs) fs::remove_all(dir);
   }
   std::error_code ec;

@@ -31,9 +31,8 @@ struct Communicator::Impl {
       std::string msg = e.what();
       if (auto nl = msg.find('\n'); nl != std::string::npos) msg.resize(nl);
       throw Error(std::string("worker ") + std::to_string(opt.rank) + ": " + what +
-                  " failed (a peer died, hung past --timeout " +
-                  human_duration(double(opt.timeout.count()) / 1000.0) + ", or lost its connection): " +
-                  msg);
+                  " failed (a peer died, hung past --timeout " + human_duration(double(opt.timeout.count()) / 1000.0) +
+                  ", or lost its connection): " + msg);
     }
   }
 };
@@ -41,8 +40,7 @@ struct Communicator::Impl {
 Communicator::Communicator(const CommOptions& o) : impl_(std::make_unique<Impl>()) {
   if (o.world_size < 1) throw Error("world size must be at least 1");
   if (o.rank < 0 || o.rank >= o.world_size)
-    throw Error("rank " + std::to_string(o.rank) + " is outside [0, " +
-                std::to_string(o.world_size) + ")");
+    throw Error("rank " + std::to_string(o.rank) + " is outside [0, " + std::to_string(o.world_size) + ")");
   if (o.master_port < 1 || o.master_port > 65535)
     throw Error("master port " + std::to_string(o.master_port) + " is outside 1..65535");
   impl_->opt = o;
@@ -70,10 +68,9 @@ Communicator::Communicator(const CommOptions& o) : impl_(std::make_unique<Impl>(
   } catch (const std::exception& e) {
     std::string msg = e.what();
     if (auto nl = msg.find('\n'); nl != std::string::npos) msg.resize(nl);
-    throw Error("worker " + std::to_string(o.rank) + " could not join the group at " +
-                o.master_addr + ":" + std::to_string(o.master_port) + " within " +
-                human_duration(double(o.timeout.count()) / 1000.0) + " (are all " +
-                std::to_string(o.world_size) + " workers started, and the port free?): " + msg);
+    throw Error("worker " + std::to_string(o.rank) + " could not join the group at " + o.master_addr + ":" +
+                std::to_string(o.master_port) + " within " + human_duration(double(o.timeout.count()) / 1000.0) +
+                " (are all " + std::to_string(o.world_size) + " workers started, and the port free?): " + msg);
   }
 }
 
@@ -83,8 +80,7 @@ int Communicator::rank() const { return impl_->opt.rank; }
 int Communicator::world_size() const { return impl_->opt.world_size; }
 
 void Communicator::broadcast(std::vector<float>& values) {
-  std::vector<at::Tensor> t = {torch::from_blob(values.data(), {std::int64_t(values.size())},
-                                                torch::kFloat32)};
+  std::vector<at::Tensor> t = {torch::from_blob(values.data(), {std::int64_t(values.size())}, torch::kFloat32)};
   c10d::BroadcastOptions bo;
   bo.rootRank = 0;
   impl_->wait(impl_->pg->broadcast(t, bo), "broadcast");
@@ -115,27 +111,13 @@ void Communicator::reduce(std::span<T> values, int op, const char* what) {
   impl_->wait(impl_->pg->allreduce(t, o), what);
 }
 
-void Communicator::allreduce_max(std::span<float> v) {
-  reduce(v, c10d::ReduceOp::MAX, "all-reduce max");
-}
-void Communicator::allreduce_min(std::span<std::int8_t> v) {
-  reduce(v, c10d::ReduceOp::MIN, "all-reduce min");
-}
-void Communicator::allreduce_sum(std::span<std::int8_t> v) {
-  reduce(v, c10d::ReduceOp::SUM, "all-reduce sum");
-}
-void Communicator::allreduce_sum(std::span<std::int32_t> v) {
-  reduce(v, c10d::ReduceOp::SUM, "all-reduce sum");
-}
-void Communicator::allreduce_sum(std::span<std::int64_t> v) {
-  reduce(v, c10d::ReduceOp::SUM, "all-reduce sum");
-}
-void Communicator::allreduce_sum(std::span<float> v) {
-  reduce(v, c10d::ReduceOp::SUM, "all-reduce sum");
-}
-void Communicator::allreduce_sum(std::span<double> v) {
-  reduce(v, c10d::ReduceOp::SUM, "all-reduce sum");
-}
+void Communicator::allreduce_max(std::span<float> v) { reduce(v, c10d::ReduceOp::MAX, "all-reduce max"); }
+void Communicator::allreduce_min(std::span<std::int8_t> v) { reduce(v, c10d::ReduceOp::MIN, "all-reduce min"); }
+void Communicator::allreduce_sum(std::span<std::int8_t> v) { reduce(v, c10d::ReduceOp::SUM, "all-reduce sum"); }
+void Communicator::allreduce_sum(std::span<std::int32_t> v) { reduce(v, c10d::ReduceOp::SUM, "all-reduce sum"); }
+void Communicator::allreduce_sum(std::span<std::int64_t> v) { reduce(v, c10d::ReduceOp::SUM, "all-reduce sum"); }
+void Communicator::allreduce_sum(std::span<float> v) { reduce(v, c10d::ReduceOp::SUM, "all-reduce sum"); }
+void Communicator::allreduce_sum(std::span<double> v) { reduce(v, c10d::ReduceOp::SUM, "all-reduce sum"); }
 
 std::vector<std::vector<std::byte>> Communicator::allgather(std::span<const std::byte> mine) {
   const int w = world_size();

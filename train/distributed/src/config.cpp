@@ -16,19 +16,18 @@ namespace {
 // who it concerns and whether --json echoes it.
 template <class T, class Access>
 TrainOption row(std::string flag, std::string help, OptionScope scope, Access access,
-                std::function<void(const T&)> check = {}, std::vector<std::string> choices = {},
-                bool in_json = true) {
+                std::function<void(const T&)> check = {}, std::vector<std::string> choices = {}, bool in_json = true) {
   TrainOption o;
   static_cast<OptionRow<TrainConfig>&>(o) =
-      option_row<T, TrainConfig>(std::move(flag), std::move(help), access, std::move(check),
-                                 std::move(choices));
+      option_row<T, TrainConfig>(std::move(flag), std::move(help), access, std::move(check), std::move(choices));
   o.scope = scope;
   o.in_json = in_json;
   return o;
 }
 
 // An accessor of one field, for a const or a mutable config alike.
-#define GS_FIELD(expr) [](auto& c) -> auto& { return expr; }
+#define GS_FIELD(expr) \
+  [](auto& c) -> auto& { return expr; }
 
 // A row `gradscope capture` shares (gs/train/common_options.hpp).
 TrainOption common(std::string_view flag, OptionScope scope) {
@@ -61,11 +60,11 @@ void add_density_schedule_rows(std::vector<TrainOption>& t) {
                                "change every --density-interval steps (Accordion), else --ratio",
                                S::shared, GS_FIELD(c.density_schedule), {}, {"constant", "accordion"}));
   const auto accordion = [](const TrainConfig& c) { return c.density_schedule == "accordion"; };
-  t.push_back(row<double>("--density-high", "accordion: the density of a critical regime",
-                          S::shared, GS_FIELD(c.density_high)));
+  t.push_back(row<double>("--density-high", "accordion: the density of a critical regime", S::shared,
+                          GS_FIELD(c.density_high)));
   t.back().matters = accordion;
-  t.push_back(row<std::int64_t>("--density-interval", "accordion: steps between checks of the gradient norm",
-                                S::shared, GS_FIELD(c.density_interval)));
+  t.push_back(row<std::int64_t>("--density-interval", "accordion: steps between checks of the gradient norm", S::shared,
+                                GS_FIELD(c.density_interval)));
   t.back().matters = accordion;
   t.push_back(row<double>("--density-eta",
                           "accordion: a relative change of the gradient norm between checks of at "
@@ -85,15 +84,13 @@ std::vector<TrainOption> make_table() {
   t.push_back(row<int>("--workers", "worker processes (world size)", S::shared, GS_FIELD(c.workers),
                        at_least<int>("--workers", 1, "at least 1")));
   t.push_back(row<std::int64_t>("--steps", "stop after this many steps (0: run the epochs)", S::shared,
-                                GS_FIELD(c.steps),
-                                at_least<std::int64_t>("--steps", 0, ">= 0 (0: run the epochs)")));
+                                GS_FIELD(c.steps), at_least<std::int64_t>("--steps", 0, ">= 0 (0: run the epochs)")));
   t.push_back(row<int>("--epochs", "passes over each worker's shard", S::shared, GS_FIELD(c.epochs),
                        at_least<int>("--epochs", 1, "at least 1")));
-  t.push_back(row<std::string>("--granularity", "layer, model or bucket", S::shared,
-                               GS_FIELD(c.granularity), {}, {"layer", "model", "bucket"}));
-  t.push_back(row<std::uint64_t>("--bucket-size", "elements per bucket (--granularity bucket)",
-                                 S::shared, GS_FIELD(c.bucket_size),
-                                 at_least<std::uint64_t>("--bucket-size", 1, "at least 1")));
+  t.push_back(row<std::string>("--granularity", "layer, model or bucket", S::shared, GS_FIELD(c.granularity), {},
+                               {"layer", "model", "bucket"}));
+  t.push_back(row<std::uint64_t>("--bucket-size", "elements per bucket (--granularity bucket)", S::shared,
+                                 GS_FIELD(c.bucket_size), at_least<std::uint64_t>("--bucket-size", 1, "at least 1")));
   t.push_back(common("--batch", S::shared));
   t.push_back(common("--lr", S::shared));
   t.push_back(row<std::string>("--lr-schedule",
@@ -102,19 +99,19 @@ std::vector<TrainOption> make_table() {
                                S::shared, GS_FIELD(c.lr_schedule), {}, {"constant", "cosine", "step"}));
   t.push_back(common("--momentum", S::shared));
   t.push_back(row<bool>("--momentum-correction",
-                        "keep the momentum per worker before sparsification, masked where sent (DGC)",
-                        S::shared, GS_FIELD(c.momentum_correction)));
+                        "keep the momentum per worker before sparsification, masked where sent (DGC)", S::shared,
+                        GS_FIELD(c.momentum_correction)));
   t.push_back(row<std::int64_t>(
-      "--warmup-steps", "warm up over the first N steps (see --warmup-schedule), then compress at --ratio",
-      S::shared, GS_FIELD(c.warmup_steps), at_least<std::int64_t>("--warmup-steps", 0, ">= 0")));
+      "--warmup-steps", "warm up over the first N steps (see --warmup-schedule), then compress at --ratio", S::shared,
+      GS_FIELD(c.warmup_steps), at_least<std::int64_t>("--warmup-steps", 0, ">= 0")));
   t.push_back(row<std::string>("--warmup-schedule",
                                "dense: exchange the warm-up steps uncompressed; exponential: compress "
                                "them at a density falling geometrically from --warmup-start-ratio to "
                                "--ratio (DGC)",
                                S::shared, GS_FIELD(c.warmup_schedule), {}, {"dense", "exponential"}));
   t.back().matters = [](const TrainConfig& c) { return c.warmup_steps > 0; };
-  t.push_back(row<double>("--warmup-start-ratio", "exponential warm-up: the density of the first step",
-                          S::shared, GS_FIELD(c.warmup_start_density)));
+  t.push_back(row<double>("--warmup-start-ratio", "exponential warm-up: the density of the first step", S::shared,
+                          GS_FIELD(c.warmup_start_density)));
   t.back().matters = [](const TrainConfig& c) { return c.exponential_warmup(); };
   add_density_schedule_rows(t);
   t.push_back(row<std::string>("--compress-when",
@@ -133,24 +130,26 @@ std::vector<TrainOption> make_table() {
                                "sparse-allreduce: each worker sums one region of the indices, the largest sums "
                                "all-gathered; auto: of allgather and sparse-allreduce, the one of fewer bytes per "
                                "worker at this number of workers and density",
-                               S::shared, GS_FIELD(c.exchange), {}, {"allgather", "shared", "sparse-allreduce", "auto"}));
+                               S::shared, GS_FIELD(c.exchange), {},
+                               {"allgather", "shared", "sparse-allreduce", "auto"}));
   t.push_back(common("--seed", S::shared));
   // The compressor's own options, from compress/'s table; the sampling seed is derived from --seed
   // per worker, and the kernels backend may differ between workers (one may have a GPU).
   for (const auto& r : compress::compressor_option_rows()) {
     if (r.flag == "--seed") continue;
     TrainOption o;
-    static_cast<OptionRow<TrainConfig>&>(o) =
-        nested_row<TrainConfig>(r, [](auto& c) -> auto& { return c.compression; });
+    static_cast<OptionRow<TrainConfig>&>(o) = nested_row<TrainConfig>(
+        r, [](auto& c) -> auto& { return c.compression; });
     o.scope = r.flag == "--backend" ? S::worker : S::shared;
     t.push_back(std::move(o));
   }
-  t.push_back(row<double>("--timeout", "seconds a worker waits on its peers before failing", S::worker,
-                          GS_FIELD(c.timeout), [](const double& v) {
-                            if (!(v > 0.0)) throw Error("--timeout must be positive (seconds)");
-                          }, {}, false));
-  t.push_back(row<std::string>("--checkpoint",
-                               "write checkpoints into this directory (with --checkpoint-every)",
+  t.push_back(row<double>(
+      "--timeout", "seconds a worker waits on its peers before failing", S::worker, GS_FIELD(c.timeout),
+      [](const double& v) {
+        if (!(v > 0.0)) throw Error("--timeout must be positive (seconds)");
+      },
+      {}, false));
+  t.push_back(row<std::string>("--checkpoint", "write checkpoints into this directory (with --checkpoint-every)",
                                S::worker, GS_FIELD(c.checkpoint), {}, {}, false));
   t.push_back(row<std::int64_t>("--checkpoint-every", "steps between checkpoints (0: none)", S::shared,
                                 GS_FIELD(c.checkpoint_every),
@@ -160,8 +159,8 @@ std::vector<TrainOption> make_table() {
   t.push_back(row<int>("--keep-checkpoints",
                        "complete checkpoints kept; older ones are deleted once a new one is written "
                        "and verified",
-                       S::shared, GS_FIELD(c.keep_checkpoints),
-                       at_least<int>("--keep-checkpoints", 1, "at least 1"), {}, false));
+                       S::shared, GS_FIELD(c.keep_checkpoints), at_least<int>("--keep-checkpoints", 1, "at least 1"),
+                       {}, false));
   t.back().matters = [](const TrainConfig& c) { return !c.checkpoint.empty(); };
   t.push_back(row<std::string>("--resume",
                                "continue from the latest complete checkpoint in this directory "
@@ -170,21 +169,19 @@ std::vector<TrainOption> make_table() {
   t.push_back(row<int>("--max-restarts",
                        "when a worker dies, restart every worker from the last checkpoint, at most "
                        "this many times",
-                       S::launcher, GS_FIELD(c.max_restarts),
-                       at_least<int>("--max-restarts", 0, ">= 0"), {}, false));
-  t.push_back(row<std::string>("--record", "record rank 0's raw gradients to this snapshot (.h5)",
-                               S::output, GS_FIELD(c.record), {}, {}, false));
-  t.push_back(row<bool>("--force", "overwrite the --record file; delete --checkpoint's old checkpoints",
-                        S::output, GS_FIELD(c.force), {}, {}, false));
-  t.push_back(row<bool>("--json", "print one JSON object at the end", S::output, GS_FIELD(c.json), {},
-                        {}, false));
+                       S::launcher, GS_FIELD(c.max_restarts), at_least<int>("--max-restarts", 0, ">= 0"), {}, false));
+  t.push_back(row<std::string>("--record", "record rank 0's raw gradients to this snapshot (.h5)", S::output,
+                               GS_FIELD(c.record), {}, {}, false));
+  t.push_back(row<bool>("--force", "overwrite the --record file; delete --checkpoint's old checkpoints", S::output,
+                        GS_FIELD(c.force), {}, {}, false));
+  t.push_back(row<bool>("--json", "print one JSON object at the end", S::output, GS_FIELD(c.json), {}, {}, false));
   t.push_back(row<bool>("--quiet", "no per-step lines", S::output, GS_FIELD(c.quiet), {}, {}, false));
-  t.push_back(row<int>("--rank", "this worker's rank (manual placement; needs --master-port)",
-                       S::placement, GS_FIELD(c.rank), {}, {}, false));
-  t.push_back(row<std::string>("--master-addr", "address of rank 0's store", S::placement,
-                               GS_FIELD(c.master_addr), {}, {}, false));
-  t.push_back(row<int>("--master-port", "port of rank 0's store", S::placement,
-                       GS_FIELD(c.master_port), {}, {}, false));
+  t.push_back(row<int>("--rank", "this worker's rank (manual placement; needs --master-port)", S::placement,
+                       GS_FIELD(c.rank), {}, {}, false));
+  t.push_back(row<std::string>("--master-addr", "address of rank 0's store", S::placement, GS_FIELD(c.master_addr), {},
+                               {}, false));
+  t.push_back(
+      row<int>("--master-port", "port of rank 0's store", S::placement, GS_FIELD(c.master_port), {}, {}, false));
   return t;
 }
 
@@ -278,8 +275,8 @@ std::string TrainConfig::shared_description() const {
 std::vector<std::string> TrainConfig::worker_args(int r, int port) const {
   std::vector<std::string> a;
   for (const auto& o : train_options()) {
-    const bool passed = o.scope == OptionScope::shared || o.scope == OptionScope::worker ||
-                        (o.scope == OptionScope::output && r == 0);
+    const bool passed =
+        o.scope == OptionScope::shared || o.scope == OptionScope::worker || (o.scope == OptionScope::output && r == 0);
     if (!passed || (o.matters && !o.matters(*this))) continue;
     if (o.kind == ValueKind::flag) {
       if (o.get(*this) == "1") a.push_back(o.flag);
@@ -289,8 +286,7 @@ std::vector<std::string> TrainConfig::worker_args(int r, int port) const {
     }
   }
   if (r != 0) a.push_back("--quiet");
-  a.insert(a.end(), {"--rank", std::to_string(r), "--master-addr", "127.0.0.1", "--master-port",
-                     std::to_string(port)});
+  a.insert(a.end(), {"--rank", std::to_string(r), "--master-addr", "127.0.0.1", "--master-port", std::to_string(port)});
   return a;
 }
 

@@ -162,7 +162,8 @@ std::vector<int> fork_workers(const TrainConfig& config, const std::vector<std::
 // Hands the store's port to the forked workers. A worker that died before reading is seen by the
 // watch; its pipe's write must not raise SIGPIPE here.
 void send_port(const std::vector<int>& port_pipes, int port) {
-  struct sigaction ignore {}, before {};
+  struct sigaction ignore {
+  }, before{};
   ignore.sa_handler = SIG_IGN;
   ::sigaction(SIGPIPE, &ignore, &before);
   for (int fd : port_pipes) {
@@ -216,8 +217,8 @@ int watch_workers(Workers& w) {
     ++finished;
     if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
       w.stop();
-      throw WorkerFailed("worker " + std::to_string(i) + " failed (" + describe_status(st) +
-                         "); stopped the other " + std::to_string(w.pids.size() - 1) + " worker(s)");
+      throw WorkerFailed("worker " + std::to_string(i) + " failed (" + describe_status(st) + "); stopped the other " +
+                         std::to_string(w.pids.size() - 1) + " worker(s)");
     }
   }
   return WEXITSTATUS(status[0]);
@@ -244,8 +245,10 @@ int run_attempt(const TrainConfig& config, int attempt, const InProcessWorker& i
     w.stop();
     throw Error(std::string("could not start the rendezvous store on 127.0.0.1: ") + e.what());
   }
-  if (fork) send_port(port_pipes, store->getPort());
-  else spawn_workers(config, env, store->getPort(), w);
+  if (fork)
+    send_port(port_pipes, store->getPort());
+  else
+    spawn_workers(config, env, store->getPort(), w);
   return watch_workers(w);
 }
 
@@ -264,10 +267,9 @@ int launch_workers(const TrainConfig& config, const InProcessWorker& in_process)
       std::optional<CheckpointInfo> last;
       if (!config.checkpoint.empty()) last = latest_checkpoint(config.checkpoint);
       run.resume = last ? last->dir.string() : config.resume;
-      const std::string from =
-          run.resume.empty() ? "from the first step (no checkpoint yet)" : "from " + run.resume;
-      std::fprintf(stderr, "gradscope: %s; restart %d of %d, %s\n", e.what(), attempt + 1,
-                   config.max_restarts, from.c_str());
+      const std::string from = run.resume.empty() ? "from the first step (no checkpoint yet)" : "from " + run.resume;
+      std::fprintf(stderr, "gradscope: %s; restart %d of %d, %s\n", e.what(), attempt + 1, config.max_restarts,
+                   from.c_str());
     }
   }
 }

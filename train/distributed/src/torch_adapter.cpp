@@ -15,8 +15,7 @@ std::vector<std::pair<std::string, torch::Tensor>> trainable(const torch::nn::Mo
 }
 void check_size(std::size_t have, std::size_t want, const char* what) {
   if (have != want)
-    throw Error(std::string(what) + ": " + std::to_string(have) + " floats for a model of " +
-                std::to_string(want));
+    throw Error(std::string(what) + ": " + std::to_string(have) + " floats for a model of " + std::to_string(want));
 }
 }  // namespace
 
@@ -74,8 +73,7 @@ void assign_params(torch::nn::Module& model, std::span<const float> flat) {
   check_size(flat.size(), at, "assign_params");
 }
 
-compress::Compressed compress_tensor(compress::Compressor& c, const torch::Tensor& t,
-                                     const std::string& name) {
+compress::Compressed compress_tensor(compress::Compressor& c, const torch::Tensor& t, const std::string& name) {
   if (t.device().type() != torch::kCPU || t.scalar_type() != torch::kFloat32)
     throw Error("compress_tensor: '" + name + "' must be a float32 CPU tensor");
   const auto flat = t.contiguous();

@@ -47,11 +47,16 @@ std::optional<Fault> fault_from_env() {
     const auto eq = kv.find('=');
     if (eq == std::string::npos) throw Error("GS_DIST_FAULT: expected key=value, got '" + kv + "'");
     const std::string k = kv.substr(0, eq), val = kv.substr(eq + 1);
-    if (k == "rank") f.rank = std::stoi(val);
-    else if (k == "step") f.step = std::stoll(val);
-    else if (k == "action") f.action = val;
-    else if (k == "attempt") f.attempt = val == "any" ? -1 : std::stoi(val);
-    else throw Error("GS_DIST_FAULT: unknown key '" + k + "'");
+    if (k == "rank")
+      f.rank = std::stoi(val);
+    else if (k == "step")
+      f.step = std::stoll(val);
+    else if (k == "action")
+      f.action = val;
+    else if (k == "attempt")
+      f.attempt = val == "any" ? -1 : std::stoi(val);
+    else
+      throw Error("GS_DIST_FAULT: unknown key '" + k + "'");
   }
   if (f.action != "exit" && f.action != "kill" && f.action != "hang" && f.action != "nan" &&
       f.action != "kill-in-checkpoint")
@@ -75,8 +80,7 @@ double squared_norm(const std::vector<float>& v) {
 class Worker {
  public:
   explicit Worker(const TrainConfig& config)
-      : config_(config), world_(config.workers), rank_(std::max(config.rank, 0)),
-        fault_(fault_from_env()) {}
+      : config_(config), world_(config.workers), rank_(std::max(config.rank, 0)), fault_(fault_from_env()) {}
 
   TrainResult run(const StepCallback& on_step) {
     join();
@@ -104,9 +108,7 @@ class Worker {
     compress::agree_settings(*comm_, config_.shared_settings(), "start every worker with the same options");
   }
 
-  compress::Collectives& collectives() {
-    return comm_ ? static_cast<compress::Collectives&>(*comm_) : solo_;
-  }
+  compress::Collectives& collectives() { return comm_ ? static_cast<compress::Collectives&>(*comm_) : solo_; }
 
   // The model (same seed everywhere, then rank 0's values broadcast, so replicas start equal), its
   // compressor with error feedback, the optimizer and, on rank 0, the gradient recorder.
@@ -119,10 +121,9 @@ class Worker {
       comm_->broadcast(flat);
       assign_params(*model_, flat);
     }
-    mc_.emplace(tensor_specs(*model_), compress::parse_granularity(config_.granularity),
-                config_.bucket_size,
-                compress::make_compressor(config_.compressor, config_.run_density(),
-                                          config_.compressor_options(rank_)));
+    mc_.emplace(
+        tensor_specs(*model_), compress::parse_granularity(config_.granularity), config_.bucket_size,
+        compress::make_compressor(config_.compressor, config_.run_density(), config_.compressor_options(rank_)));
     // Variance-based compression weighs each element by its per-sample gradient variance, which
     // the model's forward/backward yields when a GradientVariance is attached.
     if (mc_->compressor().needs_gradient_variance()) grad_variance_.emplace(*model_);
@@ -134,11 +135,9 @@ class Worker {
     // whole accumulator all-reduced. An exponential warm-up runs the compressor itself at
     // TrainConfig::density_at's falling density. The dense exchange's own compressor, stateless,
     // keeps its place in the checkpoints (their layout).
-    dense_.emplace(tensor_specs(*model_), compress::Granularity::model, 0,
-                   compress::make_compressor("none", 1.0));
+    dense_.emplace(tensor_specs(*model_), compress::Granularity::model, 0, compress::make_compressor("none", 1.0));
     opt_.emplace(model_->parameters(),
-                 torch::optim::SGDOptions(config_.lr).momentum(
-                     config_.momentum_correction ? 0.0 : config_.momentum));
+                 torch::optim::SGDOptions(config_.lr).momentum(config_.momentum_correction ? 0.0 : config_.momentum));
     if (!config_.record.empty() && rank_ == 0) {
       data::WriterOptions wo;
       wo.force = config_.force;
@@ -160,8 +159,7 @@ class Worker {
     const std::uint64_t seed = config_.seed, rank = std::uint64_t(rank_);
     batches_.emplace(train_set_, perm.slice(0, rank_ * shard, (rank_ + 1) * shard), config_.batch,
                      [seed, rank, shard](int epoch) {
-                       auto egen = at::detail::createCPUGenerator(seed * 7919 +
-                                                                  std::uint64_t(epoch) * 31 + rank);
+                       auto egen = at::detail::createCPUGenerator(seed * 7919 + std::uint64_t(epoch) * 31 + rank);
                        return torch::randperm(shard, egen, torch::kInt64);
                      });
     total_ = batches_->per_epoch() * config_.epochs;
@@ -178,8 +176,7 @@ class Worker {
       result_.steps.push_back(rep);
       if (on_step && rank_ == 0) on_step(rep, total_);
       const std::int64_t done = step + 1;
-      if (config_.checkpoint_every > 0 && done % config_.checkpoint_every == 0 && done < total_)
-        save_checkpoint(done);
+      if (config_.checkpoint_every > 0 && done % config_.checkpoint_every == 0 && done < total_) save_checkpoint(done);
     }
     if (recorder_) recorder_->finish();
     if (!result_.steps.empty()) result_.final_loss = result_.steps.back().loss;
@@ -202,8 +199,7 @@ class Worker {
     rep.step = step;
     rep.epoch = epoch;
     rep.lr = config_.lr_at(step, total_);
-    for (auto& group : opt_->param_groups())
-      static_cast<torch::optim::SGDOptions&>(group.options()).lr(rep.lr);
+    for (auto& group : opt_->param_groups()) static_cast<torch::optim::SGDOptions&>(group.options()).lr(rep.lr);
     const train::Batch batch = batches_->get(epoch, b);
     opt_->zero_grad();
     if (recorder_) recorder_->begin_step(step);
@@ -271,16 +267,15 @@ class Worker {
       std::vector<float> ref = flat;
       comm_->broadcast(ref);
       double diff = 0.0;
-      for (std::size_t i = 0; i < flat.size(); ++i)
-        diff = std::max(diff, double(std::fabs(flat[i] - ref[i])));
+      for (std::size_t i = 0; i < flat.size(); ++i) diff = std::max(diff, double(std::fabs(flat[i] - ref[i])));
       std::vector<double> d = {diff};
       // The sum of non-negative differences is zero exactly when all are.
       comm_->allreduce_sum(d);
       result_.replica_max_diff = d[0];
     }
     if (rank_ == 0) {
-      result_.param_digest = sha256_hex(std::string_view(reinterpret_cast<const char*>(flat.data()),
-                                                         flat.size() * sizeof(float)));
+      result_.param_digest =
+          sha256_hex(std::string_view(reinterpret_cast<const char*>(flat.data()), flat.size() * sizeof(float)));
       result_.test_accuracy = train::evaluate(*model_, train::fashion_mnist_tensors("test"));
     }
     if (comm_) comm_->barrier();
@@ -333,8 +328,7 @@ class Worker {
   // The fault hook's kill in the middle of a checkpoint: half of this worker's file written under
   // its temporary name, then SIGKILL, as a machine that goes down mid-write leaves it.
   [[noreturn]] static void die_writing(const std::filesystem::path& file, const std::string& payload) {
-    std::ofstream(temporary_path(file), std::ios::binary)
-        .write(payload.data(), std::streamsize(payload.size() / 2));
+    std::ofstream(temporary_path(file), std::ios::binary).write(payload.data(), std::streamsize(payload.size() / 2));
     std::raise(SIGKILL);
     std::_Exit(9);
   }

@@ -42,8 +42,8 @@ struct AnalyzeResult {
 // One vector's results (no I/O): what analyze() stores for it. Exposed for tests and benchmarks.
 // passes reads the vector; n is its element count.
 void analyze_vector(fitting::MagnitudePasses& passes, const fitting::FitReportOptions& options,
-                    const std::vector<std::string>& methods, std::int64_t step,
-                    const std::string& scope, const std::string& kind, StepResults& into);
+                    const std::vector<std::string>& methods, std::int64_t step, const std::string& scope,
+                    const std::string& kind, StepResults& into);
 
 // How one step's vectors are scheduled on `jobs` threads (each vector's passes on one thread):
 // the whole model (whole) and each layer (per_layer, layer_sizes their element counts). The
@@ -74,19 +74,16 @@ AnalyzeResult analyze(const AnalyzeConfig& config, const ProgressFn& progress = 
 // Writes what config asks for besides the store: CSV tables (csv_dir) and the Markdown report
 // (report_dir) with the images plots draws there (none: the report says kNoPlotsNote). Refuses to
 // replace existing files unless config.force.
-void export_outputs(const AnalyzeConfig& config, const AnalysisReader& reader,
-                    const PlotHook& plots = {});
+void export_outputs(const AnalyzeConfig& config, const AnalysisReader& reader, const PlotHook& plots = {});
 
 // `gradscope analyze --json` (and what Python's gradscope.analyze returns): source, output (the
 // reader's file), created, steps_selected, steps_skipped, steps_analyzed, vectors_analyzed, backend,
 // seconds, summary (summary_json), and after a device failure that sent the work to the CPU
 // device_error, device_error_backend and device_error_step.
-nlohmann::json analyze_json(const AnalyzeResult& result, const AnalysisReader& reader,
-                            const AnalysisSummary& summary);
+nlohmann::json analyze_json(const AnalyzeResult& result, const AnalysisReader& reader, const AnalysisSummary& summary);
 
 // The demo's one call: analyse config.input into config.output (forced: the demo owns its
 // files), then print the terminal summary to out. Returns the summary.
-AnalysisSummary analyze_and_summarize(AnalyzeConfig config, std::ostream& out,
-                                      const ProgressFn& progress = {});
+AnalysisSummary analyze_and_summarize(AnalyzeConfig config, std::ostream& out, const ProgressFn& progress = {});
 
 }  // namespace gs::analyzer

@@ -36,17 +36,17 @@ struct AnalyzeConfig {
   std::vector<std::string> methods = fitting::all_methods();
   VectorSet vectors = VectorSet::both;
   StepSelection steps;
-  std::string backend = "auto";  // auto | cpu | cuda | cuda-host
+  std::string backend = "auto";          // auto | cpu | cuda | cuda-host
   std::string on_device_error = "stop";  // kOnDeviceErrorChoices
-  int stages = 0;  // SIDCo's stages; 0: default_sidco_stages(density)
+  int stages = 0;                        // SIDCo's stages; 0: default_sidco_stages(density)
   std::uint64_t ks_max_points = fitting::kDefaultKsMaxPoints;
   std::uint64_t seed = 20240601;
   int qq_points = 19;
   // How the work runs; neither changes a result, so neither is stored with the results.
-  int jobs = 0;                  // layers analysed in parallel on the CPU (0: one per core)
+  int jobs = 0;                    // layers analysed in parallel on the CPU (0: one per core)
   std::uint64_t memory_mib = 128;  // layers held in memory per step; the whole model is streamed
                                    // layer by layer beyond it (gs/analyzer/streamed.hpp)
-  bool force = false;  // recompute from scratch, replace the output, CSV and report files
+  bool force = false;              // recompute from scratch, replace the output, CSV and report files
   bool quiet = false;
   // Exports after the analysis (empty: none).
   std::filesystem::path csv_dir;     // fits.csv, thresholds.csv, tails.csv, vectors.csv

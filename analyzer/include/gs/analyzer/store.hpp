@@ -84,8 +84,8 @@ struct ThresholdRow {
   double rel_error = 0.0;        // (threshold - exact)/exact; NaN when exact is 0
   double seconds = 0.0;          // time the method took
   std::string error;
-  std::uint64_t n = 0;           // elements of the vector
-  bool too_small = false;        // too_small_for_quality(n, density): the summary leaves it out
+  std::uint64_t n = 0;     // elements of the vector
+  bool too_small = false;  // too_small_for_quality(n, density): the summary leaves it out
 };
 
 // A fit as the store keeps it and back, written once: the fit of `dist` in fitting's report
@@ -116,8 +116,7 @@ struct SourceIdentity {
   bool operator==(const SourceIdentity&) const = default;
 };
 SourceIdentity source_identity(const std::filesystem::path& path, const std::string& created,
-                               const std::vector<std::pair<std::string, std::vector<std::int64_t>>>&
-                                   layers,
+                               const std::vector<std::pair<std::string, std::vector<std::int64_t>>>& layers,
                                const std::string& model);
 
 // The result-shaping options as stored (canonical text), compared on re-runs.
@@ -143,8 +142,7 @@ class AnalysisWriter {
  public:
   // Creates path (replacing it only when replace is true, else gs::Error) with empty tables.
   static AnalysisWriter create(const std::filesystem::path& path, const SourceIdentity& source,
-                               const StoredOptions& options, std::size_t max_scope_chars,
-                               bool replace);
+                               const StoredOptions& options, std::size_t max_scope_chars, bool replace);
   // Opens an existing file for appending; gs::Error when it is not an analysis file, was made by
   // an older gradscope (another table layout), or its source or options are not the same analysis
   // (StoredOptions::same_analysis: the message says what differs and suggests --force). The
@@ -203,8 +201,8 @@ class AnalysisReader {
   const std::filesystem::path& path() const;
   const SourceIdentity& source() const;
   const StoredOptions& options() const;
-  std::string created() const;  // when the analysis file was made
-  int format_version() const;   // kOldestAnalysisFormatVersion .. kAnalysisFormatVersion
+  std::string created() const;      // when the analysis file was made
+  int format_version() const;       // kOldestAnalysisFormatVersion .. kAnalysisFormatVersion
   std::size_t scope_width() const;  // bytes of the scope fields (the longest layer name, or 8)
 
   // Committed rows only (those of steps in /steps), in the order they were written. A version 1
@@ -240,7 +238,7 @@ struct MergeResult {
   std::size_t steps = 0;
   std::string selection;  // the merged step selection, canonical a:b:s
 };
-MergeResult merge_stores(const std::vector<std::filesystem::path>& shards,
-                         const std::filesystem::path& output, bool replace);
+MergeResult merge_stores(const std::vector<std::filesystem::path>& shards, const std::filesystem::path& output,
+                         bool replace);
 
 }  // namespace gs::analyzer

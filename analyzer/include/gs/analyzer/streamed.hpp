@@ -40,8 +40,7 @@ class StreamedPasses final : public fitting::MagnitudePasses {
   fitting::MagnitudeStats stats_above_light(double threshold, double shift, fitting::StatsFields fields) override;
   std::uint64_t count_above(double threshold) override;
   fitting::GpSums gp_sums(double theta, double threshold, double shift) override;
-  std::vector<double> sorted_sample(std::uint64_t max_points, std::uint64_t seed,
-                                    bool* subsampled) override;
+  std::vector<double> sorted_sample(std::uint64_t max_points, std::uint64_t seed, bool* subsampled) override;
   double kth_largest(std::uint64_t k) override;
   std::vector<float> random_sample(std::uint64_t m, std::uint64_t seed) override;
   std::vector<float> spread_sample(std::uint64_t lines, std::uint64_t line_length) override;

@@ -25,8 +25,8 @@ struct DistStanding {
 };
 
 struct KindStanding {
-  std::string kind;            // layer kind (see vectors.hpp) or "whole model"
-  std::uint64_t vectors = 0;   // (step, scope) pairs
+  std::string kind;           // layer kind (see vectors.hpp) or "whole model"
+  std::uint64_t vectors = 0;  // (step, scope) pairs
   std::vector<DistStanding> dists;
   std::string best_by_aic, best_by_ks;  // most wins ("" if none)
 };
@@ -35,8 +35,8 @@ struct KindStanding {
 struct MethodQuality {
   std::string method;
   double density = 0.0;
-  std::uint64_t count = 0;  // rows without error whose target count is large enough
-  std::uint64_t too_small = 0;  // rows left out: n*density < kMinTargetCountForQuality
+  std::uint64_t count = 0;                   // rows without error whose target count is large enough
+  std::uint64_t too_small = 0;               // rows left out: n*density < kMinTargetCountForQuality
   double median = 0.0, p5 = 0.0, p95 = 0.0;  // of quality = achieved/target density
   double median_abs_rel_error = 0.0;         // of |threshold - exact| / exact
   double median_seconds = 0.0;
@@ -76,18 +76,16 @@ struct ReportPlots {
   std::vector<PlotImage> images;
   std::vector<std::string> notes;
 };
-using PlotHook = std::function<ReportPlots(const AnalysisReader&, const std::filesystem::path& dir,
-                                           bool replace)>;
+using PlotHook = std::function<ReportPlots(const AnalysisReader&, const std::filesystem::path& dir, bool replace)>;
 inline constexpr const char* kNoPlotsNote =
     "No plots: this gradscope was built without Qt 6 and QCustomPlot, which render them "
     "(rebuild with -DGS_ENABLE_GUI=ON); the tables above hold the same numbers.";
 
-std::string markdown_report(const AnalysisReader& reader, const AnalysisSummary& s,
-                            const ReportPlots& plots = {});
+std::string markdown_report(const AnalysisReader& reader, const AnalysisSummary& s, const ReportPlots& plots = {});
 
 // CSV files of the tables into dir (created when missing): fits.csv, thresholds.csv, tails.csv,
 // vectors.csv. Refuses (gs::Error) to replace any existing one unless force. Returns the paths.
-std::vector<std::filesystem::path> export_csv(const AnalysisReader& reader,
-                                              const std::filesystem::path& dir, bool force);
+std::vector<std::filesystem::path> export_csv(const AnalysisReader& reader, const std::filesystem::path& dir,
+                                              bool force);
 
 }  // namespace gs::analyzer

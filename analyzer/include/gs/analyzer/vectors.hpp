@@ -19,16 +19,16 @@ inline constexpr const char* kModelScope = "(model)";
 
 // Layer kinds the report groups by, decided from each parameter's name and shape by the rules of
 // docs/analysis-format.md ("Layer kinds"), first match wins:
-inline constexpr const char* kKindScalar = "scalar";          // rank 0
-inline constexpr const char* kKindParameter = "parameter";    // no weight/bias suffix: pos_embedding
-inline constexpr const char* kKindNormBias = "norm bias";     // a norm's shift (bn1.bias)
-inline constexpr const char* kKindBias = "bias";              // bias, bias_ih_l0, in_proj_bias
-inline constexpr const char* kKindNormWeight = "norm weight"; // a norm's scale (bn1.weight)
-inline constexpr const char* kKindVector = "1-d weight";      // other rank-1 weights (PReLU)
-inline constexpr const char* kKindEmbedding = "embedding";    // rank 2 of an embedding module
-inline constexpr const char* kKindConv = "conv weight";       // rank >= 3
-inline constexpr const char* kKindLinear = "linear weight";   // rank 2: linear, LSTM, attention
-inline constexpr const char* kKindModel = "whole model";      // kModelScope
+inline constexpr const char* kKindScalar = "scalar";           // rank 0
+inline constexpr const char* kKindParameter = "parameter";     // no weight/bias suffix: pos_embedding
+inline constexpr const char* kKindNormBias = "norm bias";      // a norm's shift (bn1.bias)
+inline constexpr const char* kKindBias = "bias";               // bias, bias_ih_l0, in_proj_bias
+inline constexpr const char* kKindNormWeight = "norm weight";  // a norm's scale (bn1.weight)
+inline constexpr const char* kKindVector = "1-d weight";       // other rank-1 weights (PReLU)
+inline constexpr const char* kKindEmbedding = "embedding";     // rank 2 of an embedding module
+inline constexpr const char* kKindConv = "conv weight";        // rank >= 3
+inline constexpr const char* kKindLinear = "linear weight";    // rank 2: linear, LSTM, attention
+inline constexpr const char* kKindModel = "whole model";       // kModelScope
 // Every kind in the order the report lists them.
 const std::vector<std::string>& layer_kind_order();
 // The kind of every layer of a model, in the layers' order: the rules look at a layer's module
@@ -60,7 +60,7 @@ nlohmann::ordered_json fit_report_json(const fitting::FitReport& report);
 // the backend, top-level keys n, excluded, zeros, nonfinite, input, backend, [device_error,] fits,
 // thresholds. device_error (only when not empty): the device failure after which the report was
 // made again on `backend` (`--on-device-error cpu`).
-nlohmann::ordered_json fit_json(const fitting::FitReport& report, const std::string& input,
-                                const std::string& backend, const std::string& device_error = {});
+nlohmann::ordered_json fit_json(const fitting::FitReport& report, const std::string& input, const std::string& backend,
+                                const std::string& device_error = {});
 
 }  // namespace gs::analyzer

@@ -29,7 +29,7 @@ inline bool is_list(ValueKind k) {
 // One setting of a config C.
 template <class C>
 struct OptionRow {
-  std::string flag;  // "--variance-alpha": its command-line flag; the key is flag minus "--", '-' as '_'
+  std::string flag;   // "--variance-alpha": its command-line flag; the key is flag minus "--", '-' as '_'
   std::string alias;  // a short form on the command line ("-j"), or empty
   std::string help;
   ValueKind kind = ValueKind::text;
@@ -71,8 +71,7 @@ template <class T>
 T parse_integer(std::string_view flag, std::string_view text) {
   T v{};
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (text.empty() || ec != std::errc() || end != text.data() + text.size())
-    refuse(flag, text, "an integer");
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size()) refuse(flag, text, "an integer");
   return v;
 }
 
@@ -112,8 +111,7 @@ inline std::vector<std::string> parse_text_list(std::string_view text) {
 // reference to the field: write it generic, [](auto& c) -> auto& { return c.field; }). `check`
 // receives the value and throws gs::Error (with the flag in its text) when it is out of range.
 template <class T, class C, class Access>
-OptionRow<C> option_row(std::string flag, std::string help, Access access,
-                        std::function<void(const T&)> check = {},
+OptionRow<C> option_row(std::string flag, std::string help, Access access, std::function<void(const T&)> check = {},
                         std::vector<std::string> choices = {}) {
   namespace txt = option_text;
   OptionRow<C> o;

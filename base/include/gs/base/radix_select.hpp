@@ -68,19 +68,17 @@ class RadixSelector {
       std::erase_if(scratch, [&](float x) { return ((bits_of(x) >> 7) & 4095u) != sub; });
     }
     const std::uint64_t r = c - above;  // the rank inside what is left
-    std::nth_element(scratch.begin(), scratch.begin() + std::ptrdiff_t(r - 1), scratch.end(),
-                     std::greater<>());
+    std::nth_element(scratch.begin(), scratch.begin() + std::ptrdiff_t(r - 1), scratch.end(), std::greater<>());
     RadixPick p;
     p.value = scratch[r - 1];
-    p.greater = above + std::uint64_t(std::count_if(scratch.begin(), scratch.end(),
-                                                    [&](float x) { return x > p.value; }));
+    p.greater =
+        above + std::uint64_t(std::count_if(scratch.begin(), scratch.end(), [&](float x) { return x > p.value; }));
     return p;
   }
 
  private:
   // The bucket of `counts` holding the c-th largest; `above` grows by the values above it.
-  static std::uint32_t find(const std::array<std::uint64_t, 4096>& counts, std::uint64_t c,
-                            std::uint64_t& above) {
+  static std::uint32_t find(const std::array<std::uint64_t, 4096>& counts, std::uint64_t c, std::uint64_t& above) {
     std::uint32_t b = 4096;
     while (b > 1 && above + counts[b - 1] < c) above += counts[--b];
     return b - 1;

@@ -21,7 +21,7 @@ static_assert(std::endian::native == std::endian::little, "state streams are lit
 class StateWriter {
  public:
   template <class T>
-    requires std::is_arithmetic_v<T>
+  requires std::is_arithmetic_v<T>
   void put(T v) {
     const auto at = bytes_.size();
     bytes_.resize(at + sizeof(T));
@@ -32,7 +32,7 @@ class StateWriter {
     bytes_.append(s);
   }
   template <class T>
-    requires std::is_arithmetic_v<T>
+  requires std::is_arithmetic_v<T>
   void put_array(std::span<const T> v) {
     put<std::uint64_t>(v.size());
     bytes_.append(reinterpret_cast<const char*>(v.data()), v.size_bytes());
@@ -56,16 +56,14 @@ class StateReader {
   bool before_links = false;
 
   template <class T>
-    requires std::is_arithmetic_v<T>
-  T get() {
+  requires std::is_arithmetic_v<T> T get() {
     T v;
     std::memcpy(&v, take(sizeof(T)).data(), sizeof(T));
     return v;
   }
   std::string get_text() { return std::string(take(count(1))); }
   template <class T>
-    requires std::is_arithmetic_v<T>
-  std::vector<T> get_array() {
+  requires std::is_arithmetic_v<T> std::vector<T> get_array() {
     const std::uint64_t n = count(sizeof(T));
     std::vector<T> v(n);
     if (n) std::memcpy(v.data(), take(n * sizeof(T)).data(), n * sizeof(T));

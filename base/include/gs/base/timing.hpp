@@ -11,9 +11,7 @@ namespace gs {
 
 using Clock = std::chrono::steady_clock;
 
-inline double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
+inline double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 // The calling thread's CPU time, in seconds: what a piece of work cost the thread that ran it,
 // whatever else shared its core (the DDP hook's thread runs beside backward's).
@@ -41,10 +39,14 @@ inline std::string human_duration(double seconds) {
   char buf[48];
   std::snprintf(buf, sizeof buf, "%.3g", seconds);
   const double r = std::strtod(buf, nullptr), a = std::fabs(r);
-  if (a >= 1000.0) std::snprintf(buf, sizeof buf, "%.0f s", seconds);
-  else if (a >= 1.0 || a == 0.0 || !std::isfinite(a)) std::snprintf(buf, sizeof buf, "%.3g s", r);
-  else if (a >= 1e-3) std::snprintf(buf, sizeof buf, "%.3g ms", r * 1e3);
-  else std::snprintf(buf, sizeof buf, "%.3g µs", r * 1e6);
+  if (a >= 1000.0)
+    std::snprintf(buf, sizeof buf, "%.0f s", seconds);
+  else if (a >= 1.0 || a == 0.0 || !std::isfinite(a))
+    std::snprintf(buf, sizeof buf, "%.3g s", r);
+  else if (a >= 1e-3)
+    std::snprintf(buf, sizeof buf, "%.3g ms", r * 1e3);
+  else
+    std::snprintf(buf, sizeof buf, "%.3g µs", r * 1e6);
   return buf;
 }
 

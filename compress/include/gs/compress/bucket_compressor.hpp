@@ -66,8 +66,7 @@ struct DeviceBucket {
 class BucketCompressor {
  public:
   // history: how many finished steps' StepStats history() keeps (the summary covers every step).
-  BucketCompressor(std::unique_ptr<Compressor> compressor, WarmupSchedule warmup,
-                   std::size_t history = 1000);
+  BucketCompressor(std::unique_ptr<Compressor> compressor, WarmupSchedule warmup, std::size_t history = 1000);
   ~BucketCompressor();
 
   const Compressor& compressor() const { return *compressor_; }
@@ -120,9 +119,8 @@ class BucketCompressor {
   // bucket, which closes the step: the compressor's end_step, the statistics, and the skip rule
   // (gs::Error at the tenth skipped step in a row). Every worker calls it for the same buckets in
   // the same order.
-  void exchange(int index, std::span<const float> g, std::span<const BucketParam> params,
-                Collectives& comm, std::span<float> out, bool last,
-                std::span<const float> variance = {}, double hook_seconds = 0.0,
+  void exchange(int index, std::span<const float> g, std::span<const BucketParam> params, Collectives& comm,
+                std::span<float> out, bool last, std::span<const float> variance = {}, double hook_seconds = 0.0,
                 unsigned element_bytes = 4);
 
   // The same for a bucket on a device, left there; the calling thread is bound to its device for
@@ -167,7 +165,6 @@ class BucketCompressor {
   void load_state(StateReader& r);
 
  private:
-
   void begin_step();
   void end_step();
   // At the last bucket of a check step of the density schedule: the interval's sum of squared
@@ -178,17 +175,16 @@ class BucketCompressor {
   // Part: a whole bucket, or a dense step's bucket before the framework's all-reduce (never closes
   // the step) and after it (neither counts the bucket again nor opens the step; StockDense).
   enum class Part : std::uint8_t { whole, prepare, finish };
-  void run_bucket(int index, std::uint64_t n, unsigned element_bytes, bool last, double hook_seconds,
-                  Collectives& comm, const std::function<bool(TimedCollectives&, StepStats&)>& body,
-                  Part part = Part::whole);
+  void run_bucket(int index, std::uint64_t n, unsigned element_bytes, bool last, double hook_seconds, Collectives& comm,
+                  const std::function<bool(TimedCollectives&, StepStats&)>& body, Part part = Part::whole);
   // A step's start, at its first bucket: settings agreed, compress-when's choice, begin_step.
   void open_step(TimedCollectives& timed, unsigned element_bytes);
   friend struct StockDense;  // gs/compress/stock_dense.hpp
   // The exchange strategy of this name (bucket_exchange.hpp), and what it is handed for a bucket.
   detail::BucketExchange& strategy(std::string_view name) const;
   detail::BucketWork work(int index, const std::string& slot, const std::string& tensor);
-  bool exchange_host(int index, const std::string& slot, std::span<const float> g,
-                     std::span<const float> variance, Collectives& comm, std::span<float> out, StepStats& s);
+  bool exchange_host(int index, const std::string& slot, std::span<const float> g, std::span<const float> variance,
+                     Collectives& comm, std::span<float> out, StepStats& s);
   bool exchange_on_device(const DeviceBucket& b, std::span<const BucketParam> params, TimedCollectives& comm,
                           DeviceCollectives* device_comm, std::span<const float> variance, StepStats& s);
   // The step's figures from its device reports, into the rules they feed; throw_here: the skip
@@ -215,29 +211,29 @@ class BucketCompressor {
   WarmupSchedule warmup_;
   std::size_t history_limit_;
 
-  ResidualMemory residual_;                          // one slot per bucket layout (host buckets)
-  std::unique_ptr<detail::ResidualSlots> host_slots_;   // residual_ as place() moves slots
-  std::unique_ptr<kernels::VectorOps> ops_;             // the device of the device buckets
-  std::unique_ptr<detail::ResidentResiduals> resident_; // their residuals, on that device
+  ResidualMemory residual_;                                // one slot per bucket layout (host buckets)
+  std::unique_ptr<detail::ResidualSlots> host_slots_;      // residual_ as place() moves slots
+  std::unique_ptr<kernels::VectorOps> ops_;                // the device of the device buckets
+  std::unique_ptr<detail::ResidentResiduals> resident_;    // their residuals, on that device
   std::unique_ptr<detail::ParameterPlacement> placement_;  // each parameter's residual and velocity
-  MomentumCorrection momentum_;                      // off unless set
+  MomentumCorrection momentum_;                            // off unless set
   std::unique_ptr<detail::ResidualSlots> velocity_slots_;  // momentum_'s velocities as place() moves slots
-  RegimeDetector regimes_;                           // the density schedule (constant unless set)
-  double step_norm_ = 0.0;                           // this step's squared gradient norm, this worker
-  float regime_sum_ = 0.0f;                          // agree_on_regime's sum over the workers
-  std::vector<Setting> shared_;                      // set_shared_settings'
+  RegimeDetector regimes_;                                 // the density schedule (constant unless set)
+  double step_norm_ = 0.0;                                 // this step's squared gradient norm, this worker
+  float regime_sum_ = 0.0f;                                // agree_on_regime's sum over the workers
+  std::vector<Setting> shared_;                            // set_shared_settings'
   std::string shared_advice_ = "make every worker's compressor with the same settings";
   bool agree_pending_ = true;                        // compare them at the next step's first bucket
   CompressionGate gate_;                             // compress-when (always unless set)
   ExchangeMode exchange_ = ExchangeMode::allgather;  // set_exchange's
   std::map<std::string, std::unique_ptr<detail::BucketExchange>, std::less<>> exchanges_;  // by name
-  std::string refusal_;                              // refuse_steps'
-  std::unique_ptr<detail::StepLedger> ledger_;       // commits, device reports, unsettled steps
+  std::string refusal_;                                                                    // refuse_steps'
+  std::unique_ptr<detail::StepLedger> ledger_;  // commits, device reports, unsettled steps
 
   std::int64_t steps_ = 0;
   int buckets_in_step_ = 0;
-  bool step_open_ = false;  // open_step() ran, the step's end not yet
-  bool failed_ = false;  // a bucket of this step failed: the rest wait for the last one
+  bool step_open_ = false;     // open_step() ran, the step's end not yet
+  bool failed_ = false;        // a bucket of this step failed: the rest wait for the last one
   bool uncompressed_ = false;  // this step is a dense warm-up step
   StepStats current_;
   std::deque<StepStats> history_;

@@ -36,10 +36,10 @@ struct CompressInfo {
   std::uint64_t selected = 0;  // elements sent (n for dense payloads)
   double target_density = 1.0;
   double threshold = std::numeric_limits<double>::quiet_NaN();  // |x| cut, when the method has one
-  int stages = 0;              // SIDCo stages used (0 when not SIDCo)
-  bool corrected = false;      // SIDCo's count correction changed the selection (fitting::SidcoRule)
-  bool exact = false;          // the selection ended on exact top-k (SIDCo: the correction's guard)
-  std::uint64_t nonfinite = 0; // NaN/Inf seen in the input
+  int stages = 0;                                               // SIDCo stages used (0 when not SIDCo)
+  bool corrected = false;       // SIDCo's count correction changed the selection (fitting::SidcoRule)
+  bool exact = false;           // the selection ended on exact top-k (SIDCo: the correction's guard)
+  std::uint64_t nonfinite = 0;  // NaN/Inf seen in the input
   // SIDCo's own estimate: whether there was one (the stages placed a threshold) and what it
   // selected before any correction.
   bool estimated = false;
@@ -67,19 +67,19 @@ void count_group(StepStats& s, const CompressInfo& info);
 CompressInfo info_from(const kernels::SelectionReport& r, std::uint64_t n, double target_density);
 
 struct CompressorOptions {
-  std::uint64_t seed = 1;       // random-k and DGC sampling
-  std::string backend = "cpu";  // kernels backend: cpu, cuda, auto (or cuda-host, for checking)
-  int stages = 0;               // SIDCo: 0 = by density (default_sidco_stages; the adaptive stage
-                                // controller's start as published), else a fixed number >= 1
+  std::uint64_t seed = 1;           // random-k and DGC sampling
+  std::string backend = "cpu";      // kernels backend: cpu, cuda, auto (or cuda-host, for checking)
+  int stages = 0;                   // SIDCo: 0 = by density (default_sidco_stages; the adaptive stage
+                                    // controller's start as published), else a fixed number >= 1
   bool sidco_as_published = false;  // SIDCo as published: the stage controller, no count correction
   // SIDCo's threshold in training: "carried" (each step's fit times the calibration the last count
   // of the same tensor gave: docs/algorithms.md) or "fit" (the fit alone). As published: the fit.
   std::string sidco_estimate = "carried";
 
   // Rival methods (algorithms.md sections 6 to 8).
-  double variance_alpha = 1.0;    // variance: send r_i when r_i^2 > alpha * v_i
-  double variance_zeta = 0.999;   // variance: v_i decay for elements not sent
-  int fft_exponent_bits = 4;      // fft: range-based float layout of kept coefficients
+  double variance_alpha = 1.0;   // variance: send r_i when r_i^2 > alpha * v_i
+  double variance_zeta = 0.999;  // variance: v_i decay for elements not sent
+  int fft_exponent_bits = 4;     // fft: range-based float layout of kept coefficients
   int fft_mantissa_bits = 10;
   std::uint64_t fft_chunk = 0;    // fft: real FFT length (0 = the method's default)
   std::vector<int> quant_bits{};  // qsgd-mn*: bits per scale, ascending (empty = the defaults)
@@ -93,8 +93,8 @@ constexpr std::uint64_t worker_seed(std::uint64_t seed, std::uint64_t rank) { re
 std::string bits_text(std::span<const int> bits);
 
 // CompressorOptions as an option table (gs/base/option_table.hpp): --seed, --backend, --stages,
-// --sidco-as-published, --bits, --variance-alpha, --variance-zeta, --fft-exponent-bits, --fft-mantissa-bits, --fft-chunk.
-// `gradscope train` takes its flags from it and Python's gradscope.ddp.State its keywords.
+// --sidco-as-published, --bits, --variance-alpha, --variance-zeta, --fft-exponent-bits, --fft-mantissa-bits,
+// --fft-chunk. `gradscope train` takes its flags from it and Python's gradscope.ddp.State its keywords.
 const std::vector<OptionRow<CompressorOptions>>& compressor_option_rows();
 
 // Statistics of the vector a compressor is about to be given, taken by the pass that writes it
@@ -279,7 +279,6 @@ std::vector<std::string> options_set(const CompressorOptions& o);
 // nothing is a mistake to report, not to ignore. `also`: options the caller reads itself whatever
 // the method (the DDP hook places its buckets by --backend).
 void check_options_read(std::string_view name, std::span<const std::string> given,
-                        std::span<const std::string_view> also = {},
-                        OptionSpelling spelling = OptionSpelling::flag);
+                        std::span<const std::string_view> also = {}, OptionSpelling spelling = OptionSpelling::flag);
 
 }  // namespace gs::compress

@@ -29,7 +29,6 @@ struct Group {
 // Groups covering [0, sum numel) in order, without gaps or overlap. bucket_size is used (and must be
 // >= 1) only for bucket; the last bucket takes the remainder. gs::Error on an empty tensor list, an
 // empty or repeated name, or a zero-size tensor.
-std::vector<Group> make_groups(std::span<const TensorSpec> tensors, Granularity g,
-                               std::uint64_t bucket_size = 0);
+std::vector<Group> make_groups(std::span<const TensorSpec> tensors, Granularity g, std::uint64_t bucket_size = 0);
 
 }  // namespace gs::compress

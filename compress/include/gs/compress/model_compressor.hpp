@@ -30,8 +30,8 @@ struct StepPlan {
 
 class ModelCompressor {
  public:
-  ModelCompressor(std::vector<TensorSpec> tensors, Granularity granularity,
-                  std::uint64_t bucket_size, std::unique_ptr<Compressor> compressor);
+  ModelCompressor(std::vector<TensorSpec> tensors, Granularity granularity, std::uint64_t bucket_size,
+                  std::unique_ptr<Compressor> compressor);
 
   std::uint64_t numel() const { return numel_; }
   const std::vector<Group>& groups() const { return groups_; }
@@ -44,8 +44,8 @@ class ModelCompressor {
   // One whole step of one worker, for every Exchange kind: error feedback, compression, exchange
   // through comm and decoding; out (numel() floats) = the mean update over workers. Every worker
   // calls it once per step, with the same plan (StepPlan).
-  void step(std::span<const float> flat_grad, Collectives& comm, std::span<float> out,
-            StepStats* stats = nullptr, StepPlan plan = {});
+  void step(std::span<const float> flat_grad, Collectives& comm, std::span<float> out, StepStats* stats = nullptr,
+            StepPlan plan = {});
 
   // The shared exchange (BucketCompressor::set_shared_exchange's, per group): sparse, error-fed
   // compressors only (gs::Error otherwise). Before the first step.
@@ -93,8 +93,7 @@ class ModelCompressor {
   // acc for group g: g + e with error feedback, else g itself.
   std::span<const float> accumulate(const Group& g, std::span<const float> flat);
   void feed_variance(const Group& g);
-  void step_collective(std::span<const float> flat, Collectives& comm, std::span<float> out,
-                       StepStats& s);
+  void step_collective(std::span<const float> flat, Collectives& comm, std::span<float> out, StepStats& s);
   void step_dense(std::span<const float> flat, Collectives& comm, std::span<float> out, StepStats& s);
   void step_sparse_allreduce(std::span<const float> flat, Collectives& comm, std::span<float> out, StepStats& s);
   void step_shared(std::span<const float> flat, std::int64_t step, Collectives& comm, std::span<float> out,

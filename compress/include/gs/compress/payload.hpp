@@ -2,7 +2,8 @@
 // Payload: what one worker sends for one vector (a tensor, a bucket or the whole model). Sparse
 // payloads carry (int32 index, float value) pairs (their indices coded compactly on the wire) and
 // travel by all-gather; dense payloads carry one code per element (float today; quantizers pack
-// fewer bits, said by code_bits) and may be summed element-wise by all-reduce. The wire format below is what a transport without tensors sends.
+// fewer bits, said by code_bits) and may be summed element-wise by all-reduce. The wire format below is what a
+// transport without tensors sends.
 #include <cstddef>
 #include <cstdint>
 #include <span>

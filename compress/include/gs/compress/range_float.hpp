@@ -39,16 +39,15 @@ inline constexpr std::size_t kRangeFloatHeaderBytes = 12;
 void check_range_float_bits(int exponent_bits, int mantissa_bits);
 
 // The format encode_range_floats uses for these values under this budget. gs::Error on NaN/Inf.
-RangeFloatFormat choose_range_float_format(std::span<const float> values, int exponent_bits,
-                                           int mantissa_bits);
+RangeFloatFormat choose_range_float_format(std::span<const float> values, int exponent_bits, int mantissa_bits);
 
 // What v becomes after encoding in format f and decoding.
 float quantize_range_float(float v, const RangeFloatFormat& f);
 
 // Appends the block (header, then the codes packed LSB-first, padded to a byte) to out and
 // returns its format. gs::Error on NaN/Inf or bits out of range.
-RangeFloatFormat encode_range_floats(std::span<const float> values, int exponent_bits,
-                                     int mantissa_bits, std::vector<std::byte>& out);
+RangeFloatFormat encode_range_floats(std::span<const float> values, int exponent_bits, int mantissa_bits,
+                                     std::vector<std::byte>& out);
 
 // Decodes the block at the start of `in` into out (resized to its count); returns the bytes it
 // took. gs::Error on a truncated or corrupt block.

@@ -67,9 +67,9 @@ inline bool sends_dense(const WarmupSchedule& w, std::int64_t step, double densi
 struct DensitySchedule {
   enum class Kind { constant, accordion };
   Kind kind = Kind::constant;
-  double high = 0.1;          // the density of a critical regime
-  std::int64_t interval = 20; // steps between checks
-  double eta = 0.5;           // the relative change of the norm that marks a critical regime
+  double high = 0.1;           // the density of a critical regime
+  std::int64_t interval = 20;  // steps between checks
+  double eta = 0.5;            // the relative change of the norm that marks a critical regime
 
   static Kind parse_kind(std::string_view name);  // "constant" | "accordion"; gs::Error otherwise
   static std::string_view to_string(Kind k);
@@ -185,10 +185,10 @@ class CompressionGate {
  private:
   When when_;
   std::int64_t interval_;
-  bool dense_ = false;            // the choice
-  double dense_s_ = -1.0;         // the last time of each mode (< 0: none yet)
+  bool dense_ = false;     // the choice
+  double dense_s_ = -1.0;  // the last time of each mode (< 0: none yet)
   double compressed_s_ = -1.0;
-  std::int64_t look_at_ = -1;     // the step that runs the other mode (< 0: none planned)
+  std::int64_t look_at_ = -1;  // the step that runs the other mode (< 0: none planned)
   bool due_ = false;
   static constexpr int kMaxIntervals = 64;
 };

@@ -29,9 +29,9 @@ struct StepStats {
                                       // shares a core with backward waits; this does not count it)
   double comm_seconds = 0.0;          // step() only: time inside collectives
   // BucketCompressor's steps (a step of several exchanges) also count:
-  std::uint64_t gathered_bytes = 0;   // what the all-gathers carried for this worker: whole
-                                      // encodings, padded to the longest worker's
-  double hook_seconds = 0.0;          // inside the framework's hook calls
+  std::uint64_t gathered_bytes = 0;  // what the all-gathers carried for this worker: whole
+                                     // encodings, padded to the longest worker's
+  double hook_seconds = 0.0;         // inside the framework's hook calls
   // What this worker's link sent for the step's host collectives, as scripts/exchange_model.py
   // models their algorithms (TimedCollectives::link_bytes): ring all-reduces, ring all-gathers of
   // the longest contribution, all-to-alls; headers, device collectives and the workers' agreement
@@ -58,11 +58,11 @@ struct StepStats {
   // the target count), left in the residual (the lowest indices are sent, alike on every worker).
   std::uint64_t overflow = 0;
   int buckets = 0;
-  bool skipped = false;               // NaN/Inf on some worker: zeros instead, residual untouched
-  bool warmup = false;                // a warm-up step
-  bool dense = false;                 // sent uncompressed: a dense warm-up step, density 1, or
-                                      // compress-when auto's choice
-  bool critical = false;              // at the high density of a critical regime (DensitySchedule)
+  bool skipped = false;   // NaN/Inf on some worker: zeros instead, residual untouched
+  bool warmup = false;    // a warm-up step
+  bool dense = false;     // sent uncompressed: a dense warm-up step, density 1, or
+                          // compress-when auto's choice
+  bool critical = false;  // at the high density of a critical regime (DensitySchedule)
   // The exchange a compressed step's selections went by (an ExchangeMode: 0 allgather, 1 shared,
   // 2 sparse-allreduce; with exchange auto, the one it chose).
   std::uint8_t exchange = 0;

@@ -28,8 +28,7 @@ struct FashionMnist {
 // $GS_FASHION_MNIST_DIR if set, else /usr/share/datasets/fashion-mnist.
 std::filesystem::path fashion_mnist_dir();
 // split: "train" (60000) or "test" (10000). gs::Error, naming the package to install, when absent.
-FashionMnist load_fashion_mnist(const std::string& split,
-                                const std::filesystem::path& dir = fashion_mnist_dir());
+FashionMnist load_fashion_mnist(const std::string& split, const std::filesystem::path& dir = fashion_mnist_dir());
 // Reads SPLIT now and keeps it for the next load_fashion_mnist of the same split and directory in
 // this process, or in each fork of it made before that load: a launcher that forks its workers
 // decodes the files once for all of them. The same errors as load_fashion_mnist.

@@ -66,8 +66,7 @@ std::string error_stack_text();
 hid_t open_image(std::span<const std::byte> bytes, const std::filesystem::path& name);
 
 // Wraps a returned identifier: throws (with the HDF5 error text) when it is negative.
-H5Handle checked(hid_t id, Closer closer, const std::filesystem::path& file,
-                 const std::string& what);
+H5Handle checked(hid_t id, Closer closer, const std::filesystem::path& file, const std::string& what);
 inline void check(herr_t status, const std::filesystem::path& file, const std::string& what) {
   if (status < 0) fail(file, what);
 }
@@ -103,29 +102,24 @@ struct StepRow {
 H5Handle step_row_type(const std::filesystem::path& file);
 // Sets the filters of `codec` on a dataset creation list (codecs.cpp); gs::Error naming the Debian
 // package when libhdf5 cannot load the codec's plugin.
-void set_codec_filters(hid_t dcpl, const SnapshotCodec& codec, int deflate_level,
-                       const std::filesystem::path& file, const std::string& where);
+void set_codec_filters(hid_t dcpl, const SnapshotCodec& codec, int deflate_level, const std::filesystem::path& file,
+                       const std::string& where);
 
 // Variable-length UTF-8 string type (h5py reads it back as str).
 H5Handle string_type(const std::filesystem::path& file);
 
 // Scalar attributes on an object. Readers throw gs::Error naming the attribute when it is absent
 // or of the wrong class.
-void write_string_attr(hid_t obj, const char* name, const std::string& value,
-                       const std::filesystem::path& file);
-void write_int_attr(hid_t obj, const char* name, hid_t mem_type, const void* value,
-                    const std::filesystem::path& file);
+void write_string_attr(hid_t obj, const char* name, const std::string& value, const std::filesystem::path& file);
+void write_int_attr(hid_t obj, const char* name, hid_t mem_type, const void* value, const std::filesystem::path& file);
 void write_int64_array_attr(hid_t obj, const char* name, const std::vector<std::int64_t>& values,
                             const std::filesystem::path& file);
 bool has_attr(hid_t obj, const char* name);
-std::string read_string_attr(hid_t obj, const char* name, const std::filesystem::path& file,
-                             const std::string& where);
-std::int64_t read_int_attr(hid_t obj, const char* name, const std::filesystem::path& file,
-                           const std::string& where);
+std::string read_string_attr(hid_t obj, const char* name, const std::filesystem::path& file, const std::string& where);
+std::int64_t read_int_attr(hid_t obj, const char* name, const std::filesystem::path& file, const std::string& where);
 std::uint64_t read_uint64_attr(hid_t obj, const char* name, const std::filesystem::path& file,
                                const std::string& where);
-std::vector<std::int64_t> read_int64_array_attr(hid_t obj, const char* name,
-                                                const std::filesystem::path& file,
+std::vector<std::int64_t> read_int64_array_attr(hid_t obj, const char* name, const std::filesystem::path& file,
                                                 const std::string& where);
 
 }  // namespace gs::data::h5

@@ -18,7 +18,6 @@ struct NpyArray {
 NpyArray read_npy(const std::filesystem::path& path);
 // Writes a little-endian float32 1-d array (used by tests and examples); refuses to overwrite
 // unless force.
-void write_npy(const std::filesystem::path& path, const std::vector<float>& values,
-               bool force = false);
+void write_npy(const std::filesystem::path& path, const std::vector<float>& values, bool force = false);
 
 }  // namespace gs::data

@@ -48,7 +48,7 @@ struct SnapshotMeta {
 };
 
 struct WriterOptions {
-  bool force = false;     // overwrite an existing file; otherwise refuse with gs::Error
+  bool force = false;  // overwrite an existing file; otherwise refuse with gs::Error
   // How gradients are compressed on disk: a name of snapshot_codecs() (gs/data/codecs.hpp).
   std::string compression = kDefaultSnapshotCodec;
   int deflate_level = 4;  // 0..9, for compression "deflate"; 0 stores raw floats whatever the codec
@@ -61,8 +61,8 @@ class SnapshotWriter {
  public:
   // Creates path with every layer's datasets, then enters SWMR write mode. Throws gs::Error when
   // the file exists (and !force), a layer name is empty, repeated or holds '/', or HDF5 fails.
-  SnapshotWriter(const std::filesystem::path& path, SnapshotMeta meta,
-                 std::vector<LayerInfo> layers, WriterOptions options = {});
+  SnapshotWriter(const std::filesystem::path& path, SnapshotMeta meta, std::vector<LayerInfo> layers,
+                 WriterOptions options = {});
   ~SnapshotWriter();
   SnapshotWriter(SnapshotWriter&&) noexcept;
   SnapshotWriter& operator=(SnapshotWriter&&) noexcept;
@@ -96,8 +96,7 @@ bool open_for_reading(const std::filesystem::path& path);
 // does not exist (gs::MissingFile), it exists and !force (the message suggests force_words, the
 // caller's way of saying force: "--force" on the command line, "force=True" in Python), or a
 // reader or a writer of this process has it open (the message says which, and to close it).
-void check_destination(const std::filesystem::path& path, bool force,
-                       const std::string& force_words = "--force");
+void check_destination(const std::filesystem::path& path, bool force, const std::string& force_words = "--force");
 
 // An HDF5 file's bytes in memory (received over a network, or fed by a fuzzer), read through
 // HDF5's core driver, which copies them; `name` stands for the file in messages.
@@ -139,8 +138,7 @@ class SnapshotReader {
   std::vector<float> read_model(std::size_t step_index) const;
   // Streams steps [first, last) one at a time without loading the file: fn(index, record, flat).
   void for_each_step(std::size_t first, std::size_t last,
-                     const std::function<void(std::size_t, const StepRecord&,
-                                              std::span<const float>)>& fn) const;
+                     const std::function<void(std::size_t, const StepRecord&, std::span<const float>)>& fn) const;
 
   // Bytes the grad datasets occupy on disk (after compression); see storage_info().
   std::uint64_t stored_grad_bytes() const;

@@ -44,8 +44,7 @@ struct RecorderOptions {
 class StepRecorder {
  public:
   // gs::Error for no layers, no sink, every < 1 or queue_depth < 1.
-  StepRecorder(std::vector<LayerInfo> layers, std::unique_ptr<StepSink> sink,
-               RecorderOptions options = {});
+  StepRecorder(std::vector<LayerInfo> layers, std::unique_ptr<StepSink> sink, RecorderOptions options = {});
   ~StepRecorder();  // stops the writer thread; never throws
   StepRecorder(const StepRecorder&) = delete;
   StepRecorder& operator=(const StepRecorder&) = delete;

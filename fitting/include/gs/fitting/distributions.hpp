@@ -84,16 +84,16 @@ Complement<Dist> complement(const Dist& d, double value) {
   return {d, value};
 }
 
-#define GS_DECLARE_DIST_OPS(D)                            \
-  double pdf(const D& d, double x);                       \
-  double logpdf(const D& d, double x);                    \
-  double cdf(const D& d, double x);                       \
-  double cdf(const Complement<D>& c);                     \
-  double log_cdf(const D& d, double x);                   \
-  double log_cdf(const Complement<D>& c);                 \
-  double quantile(const D& d, double p);                  \
-  double quantile(const Complement<D>& c);                \
-  double mean(const D& d);                                \
+#define GS_DECLARE_DIST_OPS(D)             \
+  double pdf(const D& d, double x);        \
+  double logpdf(const D& d, double x);     \
+  double cdf(const D& d, double x);        \
+  double cdf(const Complement<D>& c);      \
+  double log_cdf(const D& d, double x);    \
+  double log_cdf(const Complement<D>& c);  \
+  double quantile(const D& d, double p);   \
+  double quantile(const Complement<D>& c); \
+  double mean(const D& d);                 \
   double variance(const D& d);
 
 GS_DECLARE_DIST_OPS(Exponential)

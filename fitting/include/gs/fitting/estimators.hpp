@@ -56,7 +56,7 @@ GpMleResult fit_gpareto_mle(MagnitudePasses& passes, double threshold = 0.0, dou
 // gp_sums pass each) then polishes it, never accepting a step that lowers the likelihood: about
 // 5 passes instead of about 100. A sample maximum at the end of the search range, or a Newton
 // iteration that does not settle, falls back to the full search.
-GpMleResult fit_gpareto_mle(MagnitudePasses& passes, std::span<const double> sorted_sample,
-                            double threshold = 0.0, double shift = 0.0);
+GpMleResult fit_gpareto_mle(MagnitudePasses& passes, std::span<const double> sorted_sample, double threshold = 0.0,
+                            double shift = 0.0);
 
 }  // namespace gs::fitting

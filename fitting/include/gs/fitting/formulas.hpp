@@ -12,15 +12,9 @@
 namespace gs::fitting::formula {
 
 // ---- exponential, scale beta, x >= 0 --------------------------------------------------------
-GS_HD inline double exponential_logpdf(double x, double beta) {
-  return x < 0.0 ? -INFINITY : -::log(beta) - x / beta;
-}
-GS_HD inline double exponential_cdf(double x, double beta) {
-  return x <= 0.0 ? 0.0 : -::expm1(-x / beta);
-}
-GS_HD inline double exponential_sf(double x, double beta) {
-  return x <= 0.0 ? 1.0 : ::exp(-x / beta);
-}
+GS_HD inline double exponential_logpdf(double x, double beta) { return x < 0.0 ? -INFINITY : -::log(beta) - x / beta; }
+GS_HD inline double exponential_cdf(double x, double beta) { return x <= 0.0 ? 0.0 : -::expm1(-x / beta); }
+GS_HD inline double exponential_sf(double x, double beta) { return x <= 0.0 ? 1.0 : ::exp(-x / beta); }
 // x with P(X <= x) = p.
 GS_HD inline double exponential_quantile(double p, double beta) { return -beta * ::log1p(-p); }
 // x with P(X > x) = q: the SID threshold for density q.
@@ -29,9 +23,7 @@ GS_HD inline double exponential_quantile_c(double q, double beta) { return -beta
 // ---- generalized Pareto, shape xi, scale sigma, location 0 -----------------------------------
 // Support: x >= 0, and x <= -sigma/xi when xi < 0. For xi == 0 it is the exponential; the
 // log1p/expm1 forms below are accurate for any small xi, so only xi == 0 needs its own branch.
-GS_HD inline double gpareto_upper(double xi, double sigma) {
-  return xi < 0.0 ? -sigma / xi : INFINITY;
-}
+GS_HD inline double gpareto_upper(double xi, double sigma) { return xi < 0.0 ? -sigma / xi : INFINITY; }
 // ln P(X > x) for x inside the support.
 GS_HD inline double gpareto_logsf_inside(double x, double xi, double sigma) {
   const double z = x / sigma;
@@ -42,12 +34,8 @@ GS_HD inline double gpareto_logsf(double x, double xi, double sigma) {
   if (x >= gpareto_upper(xi, sigma)) return -INFINITY;
   return gpareto_logsf_inside(x, xi, sigma);
 }
-GS_HD inline double gpareto_sf(double x, double xi, double sigma) {
-  return ::exp(gpareto_logsf(x, xi, sigma));
-}
-GS_HD inline double gpareto_cdf(double x, double xi, double sigma) {
-  return -::expm1(gpareto_logsf(x, xi, sigma));
-}
+GS_HD inline double gpareto_sf(double x, double xi, double sigma) { return ::exp(gpareto_logsf(x, xi, sigma)); }
+GS_HD inline double gpareto_cdf(double x, double xi, double sigma) { return -::expm1(gpareto_logsf(x, xi, sigma)); }
 GS_HD inline double gpareto_logpdf(double x, double xi, double sigma) {
   if (x < 0.0 || x > gpareto_upper(xi, sigma)) return -INFINITY;
   const double z = x / sigma;

@@ -61,8 +61,8 @@ GS_HD inline double gamma_q_inv_portable(double a, double q) {
   }
   for (int j = 0; j < 40; ++j) {
     if (!(x > 0.0)) return 0.0;
-    const double err = q - gamma_q_portable(a, x);          // P(a, x) - p
-    const double dens = ::exp(-x + a1 * ::log(x) - gln);    // dP/dx
+    const double err = q - gamma_q_portable(a, x);        // P(a, x) - p
+    const double dens = ::exp(-x + a1 * ::log(x) - gln);  // dP/dx
     if (!(dens > 0.0)) break;
     const double u = err / dens;
     const double bend = u * (a1 / x - 1.0);

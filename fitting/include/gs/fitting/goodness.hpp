@@ -18,8 +18,7 @@ double loglik(const Normal& d, const MagnitudeStats& s);
 // Generalized Pareto over y = x - shift for finite x > threshold, through one gp_sums pass
 // (two when xi < 0: the support end is checked against max y first). -inf when a value lies
 // outside the support.
-double loglik(const GeneralizedPareto& d, MagnitudePasses& passes, double threshold = 0.0,
-              double shift = 0.0);
+double loglik(const GeneralizedPareto& d, MagnitudePasses& passes, double threshold = 0.0, double shift = 0.0);
 // Any SID over all non-zero finite x (s = passes.stats()).
 double loglik(const Sid& d, MagnitudePasses& passes, const MagnitudeStats& s);
 // AIC = 2 (free parameters) - 2 loglik.
@@ -80,7 +79,7 @@ EdfStatistics edf_statistics(const Sid& d, std::span<const double> sorted,
 struct TailCheck {
   double density = 0.0;
   double threshold = 0.0;
-  double predicted = 0.0;   // n * density
+  double predicted = 0.0;  // n * density
   std::uint64_t observed = 0;
 };
 TailCheck tail_check(const Sid& d, MagnitudePasses& passes, const MagnitudeStats& s, double density);

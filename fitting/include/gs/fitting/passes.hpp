@@ -68,8 +68,7 @@ class MagnitudePasses {
   // Finite non-zero x in ascending order: all of them when there are at most max_points, else a
   // uniform random subsample (without replacement) of max_points drawn with seed, sorted.
   // *subsampled says which.
-  virtual std::vector<double> sorted_sample(std::uint64_t max_points, std::uint64_t seed,
-                                            bool* subsampled) = 0;
+  virtual std::vector<double> sorted_sample(std::uint64_t max_points, std::uint64_t seed, bool* subsampled) = 0;
 
   // The k-th largest finite x (1-based: k = 1 is the maximum); exact. Requires 1 <= k <= count.
   virtual double kth_largest(std::uint64_t k) = 0;
@@ -85,8 +84,8 @@ class MagnitudePasses {
 };
 
 // Where run l of a spread sample starts: evenly spaced, aligned to the run length.
-GS_HD inline std::uint64_t spread_line_start(std::uint64_t n, std::uint64_t lines,
-                                             std::uint64_t line_length, std::uint64_t l) {
+GS_HD inline std::uint64_t spread_line_start(std::uint64_t n, std::uint64_t lines, std::uint64_t line_length,
+                                             std::uint64_t l) {
   return l * (n / line_length) / lines * line_length;
 }
 

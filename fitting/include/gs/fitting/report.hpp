@@ -35,7 +35,7 @@ struct FitReportOptions {
   std::vector<double> densities{0.1, 0.01, 0.001};
   std::vector<std::string> dists = all_dists();      // a subset of all_dists()
   std::vector<std::string> methods = all_methods();  // a subset of all_methods()
-  int stages = 0;  // SIDCo's stages; 0: default_sidco_stages(density) at each density
+  int stages = 0;                                    // SIDCo's stages; 0: default_sidco_stages(density) at each density
   std::uint64_t ks_max_points = kDefaultKsMaxPoints;
   std::uint64_t seed = 20240601;  // subsample for KS/AD and DGC's sample
   int qq_points = 19;
@@ -75,9 +75,9 @@ struct FitReport {
 
 // Validates the options (gs::Error for an unknown dist or method, a density outside (0, 1], stages
 // < 1, max points 0), then fits and thresholds. At density 1 every method keeps every finite
-// element (threshold 0, as the compressors at density 1), and the tail check predicts n. Data problems of one fit or method (too few
-// values, all equal) are recorded in its error field rather than thrown. A failure of the device
-// behind the passes (gs::DeviceFailure) is thrown: it ends the report, never becomes a row.
+// element (threshold 0, as the compressors at density 1), and the tail check predicts n. Data problems of one fit or
+// method (too few values, all equal) are recorded in its error field rather than thrown. A failure of the device behind
+// the passes (gs::DeviceFailure) is thrown: it ends the report, never becomes a row.
 FitReport fit_report(MagnitudePasses& passes, const FitReportOptions& options = {});
 
 }  // namespace gs::fitting

@@ -28,12 +28,12 @@ struct SidcoPlan {
   SidcoVariant variant = SidcoVariant::exponential;
   int stages = 1;
   bool recount = false;
-  double eta = 0.0;        // the threshold so far
-  int run = 0;             // stages run
-  int tails_left = 0;      // tail stages still to run
-  double di = 1.0;         // the density each tail stage aims at
-  double expected = 0.0;   // exceedances the plan expects after the last stage
-  double before_eta = 0.0;     // the threshold before eta and the count above it (< 0: none)
+  double eta = 0.0;         // the threshold so far
+  int run = 0;              // stages run
+  int tails_left = 0;       // tail stages still to run
+  double di = 1.0;          // the density each tail stage aims at
+  double expected = 0.0;    // exceedances the plan expects after the last stage
+  double before_eta = 0.0;  // the threshold before eta and the count above it (< 0: none)
   double before_count = -1.0;
   // The last stage's threshold is multiplied by it: the calibration a carried estimate gives
   // (SidcoRule::scale; docs/algorithms.md, "SIDCo's estimate on the momentum-corrected
@@ -49,8 +49,7 @@ GS_HD inline std::uint64_t target_count_of(std::uint64_t n, double density) {
   return k < 1 ? 1 : (k > n ? n : k);
 }
 
-GS_HD inline SidcoPlan sidco_plan(std::uint64_t n, double density, SidcoVariant variant, int stages,
-                                  bool recount) {
+GS_HD inline SidcoPlan sidco_plan(std::uint64_t n, double density, SidcoVariant variant, int stages, bool recount) {
   SidcoPlan p;
   p.n = n;
   p.density = density;
@@ -177,8 +176,7 @@ GS_HD inline double sidco_correction_aim(const SidcoPlan& p, std::uint64_t count
 // Below the band: a secant step on ln(count) against the threshold, through the last threshold
 // before eta and the count above it, aimed at sidco_correction_aim (SidcoStages::corrected); eta
 // itself when none is known.
-GS_HD inline double sidco_corrected_below(const SidcoPlan& p, double threshold, std::uint64_t count,
-                                          double band) {
+GS_HD inline double sidco_corrected_below(const SidcoPlan& p, double threshold, std::uint64_t count, double band) {
   if (!(p.before_count > 0.0 && threshold > p.before_eta)) return threshold;
   return formula::secant_log_count(p.before_eta, p.before_count, threshold, double(count),
                                    sidco_correction_aim(p, count, band));
@@ -188,8 +186,8 @@ GS_HD inline double sidco_corrected_below(const SidcoPlan& p, double threshold, 
 // mean excess over t of the values above it, aimed at sidco_correction_aim (SidcoStages::corrected;
 // the kernels' count correction moves up by it before any exact top-k). t itself when b is no
 // positive number.
-GS_HD inline double sidco_corrected_above(const SidcoPlan& p, double threshold, std::uint64_t count,
-                                          double excess_mean, double band) {
+GS_HD inline double sidco_corrected_above(const SidcoPlan& p, double threshold, std::uint64_t count, double excess_mean,
+                                          double band) {
   const double aim = sidco_correction_aim(p, count, band);
   if (!(excess_mean > 0.0 && excess_mean <= 1.7976931348623157e308) || !(double(count) > aim)) return threshold;
   return threshold + formula::exponential_quantile_c(aim / double(count), excess_mean);

@@ -16,12 +16,11 @@ namespace gs::fitting {
 
 // What a rule may read beyond the data and the density; each rule uses what concerns it.
 struct ThresholdRuleOptions {
-  int stages = 3;           // SIDCo's stages; sidco-topk's stages of the bound's fit
-  std::uint64_t seed = 0;   // DGC's random sample
-  SidcoRule sidco = {};     // SIDCo's stage rule and count correction (sidco_threshold)
+  int stages = 3;          // SIDCo's stages; sidco-topk's stages of the bound's fit
+  std::uint64_t seed = 0;  // DGC's random sample
+  SidcoRule sidco = {};    // SIDCo's stage rule and count correction (sidco_threshold)
 };
-using ThresholdRule = ThresholdResult (*)(MagnitudePasses& passes, double density,
-                                          const ThresholdRuleOptions& options);
+using ThresholdRule = ThresholdResult (*)(MagnitudePasses& passes, double density, const ThresholdRuleOptions& options);
 
 // How a compressor selects with the method and how the plots show it.
 enum class ThresholdKind {

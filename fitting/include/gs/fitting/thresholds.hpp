@@ -46,7 +46,7 @@ double gamma_threshold_approx(const Gamma& d, double density);
 double gaussian_threshold(const Normal& signed_g, double density);
 
 struct ThresholdResult {
-  std::string method;  // its row's name in threshold_methods() (gs/fitting/threshold_methods.hpp)
+  std::string method;    // its row's name in threshold_methods() (gs/fitting/threshold_methods.hpp)
   double density = 0.0;  // target density density
   double threshold = 0.0;
   int stages = 0;              // SIDCo: stages run; dgc: 1, or 2 with the hierarchical step;
@@ -99,8 +99,7 @@ std::uint64_t count_selected(MagnitudePasses& passes, double threshold);
 
 // The result of a rule that settled on threshold eta after `stages` steps: it counts what the
 // threshold selects (one pass, count_selected) for selected and quality.
-ThresholdResult counted_threshold(std::string method, MagnitudePasses& passes, double density,
-                                  double eta, int stages);
+ThresholdResult counted_threshold(std::string method, MagnitudePasses& passes, double density, double eta, int stages);
 // Density 1, where no rule runs: every finite element is kept, zeros included, as every
 // compressor keeps it at density 1 (threshold 0, stages 0, one counting pass).
 ThresholdResult keep_everything(std::string method, MagnitudePasses& passes);
@@ -117,15 +116,15 @@ std::string_view method_name(SidcoVariant v);
 // non-zero value (eta = 0) and the tail stages aim from count to density*n at
 // di = (density*n/count)^(1/(M-1)). Then the count of the selection (one pass) and, with
 // rule.correct, the count correction (one more pass when it moves the threshold).
-ThresholdResult sidco_threshold(MagnitudePasses& passes, double density, SidcoVariant variant,
-                                int stages, SidcoRule rule = {});
+ThresholdResult sidco_threshold(MagnitudePasses& passes, double density, SidcoVariant variant, int stages,
+                                SidcoRule rule = {});
 
 // The stages' threshold alone, without the count of the selection nor the correction (selected =
 // 0, quality = 0): M passes, for callers that compact right after and get the count from there.
 // Stage 1 and the tail stages use the light statistics passes (no ln x; squares only for the
 // Pareto tails; ln x only for SIDCo-GP's gamma stage 1).
-ThresholdResult sidco_estimate(MagnitudePasses& passes, double density, SidcoVariant variant,
-                               int stages, bool recount = false);
+ThresholdResult sidco_estimate(MagnitudePasses& passes, double density, SidcoVariant variant, int stages,
+                               bool recount = false);
 
 // SIDCo's stage logic without any pass over the data, for backends that organise the passes
 // themselves (e.g. compacting the exceedances once and running later stages on them). Feed it
@@ -214,13 +213,11 @@ class SidcoTopkBound {
   // x a candidate) when the sample cannot place one (too few values, or the margin covers all).
   double first(std::span<const float> sample);
   // Whether `candidates` finite x above bound() hold the min(k, finite) largest.
-  bool holds(std::uint64_t candidates, std::uint64_t finite) const {
-    return candidates >= std::min(k_, finite);
-  }
+  bool holds(std::uint64_t candidates, std::uint64_t finite) const { return candidates >= std::min(k_, finite); }
   // The next, lower bound after a shortfall: the sample's value at 4x the count, then -1.
   double lower();
   double bound() const { return bound_; }
-  int reads() const { return reads_; }        // bounds tried so far (1 + fallbacks)
+  int reads() const { return reads_; }  // bounds tried so far (1 + fallbacks)
   int stages_run() const { return stages_run_; }
 
  private:
@@ -258,8 +255,8 @@ ThresholdResult gaussianksgd_threshold(MagnitudePasses& passes, double density);
 // At density 1, keep_everything(). The result's stages is 0 for a method whose row counts no
 // stages (ThresholdMethodInfo::stages: top-k, DGC). gs::Error for an unknown name, listing the
 // known ones.
-ThresholdResult threshold_by_name(std::string_view method, MagnitudePasses& passes, double density,
-                                  int stages, std::uint64_t seed, SidcoRule sidco = {});
+ThresholdResult threshold_by_name(std::string_view method, MagnitudePasses& passes, double density, int stages,
+                                  std::uint64_t seed, SidcoRule sidco = {});
 
 // SIDCo's stage count at `density` when the caller gives none (fit, analyze, the one-shot calls)
 // and where the adaptive controller starts: round(log10(1/density)), at least 1 (1 at 0.1, 2 at

@@ -41,7 +41,7 @@ fitting::MagnitudeStats stats_as_written(std::span<const float> out, fitting::St
                                          const std::function<void(std::size_t, std::size_t)>& fill);
 // Statistics of y = x - shift over the finite x > threshold. passes: 1.
 fitting::MagnitudeStats stats_above(std::span<const float> g, double threshold, double shift,
-                           fitting::StatsFields fields = fitting::StatsFields::all());
+                                    fitting::StatsFields fields = fitting::StatsFields::all());
 // Count of finite x > threshold. passes: 1.
 std::uint64_t count_above(std::span<const float> g, double threshold);
 // Grimshaw sums over y = x - shift, x > threshold. passes: 1.
@@ -53,10 +53,10 @@ fitting::GpSums gp_sums(std::span<const float> g, double theta, double threshold
 // with count_above, or n) or when int32 indices cannot address g. passes: 1. With buffers of n
 // each thread packs its range at its own offset (AVX2 left-pack), then one move closes the gaps;
 // smaller buffers get per-thread scratch and one copy of the selection.
-std::uint64_t compact_above(std::span<const float> g, double threshold,
-                            std::span<std::int32_t> indices, std::span<float> values);
-std::uint64_t compact_above(std::span<const float> g, double threshold,
-                            std::span<std::int64_t> indices, std::span<float> values);
+std::uint64_t compact_above(std::span<const float> g, double threshold, std::span<std::int32_t> indices,
+                            std::span<float> values);
+std::uint64_t compact_above(std::span<const float> g, double threshold, std::span<std::int64_t> indices,
+                            std::span<float> values);
 
 // The same into fresh vectors (one pass: per-thread scratch, then exact-size vectors).
 using kernels::Selection;
@@ -116,15 +116,15 @@ using kernels::SidcoSelectResult;
 // wrote g took it (stats_as_written): stage 1 then reads nothing (full_reads leaves it out) and
 // the one-stage route packs nothing, so the selection compacts g; the threshold and the selection
 // are those of the call without it. gs::Error when it does not count g's n elements.
-SidcoSelectResult sidco_select(std::span<const float> g, double density, fitting::SidcoVariant variant,
-                               int stages, fitting::SidcoRule rule, std::span<std::int32_t> indices,
-                               std::span<float> values, SidcoRoute route = SidcoRoute::automatic,
-                               SidcoWorkspace* ws = nullptr, const fitting::MagnitudeStats* first = nullptr);
+SidcoSelectResult sidco_select(std::span<const float> g, double density, fitting::SidcoVariant variant, int stages,
+                               fitting::SidcoRule rule, std::span<std::int32_t> indices, std::span<float> values,
+                               SidcoRoute route = SidcoRoute::automatic, SidcoWorkspace* ws = nullptr,
+                               const fitting::MagnitudeStats* first = nullptr);
 // The same into fresh vectors of exactly the selection's size.
-SidcoSelectResult sidco_select(std::span<const float> g, double density, fitting::SidcoVariant variant,
-                               int stages, fitting::SidcoRule rule, Selection<std::int32_t>& out,
-                               SidcoRoute route = SidcoRoute::automatic,
-                               SidcoWorkspace* ws = nullptr, const fitting::MagnitudeStats* first = nullptr);
+SidcoSelectResult sidco_select(std::span<const float> g, double density, fitting::SidcoVariant variant, int stages,
+                               fitting::SidcoRule rule, Selection<std::int32_t>& out,
+                               SidcoRoute route = SidcoRoute::automatic, SidcoWorkspace* ws = nullptr,
+                               const fitting::MagnitudeStats* first = nullptr);
 
 // sidco-topk (gs::SidcoTopkBound): exactly the min(k, finite) largest |g| (k = target_count(n,
 // density)), the set topk() selects, ties included, found with a SIDCo bound: a spread sample of g
@@ -133,18 +133,16 @@ SidcoSelectResult sidco_select(std::span<const float> g, double density, fitting
 // that leaves fewer than k candidates costs one more read with a lower one (full_reads counts the
 // reads; candidates, the first read's). threshold: the k-th largest |g|; stages: SIDCo's stages
 // fitted on the sample. gs::Error for a density outside (0, 1] or stages < 1.
-SidcoSelectResult sidco_topk(std::span<const float> g, double density, int stages,
-                             Selection<std::int32_t>& out, SidcoWorkspace* ws = nullptr);
+SidcoSelectResult sidco_topk(std::span<const float> g, double density, int stages, Selection<std::int32_t>& out,
+                             SidcoWorkspace* ws = nullptr);
 
 // Exact top-k by magnitude over the finite elements: exactly k indices (ascending) and values.
 // Ties at the k-th magnitude keep the lowest indices. Radix select over the bit patterns of |g|:
 // pass 1 histograms the top 11 bits; pass 2 emits every element of a higher bin and collects the
 // threshold bin's candidates, whose remaining 20 bits are resolved in memory. passes: 2.
 // Throws gs::Error when k exceeds the finite count or the buffers hold fewer than k.
-void topk(std::span<const float> g, std::uint64_t k, std::span<std::int32_t> indices,
-          std::span<float> values);
-void topk(std::span<const float> g, std::uint64_t k, std::span<std::int64_t> indices,
-          std::span<float> values);
+void topk(std::span<const float> g, std::uint64_t k, std::span<std::int32_t> indices, std::span<float> values);
+void topk(std::span<const float> g, std::uint64_t k, std::span<std::int64_t> indices, std::span<float> values);
 
 // Keeps, in place, the k largest magnitudes of a selection in host memory (indices ascending;
 // ties at the k-th keep the lowest indices, as topk()), the first k of m; returns the k-th largest
@@ -163,8 +161,8 @@ LogHistogram log_histogram(std::span<const float> g, double lo, double hi, int b
 // uniform subsample without replacement of exactly max_points: the elements with the smallest
 // detail::element_hash(seed, i), so the CUDA backend draws the same ones. passes: 2 (count, then
 // a hash filter that keeps about 1.1 max_points candidates; a rare third when too few survive).
-std::vector<double> sorted_sample(std::span<const float> g, std::uint64_t max_points,
-                                  std::uint64_t seed, bool* subsampled);
+std::vector<double> sorted_sample(std::span<const float> g, std::uint64_t max_points, std::uint64_t seed,
+                                  bool* subsampled);
 
 // m values |g[j]| with j = hash_to_range(element_hash(seed, t), n), t = 0..m-1: uniform with
 // replacement (DGC's sample). Reads m scattered elements, not a pass.
@@ -172,8 +170,7 @@ std::vector<float> random_sample(std::span<const float> g, std::uint64_t m, std:
 
 // `lines` runs of `line_length` consecutive values spread evenly over g (gs::spread_line_start),
 // into out (resized); all of g when it is shorter than that. Scattered reads, not a pass.
-void spread_sample(std::span<const float> g, std::uint64_t lines, std::uint64_t line_length,
-                   std::vector<float>& out);
+void spread_sample(std::span<const float> g, std::uint64_t lines, std::uint64_t line_length, std::vector<float>& out);
 
 // gs::MagnitudePasses over a host span through the functions above.
 class CpuPasses final : public gs::fitting::MagnitudePasses {
@@ -188,8 +185,7 @@ class CpuPasses final : public gs::fitting::MagnitudePasses {
   }
   std::uint64_t count_above(double threshold) override;
   fitting::GpSums gp_sums(double theta, double threshold, double shift) override;
-  std::vector<double> sorted_sample(std::uint64_t max_points, std::uint64_t seed,
-                                    bool* subsampled) override;
+  std::vector<double> sorted_sample(std::uint64_t max_points, std::uint64_t seed, bool* subsampled) override;
   double kth_largest(std::uint64_t k) override;
   std::vector<float> random_sample(std::uint64_t m, std::uint64_t seed) override;
   std::vector<float> spread_sample(std::uint64_t lines, std::uint64_t line_length) override;

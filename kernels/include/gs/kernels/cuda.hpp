@@ -110,31 +110,29 @@ double sum(const float* d_g, std::uint64_t n, cudaStream_t stream);
 // Fused statistics of x = |g|: one kernel, block reduction of MagnitudeStats. passes: 1.
 fitting::MagnitudeStats stats(const float* d_g, std::uint64_t n, cudaStream_t stream);
 fitting::MagnitudeStats stats_above(const float* d_g, std::uint64_t n, double threshold, double shift,
-                           cudaStream_t stream);
+                                    cudaStream_t stream);
 std::uint64_t count_above(const float* d_g, std::uint64_t n, double threshold, cudaStream_t stream);
 fitting::GpSums gp_sums(const float* d_g, std::uint64_t n, double theta, double threshold, double shift,
-               cudaStream_t stream);
+                        cudaStream_t stream);
 
 // Compaction above a threshold (cub::DeviceSelect, stable: indices ascending) into caller device
 // buffers of `capacity` elements, plus the signed values (d_values may be null). Returns the count.
 // The selection's store drops what lands past capacity, so nothing is written past it; a selection
 // larger than capacity throws gs::Error (no values written). passes: 1 (+ a gather of the
 // selected values).
-std::uint64_t compact_above(const float* d_g, std::uint64_t n, double threshold,
-                            std::int32_t* d_indices, float* d_values, std::uint64_t capacity,
-                            cudaStream_t stream);
-std::uint64_t compact_above(const float* d_g, std::uint64_t n, double threshold,
-                            std::int64_t* d_indices, float* d_values, std::uint64_t capacity,
-                            cudaStream_t stream);
+std::uint64_t compact_above(const float* d_g, std::uint64_t n, double threshold, std::int32_t* d_indices,
+                            float* d_values, std::uint64_t capacity, cudaStream_t stream);
+std::uint64_t compact_above(const float* d_g, std::uint64_t n, double threshold, std::int64_t* d_indices,
+                            float* d_values, std::uint64_t capacity, cudaStream_t stream);
 
 // Exact top-k by magnitude: exactly k indices (ascending) and values into buffers of at least k.
 // Radix select: pass 1 histograms the top 11 bits of |g| (cub::DeviceHistogram); pass 2 selects
 // the threshold bin's candidates (cub::DeviceSelect) and their low bits are resolved over the
 // candidates only; pass 3 selects key > T, plus the lowest-index ties. passes: 3.
-void topk(const float* d_g, std::uint64_t n, std::uint64_t k, std::int32_t* d_indices,
-          float* d_values, cudaStream_t stream);
-void topk(const float* d_g, std::uint64_t n, std::uint64_t k, std::int64_t* d_indices,
-          float* d_values, cudaStream_t stream);
+void topk(const float* d_g, std::uint64_t n, std::uint64_t k, std::int32_t* d_indices, float* d_values,
+          cudaStream_t stream);
+void topk(const float* d_g, std::uint64_t n, std::uint64_t k, std::int64_t* d_indices, float* d_values,
+          cudaStream_t stream);
 // The k-th largest finite |g|. passes: 2.
 float kth_largest(const float* d_g, std::uint64_t n, std::uint64_t k, cudaStream_t stream);
 // sidco-topk (as cpu::sidco_topk, the same set as topk): the spread sample places the bound, one
@@ -145,20 +143,19 @@ float kth_largest(const float* d_g, std::uint64_t n, std::uint64_t k, cudaStream
 SidcoSelectResult sidco_topk(const float* d_g, std::uint64_t n, double density, int stages,
                              Selection<std::int32_t>& out, cudaStream_t stream);
 
-LogHistogram log_histogram(const float* d_g, std::uint64_t n, double lo, double hi, int bins,
-                           cudaStream_t stream);
+LogHistogram log_histogram(const float* d_g, std::uint64_t n, double lo, double hi, int bins, cudaStream_t stream);
 // As cpu::sorted_sample (same elements for the same seed); sorts with cub::DeviceRadixSort.
-std::vector<double> sorted_sample(const float* d_g, std::uint64_t n, std::uint64_t max_points,
-                                  std::uint64_t seed, bool* subsampled, cudaStream_t stream);
+std::vector<double> sorted_sample(const float* d_g, std::uint64_t n, std::uint64_t max_points, std::uint64_t seed,
+                                  bool* subsampled, cudaStream_t stream);
 // As cpu::random_sample, written to d_out (m floats).
-void random_sample(const float* d_g, std::uint64_t n, std::uint64_t m, std::uint64_t seed,
-                   float* d_out, cudaStream_t stream);
+void random_sample(const float* d_g, std::uint64_t n, std::uint64_t m, std::uint64_t seed, float* d_out,
+                   cudaStream_t stream);
 
 // gs::MagnitudePasses over a device copy of host data (one upload, every pass on the GPU).
 std::unique_ptr<gs::fitting::MagnitudePasses> make_device_passes(std::span<const float> host_data);
 // The same over data already on the device (not owned; must outlive the object).
 std::unique_ptr<gs::fitting::MagnitudePasses> make_device_passes(const float* d_g, std::uint64_t n,
-                                                        cudaStream_t stream);
+                                                                 cudaStream_t stream);
 
 // The Selector of this backend over `stream` (use gs::kernels::make_selector, which checks for a
 // GPU first).

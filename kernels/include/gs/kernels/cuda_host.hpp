@@ -26,18 +26,17 @@ fitting::MagnitudeStats stats(const float* g, std::uint64_t n);
 fitting::MagnitudeStats stats_above(const float* g, std::uint64_t n, double threshold, double shift);
 std::uint64_t count_above(const float* g, std::uint64_t n, double threshold);
 fitting::GpSums gp_sums(const float* g, std::uint64_t n, double theta, double threshold, double shift);
-std::uint64_t compact_above(const float* g, std::uint64_t n, double threshold, std::int32_t* indices,
-                            float* values, std::uint64_t capacity);
-std::uint64_t compact_above(const float* g, std::uint64_t n, double threshold, std::int64_t* indices,
-                            float* values, std::uint64_t capacity);
+std::uint64_t compact_above(const float* g, std::uint64_t n, double threshold, std::int32_t* indices, float* values,
+                            std::uint64_t capacity);
+std::uint64_t compact_above(const float* g, std::uint64_t n, double threshold, std::int64_t* indices, float* values,
+                            std::uint64_t capacity);
 void topk(const float* g, std::uint64_t n, std::uint64_t k, std::int32_t* indices, float* values);
 void topk(const float* g, std::uint64_t n, std::uint64_t k, std::int64_t* indices, float* values);
 float kth_largest(const float* g, std::uint64_t n, std::uint64_t k);
-SidcoSelectResult sidco_topk(const float* g, std::uint64_t n, double density, int stages,
-                             Selection<std::int32_t>& out);
+SidcoSelectResult sidco_topk(const float* g, std::uint64_t n, double density, int stages, Selection<std::int32_t>& out);
 LogHistogram log_histogram(const float* g, std::uint64_t n, double lo, double hi, int bins);
-std::vector<double> sorted_sample(const float* g, std::uint64_t n, std::uint64_t max_points,
-                                  std::uint64_t seed, bool* subsampled);
+std::vector<double> sorted_sample(const float* g, std::uint64_t n, std::uint64_t max_points, std::uint64_t seed,
+                                  bool* subsampled);
 void random_sample(const float* g, std::uint64_t n, std::uint64_t m, std::uint64_t seed, float* out);
 
 // gs::MagnitudePasses over a copy of host data (the copy stands for the device upload).

@@ -27,8 +27,7 @@ namespace gs::kernels {
 // Code that cannot name kernels/ (fitting/) recognises it as its base, gs::DeviceFailure.
 class DeviceError : public gs::DeviceFailure {
  public:
-  DeviceError(const std::string& what, bool out_of_memory)
-      : gs::DeviceFailure(what), out_of_memory_(out_of_memory) {}
+  DeviceError(const std::string& what, bool out_of_memory) : gs::DeviceFailure(what), out_of_memory_(out_of_memory) {}
   bool out_of_memory() const { return out_of_memory_; }
 
  private:
@@ -55,8 +54,8 @@ using StreamHandle = void*;
 class DeviceRuntime {
  public:
   virtual ~DeviceRuntime() = default;
-  virtual int device_count() = 0;      // 0 without a driver or device; never throws
-  virtual std::string status() = 0;    // why device_count() is what it is, in words
+  virtual int device_count() = 0;    // 0 without a driver or device; never throws
+  virtual std::string status() = 0;  // why device_count() is what it is, in words
   virtual DeviceProperties properties(int device) = 0;
   virtual int current_device() = 0;
   virtual void set_device(int device) = 0;
@@ -105,12 +104,12 @@ std::uint64_t host_syncs();
 void add_host_sync(SyncKind kind);
 
 // What this thread queued on devices since it started, as a GPU runs it: kernel launches (memsets
-// and device-to-device copies among them, and each kernel a CUB algorithm's dispatch launches), the launches of a single
-// thread, allocations (gradscope's device pool and pinned host staging), events created, CUB
-// scratch-size queries (the first of CUB's two calls) and the elements its passes went over. The
-// CUDA backend counts what it queues; the cuda-host backend counts what the CUDA backend queues
-// for the same calls, so that a step's device cost is counted in CI (docs/gpu.md, "What a bucket
-// launches"). The DDP hook reads it around a bucket (StepStats: launches and the rest).
+// and device-to-device copies among them, and each kernel a CUB algorithm's dispatch launches), the launches of a
+// single thread, allocations (gradscope's device pool and pinned host staging), events created, CUB scratch-size
+// queries (the first of CUB's two calls) and the elements its passes went over. The CUDA backend counts what it queues;
+// the cuda-host backend counts what the CUDA backend queues for the same calls, so that a step's device cost is counted
+// in CI (docs/gpu.md, "What a bucket launches"). The DDP hook reads it around a bucket (StepStats: launches and the
+// rest).
 struct DeviceWork {
   std::uint64_t launches = 0;
   std::uint64_t single_thread_launches = 0;
@@ -119,8 +118,11 @@ struct DeviceWork {
   std::uint64_t scratch_queries = 0;
   std::uint64_t elements_passed = 0;
   DeviceWork operator-(const DeviceWork& o) const {
-    return {launches - o.launches, single_thread_launches - o.single_thread_launches, allocations - o.allocations,
-            events_created - o.events_created, scratch_queries - o.scratch_queries,
+    return {launches - o.launches,
+            single_thread_launches - o.single_thread_launches,
+            allocations - o.allocations,
+            events_created - o.events_created,
+            scratch_queries - o.scratch_queries,
             elements_passed - o.elements_passed};
   }
 };

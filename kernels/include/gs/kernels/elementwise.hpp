@@ -54,9 +54,12 @@ GS_HD inline float threshold_as_float(double t) {
 #else
     std::memcpy(&bits, &f, sizeof bits);
 #endif
-    if (f > 0.0f) --bits;
-    else if (f < 0.0f) ++bits;
-    else bits = 0x80000001u;  // just below zero
+    if (f > 0.0f)
+      --bits;
+    else if (f < 0.0f)
+      ++bits;
+    else
+      bits = 0x80000001u;  // just below zero
 #if defined(__CUDA_ARCH__)
     f = __uint_as_float(bits);
 #else
@@ -152,8 +155,7 @@ GS_HD inline std::uint64_t hash_to_range(std::uint64_t h, std::uint64_t n) {
 }
 
 // Bin of x in a log histogram: -1 below lo, bins at or above hi; x finite and > 0.
-GS_HD inline long long log_bin(double x, double log_lo, double bins_per_log, int bins, double lo,
-                               double hi) {
+GS_HD inline long long log_bin(double x, double log_lo, double bins_per_log, int bins, double lo, double hi) {
   if (x < lo) return -1;
   if (x >= hi) return bins;
   long long b = static_cast<long long>((::log(x) - log_lo) * bins_per_log);
@@ -190,8 +192,7 @@ inline std::vector<double> smallest_hash_values(std::vector<HashKept>& kept, std
   const auto by_hash = [](const HashKept& a, const HashKept& b) {
     return a.hash != b.hash ? a.hash < b.hash : a.index < b.index;
   };
-  std::nth_element(kept.begin(), kept.begin() + static_cast<std::ptrdiff_t>(max_points - 1), kept.end(),
-                   by_hash);
+  std::nth_element(kept.begin(), kept.begin() + static_cast<std::ptrdiff_t>(max_points - 1), kept.end(), by_hash);
   std::vector<float> x(max_points);
   for (std::uint64_t k = 0; k < max_points; ++k) x[k] = kept[k].x;
   return sorted_widened(x);

@@ -27,9 +27,9 @@ struct SelectRequest {
   std::uint64_t k = 0;      // topk, top_nonzero: the min(k, finite) largest, ties at the k-th to the lowest indices
   double density = 0.0;     // sidco, dgc: the target, k = target_count(n, density)
   fitting::SidcoVariant variant = fitting::SidcoVariant::exponential;
-  int stages = 1;           // sidco, sidco_topk: SIDCo's stages (sidco_topk: on its sample)
+  int stages = 1;  // sidco, sidco_topk: SIDCo's stages (sidco_topk: on its sample)
   fitting::SidcoRule sidco{};
-  std::uint64_t seed = 0;   // dgc: its sample
+  std::uint64_t seed = 0;  // dgc: its sample
   // sidco, dgc: where the rule places no threshold (a fit without valid parameters, a sample
   // without a finite value, or an empty SIDCo selection), the min(k, non-zero) largest instead,
   // as a compressor sends for a degenerate vector.
@@ -80,9 +80,8 @@ class Selector {
   // it the selection at the corrected threshold, and either becomes g's exact top-k when its step
   // leaves the band (below it after the step up, above it after the secant). Every backend counts
   // the result's nonfinite; so does sidco_topk.
-  virtual SidcoSelectResult sidco(const float* g, std::uint64_t n, double density,
-                                  fitting::SidcoVariant variant, int stages, fitting::SidcoRule rule,
-                                  Selection<std::int32_t>& out) = 0;
+  virtual SidcoSelectResult sidco(const float* g, std::uint64_t n, double density, fitting::SidcoVariant variant,
+                                  int stages, fitting::SidcoRule rule, Selection<std::int32_t>& out) = 0;
 
   // The last selection (of select, above, topk, sidco or sidco_topk) where it was made: its
   // indices and values in this backend's memory (device memory for cuda) and its report there,

@@ -53,11 +53,12 @@ enum class SidcoRoute { automatic, full_passes, candidates, predicted };
 // What a SIDCo selection (cpu::sidco_select) or a sidco-topk selection (any backend) did.
 struct SidcoSelectResult {
   double threshold = 0.0;
-  int stages = 0;               // stages run (as ThresholdResult::stages)
-  std::uint64_t selected = 0;   // elements written
+  int stages = 0;                            // stages run (as ThresholdResult::stages)
+  std::uint64_t selected = 0;                // elements written
   SidcoRoute route = SidcoRoute::automatic;  // the route taken
-  int full_reads = 0;           // reads of all of g
-  std::uint64_t candidates = 0; // candidates/predicted routes: elements packed (by the first tail stage, or by stage 1 with one stage)
+  int full_reads = 0;                        // reads of all of g
+  std::uint64_t candidates =
+      0;  // candidates/predicted routes: elements packed (by the first tail stage, or by stage 1 with one stage)
   std::uint64_t nonfinite = 0;  // NaN/Inf in g (the CPU counts them in its first read)
   bool corrected = false;       // SIDCo's count correction moved the threshold (SidcoRule)
   bool exact = false;           // the selection ended on exact top-k (the correction's guard)
@@ -75,12 +76,12 @@ enum class SelectionFailure : std::int32_t {
   sample,            // DGC's sample held no finite value (no fallback asked)
 };
 struct SelectionReport {
-  std::uint64_t count = 0;       // pairs in the selection (ascending indices, their values)
-  std::uint64_t nonfinite = 0;   // NaN/Inf in g
-  double threshold = 0.0;        // the rule's threshold (exact top-k: at or just below its k-th |g|)
-  std::int32_t stages = 0;       // SIDCo's stages run; DGC 1, or 2 with its exact step
-  std::int32_t corrected = 0;    // SIDCo's count correction moved the threshold
-  std::int32_t exact = 0;        // the rule kept exactly the top-k
+  std::uint64_t count = 0;      // pairs in the selection (ascending indices, their values)
+  std::uint64_t nonfinite = 0;  // NaN/Inf in g
+  double threshold = 0.0;       // the rule's threshold (exact top-k: at or just below its k-th |g|)
+  std::int32_t stages = 0;      // SIDCo's stages run; DGC 1, or 2 with its exact step
+  std::int32_t corrected = 0;   // SIDCo's count correction moved the threshold
+  std::int32_t exact = 0;       // the rule kept exactly the top-k
   SelectionFailure failure = SelectionFailure::none;
   // SIDCo: its own threshold before any correction (the estimate; NaN for another rule, or where
   // the fit failed) and the count it selected.

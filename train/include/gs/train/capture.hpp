@@ -23,13 +23,13 @@ struct CaptureConfig {
   std::int64_t batch = 64;
   double lr = 0.05;
   double momentum = 0.9;
-  std::uint64_t seed = 1;  // model initialisation and shuffling
+  std::uint64_t seed = 1;     // model initialisation and shuffling
   std::filesystem::path out;  // the snapshot file to write: --out, required
-  bool force = false;       // overwrite out
-  int threads = 2;          // compute threads: torch intra-op and the BLAS pool
+  bool force = false;         // overwrite out
+  int threads = 2;            // compute threads: torch intra-op and the BLAS pool
   // How the snapshot's gradients are compressed: a name of data::snapshot_codecs().
   std::string compression = data::kDefaultSnapshotCodec;
-  int deflate_level = 4;    // 0..9, for compression "deflate" (0: raw floats)
+  int deflate_level = 4;  // 0..9, for compression "deflate" (0: raw floats)
   std::size_t queue_depth = 4;
   std::filesystem::path data_dir = data::fashion_mnist_dir();
   // Test images to evaluate: 0 means all 10000 (the figure to report); fewer keeps tests fast.
@@ -57,14 +57,14 @@ struct CaptureResult {
   std::vector<data::LayerInfo> layers;
   std::int64_t steps = 0;
   std::int64_t recorded_steps = 0;
-  std::vector<double> losses;  // training loss of every step, in order
-  double final_loss = 0.0;     // mean over the last min(50, steps) steps
-  double test_accuracy = 0.0;  // fraction of the test images classified right
+  std::vector<double> losses;    // training loss of every step, in order
+  double final_loss = 0.0;       // mean over the last min(50, steps) steps
+  double test_accuracy = 0.0;    // fraction of the test images classified right
   std::int64_t test_images = 0;  // how many were evaluated
-  double wall_s = 0.0;         // whole run: loading, training, writing, evaluation
-  double load_s = 0.0;         // reading and converting Fashion-MNIST
-  double train_s = 0.0;        // the training steps alone, including the final drain
-  double eval_s = 0.0;         // test-set evaluation
+  double wall_s = 0.0;           // whole run: loading, training, writing, evaluation
+  double load_s = 0.0;           // reading and converting Fashion-MNIST
+  double train_s = 0.0;          // the training steps alone, including the final drain
+  double eval_s = 0.0;           // test-set evaluation
   double seconds_per_step = 0.0;
   // Step-time cost of recording: median time of recorded steps minus median time of the others
   // (step 0 excluded as warm-up); NaN when every step or none was recorded.

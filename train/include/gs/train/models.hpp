@@ -19,8 +19,7 @@ namespace gs::train {
 class LayerTap {
  public:
   virtual ~LayerTap() = default;
-  virtual void record(const torch::nn::Module& layer, const torch::Tensor& input,
-                      const torch::Tensor& output) = 0;
+  virtual void record(const torch::nn::Module& layer, const torch::Tensor& input, const torch::Tensor& output) = 0;
 };
 
 class Classifier : public torch::nn::Module {

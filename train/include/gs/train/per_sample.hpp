@@ -42,19 +42,18 @@ class GradientVariance final : private LayerTap {
 
  private:
   struct Layer {
-    std::string name;                  // module name, e.g. "conv1"
+    std::string name;  // module name, e.g. "conv1"
     const torch::nn::Module* module = nullptr;
     const torch::nn::Conv2dImpl* conv = nullptr;  // null for Linear
-    torch::Tensor input, output;       // the last forward's, while not yet used
+    torch::Tensor input, output;                  // the last forward's, while not yet used
   };
-  struct Slot {                        // one trainable parameter, in named_parameters() order
+  struct Slot {  // one trainable parameter, in named_parameters() order
     std::size_t layer = 0;
     bool bias = false;
     std::int64_t numel = 0;
   };
 
-  void record(const torch::nn::Module& layer, const torch::Tensor& input,
-              const torch::Tensor& output) override;
+  void record(const torch::nn::Module& layer, const torch::Tensor& input, const torch::Tensor& output) override;
   // (weight variance, bias variance) of one layer from its recorded input and output gradient.
   std::pair<torch::Tensor, torch::Tensor> layer_variance(const Layer& l) const;
 

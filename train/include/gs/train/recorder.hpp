@@ -36,11 +36,9 @@ class GradientRecorder {
  public:
   // Hooks every parameter of model with requires_grad (model must outlive the recorder, or at
   // least its hooks must never fire after). sink receives layers in parameter_layers(model) order.
-  GradientRecorder(torch::nn::Module& model, std::unique_ptr<StepSink> sink,
-                   RecorderOptions options = {});
+  GradientRecorder(torch::nn::Module& model, std::unique_ptr<StepSink> sink, RecorderOptions options = {});
   // As above; gs::Error when writer's layers differ from parameter_layers(model).
-  GradientRecorder(torch::nn::Module& model, data::SnapshotWriter writer,
-                   RecorderOptions options = {});
+  GradientRecorder(torch::nn::Module& model, data::SnapshotWriter writer, RecorderOptions options = {});
   ~GradientRecorder();  // stops the writer thread and removes the hooks; never throws
   GradientRecorder(const GradientRecorder&) = delete;
   GradientRecorder& operator=(const GradientRecorder&) = delete;

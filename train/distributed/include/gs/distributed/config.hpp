@@ -60,7 +60,7 @@ struct TrainConfig {
   // one set of indices per group, a rotating leader's selection (bytes flat in the workers).
   std::string exchange = "allgather";
   std::uint64_t seed = 1;
-  std::string record;     // snapshot of rank 0's raw gradients, when set
+  std::string record;  // snapshot of rank 0's raw gradients, when set
   // Checkpoints (gs/distributed/checkpoint.hpp): every checkpoint_every steps into `checkpoint`, the
   // latest keep_checkpoints kept; resume
   // from the latest complete one under `resume`; the launcher restarts every worker from the last

@@ -22,7 +22,6 @@ void flatten_params(const torch::nn::Module& model, std::vector<float>& flat);
 void assign_params(torch::nn::Module& model, std::span<const float> flat);
 
 // Compresses one tensor (any float32 CPU tensor; copied to contiguous if needed).
-compress::Compressed compress_tensor(compress::Compressor& c, const torch::Tensor& t,
-                                     const std::string& name);
+compress::Compressed compress_tensor(compress::Compressor& c, const torch::Tensor& t, const std::string& name);
 
 }  // namespace gs::distributed

@@ -48,8 +48,7 @@ void plot_histogram(QCustomPlot* plot, const VectorView& view, double density);
 // so the tail points (VectorView's QQ, add_tail_qq) are as visible as the body.
 void plot_qq(QCustomPlot* plot, const VectorView& view, const std::string& dist);
 // Over training; current_step, when given, is marked with a vertical line.
-void plot_ks(QCustomPlot* plot, const TrainingSeries& series,
-             std::optional<std::int64_t> current_step = std::nullopt);
+void plot_ks(QCustomPlot* plot, const TrainingSeries& series, std::optional<std::int64_t> current_step = std::nullopt);
 void plot_quality(QCustomPlot* plot, const TrainingSeries& series, double density,
                   std::optional<std::int64_t> current_step = std::nullopt);
 void plot_stages(QCustomPlot* plot, const TrainingSeries& series, double density,
@@ -59,7 +58,7 @@ void plot_stages(QCustomPlot* plot, const TrainingSeries& series, double density
 struct ErrorBar {
   std::string method;
   double density = 0.0;
-  std::uint64_t count = 0;            // vectors behind the numbers
+  std::uint64_t count = 0;                   // vectors behind the numbers
   double median = 0.0, p5 = 0.0, p95 = 0.0;  // of |rel err|
 };
 // Bars at the median per method (one bar per density, side by side) with p5-p95 whiskers, on a log
@@ -68,7 +67,7 @@ struct ErrorBar {
 void plot_threshold_error(QCustomPlot* plot, const std::vector<ErrorBar>& bars);
 inline constexpr const char* kZeroErrorItem = "zero-error";
 
-QString format_number(double v);  // 3 significant digits, scientific when small or large
+QString format_number(double v);                 // 3 significant digits, scientific when small or large
 QColor method_color(const std::string& method);  // the colour of a method's line
 QColor dist_color(const std::string& dist);      // the colour of a SID's curve
 

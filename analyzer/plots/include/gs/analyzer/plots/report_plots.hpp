@@ -26,14 +26,12 @@ void ensure_application();
 // |rel err| of every method but top-k (0 by construction) at every density, over the vectors whose
 // target count n*density is at least kMinTargetCountForQuality, as the summary's quality table.
 std::vector<ErrorBar> threshold_error_bars(const std::vector<VectorRow>& vectors,
-                                           const std::vector<ThresholdRow>& thresholds,
-                                           const StoredOptions& options);
+                                           const std::vector<ThresholdRow>& thresholds, const StoredOptions& options);
 
 // The PlotHook of export_outputs: draws every plot above into dir (created by the caller).
 // Refuses (gs::Error, before drawing any) to replace an existing PNG unless replace. A plot that
 // cannot be drawn (no snapshot for the histogram, no successful fit for the QQ plot) becomes a
 // note instead.
-ReportPlots render_report_plots(const AnalysisReader& reader, const std::filesystem::path& dir,
-                                bool replace);
+ReportPlots render_report_plots(const AnalysisReader& reader, const std::filesystem::path& dir, bool replace);
 
 }  // namespace gs::analyzer::plots

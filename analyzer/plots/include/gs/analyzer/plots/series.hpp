@@ -35,8 +35,7 @@ struct TrainingSeries {
 // (then each point is the median over the kind's scopes at that step, failed fits and methods left
 // out; NaN when all failed).
 enum class SeriesOf { scope, kind };
-TrainingSeries series_from_rows(const std::vector<FitRow>& fits,
-                                const std::vector<ThresholdRow>& thresholds,
+TrainingSeries series_from_rows(const std::vector<FitRow>& fits, const std::vector<ThresholdRow>& thresholds,
                                 const std::string& name, SeriesOf of = SeriesOf::scope);
 
 }  // namespace gs::analyzer::plots

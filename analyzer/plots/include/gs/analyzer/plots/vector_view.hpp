@@ -17,10 +17,10 @@
 namespace gs::analyzer::plots {
 
 struct ViewOptions {
-  fitting::FitReportOptions report;    // densities, dists, methods, stages, KS sample size
-  int bins = 80;              // histogram bins over [min x, max x]
-  int curve_points = 240;     // points of each fitted density curve
-  int qq_per_tail = 20;       // QQ points log-spaced in the upper tail (add_tail_qq)
+  fitting::FitReportOptions report;  // densities, dists, methods, stages, KS sample size
+  int bins = 80;                     // histogram bins over [min x, max x]
+  int curve_points = 240;            // points of each fitted density curve
+  int qq_per_tail = 20;              // QQ points log-spaced in the upper tail (add_tail_qq)
   std::string backend = "auto";
 };
 
@@ -71,14 +71,14 @@ fitting::Sid sid_from_fit(const fitting::DistFit& fit);
 
 // The report's result for a method at a density (relative tolerance 1e-9 on the density), or nullptr.
 const fitting::ThresholdEntry* find_threshold(const fitting::FitReport& report, const std::string& method,
-                                     double density);
+                                              double density);
 const fitting::DistFit* find_fit(const fitting::FitReport& report, const std::string& dist);
 
 // The fitting report an analysis file stores for (step, scope): fits with their parameters under
 // fit_report's names, goodness of fit and QQ points, and every method at every density. Empty fits
 // and thresholds when the file has no rows for it.
 fitting::FitReport report_from_rows(const std::vector<FitRow>& fits, const std::vector<QQRow>& qq,
-                           const std::vector<ThresholdRow>& thresholds, std::int64_t step,
-                           const std::string& scope);
+                                    const std::vector<ThresholdRow>& thresholds, std::int64_t step,
+                                    const std::string& scope);
 
 }  // namespace gs::analyzer::plots
