@@ -179,41 +179,61 @@ def table(rows_by_steps):
 
 
 def figure(rows_by_steps, path):
+    """Accuracy against bytes, a column per horizon and a row per group of at most PER_PANEL
+    methods (plotstyle), dense's band in each; every point named beside it (no legend over the
+    data)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FormatStrFormatter, LogLocator, NullFormatter
 
     runs_by_steps = list(rows_by_steps.items())
     points = list(dict.fromkeys(r["point"] for _, rows in runs_by_steps for r in rows if r["point"] != "dense"))
-    groups = plotstyle.panels(points)  # at most PER_PANEL methods a panel; dense's band in each
+    groups = plotstyle.panels(points)
     fig, axes = plt.subplots(
-        len(groups),
-        len(runs_by_steps),
-        figsize=(6 * len(runs_by_steps), 4.2 * len(groups)),
-        squeeze=False,
-        sharey="row",
+        len(groups), len(runs_by_steps), figsize=(6.5 * len(runs_by_steps), 4.2 * len(groups)), squeeze=False
     )
     for g, group in enumerate(groups):
         for ax, (steps, rows) in zip(axes[g], runs_by_steps):
             dense = next((r for r in rows if r["point"] == "dense"), None)
             if dense:
                 m, se = dense["acc"]
-                ax.axhspan(m - (se or 0), m + (se or 0), color="0.85", label="dense, mean ± s.e.")
+                ax.axhspan(m - (se or 0), m + (se or 0), color="0.85")
                 ax.axhline(m, color="0.5", linewidth=0.8)
-            for r in (x for x in rows if x["point"] in group):  # each method in its colour and marker
+                ax.annotate(
+                    "dense, mean ± s.e.",
+                    (0.0, m),
+                    xycoords=("axes fraction", "data"),
+                    xytext=(4, 3),
+                    textcoords="offset points",
+                    ha="left",
+                    fontsize=7,
+                    color="0.35",
+                )
+            for r in (x for x in rows if x["point"] in group):  # each method in its colour and marker, named
                 m, se = r["acc"]
                 look = plotstyle.style(r["point"])
-                ax.errorbar(
-                    r["bytes"], m, yerr=se or 0, fmt=look["marker"], capsize=3, color=look["color"], label=r["label"]
+                ax.errorbar(r["bytes"], m, yerr=se or 0, fmt=look["marker"], capsize=3, color=look["color"])
+                ax.annotate(
+                    r["label"],
+                    (r["bytes"], m),
+                    xytext=(6, -3),
+                    textcoords="offset points",
+                    fontsize=7,
+                    color=look["color"],
                 )
             ax.set_xscale("log")
-            ax.margins(x=0.15, y=0.1)
+            ax.margins(x=0.35, y=0.12)
+            low, high = ax.get_xlim()
+            if high / low < 100:  # within two decades: ticks at 1, 2 and 5 of each, written plainly
+                ax.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+                ax.xaxis.set_major_formatter(FormatStrFormatter("%.3g"))
+            ax.xaxis.set_minor_formatter(NullFormatter())
             ax.set_xlabel("bytes per step per worker, relative to dense (log)")
             ax.set_ylabel("test accuracy %")
             ax.set_title(f"ResNet-18, Fashion-MNIST, {steps} steps")
             ax.grid(True, which="both", linewidth=0.3)
-        axes[g, -1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))  # beside the data
     fig.tight_layout()
     fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
