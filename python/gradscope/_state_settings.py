@@ -67,44 +67,36 @@ def _check_history(history):
         raise ValueError(f"history must be >= 1 (steps kept in state.steps), got {history!r}")
 
 
-def _real(name):
-    """A row's conversion to float: a real number (not a bool, not text), else a TypeError."""
+def _typed(name, accepts, kind, to=lambda value: value):
+    """A row's conversion: the value as `to` makes it when `accepts` it, else a TypeError naming the
+    row and what it takes (`kind`). A bool is no number here, and text is no number either."""
 
     def convert(value):
-        if isinstance(value, bool) or not isinstance(value, numbers.Real):
-            raise TypeError(f"{name} must be a real number, got {type(value).__name__} {value!r}")
-        return float(value)
+        if not accepts(value):
+            raise TypeError(f"{name} must be {kind}, got {type(value).__name__} {value!r}")
+        return to(value)
 
     return convert
+
+
+def _number(value, kind):
+    return isinstance(value, kind) and not isinstance(value, bool)
+
+
+def _real(name):
+    return _typed(name, lambda v: _number(v, numbers.Real), "a real number", float)
 
 
 def _whole(name):
-    """A row's conversion to int: a whole number (not a bool, not a float, not text), else a TypeError."""
-
-    def convert(value):
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-            raise TypeError(f"{name} must be a whole number, got {type(value).__name__} {value!r}")
-        return int(value)
-
-    return convert
+    return _typed(name, lambda v: _number(v, numbers.Integral), "a whole number", int)
 
 
 def _text(name):
-    def convert(value):
-        if not isinstance(value, str):
-            raise TypeError(f"{name} must be a string, got {type(value).__name__} {value!r}")
-        return value
-
-    return convert
+    return _typed(name, lambda v: isinstance(v, str), "a string")
 
 
 def _switch(name):
-    def convert(value):
-        if not isinstance(value, bool):
-            raise TypeError(f"{name} must be True or False, got {type(value).__name__} {value!r}")
-        return value
-
-    return convert
+    return _typed(name, lambda v: isinstance(v, bool), "True or False")
 
 
 def _option_texts(options):
