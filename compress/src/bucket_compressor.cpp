@@ -346,7 +346,7 @@ void BucketCompressor::settle(detail::Unsettled& u, bool throw_here) {
     s.selected += r->sent;
     s.bytes_sent += 8 * r->sent;  // pairs as they are: 4-byte index, 4-byte value
     s.stages = std::max(s.stages, int(r->selection.stages));
-    s.corrected += r->selection.corrected;
+    s.corrected += r->selection.corrected != 0 ? 1 : 0;
     s.exact += r->selection.exact;
     if (!std::isnan(r->selection.estimate)) {
       s.estimate_n += n;

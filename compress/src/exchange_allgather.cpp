@@ -66,7 +66,16 @@ class AllgatherExchange final : public BucketExchange {
   bool device(BucketWork& w, const DeviceBucket& b, TimedCollectives& comm, DeviceCollectives* device_comm,
               StepStats& s) override {
     Compressor& c = w.c;
-    const float* acc = w.resident->accumulate(w.slot, b.data, b.n);
+    // The bucket is left holding zeros, where its update is summed; with device collectives the
+    // step's skip flag is cleared in the same pass, by the step's first bucket.
+    std::int32_t* clear = nullptr;
+    if (device_comm) {
+      StepLedger& ledger = w.ledger;
+      if (!ledger.step_skip.data()) ledger.step_skip = w.ops->ints(1);
+      if (!ledger.step_skip_clear) clear = ledger.step_skip.data();
+      ledger.step_skip_clear = true;
+    }
+    const float* acc = w.resident->accumulate_clearing(w.slot, b.data, b.n, clear);
     if (device_comm) return pairs_on_device(w, b, acc, comm, *device_comm, s);
     // Through the host (Gloo): the selection and its report come to the host once, to be encoded.
     Compressed mine = c.compress_resident(acc, b.n, w.tensor);
@@ -108,9 +117,6 @@ class AllgatherExchange final : public BucketExchange {
     const std::uint64_t twice_k = 2 * fitting::target_count(b.n, c.density());
     const std::uint64_t capacity = std::min<std::uint64_t>(b.n, std::max<std::uint64_t>(1, twice_k));
     const auto workers = std::uint64_t(comm.world_size());
-    if (!ledger.step_skip.data()) ledger.step_skip = ops.ints(1);
-    if (!ledger.step_skip_clear) ops.fill(ledger.step_skip.data(), 0, 1);
-    ledger.step_skip_clear = true;
     const ResidentResiduals::Room& room = w.resident->gather_room(w.slot, capacity, workers);
     std::int32_t* const send_idx = room.send_idx.data();
     float* const send_val = room.send_val.data();
@@ -118,11 +124,10 @@ class AllgatherExchange final : public BucketExchange {
     ops.pack_pairs(sel.indices, sel.values, sel.report, capacity, send_idx, send_val);
     comm.timed(
         [&] { device_comm.allgather(send_idx, send_val, capacity + 1, room.idx_all.data(), room.val_all.data()); });
-    ops.add_gathered(b.data, b.n, room.idx_all.data(), room.val_all.data(), capacity, int(workers), bucket_skip,
-                     ledger.step_skip.data());
-    w.resident->zero_sent(w.slot, send_idx, capacity, bucket_skip);
+    ops.add_gathered_onto_zeros(b.data, b.n, room.idx_all.data(), room.val_all.data(), capacity, int(workers),
+                                bucket_skip, ledger.step_skip.data());
     kernels::ExchangeReport* report = ledger.next_report(ops);
-    ops.report_exchange(sel.report, send_idx, capacity, bucket_skip, report);
+    w.resident->zero_sent_and_report(w.slot, send_idx, capacity, bucket_skip, sel.report, report);
     ledger.reports.push_back({report, b.n});
     s.n += b.n;
     s.gathered_bytes += 8 * (capacity + 1);
@@ -154,8 +159,8 @@ class AllgatherExchange final : public BucketExchange {
         w.resident->upload_room(w.slot, most, 2 * fitting::target_count(b.n, w.run.density()));
     std::int32_t* const up_idx = room.up_idx.data();
     float* const up_val = room.up_val.data();
-    // As Compressor::aggregate: zeros, every worker's pairs in rank order, then the mean.
-    ops.fill(b.data, 0.0f, b.n);
+    // As Compressor::aggregate: zeros (the bucket's, left by accumulate_clearing), every worker's
+    // pairs in rank order, then the mean.
     for (int r = 0; r < comm.world_size(); ++r) {
       if (r == comm.rank()) {
         ops.scatter_add(b.data, sel.indices, sel.values, sel.count);

@@ -74,28 +74,41 @@ std::vector<float> ResidentResiduals::read(const std::string& slot, std::uint64_
   return v;
 }
 
-const float* ResidentResiduals::accumulate(const std::string& slot, const float* g, std::uint64_t n) {
+ResidentResiduals::Slot& ResidentResiduals::pending_slot(const std::string& slot, std::uint64_t n) {
   Slot& s = at(slot);
   if (s.e.size() != n)
     throw Error("device residuals: '" + slot + "' had " + std::to_string(s.e.size()) + " elements, now " +
                 std::to_string(n));
   if (s.acc.size() != n) s.acc = ops_.floats(n);
-  ops_.add(g, s.e.data(), s.acc.data(), n);
   s.pending = true;
+  return s;
+}
+
+const float* ResidentResiduals::accumulate(const std::string& slot, const float* g, std::uint64_t n) {
+  Slot& s = pending_slot(slot, n);
+  ops_.add(g, s.e.data(), s.acc.data(), n);
   return s.acc.data();
+}
+
+const float* ResidentResiduals::accumulate_clearing(const std::string& slot, float* g, std::uint64_t n,
+                                                    std::int32_t* flag) {
+  Slot& s = pending_slot(slot, n);
+  ops_.add_and_clear(g, s.e.data(), s.acc.data(), n, flag);
+  return s.acc.data();
+}
+
+void ResidentResiduals::zero_sent_and_report(const std::string& slot, const std::int32_t* send_idx,
+                                             std::uint64_t capacity, const std::int32_t* skip,
+                                             const kernels::SelectionReport* report, kernels::ExchangeReport* host) {
+  Slot& s = at(slot);
+  if (!s.pending) throw Error("device residuals: zero_sent('" + slot + "') without accumulate()");
+  ops_.zero_sent_and_report(s.acc.data(), send_idx, capacity, skip, report, host);
 }
 
 void ResidentResiduals::zero_sent(const std::string& slot, const std::int32_t* idx, std::uint64_t k) {
   Slot& s = at(slot);
   if (!s.pending) throw Error("device residuals: zero_sent('" + slot + "') without accumulate()");
   if (k > 0) ops_.zero_at(s.acc.data(), idx, k);
-}
-
-void ResidentResiduals::zero_sent(const std::string& slot, const std::int32_t* send_idx, std::uint64_t capacity,
-                                  const std::int32_t* skip) {
-  Slot& s = at(slot);
-  if (!s.pending) throw Error("device residuals: zero_sent('" + slot + "') without accumulate()");
-  ops_.zero_sent(s.acc.data(), send_idx, capacity, skip);
 }
 
 void ResidentResiduals::commit_unless(const std::string& slot, const std::int32_t* skip) {

@@ -68,11 +68,16 @@ class ResidentResiduals final : public ResidualSlots {
 
   // acc = g + e (g: n floats on the device); returns acc.
   const float* accumulate(const std::string& slot, const float* g, std::uint64_t n);
+  // The same, leaving zeros in g (where the bucket's update is summed next) and *flag = 0 where
+  // flag is given, in the same pass.
+  const float* accumulate_clearing(const std::string& slot, float* g, std::uint64_t n, std::int32_t* flag);
   // acc[idx[j]] = 0 for the k indices sent (device memory).
   void zero_sent(const std::string& slot, const std::int32_t* idx, std::uint64_t k);
-  // The same for the pairs a send buffer sent (VectorOps::pack_pairs), unless *skip (device memory).
-  void zero_sent(const std::string& slot, const std::int32_t* send_idx, std::uint64_t capacity,
-                 const std::int32_t* skip);
+  // The same for the pairs a send buffer sent (VectorOps::pack_pairs), unless *skip (device
+  // memory), and the bucket's report written to host memory (VectorOps::zero_sent_and_report).
+  void zero_sent_and_report(const std::string& slot, const std::int32_t* send_idx, std::uint64_t capacity,
+                            const std::int32_t* skip, const kernels::SelectionReport* report,
+                            kernels::ExchangeReport* host);
   void commit(const std::string& slot);
   // commit(), or discard() where *skip (device memory): decided on the device.
   void commit_unless(const std::string& slot, const std::int32_t* skip);
@@ -98,6 +103,8 @@ class ResidentResiduals final : public ResidualSlots {
   void grow(kernels::DeviceArray<T>& a, std::uint64_t n);
   Slot& at(const std::string& slot);
   const Slot& at(const std::string& slot) const;
+  // The slot of n elements with its accumulator made, marked pending (its e checked against n).
+  Slot& pending_slot(const std::string& slot, std::uint64_t n);
   // e of `slot` while no step is pending on it (gs::Error otherwise), with [from, from + count) in it.
   float* residual_at(const std::string& slot, std::uint64_t from, std::uint64_t count);
 

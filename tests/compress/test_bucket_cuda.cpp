@@ -118,11 +118,12 @@ TEST(CudaBucket, DeviceWorkIsWhatItsHostTwinCounts) {
       EXPECT_EQ(gpu[s].allocations, twin[s].allocations) << "step " << s;
       EXPECT_EQ(gpu[s].events_created, twin[s].events_created) << "step " << s;
       // the candidates' passes go with the data, which the GPU's sums round otherwise; a gated pass
-      // (the radix select's histograms) is counted by the twin where its gate was open, which the
-      // CUDA backend, queueing it, cannot see: it counts none of it
+      // (the radix select's histograms, every select_then) is counted by the twin where its gate was
+      // open, which the CUDA backend, queueing it, cannot see: it counts none of it
       EXPECT_LE(double(gpu[s].elements_passed), double(twin[s].elements_passed) + 0.01 * double(gpu[s].n));
-      EXPECT_GE(double(gpu[s].elements_passed), double(twin[s].elements_passed) - 3.01 * double(gpu[s].n))
-          << "no more than the three histograms of one radix select over the bucket apart";
+      EXPECT_GE(double(gpu[s].elements_passed), double(twin[s].elements_passed) - 6.01 * double(gpu[s].n))
+          << "no more than a bucket's selections (two, and an exact top-k's three histograms and one "
+             "selection) apart";
     }
   }
 }

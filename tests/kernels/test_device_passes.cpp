@@ -172,6 +172,104 @@ TEST(CudaHostDevice, SelectionsReuseTheirWorkspace) {
       << "sidco-topk's n candidates come from the workspace";
 }
 
+// select_then's contract (passes.hpp) on cuda-host: values above `above` taken, values equal to
+// `tie` kept while fewer than `limit` came before, in index order; weights summed over every value
+// read.
+struct TestSel {
+  const float* x;
+  std::uint64_t n;
+  bool on;
+  float above, tie;
+  std::uint64_t limit;
+  struct Bound {
+    bool on;
+    std::uint64_t len;
+    const float* x;
+    float above, tie;
+    std::uint64_t lim;
+    unsigned flags(std::uint64_t i) const {
+      return x[i] > above ? portable::kTake : (x[i] == tie ? portable::kTie : 0u);
+    }
+    std::uint64_t tie_limit() const { return lim; }
+    std::int64_t index(std::uint64_t i) const { return std::int64_t(i); }
+    float value(std::uint64_t i) const { return x[i]; }
+    double weight(std::uint64_t i) const { return double(x[i]); }
+  };
+  Bound bind() const { return {on, n, x, above, tie, limit}; }
+};
+
+TEST(CudaHostDevice, SelectThenKeepsTheOrderTheTiesLimitAndTheCapacity) {
+  HostPrims p;
+  const std::uint64_t n = 50000;
+  std::vector<float> x(n);
+  for (std::uint64_t i = 0; i < n; ++i) x[i] = float((i * 7919) % 100);  // 0..99, each 500 times
+  portable::SelectRoomBuffers<HostPrims> room;
+  room.reserve(p, n);
+  const auto run = [&](const TestSel& sel, std::uint64_t capacity, std::vector<std::int32_t>& out, std::uint64_t& count,
+                       double& weight, std::uint64_t& then_count) {
+    out.assign(n, -1);
+    std::vector<float> values(n, -1.0f);
+    p.select_then(n, sel, out.data(), values.data(), capacity, &count, &weight, room.next(),
+                  [&](std::uint64_t m) { then_count = m; });
+    for (std::uint64_t j = 0; j < n && out[j] >= 0; ++j) EXPECT_EQ(values[j], x[std::size_t(out[j])]) << j;
+  };
+  // The reference: in index order, every value above 97, and the first 123 values of 97.
+  std::vector<std::int32_t> want;
+  std::uint64_t ties = 0;
+  double sum = 0.0;
+  for (std::uint64_t i = 0; i < n; ++i) {
+    sum += x[i];
+    if (x[i] > 97.0f || (x[i] == 97.0f && ties++ < 123)) want.push_back(std::int32_t(i));
+  }
+  std::vector<std::int32_t> out;
+  std::uint64_t count = 0, then_count = 7;
+  double weight = 0.0;
+  run({x.data(), n, true, 97.0f, 97.0f, 123}, n, out, count, weight, then_count);
+  ASSERT_EQ(count, want.size());
+  EXPECT_EQ(count, 1000u + 123u);
+  EXPECT_EQ(then_count, count);
+  EXPECT_EQ(std::vector<std::int32_t>(out.begin(), out.begin() + std::ptrdiff_t(count)), want);
+  EXPECT_EQ(out[count], -1) << "nothing written past the count";
+  EXPECT_DOUBLE_EQ(weight, sum);
+  // A capacity below the count: the first `capacity` written, the full count reported.
+  run({x.data(), n, true, 97.0f, 97.0f, 123}, 100, out, count, weight, then_count);
+  EXPECT_EQ(count, want.size());
+  EXPECT_EQ(std::vector<std::int32_t>(out.begin(), out.begin() + 100),
+            std::vector<std::int32_t>(want.begin(), want.begin() + 100));
+  EXPECT_EQ(out[100], -1);
+  // Closed: nothing read or written, the count left as it was, then(0).
+  const gs::kernels::DeviceWork w0 = gs::kernels::device_work();
+  count = 42;
+  run({x.data(), n, false, 97.0f, 97.0f, 123}, n, out, count, weight, then_count);
+  const gs::kernels::DeviceWork w = gs::kernels::device_work() - w0;
+  EXPECT_EQ(count, 42u);
+  EXPECT_EQ(then_count, 0u);
+  EXPECT_EQ(out[0], -1);
+  EXPECT_EQ(w.launches, 1u);
+  EXPECT_EQ(w.elements_passed, 0u);
+}
+
+TEST(CudaHostDevice, SelectThenReadsAChunkAgainOnlyWhereItsHitsOverflowTheBlocksRoom) {
+  HostPrims p;                                               // a 2-SM device's grid: 16 blocks
+  const std::uint64_t n = 16 * 2 * portable::kSelectStaged;  // chunks of twice the hits a block keeps
+  std::vector<float> x(n, 1.0f);
+  portable::SelectRoomBuffers<HostPrims> room;
+  room.reserve(p, n);
+  std::vector<std::int32_t> out(n);
+  std::uint64_t count = 0;
+  const auto elements = [&](float above) {
+    const gs::kernels::DeviceWork w0 = gs::kernels::device_work();
+    p.select_then(n, TestSel{x.data(), n, true, above, -1.0f, 0}, out.data(), static_cast<float*>(nullptr), n, &count,
+                  static_cast<double*>(nullptr), room.next(), portable::NoStep{});
+    return (gs::kernels::device_work() - w0).elements_passed;
+  };
+  EXPECT_EQ(elements(2.0f), n) << "no hits: one read";
+  EXPECT_EQ(count, 0u);
+  EXPECT_EQ(elements(0.0f), 2 * n) << "every value a hit: each block reads its chunk again";
+  EXPECT_EQ(count, n);
+  for (std::uint64_t j = 0; j < n; ++j) ASSERT_EQ(out[j], std::int32_t(j));
+}
+
 TEST(CudaHostDevice, CompressorsLetDeviceErrorsThroughAndFallBackOnlyOnDegenerateVectors) {
   const auto g = make_data(Shape::laplace, 100000, 14);
   for (const char* method : {"sidco-e", "sidco-topk", "dgc", "gaussianksgd"}) {

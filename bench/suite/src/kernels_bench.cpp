@@ -155,7 +155,7 @@ void device_ops(const std::vector<float>& g, Ops& ops) {
   ops.sidco_topk = [p, n](double d, Selection<std::int32_t>& out) {
     return cuda::sidco_topk(p, n, d, 2, out, nullptr);
   };
-  ops.topk_passes = 3;
+  ops.topk_passes = 5;  // the finite count, three digits, the selection
   std::shared_ptr<Selector> selector = make_selector(BackendKind::cuda, nullptr);
   ops.resident = [selector, p, n](const SelectRequest& r) {
     selector->select(p, n, r);
@@ -174,8 +174,9 @@ void device_ops(const std::vector<float>& g, Ops& ops) {
 
 // The same operations on the cuda-host backend: the CUDA backend's code on the host, run once to
 // count what each call queues (its times are the host's, not a GPU's: the rows give the ledger and
-// the cost model's time).
+// the cost model's time), on the grid of the model's device.
 void cuda_host_ops(const std::vector<float>& g, Ops& ops) {
+  cuda_host::set_multiprocessors(kernels::kModelMultiprocessors);
   const std::uint64_t n = g.size();
   auto buffers = std::make_shared<std::pair<std::vector<std::int32_t>, std::vector<float>>>(n, n);
   const float* p = g.data();
@@ -189,7 +190,7 @@ void cuda_host_ops(const std::vector<float>& g, Ops& ops) {
   ops.topk = [p, n, pi, pv](std::uint64_t k) { cuda_host::topk(p, n, k, pi, pv); };
   ops.passes = cuda_host::make_passes(p, n);
   ops.sidco_topk = [p, n](double d, Selection<std::int32_t>& out) { return cuda_host::sidco_topk(p, n, d, 2, out); };
-  ops.topk_passes = 3;
+  ops.topk_passes = 5;  // the finite count, three digits, the selection
   std::shared_ptr<Selector> selector = cuda_host::make_selector();
   ops.resident = [selector, p, n](const SelectRequest& r) { selector->select(p, n, r); };
   ops.resident_report = [selector] {
@@ -311,15 +312,15 @@ void time_density(const KernelBenchConfig& config, Ops& ops, const std::vector<f
     emit_resident(
         "topk:resident", ops, n, delta, t, read_ms, 0, [](const SelectionReport&) { return 1 + kRadixTopkReads; },
         emit);  // the finite count first
-    // sidco-topk as the compressors run it: the finite count, the candidates above the sample's
-    // bound, and g's own exact top-k where the bound did not hold.
+    // sidco-topk as the compressors run it: the candidates above the sample's bound (the finite
+    // count in the same read), and g's own exact top-k where the bound did not hold.
     r.rule = SelectRequest::Rule::sidco_topk;
     r.density = delta;
     r.stages = 2;
     t = time_ms(repeats, [&] { ops.resident(r); });
     emit_resident(
         "sidco-topk:resident", ops, n, delta, t, read_ms, 2,
-        [](const SelectionReport& rep) { return 2 + (rep.corrected ? kRadixTopkReads : 0); }, emit);
+        [](const SelectionReport& rep) { return 1 + (rep.corrected ? kRadixTopkReads : 0); }, emit);
   }
   if (config.baselines && config.backend == BackendKind::cpu) {
     // The common exact top-k: magnitudes copied, nth_element, then a compaction at the k-th.

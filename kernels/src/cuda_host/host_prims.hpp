@@ -21,6 +21,7 @@
 
 #include "../portable/bodies.hpp"
 #include "gs/base/error.hpp"
+#include "gs/kernels/cuda_host.hpp"
 #include "gs/kernels/device.hpp"
 #include "gs/kernels/vector_ops.hpp"
 #include "runtime.hpp"
@@ -64,8 +65,9 @@ class HostPrims {
  public:
   static constexpr std::uint64_t kThreads = 256;  // per block, as the CUDA backend
 
-  // The SMs of the device whose grid the hand-written kernels' twins run: a small GPU's (2).
-  HostPrims() = default;
+  // The SMs of the device whose grid the hand-written kernels' twins run: a small GPU's (2), unless
+  // set_multiprocessors() said otherwise.
+  HostPrims() : sms_(multiprocessors()) {}
   explicit HostPrims(int multiprocessors) : sms_(multiprocessors) {}
 
   // Memory of the device current when it was made (runtime().remember), uninitialized.
@@ -271,8 +273,61 @@ class HostPrims {
     return read(count.data());
   }
 
+  // select_then_kernel's twin: one launch. Open, each block of the grid takes a chunk of the len
+  // elements in order; its hits' positions are kept (kSelectStaged at most, else the block reads
+  // its chunk again: counted); the count, positions and values are the kernel's; the weight is
+  // summed in index order (the kernel's trees may round its last bits otherwise). Closed, nothing
+  // read or written. then(count) after either.
+  template <class Sel, class Index, class Then>
+  void select_then(std::uint64_t n, const Sel& sel, Index* out, float* values, std::uint64_t capacity,
+                   std::uint64_t* count, double* weight, const portable::SelectRoom& room, const Then& then) const {
+    runtime().note_work();
+    const std::uint64_t grid = grid_for(std::max<std::uint64_t>(n, 1));
+    if (room.blocks < grid || room.epoch == 0 || room.ticket[0] != 0 || room.ticket[1] != 0)
+      throw std::logic_error("select_then: its room is not reserved for this grid, or a call left it dirty");
+    const auto b = sel.bind();
+    if (!b.on) {
+      work::launch(grid, kThreads);  // every block reads the gate and counts itself done
+      then(std::uint64_t{0});
+      return;
+    }
+    const std::uint64_t len = std::min(n, b.len), chunk = (len + grid - 1) / grid;
+    const std::uint64_t r = b.tie_limit();
+    std::uint64_t taken = 0, ties = 0, read = len, m = 0;
+    double total = 0.0;
+    for (std::uint64_t blk = 0; blk < grid; ++blk) {
+      const std::uint64_t begin = std::min(len, blk * chunk), end = std::min(len, begin + chunk);
+      std::uint64_t hits = 0;
+      double w = 0.0;
+      for (std::uint64_t i = begin; i < end; ++i) {
+        const unsigned f = b.flags(i);
+        w += b.weight(i);
+        if (!f) continue;
+        ++hits;
+        const bool take = (f & portable::kTake) || ties < r;
+        const std::uint64_t pos = taken + std::min(ties, r);
+        if (take && pos < capacity) {
+          out[pos] = Index(b.index(i));
+          if (values) values[pos] = b.value(i);
+        }
+        if (f & portable::kTake)
+          ++taken;
+        else
+          ++ties;
+      }
+      if (hits > portable::kSelectStaged) read += end - begin;
+      room.published[blk] = room.epoch;  // as the device leaves it
+      total += w;
+    }
+    m = taken + std::min(ties, r);
+    work::launch(grid, kThreads, read);
+    *count = m;
+    if (weight) *weight = total;
+    then(m);
+  }
+
   // gated_histogram_kernel's twin: one launch; where the gate is open, the counts, their copy
-  // zeroed for the next pass and then(copy); else nothing read.
+  // zeroed for the next pass and then(copy); else nothing read. Counted: the digit's extent.
   template <class Digit, class Then>
   void gated_histogram_then(std::uint64_t n, const Digit& digit, int bins, unsigned long long* counts,
                             const std::int32_t* gate, std::int32_t open, std::uint32_t* done, const Then& then) const {
@@ -284,8 +339,8 @@ class HostPrims {
       return;
     }
     if (*done != 0) throw std::logic_error("gated_histogram_then: its count of blocks done is not 0");
-    work::launch(grid_for(n), kThreads, n);
-    for (std::uint64_t i = 0; i < n; ++i) {
+    work::launch(grid_for(n), kThreads, portable::digit_extent(digit, n));
+    for (std::uint64_t i = 0, len = portable::digit_extent(digit, n); i < len; ++i) {
       const int d = digit(i);
       if (d >= 0 && d < bins) ++counts[d];
     }

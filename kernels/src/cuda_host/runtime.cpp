@@ -1,6 +1,12 @@
 // The cuda-host backend's fake devices (runtime.hpp), and the cuda_host entry points over them.
 #include "runtime.hpp"
 
+#include <atomic>
+#include <string>
+
+#include "gs/base/error.hpp"
+#include "gs/kernels/cuda_host.hpp"
+
 #include "staging.hpp"
 
 #include <algorithm>
@@ -23,6 +29,16 @@ int device_of_stream(StreamHandle s) {
 
 }  // namespace
 
+namespace {
+std::atomic<int> emulated_sms{2};
+}  // namespace
+
+void set_multiprocessors(int sms) {
+  if (sms < 1) throw gs::Error("cuda-host: a device has at least one multiprocessor (got " + std::to_string(sms) + ")");
+  emulated_sms = sms;
+}
+int multiprocessors() { return emulated_sms; }
+
 thread_local int HostRuntime::current_ = 0;
 
 DeviceProperties HostRuntime::properties(int device) {
@@ -30,7 +46,7 @@ DeviceProperties HostRuntime::properties(int device) {
   p.name = "cuda-host device " + std::to_string(device);
   p.major = 9;
   p.minor = 0;
-  p.multiprocessors = 2;  // the grid HostPrims emulates
+  p.multiprocessors = multiprocessors();  // the grid HostPrims emulates
   p.kernel_image = true;
   p.memory_pools = true;
   return p;

@@ -236,6 +236,17 @@ struct AddBody {  // out = a + b, one float add per element (as the host's resid
   float* out;
   GS_HD void operator()(std::uint64_t i) const { out[i] = a[i] + b[i]; }
 };
+struct AddAndClear {  // out = a + b, then a = 0; the flag cleared by thread 0 where given
+  float* a;
+  const float* b;
+  float* out;
+  std::int32_t* flag;
+  GS_HD void operator()(std::uint64_t i) const {
+    out[i] = a[i] + b[i];
+    a[i] = 0.0f;
+    if (flag && i == 0) *flag = 0;
+  }
+};
 template <class T>
 struct FillBody {
   T* v;
@@ -270,5 +281,39 @@ struct BoundedStore {
     if (static_cast<std::uint64_t>(j) < capacity) out[j] = i;
   }
 };
+
+// What select_then keeps between calls on one device (its buffers zeroed when made): per block of
+// its grid, the counts it published (SelectCounts), the epoch that says they are this call's,
+// and its weight; the blocks' tickets and their count done (0 between calls, as each call leaves
+// them). Each block keeps the positions of its chunk's hits in shared memory, up to
+// kSelectStaged; a block with more reads its chunk again to write them.
+inline constexpr std::uint64_t kSelectStaged = 4096;
+// The elements a gated histogram's digit reads where its gate is open: its extent() where it has
+// one (read on the device, once a thread), else n.
+template <class Digit>
+GS_HD std::uint64_t digit_extent(const Digit& digit, std::uint64_t n) {
+  if constexpr (requires { digit.extent(); }) {
+    const std::uint64_t e = digit.extent();
+    return e < n ? e : n;
+  } else {
+    return n;
+  }
+}
+// A block's or a prefix's counts of taken and tied elements (select_then).
+struct SelectCounts {
+  unsigned long long taken = 0, ties = 0;
+  GS_HD SelectCounts operator+(const SelectCounts& o) const { return {taken + o.taken, ties + o.ties}; }
+};
+struct SelectRoom {
+  SelectCounts* counts = nullptr;
+  std::uint32_t* published = nullptr;
+  double* weights = nullptr;
+  std::uint32_t* ticket = nullptr;  // ticket[0]: the blocks' tickets, ticket[1]: the blocks done
+  std::uint64_t blocks = 0;
+  std::uint32_t epoch = 0;
+};
+// What a selection's flags(i) says of element i (select_then): taken, or a tie, taken while fewer
+// than its tie limit came before it.
+inline constexpr unsigned kTake = 1u, kTie = 2u;
 
 }  // namespace gs::kernels::portable

@@ -40,21 +40,15 @@ struct GatheredSkip {  // a worker that sent -1 met NaN or Inf: every worker ski
   int workers;
   std::int32_t* bucket_skip;
   std::int32_t* step_skip;
-  GS_HD void operator()(std::uint64_t) const {
+  GS_HD bool any() const {
     bool any = false;
     for (int r = 0; r < workers; ++r) any = any || idx_all[std::uint64_t(r) * stride] < 0;
-    *bucket_skip = any ? 1 : 0;
-    if (any) *step_skip = 1;
+    return any;
   }
-};
-// The bucket's sum starts at zeros (as Compressor::aggregate), and its skip is decided by the
-// element 0's thread on the way.
-struct ZerosAndSkip {
-  float* out;
-  GatheredSkip skip;
-  GS_HD void operator()(std::uint64_t i) const {
-    if (i == 0) skip(0);
-    out[i] = 0.0f;
+  GS_HD void operator()(std::uint64_t) const {
+    const bool skip = any();
+    *bucket_skip = skip ? 1 : 0;
+    if (skip) *step_skip = 1;
   }
 };
 struct AddSent {  // one worker's pairs into out (distinct indices: no two threads meet)
@@ -74,6 +68,20 @@ struct ZeroSent {
   GS_HD void operator()(std::uint64_t j) const {
     if (*bucket_skip || std::int64_t(j) >= std::int64_t(send_idx[0])) return;
     acc[send_idx[1 + j]] = 0.0f;
+  }
+};
+// The first worker's pairs into out, the bucket's skip decided by every thread from the gathered
+// counts (a worker that sent -1), written by thread 0 for the launches after it.
+struct AddFirstSent {
+  float* out;
+  const std::int32_t* idx_all;
+  const float* val_all;
+  std::uint64_t capacity;
+  GatheredSkip skip;
+  GS_HD void operator()(std::uint64_t j) const {
+    if (j == 0) skip(0);
+    if (skip.any() || j >= capacity || std::int64_t(j) >= std::int64_t(idx_all[0])) return;
+    out[idx_all[1 + j]] += val_all[1 + j];
   }
 };
 struct RestoreIf {
@@ -97,6 +105,17 @@ struct ReportExchange {
     e.overflow = report->count > capacity ? report->count - capacity : 0;
     e.skipped = *bucket_skip;
     *out = e;
+  }
+};
+
+// ZeroSent over the send buffer's slots, and the bucket's report by the first thread.
+struct ZeroSentAndReport {
+  ZeroSent zero;
+  ReportExchange report;
+  std::uint64_t capacity;
+  GS_HD void operator()(std::uint64_t j) const {
+    if (j == 0) report(0);
+    if (j < capacity) zero(j);
   }
 };
 

@@ -25,10 +25,20 @@
 //                                       first `capacity` of them written; returns the full count
 //   select_into(n, pred, out, capacity, Count* count)   the same, the count left in device memory
 //   select_from(in, m, pred, out, capacity)    the same over a list of indices
+//   select_then(n, sel, out, values, capacity, count, weight, room, then)   one launch: where
+//                                       sel.bind().on (read on the device), a stable selection of
+//                                       the i < len (bind().len <= n) that flags(i) takes (kTake, or
+//                                       kTie while fewer than tie_limit() ties came before i):
+//                                       out[j] = index(i), values[j] = value(i) (when values) for
+//                                       j < capacity, *count = the full count, *weight = the sum of
+//                                       weight(i) over every i read; closed, nothing is read or
+//                                       written; then(count) on one thread after either (room:
+//                                       SelectRoom, from a SelectRoomBuffers reserved for n)
 //   gated_histogram_then(n, digit, bins, counts, gate, open, done, then)   where *gate == open (read
 //                                       on the device): counts[b] = #{i < n : digit(i) == b}, b < bins
 //                                       (zeros before, zeros after), then(those counts) on one
-//                                       thread, in one launch; else nothing is read (bins <= kBins)
+//                                       thread, in one launch; else nothing is read (bins <= kBins;
+//                                       digit.extent(): the elements it reads, <= n)
 //   sort_keys(in, out, m, begin_bit, end_bit, descending)            radix order, stable
 //   sort_pairs(kin, kout, vin, vout, m, begin_bit, end_bit, descending)
 //   log_histogram(g, n, LogSlots, counts)  counts[slot(g[i])] += 1
@@ -53,6 +63,36 @@ namespace gs::kernels::portable {
 
 template <class P, class T>
 using Buffer = typename P::template Buffer<T>;
+
+// select_then's room (SelectRoom, bodies.hpp) on one device, its buffers zeroed when made.
+template <class P>
+struct SelectRoomBuffers {
+  Buffer<P, SelectCounts> counts;
+  Buffer<P, std::uint32_t> published, ticket;
+  Buffer<P, double> weights;
+  std::uint32_t epoch = 0;
+
+  // Room for selections over up to n elements (grown, never shrunk; nothing made once large enough).
+  void reserve(P& p, std::uint64_t n) {
+    const std::uint64_t blocks = std::uint64_t(p.grid_for(std::max<std::uint64_t>(n, 1)));
+    if (published.size() < blocks) {
+      counts = p.template alloc<SelectCounts>(blocks);
+      weights = p.template alloc<double>(blocks);
+      published = p.template alloc<std::uint32_t>(blocks);
+      p.zero(published.data(), blocks);
+      epoch = 0;
+    }
+    if (ticket.size() < 2) {
+      ticket = p.template alloc<std::uint32_t>(2);
+      p.zero(ticket.data(), 2);
+    }
+  }
+  // A call's view: a new epoch (never 0, which the buffers hold when made).
+  SelectRoom next() {
+    if (++epoch == 0) epoch = 1;
+    return {counts.data(), published.data(), weights.data(), ticket.data(), published.size(), epoch};
+  }
+};
 
 // ---- one-read passes ---------------------------------------------------------------------------
 
@@ -129,29 +169,34 @@ std::uint64_t compact_above(P& p, const float* g, std::uint64_t n, double thresh
   return m;
 }
 
-// Radix select of the k-th largest key of x (len values) in `mode` (resident_bodies.hpp): three
+// Radix select of the k-th largest key of the source in `mode` (resident_bodies.hpp): three
 // histogram passes, one per digit, each ended by its last block's step that finds the digit of the
-// k-th key: three launches. A pass whose mode is off reads nothing (its gate is the state's mode,
-// read on the device). hist: kBins zeros, left so. Everything stays on the device.
-template <class P>
-void radix_select(P& p, ResidentState* st, unsigned long long* hist, const float* x, std::uint64_t len,
-                  std::int32_t mode) {
-  for (int d = 0; d < kRadixDigits; ++d)
-    p.gated_histogram_then(len, RadixDigit{x, st, d, mode}, radix_bins(d), hist, &st->mode, mode, &st->reduce_done,
-                           RadixStepFrom{st, d, mode});
+// k-th key (the last digit's followed by `last`): three launches. A pass whose mode is off reads
+// nothing (its gate is the state's mode, read on the device). hist: kBins zeros, left so.
+// Everything stays on the device.
+template <class P, class Last = NoStep>
+void radix_select(P& p, ResidentState* st, unsigned long long* hist, const TopkSource& src, std::int32_t mode,
+                  Last last = {}) {
+  for (int d = 0; d < kRadixDigits; ++d) {
+    const RadixDigit digit{src, st, d, mode};
+    if (d + 1 < kRadixDigits)
+      p.gated_histogram_then(src.len, digit, radix_bins(d), hist, &st->mode, mode, &st->reduce_done,
+                             RadixStepFrom{st, d, mode});
+    else
+      p.gated_histogram_then(src.len, digit, radix_bins(d), hist, &st->mode, mode, &st->reduce_done,
+                             RadixStepThen<Last>{RadixStepFrom{st, d, mode}, last});
+  }
 }
 
-// g's exact top-k when the decisions so far chose it (mode topk; k in st->topk_k): the k-th
-// largest key, the lowest-index ties at it up to the rank wanted (ties: room for k), then one
-// selection of the keys above it and those ties into out (count in st->picked). Reads g five
-// times when it runs, none otherwise.
-template <class P, class Index>
-void exact_topk(P& p, ResidentState* st, unsigned long long* hist, const float* g, std::uint64_t n, Index* ties,
-                std::uint64_t ties_room, Index* out, std::uint64_t room) {
-  radix_select(p, st, hist, g, n, kModeTopk);
-  p.select_into(n, TieAt{g, st}, ties, ties_room, &st->ties);
-  p.for_each(1, LastTie<Index>{ties, st});
-  p.select_into(n, TopkAt{g, st}, out, room, &st->picked);
+// The source's exact top-k when the decisions so far chose it (mode topk; k in st->topk_k): the
+// k-th largest key, then one selection of the keys above it and the lowest-index ties at it up to
+// the rank wanted (out, values: room for `room`; count in st->picked), followed by `then`. Reads
+// the source four times when it runs, none otherwise: four launches.
+template <class P, class Index, class Then = NoStep>
+void exact_topk(P& p, ResidentState* st, unsigned long long* hist, const TopkSource& src, Index* out, float* values,
+                std::uint64_t room, const SelectRoom& sroom, Then then = {}) {
+  radix_select(p, st, hist, src, kModeTopk);
+  p.select_then(src.len, TopkSel{src, st}, out, values, room, &st->picked, &st->weight, sroom, then);
 }
 
 // Every finite x counted into st->counted; TakeFinite reports the non-finite and starts the rule,
@@ -172,8 +217,8 @@ inline ResidentState topk_state(std::uint64_t n, std::uint64_t k) {
 }
 
 // Exactly k indices (ascending) and values: key > T, plus the lowest-index ties at T. gs::Error
-// when k exceeds the finite elements. passes: 6 (the finite count, three digits, ties, the
-// selection); one value comes back.
+// when k exceeds the finite elements. passes: 5 (the finite count, three digits, the selection);
+// one value comes back.
 template <class P, class Index>
 void topk(P& p, const float* g, std::uint64_t n, std::uint64_t k, Index* indices, float* values) {
   check_index_range<Index>(n, "topk");
@@ -181,11 +226,12 @@ void topk(P& p, const float* g, std::uint64_t n, std::uint64_t k, Index* indices
   auto st = p.template alloc<ResidentState>(1);
   auto hist = p.template alloc<unsigned long long>(kBins);
   p.zero(hist.data(), kBins);
-  auto ties = p.template alloc<Index>(k);
+  SelectRoomBuffers<P> room;
+  room.reserve(p, n);
   p.for_each(1, SetState{st.data(), topk_state(n, std::min(k, n))});
   count_finite(p, st.data(), g, n);
-  exact_topk(p, st.data(), hist.data(), g, n, ties.data(), k, indices, k);
-  if (values) p.for_each_upto(&st.data()->picked, k, GatherValues<Index>{g, indices, values});
+  auto own = values ? Buffer<P, float>{} : p.template alloc<float>(k);
+  exact_topk(p, st.data(), hist.data(), TopkSource{g, n}, indices, values ? values : own.data(), k, room.next());
   const ResidentState done = p.read(st.data());
   if (k > n - done.report.nonfinite)
     throw gs::Error("topk: k = " + std::to_string(k) + " exceeds the " + std::to_string(n - done.report.nonfinite) +
@@ -205,7 +251,7 @@ float kth_largest(P& p, const float* g, std::uint64_t n, std::uint64_t k) {
   init.mode = kModeTopk;
   init.topk_k = k;
   p.for_each(1, SetState{st.data(), init});
-  radix_select(p, st.data(), hist.data(), g, n, kModeTopk);
+  radix_select(p, st.data(), hist.data(), TopkSource{g, n}, kModeTopk);
   const ResidentState done = p.read(st.data());
   if (!done.radix.found)
     throw gs::Error("kth_largest: k = " + std::to_string(k) + " exceeds the " +

@@ -25,14 +25,14 @@ struct ResidentWorkspace {
   int device = -1;
   Buffer<P, ResidentState> state;
   Buffer<P, unsigned long long> hist;
-  Buffer<P, std::int32_t> idx, ties, cand;
+  Buffer<P, std::int32_t> idx, cand;
   Buffer<P, float> val, sample, cand_val, runs;
   Buffer<P, unsigned char> scratch;  // CUB's temporary storage
+  SelectRoomBuffers<P> select;       // select_then's
 
-  // Room for a selection of up to n pairs, k ties, a sample of m, c candidates (sidco-topk's)
-  // and the counts of r sample runs, on `dev`.
-  void reserve(P& p, int dev, std::uint64_t n, std::uint64_t k, std::uint64_t m, std::uint64_t c = 0,
-               std::uint64_t r = 0) {
+  // Room for a selection of up to n pairs, a sample of m, c candidates (sidco-topk's) and the
+  // counts of r sample runs, on `dev`.
+  void reserve(P& p, int dev, std::uint64_t n, std::uint64_t m, std::uint64_t c = 0, std::uint64_t r = 0) {
     if (dev != device) *this = ResidentWorkspace{};
     device = dev;
     if (state.size() < 1) {  // zeros: a selection's first pass counts its blocks done in it
@@ -45,7 +45,7 @@ struct ResidentWorkspace {
     }
     grow(p, idx, std::max<std::uint64_t>(n, 1));
     grow(p, val, std::max<std::uint64_t>(n, 1));
-    grow(p, ties, std::max<std::uint64_t>(k, 1));
+    select.reserve(p, n);
     grow(p, sample, std::max<std::uint64_t>(m, 1));
     grow(p, cand, std::max<std::uint64_t>(c, 1));
     grow(p, cand_val, std::max<std::uint64_t>(c, 1));
@@ -84,10 +84,11 @@ inline TopkSample topk_sample(std::uint64_t n) {
 }
 inline std::uint64_t topk_candidate_room(std::uint64_t n, std::uint64_t k) { return std::min(n, 4 * k + 4096); }
 
-// SIDCo: stage 1 over all x, M - 1 tail stages above the device's eta, the count correction's
-// count, the selection above, and exact top-k where the decisions chose it.
-// Each stage's reduction, its merge and its decision are one launch (reduce_then), the last
-// stage's decision followed by the stages' end; the first stage's after the selection's start.
+// SIDCo: stage 1 over all x, M - 1 tail stages above the device's eta, the selection above it
+// (which the count correction counts), the selection above a corrected threshold where the
+// correction moved it, and exact top-k where the decisions chose it. Each stage's reduction, its
+// merge and its decision are one launch (reduce_then), the last stage's decision followed by the
+// stages' end; the first stage's after the selection's start.
 template <class P>
 void sidco_resident(P& p, ResidentWorkspace<P>& w, const float* g, std::uint64_t n, const SelectRequest& r,
                     const StartState& start) {
@@ -105,13 +106,15 @@ void sidco_resident(P& p, ResidentWorkspace<P>& w, const float* g, std::uint64_t
     else
       p.reduce_then(g, n, StatsAboveAt{st}, MergeStats{}, &st->stats, done, SidcoTail{st});
   }
-  if (r.sidco.correct) p.reduce_then(g, n, StatsProbeAt{st}, MergeStats{}, &st->stats, done, SidcoCorrect{st});
-  p.select_into(n, AboveAt{g, st}, w.idx.data(), w.idx.size(), &st->selected);
-  p.for_each(1, SidcoSelected{st});
+  p.select_then(n, AboveSel{g, n, st}, w.idx.data(), w.val.data(), w.idx.size(), &st->selected, &st->weight,
+                w.select.next(), SidcoCounted{st});
+  if (r.sidco.correct)
+    p.select_then(n, AboveSel{g, n, st, kModeAgain}, w.idx.data(), w.val.data(), w.idx.size(), &st->selected,
+                  &st->weight, w.select.next(), SidcoAgain{st});
 }
 
 // DGC: a random sample of 1% of |g|, its kk-th largest as the threshold (radix select over the
-// sample), the count above it, and the hierarchical step's exact top-k above 4k/3.
+// sample), the selection above it, and the hierarchical step's exact top-k above 4k/3.
 template <class P>
 void dgc_resident(P& p, ResidentWorkspace<P>& w, const float* g, std::uint64_t n, const SelectRequest& r,
                   const StartState& start) {
@@ -121,21 +124,20 @@ void dgc_resident(P& p, ResidentWorkspace<P>& w, const float* g, std::uint64_t n
   p.for_each(m, RandomSampleBody{g, n, r.seed, w.sample.data()});
   p.reduce_then(w.sample.data(), m, CountElem{kernels::detail::threshold_as_float(-1.0)}, AddU64{}, &st->counted,
                 &st->reduce_done, DgcSampleRank{st});
-  radix_select(p, st, w.hist.data(), w.sample.data(), m, kModeSample);
-  p.for_each(1, DgcThreshold{st});
-  p.reduce_then(g, n, CountAt{st}, AddU64{}, &st->counted, &st->reduce_done, DgcDecide{st});
-  p.select_into(n, AboveAt{g, st}, w.idx.data(), w.idx.size(), &st->selected);
+  radix_select(p, st, w.hist.data(), TopkSource{w.sample.data(), m}, kModeSample, DgcThreshold{st});
+  p.select_then(n, AboveSel{g, n, st}, w.idx.data(), w.val.data(), w.idx.size(), &st->selected, &st->weight,
+                w.select.next(), DgcDecide{st});
 }
 
 // sidco-topk: the bound from the sample (SidcoTopkBound's rule: the density's quantile, the runs'
 // spread, the needed-th largest, SIDCo-E's stages on the sample), one read for the candidates
-// above it, their exact top-k (a radix select over the room, not over g), or g's own where they
-// fall short of it or overflow the room. The finite count comes first (the report's non-finite).
+// above it that also counts g's finite values, and the exact top-k among them (a radix select over
+// the candidates, not over g), or g's own where they fall short of it or overflow the room: one
+// exact top-k whose source the device chooses.
 template <class P>
 void sidco_topk_resident(P& p, ResidentWorkspace<P>& w, const float* g, std::uint64_t n, const SelectRequest& r,
                          const StartState& start) {
   ResidentState* st = w.state.data();
-  count_finite(p, st, g, n, start);
   const TopkSample t = topk_sample(n);
   constexpr std::uint64_t len = fitting::SidcoTopkBound::kLineLength;
   const float* x = g;
@@ -143,14 +145,12 @@ void sidco_topk_resident(P& p, ResidentWorkspace<P>& w, const float* g, std::uin
     p.for_each(t.m, SpreadBody{g, n, fitting::SidcoTopkBound::sample_lines(n), len, w.sample.data()});
     x = w.sample.data();
   }
-  p.reduce_then(x, t.m, StatsElem{}, MergeStats{}, &st->stats, &st->reduce_done, TopkBoundStart{st});
-  radix_select(p, st, w.hist.data(), x, t.m, kModeSample);
-  p.for_each(1, TopkBoundQuantile{st});
+  p.reduce_then(x, t.m, StatsElem{}, MergeStats{}, &st->stats, &st->reduce_done, Both{start, TopkBoundStart{st}});
+  radix_select(p, st, w.hist.data(), TopkSource{x, t.m}, kModeSample, TopkBoundQuantile{st});
   p.for_each(t.runs, RunCount{x, t.m, len, st, w.runs.data()});
   p.reduce_then(w.runs.data(), t.runs, RunSumElem{}, MergeRunSums{}, &st->runs, &st->reduce_done,
                 TopkBoundNeeded{st, t.runs});
-  radix_select(p, st, w.hist.data(), x, t.m, kModeSample);
-  p.for_each(1, TopkBoundValue{st});
+  radix_select(p, st, w.hist.data(), TopkSource{x, t.m}, kModeSample, TopkBoundValue{st});
   for (int i = 1; i < r.stages; ++i) {
     if (i + 1 == r.stages)
       p.reduce_then(x, t.m, StatsAboveAt{st}, MergeStats{}, &st->stats, &st->reduce_done,
@@ -160,12 +160,9 @@ void sidco_topk_resident(P& p, ResidentWorkspace<P>& w, const float* g, std::uin
   }
   if (r.stages == 1) p.for_each(1, TopkBoundDone{st});
   const std::uint64_t room = topk_candidate_room(n, request_k(r, n));  // reserved (the buffer may be larger)
-  p.select_into(n, AboveAt{g, st}, w.cand.data(), room, &st->selected);
-  p.for_each(1, TopkCandidates{st, room});
+  p.select_then(n, CandidatesSel{g, n, st}, w.cand.data(), static_cast<float*>(nullptr), room, &st->selected,
+                &st->weight, w.select.next(), TopkCandidates{st, room});
   p.for_each(room, CandidateValues<std::int32_t>{g, w.cand.data(), st, w.cand_val.data()});
-  exact_topk(p, st, w.hist.data(), w.cand_val.data(), room, w.ties.data(), w.ties.size(), w.idx.data(), w.idx.size());
-  p.for_each_upto(&st->picked, w.idx.size(), CandidateIndices<std::int32_t>{w.idx.data(), w.cand.data(), st});
-  p.for_each(1, TopkOfG{st});
 }
 
 inline ResidentState initial_state(std::uint64_t n, const SelectRequest& r) {
@@ -205,7 +202,8 @@ inline ResidentState initial_state(std::uint64_t n, const SelectRequest& r) {
   return s;
 }
 
-// The selection `r` asks for, into the workspace (reserved for it), its report in the state.
+// The selection `r` asks for, into the workspace (reserved for it), its report in the state. The
+// last launch of every rule writes the report.
 template <class P>
 void select_resident(P& p, ResidentWorkspace<P>& w, const float* g, std::uint64_t n, const SelectRequest& r) {
   check_index_range<std::int32_t>(n, "selection");
@@ -215,11 +213,13 @@ void select_resident(P& p, ResidentWorkspace<P>& w, const float* g, std::uint64_
   ResidentState* st = w.state.data();
   // The state the selection starts from, set by the first pass's last block (no launch of its own).
   const StartState start{st, initial_state(n, r)};
+  const Report report{st, w.idx.size()};
   switch (r.rule) {
     case SelectRequest::Rule::above:
       count_finite(p, st, g, n, start);
-      p.select_into(n, AboveAt{g, st}, w.idx.data(), w.idx.size(), &st->selected);
-      break;
+      p.select_then(n, AboveSel{g, n, st}, w.idx.data(), w.val.data(), w.idx.size(), &st->selected, &st->weight,
+                    w.select.next(), report);
+      return;
     case SelectRequest::Rule::topk:
       count_finite(p, st, g, n, start);
       break;
@@ -236,16 +236,15 @@ void select_resident(P& p, ResidentWorkspace<P>& w, const float* g, std::uint64_
       break;
     case SelectRequest::Rule::sidco_topk:
       sidco_topk_resident(p, w, g, n, r, start);
-      break;
+      exact_topk(p, st, w.hist.data(), TopkSource{g, n, w.cand_val.data(), w.cand.data()}, w.idx.data(), w.val.data(),
+                 w.idx.size(), w.select.next(), report);
+      return;
   }
-  if (r.rule != SelectRequest::Rule::above)
-    exact_topk(p, st, w.hist.data(), g, n, w.ties.data(), w.ties.size(), w.idx.data(), w.idx.size());
-  p.for_each(1, Report{st, w.idx.size()});
-  p.for_each_upto(&st->report.count, w.idx.size(), GatherValues<std::int32_t>{g, w.idx.data(), w.val.data()});
+  exact_topk(p, st, w.hist.data(), TopkSource{g, n}, w.idx.data(), w.val.data(), w.idx.size(), w.select.next(), report);
 }
 
 // The workspace's selection and report on the host: the device writes the report and up to
-// `most` pairs into a pinned block, the host waits once and reads them (the rest, past `most`,
+// `most` pairs into a pinned block (one launch), the host waits once and reads them (the rest, past `most`,
 // with ordinary copies). Counts the bytes that crossed.
 template <class P>
 SelectionReport fetch_selection(P& p, ResidentWorkspace<P>& w, std::uint64_t most, Selection<std::int32_t>& out) {
@@ -255,8 +254,8 @@ SelectionReport fetch_selection(P& p, ResidentWorkspace<P>& w, std::uint64_t mos
   auto* box = static_cast<SelectionReport*>(block.data());
   auto* idx_out = reinterpret_cast<std::int32_t*>(box + 1);
   auto* val_out = reinterpret_cast<float*>(idx_out + most);
-  p.for_each(1, CopyOne<SelectionReport>{&st->report, box});
-  p.for_each_upto(&st->report.count, most, CopyPairs<std::int32_t>{w.idx.data(), w.val.data(), idx_out, val_out});
+  p.for_each(std::max<std::uint64_t>(most, 1),
+             CopySelection<std::int32_t>{&st->report, w.idx.data(), w.val.data(), box, idx_out, val_out, most});
   p.synchronize();
   SelectionReport r;
   std::memcpy(&r, box, sizeof r);

@@ -15,9 +15,8 @@
 namespace gs::kernels::portable {
 
 // What the passes of a selection are doing: each pass runs only in its mode.
-// kModePicked: an exact top-k made (sidco-topk's, among its candidates, its count in `selected`),
-// kept from the passes of g's own.
-enum ResidentMode : std::int32_t { kModeNone = 0, kModeAbove, kModeTopk, kModeSample, kModePicked };
+// kModeAgain: SIDCo's count correction moved the threshold: the selection above it is made again.
+enum ResidentMode : std::int32_t { kModeNone = 0, kModeAbove, kModeTopk, kModeSample, kModeAgain };
 enum ResidentRule : std::int32_t { kRuleAbove = 0, kRuleTopk, kRuleSidco, kRuleDgc, kRuleTopNonzero, kRuleSidcoTopk };
 
 // Radix select of the k-th largest key in three digits (11, 10 and 10 bits of the 31-bit key).
@@ -26,9 +25,8 @@ GS_HD inline int radix_shift(int digit) { return digit == 0 ? 20 : (digit == 1 ?
 GS_HD inline int radix_bins(int digit) { return digit == 0 ? int(kBins) : 1024; }
 
 struct RadixState {
-  std::uint32_t prefix = 0;    // the key's bits found so far
-  std::uint64_t k = 0;         // the rank still wanted among the keys with that prefix (1: largest)
-  std::int64_t last_tie = -1;  // the highest index of the ties at the key that are kept
+  std::uint32_t prefix = 0;  // the key's bits found so far
+  std::uint64_t k = 0;       // the rank still wanted among the keys with that prefix (1: largest)
   std::int32_t found = 0;
 };
 
@@ -51,20 +49,19 @@ struct ResidentState {
   std::int32_t mode = kModeNone;
   std::int32_t fallback = 0;  // a failed fit (or an empty SIDCo selection): top-min(k, non-zero)
   std::int32_t correct = 0;   // SIDCo's count correction
-  std::int32_t probe_on = 0;  // a count at `probe` is queued next
   std::int32_t stepped = 0;   // SIDCo's correction stepped the threshold up (sidco_corrected_above)
   double band = 1.25;
   double density = 0.0;
-  double probe = 0.0;                      // the threshold the next count reads
-  double select_at = -1.0;                 // the threshold the selection above reads
-  float probe_f = 0.0f, select_f = -1.0f;  // both as the passes compare (threshold_as_float)
-  std::uint64_t n = 0, k = 0;              // the vector's size, the target count
-  std::uint64_t topk_k = 0;                // the current radix select's k
-  std::uint64_t counted = 0;               // the last count pass
-  std::uint64_t selected = 0;              // the selection above's full count
-  std::uint64_t picked = 0;                // the exact top-k's count
-  std::uint64_t ties = 0;                  // ties at the key found
+  double select_at = -1.0;     // the threshold the selection above reads
+  float select_f = -1.0f;      // as the passes compare it (threshold_as_float)
+  std::uint64_t n = 0, k = 0;  // the vector's size, the target count
+  std::uint64_t topk_k = 0;    // the current radix select's k
+  std::uint64_t counted = 0;   // the last count pass
+  std::uint64_t selected = 0;  // the selection above's full count
+  std::uint64_t picked = 0;    // the exact top-k's count
+  std::uint64_t ties = 0;      // ties at the key found
   std::uint64_t finite = 0, nonzero = 0;
+  double weight = 0.0;  // the last selection's sum of its weights (SIDCo: the excess over its threshold)
   fitting::MagnitudeStats stats;
   fitting::SidcoPlan plan;
   RadixState radix;
@@ -112,51 +109,100 @@ struct StatsAboveAt {  // a SIDCo tail stage: y = x - eta over x > eta, while ta
     return {on, StatsAboveElem{kernels::detail::threshold_as_float(p.eta), p.eta}};
   }
 };
-struct StatsProbeAt {  // SIDCo's correction: the count above `probe` and its excess, when queued
-  const ResidentState* st;
-  GS_HD Bound<StatsAboveElem> bind() const { return {st->probe_on != 0, StatsAboveElem{st->probe_f, st->probe}}; }
-};
-struct CountAt {  // the count above `probe`, when one is queued
-  const ResidentState* st;
-  GS_HD Bound<CountElem> bind() const { return {st->probe_on != 0, CountElem{st->probe_f}}; }
-};
-struct AboveAt {  // the selection above `select_at`
-  const float* g;
-  const ResidentState* st;
-  template <class Index>
-  GS_HD bool operator()(Index i) const {
-    return st->mode == kModeAbove && selected_above(g[i], st->select_f);
-  }
+GS_HD inline std::uint64_t min_u64(std::uint64_t a, std::uint64_t b) { return a < b ? a : b; }
+
+// The vector a radix select and its selection read: x (len values), or, for sidco-topk where the
+// state says its candidates hold the top-k, their values (cand_val, as many as it selected, at most
+// their room), the indices written then being the candidates' own (cand).
+struct TopkSource {
+  const float* x;
+  std::uint64_t len;
+  const float* cand_val = nullptr;  // null: x only
+  const std::int32_t* cand = nullptr;
+  GS_HD bool candidates(const ResidentState& s) const { return cand_val != nullptr && s.candidates_on != 0; }
+  GS_HD const float* data(const ResidentState& s) const { return candidates(s) ? cand_val : x; }
+  GS_HD std::uint64_t size(const ResidentState& s) const { return candidates(s) ? s.selected : len; }
 };
 struct RadixDigit {  // the digit of x[i] when its higher digits are the prefix found, else -1
-  const float* x;
+  TopkSource src;
   const ResidentState* st;
   int digit;
   std::int32_t mode;
   GS_HD int operator()(std::uint64_t i) const {
-    if (st->mode != mode) return -1;
-    const std::uint32_t key = magnitude_key(x[i]);
+    if (st->mode != mode || i >= src.size(*st)) return -1;
+    const std::uint32_t key = magnitude_key(src.data(*st)[i]);
     const int shift = radix_shift(digit);
     if (digit > 0 && (key >> (shift + 10)) != (st->radix.prefix >> (shift + 10))) return -1;  // 10-bit digits
     return int((key >> shift) & std::uint32_t(radix_bins(digit) - 1));
   }
+  // The elements the pass reads where its gate is open: its loop's end, and the cuda-host twin's
+  // count.
+  GS_HD std::uint64_t extent() const { return src.size(*st); }
 };
-struct TieAt {  // the elements whose key is the one found
+
+// ---- one-launch selections (select_then) ------------------------------------------------------
+// A selection's bind() reads its parameters from the state once per thread: whether it runs (on),
+// how many elements it reads (len), and per element whether it is taken (kTake) or a tie (kTie,
+// taken while fewer than tie_limit() ties came before it), the index and value written for a
+// taken one, and a weight summed over every element read.
+
+// The finite x above the state's threshold (select_f) while the state is in `mode`; their weights
+// are the excess over the threshold (SIDCo's count correction reads its mean).
+struct AboveSel {
   const float* g;
+  std::uint64_t n;
   const ResidentState* st;
-  template <class Index>
-  GS_HD bool operator()(Index i) const {
-    return st->mode == kModeTopk && magnitude_key(g[i]) == st->radix.prefix;
-  }
+  std::int32_t mode = kModeAbove;
+  struct Bound {
+    bool on;
+    std::uint64_t len;
+    const float* g;
+    float t;
+    double shift;
+    GS_HD unsigned flags(std::uint64_t i) const { return selected_above(g[i], t) ? kTake : 0u; }
+    GS_HD std::uint64_t tie_limit() const { return 0; }
+    GS_HD std::int64_t index(std::uint64_t i) const { return std::int64_t(i); }
+    GS_HD float value(std::uint64_t i) const { return g[i]; }
+    GS_HD double weight(std::uint64_t i) const { return flags(i) ? double(::fabsf(g[i])) - shift : 0.0; }
+  };
+  GS_HD Bound bind() const { return {st->mode == mode, n, g, st->select_f, st->select_at}; }
 };
-struct TopkAt {  // exact top-k: keys above the one found, and its ties up to the last one kept
+// The finite x above the state's threshold, weighing 1 each finite x it reads: sidco-topk's
+// candidates, counted with the finite values of g in the same read.
+struct CandidatesSel {
   const float* g;
+  std::uint64_t n;
   const ResidentState* st;
-  template <class Index>
-  GS_HD bool operator()(Index i) const {
-    if (st->mode != kModeTopk) return false;
-    const std::uint32_t k = magnitude_key(g[i]), key = st->radix.prefix;
-    return (k > key && k < kNonfiniteKey) || (k == key && std::int64_t(i) <= st->radix.last_tie);
+  struct Bound : AboveSel::Bound {
+    GS_HD double weight(std::uint64_t i) const { return magnitude_key(g[i]) < kNonfiniteKey ? 1.0 : 0.0; }
+  };
+  GS_HD Bound bind() const { return {{st->mode == kModeAbove, n, g, st->select_f, 0.0}}; }
+};
+// Exact top-k: the keys above the one the radix select found, and its ties, the lowest indices
+// first, up to the rank still wanted at it (radix.k).
+struct TopkSel {
+  TopkSource src;
+  const ResidentState* st;
+  struct Bound {
+    bool on;
+    std::uint64_t len;
+    const float* x;
+    const std::int32_t* map;  // null: the index itself
+    std::uint32_t key;
+    std::uint64_t ties;
+    GS_HD unsigned flags(std::uint64_t i) const {
+      const std::uint32_t k = magnitude_key(x[i]);
+      return k == key ? kTie : (k > key && k < kNonfiniteKey ? kTake : 0u);
+    }
+    GS_HD std::uint64_t tie_limit() const { return ties; }
+    GS_HD std::int64_t index(std::uint64_t i) const { return map ? std::int64_t(map[i]) : std::int64_t(i); }
+    GS_HD float value(std::uint64_t i) const { return x[i]; }
+    GS_HD double weight(std::uint64_t) const { return 0.0; }
+  };
+  GS_HD Bound bind() const {
+    const ResidentState& s = *st;
+    return {s.mode == kModeTopk, src.size(s), src.data(s), src.candidates(s) ? src.cand : nullptr,
+            s.radix.prefix,      s.radix.k};
   }
 };
 
@@ -167,12 +213,6 @@ GS_HD inline void select_above_at(ResidentState& s, double t) {
   s.select_at = t;
   s.select_f = kernels::detail::threshold_as_float(t);
 }
-GS_HD inline void probe_at(ResidentState& s, double t) {
-  s.probe_on = 1;
-  s.probe = t;
-  s.probe_f = kernels::detail::threshold_as_float(t);
-}
-GS_HD inline std::uint64_t min_u64(std::uint64_t a, std::uint64_t b) { return a < b ? a : b; }
 // Exact top-k of `k` values (none for 0).
 GS_HD inline void pick_topk(ResidentState& s, std::uint64_t k) {
   s.topk_k = k;
@@ -238,7 +278,7 @@ struct SidcoTail {  // after the statistics above eta into `stats`
       fitting::sidco_tail(st->plan, st->stats);
   }
 };
-// After the stages: the threshold stands, or (count correction) a count at it is queued.
+// After the stages: the selection above the threshold (which is also the count correction's count).
 struct SidcoStagesDone {
   ResidentState* st;
   GS_HD void operator()(std::uint64_t) const {
@@ -253,33 +293,31 @@ struct SidcoStagesDone {
         fall_back(s);
       else
         s.report.failure = SelectionFailure::fit;
-    } else if (s.correct) {
-      probe_at(s, s.plan.eta);
     } else {
       select_above_at(s, s.plan.eta);
     }
   }
 };
-// The count correction (SidcoRule), from the count above eta and its mean excess (StatsProbeAt):
-// inside the band the selection stands; above it the selection at the threshold stepped up on that
-// excess (sidco_corrected_above), or g's exact top-k where no step is possible; below it the
-// selection at the corrected threshold.
-struct SidcoCorrect {
+// The count correction (SidcoRule), from the selection above eta, its count and its excess
+// (AboveSel's weights): inside the band the selection stands; above it the selection is made again
+// at the threshold stepped up on that excess (sidco_corrected_above), or g's exact top-k is taken
+// where no step is possible; below it, made again at the corrected threshold. Without a
+// correction, an empty selection with a fallback takes the min(k, non-zero) largest.
+struct SidcoCounted {
   ResidentState* st;
   GS_HD void operator()(std::uint64_t) const {
     ResidentState& s = *st;
-    if (!s.probe_on) return;
-    s.probe_on = 0;
-    const std::uint64_t c = s.stats.count + s.stats.zeros;
-    s.report.estimate_count = c;
-    if (!fitting::sidco_needs_correction(s.plan, c, s.band)) {
-      select_above_at(s, s.plan.eta);
+    if (s.mode != kModeAbove) return;
+    const std::uint64_t m = s.selected;
+    s.report.estimate_count = m;
+    if (!s.correct || !fitting::sidco_needs_correction(s.plan, m, s.band)) {
+      if (s.fallback && m == 0) fall_back(s);
       return;
     }
     s.report.corrected = 1;
     double t = s.plan.eta;
-    if (c > s.k) {
-      t = fitting::sidco_corrected_above(s.plan, s.plan.eta, c, s.stats.sum_signed / double(c), s.band);
+    if (m > s.k) {
+      t = fitting::sidco_corrected_above(s.plan, s.plan.eta, m, s.weight / double(m), s.band);
       if (!(t > s.plan.eta)) {
         s.report.exact = 1;
         pick_topk(s, min_u64(s.k, s.finite));
@@ -287,23 +325,25 @@ struct SidcoCorrect {
       }
       s.stepped = 1;
     } else {
-      t = fitting::sidco_corrected_below(s.plan, s.plan.eta, c, s.band);
+      t = fitting::sidco_corrected_below(s.plan, s.plan.eta, m, s.band);
     }
     s.report.threshold = t;
     select_above_at(s, t);
+    s.mode = kModeAgain;
   }
 };
-// After the selection above: a corrected one still outside the band becomes exact top-k when it
-// lies above it or came from the step up (the CPU keeps the held selection's k largest then); an
-// empty one, with a fallback, the min(k, non-zero) largest.
-struct SidcoSelected {
+// After the selection at a corrected threshold: one still outside the band becomes exact top-k
+// when it lies above it or came from the step up (the CPU keeps the held selection's k largest
+// then); an empty one, with a fallback, the min(k, non-zero) largest.
+struct SidcoAgain {
   ResidentState* st;
   GS_HD void operator()(std::uint64_t) const {
     ResidentState& s = *st;
-    if (s.mode != kModeAbove) return;
+    if (s.mode != kModeAgain) return;
+    s.mode = kModeAbove;
+    s.report.corrected = 2;
     const std::uint64_t m = s.selected;
-    if (!s.correct) s.report.estimate_count = m;  // no correction: the estimate's own selection
-    if (s.report.corrected && (m > s.k || s.stepped) && fitting::sidco_needs_correction(s.plan, m, s.band)) {
+    if ((m > s.k || s.stepped) && fitting::sidco_needs_correction(s.plan, m, s.band)) {
       s.report.exact = 1;
       pick_topk(s, min_u64(s.k, s.finite));
     } else if (s.fallback && m == 0) {
@@ -329,37 +369,30 @@ struct DgcSampleRank {
     s.mode = kModeSample;
   }
 };
-// DGC: the sample's kk-th largest is the threshold; a count above it is queued.
+// DGC: the sample's kk-th largest is the threshold; the selection above it follows.
 struct DgcThreshold {
   ResidentState* st;
   GS_HD void operator()(std::uint64_t) const {
     ResidentState& s = *st;
     if (s.mode != kModeSample) return;
-    s.mode = kModeNone;
     const double t = double(kernels::detail::key_to_float(s.radix.prefix));
     s.report.threshold = t;
     s.report.stages = 1;
     // The sampled value is kept, as the host's rule keeps it (at or above: selection_bound).
-    probe_at(s, fitting::formula::selection_bound(t));
+    select_above_at(s, fitting::formula::selection_bound(t));
   }
 };
-// DGC: more than 4k/3 above the threshold takes the hierarchical step (exact top-k).
+// DGC: more than 4k/3 selected above the threshold takes the hierarchical step (exact top-k).
 struct DgcDecide {
   ResidentState* st;
   GS_HD void operator()(std::uint64_t) const {
     ResidentState& s = *st;
-    if (!s.probe_on) return;
-    s.probe_on = 0;
-    if (fitting::formula::dgc_exact_step(s.counted, s.k)) {
-      s.report.stages = 2;
-      s.report.exact = 1;
-      pick_topk(s, min_u64(s.k, s.finite));
-    } else {
-      select_above_at(s, s.probe);  // the bound DgcThreshold counted at
-    }
+    if (s.mode != kModeAbove || !fitting::formula::dgc_exact_step(s.selected, s.k)) return;
+    s.report.stages = 2;
+    s.report.exact = 1;
+    pick_topk(s, min_u64(s.k, s.finite));
   }
 };
-
 // Radix select: the start, then per digit the bin holding the k-th key (from its histogram).
 struct RadixBegin {
   ResidentState* st;
@@ -408,13 +441,14 @@ struct RadixStepFrom {
     RadixStep{hist, st, digit, mode}(0);
   }
 };
-// The last tie kept: the r.k-th lowest index among the ties (ties[] ascending).
-template <class Index>
-struct LastTie {
-  const Index* ties;
-  ResidentState* st;
-  GS_HD void operator()(std::uint64_t) const {
-    if (st->mode == kModeTopk) st->radix.last_tie = std::int64_t(ties[st->radix.k - 1]);
+// A digit's step from its histogram, then a one-thread decision (the last digit's).
+template <class Last>
+struct RadixStepThen {
+  RadixStepFrom step;
+  Last last;
+  GS_HD void operator()(const unsigned long long* hist) const {
+    step(hist);
+    last(std::uint64_t{0});
   }
 };
 
@@ -507,8 +541,9 @@ struct TopkBoundDone {
     select_above_at(s, s.bound);
   }
 };
-// The candidates counted: when they hold the min(k, finite) largest and fit their room, the exact
-// top-k runs among them; otherwise over g (TopkOfG), which holds them by definition.
+// The candidates counted, with g's finite values (CandidatesSel's weights): when they hold the
+// min(k, finite) largest and fit their room, the exact top-k runs among them; otherwise over g,
+// which holds them by definition.
 struct TopkCandidates {
   ResidentState* st;
   std::uint64_t room;
@@ -516,15 +551,17 @@ struct TopkCandidates {
     ResidentState& s = *st;
     if (s.mode != kModeAbove) return;
     s.mode = kModeNone;
+    s.finite = std::uint64_t(s.weight);
+    s.report.nonfinite = s.n - s.finite;
     const std::uint64_t want = min_u64(s.k, s.finite);
-    if (s.selected >= want && s.selected <= room) {
+    if (s.selected >= want && s.selected <= room)
       s.candidates_on = 1;
-      pick_topk(s, want);
-    }
+    else
+      s.report.corrected = 1;  // the bound did not hold, or its candidates overflowed their room
+    pick_topk(s, want);
   }
 };
-// The candidates' values, zeros past their count: the radix select reads the whole room, and a
-// zero never outranks a candidate (at a tie, the lower position, a candidate's, is kept).
+// The candidates' values, for the radix select among them.
 template <class Index>
 struct CandidateValues {
   const float* g;
@@ -532,32 +569,7 @@ struct CandidateValues {
   const ResidentState* st;
   float* out;
   GS_HD void operator()(std::uint64_t j) const {
-    if (!st->candidates_on || st->mode != kModeTopk) return;
-    out[j] = j < st->selected ? g[cand[j]] : 0.0f;
-  }
-};
-template <class Index>
-struct CandidateIndices {  // the exact top-k's positions among the candidates, as g's indices
-  Index* idx;
-  const Index* cand;
-  const ResidentState* st;
-  GS_HD void operator()(std::uint64_t j) const {
-    if (st->candidates_on && st->mode == kModeTopk) idx[j] = cand[idx[j]];
-  }
-};
-// The candidates' top-k kept from g's passes (its count in `selected`: those passes write
-// `picked` whether they run or not), or g's own exact top-k next.
-struct TopkOfG {
-  ResidentState* st;
-  GS_HD void operator()(std::uint64_t) const {
-    ResidentState& s = *st;
-    if (!s.candidates_on) {
-      s.report.corrected = 1;  // the bound did not hold, or its candidates overflowed their room
-      pick_topk(s, min_u64(s.k, s.finite));
-    } else if (s.mode == kModeTopk) {
-      s.mode = kModePicked;
-      s.selected = s.picked;
-    }
+    if (st->candidates_on && st->mode == kModeTopk && j < st->selected) out[j] = g[cand[j]];
   }
 };
 
@@ -568,9 +580,8 @@ struct Report {
   std::uint64_t capacity;
   GS_HD void operator()(std::uint64_t) const {
     ResidentState& s = *st;
-    const bool topk = s.mode == kModeTopk || s.mode == kModePicked;
-    const std::uint64_t full =
-        s.mode == kModeTopk ? s.picked : (s.mode == kModeAbove || s.mode == kModePicked ? s.selected : 0);
+    const bool topk = s.mode == kModeTopk;
+    const std::uint64_t full = topk ? s.picked : (s.mode == kModeAbove ? s.selected : 0);
     s.report.count = min_u64(full, capacity);
     if (topk && s.report.exact) {
       const double kth = double(kernels::detail::key_to_float(s.radix.prefix));
@@ -579,22 +590,23 @@ struct Report {
   }
 };
 
-// Copies to host memory the device may write into (a pinned, mapped block).
-template <class T>
-struct CopyOne {
-  const T* src;
-  T* dst;
-  GS_HD void operator()(std::uint64_t) const { *dst = *src; }
-};
+// The report and the first min(count, most) pairs copied to host memory the device may write into
+// (a pinned, mapped block): one launch over `most` slots, the report by the first thread.
 template <class Index>
-struct CopyPairs {
+struct CopySelection {
+  const SelectionReport* report;
   const Index* idx;
   const float* val;
+  SelectionReport* report_out;
   Index* idx_out;
   float* val_out;
+  std::uint64_t most;
   GS_HD void operator()(std::uint64_t j) const {
-    idx_out[j] = idx[j];
-    val_out[j] = val[j];
+    if (j == 0) *report_out = *report;
+    if (j < most && j < report->count) {
+      idx_out[j] = idx[j];
+      val_out[j] = val[j];
+    }
   }
 };
 

@@ -52,9 +52,9 @@ class PortableSelector final : public Selector {
     const std::uint64_t k = request_k(r, n);
     if (r.rule == SelectRequest::Rule::sidco_topk) {
       const TopkSample t = topk_sample(n);
-      ws_.reserve(p, call.device(), n, k, t.whole ? 0 : t.m, topk_candidate_room(n, k), t.runs);
+      ws_.reserve(p, call.device(), n, t.whole ? 0 : t.m, topk_candidate_room(n, k), t.runs);
     } else {
-      ws_.reserve(p, call.device(), n, k, r.rule == SelectRequest::Rule::dgc ? dgc_sample_size(n) : 0);
+      ws_.reserve(p, call.device(), n, r.rule == SelectRequest::Rule::dgc ? dgc_sample_size(n) : 0);
     }
     p.use_scratch(&ws_.scratch);
     last_ = {};
@@ -118,7 +118,7 @@ class PortableSelector final : public Selector {
     {
       auto call = b_.call(g);
       P& p = call.prims();
-      ws_.reserve(p, call.device(), n, 0, 0);  // the candidates in ws_.idx
+      ws_.reserve(p, call.device(), n, 0);  // the candidates in ws_.idx
       p.use_scratch(&ws_.scratch);
       fitting::SidcoTopkBound plan(n, density, stages);
       auto sel = portable::sidco_topk<P, std::int32_t>(p, g, n, density, stages, plan, &ws_.idx);

@@ -75,32 +75,44 @@ class PortableVectorOps final : public VectorOps {
       p.for_each(std::max<std::uint64_t>(capacity, 1), PackPairs{idx, val, report, capacity, send_idx, send_val});
     });
   }
-  void add_gathered(float* out, std::uint64_t n, const std::int32_t* idx_all, const float* val_all,
-                    std::uint64_t capacity, int workers, std::int32_t* bucket_skip, std::int32_t* step_skip) override {
+  void add_and_clear(float* a, const float* b, float* out, std::uint64_t n, std::int32_t* flag) override {
     run(out, [&](P& p) {
-      // As Compressor::aggregate: zeros, ranks in order, the mean; the skip decided with the zeros.
-      const GatheredSkip skip{idx_all, capacity + 1, workers, bucket_skip, step_skip};
-      if (n == 0)
-        p.for_each(1, skip);
-      else
-        p.for_each(n, ZerosAndSkip{out, skip});
-      for (int r = 0; r < workers; ++r) {
-        const std::uint64_t at = std::uint64_t(r) * (capacity + 1);
-        p.for_each(capacity, AddSent{out, idx_all + at, val_all + at, bucket_skip});
+      if (n == 0) {
+        if (flag) p.for_each(1, FillBody<std::int32_t>{flag, 0});
+        return;
       }
-      p.for_each(n, ScaleBody{out, 1.0f / float(workers)});
+      p.for_each(n, AddAndClear{a, b, out, flag});
     });
   }
-  void zero_sent(float* acc, const std::int32_t* send_idx, std::uint64_t capacity,
-                 const std::int32_t* bucket_skip) override {
-    run(acc, [&](P& p) { p.for_each(capacity, ZeroSent{acc, send_idx, bucket_skip}); });
+  void add_gathered_onto_zeros(float* out, std::uint64_t n, const std::int32_t* idx_all, const float* val_all,
+                               std::uint64_t capacity, int workers, std::int32_t* bucket_skip,
+                               std::int32_t* step_skip) override {
+    run(out, [&](P& p) {
+      // As Compressor::aggregate: ranks in order onto the zeros, then the mean; every thread of the
+      // first rank's launch decides the skip from the gathered counts, its first one writes it.
+      const GatheredSkip skip{idx_all, capacity + 1, workers, bucket_skip, step_skip};
+      for (int r = 0; r < workers; ++r) {
+        const std::uint64_t at = std::uint64_t(r) * (capacity + 1);
+        if (r == 0)
+          p.for_each(std::max<std::uint64_t>(capacity, 1), AddFirstSent{out, idx_all, val_all, capacity, skip});
+        else
+          p.for_each(capacity, AddSent{out, idx_all + at, val_all + at, bucket_skip});
+      }
+      if (workers == 0) p.for_each(1, skip);
+      if (n > 0) p.for_each(n, ScaleBody{out, 1.0f / float(workers)});
+    });
+  }
+  void zero_sent_and_report(float* acc, const std::int32_t* send_idx, std::uint64_t capacity,
+                            const std::int32_t* bucket_skip, const SelectionReport* report,
+                            ExchangeReport* host) override {
+    run(acc, [&](P& p) {
+      p.for_each(std::max<std::uint64_t>(capacity, 1),
+                 ZeroSentAndReport{ZeroSent{acc, send_idx, bucket_skip},
+                                   ReportExchange{report, send_idx, capacity, bucket_skip, host}, capacity});
+    });
   }
   void restore_if(float* v, const float* old, std::uint64_t n, const std::int32_t* skip) override {
     run(v, [&](P& p) { p.for_each(n, RestoreIf{v, old, skip}); });
-  }
-  void report_exchange(const SelectionReport* report, const std::int32_t* send_idx, std::uint64_t capacity,
-                       const std::int32_t* bucket_skip, ExchangeReport* host) override {
-    run(send_idx, [&](P& p) { p.for_each(1, ReportExchange{report, send_idx, capacity, bucket_skip, host}); });
   }
   std::shared_ptr<void> host_memory(std::size_t bytes) override {
     return run(nullptr, [&](P& p) { return p.host_memory(bytes); });

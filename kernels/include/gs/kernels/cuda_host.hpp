@@ -21,6 +21,13 @@
 
 namespace gs::kernels::cuda_host {
 
+// The SMs of the device whose grid the cuda-host backend runs its kernels' twins on (2 unless set):
+// a grid sets which block reads which chunk, so what a pass reads may depend on it (select_then
+// reads a chunk again where its hits overflow a block's room). The kernel benchmark sets the cost
+// model's device's (kModelMultiprocessors). Process-wide; set it before the backend's first call.
+void set_multiprocessors(int sms);
+int multiprocessors();
+
 double sum(const float* g, std::uint64_t n);
 fitting::MagnitudeStats stats(const float* g, std::uint64_t n);
 fitting::MagnitudeStats stats_above(const float* g, std::uint64_t n, double threshold, double shift);

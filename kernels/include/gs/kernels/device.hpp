@@ -133,6 +133,7 @@ DeviceWork device_work();
 // 1e8, two launches each (the block reduction and its merge) and a read-back: 3.64 TB/s between the
 // two, and 12 us a launch for the fixed rest.
 inline constexpr double kModelLaunchMs = 0.012;
+inline constexpr int kModelMultiprocessors = 132;  // the H200's SMs: the grid the model's passes run on
 inline constexpr double kModelBytesPerMs = 3.64e9;
 inline double modelled_ms(std::uint64_t launches, double elements_read) {
   return double(launches) * kModelLaunchMs + 4.0 * elements_read / kModelBytesPerMs;

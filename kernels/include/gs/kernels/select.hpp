@@ -40,14 +40,15 @@ struct SelectRequest {
   const fitting::MagnitudeStats* first = nullptr;
 };
 
-// Full reads of g by an exact top-k made by radix select on a device: three digit histograms, the
-// ties at the k-th key, the compaction.
-inline constexpr int kRadixTopkReads = 5;
+// Full reads of g by an exact top-k made by radix select on a device: three digit histograms and
+// one selection that takes the keys above the k-th and its ties.
+inline constexpr int kRadixTopkReads = 4;
 // Full reads of g a SIDCo selection made where g lives (select(), from its report): the stages'
-// sums, the count correction's count (rule.correct), the compaction, and g's exact top-k where the
-// rule chose it.
-inline int sidco_resident_reads(const SelectionReport& r, bool correct) {
-  return r.stages + 1 + (correct ? 1 : 0) + (r.exact ? kRadixTopkReads : 0);
+// sums, the selection above the estimate (which is also the count correction's count), the
+// selection above a corrected threshold where the correction moved it, and g's exact top-k where
+// the rule chose it. `correct` (the rule's count correction) adds no read of its own.
+inline int sidco_resident_reads(const SelectionReport& r, bool /*correct*/) {
+  return r.stages + 1 + (r.corrected == 2 ? 1 : 0) + (r.exact ? kRadixTopkReads : 0);
 }
 
 // g below is in the backend's memory: host memory for cpu and cuda-host, device memory for cuda

@@ -80,7 +80,7 @@ struct SelectionReport {
   std::uint64_t nonfinite = 0;  // NaN/Inf in g
   double threshold = 0.0;       // the rule's threshold (exact top-k: at or just below its k-th |g|)
   std::int32_t stages = 0;      // SIDCo's stages run; DGC 1, or 2 with its exact step
-  std::int32_t corrected = 0;   // SIDCo's count correction moved the threshold
+  std::int32_t corrected = 0;   // SIDCo's count correction moved the threshold (2: and selected again, one more read)
   std::int32_t exact = 0;       // the rule kept exactly the top-k
   SelectionFailure failure = SelectionFailure::none;
   // SIDCo: its own threshold before any correction (the estimate; NaN for another rule, or where

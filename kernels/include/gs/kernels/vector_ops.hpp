@@ -23,7 +23,7 @@ class DeviceMark {
 };
 
 // What one bucket's exchange with device collectives leaves for the step's statistics, written
-// by the device into host memory (report_exchange): nothing waits for it; the host reads it once
+// by the device into host memory (zero_sent_and_report): nothing waits for it; the host reads it once
 // a mark after it is done.
 struct ExchangeReport {
   SelectionReport selection;   // the worker's selection, as made
@@ -64,6 +64,9 @@ class VectorOps {
   virtual DeviceArray<std::int32_t> ints(std::size_t n) = 0;
 
   virtual void add(const float* a, const float* b, float* out, std::uint64_t n) = 0;  // out = a + b
+  // out = a + b, then a = 0, in one pass; *flag = 0 too where flag is given (a step's flag cleared
+  // by its first bucket's pass).
+  virtual void add_and_clear(float* a, const float* b, float* out, std::uint64_t n, std::int32_t* flag) = 0;
   virtual void copy(float* dst, const float* src, std::uint64_t n) = 0;
   virtual void copy(std::int32_t* dst, const std::int32_t* src, std::uint64_t n) = 0;
   virtual void fill(float* v, float value, std::uint64_t n) = 0;
@@ -89,20 +92,20 @@ class VectorOps {
   // same on every worker, so the cap keeps the lowest indices everywhere alike.
   virtual void pack_pairs(const std::int32_t* idx, const float* val, const SelectionReport* report,
                           std::uint64_t capacity, std::int32_t* send_idx, float* send_val) = 0;
-  // out (n) = zeros, every worker's pairs added in rank order, then 1/workers: from the gathered
-  // send buffers (workers x (capacity + 1) slots); zeros when a worker sent -1, which sets
-  // *bucket_skip (else 0) and *step_skip.
-  virtual void add_gathered(float* out, std::uint64_t n, const std::int32_t* idx_all, const float* val_all,
-                            std::uint64_t capacity, int workers, std::int32_t* bucket_skip,
-                            std::int32_t* step_skip) = 0;
-  // acc[i] = 0 for the indices a send buffer sent, unless *bucket_skip.
-  virtual void zero_sent(float* acc, const std::int32_t* send_idx, std::uint64_t capacity,
-                         const std::int32_t* bucket_skip) = 0;
+  // out (n, holding zeros already: add_and_clear's) += every worker's pairs in rank order, then
+  // 1/workers, from the gathered send buffers (workers x (capacity + 1) slots): one launch a worker
+  // and the mean. Zeros when a worker sent -1, which sets *bucket_skip (else 0) and *step_skip,
+  // decided by the first worker's launch.
+  virtual void add_gathered_onto_zeros(float* out, std::uint64_t n, const std::int32_t* idx_all, const float* val_all,
+                                       std::uint64_t capacity, int workers, std::int32_t* bucket_skip,
+                                       std::int32_t* step_skip) = 0;
+  // acc[i] = 0 for the indices a send buffer sent, unless *bucket_skip, and *host = the bucket's
+  // report (written by the device into host memory from host_memory()), in one launch.
+  virtual void zero_sent_and_report(float* acc, const std::int32_t* send_idx, std::uint64_t capacity,
+                                    const std::int32_t* bucket_skip, const SelectionReport* report,
+                                    ExchangeReport* host) = 0;
   // v = old where *skip (the step's residuals kept as they were), else left.
   virtual void restore_if(float* v, const float* old, std::uint64_t n, const std::int32_t* skip) = 0;
-  // *host = the bucket's report, written by the device into host memory from host_memory().
-  virtual void report_exchange(const SelectionReport* report, const std::int32_t* send_idx, std::uint64_t capacity,
-                               const std::int32_t* bucket_skip, ExchangeReport* host) = 0;
   // Host memory the device may write into (pinned and mapped on a GPU), zeroed.
   virtual std::shared_ptr<void> host_memory(std::size_t bytes) = 0;
   // A mark after the work queued so far on this device.
