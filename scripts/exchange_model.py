@@ -45,6 +45,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import plotstyle  # noqa: E402
 import runs  # noqa: E402
 
 RESNET18 = 11181642  # torchvision's ResNet-18 with 10 classes: its gradient's elements
@@ -99,51 +100,90 @@ def model_table(opts):
     return "\n".join(lines)
 
 
+# each exchange as a variant of the hook's SIDCo-E (the points of speedup.py that run it), so that it
+# looks as it does in every figure (plotstyle): the method's colour and marker, the variant's line
+EXCHANGES = {
+    "dense": ("dense", "dense all-reduce"),
+    "allgather": ("sidco-e-mc", "all-gather of pairs"),
+    "shared": ("sidco-e-mc-shared", "shared exchange"),
+    "sparse-allreduce": ("sidco-e-mc-sparse", "sparse all-reduce"),
+}
+
+
 def figure(opts, lab_rows, path):
+    """Bytes per worker and step against the workers (the model's lines, the lab's hollow markers),
+    then the time per step at each rate, a panel for the ring collectives and one for the tree: at
+    most four series a panel, each exchange in its plotstyle look, the legend in a panel of its own."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 3, figsize=(16, 4.5))
-    style = {
-        "dense": ("0.4", "dense all-reduce"),
-        "allgather": ("tab:red", "all-gather of pairs"),
-        "shared": ("tab:blue", "shared exchange"),
-        "sparse-allreduce": ("tab:green", "sparse all-reduce"),
-    }
+    fig, axes = plt.subplots(2, 1 + len(RATES), figsize=(5 * (1 + len(RATES)), 8.4))
     ws = [2, 4] + WORKERS[1:]
-    for x, (colour, label) in style.items():
-        axes[0].plot(
-            ws, [model(opts.n, opts.density, w, 1e9, 0)[x][0] / 1e6 for w in ws], "-", color=colour, label=label
+    bytes_ax, legend_ax = axes[0, 0], axes[1, 0]
+    for x, (point, label) in EXCHANGES.items():
+        look = plotstyle.style(point)
+        bytes_ax.plot(
+            ws,
+            [model(opts.n, opts.density, w, 1e9, 0)[x][0] / 1e6 for w in ws],
+            label=label,
+            linewidth=1.6,
+            markersize=3,
+            **look,
         )
     for row in lab_rows:
-        axes[0].plot(
-            row["workers"], row["measured_tx"] / 1e6, "o", color=style[row["exchange"]][0], markerfacecolor="none"
+        look = plotstyle.style(EXCHANGES[row["exchange"]][0])
+        bytes_ax.plot(
+            row["workers"],
+            row["measured_tx"] / 1e6,
+            look["marker"],
+            color=look["color"],
+            markerfacecolor="none",
+            markersize=9,
         )
-    axes[0].set(
+    bytes_ax.set(
         xscale="log",
         yscale="log",
         xlabel="workers",
         ylabel="MB sent per worker per step",
-        title=f"bytes (lines: model; circles: the lab), n = {opts.n:,}, density {opts.density:g}",
+        title="bytes: the model" + (" (lines), the lab (hollow)" if lab_rows else ""),
     )
-    axes[0].legend(fontsize=8)
-    for ax, (rate, bps) in zip(axes[1:], RATES.items()):
-        for x, (colour, label) in style.items():
-            ms = [model(opts.n, opts.density, w, bps, opts.alpha_us * 1e-6)[x] for w in WORKERS]
-            ax.plot(WORKERS, [1e3 * m[1] for m in ms], "-", color=colour, label=f"{label}, ring")
-            ax.plot(WORKERS, [1e3 * m[2] for m in ms], "--", color=colour, label=f"{label}, tree")
-        ax.set(
-            xscale="log",
-            yscale="log",
-            xlabel="workers",
-            ylabel="ms per step",
-            title=f"time at {rate} per link, latency {opts.alpha_us:g} us",
-        )
+    for col, (rate, bps) in enumerate(RATES.items(), start=1):
+        for row, (kind, name) in enumerate(((1, "ring"), (2, "tree"))):
+            ax = axes[row, col]
+            for x, (point, label) in EXCHANGES.items():
+                ms = [model(opts.n, opts.density, w, bps, opts.alpha_us * 1e-6)[x] for w in WORKERS]
+                ax.plot(WORKERS, [1e3 * m[kind] for m in ms], linewidth=1.6, markersize=3, **plotstyle.style(point))
+            ax.set(
+                xscale="log",
+                yscale="log",
+                xlabel="workers",
+                ylabel="ms per step",
+                title=f"time, {name} collectives, {bps / 1e9:g} Gbit/s per link, {opts.alpha_us:g} us a message",
+            )
+        low = min(axes[r, col].get_ylim()[0] for r in (0, 1))  # ring and tree on one scale a rate
+        high = max(axes[r, col].get_ylim()[1] for r in (0, 1))
+        for r in (0, 1):
+            axes[r, col].set_ylim(low, high)
+    for ax in axes.flat:
         ax.grid(True, which="both", linewidth=0.3)
-        ax.legend(fontsize=7)
-    axes[0].grid(True, which="both", linewidth=0.3)
+        ax.title.set_fontsize(9)
+    handles, labels = bytes_ax.get_legend_handles_labels()
+    if lab_rows:
+        handles.append(plt.Line2D([], [], marker="o", color="0.3", markerfacecolor="none", linestyle=""))
+        labels.append("the lab's links, W = " + ", ".join(str(w) for w in sorted({r["workers"] for r in lab_rows})))
+    legend_ax.axis("off")  # the legend's own panel: it covers no data
+    legend_ax.legend(handles, labels, loc="center", fontsize=10, frameon=False, handlelength=5)
+    legend_ax.text(
+        0.5,
+        0.12,
+        f"n = {opts.n:,} elements, density {opts.density:g}",
+        transform=legend_ax.transAxes,
+        ha="center",
+        fontsize=8,
+        color="0.3",
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
