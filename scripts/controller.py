@@ -36,7 +36,14 @@ gradscope.select of the method on the model's last gradient, timed in the same p
 of 21). --check exits 1 unless every run meets the goals: in band >= 0.9, changes/20 <= 1, density in
 [0.8, 1.25]; with momentum correction (mc), also SIDCo's own estimate: in band >= 0.8, corrected
 <= 0.2, exact <= 0.05 (the "estimate goals" column; "-" for the other setups). --figure draws quality and stages per step for the runs named (RUN as in the
-tables, made by this call or an earlier one, as published or not).
+tables, made by this call or an earlier one, as published or not). The two figures of
+docs/algorithms.md, from the runs in docs/results/controller (no training: every run is reused, and
+the tables come out as committed):
+
+    PYTHONPATH=build/python python3 scripts/controller.py --figure docs/results/controller/controller.png \
+        --figure-runs cnn-bn-sidco-e-mc-published-s1,cnn-bn-sidco-e-mc-s1,vit-sidco-e-mc-published-s1,vit-sidco-e-mc-s1
+    PYTHONPATH=build/python python3 scripts/controller.py --figure docs/results/controller/estimate.png \
+        --figure-runs vit-sidco-e-mc-fit-s1,vit-sidco-e-mc-s1
 """
 
 import argparse
@@ -54,6 +61,7 @@ import gradscope
 import gradscope.ddp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import plotstyle  # noqa: E402
 import runs  # noqa: E402
 import study_models  # noqa: E402
 
@@ -354,11 +362,14 @@ def paired_table(results):
 
 def figure(names, path, opts):
     """Quality and stages per step of the runs named, made by this call or an earlier one (with or
-    without --published) at the same --workers and --steps."""
+    without --published) at the same --workers and --steps: a panel per run, the quality in its
+    method's colour and marker (plotstyle), SIDCo's own estimate in the same colour, hollow, the
+    stage count in a strip beneath; one legend for the figure, above the panels."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     missing = [n for n in names if not os.path.exists(run_path(n, opts))]
     if missing:
@@ -367,51 +378,77 @@ def figure(names, path, opts):
     for n in names:
         with open(run_path(n, opts)) as f:
             chosen.append(json.load(f))
-    fig, axes = plt.subplots(len(chosen), 1, figsize=(10, 2.6 * len(chosen)), squeeze=False, sharex=True)
-    for ax, r in zip(axes[:, 0], chosen):
+    # a panel of quality per run, its stage count in a strip beneath it
+    fig, axes = plt.subplots(
+        2 * len(chosen),
+        1,
+        figsize=(10, 3.2 * len(chosen)),
+        squeeze=False,
+        sharex=True,
+        gridspec_kw={"height_ratios": [3, 1] * len(chosen)},
+    )
+    handles = {}
+    for ax, strip, r in zip(axes[0::2, 0], axes[1::2, 0], chosen):
         steps = r["steps_run"]
+        look = plotstyle.style(f"{r['method']}-{r['setup']}")
+        ax.axhspan(*BAND, color="0.9", label="band [0.5, 2]")
+        ax.axhline(1.0, color="0.5", linewidth=0.6)
         ax.semilogy(
             [s["quality"] if s["quality"] > 0 else float("nan") for s in steps],
-            ".-",
             markersize=2,
-            linewidth=0.6,
-            color="tab:blue",
-            label="quality (achieved / target density)",
+            linewidth=0.7,
+            label="quality: achieved / target density",
+            **look,
         )
         if any(s.get("estimate_quality") is not None for s in steps):
             ax.semilogy(
                 [s["estimate_quality"] if (s.get("estimate_quality") or 0) > 0 else float("nan") for s in steps],
-                ".",
-                markersize=2,
-                color="tab:orange",
+                linestyle="none",
+                marker=look["marker"],
+                markersize=3,
+                markeredgewidth=0.6,
+                markerfacecolor="none",
+                color=look["color"],
                 label="SIDCo's own estimate, before any correction",
             )
-        ax.axhspan(*BAND, color="0.9", label="[0.5, 2]")
-        ax.axhline(1.0, color="0.5", linewidth=0.6)
         ax.set_ylim(0.01, 10)
         ax.set_ylabel("quality (log)")
-        twin = ax.twinx()
-        twin.step(
+        strip.step(
             range(len(steps)),
             [s["stages"] for s in steps],
             where="post",
-            color="tab:red",
+            color="0.3",
             linewidth=1.0,
             label="SIDCo stages",
         )
-        twin.set_ylabel("stages", color="tab:red")
-        twin.set_ylim(0, max(s["stages"] for s in steps) + 1)
+        strip.set_ylabel("stages")
+        strip.set_ylim(0, max(s["stages"] for s in steps) + 1)
+        strip.yaxis.set_major_locator(MaxNLocator(integer=True, nbins=3))
+        strip.grid(True, axis="y", linewidth=0.3)
         m = metrics(r)
         ax.set_title(
             f"{m['run']}: {100 * m['in_band']:.0f}% of steps in [0.5, 2], at most {m['changes']} stage "
             f"changes in 20 steps, density {m['density']:.2f}x",
             fontsize=9,
         )
-        ax.legend(loc="upper left", fontsize=7)
-        twin.legend(loc="upper right", fontsize=7)
+        for a in (ax, strip):
+            for h, label in zip(*a.get_legend_handles_labels()):
+                handles.setdefault(label, h)
+    order = ["band", "quality", "SIDCo's own", "SIDCo stages"]  # the same order in every figure
+    handles = dict(sorted(handles.items(), key=lambda kv: next(i for i, o in enumerate(order) if kv[0].startswith(o))))
     axes[-1, 0].set_xlabel("step")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    # one legend for every panel, above the first: it covers no data
+    fig.legend(
+        list(handles.values()),
+        list(handles),
+        loc="lower center",
+        bbox_to_anchor=(0.5, 1.0),
+        ncol=len(handles),
+        fontsize=8,
+        frameon=False,
+    )
+    fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
 
 

@@ -1,7 +1,7 @@
 // BucketCompressor::exchange_resident, the DDP hook's device path, on the cuda-host backend: the
 // CUDA path's code over fake devices in host memory (gs/kernels/cuda_host.hpp), so its rules run
-// without a GPU. Each case names the rule of the GPU path it stands for; docs/BENCHMARKS.md
-// ("Mutations") lists the change to the code that makes each one fail.
+// without a GPU. Each case names the rule of the GPU path it stands for; docs/architecture.md
+// ("What the cuda-host cases catch") lists the change to the code that makes each one fail.
 #include <gtest/gtest.h>
 
 #include <cmath>

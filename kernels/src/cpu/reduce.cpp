@@ -187,9 +187,8 @@ GS_CPU_CLONES std::uint64_t count_chunk_generic(const float* g, std::size_t n, f
   return c;
 }
 #if defined(GS_LIGHT_AVX2)
-// GCC 12 leaves the loop above at scalar speed (docs/BENCHMARKS.md, "Float-block sums in the
-// stage passes": count_above); in intrinsics it is one compare pair, a movemask and a popcount
-// per 8 floats.
+// GCC 12 leaves the loop above at scalar speed (docs/BENCHMARKS.md, "Single passes": count_above);
+// in intrinsics it is one compare pair, a movemask and a popcount per 8 floats.
 __attribute__((target("avx2"))) std::uint64_t count_chunk_avx2(const float* g, std::size_t n, float t) {
   const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   const __m256 tv = _mm256_set1_ps(t), fmax = _mm256_set1_ps(kFloatMax);

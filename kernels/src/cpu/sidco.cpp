@@ -59,8 +59,8 @@ fitting::MagnitudeStats collect_candidates(std::span<const float> g, double thre
         auto& p = w.parts[static_cast<std::size_t>(r)];
         p.size = 0;
         // Branchless packing once the previous chunk packed more than 1% of its elements (about 8% of
-        // the 8-lane groups hit: the branch then mispredicts often; docs/BENCHMARKS.md, "Branchless
-        // packing where hits are dense").
+        // the 8-lane groups hit: the branch then mispredicts often; docs/BENCHMARKS.md, "SIDCo-E's
+        // routes").
         bool dense_hits = false;
         for (std::size_t c = begin; c < end; c += kChunk) {
           const std::size_t ce = std::min(end, c + kChunk);
@@ -168,7 +168,7 @@ constexpr double kAutomaticMaxCandidates = 0.10;
 // takes stage 1's statistics; when stage 1's threshold comes out at or above it (unless the
 // sample's mean overstates g's by more than the margin allows), the selection comes from those
 // candidates, else from one more read of g. The constexpr numbers and how far a sample's mean
-// strays: docs/BENCHMARKS.md, "Unchecked passes and a sampled first stage". Returns the
+// strays: docs/BENCHMARKS.md, "SIDCo-E's routes". Returns the
 // prediction's threshold, or -1 (0 when the sample holds nothing to fit) when the route is not
 // taken.
 double predicted_first_bound(std::span<const float> g, double density, fitting::SidcoVariant variant, SidcoRoute route,
@@ -188,8 +188,8 @@ double predicted_first_bound(std::span<const float> g, double density, fitting::
 // stage 1's threshold: none, every stage reads g).
 // automatic: the candidates (about 8 bytes per element above eta1, ~2n bytes) pay off only
 // while they stay in a cache-sized buffer and several stages reread them (on the reference 2-core
-// EPYC, 32 MiB L3, a win at n = 1e7 with M >= 3 and a loss at n = 1e8: docs/BENCHMARKS.md, "Notes:
-// predictions and outcomes").
+// EPYC, 32 MiB L3, a win at n = 1e7 with M >= 3 and a loss at n = 1e8: docs/BENCHMARKS.md, "SIDCo-E's
+// routes").
 // The predicted route packs only the x above a bound the stage-2 threshold will very likely
 // pass: the exponential quantile of the stage-1 fit at kGuessMargin times stage 2's density
 // (gradients have heavier tails than that law, so their stage-2 threshold lies higher). Its
