@@ -149,8 +149,9 @@ SETTINGS = (
         core="new",
         pickled=True,
         kind=_P.VAR_KEYWORD,
-        doc="the compressor options of the C++ table (stages, bits, variance_alpha, variance_zeta, "
-        "fft_exponent_bits, fft_mantissa_bits, fft_chunk, backend, seed); the seed is made per worker. "
+        doc="the compressor options of the C++ table (stages, sidco_as_published, sidco_estimate, bits, "
+        "variance_alpha, variance_zeta, fft_exponent_bits, fft_mantissa_bits, fft_chunk, backend, seed); "
+        "the seed is made per worker. "
         "An option the method does not read (bits for sidco-e; the registry's row says which it reads) "
         "is refused, as `gradscope train` refuses its flag; backend is read for every method. backend: "
         'where the selection runs, "auto" (the default: the GPU when there is a usable one), "cuda", '

@@ -28,6 +28,27 @@ _END_WITHOUT_BEGIN = (
 
 
 class Recorder:
+    """Records the gradients of `model`'s parameters (those that require one) at every `every`-th
+    step into the snapshot `path`: one copy per parameter (a float32 gradient on the host is read
+    in place), compressed and written on the writer thread.
+
+    every: record the steps whose number is a multiple of it (1: every step).
+    force: replace an existing file (refused otherwise).
+    queue_depth: recorded steps that may wait for the writer before begin_step waits (each holds a
+        model's worth of host memory).
+    compression: how gradients are stored, one of Recorder.compressions() (None: the first, the
+        default); lz4, blosc-lz4 and blosc-bitshuffle need HDF5's filter plugins (scripts/setup.sh).
+    deflate: the level (1 to 9) of compression="deflate"; 0 stores raw floats whatever the codec.
+    dataset, seed: written to the file's attributes, for the record.
+    read_grad: False: record what each parameter's gradient hook sees during backward(); True: no
+        hooks, end_step copies each parameter's .grad as it is then (under DDP: the averaged one).
+
+    end_step of every step, recorded or not, stores its loss and learning rate (Snapshot.losses).
+    gradscope.Error, in one line: a missing directory (MissingFileError), a path that is a
+    directory, an existing file without force, a file this process still has open (a Snapshot or
+    Recorder not closed), an unknown compression, a gradient outside begin_step ... end_step.
+    """
+
     def __init__(
         self,
         model,
