@@ -22,13 +22,27 @@ FORMAT = "gradscope.ddp.State/3"
 _P = inspect.Parameter
 
 
+class _Typed:
+    """A row's conversion by type: the value as `to` makes it when `accepts` it, else a TypeError
+    naming the row and what it takes (`kind`). A bool is no number here, and text is no number
+    either."""
+
+    def __init__(self, accepts, kind, to=lambda value: value):
+        self.accepts, self.kind, self.to = accepts, kind, to
+
+    def __call__(self, value, name):
+        if not self.accepts(value):
+            raise TypeError(f"{name} must be {self.kind}, got {type(value).__name__} {value!r}")
+        return self.to(value)
+
+
 @dataclasses.dataclass(frozen=True)
 class Setting:
     """One keyword of gradscope.ddp.State."""
 
     name: str
     default: Any = None
-    convert: Callable | None = None  # the value as given -> as the State keeps it (None: as given)
+    convert: Callable | None = None  # the value as given -> as the State keeps it (None: as given; _Typed: by type)
     check: Callable | None = None  # raises for a bad value as given (its message names the value given)
     saved: str | bool = True  # its state_dict key (True: its name; False: not saved); rows sharing a key save one tuple
     match: bool = True  # load_state_dict refuses a state_dict saved with another value
@@ -45,6 +59,14 @@ class Setting:
     @property
     def key(self):
         return self.name if self.saved is True else self.saved
+
+    def converted(self, value):
+        """The value as the State keeps it."""
+        if self.convert is None:
+            return value
+        if isinstance(self.convert, _Typed):
+            return self.convert(value, self.name)
+        return self.convert(value)
 
 
 def _check_method(method):
@@ -67,36 +89,14 @@ def _check_history(history):
         raise ValueError(f"history must be >= 1 (steps kept in state.steps), got {history!r}")
 
 
-def _typed(name, accepts, kind, to=lambda value: value):
-    """A row's conversion: the value as `to` makes it when `accepts` it, else a TypeError naming the
-    row and what it takes (`kind`). A bool is no number here, and text is no number either."""
-
-    def convert(value):
-        if not accepts(value):
-            raise TypeError(f"{name} must be {kind}, got {type(value).__name__} {value!r}")
-        return to(value)
-
-    return convert
-
-
 def _number(value, kind):
     return isinstance(value, kind) and not isinstance(value, bool)
 
 
-def _real(name):
-    return _typed(name, lambda v: _number(v, numbers.Real), "a real number", float)
-
-
-def _whole(name):
-    return _typed(name, lambda v: _number(v, numbers.Integral), "a whole number", int)
-
-
-def _text(name):
-    return _typed(name, lambda v: isinstance(v, str), "a string")
-
-
-def _switch(name):
-    return _typed(name, lambda v: isinstance(v, bool), "True or False")
+_REAL = _Typed(lambda v: _number(v, numbers.Real), "a real number", float)
+_WHOLE = _Typed(lambda v: _number(v, numbers.Integral), "a whole number", int)
+_TEXT = _Typed(lambda v: isinstance(v, str), "a string")
+_SWITCH = _Typed(lambda v: isinstance(v, bool), "True or False")
 
 
 def _option_texts(options):
@@ -130,9 +130,9 @@ SETTINGS = (
         saved=False,
         doc="the ranks to average over (default: the whole job). The hook's collectives run on a group "
         "of their own over the same ranks, made at the first bucket, where every worker is: making "
-        "a State does no communication, so workers may make it wherever they like. A group is made "
-        "by the whole job (torch.distributed.new_group), so with a subgroup pass hook_group=, a "
-        "group you made for the hook alone.",
+        "a State does no communication, so workers may make it anywhere after init_process_group, "
+        "which it needs. A group is made by the whole job (torch.distributed.new_group), so with a "
+        "subgroup pass hook_group=, a group you made for the hook alone.",
     ),
     Setting(
         "variance",
@@ -158,23 +158,23 @@ SETTINGS = (
         '"cpu" (a CUDA bucket is then copied to the host and its update back) or "cuda-host" (the CUDA '
         "path's code on the host, rank r's buckets on fake device r: for checking that path without a GPU).",
     ),
-    Setting("seed", 1, convert=_whole("seed"), shared=True, kind=None),  # one stream a worker: Settings.make_core
+    Setting("seed", 1, convert=_WHOLE, shared=True, kind=None),  # one stream a worker: Settings.make_core
     Setting(
         "warmup_steps",
         0,
-        convert=_whole("warmup_steps"),
+        convert=_WHOLE,
         saved="warmup",
         core="new",
         shared=True,
         doc='warmup_steps, warmup ("dense" | "exponential"), warmup_start_ratio: as `gradscope train '
         "--warmup-steps --warmup-schedule --warmup-start-ratio`.",
     ),
-    Setting("warmup", "dense", convert=_text("warmup"), saved="warmup", core="new", shared=True),
-    Setting("warmup_start_ratio", 0.25, convert=_real("warmup_start_ratio"), saved="warmup", core="new", shared=True),
+    Setting("warmup", "dense", convert=_TEXT, saved="warmup", core="new", shared=True),
+    Setting("warmup_start_ratio", 0.25, convert=_REAL, saved="warmup", core="new", shared=True),
     Setting(
         "history",
         1000,
-        convert=_whole("history"),
+        convert=_WHOLE,
         check=_check_history,
         match=False,
         core="new",
@@ -195,7 +195,7 @@ SETTINGS = (
     Setting(
         "device_timing",
         False,
-        convert=_switch("device_timing"),
+        convert=_SWITCH,
         saved=False,
         attr="device_timing",
         doc="time each CUDA bucket's compress and exchange with CUDA events on the hook's stream " "(device_ms()).",
@@ -203,7 +203,7 @@ SETTINGS = (
     Setting(
         "density_schedule",
         "constant",
-        convert=_text("density_schedule"),
+        convert=_TEXT,
         saved="density_schedule",
         core="set_density_schedule",
         shared=True,
@@ -214,7 +214,7 @@ SETTINGS = (
     Setting(
         "density_high",
         0.1,
-        convert=_real("density_high"),
+        convert=_REAL,
         saved="density_schedule",
         core="set_density_schedule",
         shared=True,
@@ -222,7 +222,7 @@ SETTINGS = (
     Setting(
         "density_interval",
         20,
-        convert=_whole("density_interval"),
+        convert=_WHOLE,
         saved="density_schedule",
         core="set_density_schedule",
         shared=True,
@@ -230,7 +230,7 @@ SETTINGS = (
     Setting(
         "density_eta",
         0.5,
-        convert=_real("density_eta"),
+        convert=_REAL,
         saved="density_schedule",
         core="set_density_schedule",
         shared=True,
@@ -238,7 +238,7 @@ SETTINGS = (
     Setting(
         "momentum_correction",
         0.0,
-        convert=_real("momentum_correction"),
+        convert=_REAL,
         core="set_momentum_correction",
         shared=True,
         attr="momentum_correction",
@@ -251,7 +251,7 @@ SETTINGS = (
     Setting(
         "optimizer_momentum_ok",
         False,
-        convert=_switch("optimizer_momentum_ok"),
+        convert=_SWITCH,
         saved=False,
         pickled=True,
         attr="optimizer_momentum_ok",
@@ -259,7 +259,7 @@ SETTINGS = (
     Setting(
         "when",
         "always",
-        convert=_text("when"),
+        convert=_TEXT,
         saved="when",
         older="always",
         core="set_compress_when",
@@ -272,7 +272,7 @@ SETTINGS = (
     Setting(
         "when_interval",
         50,
-        convert=_whole("when_interval"),
+        convert=_WHOLE,
         saved="when",
         older=50,
         core="set_compress_when",
@@ -281,7 +281,7 @@ SETTINGS = (
     Setting(
         "exchange",
         "allgather",
-        convert=_text("exchange"),
+        convert=_TEXT,
         older="allgather",
         core="set_exchange",
         shared=True,
@@ -361,8 +361,8 @@ class Settings:
         for row in SETTINGS:
             if row.kind is None:
                 given[row.name] = options.pop(row.name, row.default)
-        values = {row.name: row.convert(given[row.name]) if row.convert else given[row.name] for row in SETTINGS}
-        defaults = {row.name: row.convert(row.default) if row.convert else row.default for row in SETTINGS}
+        values = {row.name: row.converted(given[row.name]) for row in SETTINGS}
+        defaults = {row.name: row.converted(row.default) for row in SETTINGS}
         for name, (other, acts, words) in COMPANIONS.items():
             if values[name] != defaults[name] and not acts(values[other]):
                 raise ValueError(
