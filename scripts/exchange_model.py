@@ -9,7 +9,7 @@ link_bytes_per_step: the same model applied to the collectives it called) beside
 is the hook's dense (warm-up) step, its ring all-reduce.
 
     PYTHONPATH=build/python python3 scripts/exchange_model.py [--n 11181642] [--density 0.01]
-        [--alpha-us 30] [--lab] [--lab-workers 2,4,8] [--lab-steps 6] [--out docs/results/scale]
+        [--alpha-us 30] [--lab] [--lab-workers 2,4,8] [--lab-steps 6] [--out docs/results/scale] [--force]
 
 The model, per worker and step, for n elements at density d (k = d n selected), W workers, links of
 B bit/s each way and a per-message latency alpha. The all-gather's payload codes its ascending
@@ -332,9 +332,17 @@ def main():
     p.add_argument("--lab-n", type=int, default=RESNET18)
     p.add_argument("--lab-steps", type=int, default=6)
     p.add_argument("--out", default="docs/results/scale")
+    p.add_argument("--force", action="store_true", help="replace a table or figure already in --out")
     opts = p.parse_args()
     if not (0 < opts.density < 1) or opts.n < 1 or opts.lab_steps < 1:
         p.error("--density in (0, 1), --n and --lab-steps at least 1")
+    outputs = [os.path.join(opts.out, name) for name in ("scale.table.md", "scale.png")]
+    there = [path for path in outputs if os.path.exists(path)]
+    if there and not opts.force:
+        p.error(
+            f"{there[0]} exists (the committed one holds the lab's rows, which only --lab remakes): "
+            "pass --force to replace it, or --out DIR to write elsewhere"
+        )
     os.makedirs(opts.out, exist_ok=True)
     text = model_table(opts)
     rows = []
