@@ -505,11 +505,6 @@ class CubPrims {
   }
 
   // DeviceSelect has no output bound: its output is a store that drops what lands past capacity.
-  // The full count goes to *d_count in device memory (nothing waits).
-  template <class Index, class Pred, class Count>
-  void select_into(std::uint64_t n, const Pred& pred, Index* out, std::uint64_t capacity, Count* d_count) const {
-    select(thrust::counting_iterator<Index>(0), n, pred, out, capacity, d_count);
-  }
   template <class Index, class Pred>
   std::uint64_t select_if(std::uint64_t n, const Pred& pred, Index* out, std::uint64_t capacity) const {
     if (n == 0) return 0;
@@ -517,15 +512,6 @@ class CubPrims {
     select(thrust::counting_iterator<Index>(0), n, pred, out, capacity, count.data());
     return read_back(count.data(), stream_);
   }
-  template <class Index, class Pred>
-  std::uint64_t select_from(const Index* in, std::uint64_t m, const Pred& pred, Index* out,
-                            std::uint64_t capacity) const {
-    if (m == 0) return 0;
-    DeviceBuffer<unsigned long long> count(1, stream_);
-    select(in, m, pred, out, capacity, count.data());
-    return read_back(count.data(), stream_);
-  }
-
   // select_then_kernel on the grid for n: one launch. Its elements are not counted: whether it
   // runs, and what it reads, only the device knows (the cuda-host twin counts them).
   template <class Sel, class Index, class Then>

@@ -232,47 +232,22 @@ class HostPrims {
     return s;
   }
 
-  // Through the same bounded store as the CUB primitives: nothing past capacity. The full count
-  // goes to *d_count, in device memory (no read-back).
-  template <class Index, class Pred, class Count>
-  void select_into(std::uint64_t n, const Pred& pred, Index* out, std::uint64_t capacity, Count* d_count) const {
+  // Through the same bounded store as the CUB primitives: nothing past capacity; DeviceSelect's
+  // count comes back to the host.
+  template <class Index, class Pred>
+  std::uint64_t select_if(std::uint64_t n, const Pred& pred, Index* out, std::uint64_t capacity) const {
+    if (n == 0) return 0;
     const portable::BoundedStore<Index> store{out, capacity};
     runtime().note_work();
-    if (n == 0) {  // no dispatch: the count zeroed
-      work::memset();
-      *d_count = 0;
-      return;
-    }
+    work::allocation();  // the count's buffer
     work::cub(work::Cub::select, n);
     scratch_for({work::Cub::select, n, 0, int(sizeof(Index))}, 512 + n / 128);
     std::uint64_t m = 0;
     for (std::uint64_t i = 0; i < n; ++i)
       if (pred(Index(i))) store(std::int64_t(m++), Index(i));
-    *d_count = m;
+    copied_back(sizeof(unsigned long long));
+    return m;
   }
-  template <class Index, class Pred>
-  std::uint64_t select_if(std::uint64_t n, const Pred& pred, Index* out, std::uint64_t capacity) const {
-    if (n == 0) return 0;
-    Buffer<unsigned long long> count(1);
-    select_into(n, pred, out, capacity, count.data());
-    return read(count.data());  // DeviceSelect's count comes back to the host
-  }
-  template <class Index, class Pred>
-  std::uint64_t select_from(const Index* in, std::uint64_t m, const Pred& pred, Index* out,
-                            std::uint64_t capacity) const {
-    if (m == 0) return 0;
-    const portable::BoundedStore<Index> store{out, capacity};
-    runtime().note_work();
-    work::cub(work::Cub::select, m);
-    scratch_for({work::Cub::select, m, 0, int(sizeof(Index))}, 512 + m / 128);
-    std::uint64_t c = 0;
-    for (std::uint64_t j = 0; j < m; ++j)
-      if (pred(in[j])) store(std::int64_t(c++), in[j]);
-    Buffer<unsigned long long> count(1);
-    *count.data() = c;
-    return read(count.data());
-  }
-
   // select_then_kernel's twin: one launch. Open, each block of the grid takes a chunk of the len
   // elements in order; its hits' positions are kept (kSelectStaged at most, else the block reads
   // its chunk again: counted); the count, positions and values are the kernel's; the weight is

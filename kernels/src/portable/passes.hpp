@@ -23,8 +23,6 @@
 //   sum<T>(m, f)                        sum of f(j), j < m
 //   select_if(n, pred, Index* out, capacity)   stable: the i < n with pred(i), ascending, the
 //                                       first `capacity` of them written; returns the full count
-//   select_into(n, pred, out, capacity, Count* count)   the same, the count left in device memory
-//   select_from(in, m, pred, out, capacity)    the same over a list of indices
 //   select_then(n, sel, out, values, capacity, count, weight, room, then)   one launch: where
 //                                       sel.bind().on (read on the device), a stable selection of
 //                                       the i < len (bind().len <= n) that flags(i) takes (kTake, or

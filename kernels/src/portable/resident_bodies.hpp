@@ -59,7 +59,6 @@ struct ResidentState {
   std::uint64_t counted = 0;   // the last count pass
   std::uint64_t selected = 0;  // the selection above's full count
   std::uint64_t picked = 0;    // the exact top-k's count
-  std::uint64_t ties = 0;      // ties at the key found
   std::uint64_t finite = 0, nonzero = 0;
   double weight = 0.0;  // the last selection's sum of its weights (SIDCo: the excess over its threshold)
   fitting::MagnitudeStats stats;
@@ -418,10 +417,7 @@ struct RadixStep {
       if (cum + hist[b] >= r.k) {
         r.prefix |= std::uint32_t(b) << radix_shift(digit);
         r.k -= cum;
-        if (digit == kRadixDigits - 1) {
-          r.found = 1;
-          s.ties = hist[b];
-        }
+        if (digit == kRadixDigits - 1) r.found = 1;
         return;
       }
       cum += hist[b];
